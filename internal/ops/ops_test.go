@@ -61,7 +61,9 @@ func TestServeStopsWithContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeListener(ctx, ln, Handler(NewRegistry(), nil), slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		done <- ServeListener(ctx, ln, Handler(NewRegistry(), nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	resp, err := http.Get("http://" + ln.Addr().String() + "/livez")
 	if err != nil {
 		t.Fatal(err)
