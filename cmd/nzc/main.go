@@ -29,6 +29,9 @@ Every privacy figure nzc prints is one it can prove: the source paper's
   # The same, as JSON:
   nzc version --format json`,
 	}
-	root.AddCommand(cli.VersionCommand("nzc"))
+	root.AddCommand(
+		cli.VersionCommand("nzc"),
+		newInitCommand(),
+	)
 	return root
 }

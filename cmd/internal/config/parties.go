@@ -9,9 +9,9 @@ import (
 // TLS names the federation files a party authenticates with. They are made
 // by `nzc init`.
 type TLS struct {
-	CA   string `mapstructure:"ca" yaml:"ca" help:"federation CA certificate (PEM)"`
-	Cert string `mapstructure:"cert" yaml:"cert" help:"this party's certificate (PEM)"`
-	Key  string `mapstructure:"key" yaml:"key" help:"this party's private key (PEM, mode 0600)"`
+	CA   string `mapstructure:"ca" yaml:"ca" json:"ca" help:"federation CA certificate (PEM)"`
+	Cert string `mapstructure:"cert" yaml:"cert" json:"cert" help:"this party's certificate (PEM)"`
+	Key  string `mapstructure:"key" yaml:"key" json:"key" help:"this party's private key (PEM, mode 0600)"`
 }
 
 func (t TLS) check(c *checker) {
@@ -22,8 +22,8 @@ func (t TLS) check(c *checker) {
 
 // Log configures structured logging.
 type Log struct {
-	Level  string `mapstructure:"level" yaml:"level" help:"debug, info, warn or error"`
-	Format string `mapstructure:"format" yaml:"format" help:"text or json"`
+	Level  string `mapstructure:"level" yaml:"level" json:"level" help:"debug, info, warn or error"`
+	Format string `mapstructure:"format" yaml:"format" json:"format" help:"text or json"`
 }
 
 func (l Log) check(c *checker) {
@@ -33,7 +33,7 @@ func (l Log) check(c *checker) {
 
 // Ops configures the operations endpoint serving /metrics, /livez and /readyz.
 type Ops struct {
-	Listen string `mapstructure:"listen" yaml:"listen" help:"host:port; empty disables the endpoint"`
+	Listen string `mapstructure:"listen" yaml:"listen" json:"listen" help:"host:port; empty disables the endpoint"`
 }
 
 func (o Ops) check(c *checker) { c.address("ops.listen", o.Listen, false, "") }
@@ -42,18 +42,18 @@ func defaultLog() Log { return Log{Level: "info", Format: "text"} }
 
 // Teacher is the configuration of nzc-teacher, run by each hospital.
 type Teacher struct {
-	ID          string `mapstructure:"id" yaml:"id" help:"hospital id, as in its certificate"`
-	Aggregator  string `mapstructure:"aggregator" yaml:"aggregator" help:"aggregator address (host:port); hospitals only dial out"`
-	TLS         TLS    `mapstructure:"tls" yaml:"tls"`
-	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" help:"age identity file that opens query features"`
-	SigningKey  string `mapstructure:"signing_key" yaml:"signing_key" help:"ed25519 key that signs this hospital's ledger requests"`
-	Data        string `mapstructure:"data" yaml:"data" help:"directory of training data (idx files) or a CSV file"`
-	Models      string `mapstructure:"models" yaml:"models" help:"directory where trained teachers are kept"`
-	Teachers    int    `mapstructure:"teachers" yaml:"teachers" help:"number of teachers trained on disjoint shards"`
-	Model       string `mapstructure:"model" yaml:"model" help:"softmax, mlp or cnn"`
-	Seed        uint64 `mapstructure:"seed" yaml:"seed" help:"training seed"`
-	Log         Log    `mapstructure:"log" yaml:"log"`
-	Ops         Ops    `mapstructure:"ops" yaml:"ops"`
+	ID          string `mapstructure:"id" yaml:"id" json:"id" help:"hospital id, as in its certificate"`
+	Aggregator  string `mapstructure:"aggregator" yaml:"aggregator" json:"aggregator" help:"aggregator address (host:port); hospitals only dial out"`
+	TLS         TLS    `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"age identity file that opens query features"`
+	SigningKey  string `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that signs this hospital's ledger requests"`
+	Data        string `mapstructure:"data" yaml:"data" json:"data" help:"directory of training data (idx files) or a CSV file"`
+	Models      string `mapstructure:"models" yaml:"models" json:"models" help:"directory where trained teachers are kept"`
+	Teachers    int    `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"number of teachers trained on disjoint shards"`
+	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp or cnn"`
+	Seed        uint64 `mapstructure:"seed" yaml:"seed" json:"seed" help:"training seed"`
+	Log         Log    `mapstructure:"log" yaml:"log" json:"log"`
+	Ops         Ops    `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultTeacher returns the defaults of nzc-teacher.
@@ -78,15 +78,15 @@ func (t Teacher) Validate() error {
 
 // Mechanism names the aggregation mechanism and its parameters.
 type Mechanism struct {
-	Name        string  `mapstructure:"name" yaml:"name" help:"nzc, lnmax, gnmax, confident-gnmax or nzc-svt"`
-	Noise       string  `mapstructure:"noise" yaml:"noise" help:"laplace or gaussian (nzc only)"`
-	Scale       float64 `mapstructure:"scale" yaml:"scale" help:"Laplace scale b"`
-	Sigma       float64 `mapstructure:"sigma" yaml:"sigma" help:"Gaussian σ"`
-	Constant    float64 `mapstructure:"constant" yaml:"constant" help:"the paper's constant c (nzc only)"`
-	Threshold   float64 `mapstructure:"threshold" yaml:"threshold" help:"confidence threshold T"`
-	Sigma1      float64 `mapstructure:"sigma1" yaml:"sigma1" help:"σ1 of the confidence test"`
-	Sigma2      float64 `mapstructure:"sigma2" yaml:"sigma2" help:"σ2 of the answer"`
-	MaxRefusals int     `mapstructure:"max_refusals" yaml:"max_refusals" help:"K, nzc-svt only"`
+	Name        string  `mapstructure:"name" yaml:"name" json:"name" help:"nzc, lnmax, gnmax, confident-gnmax or nzc-svt"`
+	Noise       string  `mapstructure:"noise" yaml:"noise" json:"noise" help:"laplace or gaussian (nzc only)"`
+	Scale       float64 `mapstructure:"scale" yaml:"scale" json:"scale" help:"Laplace scale b"`
+	Sigma       float64 `mapstructure:"sigma" yaml:"sigma" json:"sigma" help:"Gaussian σ"`
+	Constant    float64 `mapstructure:"constant" yaml:"constant" json:"constant" help:"the paper's constant c (nzc only)"`
+	Threshold   float64 `mapstructure:"threshold" yaml:"threshold" json:"threshold" help:"confidence threshold T"`
+	Sigma1      float64 `mapstructure:"sigma1" yaml:"sigma1" json:"sigma1" help:"σ1 of the confidence test"`
+	Sigma2      float64 `mapstructure:"sigma2" yaml:"sigma2" json:"sigma2" help:"σ2 of the answer"`
+	MaxRefusals int     `mapstructure:"max_refusals" yaml:"max_refusals" json:"max_refusals" help:"K, nzc-svt only"`
 }
 
 func (m Mechanism) check(c *checker) {
@@ -132,18 +132,18 @@ func (m Mechanism) check(c *checker) {
 
 // Aggregator is the configuration of nzc-aggregator.
 type Aggregator struct {
-	Listen        string        `mapstructure:"listen" yaml:"listen" help:"QUIC address hospitals and students dial"`
-	Auditors      []string      `mapstructure:"auditors" yaml:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
-	TLS           TLS           `mapstructure:"tls" yaml:"tls"`
-	AgeIdentity   string        `mapstructure:"age_identity" yaml:"age_identity" help:"opens vote histograms"`
-	SigningKey    string        `mapstructure:"signing_key" yaml:"signing_key" help:"signs ledger charges"`
-	Outbox        string        `mapstructure:"outbox" yaml:"outbox" help:"durable store of charged answers not yet delivered"`
-	Mechanism     Mechanism     `mapstructure:"mechanism" yaml:"mechanism"`
-	Quorum        int           `mapstructure:"quorum" yaml:"quorum" help:"minimum hospitals that must vote on a batch"`
-	BatchDeadline time.Duration `mapstructure:"batch_deadline" yaml:"batch_deadline" help:"how long to wait for hospitals' votes"`
-	Delta         float64       `mapstructure:"delta" yaml:"delta" help:"δ at which ε is reported"`
-	Log           Log           `mapstructure:"log" yaml:"log"`
-	Ops           Ops           `mapstructure:"ops" yaml:"ops"`
+	Listen        string        `mapstructure:"listen" yaml:"listen" json:"listen" help:"QUIC address hospitals and students dial"`
+	Auditors      []string      `mapstructure:"auditors" yaml:"auditors" json:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
+	TLS           TLS           `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity   string        `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens vote histograms"`
+	SigningKey    string        `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"signs ledger charges"`
+	Outbox        string        `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
+	Mechanism     Mechanism     `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
+	Quorum        int           `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
+	BatchDeadline time.Duration `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
+	Delta         float64       `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
+	Log           Log           `mapstructure:"log" yaml:"log" json:"log"`
+	Ops           Ops           `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultAggregator returns the defaults of nzc-aggregator: a sound
@@ -189,13 +189,13 @@ func (a Aggregator) Validate() error {
 
 // Student is the configuration of nzc-student.
 type Student struct {
-	ID          string `mapstructure:"id" yaml:"id" help:"student id, as in its certificate"`
-	Aggregator  string `mapstructure:"aggregator" yaml:"aggregator" help:"aggregator address"`
-	TLS         TLS    `mapstructure:"tls" yaml:"tls"`
-	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" help:"opens released labels"`
-	BatchSize   int    `mapstructure:"batch_size" yaml:"batch_size" help:"queries per label request"`
-	State       string `mapstructure:"state" yaml:"state" help:"directory recording labelled batches (resumable runs)"`
-	Log         Log    `mapstructure:"log" yaml:"log"`
+	ID          string `mapstructure:"id" yaml:"id" json:"id" help:"student id, as in its certificate"`
+	Aggregator  string `mapstructure:"aggregator" yaml:"aggregator" json:"aggregator" help:"aggregator address"`
+	TLS         TLS    `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens released labels"`
+	BatchSize   int    `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
+	State       string `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
+	Log         Log    `mapstructure:"log" yaml:"log" json:"log"`
 }
 
 // DefaultStudent returns the defaults of nzc-student.
@@ -220,18 +220,18 @@ func (s Student) Validate() error {
 
 // Auditor is the configuration of nzc-auditor.
 type Auditor struct {
-	ID         string   `mapstructure:"id" yaml:"id" help:"auditor id, as in its certificate"`
-	DataDir    string   `mapstructure:"data_dir" yaml:"data_dir" help:"raft log, snapshots and ledger state"`
-	Raft       string   `mapstructure:"raft" yaml:"raft" help:"address for raft traffic among auditors"`
-	Advertise  string   `mapstructure:"advertise" yaml:"advertise" help:"raft address peers dial (defaults to raft)"`
-	Listen     string   `mapstructure:"listen" yaml:"listen" help:"address the aggregator submits charges to"`
-	API        string   `mapstructure:"api" yaml:"api" help:"HTTPS compliance API and dashboard"`
-	Bootstrap  bool     `mapstructure:"bootstrap" yaml:"bootstrap" help:"form a new cluster with the peers below"`
-	Peers      []string `mapstructure:"peers" yaml:"peers" help:"id=raft-address of the founding auditors"`
-	TLS        TLS      `mapstructure:"tls" yaml:"tls"`
-	SigningKey string   `mapstructure:"signing_key" yaml:"signing_key" help:"ed25519 key that cosigns checkpoints"`
-	Log        Log      `mapstructure:"log" yaml:"log"`
-	Ops        Ops      `mapstructure:"ops" yaml:"ops"`
+	ID         string   `mapstructure:"id" yaml:"id" json:"id" help:"auditor id, as in its certificate"`
+	DataDir    string   `mapstructure:"data_dir" yaml:"data_dir" json:"data_dir" help:"raft log, snapshots and ledger state"`
+	Raft       string   `mapstructure:"raft" yaml:"raft" json:"raft" help:"address for raft traffic among auditors"`
+	Advertise  string   `mapstructure:"advertise" yaml:"advertise" json:"advertise" help:"raft address peers dial (defaults to raft)"`
+	Listen     string   `mapstructure:"listen" yaml:"listen" json:"listen" help:"address the aggregator submits charges to"`
+	API        string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API and dashboard"`
+	Bootstrap  bool     `mapstructure:"bootstrap" yaml:"bootstrap" json:"bootstrap" help:"form a new cluster with the peers below"`
+	Peers      []string `mapstructure:"peers" yaml:"peers" json:"peers" help:"id=raft-address of the founding auditors"`
+	TLS        TLS      `mapstructure:"tls" yaml:"tls" json:"tls"`
+	SigningKey string   `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that cosigns checkpoints"`
+	Log        Log      `mapstructure:"log" yaml:"log" json:"log"`
+	Ops        Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultAuditor returns the defaults of nzc-auditor.
