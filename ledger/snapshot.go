@@ -95,7 +95,7 @@ func (s *State) Restore(snapshot []byte) error {
 	s.grid, s.genesis, s.origin = fresh.grid, fresh.genesis, fresh.origin
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
-	s.entries, s.hashes = fresh.entries, fresh.hashes
+	s.entries, s.log = fresh.entries, fresh.log
 	return nil
 }
 
