@@ -1,7 +1,7 @@
 // Package crypto holds the federation's key material and the operations on it:
 // the federation certificate authority and the party certificates it issues,
 // private key files, age sealing of private payloads, and the ed25519 signing
-// keys of the aggregator and the auditors.
+// keys of the aggregator, the auditors and the hospitals.
 //
 // It is the only package of the module that imports filippo.io/age. Callers
 // see the small types [Identity] and [Recipient] instead.

@@ -118,12 +118,16 @@ func (m *Manifest) ByRole(role Role) []PartyFiles {
 	return out
 }
 
-// hasSigningKey says which roles get an ed25519 signing key.
-func hasSigningKey(r Role) bool { return r == RoleAggregator || r == RoleAuditor }
+// hasSigningKey says which roles get an ed25519 signing key: the aggregator
+// signs ledger charges, auditors cosign checkpoints, and each hospital signs
+// the request that opens its ledger account and sets its own cap.
+func hasSigningKey(r Role) bool {
+	return r == RoleAggregator || r == RoleAuditor || r == RoleHospital
+}
 
 // Provision creates a federation in dir: a CA, and for each party a TLS
-// certificate and key, an age identity and, for the aggregator and the
-// auditors, an ed25519 signing key. Parties are hospital-1…, auditor-1…,
+// certificate and key, an age identity and, for the aggregator, the
+// auditors and the hospitals, an ed25519 signing key. Parties are hospital-1…, auditor-1…,
 // student-1…, aggregator and compliance. It refuses, with an error matching
 // ErrFederationExists, to replace an existing federation unless spec.Force.
 // The manifest is written last, so a directory without one is incomplete.
