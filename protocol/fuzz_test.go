@@ -92,7 +92,9 @@ func FuzzDecodeError(f *testing.F) {
 func FuzzDecodeHello(f *testing.F) {
 	fuzzMessage(f, TypeHello, func() proto.Message { return &nzcpb.Hello{} })
 }
-func FuzzDecodeAck(f *testing.F) { fuzzMessage(f, TypeAck, func() proto.Message { return &nzcpb.Ack{} }) }
+func FuzzDecodeAck(f *testing.F) {
+	fuzzMessage(f, TypeAck, func() proto.Message { return &nzcpb.Ack{} })
+}
 func FuzzDecodeQueryBatch(f *testing.F) {
 	fuzzMessage(f, TypeQueryBatch, func() proto.Message { return &nzcpb.QueryBatch{} })
 }
