@@ -36,8 +36,8 @@ type Node struct {
 	snaps  raft.SnapshotStore
 
 	localAddr raft.ServerAddress
-	mux       *muxListener // nil for an in-memory transport
-	fwd *forwardClient // nil when forwarding is off
+	mux       *muxListener   // nil for an in-memory transport
+	fwd       *forwardClient // nil when forwarding is off
 
 	hadState bool // raft state existed when the node started
 
@@ -163,15 +163,15 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		return nil, fmt.Errorf("auditor: read raft state: %w", err)
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      log,
-		logs:     d.logs,
-		stable:   d.stable,
-		snaps:    d.snaps,
+		cfg:       cfg,
+		log:       log,
+		logs:      d.logs,
+		stable:    d.stable,
+		snaps:     d.snaps,
 		mux:       d.mux,
 		localAddr: d.trans.LocalAddr(),
 		hadState:  hasState,
-		closers:  d.closers,
+		closers:   d.closers,
 	}
 	n.lifetime, n.stop = context.WithCancel(context.Background())
 	n.met = newMetrics(n)

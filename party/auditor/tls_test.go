@@ -129,7 +129,9 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 	return cfg
 }
 
-func (c *tlsCluster) ids(i int) string { return []string{"hospital-a", "hospital-b", "regulator", "d", "e"}[i] }
+func (c *tlsCluster) ids(i int) string {
+	return []string{"hospital-a", "hospital-b", "regulator", "d", "e"}[i]
+}
 
 // run starts node i with cfg and runs it until stop(i).
 func (c *tlsCluster) run(i int, cfg Config) {
