@@ -1,0 +1,114 @@
+// Package config holds the typed configuration of every NZC binary, with
+// defaults and validation. It does not read files or the environment: the
+// cli package loads values into these types (flag > NZC_* environment >
+// YAML file > default) and then calls Validate.
+//
+// Every field carries the same name in its `mapstructure` and `yaml` tags;
+// that name, joined with dots, is the configuration key (tls.cert), the
+// environment variable (NZC_TLS_CERT) and the flag (--tls-cert).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// FieldError is one problem with one configuration key.
+type FieldError struct {
+	Key     string // dotted key, e.g. "tls.cert"
+	Problem string // what is wrong and what to do about it
+}
+
+func (e FieldError) Error() string { return e.Key + ": " + e.Problem }
+
+// ValidationError lists every problem found in a configuration.
+type ValidationError struct {
+	Problems []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid configuration:")
+	for _, p := range e.Problems {
+		b.WriteString("\n  - ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// ErrInvalid is matched by every *ValidationError (errors.Is).
+var ErrInvalid = errors.New("invalid configuration")
+
+// Is lets errors.Is(err, ErrInvalid) match a *ValidationError.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// checker collects field problems.
+type checker struct{ problems []FieldError }
+
+func (c *checker) add(key, format string, args ...any) {
+	c.problems = append(c.problems, FieldError{Key: key, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: c.problems}
+}
+
+func (c *checker) required(key, value, what string) {
+	if strings.TrimSpace(value) == "" {
+		c.add(key, "required: %s", what)
+	}
+}
+
+// address checks a host:port; empty is reported only when required.
+func (c *checker) address(key, value string, required bool, what string) {
+	if value == "" {
+		if required {
+			c.add(key, "required: %s (host:port, e.g. 127.0.0.1:7400)", what)
+		}
+		return
+	}
+	host, port, err := net.SplitHostPort(value)
+	if err != nil {
+		c.add(key, "%q is not host:port (e.g. 127.0.0.1:7400): %v", value, err)
+		return
+	}
+	_ = host
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		c.add(key, "port %q is not a number between 0 and 65535", port)
+	}
+}
+
+func (c *checker) positive(key string, value int, what string) {
+	if value <= 0 {
+		c.add(key, "must be a positive integer (%s); got %d", what, value)
+	}
+}
+
+func (c *checker) oneOf(key, value string, allowed ...string) {
+	for _, a := range allowed {
+		if value == a {
+			return
+		}
+	}
+	c.add(key, "%q is not one of %s", value, strings.Join(allowed, ", "))
+}
+
+func (c *checker) id(key, value, what string) {
+	if value == "" {
+		c.add(key, "required: %s", what)
+		return
+	}
+	for _, r := range value {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			c.add(key, "%q may contain only lower-case letters, digits, '-' and '_'", value)
+			return
+		}
+	}
+}

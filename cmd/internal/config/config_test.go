@@ -1,0 +1,93 @@
+package config
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+func validTLS() TLS { return TLS{CA: "ca.pem", Cert: "c.pem", Key: "c.key"} }
+
+func TestValidate(t *testing.T) {
+	teacher := func(f func(*Teacher)) Validator {
+		c := DefaultTeacher()
+		c.ID, c.TLS, c.AgeIdentity = "h1", validTLS(), "h1.age"
+		f(&c)
+		return c
+	}
+	agg := func(f func(*Aggregator)) Validator {
+		c := DefaultAggregator()
+		c.Auditors, c.TLS, c.AgeIdentity, c.SigningKey = []string{"127.0.0.1:7600"}, validTLS(), "a.age", "a.sig"
+		f(&c)
+		return c
+	}
+	student := func(f func(*Student)) Validator {
+		c := DefaultStudent()
+		c.ID, c.TLS, c.AgeIdentity = "s1", validTLS(), "s.age"
+		f(&c)
+		return c
+	}
+	auditor := func(f func(*Auditor)) Validator {
+		c := DefaultAuditor()
+		c.ID, c.TLS, c.SigningKey = "a1", validTLS(), "a.sig"
+		f(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Validator
+		want string // substring of the error; "" means valid
+	}{
+		{"teacher valid", teacher(func(*Teacher) {}), ""},
+		{"teacher missing id", teacher(func(c *Teacher) { c.ID = "" }), "id: required"},
+		{"teacher bad id", teacher(func(c *Teacher) { c.ID = "H 1" }), "lower-case"},
+		{"teacher bad address", teacher(func(c *Teacher) { c.Aggregator = "nohost" }), "aggregator: \"nohost\" is not host:port"},
+		{"teacher bad port", teacher(func(c *Teacher) { c.Aggregator = "127.0.0.1:99999" }), "between 0 and 65535"},
+		{"teacher missing cert", teacher(func(c *Teacher) { c.TLS.Cert = "" }), "tls.cert: required"},
+		{"teacher zero teachers", teacher(func(c *Teacher) { c.Teachers = 0 }), "teachers: must be a positive integer"},
+		{"teacher unknown model", teacher(func(c *Teacher) { c.Model = "resnet" }), "model: \"resnet\" is not one of"},
+		{"teacher bad log level", teacher(func(c *Teacher) { c.Log.Level = "loud" }), "log.level"},
+		{"aggregator valid", agg(func(*Aggregator) {}), ""},
+		{"aggregator no auditors", agg(func(c *Aggregator) { c.Auditors = nil }), "nothing is released without a ledger"},
+		{"aggregator unknown mechanism", agg(func(c *Aggregator) { c.Mechanism.Name = "magic" }), "mechanism.name"},
+		{"aggregator NaN sigma", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "gnmax", Sigma: math.NaN()} }), "mechanism.sigma: must be a finite non-negative"},
+		{"aggregator negative scale", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "lnmax", Scale: -1} }), "mechanism.scale"},
+		{"aggregator nzc needs noise", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "nzc", Scale: 1} }), "mechanism.noise"},
+		{"aggregator svt needs K", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "nzc-svt", Sigma1: 1} }), "mechanism.max_refusals"},
+		{"aggregator bad delta", agg(func(c *Aggregator) { c.Delta = 1 }), "delta: must be in (0, 1)"},
+		{"aggregator zero deadline", agg(func(c *Aggregator) { c.BatchDeadline = 0 }), "batch_deadline"},
+		{"student valid", student(func(*Student) {}), ""},
+		{"student huge batch", student(func(c *Student) { c.BatchSize = 1 << 20 }), "batch_size"},
+		{"auditor valid", auditor(func(*Auditor) {}), ""},
+		{"auditor bootstrap without peers", auditor(func(c *Auditor) { c.Bootstrap = true }), "required with bootstrap"},
+		{"auditor bad peer", auditor(func(c *Auditor) { c.Peers = []string{"127.0.0.1:7500"} }), "is not id=host:port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid config rejected: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to mention %q", err, tc.want)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error is not ErrInvalid: %v", err)
+			}
+		})
+	}
+}
+
+// Validator is the interface the cli loader requires.
+type Validator interface{ Validate() error }
+
+func TestValidationListsEveryProblem(t *testing.T) {
+	err := Teacher{}.Validate()
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) < 5 {
+		t.Fatalf("empty teacher config: want many problems, got %v", err)
+	}
+}

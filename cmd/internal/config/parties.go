@@ -1,0 +1,267 @@
+package config
+
+import (
+	"math"
+	"strings"
+	"time"
+)
+
+// TLS names the federation files a party authenticates with. They are made
+// by `nzc init`.
+type TLS struct {
+	CA   string `mapstructure:"ca" yaml:"ca" json:"ca" help:"federation CA certificate (PEM)"`
+	Cert string `mapstructure:"cert" yaml:"cert" json:"cert" help:"this party's certificate (PEM)"`
+	Key  string `mapstructure:"key" yaml:"key" json:"key" help:"this party's private key (PEM, mode 0600)"`
+}
+
+func (t TLS) check(c *checker) {
+	c.required("tls.ca", t.CA, "path to the federation CA certificate made by `nzc init`")
+	c.required("tls.cert", t.Cert, "path to this party's certificate made by `nzc init`")
+	c.required("tls.key", t.Key, "path to this party's private key made by `nzc init`")
+}
+
+// Log configures structured logging.
+type Log struct {
+	Level  string `mapstructure:"level" yaml:"level" json:"level" help:"debug, info, warn or error"`
+	Format string `mapstructure:"format" yaml:"format" json:"format" help:"text or json"`
+}
+
+func (l Log) check(c *checker) {
+	c.oneOf("log.level", l.Level, "debug", "info", "warn", "error")
+	c.oneOf("log.format", l.Format, "text", "json")
+}
+
+// Ops configures the operations endpoint serving /metrics, /livez and /readyz.
+type Ops struct {
+	Listen string `mapstructure:"listen" yaml:"listen" json:"listen" help:"host:port; empty disables the endpoint"`
+}
+
+func (o Ops) check(c *checker) { c.address("ops.listen", o.Listen, false, "") }
+
+func defaultLog() Log { return Log{Level: "info", Format: "text"} }
+
+// Teacher is the configuration of nzc-teacher, run by each hospital.
+type Teacher struct {
+	ID          string `mapstructure:"id" yaml:"id" json:"id" help:"hospital id, as in its certificate"`
+	Aggregator  string `mapstructure:"aggregator" yaml:"aggregator" json:"aggregator" help:"aggregator address (host:port); hospitals only dial out"`
+	TLS         TLS    `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"age identity file that opens query features"`
+	SigningKey  string `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that signs this hospital's ledger requests"`
+	Data        string `mapstructure:"data" yaml:"data" json:"data" help:"directory of training data (idx files) or a CSV file"`
+	Models      string `mapstructure:"models" yaml:"models" json:"models" help:"directory where trained teachers are kept"`
+	Teachers    int    `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"number of teachers trained on disjoint shards"`
+	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp or cnn"`
+	Seed        uint64 `mapstructure:"seed" yaml:"seed" json:"seed" help:"training seed"`
+	Log         Log    `mapstructure:"log" yaml:"log" json:"log"`
+	Ops         Ops    `mapstructure:"ops" yaml:"ops" json:"ops"`
+}
+
+// DefaultTeacher returns the defaults of nzc-teacher.
+func DefaultTeacher() Teacher {
+	return Teacher{Aggregator: "127.0.0.1:7400", Models: "models", Teachers: 50, Model: "mlp", Seed: 1, Log: defaultLog()}
+}
+
+// Validate reports every problem in the configuration.
+func (t Teacher) Validate() error {
+	var c checker
+	c.id("id", t.ID, "this hospital's id, as named in its certificate (e.g. h1)")
+	c.address("aggregator", t.Aggregator, true, "the aggregator's address")
+	t.TLS.check(&c)
+	c.required("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
+	c.required("models", t.Models, "directory where trained teachers are kept")
+	c.positive("teachers", t.Teachers, "number of teachers")
+	c.oneOf("model", t.Model, "softmax", "mlp", "cnn")
+	t.Log.check(&c)
+	t.Ops.check(&c)
+	return c.err()
+}
+
+// Mechanism names the aggregation mechanism and its parameters.
+type Mechanism struct {
+	Name        string  `mapstructure:"name" yaml:"name" json:"name" help:"nzc, lnmax, gnmax, confident-gnmax or nzc-svt"`
+	Noise       string  `mapstructure:"noise" yaml:"noise" json:"noise" help:"laplace or gaussian (nzc only)"`
+	Scale       float64 `mapstructure:"scale" yaml:"scale" json:"scale" help:"Laplace scale b"`
+	Sigma       float64 `mapstructure:"sigma" yaml:"sigma" json:"sigma" help:"Gaussian σ"`
+	Constant    float64 `mapstructure:"constant" yaml:"constant" json:"constant" help:"the paper's constant c (nzc only)"`
+	Threshold   float64 `mapstructure:"threshold" yaml:"threshold" json:"threshold" help:"confidence threshold T"`
+	Sigma1      float64 `mapstructure:"sigma1" yaml:"sigma1" json:"sigma1" help:"σ1 of the confidence test"`
+	Sigma2      float64 `mapstructure:"sigma2" yaml:"sigma2" json:"sigma2" help:"σ2 of the answer"`
+	MaxRefusals int     `mapstructure:"max_refusals" yaml:"max_refusals" json:"max_refusals" help:"K, nzc-svt only"`
+}
+
+func (m Mechanism) check(c *checker) {
+	c.oneOf("mechanism.name", m.Name, "nzc", "lnmax", "gnmax", "confident-gnmax", "nzc-svt")
+	nonNeg := func(key string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			c.add(key, "must be a finite non-negative number; got %v", v)
+		}
+	}
+	nonNeg("mechanism.scale", m.Scale)
+	nonNeg("mechanism.sigma", m.Sigma)
+	nonNeg("mechanism.constant", m.Constant)
+	nonNeg("mechanism.threshold", m.Threshold)
+	nonNeg("mechanism.sigma1", m.Sigma1)
+	nonNeg("mechanism.sigma2", m.Sigma2)
+	needPositive := func(key string, v float64, why string) {
+		if !(v > 0) {
+			c.add(key, "must be positive for mechanism %s (%s)", m.Name, why)
+		}
+	}
+	switch m.Name {
+	case "nzc":
+		c.oneOf("mechanism.noise", m.Noise, "laplace", "gaussian")
+		if m.Noise == "laplace" {
+			needPositive("mechanism.scale", m.Scale, "the Laplace scale b")
+		} else {
+			needPositive("mechanism.sigma", m.Sigma, "the Gaussian σ")
+		}
+	case "lnmax":
+		needPositive("mechanism.scale", m.Scale, "the Laplace scale b")
+	case "gnmax":
+		needPositive("mechanism.sigma", m.Sigma, "the Gaussian σ")
+	case "confident-gnmax":
+		needPositive("mechanism.sigma1", m.Sigma1, "σ1 of the confidence test")
+		needPositive("mechanism.sigma2", m.Sigma2, "σ2 of the answer")
+	case "nzc-svt":
+		needPositive("mechanism.sigma1", m.Sigma1, "the threshold noise")
+		if m.MaxRefusals <= 0 {
+			c.add("mechanism.max_refusals", "must be a positive integer for nzc-svt (refusals before the session stops)")
+		}
+	}
+}
+
+// Aggregator is the configuration of nzc-aggregator.
+type Aggregator struct {
+	Listen        string        `mapstructure:"listen" yaml:"listen" json:"listen" help:"QUIC address hospitals and students dial"`
+	Auditors      []string      `mapstructure:"auditors" yaml:"auditors" json:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
+	TLS           TLS           `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity   string        `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens vote histograms"`
+	SigningKey    string        `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"signs ledger charges"`
+	Outbox        string        `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
+	Mechanism     Mechanism     `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
+	Quorum        int           `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
+	BatchDeadline time.Duration `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
+	Delta         float64       `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
+	Log           Log           `mapstructure:"log" yaml:"log" json:"log"`
+	Ops           Ops           `mapstructure:"ops" yaml:"ops" json:"ops"`
+}
+
+// DefaultAggregator returns the defaults of nzc-aggregator: a sound
+// mechanism (confident GNMax with PATE 2018's MNIST parameters).
+func DefaultAggregator() Aggregator {
+	return Aggregator{
+		Listen:        "127.0.0.1:7400",
+		Outbox:        "outbox",
+		Mechanism:     Mechanism{Name: "confident-gnmax", Threshold: 200, Sigma1: 150, Sigma2: 40},
+		Quorum:        1,
+		BatchDeadline: 30 * time.Second,
+		Delta:         1e-5,
+		Log:           defaultLog(),
+	}
+}
+
+// Validate reports every problem in the configuration.
+func (a Aggregator) Validate() error {
+	var c checker
+	c.address("listen", a.Listen, true, "the QUIC address to listen on")
+	if len(a.Auditors) == 0 {
+		c.add("auditors", "required: at least one auditor address; nothing is released without a ledger")
+	}
+	for _, addr := range a.Auditors {
+		c.address("auditors", addr, true, "an auditor's address")
+	}
+	a.TLS.check(&c)
+	c.required("age_identity", a.AgeIdentity, "path to the aggregator's age identity made by `nzc init`")
+	c.required("signing_key", a.SigningKey, "path to the aggregator's ed25519 signing key made by `nzc init`")
+	c.required("outbox", a.Outbox, "directory for charged answers awaiting delivery")
+	a.Mechanism.check(&c)
+	c.positive("quorum", a.Quorum, "minimum number of hospitals that must vote")
+	if a.BatchDeadline <= 0 {
+		c.add("batch_deadline", "must be a positive duration such as 30s; got %v", a.BatchDeadline)
+	}
+	if !(a.Delta > 0 && a.Delta < 1) {
+		c.add("delta", "must be in (0, 1), e.g. 1e-5; got %v", a.Delta)
+	}
+	a.Log.check(&c)
+	a.Ops.check(&c)
+	return c.err()
+}
+
+// Student is the configuration of nzc-student.
+type Student struct {
+	ID          string `mapstructure:"id" yaml:"id" json:"id" help:"student id, as in its certificate"`
+	Aggregator  string `mapstructure:"aggregator" yaml:"aggregator" json:"aggregator" help:"aggregator address"`
+	TLS         TLS    `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens released labels"`
+	BatchSize   int    `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
+	State       string `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
+	Log         Log    `mapstructure:"log" yaml:"log" json:"log"`
+}
+
+// DefaultStudent returns the defaults of nzc-student.
+func DefaultStudent() Student {
+	return Student{Aggregator: "127.0.0.1:7400", BatchSize: 256, State: "student-state", Log: defaultLog()}
+}
+
+// Validate reports every problem in the configuration.
+func (s Student) Validate() error {
+	var c checker
+	c.id("id", s.ID, "this student's id, as named in its certificate (e.g. s1)")
+	c.address("aggregator", s.Aggregator, true, "the aggregator's address")
+	s.TLS.check(&c)
+	c.required("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
+	if s.BatchSize <= 0 || s.BatchSize > 65536 {
+		c.add("batch_size", "must be between 1 and 65536; got %d", s.BatchSize)
+	}
+	c.required("state", s.State, "directory recording labelled batches")
+	s.Log.check(&c)
+	return c.err()
+}
+
+// Auditor is the configuration of nzc-auditor.
+type Auditor struct {
+	ID         string   `mapstructure:"id" yaml:"id" json:"id" help:"auditor id, as in its certificate"`
+	DataDir    string   `mapstructure:"data_dir" yaml:"data_dir" json:"data_dir" help:"raft log, snapshots and ledger state"`
+	Raft       string   `mapstructure:"raft" yaml:"raft" json:"raft" help:"address for raft traffic among auditors"`
+	Advertise  string   `mapstructure:"advertise" yaml:"advertise" json:"advertise" help:"raft address peers dial (defaults to raft)"`
+	Listen     string   `mapstructure:"listen" yaml:"listen" json:"listen" help:"address the aggregator submits charges to"`
+	API        string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API and dashboard"`
+	Bootstrap  bool     `mapstructure:"bootstrap" yaml:"bootstrap" json:"bootstrap" help:"form a new cluster with the peers below"`
+	Peers      []string `mapstructure:"peers" yaml:"peers" json:"peers" help:"id=raft-address of the founding auditors"`
+	TLS        TLS      `mapstructure:"tls" yaml:"tls" json:"tls"`
+	SigningKey string   `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that cosigns checkpoints"`
+	Log        Log      `mapstructure:"log" yaml:"log" json:"log"`
+	Ops        Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
+}
+
+// DefaultAuditor returns the defaults of nzc-auditor.
+func DefaultAuditor() Auditor {
+	return Auditor{DataDir: "auditor-data", Raft: "127.0.0.1:7500", Listen: "127.0.0.1:7600", API: "127.0.0.1:7700", Log: defaultLog()}
+}
+
+// Validate reports every problem in the configuration.
+func (a Auditor) Validate() error {
+	var c checker
+	c.id("id", a.ID, "this auditor's id, as named in its certificate (e.g. a1)")
+	c.required("data_dir", a.DataDir, "directory for the raft log, snapshots and ledger state")
+	c.address("raft", a.Raft, true, "the address for raft traffic")
+	c.address("advertise", a.Advertise, false, "")
+	c.address("listen", a.Listen, true, "the address the aggregator submits charges to")
+	c.address("api", a.API, false, "")
+	for _, p := range a.Peers {
+		id, addr, ok := strings.Cut(p, "=")
+		if !ok || id == "" {
+			c.add("peers", "%q is not id=host:port (e.g. a2=127.0.0.1:7501)", p)
+			continue
+		}
+		c.address("peers", addr, true, "a peer's raft address")
+	}
+	if a.Bootstrap && len(a.Peers) == 0 {
+		c.add("peers", "required with bootstrap: the founding auditors as id=host:port, this one included")
+	}
+	a.TLS.check(&c)
+	c.required("signing_key", a.SigningKey, "path to this auditor's ed25519 key made by `nzc init`")
+	a.Log.check(&c)
+	a.Ops.check(&c)
+	return c.err()
+}

@@ -1,0 +1,37 @@
+// Command nzc-aggregator is the neutral aggregator: it sums hospitals' votes, charges the ledger, then releases labels.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+)
+
+func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "nzc-aggregator",
+		Short: "The aggregator: sums votes, runs the DP mechanism, charges the ledger, releases labels",
+		Long: `nzc-aggregator accepts label requests from students, fans the queries out to the
+connected hospitals, sums their vote histograms, runs the configured
+differential-privacy mechanism, commits the privacy charge to the auditors'
+ledger, and only then returns the labels, age-encrypted to the student.
+
+Its configuration (see 'nzc-aggregator config keys') comes from flags, NZC_*
+environment variables and a YAML file made by 'nzc init'.`,
+		Example: `  # Check the configuration and the mechanism it will use:
+  nzc-aggregator config show --config federation/aggregator.yaml
+
+  # Try another mechanism without editing the file:
+  nzc-aggregator config show --config federation/aggregator.yaml --mechanism-name gnmax --mechanism-sigma 40`,
+	}
+	root.AddCommand(
+		cli.VersionCommand("nzc-aggregator"),
+		cli.ConfigCommand("nzc-aggregator", config.DefaultAggregator()),
+	)
+	return root
+}

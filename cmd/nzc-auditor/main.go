@@ -1,0 +1,37 @@
+// Command nzc-auditor is one member of the auditor cluster that keeps the replicated privacy ledger.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+)
+
+func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "nzc-auditor",
+		Short: "An auditor: one raft member of the replicated, tamper-evident privacy ledger",
+		Long: `nzc-auditor runs one member of the auditor cluster. Together the auditors keep a
+raft-replicated privacy ledger: every charge is agreed by a majority before
+any label is released, and each auditor signs checkpoints of the ledger's
+Merkle log so that compliance officers can verify it independently.
+
+Its configuration (see 'nzc-auditor config keys') comes from flags, NZC_*
+environment variables and a YAML file made by 'nzc init'.`,
+		Example: `  # Check the configuration nzc init wrote for auditor a1:
+  nzc-auditor config show --config federation/a1.yaml
+
+  # List every key with its flag and environment variable:
+  nzc-auditor config keys`,
+	}
+	root.AddCommand(
+		cli.VersionCommand("nzc-auditor"),
+		cli.ConfigCommand("nzc-auditor", config.DefaultAuditor()),
+	)
+	return root
+}

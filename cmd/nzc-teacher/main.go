@@ -1,0 +1,37 @@
+// Command nzc-teacher is the hospital's node: it trains teachers on local data and answers vote requests.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+)
+
+func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "nzc-teacher",
+		Short: "A hospital's teacher node: trains teachers on local data and votes on queries",
+		Long: `nzc-teacher runs at each hospital. It trains teacher models on disjoint shards
+of the hospital's own data, dials out to the aggregator (a hospital never
+opens an inbound port), and answers each batch of queries with one vote
+histogram per query over its own teachers, age-encrypted to the aggregator.
+
+Its configuration (see 'nzc-teacher config keys') comes from flags, NZC_*
+environment variables and a YAML file made by 'nzc init'.`,
+		Example: `  # Check the configuration nzc init wrote for hospital h1:
+  nzc-teacher config show --config federation/h1.yaml
+
+  # Override one key from the environment and print JSON:
+  NZC_AGGREGATOR=127.0.0.1:7400 nzc-teacher config show --config federation/h1.yaml --format json`,
+	}
+	root.AddCommand(
+		cli.VersionCommand("nzc-teacher"),
+		cli.ConfigCommand("nzc-teacher", config.DefaultTeacher()),
+	)
+	return root
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/crypto"
+)
+
+func runNZC(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// loadAs loads a written configuration file the way its binary does.
+func loadAs[T cli.Validator](t *testing.T, path string, defaults T) T {
+	t.Helper()
+	cmd := &cobra.Command{Use: "x"}
+	cli.AddConfigFlags(cmd, defaults)
+	if err := cmd.ParseFlags([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cli.Load(cmd, defaults)
+	if err != nil {
+		t.Fatalf("%s does not load: %v", path, err)
+	}
+	return cfg
+}
+
+func TestInitWritesLoadableFederation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	out, err := runNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "3", "--students", "1", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s initSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	m, err := crypto.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.CAFingerprint == "" || s.CAFingerprint != m.CAFingerprint {
+		t.Fatalf("summary fingerprint %q, manifest %q", s.CAFingerprint, m.CAFingerprint)
+	}
+	if len(s.Configs) != 7 { // 2 hospitals, aggregator, 3 auditors, 1 student
+		t.Fatalf("wrote %d configurations, want 7: %v", len(s.Configs), s.Configs)
+	}
+	h := loadAs(t, filepath.Join(dir, "hospital-2.yaml"), config.DefaultTeacher())
+	if h.ID != "hospital-2" || h.SigningKey == "" || !filepath.IsAbs(h.TLS.Cert) {
+		t.Fatalf("hospital config: %+v", h)
+	}
+	if _, err := crypto.LoadPrivateKey(h.SigningKey); err != nil {
+		t.Fatalf("hospital signing key: %v", err)
+	}
+	a := loadAs(t, filepath.Join(dir, "aggregator.yaml"), config.DefaultAggregator())
+	if len(a.Auditors) != 3 {
+		t.Fatalf("aggregator knows %d auditors, want 3", len(a.Auditors))
+	}
+	bootstraps := 0
+	for i := 1; i <= 3; i++ {
+		au := loadAs(t, filepath.Join(dir, "auditor-"+string(rune('0'+i))+".yaml"), config.DefaultAuditor())
+		if au.Bootstrap {
+			bootstraps++
+		}
+		if len(au.Peers) != 3 {
+			t.Fatalf("auditor-%d peers: %v", i, au.Peers)
+		}
+	}
+	if bootstraps != 1 {
+		t.Fatalf("%d auditors bootstrap, want exactly 1", bootstraps)
+	}
+	loadAs(t, filepath.Join(dir, "student-1.yaml"), config.DefaultStudent())
+}
+
+func TestInitRefusesToOverwrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1"); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "hospital-1", crypto.SigningKeyFile)
+	before, _ := os.ReadFile(key)
+	_, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1")
+	if !errors.Is(err, crypto.ErrExists) {
+		t.Fatalf("second init: %v, want ErrExists", err)
+	}
+	after, _ := os.ReadFile(key)
+	if !bytes.Equal(before, after) {
+		t.Fatal("a refused init changed a key")
+	}
+	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1", "--force"); err != nil {
+		t.Fatalf("init --force: %v", err)
+	}
+	if forced, _ := os.ReadFile(key); bytes.Equal(before, forced) {
+		t.Fatal("init --force kept the old key")
+	}
+}
+
+func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1"); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := map[string][]byte{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Base(p) != crypto.ManifestFile {
+			snapshot[p], _ = os.ReadFile(p)
+		}
+		return nil
+	})
+	out, err := runNZC(t, "init", "add-hospital", "--dir", dir)
+	if err != nil || !strings.Contains(out, "hospital-2") {
+		t.Fatalf("add-hospital: %v\n%s", err, out)
+	}
+	for p, b := range snapshot {
+		if now, _ := os.ReadFile(p); !bytes.Equal(now, b) {
+			t.Fatalf("add-hospital changed %s", p)
+		}
+	}
+	loadAs(t, filepath.Join(dir, "hospital-2.yaml"), config.DefaultTeacher())
+	if _, err := runNZC(t, "init", "add-hospital", "--dir", dir, "--id", "hospital-2"); !errors.Is(err, crypto.ErrExists) {
+		t.Fatalf("adding an existing hospital: %v", err)
+	}
+}

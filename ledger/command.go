@@ -1,0 +1,555 @@
+package ledger
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"fmt"
+)
+
+// Version is the encoding version of commands, entries, snapshots and
+// exports. A decoder refuses any other version: a new version is a new
+// encoding, introduced together with the code that reads it.
+const Version uint8 = 1
+
+// signContext is prefixed to the bytes a command signature covers, so that a
+// signature made for a ledger command can never be mistaken for a signature
+// over anything else made with the same key.
+const signContext = "nzc-ledger command v1\x00"
+
+// Kind names a command.
+type Kind uint8
+
+// The commands. The numbers are part of the encoding and never reused.
+const (
+	KindGenesis         Kind = 1 // start the ledger: origin and the first parties (signed by an administrator it lists)
+	KindRegisterParty   Kind = 2 // add a party (signed by an administrator)
+	KindOpenAccount     Kind = 3 // a hospital opens its budget account with its cap (signed by that hospital)
+	KindChangeCap       Kind = 4 // a hospital changes its cap (signed by that hospital)
+	KindRegisterStudent Kind = 5 // allow a student to be charged for, with an optional quota (signed by an administrator)
+	KindCharge          Kind = 6 // a privacy charge for one batch of answers (signed by an aggregator)
+	KindOpenSession     Kind = 7 // open a sparse-vector session, charging its whole cost (signed by an aggregator)
+	KindCloseSession    Kind = 8 // close a sparse-vector session, recording its counts (signed by an aggregator)
+)
+
+var kindNames = [...]string{
+	KindGenesis:         "genesis",
+	KindRegisterParty:   "register-party",
+	KindOpenAccount:     "open-account",
+	KindChangeCap:       "change-cap",
+	KindRegisterStudent: "register-student",
+	KindCharge:          "charge",
+	KindOpenSession:     "open-session",
+	KindCloseSession:    "close-session",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Role is what a party may do.
+type Role uint8
+
+// The roles. The numbers are part of the encoding.
+const (
+	RoleAdmin      Role = 1 // federation administrator: registers parties and students
+	RoleAggregator Role = 2 // proposes charges and sparse-vector sessions
+	RoleHospital   Role = 3 // owns a budget account and sets its cap
+	RoleStudent    Role = 4 // is charged for (through the aggregator); signs nothing in the ledger
+	RoleAuditor    Role = 5 // runs a ledger replica and signs checkpoints
+)
+
+var roleNames = [...]string{
+	RoleAdmin:      "admin",
+	RoleAggregator: "aggregator",
+	RoleHospital:   "hospital",
+	RoleStudent:    "student",
+	RoleAuditor:    "auditor",
+}
+
+func (r Role) String() string {
+	if int(r) < len(roleNames) && roleNames[r] != "" {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+func (r Role) valid() bool { return r >= RoleAdmin && r <= RoleAuditor }
+
+// Party is a member of the federation and its ed25519 public key.
+type Party struct {
+	ID        string            `json:"id"`
+	Role      Role              `json:"role"`
+	PublicKey ed25519.PublicKey `json:"public_key"`
+}
+
+// Param is one mechanism parameter. Parameters are a list sorted by key with
+// no repeated key, so that their encoding is canonical.
+type Param struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Body is the content of a command. It is implemented by Genesis,
+// RegisterParty, OpenAccount, ChangeCap, RegisterStudent, Charge, OpenSession
+// and CloseSession.
+type Body interface {
+	Kind() Kind
+	encode(e *encoder)
+}
+
+// Genesis starts the ledger. It names the log's origin (the first line of
+// every checkpoint) and the first parties, among them at least one
+// administrator and at least one auditor. It must be signed by an
+// administrator it lists, and it is accepted only as the first accepted
+// command.
+type Genesis struct {
+	Origin    string  // e.g. "nzc.example.org/ledger"; identifiers only, no spaces
+	Parties   []Party // sorted by ID, no repeats
+	Timestamp int64   // unix nanoseconds, put in by the proposer
+}
+
+// RegisterParty adds one party. Signed by an administrator. A party ID is
+// never reused and a registered key is never replaced.
+type RegisterParty struct {
+	Party     Party
+	Timestamp int64
+}
+
+// OpenAccount opens a hospital's budget account with its cap (ε, δ). It must
+// be signed by the hospital itself: no other party can set a hospital's cap.
+type OpenAccount struct {
+	Hospital   string
+	CapEpsilon float64 // finite, > 0
+	CapDelta   float64 // in (0, 1)
+	Timestamp  int64
+}
+
+// ChangeCap replaces a hospital's cap. It must be signed by the hospital and
+// carry the next cap version (1 + the number of earlier changes), so a signed
+// request can be applied once only and never replayed later. A cap may be
+// lowered below what is already spent; the account then refuses every charge.
+type ChangeCap struct {
+	Hospital   string
+	Version    uint64 // 1 for the first change, 2 for the second, …
+	CapEpsilon float64
+	CapDelta   float64
+	Timestamp  int64
+}
+
+// RegisterStudent allows charges for a student party. MaxAnswers > 0 limits
+// the total number of answered queries the student may receive; 0 means no
+// quota. Signed by an administrator.
+type RegisterStudent struct {
+	Student    string
+	MaxAnswers uint64
+	Timestamp  int64
+}
+
+// Charge is the privacy cost of one batch of answers, computed by the
+// aggregator with the mechanism package and committed before any answer is
+// released. Curve is the RDP curve of the whole batch on the default order
+// grid and Delta its additive δ. A charge inside a sparse-vector session
+// (Session set) must have a zero curve and zero δ: the session paid at
+// opening.
+type Charge struct {
+	BatchID     string
+	Student     string
+	Hospitals   []string // sorted, no repeats, at least one
+	Session     string   // empty outside a sparse-vector session
+	Mechanism   string
+	Params      []Param // sorted by key, no repeated key
+	Queries     uint64
+	Answers     uint64 // ≤ Queries
+	Curve       []float64
+	Delta       float64
+	AnswersHash [32]byte // SHA-256 of the released answers
+	Timestamp   int64
+}
+
+// OpenSession opens a sparse-vector session and charges its whole fixed cost
+// (Curve, Delta) to every participating hospital at once. Charges that name
+// the session then cost nothing more. MaxRefusals is the session's K: the
+// ledger refuses any charge that would bring the session's refused queries
+// (Queries − Answers, summed) above it, because the session's cost holds only
+// while that bound does.
+type OpenSession struct {
+	SessionID   string
+	Student     string
+	Hospitals   []string
+	Mechanism   string
+	Params      []Param
+	MaxRefusals uint64
+	Curve       []float64
+	Delta       float64
+	Timestamp   int64
+}
+
+// CloseSession closes a sparse-vector session; charges naming it are refused
+// afterwards. The counts are the aggregator's totals for the session and are
+// recorded as they are.
+type CloseSession struct {
+	SessionID string
+	Queries   uint64
+	Answers   uint64
+	Timestamp int64
+}
+
+func (*Genesis) Kind() Kind         { return KindGenesis }
+func (*RegisterParty) Kind() Kind   { return KindRegisterParty }
+func (*OpenAccount) Kind() Kind     { return KindOpenAccount }
+func (*ChangeCap) Kind() Kind       { return KindChangeCap }
+func (*RegisterStudent) Kind() Kind { return KindRegisterStudent }
+func (*Charge) Kind() Kind          { return KindCharge }
+func (*OpenSession) Kind() Kind     { return KindOpenSession }
+func (*CloseSession) Kind() Kind    { return KindCloseSession }
+
+func encodeParty(e *encoder, p Party) {
+	e.id("party id", p.ID)
+	if !p.Role.valid() {
+		e.fail("party %s has unknown role %d", p.ID, p.Role)
+	}
+	e.u8(uint8(p.Role))
+	e.fixed("public key of "+p.ID, p.PublicKey, publicKeyLen)
+}
+
+func decodeParty(d *decoder) Party {
+	var p Party
+	p.ID = d.id("party id")
+	p.Role = Role(d.u8())
+	if d.err == nil && !p.Role.valid() {
+		d.fail("party %s has unknown role %d", p.ID, p.Role)
+	}
+	p.PublicKey = d.fixed(publicKeyLen)
+	return p
+}
+
+func encodeIDs(e *encoder, field string, ids []string) {
+	e.count(field, len(ids))
+	for i, s := range ids {
+		if i > 0 && s <= ids[i-1] {
+			e.fail("%s must be sorted with no repeats (%q after %q)", field, s, ids[i-1])
+		}
+		e.id(field, s)
+	}
+}
+
+func decodeIDs(d *decoder, field string) []string {
+	n := d.count(field)
+	ids := make([]string, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		s := d.id(field)
+		if i > 0 && s <= ids[i-1] && d.err == nil {
+			d.fail("%s must be sorted with no repeats (%q after %q)", field, s, ids[i-1])
+		}
+		ids = append(ids, s)
+	}
+	return ids
+}
+
+func encodeParams(e *encoder, ps []Param) {
+	e.count("parameters", len(ps))
+	for i, p := range ps {
+		if i > 0 && p.Key <= ps[i-1].Key {
+			e.fail("parameters must be sorted by key with no repeats (%q after %q)", p.Key, ps[i-1].Key)
+		}
+		e.id("parameter key", p.Key)
+		e.str("parameter "+p.Key, p.Value, maxTextLen)
+	}
+}
+
+func decodeParams(d *decoder) []Param {
+	n := d.count("parameters")
+	ps := make([]Param, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		var p Param
+		p.Key = d.id("parameter key")
+		p.Value = d.str("parameter value", maxTextLen)
+		if i > 0 && p.Key <= ps[i-1].Key && d.err == nil {
+			d.fail("parameters must be sorted by key with no repeats (%q after %q)", p.Key, ps[i-1].Key)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func encodeCurve(e *encoder, c []float64) {
+	e.count("curve", len(c))
+	for _, v := range c {
+		e.f64("curve value", v)
+	}
+}
+
+func decodeCurve(d *decoder) []float64 {
+	n := d.count("curve")
+	c := make([]float64, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		c = append(c, d.f64("curve value"))
+	}
+	return c
+}
+
+func (b *Genesis) encode(e *encoder) {
+	e.id("origin", b.Origin)
+	e.count("parties", len(b.Parties))
+	for i, p := range b.Parties {
+		if i > 0 && p.ID <= b.Parties[i-1].ID {
+			e.fail("genesis parties must be sorted by id with no repeats (%q after %q)", p.ID, b.Parties[i-1].ID)
+		}
+		encodeParty(e, p)
+	}
+	e.i64(b.Timestamp)
+}
+
+func (b *Genesis) decode(d *decoder) {
+	b.Origin = d.id("origin")
+	n := d.count("parties")
+	for i := 0; i < n && d.err == nil; i++ {
+		p := decodeParty(d)
+		if i > 0 && p.ID <= b.Parties[i-1].ID && d.err == nil {
+			d.fail("genesis parties must be sorted by id with no repeats (%q after %q)", p.ID, b.Parties[i-1].ID)
+		}
+		b.Parties = append(b.Parties, p)
+	}
+	b.Timestamp = d.i64()
+}
+
+func (b *RegisterParty) encode(e *encoder) { encodeParty(e, b.Party); e.i64(b.Timestamp) }
+func (b *RegisterParty) decode(d *decoder) { b.Party = decodeParty(d); b.Timestamp = d.i64() }
+
+func (b *OpenAccount) encode(e *encoder) {
+	e.id("hospital", b.Hospital)
+	e.f64("cap ε", b.CapEpsilon)
+	e.f64("cap δ", b.CapDelta)
+	e.i64(b.Timestamp)
+}
+
+func (b *OpenAccount) decode(d *decoder) {
+	b.Hospital = d.id("hospital")
+	b.CapEpsilon = d.f64("cap ε")
+	b.CapDelta = d.f64("cap δ")
+	b.Timestamp = d.i64()
+}
+
+func (b *ChangeCap) encode(e *encoder) {
+	e.id("hospital", b.Hospital)
+	e.u64(b.Version)
+	e.f64("cap ε", b.CapEpsilon)
+	e.f64("cap δ", b.CapDelta)
+	e.i64(b.Timestamp)
+}
+
+func (b *ChangeCap) decode(d *decoder) {
+	b.Hospital = d.id("hospital")
+	b.Version = d.u64()
+	b.CapEpsilon = d.f64("cap ε")
+	b.CapDelta = d.f64("cap δ")
+	b.Timestamp = d.i64()
+}
+
+func (b *RegisterStudent) encode(e *encoder) {
+	e.id("student", b.Student)
+	e.u64(b.MaxAnswers)
+	e.i64(b.Timestamp)
+}
+
+func (b *RegisterStudent) decode(d *decoder) {
+	b.Student = d.id("student")
+	b.MaxAnswers = d.u64()
+	b.Timestamp = d.i64()
+}
+
+func (b *Charge) encode(e *encoder) {
+	e.id("batch id", b.BatchID)
+	e.id("student", b.Student)
+	encodeIDs(e, "hospitals", b.Hospitals)
+	e.optID("session", b.Session)
+	e.id("mechanism", b.Mechanism)
+	encodeParams(e, b.Params)
+	e.u64(b.Queries)
+	e.u64(b.Answers)
+	encodeCurve(e, b.Curve)
+	e.f64("δ", b.Delta)
+	e.fixed("answers hash", b.AnswersHash[:], hashSize)
+	e.i64(b.Timestamp)
+}
+
+func (b *Charge) decode(d *decoder) {
+	b.BatchID = d.id("batch id")
+	b.Student = d.id("student")
+	b.Hospitals = decodeIDs(d, "hospitals")
+	b.Session = d.optID("session")
+	b.Mechanism = d.id("mechanism")
+	b.Params = decodeParams(d)
+	b.Queries = d.u64()
+	b.Answers = d.u64()
+	b.Curve = decodeCurve(d)
+	b.Delta = d.f64("δ")
+	copy(b.AnswersHash[:], d.take(hashSize))
+	b.Timestamp = d.i64()
+}
+
+func (b *OpenSession) encode(e *encoder) {
+	e.id("session", b.SessionID)
+	e.id("student", b.Student)
+	encodeIDs(e, "hospitals", b.Hospitals)
+	e.id("mechanism", b.Mechanism)
+	encodeParams(e, b.Params)
+	e.u64(b.MaxRefusals)
+	encodeCurve(e, b.Curve)
+	e.f64("δ", b.Delta)
+	e.i64(b.Timestamp)
+}
+
+func (b *OpenSession) decode(d *decoder) {
+	b.SessionID = d.id("session")
+	b.Student = d.id("student")
+	b.Hospitals = decodeIDs(d, "hospitals")
+	b.Mechanism = d.id("mechanism")
+	b.Params = decodeParams(d)
+	b.MaxRefusals = d.u64()
+	b.Curve = decodeCurve(d)
+	b.Delta = d.f64("δ")
+	b.Timestamp = d.i64()
+}
+
+func (b *CloseSession) encode(e *encoder) {
+	e.id("session", b.SessionID)
+	e.u64(b.Queries)
+	e.u64(b.Answers)
+	e.i64(b.Timestamp)
+}
+
+func (b *CloseSession) decode(d *decoder) {
+	b.SessionID = d.id("session")
+	b.Queries = d.u64()
+	b.Answers = d.u64()
+	b.Timestamp = d.i64()
+}
+
+// Command is a signed body:
+//
+//	version u8 | kind u8 | body | signer id | signature [64]byte
+//
+// The signature is ed25519 by the signer's registered key over
+// "nzc-ledger command v1\x00" followed by every byte before the signature.
+type Command struct {
+	Body      Body
+	Signer    string // the ID of the signing party
+	Signature []byte
+}
+
+// signedPrefix returns the bytes the signature covers, without the context.
+func (c Command) signedPrefix() ([]byte, error) {
+	if c.Body == nil {
+		return nil, fmt.Errorf("%w: command has no body", ErrMalformed)
+	}
+	e := &encoder{}
+	e.u8(Version)
+	e.u8(uint8(c.Body.Kind()))
+	c.Body.encode(e)
+	e.id("signer", c.Signer)
+	return e.buf, e.err
+}
+
+// Encode returns the canonical bytes of the command.
+func (c Command) Encode() ([]byte, error) {
+	b, err := c.signedPrefix()
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Signature) != signatureLen {
+		return nil, fmt.Errorf("%w: signature is %d bytes, want %d", ErrMalformed, len(c.Signature), signatureLen)
+	}
+	return append(b, c.Signature...), nil
+}
+
+// SignedMessage returns the exact bytes the command's signature covers.
+func (c Command) SignedMessage() ([]byte, error) {
+	b, err := c.signedPrefix()
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(signContext), b...), nil
+}
+
+// Digest returns the SHA-256 of the signed message: it identifies the
+// command's content independently of the signature bytes.
+func (c Command) Digest() ([32]byte, error) {
+	m, err := c.SignedMessage()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(m), nil
+}
+
+// Verify checks the command's signature with the given key.
+func (c Command) Verify(key ed25519.PublicKey) bool {
+	m, err := c.SignedMessage()
+	if err != nil || len(key) != ed25519.PublicKeySize || len(c.Signature) != signatureLen {
+		return false
+	}
+	return ed25519.Verify(key, m, c.Signature)
+}
+
+// Sign signs body as the party signer with key and returns the encoded
+// command, ready to be proposed to the ledger.
+func Sign(body Body, signer string, key ed25519.PrivateKey) ([]byte, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("ledger: signing key is %d bytes, want an ed25519 private key of %d", len(key), ed25519.PrivateKeySize)
+	}
+	c := Command{Body: body, Signer: signer}
+	m, err := c.SignedMessage()
+	if err != nil {
+		return nil, err
+	}
+	c.Signature = ed25519.Sign(key, m)
+	return c.Encode()
+}
+
+// DecodeCommand decodes the canonical encoding of a command. It does not
+// check the signature (the state machine does, against the registered key).
+func DecodeCommand(b []byte) (Command, error) {
+	d := &decoder{buf: b}
+	if v := d.u8(); d.err == nil && v != Version {
+		return Command{}, fmt.Errorf("%w: command version %d, this ledger reads version %d", ErrMalformed, v, Version)
+	}
+	k := Kind(d.u8())
+	if d.err != nil {
+		return Command{}, d.err
+	}
+	var body interface {
+		Body
+		decode(*decoder)
+	}
+	switch k {
+	case KindGenesis:
+		body = &Genesis{}
+	case KindRegisterParty:
+		body = &RegisterParty{}
+	case KindOpenAccount:
+		body = &OpenAccount{}
+	case KindChangeCap:
+		body = &ChangeCap{}
+	case KindRegisterStudent:
+		body = &RegisterStudent{}
+	case KindCharge:
+		body = &Charge{}
+	case KindOpenSession:
+		body = &OpenSession{}
+	case KindCloseSession:
+		body = &CloseSession{}
+	default:
+		return Command{}, fmt.Errorf("%w: unknown command kind %d", ErrMalformed, k)
+	}
+	body.decode(d)
+	c := Command{Body: body}
+	c.Signer = d.id("signer")
+	c.Signature = d.fixed(signatureLen)
+	if err := d.end(); err != nil {
+		return Command{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,171 @@
+package ledger
+
+import "fmt"
+
+// Status is the outcome of applying a command.
+type Status uint8
+
+// The statuses. The numbers are part of the entry encoding.
+const (
+	StatusAccepted  Status = 1 // the command changed the state as it asked
+	StatusRefused   Status = 2 // the command changed nothing; Code says why
+	StatusDuplicate Status = 3 // a retry of an accepted command: nothing changed, Original names the first entry
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusAccepted:
+		return "accepted"
+	case StatusRefused:
+		return "refused"
+	case StatusDuplicate:
+		return "duplicate"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Code says why a command was refused. The numbers are part of the entry
+// encoding and never reused.
+type Code uint8
+
+// The refusal codes.
+const (
+	CodeOK               Code = 0
+	CodeMalformed        Code = 1  // the command bytes do not decode
+	CodeNoGenesis        Code = 2  // a command before the genesis was accepted
+	CodeGenesisRepeated  Code = 3  // a genesis after the genesis was accepted
+	CodeUnknownSigner    Code = 4  // the signer is not a registered party
+	CodeBadSignature     Code = 5  // the signature does not verify with the signer's registered key
+	CodeWrongSigner      Code = 6  // the signer's role (or identity) may not issue this command
+	CodeBadGenesis       Code = 7  // genesis lacks an administrator or an auditor
+	CodePartyExists      Code = 8  // the party ID is already registered
+	CodeUnknownHospital  Code = 9  // a named hospital is not a registered hospital
+	CodeNoAccount        Code = 10 // a named hospital has not opened its account
+	CodeAccountExists    Code = 11 // the hospital's account is already open
+	CodeBadCap           Code = 12 // a cap ε not finite and > 0, or a cap δ not in (0, 1)
+	CodeStaleCapVersion  Code = 13 // a cap change whose version is not the next one
+	CodeUnknownStudent   Code = 14 // the student is not registered as a student
+	CodeStudentExists    Code = 15 // the student is already registered
+	CodeQuotaExceeded    Code = 16 // the student's answer quota would be exceeded
+	CodeBadCharge        Code = 17 // the charge is inconsistent (counts, δ, hospitals, session cost)
+	CodeBadCurve         Code = 18 // the RDP curve is not on the default grid or has a negative value
+	CodeDeltaExhausted   Code = 19 // a hospital's δ would be all spent by additive δ, leaving none for the conversion
+	CodeCapExceeded      Code = 20 // a hospital's ε would exceed its cap
+	CodeConflict         Code = 21 // the batch or session ID was used for a different command
+	CodeUnknownSession   Code = 22 // the session is not open in this ledger
+	CodeSessionClosed    Code = 23 // the session is closed
+	CodeSessionMismatch  Code = 24 // the charge's student or hospitals differ from its session's
+	CodeSessionExhausted Code = 25 // the session's refusal bound K would be exceeded
+)
+
+var codeNames = [...]string{
+	CodeOK:               "ok",
+	CodeMalformed:        "malformed",
+	CodeNoGenesis:        "no-genesis",
+	CodeGenesisRepeated:  "genesis-repeated",
+	CodeUnknownSigner:    "unknown-signer",
+	CodeBadSignature:     "bad-signature",
+	CodeWrongSigner:      "wrong-signer",
+	CodeBadGenesis:       "bad-genesis",
+	CodePartyExists:      "party-exists",
+	CodeUnknownHospital:  "unknown-hospital",
+	CodeNoAccount:        "no-account",
+	CodeAccountExists:    "account-exists",
+	CodeBadCap:           "bad-cap",
+	CodeStaleCapVersion:  "stale-cap-version",
+	CodeUnknownStudent:   "unknown-student",
+	CodeStudentExists:    "student-exists",
+	CodeQuotaExceeded:    "quota-exceeded",
+	CodeBadCharge:        "bad-charge",
+	CodeBadCurve:         "bad-curve",
+	CodeDeltaExhausted:   "delta-exhausted",
+	CodeCapExceeded:      "cap-exceeded",
+	CodeConflict:         "conflict",
+	CodeUnknownSession:   "unknown-session",
+	CodeSessionClosed:    "session-closed",
+	CodeSessionMismatch:  "session-mismatch",
+	CodeSessionExhausted: "session-exhausted",
+}
+
+func (c Code) String() string {
+	if int(c) < len(codeNames) && codeNames[c] != "" {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("code(%d)", uint8(c))
+}
+
+func (c Code) valid() bool { return int(c) < len(codeNames) }
+
+// Outcome is the part of a command's result that is recorded in its entry.
+// It holds no floating-point numbers: replicas on different architectures
+// may differ in the last bit of a logarithm, and the entry bytes — hence
+// the Merkle root every auditor signs — must not. The ε figures are
+// recomputed from the entries by anyone who replays them.
+type Outcome struct {
+	Status   Status `json:"status"`
+	Code     Code   `json:"code"`
+	Subject  string `json:"subject,omitempty"`  // the party, batch or session a refusal names
+	Original uint64 `json:"original,omitempty"` // for a duplicate: the index of the accepted entry
+}
+
+// Entry is one leaf of the ledger's Merkle log:
+//
+//	version u8 | index u64 | command (u32 length, bytes) | status u8 | code u8 | subject | original u64
+//
+// Command holds the proposed bytes exactly as applied, even when they do not
+// decode, so replaying the log reproduces every entry.
+type Entry struct {
+	Index   uint64
+	Command []byte
+	Outcome
+}
+
+// Encode returns the canonical bytes of the entry.
+func (en Entry) Encode() ([]byte, error) {
+	e := &encoder{}
+	e.u8(Version)
+	e.u64(en.Index)
+	e.blob("command", en.Command)
+	en.Outcome.encode(e)
+	return e.buf, e.err
+}
+
+func (o Outcome) encode(e *encoder) {
+	if o.Status < StatusAccepted || o.Status > StatusDuplicate {
+		e.fail("unknown status %d", o.Status)
+	}
+	if !o.Code.valid() || (o.Code == CodeOK) != (o.Status != StatusRefused) {
+		e.fail("code %d does not fit status %s", o.Code, o.Status)
+	}
+	if o.Status != StatusDuplicate && o.Original != 0 {
+		e.fail("only a duplicate names an original entry")
+	}
+	e.u8(uint8(o.Status))
+	e.u8(uint8(o.Code))
+	e.optID("subject", o.Subject)
+	e.u64(o.Original)
+}
+
+// DecodeEntry decodes the canonical encoding of an entry.
+func DecodeEntry(b []byte) (Entry, error) {
+	d := &decoder{buf: b}
+	var en Entry
+	if v := d.u8(); d.err == nil && v != Version {
+		return Entry{}, fmt.Errorf("%w: entry version %d, this ledger reads version %d", ErrMalformed, v, Version)
+	}
+	en.Index = d.u64()
+	en.Command = d.blob("command")
+	en.Status = Status(d.u8())
+	en.Code = Code(d.u8())
+	en.Subject = d.optID("subject")
+	en.Original = d.u64()
+	if err := d.end(); err != nil {
+		return Entry{}, err
+	}
+	// Re-encoding checks the status, code and original fields with the
+	// same rules the encoder applies.
+	if _, err := en.Encode(); err != nil {
+		return Entry{}, err
+	}
+	return en, nil
+}

@@ -1,0 +1,644 @@
+package ledger
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// MaxCommandSize is the largest command Apply accepts. A larger proposal is
+// an error of the proposer and is not recorded.
+const MaxCommandSize = 1 << 20
+
+// ErrCommandTooLarge is returned by Apply for a command over MaxCommandSize.
+var ErrCommandTooLarge = errors.New("ledger: command too large; split the batch")
+
+// RefusalError is the typed reason a command was refused.
+type RefusalError struct {
+	Code    Code
+	Subject string // the party, batch or session the refusal names
+	Message string
+	// For CodeCapExceeded: the hospital's ε before the charge, the charge's
+	// own ε and the cap, all at the δ left for the conversion after the
+	// charge. Zero otherwise.
+	SpentEpsilon  float64
+	ChargeEpsilon float64
+	CapEpsilon    float64
+}
+
+func (e *RefusalError) Error() string {
+	return "ledger: refused (" + e.Code.String() + "): " + e.Message
+}
+
+// Result is what applying one command did.
+type Result struct {
+	Index uint64 `json:"index"` // the entry the command was recorded as
+	Outcome
+	Message string `json:"message"` // readable explanation; not part of the entry
+	// Set for cap-exceeded refusals; see RefusalError.
+	SpentEpsilon  float64 `json:"spent_epsilon,omitempty"`
+	ChargeEpsilon float64 `json:"charge_epsilon,omitempty"`
+	CapEpsilon    float64 `json:"cap_epsilon,omitempty"`
+}
+
+// Err returns nil for an accepted or duplicate command and a *RefusalError
+// for a refused one.
+func (r Result) Err() error {
+	if r.Status != StatusRefused {
+		return nil
+	}
+	return &RefusalError{Code: r.Code, Subject: r.Subject, Message: r.Message,
+		SpentEpsilon: r.SpentEpsilon, ChargeEpsilon: r.ChargeEpsilon, CapEpsilon: r.CapEpsilon}
+}
+
+type account struct {
+	capEps, capDelta float64
+	capVersion       uint64
+	curve            mechanism.Curve
+	deltaSpent       float64
+	charges          uint64
+	answers          uint64
+	opened           uint64
+}
+
+// conversionDelta is the δ left for converting the RDP curve to ε once the
+// additive δ already charged is taken out.
+func (a *account) conversionDelta() float64 { return a.capDelta - a.deltaSpent }
+
+type studentAcct struct {
+	maxAnswers uint64
+	answers    uint64
+}
+
+type session struct {
+	aggregator  string
+	student     string
+	hospitals   []string
+	maxRefusals uint64
+	queries     uint64
+	answers     uint64
+	closed      bool
+	closeDigest [32]byte
+	closeIndex  uint64
+}
+
+type applied struct {
+	digest [32]byte
+	index  uint64
+}
+
+// State is the ledger's deterministic state machine and its Merkle log. Every
+// command given to Apply — accepted or refused — becomes one entry of the
+// log, so the log is a complete record of what was proposed and decided, and
+// replaying it reproduces the state. State is safe for concurrent use: reads
+// may run while a command is applied.
+type State struct {
+	mu   sync.RWMutex
+	grid mechanism.Grid
+
+	genesis  bool
+	origin   string
+	parties  map[string]Party
+	joined   map[string]uint64 // index of the entry that registered the party
+	accounts map[string]*account
+	students map[string]*studentAcct
+	batches  map[string]applied
+	sessions map[string]*session
+	opened   map[string]applied // session ID → the OpenSession that opened it
+
+	entries [][]byte
+	log     hashStore // RFC 6962 hashes of the entries
+}
+
+// New returns an empty ledger. Its first accepted command must be a Genesis.
+func New() *State {
+	return &State{
+		grid:     mechanism.DefaultGrid(),
+		parties:  map[string]Party{},
+		joined:   map[string]uint64{},
+		accounts: map[string]*account{},
+		students: map[string]*studentAcct{},
+		batches:  map[string]applied{},
+		sessions: map[string]*session{},
+		opened:   map[string]applied{},
+	}
+}
+
+// Apply applies one encoded command and records it as the next entry. The
+// error is non-nil only for a command over MaxCommandSize (nothing is
+// recorded); every refusal is a Result with StatusRefused, recorded like an
+// acceptance, and Result.Err returns it as a *RefusalError.
+func (s *State) Apply(cmd []byte) (Result, error) {
+	if len(cmd) > MaxCommandSize {
+		return Result{}, fmt.Errorf("%w (%d bytes, the limit is %d)", ErrCommandTooLarge, len(cmd), MaxCommandSize)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	index := uint64(len(s.entries))
+	r, commit := s.decide(cmd, index)
+	r.Index = index
+	b, err := Entry{Index: index, Command: cmd, Outcome: r.Outcome}.Encode()
+	if err != nil {
+		// Outcomes are built from decoded identifiers only, so this cannot
+		// happen; refuse to record rather than record a broken entry.
+		return Result{}, fmt.Errorf("ledger: cannot encode entry %d: %w", index, err)
+	}
+	if err := s.appendEntry(b); err != nil {
+		return Result{}, err
+	}
+	if commit != nil {
+		commit()
+	}
+	return r, nil
+}
+
+func (s *State) appendEntry(b []byte) error {
+	if err := s.log.append(b); err != nil {
+		return err
+	}
+	s.entries = append(s.entries, b)
+	return nil
+}
+
+func refuse(code Code, subject, format string, args ...any) Result {
+	return Result{Outcome: Outcome{Status: StatusRefused, Code: code, Subject: subject}, Message: fmt.Sprintf(format, args...)}
+}
+
+func accept(format string, args ...any) Result {
+	return Result{Outcome: Outcome{Status: StatusAccepted}, Message: fmt.Sprintf(format, args...)}
+}
+
+// decide computes the result of a command without changing the state; the
+// returned commit function, run only after the entry is recorded, makes the
+// change. A refusal returns no commit.
+func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
+	c, err := DecodeCommand(cmd)
+	if err != nil {
+		return refuse(CodeMalformed, "", "%v", err), nil
+	}
+	if g, ok := c.Body.(*Genesis); ok {
+		return s.genesisCmd(c, g, index)
+	}
+	if !s.genesis {
+		return refuse(CodeNoGenesis, "", "the ledger has no genesis yet; apply the federation's genesis first"), nil
+	}
+	signer, ok := s.parties[c.Signer]
+	if !ok {
+		return refuse(CodeUnknownSigner, c.Signer, "signer %s is not a registered party", c.Signer), nil
+	}
+	if !c.Verify(signer.PublicKey) {
+		return refuse(CodeBadSignature, c.Signer, "the %s signature does not verify with %s's registered key", c.Body.Kind(), c.Signer), nil
+	}
+	switch b := c.Body.(type) {
+	case *RegisterParty:
+		return s.registerParty(signer, b, index)
+	case *OpenAccount:
+		return s.openAccount(signer, b, index)
+	case *ChangeCap:
+		return s.changeCap(signer, b)
+	case *RegisterStudent:
+		return s.registerStudent(signer, b)
+	case *Charge:
+		return s.charge(c, signer, b, index)
+	case *OpenSession:
+		return s.openSession(c, signer, b, index)
+	case *CloseSession:
+		return s.closeSession(c, signer, b, index)
+	}
+	return refuse(CodeMalformed, "", "command kind %s is not handled", c.Body.Kind()), nil
+}
+
+func (s *State) genesisCmd(c Command, g *Genesis, index uint64) (Result, func()) {
+	if s.genesis {
+		return refuse(CodeGenesisRepeated, "", "the ledger already has its genesis (origin %s)", s.origin), nil
+	}
+	i, found := slices.BinarySearchFunc(g.Parties, c.Signer, func(p Party, id string) int { return cmpString(p.ID, id) })
+	if !found {
+		return refuse(CodeUnknownSigner, c.Signer, "genesis signer %s is not among the parties it lists", c.Signer), nil
+	}
+	signer := g.Parties[i]
+	if !c.Verify(signer.PublicKey) {
+		return refuse(CodeBadSignature, c.Signer, "the genesis signature does not verify with %s's key", c.Signer), nil
+	}
+	if signer.Role != RoleAdmin {
+		return refuse(CodeWrongSigner, c.Signer, "genesis must be signed by an administrator, %s is a %s", c.Signer, signer.Role), nil
+	}
+	if !slices.ContainsFunc(g.Parties, func(p Party) bool { return p.Role == RoleAuditor }) {
+		return refuse(CodeBadGenesis, "", "genesis lists no auditor; checkpoints could not be signed"), nil
+	}
+	return accept("genesis of %s with %d parties", g.Origin, len(g.Parties)), func() {
+		s.genesis = true
+		s.origin = g.Origin
+		for _, p := range g.Parties {
+			s.parties[p.ID] = p
+			s.joined[p.ID] = index
+		}
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *State) registerParty(signer Party, b *RegisterParty, index uint64) (Result, func()) {
+	if signer.Role != RoleAdmin {
+		return refuse(CodeWrongSigner, signer.ID, "only an administrator registers parties, %s is a %s", signer.ID, signer.Role), nil
+	}
+	if _, ok := s.parties[b.Party.ID]; ok {
+		return refuse(CodePartyExists, b.Party.ID, "party %s is already registered; party IDs are never reused", b.Party.ID), nil
+	}
+	return accept("registered %s %s", b.Party.Role, b.Party.ID), func() {
+		s.parties[b.Party.ID] = b.Party
+		s.joined[b.Party.ID] = index
+	}
+}
+
+func validCap(eps, delta float64) bool {
+	return eps > 0 && !math.IsInf(eps, 0) && delta > 0 && delta < 1
+}
+
+func (s *State) openAccount(signer Party, b *OpenAccount, index uint64) (Result, func()) {
+	if signer.Role != RoleHospital || signer.ID != b.Hospital {
+		return refuse(CodeWrongSigner, signer.ID, "only hospital %s itself opens its account, not %s", b.Hospital, signer.ID), nil
+	}
+	if _, ok := s.accounts[b.Hospital]; ok {
+		return refuse(CodeAccountExists, b.Hospital, "hospital %s already has an account; change its cap with a signed cap change", b.Hospital), nil
+	}
+	if !validCap(b.CapEpsilon, b.CapDelta) {
+		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
+	}
+	return accept("opened account of %s with cap ε=%v δ=%v", b.Hospital, b.CapEpsilon, b.CapDelta), func() {
+		s.accounts[b.Hospital] = &account{capEps: b.CapEpsilon, capDelta: b.CapDelta, curve: s.grid.Zero(), opened: index}
+	}
+}
+
+func (s *State) changeCap(signer Party, b *ChangeCap) (Result, func()) {
+	if signer.Role != RoleHospital || signer.ID != b.Hospital {
+		return refuse(CodeWrongSigner, signer.ID, "only hospital %s itself changes its cap, not %s", b.Hospital, signer.ID), nil
+	}
+	a, ok := s.accounts[b.Hospital]
+	if !ok {
+		return refuse(CodeNoAccount, b.Hospital, "hospital %s has not opened an account", b.Hospital), nil
+	}
+	if b.Version != a.capVersion+1 {
+		return refuse(CodeStaleCapVersion, b.Hospital, "cap change version %d for %s, the next is %d; sign a new request", b.Version, b.Hospital, a.capVersion+1), nil
+	}
+	if !validCap(b.CapEpsilon, b.CapDelta) {
+		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
+	}
+	return accept("cap of %s changed from ε=%v δ=%v to ε=%v δ=%v (version %d)", b.Hospital, a.capEps, a.capDelta, b.CapEpsilon, b.CapDelta, b.Version), func() {
+		a.capEps, a.capDelta, a.capVersion = b.CapEpsilon, b.CapDelta, b.Version
+	}
+}
+
+func (s *State) registerStudent(signer Party, b *RegisterStudent) (Result, func()) {
+	if signer.Role != RoleAdmin {
+		return refuse(CodeWrongSigner, signer.ID, "only an administrator registers students, %s is a %s", signer.ID, signer.Role), nil
+	}
+	if p, ok := s.parties[b.Student]; !ok || p.Role != RoleStudent {
+		return refuse(CodeUnknownStudent, b.Student, "%s is not a registered student party; register the party first", b.Student), nil
+	}
+	if _, ok := s.students[b.Student]; ok {
+		return refuse(CodeStudentExists, b.Student, "student %s is already registered", b.Student), nil
+	}
+	return accept("registered student %s (quota %d answers, 0 = none)", b.Student, b.MaxAnswers), func() {
+		s.students[b.Student] = &studentAcct{maxAnswers: b.MaxAnswers}
+	}
+}
+
+// cost checks a cost (curve values and additive δ) for the given hospitals
+// and returns the refusal, if any, and the curve to compose.
+func (s *State) checkCost(student string, hospitals []string, values []float64, delta float64) (Result, mechanism.Curve, bool) {
+	if len(hospitals) == 0 {
+		return refuse(CodeBadCharge, "", "no participating hospital"), mechanism.Curve{}, false
+	}
+	if math.IsInf(delta, 0) || delta < 0 || delta >= 1 {
+		return refuse(CodeBadCharge, "", "additive δ %v is not in [0, 1)", delta), mechanism.Curve{}, false
+	}
+	curve, err := s.grid.CurveOf(values)
+	if err != nil {
+		return refuse(CodeBadCurve, "", "the RDP curve must have one non-negative value (or +Inf) per order of the default grid (%d): %v", s.grid.Len(), err), mechanism.Curve{}, false
+	}
+	if _, ok := s.students[student]; !ok {
+		return refuse(CodeUnknownStudent, student, "%s is not a registered student", student), mechanism.Curve{}, false
+	}
+	for _, h := range hospitals {
+		if p, ok := s.parties[h]; !ok || p.Role != RoleHospital {
+			return refuse(CodeUnknownHospital, h, "%s is not a registered hospital", h), mechanism.Curve{}, false
+		}
+		if _, ok := s.accounts[h]; !ok {
+			return refuse(CodeNoAccount, h, "hospital %s has not opened an account, so nothing may be charged to it", h), mechanism.Curve{}, false
+		}
+	}
+	return Result{}, curve, true
+}
+
+// capCheck refuses a cost that would exhaust any hospital's δ or push its ε
+// over its cap. Hospitals are checked in their sorted order, so the refusal
+// names the first one that fails.
+func (s *State) capCheck(hospitals []string, curve mechanism.Curve, delta float64) (Result, bool) {
+	for _, h := range hospitals {
+		a := s.accounts[h]
+		conv := a.capDelta - (a.deltaSpent + delta)
+		if !(conv > 0) {
+			return refuse(CodeDeltaExhausted, h, "hospital %s: additive δ %v + %v already charged leaves no δ of its cap %v for the conversion", h, delta, a.deltaSpent, a.capDelta), false
+		}
+		after, err := a.curve.Compose(curve)
+		if err != nil {
+			return refuse(CodeBadCurve, h, "%v", err), false
+		}
+		eps := epsilonAt(after, conv)
+		if eps > a.capEps {
+			spent, charge := epsilonAt(a.curve, conv), epsilonAt(curve, conv)
+			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
+			r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = spent, charge, a.capEps
+			return r, false
+		}
+	}
+	return Result{}, true
+}
+
+// epsilonAt converts a curve at δ; a δ the conversion refuses gives +Inf.
+// A zero curve is 0-DP at every δ: its ε is 0, not the small positive
+// figure the conversion reports from the largest order of the grid.
+func epsilonAt(c mechanism.Curve, delta float64) float64 {
+	conv := convert(c, delta)
+	return conv.Epsilon
+}
+
+func convert(c mechanism.Curve, delta float64) mechanism.Conversion {
+	if c.IsZero() && delta > 0 && delta < 1 {
+		return mechanism.Conversion{Epsilon: 0, Delta: delta}
+	}
+	conv, err := c.Epsilon(delta)
+	if err != nil {
+		return mechanism.Conversion{Epsilon: math.Inf(1), Delta: delta}
+	}
+	return conv
+}
+
+func (s *State) spend(hospitals []string, curve mechanism.Curve, delta float64, answers uint64) {
+	for _, h := range hospitals {
+		a := s.accounts[h]
+		a.curve, _ = a.curve.Compose(curve) // same grid: checked in capCheck
+		a.deltaSpent += delta
+		a.charges++
+		a.answers += answers
+	}
+}
+
+func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result, func()) {
+	if signer.Role != RoleAggregator {
+		return refuse(CodeWrongSigner, signer.ID, "only an aggregator charges, %s is a %s", signer.ID, signer.Role), nil
+	}
+	digest, _ := c.Digest()
+	if prev, ok := s.batches[b.BatchID]; ok {
+		if prev.digest == digest {
+			return Result{Outcome: Outcome{Status: StatusDuplicate, Original: prev.index},
+				Message: fmt.Sprintf("batch %s was charged at entry %d; nothing charged again", b.BatchID, prev.index)}, nil
+		}
+		return refuse(CodeConflict, b.BatchID, "batch %s was charged at entry %d with different content; use a new batch id", b.BatchID, prev.index), nil
+	}
+	if b.Answers > b.Queries {
+		return refuse(CodeBadCharge, b.BatchID, "batch %s: %d answers for %d queries", b.BatchID, b.Answers, b.Queries), nil
+	}
+	if r, ok := s.studentQuota(b.Student, b.Answers); !ok {
+		return r, nil
+	}
+	if b.Session != "" {
+		return s.sessionCharge(signer, b, digest, index)
+	}
+	r, curve, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
+	if !ok {
+		return r, nil
+	}
+	if r, ok := s.capCheck(b.Hospitals, curve, b.Delta); !ok {
+		return r, nil
+	}
+	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
+		s.spend(b.Hospitals, curve, b.Delta, b.Answers)
+		s.students[b.Student].answers += b.Answers
+		s.batches[b.BatchID] = applied{digest: digest, index: index}
+	}
+}
+
+func (s *State) studentQuota(student string, answers uint64) (Result, bool) {
+	st, ok := s.students[student]
+	if !ok {
+		return refuse(CodeUnknownStudent, student, "%s is not a registered student", student), false
+	}
+	if st.maxAnswers > 0 && (answers > st.maxAnswers || st.answers > st.maxAnswers-answers) {
+		return refuse(CodeQuotaExceeded, student, "student %s has %d of its %d answers; %d more would exceed the quota", student, st.answers, st.maxAnswers, answers), false
+	}
+	return Result{}, true
+}
+
+func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index uint64) (Result, func()) {
+	ss, ok := s.sessions[b.Session]
+	if !ok {
+		return refuse(CodeUnknownSession, b.Session, "session %s was never opened", b.Session), nil
+	}
+	if ss.closed {
+		return refuse(CodeSessionClosed, b.Session, "session %s is closed; open a new session", b.Session), nil
+	}
+	if ss.aggregator != signer.ID {
+		return refuse(CodeWrongSigner, signer.ID, "session %s belongs to aggregator %s, not %s", b.Session, ss.aggregator, signer.ID), nil
+	}
+	if ss.student != b.Student || !slices.Equal(ss.hospitals, b.Hospitals) {
+		return refuse(CodeSessionMismatch, b.Session, "batch %s names a student or hospitals other than session %s's", b.BatchID, b.Session), nil
+	}
+	if len(b.Curve) != s.grid.Len() || slices.ContainsFunc(b.Curve, func(v float64) bool { return v != 0 }) || b.Delta != 0 {
+		return refuse(CodeBadCharge, b.BatchID, "batch %s in session %s must carry a zero curve on the default grid and zero δ: the session paid its cost at opening", b.BatchID, b.Session), nil
+	}
+	refusals := b.Queries - b.Answers
+	if ss.queries-ss.answers > ss.maxRefusals || refusals > ss.maxRefusals-(ss.queries-ss.answers) {
+		return refuse(CodeSessionExhausted, b.Session, "session %s has refused %d of at most %d queries; %d more would exceed its bound", b.Session, ss.queries-ss.answers, ss.maxRefusals, refusals), nil
+	}
+	return accept("recorded batch %s (%d answers) in session %s at no further cost", b.BatchID, b.Answers, b.Session), func() {
+		ss.queries += b.Queries
+		ss.answers += b.Answers
+		for _, h := range b.Hospitals {
+			s.accounts[h].answers += b.Answers
+		}
+		s.students[b.Student].answers += b.Answers
+		s.batches[b.BatchID] = applied{digest: digest, index: index}
+	}
+}
+
+func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint64) (Result, func()) {
+	if signer.Role != RoleAggregator {
+		return refuse(CodeWrongSigner, signer.ID, "only an aggregator opens sessions, %s is a %s", signer.ID, signer.Role), nil
+	}
+	digest, _ := c.Digest()
+	if prev, ok := s.opened[b.SessionID]; ok {
+		if prev.digest == digest {
+			return Result{Outcome: Outcome{Status: StatusDuplicate, Original: prev.index},
+				Message: fmt.Sprintf("session %s was opened at entry %d; nothing charged again", b.SessionID, prev.index)}, nil
+		}
+		return refuse(CodeConflict, b.SessionID, "session %s was opened at entry %d with different content; use a new session id", b.SessionID, prev.index), nil
+	}
+	if b.MaxRefusals == 0 {
+		return refuse(CodeBadCharge, b.SessionID, "session %s has no refusal bound; a sparse-vector session stops after K ≥ 1 refusals", b.SessionID), nil
+	}
+	r, curve, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
+	if !ok {
+		return r, nil
+	}
+	if r, ok := s.capCheck(b.Hospitals, curve, b.Delta); !ok {
+		return r, nil
+	}
+	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {
+		s.spend(b.Hospitals, curve, b.Delta, 0)
+		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals}
+		s.opened[b.SessionID] = applied{digest: digest, index: index}
+	}
+}
+
+func (s *State) closeSession(c Command, signer Party, b *CloseSession, index uint64) (Result, func()) {
+	if signer.Role != RoleAggregator {
+		return refuse(CodeWrongSigner, signer.ID, "only an aggregator closes sessions, %s is a %s", signer.ID, signer.Role), nil
+	}
+	ss, ok := s.sessions[b.SessionID]
+	if !ok {
+		return refuse(CodeUnknownSession, b.SessionID, "session %s was never opened", b.SessionID), nil
+	}
+	if ss.aggregator != signer.ID {
+		return refuse(CodeWrongSigner, signer.ID, "session %s belongs to aggregator %s, not %s", b.SessionID, ss.aggregator, signer.ID), nil
+	}
+	digest, _ := c.Digest()
+	if ss.closed {
+		if ss.closeDigest == digest {
+			return Result{Outcome: Outcome{Status: StatusDuplicate, Original: ss.closeIndex},
+				Message: fmt.Sprintf("session %s was closed at entry %d", b.SessionID, ss.closeIndex)}, nil
+		}
+		return refuse(CodeSessionClosed, b.SessionID, "session %s is already closed", b.SessionID), nil
+	}
+	if b.Answers > b.Queries {
+		return refuse(CodeBadCharge, b.SessionID, "session %s: %d answers for %d queries", b.SessionID, b.Answers, b.Queries), nil
+	}
+	return accept("closed session %s after %d queries, %d answered", b.SessionID, b.Queries, b.Answers), func() {
+		ss.closed, ss.closeDigest, ss.closeIndex = true, digest, index
+	}
+}
+
+// Origin returns the log's origin, set by the genesis ("" before it).
+func (s *State) Origin() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.origin
+}
+
+// TreeSize returns the number of entries.
+func (s *State) TreeSize() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return int64(len(s.entries))
+}
+
+// RootHash returns the RFC 6962 Merkle tree hash of all entries.
+func (s *State) RootHash() tlog.Hash {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h, _ := s.log.treeHash(s.log.n)
+	return h
+}
+
+// Entries returns copies of the encoded entries with index in [from, to).
+func (s *State) Entries(from, to int64) ([][]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if from < 0 || to < from || to > int64(len(s.entries)) {
+		return nil, fmt.Errorf("ledger: entries [%d, %d) out of range [0, %d)", from, to, len(s.entries))
+	}
+	out := make([][]byte, 0, to-from)
+	for _, e := range s.entries[from:to] {
+		out = append(out, bytes.Clone(e))
+	}
+	return out, nil
+}
+
+// Account is a hospital's budget account as read from the state.
+type Account struct {
+	Hospital   string  `json:"hospital"`
+	CapEpsilon float64 `json:"cap_epsilon"`
+	CapDelta   float64 `json:"cap_delta"`
+	CapVersion uint64  `json:"cap_version"`
+	// DeltaSpent is the additive δ charged so far; the conversion uses
+	// CapDelta − DeltaSpent.
+	DeltaSpent float64 `json:"delta_spent"`
+	// Epsilon is the composed curve's ε at CapDelta − DeltaSpent (+Inf when
+	// nothing is left of δ or the curve is unbounded).
+	Epsilon float64   `json:"epsilon"`
+	Order   float64   `json:"order"` // the order attaining Epsilon
+	Curve   []float64 `json:"curve"`
+	Charges uint64    `json:"charges"` // accepted charges and sessions
+	Answers uint64    `json:"answers"`
+	Opened  uint64    `json:"opened"` // the entry that opened the account
+}
+
+// Accounts returns every hospital account, sorted by hospital ID.
+func (s *State) Accounts() []Account {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Account, 0, len(s.accounts))
+	for _, h := range sortedKeys(s.accounts) {
+		a := s.accounts[h]
+		acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
+			DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
+			Charges: a.charges, Answers: a.answers, Opened: a.opened}
+		if d := a.conversionDelta(); d > 0 {
+			conv := convert(a.curve, d)
+			acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
+		}
+		out = append(out, acc)
+	}
+	return out
+}
+
+// Parties returns the registered parties, sorted by ID.
+func (s *State) Parties() []Party {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Party, 0, len(s.parties))
+	for _, id := range sortedKeys(s.parties) {
+		out = append(out, s.parties[id])
+	}
+	return out
+}
+
+// Auditors returns the auditors registered by the first size entries,
+// sorted by ID: the key set whose majority must sign a checkpoint of that
+// size.
+func (s *State) Auditors(size int64) []Party {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Party
+	for _, id := range sortedKeys(s.parties) {
+		if p := s.parties[id]; p.Role == RoleAuditor && int64(s.joined[id]) < size {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

@@ -1,0 +1,158 @@
+package mechanism
+
+import (
+	"fmt"
+	"math"
+)
+
+// QueryCost is the data-independent privacy cost of one query of a
+// per-query mechanism, valid whatever the votes are.
+type QueryCost struct {
+	// Answered and Refused are the RDP curves charged for a query that is
+	// answered or refused (a query is charged one of the two).
+	Answered, Refused Curve
+	// PureAnswered and PureRefused are the pure ε of an answered or refused
+	// query when the mechanism is pure DP, +Inf when it is not.
+	PureAnswered, PureRefused float64
+}
+
+// Charge is a data-independent privacy cost of many queries, or of an
+// nzc-svt session.
+type Charge struct {
+	RDP   Curve   // the composed RDP curve
+	Delta float64 // additive δ, beyond the RDP conversion's own (nzc-svt only)
+	// PureEpsilon is the sum of the pure ε of the charged queries (a valid
+	// (ε, 0)-DP guarantee); +Inf when some part is not pure DP.
+	PureEpsilon float64
+}
+
+// Epsilon converts the charge to (ε, δ+Delta)-DP with the tight conversion
+// at δ; the Conversion's Delta is the total δ.
+func (c Charge) Epsilon(delta float64) (Conversion, error) {
+	conv, err := c.RDP.Epsilon(delta)
+	if err != nil {
+		return conv, err
+	}
+	conv.Delta = delta + c.Delta
+	return conv, nil
+}
+
+// QueryCost returns the per-query cost of p's mechanism (DESIGN.md,
+// "Privacy model"). Every value is rounded up; a value too large for a
+// float64 is +Inf, never a small number. nzc-svt has no per-query cost (its
+// queries are covered by the session's cost, see Charge): both curves are
+// zero.
+//
+//	nzc, laplace     pure ε = 2(c+1)/b   (ℓ1 sensitivity of n + c·e_top is 2c+2)
+//	nzc, gaussian    RDP α(c+1)²/σ²      (ℓ2² sensitivity 2(c+1)²)
+//	lnmax            pure ε = 2/b
+//	gnmax            RDP α/σ²
+//	confident-gnmax  RDP α/(2σ1²) for the test, every query; + α/σ2² when answered
+func (p Params) QueryCost(g Grid) (QueryCost, error) {
+	if err := p.Validate(); err != nil {
+		return QueryCost{}, err
+	}
+	inf := math.Inf(1)
+	switch p.Mechanism {
+	case NZC:
+		c1 := up(p.Constant + 1)
+		if p.Noise == NoiseLaplace {
+			eps := up(up(2*c1) / p.Scale)
+			return QueryCost{Answered: PureDP(g, eps), Refused: g.Zero(), PureAnswered: eps, PureRefused: 0}, nil
+		}
+		r := up(c1 / p.Sigma)
+		r2 := up(r * r)
+		return QueryCost{Answered: g.Eval(func(a float64) float64 { return up(a * r2) }), Refused: g.Zero(), PureAnswered: inf, PureRefused: 0}, nil
+	case LNMax:
+		eps := up(2 / p.Scale)
+		return QueryCost{Answered: PureDP(g, eps), Refused: g.Zero(), PureAnswered: eps, PureRefused: 0}, nil
+	case GNMax:
+		return QueryCost{Answered: gaussianRDP(g, p.Sigma, 1), Refused: g.Zero(), PureAnswered: inf, PureRefused: 0}, nil
+	case ConfidentGNMax:
+		test := gaussianRDP(g, p.Sigma1, 0.5)
+		ans, err := test.Compose(gaussianRDP(g, p.Sigma2, 1))
+		if err != nil {
+			return QueryCost{}, err
+		}
+		return QueryCost{Answered: roundUp(ans), Refused: test, PureAnswered: inf, PureRefused: inf}, nil
+	case NZCSVT:
+		return QueryCost{Answered: g.Zero(), Refused: g.Zero()}, nil
+	}
+	return QueryCost{}, fmt.Errorf("%w: unknown mechanism %q", ErrBadParams, p.Mechanism)
+}
+
+// gaussianRDP returns f·α/σ² rounded up (f = 1 for GNMax, whose ℓ2²
+// sensitivity is 2; f = 1/2 for a query of sensitivity 1), the formula of
+// PATE 2018's rdp_data_independent_gaussian.
+func gaussianRDP(g Grid, sigma, f float64) Curve {
+	v := math.Nextafter(sigma*sigma, 0) // a lower bound on σ²
+	return g.Eval(func(a float64) float64 { return up(f * up(a/v)) })
+}
+
+func roundUp(c Curve) Curve {
+	return c.mapIdx(func(i int) float64 { return up(c.eps[i]) })
+}
+
+func (c Curve) mapIdx(f func(i int) float64) Curve {
+	out := make([]float64, len(c.eps))
+	for i := range out {
+		v := f(i)
+		if math.IsNaN(v) || v < 0 {
+			v = math.Inf(1)
+		}
+		out[i] = v
+	}
+	return Curve{grid: c.grid, eps: out}
+}
+
+// scaleUp returns k·c rounded up.
+func scaleUp(c Curve, k int) Curve {
+	return c.mapIdx(func(i int) float64 {
+		if k == 0 || c.eps[i] == 0 {
+			return 0
+		}
+		return up(c.eps[i] * float64(k))
+	})
+}
+
+// sumUp returns a+b rounded up, +Inf absorbing.
+func sumUp(a, b Curve) (Curve, error) {
+	s, err := a.Compose(b)
+	if err != nil {
+		return s, err
+	}
+	return roundUp(s), nil
+}
+
+// Charge returns the data-independent cost of answering `answered` queries
+// and refusing `refused` ones with p's mechanism. For nzc-svt it returns the
+// fixed cost of one whole session, whatever the counts: pay it once, when
+// the session opens.
+func (p Params) Charge(g Grid, answered, refused int) (Charge, error) {
+	if answered < 0 || refused < 0 {
+		return Charge{}, fmt.Errorf("%w: negative query counts (%d answered, %d refused)", ErrBadParams, answered, refused)
+	}
+	if err := p.Validate(); err != nil {
+		return Charge{}, err
+	}
+	if p.Mechanism == NZCSVT {
+		eps, delta := p.svtCost()
+		return Charge{RDP: PureDP(g, eps), Delta: delta, PureEpsilon: eps}, nil
+	}
+	qc, err := p.QueryCost(g)
+	if err != nil {
+		return Charge{}, err
+	}
+	rdp, err := sumUp(scaleUp(qc.Answered, answered), scaleUp(qc.Refused, refused))
+	if err != nil {
+		return Charge{}, err
+	}
+	pure := 0.0
+	if answered > 0 {
+		pure = up(qc.PureAnswered * float64(answered))
+	}
+	if refused > 0 {
+		pure = up(pure + up(qc.PureRefused*float64(refused)))
+	}
+	return Charge{RDP: rdp, PureEpsilon: pure}, nil
+}

@@ -1,0 +1,201 @@
+package mechanism
+
+import (
+	"math"
+	"math/big"
+	"sync"
+)
+
+// Session is an nzc-svt session: it releases the exact argmax of a query's
+// histogram when the query is provably stable, refuses otherwise, and stops
+// after K refusals. Its whole privacy cost is fixed when it opens
+// (Params.Charge); answered queries cost nothing more.
+//
+// # The mechanism
+//
+// Let d(n) be the distance to instability of n (Histogram.Distance): the
+// number of vote moves that can be made without changing argmax(n); d(n) ≥ 1
+// means every neighbouring histogram has the same argmax,
+// and moving one vote changes d by at most 1 (sensitivity Δ = 1). Let
+// T' = ⌊T⌋. When the session opens it draws ρ ~ Lap_Z(b_ρ) once (b_ρ =
+// Params.Scale). For each query it draws a fresh ν ~ Lap_Z(b_ν) (b_ν =
+// Params.DistanceScale, by default 2·K·b_ρ) and
+//
+//	refuses   if d(n) + ν ≤ T' + ρ   (counted; after the K-th refusal the session is exhausted)
+//	answers   argmax(n) otherwise.
+//
+// # Theorem
+//
+// A session is (ε, δ)-differentially private with respect to one teacher
+// changing its votes on any, adaptively chosen, queries, where
+//
+//	ε = 1/b_ρ + 2K/b_ν
+//	δ = min over m ∈ {1, …, T'+1} of  P[ρ ≤ −m] + K·p_m/(1 − p_m),   p_m = P[ν ≥ T'+2−m],
+//
+// with the discrete Laplace tails P[X ≥ j] = P[X ≤ −j] = e^{−j/b}/(1+e^{−1/b})
+// for j ≥ 1. Params.Charge reports exactly this (rounded up).
+//
+// Proof. (1) The refuse/answer transcript S is the sparse vector technique
+// with the "positive" (counted, at most K) events being the refusals: with
+// q_i = −d(n_i), refusing is q_i + (−ν) ≥ −T' + (−ρ), and −ν, −ρ have the
+// same distributions as ν, ρ. This is Algorithm 1 of Lyu, Su and Li (2017),
+// "Understanding the Sparse Vector Technique for Differential Privacy", with
+// c = K, Δ = 1, ρ of scale Δ/ε1 and ν of scale 2cΔ/ε2; their Theorem 2 makes
+// it (ε1+ε2)-DP with ε1 = 1/b_ρ and ε2 = 2K/b_ν. The proof only shifts ρ by
+// Δ and ν by 2Δ, integers, under which the discrete Laplace density ratio
+// is bounded exactly like the continuous one, so it holds for integer noise.
+// Distances are not monotone queries (one teacher can raise one distance
+// and lower another), so the factor 2 in b_ν is needed.
+// (2) The labels: the release is M(D) = (S(D), argmax(n_i(D)) for answered
+// i). Let G_D be the event that every answered query has d(n_i(D)) ≥ 1. On
+// G_D the labels equal argmax(n_i(D')) for any neighbour D', so for every set
+// O of outputs P[M(D) ∈ O] ≤ P[S(D) ∈ A] + P[¬G_D] with A the transcripts
+// whose D'-labels land in O, and P[S(D) ∈ A] ≤ e^ε P[M(D') ∈ O]. Hence M is
+// (ε, P[¬G_D])-DP. (3) Bounding P[¬G_D]: if ρ ≥ 1−m, an unstable query
+// (d = 0) is answered only if ν ≥ T'+1+ρ ≥ T'+2−m, probability at most p_m,
+// independently for each query given ρ. The session stops at the K-th
+// refusal, so the number of answered unstable queries is dominated by the
+// number of successes before the K-th failure of Bernoulli(p_m) trials,
+// whose mean is K·p_m/(1−p_m); by Markov's inequality that bounds the
+// probability of at least one. Adding P[ρ ≤ −m] and minimising over m gives δ.
+//
+// As a ledger charge the session is the pure-DP RDP curve of ε (PureDP)
+// plus the additive δ. Step (2) shows more than (ε, δ)-DP: the release is an
+// ε-DP transcript post-processed by a map that agrees with the neighbour's
+// map outside an event of probability at most δ, so it is δ-approximately
+// ε-DP in the sense of approximate RDP (Bun and Steinke 2016), whose
+// guarantees compose by adding the curves and the δs.
+type Session struct {
+	p        Params
+	rhoScale DiscreteLaplace
+	nuScale  DiscreteLaplace
+	tInt     *big.Int // ⌊T⌋
+
+	mu       sync.Mutex
+	rho      *big.Int // drawn at the first query
+	refusals int
+}
+
+// Open opens an nzc-svt session. Its cost (Params.Charge) is fixed now.
+func Open(p Params) (*Session, error) {
+	if p.Mechanism != NZCSVT {
+		return nil, &ParamError{Param: "mechanism", Value: string(p.Mechanism), Reason: "a session is an nzc-svt mechanism"}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := NewDiscreteLaplace(p.Scale)
+	if err != nil {
+		return nil, err
+	}
+	n, err := NewDiscreteLaplace(p.svtDistanceScale())
+	if err != nil {
+		return nil, err
+	}
+	t := new(big.Int).SetInt64(int64(math.Floor(p.Threshold)))
+	return &Session{p: p, rhoScale: r, nuScale: n, tInt: t}, nil
+}
+
+func (p Params) svtDistanceScale() float64 {
+	if p.DistanceScale != 0 {
+		return p.DistanceScale
+	}
+	return 2 * float64(p.MaxRefusals) * p.Scale
+}
+
+// Params returns the session's parameters.
+func (s *Session) Params() Params { return s.p }
+
+// Refusals returns how many queries the session has refused.
+func (s *Session) Refusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusals
+}
+
+// Exhausted reports whether the session has used its K refusals.
+func (s *Session) Exhausted() bool { return s.Refusals() >= s.p.MaxRefusals }
+
+// Answer releases argmax(h) or a refusal. After K refusals it returns
+// ErrSessionExhausted and releases nothing. A bad histogram or a failing
+// source changes nothing.
+func (s *Session) Answer(src Source, h Histogram) (Outcome, error) {
+	if err := s.p.check(h); err != nil {
+		return Outcome{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refusals >= s.p.MaxRefusals {
+		return Outcome{}, ErrSessionExhausted
+	}
+	smp := newSampler(src)
+	if s.rho == nil {
+		rho := new(big.Int)
+		if err := s.rhoScale.sampleInto(smp, rho); err != nil {
+			return Outcome{}, err
+		}
+		s.rho = rho
+	}
+	var nu, rhs big.Int
+	if err := s.nuScale.sampleInto(smp, &nu); err != nil {
+		return Outcome{}, err
+	}
+	nu.Add(&nu, big.NewInt(int64(h.Distance(s.p.Teachers))))
+	rhs.Add(s.tInt, s.rho)
+	if nu.Cmp(&rhs) <= 0 {
+		s.refusals++
+		return Refusal(), nil
+	}
+	return Answer(h.Top()), nil
+}
+
+// lapTail returns an upper bound on P[X ≥ j] = e^{−j/b}/(1+e^{−1/b}) for the
+// discrete Laplace of scale b and j ≥ 1.
+func lapTail(b float64, j float64) float64 {
+	v := math.Exp(-j/b) / (1 + math.Exp(-1/b))
+	return v * (1 + 1e-12)
+}
+
+// svtCost returns the (ε, δ) of a session (see Session).
+func (p Params) svtCost() (eps, delta float64) {
+	br, bn := p.Scale, p.svtDistanceScale()
+	k := float64(p.MaxRefusals)
+	eps = up(up(1/br) + up(up(2*k)/bn))
+	t := math.Floor(p.Threshold)
+	delta = math.Inf(1)
+	// The objective is a sum of a decreasing and an increasing function
+	// of m; scan all m when cheap, else a geometric set plus its neighbours.
+	try := func(m float64) {
+		if m < 1 || m > t+1 {
+			return
+		}
+		pm := lapTail(bn, t+2-m)
+		d := lapTail(br, m)
+		if pm < 1 {
+			d += k * pm / (1 - pm)
+		} else {
+			d = math.Inf(1)
+		}
+		delta = min(delta, d)
+	}
+	if t <= 1e5 {
+		for m := 1.0; m <= t+1; m++ {
+			try(m)
+		}
+	} else {
+		for f := 0.0; f <= 1; f += 1e-4 {
+			m := math.Round(1 + f*t)
+			try(m)
+		}
+	}
+	return eps, min(delta*(1+1e-12), 1)
+}
+
+// up returns the next float64 above x: applied after each rounded operation
+// it keeps a computed cost an upper bound on the exact one.
+func up(x float64) float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) || x == 0 {
+		return x
+	}
+	return math.Nextafter(x, math.Inf(1))
+}

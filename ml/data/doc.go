@@ -1,0 +1,9 @@
+// Package data loads labelled data sets for teachers and students and splits
+// them into disjoint shards.
+//
+// Two formats are read: the idx format of MNIST and its relatives (a
+// directory holding the four standard files, gzipped or not), and CSV with
+// one record per line, the features first and the integer class label last,
+// for tabular hospital data. Corrupt or truncated input yields a *FormatError
+// that names the file and the problem.
+package data

@@ -1,0 +1,78 @@
+package model
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/nzcfed/nzc/ml/data"
+)
+
+var mnistShape = data.Shape{Height: 28, Width: 28, Channels: 1}
+
+func fakeImages(n int) *data.Dataset {
+	r := rand.New(rand.NewPCG(1, 1))
+	d := &data.Dataset{X: make([]float32, n*mnistShape.Size()), Y: make([]int, n), Shape: mnistShape, Classes: 10}
+	for i := range d.X {
+		d.X[i] = r.Float32()
+	}
+	for i := range d.Y {
+		d.Y[i] = r.IntN(10)
+	}
+	return d
+}
+
+// BenchmarkGEMM measures the machine's single-precision GEMM rate, the
+// ceiling for everything else here.
+func BenchmarkGEMM(b *testing.B) {
+	const n = 512
+	a, x, c := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
+	for i := range a {
+		a[i], x[i] = float32(i%7), float32(i%5)
+	}
+	for b.Loop() {
+		sgemm(false, false, n, n, n, a, n, x, n, 0, c, n)
+	}
+	b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+func benchModels() []string { return []string{KindSoftmax, KindMLP, KindCNN} }
+
+// BenchmarkTrain measures training throughput on MNIST-shaped data
+// (minibatch 64, Adam); GFLOP/s counts forward + backward as 3× forward.
+func BenchmarkTrain(b *testing.B) {
+	for _, name := range benchModels() {
+		b.Run(name, func(b *testing.B) {
+			spec, _ := Preset(name, mnistShape, 10)
+			n, _ := New(spec, 1)
+			d := fakeImages(512)
+			cfg := TrainConfig{Optimizer: Adam, LearnRate: 1e-3, BatchSize: 64, Epochs: 1, Seed: 1}
+			for b.Loop() {
+				if _, err := n.Train(context.Background(), d, cfg, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sps := float64(b.N*d.Len()) / b.Elapsed().Seconds()
+			b.ReportMetric(sps, "samples/s")
+			b.ReportMetric(sps*3*float64(n.FLOPs())/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkInfer measures batched inference throughput (the ensemble's hot path).
+func BenchmarkInfer(b *testing.B) {
+	for _, name := range benchModels() {
+		b.Run(name, func(b *testing.B) {
+			spec, _ := Preset(name, mnistShape, 10)
+			n, _ := New(spec, 1)
+			d := fakeImages(1024)
+			var out []float32
+			for b.Loop() {
+				out, _ = n.Logits(d.X, out)
+			}
+			sps := float64(b.N*d.Len()) / b.Elapsed().Seconds()
+			b.ReportMetric(sps, "samples/s")
+			b.ReportMetric(sps*float64(n.FLOPs())/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,41 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/nzcfed/nzc/ml/data"
+)
+
+// Presets names the architectures offered on the command line.
+var presetNames = []string{KindSoftmax, KindMLP, KindCNN}
+
+// PresetNames lists the architecture presets accepted by Preset.
+func PresetNames() []string { return append([]string(nil), presetNames...) }
+
+// Preset returns a named architecture for data of the given shape:
+//
+//	softmax  softmax regression
+//	mlp      one hidden layer of 256 ReLU units
+//	cnn      two 5×5 convolution blocks (16 and 32 filters, each with 2×2
+//	         max pooling) and a dense layer of 128 units; for inputs too
+//	         small to pool twice, one block
+func Preset(name string, input data.Shape, classes int) (Spec, error) {
+	s := Spec{Kind: name, Input: input, Classes: classes}
+	switch name {
+	case KindSoftmax:
+	case KindMLP:
+		s.Hidden = []int{256}
+	case KindCNN:
+		s.Conv = []Conv{{Filters: 8, Kernel: 5}, {Filters: 16, Kernel: 5}}
+		if input.Height < 4 || input.Width < 4 {
+			s.Conv = s.Conv[:1]
+		}
+		s.Hidden = []int{64}
+	default:
+		return Spec{}, fmt.Errorf("%w: unknown model %q (want softmax, mlp or cnn)", ErrSpec, name)
+	}
+	if _, err := s.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
