@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -180,6 +181,22 @@ func (c *inmemCluster) submit(ctx context.Context, cmd []byte) ([]byte, uint64, 
 	}
 }
 
+// describe summarises every node's status for a failure message.
+func (c *inmemCluster) describe() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for i, n := range c.nodes {
+		if n == nil {
+			fmt.Fprintf(&b, "[%s stopped] ", c.ids[i])
+			continue
+		}
+		st := n.Status()
+		fmt.Fprintf(&b, "[%s %s leader=%s term=%d last=%d commit=%d applied=%d] ", st.ID, st.State, st.LeaderID, st.Term, st.LastIndex, st.CommitIndex, st.AppliedIndex)
+	}
+	return b.String()
+}
+
 // waitConverged waits until every live node has applied the same index and
 // holds the same state, and returns that state's hash.
 func (c *inmemCluster) waitConverged(within time.Duration) [32]byte {
@@ -222,7 +239,7 @@ func TestLeaderLossDuringSubmissions(t *testing.T) {
 					for k := range perWriter {
 						id := uint64(w*perWriter + k + 1)
 						if _, _, err := c.submit(ctx, chainCmd(id, "charge")); err != nil {
-							errs <- fmt.Errorf("id %d: %w", id, err)
+							errs <- fmt.Errorf("id %d: %w; cluster: %s", id, err, c.describe())
 							return
 						}
 						if acked.Add(1) == writers*perWriter/3 {

@@ -420,11 +420,19 @@ func (n *Node) applyLocal(ctx context.Context, cmd []byte) ([]byte, uint64, erro
 	f := n.raft.Apply(cmd, timeout)
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
+	// raft's timeout bounds only the enqueueing, and a command still queued
+	// when raft shuts down is never answered: bound the wait here too.
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	case <-timer.C:
+		return nil, 0, ErrTimeout
+	case <-n.lifetime.Done():
+		return nil, 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrShutdown)
 	}
 	switch {
 	case err == nil:
