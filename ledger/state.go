@@ -144,7 +144,11 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 	index := uint64(len(s.entries))
 	r, commit := s.decide(cmd, index)
 	r.Index = index
-	b, err := Entry{Index: index, Command: cmd, Outcome: r.Outcome}.Encode()
+	prev, err := s.log.treeHash(int64(index))
+	if err != nil {
+		return Result{}, err
+	}
+	b, err := Entry{Index: index, PrevRoot: prev, Command: cmd, Outcome: r.Outcome}.Encode()
 	if err != nil {
 		// Outcomes are built from decoded identifiers only, so this cannot
 		// happen; refuse to record rather than record a broken entry.
