@@ -84,6 +84,10 @@ func TestVerifyGoodExport(t *testing.T) {
 	if _, err := json.Marshal(r); err != nil {
 		t.Fatal(err)
 	}
+	// A checkpoint kept from an earlier audit, which the log extends.
+	if r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Earlier: [][]byte{x.Checkpoints[0]}}); !r.OK || len(r.Checkpoints) != 3 {
+		t.Fatalf("earlier checkpoint: ok=%v %+v", r.OK, r.Failures())
+	}
 	// Without pinned keys the report says so, and still verifies.
 	if r := Verify(b, VerifyOptions{}); !r.OK || r.KeysPinned {
 		t.Fatalf("unpinned: ok=%v pinned=%v", r.OK, r.KeysPinned)

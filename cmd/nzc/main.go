@@ -33,6 +33,7 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 		cli.VersionCommand("nzc"),
 		newInitCommand(),
 		newPrivacyCommand(),
+		newAuditCommand(),
 	)
 	return root
 }
