@@ -42,8 +42,8 @@ func ExampleProvision() {
 	_, err = crypto.Provision(filepath.Join(dir, "fed"), crypto.ProvisionSpec{Hospitals: 2, Auditors: 3, Students: 1})
 	fmt.Println(err != nil)
 	// Output:
-	// nzc://hospital/hospital-1 hospital-1/tls.crt false
-	// nzc://hospital/hospital-2 hospital-2/tls.crt false
+	// nzc://hospital/hospital-1 hospital-1/tls.crt true
+	// nzc://hospital/hospital-2 hospital-2/tls.crt true
 	// nzc://aggregator/aggregator aggregator/tls.crt true
 	// nzc://auditor/auditor-1 auditor-1/tls.crt true
 	// nzc://auditor/auditor-2 auditor-2/tls.crt true
