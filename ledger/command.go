@@ -439,6 +439,8 @@ type Command struct {
 	Body      Body
 	Signer    string // the ID of the signing party
 	Signature []byte
+
+	signed []byte // set by DecodeCommand: the signed message, taken from the decoded bytes
 }
 
 // signedPrefix returns the bytes the signature covers, without the context.
@@ -468,6 +470,9 @@ func (c Command) Encode() ([]byte, error) {
 
 // SignedMessage returns the exact bytes the command's signature covers.
 func (c Command) SignedMessage() ([]byte, error) {
+	if c.signed != nil {
+		return c.signed, nil
+	}
 	b, err := c.signedPrefix()
 	if err != nil {
 		return nil, err
@@ -551,5 +556,8 @@ func DecodeCommand(b []byte) (Command, error) {
 	if err := d.end(); err != nil {
 		return Command{}, err
 	}
+	// The decoding is canonical, so the bytes before the signature are
+	// exactly what encoding the decoded command gives.
+	c.signed = append([]byte(signContext), b[:len(b)-signatureLen]...)
 	return c, nil
 }

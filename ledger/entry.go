@@ -1,6 +1,10 @@
 package ledger
 
-import "fmt"
+import (
+	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
 
 // Status is the outcome of applying a command.
 type Status uint8
@@ -110,13 +114,17 @@ type Outcome struct {
 
 // Entry is one leaf of the ledger's Merkle log:
 //
-//	version u8 | index u64 | command (u32 length, bytes) | status u8 | code u8 | subject | original u64
+//	version u8 | index u64 | previous root [32]byte | command (u32 length, bytes)
+//	  | status u8 | code u8 | subject | original u64
 //
-// Command holds the proposed bytes exactly as applied, even when they do not
-// decode, so replaying the log reproduces every entry.
+// PrevRoot is the tree hash of the entries before this one, so every entry
+// commits to the whole history before it and a changed entry is named by
+// the next one. Command holds the proposed bytes exactly as applied, even
+// when they do not decode, so replaying the log reproduces every entry.
 type Entry struct {
-	Index   uint64
-	Command []byte
+	Index    uint64
+	PrevRoot tlog.Hash
+	Command  []byte
 	Outcome
 }
 
@@ -125,6 +133,7 @@ func (en Entry) Encode() ([]byte, error) {
 	e := &encoder{}
 	e.u8(Version)
 	e.u64(en.Index)
+	e.fixed("previous root", en.PrevRoot[:], hashSize)
 	e.blob("command", en.Command)
 	en.Outcome.encode(e)
 	return e.buf, e.err
@@ -154,6 +163,7 @@ func DecodeEntry(b []byte) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: entry version %d, this ledger reads version %d", ErrMalformed, v, Version)
 	}
 	en.Index = d.u64()
+	copy(en.PrevRoot[:], d.take(hashSize))
 	en.Command = d.blob("command")
 	en.Status = Status(d.u8())
 	en.Code = Code(d.u8())

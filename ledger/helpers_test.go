@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/nzcfed/nzc/mechanism"
 )
 
@@ -103,3 +105,8 @@ func chargeBody(batch string, hospitals []string, curve []float64, answers uint6
 		Timestamp:   1_700_000_001_000_000_000,
 	}
 }
+
+type (
+	noteSigner  = note.Signer
+	edPublicKey = ed25519.PublicKey
+)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // ErrReplay reports a log whose entries are not what applying their own
@@ -13,6 +15,10 @@ var ErrReplay = errors.New("ledger: replay does not reproduce the log")
 // snapshotTag distinguishes a snapshot from the other encodings that start
 // with the version byte.
 const snapshotTag = 'S'
+
+// maxEntrySize bounds one encoded entry: a command of MaxCommandSize plus the
+// entry's own fields (at most 1+8+32+4+1+1+4+128+8 bytes).
+const maxEntrySize = MaxCommandSize + 256
 
 // maxEntries bounds the number of entries a snapshot or export may claim.
 const maxEntries = 1 << 40
@@ -67,7 +73,7 @@ func decodeEntries(d *decoder, tag byte) [][]byte {
 	out := make([][]byte, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		l := d.u32()
-		if d.err == nil && l > MaxCommandSize+64 {
+		if d.err == nil && l > maxEntrySize {
 			d.fail("entry %d is %d bytes", i, l)
 		}
 		out = append(out, d.take(int(l)))
@@ -95,7 +101,7 @@ func (s *State) Restore(snapshot []byte) error {
 	s.grid, s.genesis, s.origin = fresh.grid, fresh.genesis, fresh.origin
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
-	s.entries, s.hashes = fresh.entries, fresh.hashes
+	s.entries, s.log = fresh.entries, fresh.log
 	return nil
 }
 
@@ -103,6 +109,8 @@ func (s *State) Restore(snapshot []byte) error {
 type ReplayError struct {
 	Index  int64
 	Reason string
+
+	prevRootOnly bool // the entry replays except for its record of the root before it
 }
 
 func (e *ReplayError) Error() string {
@@ -115,12 +123,54 @@ func (e *ReplayError) Unwrap() error { return ErrReplay }
 // checks that each produced entry equals the given one byte for byte.
 func Replay(entries [][]byte) (*State, error) {
 	st := New()
-	for i, b := range entries {
-		if err := st.replayOne(int64(i), b); err != nil {
-			return nil, err
-		}
+	if _, err := st.replayEntries(entries, nil); err != nil {
+		return nil, err
 	}
 	return st, nil
+}
+
+// replayEntries replays entries in order and stops at the first one that
+// does not reproduce, returning how many did. roots are tree roots by size
+// known from elsewhere (checkpoints), used only to name the changed entry.
+func (s *State) replayEntries(entries [][]byte, roots map[int64]tlog.Hash) (int64, error) {
+	for i, b := range entries {
+		err := s.replayOne(int64(i), b)
+		if err == nil {
+			continue
+		}
+		if re, ok := err.(*ReplayError); ok && re.prevRootOnly {
+			return int64(i), s.blame(int64(i), entries, roots)
+		}
+		return int64(i), err
+	}
+	return int64(len(entries)), nil
+}
+
+// blame names the changed entry when entry i replays except for the tree
+// root it records for entries [0, i): either that record in entry i was
+// changed, or entry i−1 was (replay cannot see a change to an entry whose
+// command does not verify, such as a malformed one). The state has just
+// appended entry i as replay produced it, with the root the entries before
+// it really have; if the next entry's record (or a checkpoint) of the root
+// of [0, i+1) agrees with that, the rest of entry i is the log's and only its
+// record was changed.
+func (s *State) blame(i int64, entries [][]byte, roots map[int64]tlog.Hash) error {
+	want, known := roots[i+1]
+	if i+1 < int64(len(entries)) {
+		if next, err := DecodeEntry(entries[i+1]); err == nil {
+			want, known = next.PrevRoot, true
+		}
+	}
+	s.mu.RLock()
+	have, err := s.log.treeHash(i + 1)
+	s.mu.RUnlock()
+	switch {
+	case !known || err != nil:
+		return &ReplayError{Index: i, Reason: fmt.Sprintf("entry %d records a tree root that entries 0 to %d do not have: entry %d or entry %d was changed", i, i-1, i, i-1)}
+	case have == want:
+		return &ReplayError{Index: i, Reason: fmt.Sprintf("entry %d was changed: its record of the tree root before it is not the log's, which the entry after it confirms", i)}
+	}
+	return &ReplayError{Index: i - 1, Reason: fmt.Sprintf("entry %d was changed: entries %d and %d record tree roots that it does not produce", i-1, i, i+1)}
 }
 
 func (s *State) replayOne(i int64, b []byte) error {
@@ -139,6 +189,13 @@ func (s *State) replayOne(i int64, b []byte) error {
 	got := s.entries[len(s.entries)-1]
 	s.mu.RUnlock()
 	if !bytes.Equal(got, b) {
+		if mine, err := DecodeEntry(got); err == nil && i > 0 {
+			mine.PrevRoot = en.PrevRoot
+			if same, err := mine.Encode(); err == nil && bytes.Equal(same, b) {
+				return &ReplayError{Index: i, prevRootOnly: true, Reason: fmt.Sprintf(
+					"entry %d records a tree root for the entries before it that they do not have", i)}
+			}
+		}
 		return &ReplayError{Index: i, Reason: fmt.Sprintf("recorded %s/%s %s, replay gives %s/%s %s (%s)",
 			en.Status, en.Code, en.Subject, r.Status, r.Code, r.Subject, r.Message)}
 	}

@@ -114,7 +114,7 @@ type State struct {
 	opened   map[string]applied // session ID → the OpenSession that opened it
 
 	entries [][]byte
-	hashes  []tlog.Hash // tlog stored hashes of the entries
+	log     hashStore // RFC 6962 hashes of the entries
 }
 
 // New returns an empty ledger. Its first accepted command must be a Genesis.
@@ -144,7 +144,11 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 	index := uint64(len(s.entries))
 	r, commit := s.decide(cmd, index)
 	r.Index = index
-	b, err := Entry{Index: index, Command: cmd, Outcome: r.Outcome}.Encode()
+	prev, err := s.log.treeHash(int64(index))
+	if err != nil {
+		return Result{}, err
+	}
+	b, err := Entry{Index: index, PrevRoot: prev, Command: cmd, Outcome: r.Outcome}.Encode()
 	if err != nil {
 		// Outcomes are built from decoded identifiers only, so this cannot
 		// happen; refuse to record rather than record a broken entry.
@@ -160,27 +164,11 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 }
 
 func (s *State) appendEntry(b []byte) error {
-	n := int64(len(s.entries))
-	hs, err := tlog.StoredHashes(n, b, s.hashReader())
-	if err != nil {
-		return fmt.Errorf("ledger: hashing entry %d: %w", n, err)
+	if err := s.log.append(b); err != nil {
+		return err
 	}
 	s.entries = append(s.entries, b)
-	s.hashes = append(s.hashes, hs...)
 	return nil
-}
-
-func (s *State) hashReader() tlog.HashReader {
-	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			if x < 0 || x >= int64(len(s.hashes)) {
-				return nil, fmt.Errorf("ledger: hash %d is not stored (have %d)", x, len(s.hashes))
-			}
-			out[i] = s.hashes[x]
-		}
-		return out, nil
-	})
 }
 
 func refuse(code Code, subject, format string, args ...any) Result {
@@ -564,20 +552,12 @@ func (s *State) TreeSize() int64 {
 	return int64(len(s.entries))
 }
 
-// RootHash returns the RFC 6962 Merkle tree hash of all entries (the zero
-// hash for an empty log).
+// RootHash returns the RFC 6962 Merkle tree hash of all entries.
 func (s *State) RootHash() tlog.Hash {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	h, _ := s.treeHash(int64(len(s.entries)))
+	h, _ := s.log.treeHash(s.log.n)
 	return h
-}
-
-func (s *State) treeHash(n int64) (tlog.Hash, error) {
-	if n == 0 {
-		return tlog.Hash{}, nil
-	}
-	return tlog.TreeHash(n, s.hashReader())
 }
 
 // Entries returns copies of the encoded entries with index in [from, to).
@@ -619,17 +599,31 @@ func (s *State) Accounts() []Account {
 	defer s.mu.RUnlock()
 	out := make([]Account, 0, len(s.accounts))
 	for _, h := range sortedKeys(s.accounts) {
-		a := s.accounts[h]
-		acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
-			DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
-			Charges: a.charges, Answers: a.answers, Opened: a.opened}
-		if d := a.conversionDelta(); d > 0 {
-			conv := convert(a.curve, d)
-			acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
-		}
-		out = append(out, acc)
+		out = append(out, s.accountOf(h))
 	}
 	return out
+}
+
+// Account returns one hospital's account.
+func (s *State) Account(hospital string) (Account, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.accounts[hospital]; !ok {
+		return Account{}, false
+	}
+	return s.accountOf(hospital), true
+}
+
+func (s *State) accountOf(h string) Account {
+	a := s.accounts[h]
+	acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
+		DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
+		Charges: a.charges, Answers: a.answers, Opened: a.opened}
+	if d := a.conversionDelta(); d > 0 {
+		conv := convert(a.curve, d)
+		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
+	}
+	return acc
 }
 
 // Parties returns the registered parties, sorted by ID.

@@ -32,6 +32,8 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 	root.AddCommand(
 		cli.VersionCommand("nzc"),
 		newInitCommand(),
+		newPrivacyCommand(),
+		newAuditCommand(),
 	)
 	return root
 }

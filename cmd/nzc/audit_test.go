@@ -1,0 +1,42 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestAuditJSON(t *testing.T) {
+	out, err := runNZCIn(t, "", "audit", "--trials", "2000", "--teachers", "20", "--seed", "4", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) < 5 {
+		t.Fatalf("%d results", len(rep.Results))
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		for _, k := range []string{"mechanism", "params", "epsilon_accounted", "epsilon_lower_bound", "ok"} {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("result lacks %q: %v", k, r)
+			}
+		}
+		seen[r["mechanism"].(string)] = true
+		if r["ok"] != true {
+			t.Errorf("accounting below the lower bound: %v", r)
+		}
+		if _, ok := r["paper_claim_epsilon"]; ok && r["paper_claim_refuted"] != true {
+			t.Errorf("paper claim not refuted: %v", r)
+		}
+	}
+	for _, m := range []string{"nzc", "lnmax", "gnmax", "confident-gnmax", "nzc-svt"} {
+		if !seen[m] {
+			t.Errorf("no audit of %s", m)
+		}
+	}
+}

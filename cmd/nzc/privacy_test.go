@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+func runNZCIn(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestPrivacyAnalyzeJSON(t *testing.T) {
+	out, err := runNZCIn(t, "[[120,121,9],[250,0,0]]", "privacy", "analyze", "--mechanism", "gnmax", "--sigma", "40", "--orders", "2,10,100", "--format", "json", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"mechanism", "params", "queries", "delta", "orders", "rdp_data_independent", "epsilon_data_independent", "rdp_data_dependent", "epsilon_data_dependent", "logq", "rdp_data_dependent_discrete", "epsilon_data_dependent_discrete", "logq_discrete"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	if m["queries"].(float64) != 2 || len(m["logq"].([]any)) != 2 {
+		t.Fatalf("queries/logq wrong: %v", out)
+	}
+	// RDP(2) of two GNMax answers at σ = 40 is 2·2/1600.
+	if v := m["rdp_data_independent"].([]any)[0].(float64); v < 0.0025 || v > 0.0025*(1+1e-12) {
+		t.Fatalf("rdp_data_independent[0] = %v, want 0.0025", v)
+	}
+}
+
+func TestPrivacyAnalyzeUnboundedIsInf(t *testing.T) {
+	out, err := runNZCIn(t, "[[1,2]]", "privacy", "analyze", "--mechanism", "nzc", "--noise", "gaussian", "--sigma", "1e-10", "--constant", "1e200", "--format", "json", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["epsilon_data_independent"] != "inf" || m["paper_claim_epsilon"] != 0.0 {
+		t.Fatalf("nzc at overflowing settings: ε = %v, claim %v", m["epsilon_data_independent"], m["paper_claim_epsilon"])
+	}
+}
+
+func TestPrivacyAnalyzeSmoothSensitivity(t *testing.T) {
+	out, err := runNZCIn(t, "[[200,30,20],[150,60,40]]", "privacy", "analyze", "--mechanism", "gnmax", "--sigma", "40", "--smooth-sensitivity", "--ss-order", "20", "--seed", "3", "--format", "json", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		SS map[string]any `json:"smooth_sensitivity"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.SS["order"] != 20.0 || m.SS["beta"] != 0.02 {
+		t.Fatalf("release %v", m.SS)
+	}
+	if _, err := runNZCIn(t, "[[2,1]]", "privacy", "analyze", "--mechanism", "lnmax", "--scale", "2", "--smooth-sensitivity", "-"); err == nil {
+		t.Fatal("smooth sensitivity of lnmax accepted")
+	}
+}
+
+func TestPrivacyBadInput(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		args []string
+		want error
+	}{
+		{"[[1,2],[3,-1]]", nil, mechanism.ErrNegativeVotes},
+		{"[[1,2],[]]", nil, mechanism.ErrEmptyHistogram},
+		{"[[1,2],[1.5]]", nil, ErrHistograms},
+		{"{}", nil, ErrHistograms},
+		{"[[1,2]]", []string{"--teachers", "2"}, mechanism.ErrTooManyVotes},
+		{"[[1,2]]", []string{"--sigma", "-1"}, mechanism.ErrBadParams},
+		{"[[1,2]]", []string{"--sigma", "1", "--scale", "2"}, mechanism.ErrBadParams},
+	} {
+		args := append([]string{"privacy", "analyze", "--mechanism", "gnmax", "-"}, c.args...)
+		if c.args == nil {
+			args = append(args, "--sigma", "1")
+		}
+		_, err := runNZCIn(t, c.in, args...)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s %v: %v, want %v", c.in, c.args, err, c.want)
+		}
+		var qe *QueryError
+		if (c.want == mechanism.ErrNegativeVotes || c.want == mechanism.ErrEmptyHistogram) && (!errors.As(err, &qe) || qe.Query != 1) {
+			t.Errorf("%s: error %v does not name query 1", c.in, err)
+		}
+	}
+}
+
+func TestPrivacySampleJSON(t *testing.T) {
+	out, err := runNZCIn(t, "[[120,121,9],[121,120,9]]", "privacy", "sample", "--mechanism", "nzc", "--scale", "1e-10", "--constant", "1e100", "--trials", "200", "--seed", "5", "--format", "json", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Counts []map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Counts) != 2 || m.Counts[0]["1"] != 200 || m.Counts[1]["0"] != 200 || m.Counts[0]["refused"] != 0 {
+		t.Fatalf("counts %v: the paper's nzc must return the exact argmax", m.Counts)
+	}
+	// Same seed, same counts.
+	out2, _ := runNZCIn(t, "[[5,4,1]]", "privacy", "sample", "--mechanism", "confident-gnmax", "--threshold", "5", "--sigma1", "2", "--sigma2", "2", "--trials", "300", "--seed", "9", "--format", "json", "-")
+	out3, _ := runNZCIn(t, "[[5,4,1]]", "privacy", "sample", "--mechanism", "confident-gnmax", "--threshold", "5", "--sigma1", "2", "--sigma2", "2", "--trials", "300", "--seed", "9", "--format", "json", "-")
+	if out2 != out3 || !strings.Contains(out2, `"refused"`) {
+		t.Fatalf("seeded sampling not reproducible:\n%s\n%s", out2, out3)
+	}
+}

@@ -1,0 +1,71 @@
+package ledger
+
+import (
+	"fmt"
+	"testing"
+)
+
+// benchFed is a federation whose caps no benchmark charge reaches.
+func benchFed(b *testing.B) *fed {
+	f := &fed{t: b, st: New(), ts: 1}
+	f.must(genesisBody(), "admin")
+	for _, h := range []string{"h1", "h2", "h3"} {
+		f.must(&OpenAccount{Hospital: h, CapEpsilon: 1e12, CapDelta: 1e-5, Timestamp: f.now()}, h)
+	}
+	f.must(&RegisterStudent{Student: "s2", Timestamp: f.now()}, "admin")
+	return f
+}
+
+func signedCharges(b *testing.B, n int) [][]byte {
+	f := &fed{t: b}
+	curve := gaussCurve(40, 256)
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = f.sign(chargeBody(fmt.Sprintf("batch-%06d", i), []string{"h1", "h2", "h3"}, curve, 256), "agg")
+	}
+	return out
+}
+
+// BenchmarkApplyCharge measures applying one signed charge for three
+// hospitals: decode, signature check, cap check at each hospital's δ,
+// composition, entry encoding and Merkle hashing.
+func BenchmarkApplyCharge(b *testing.B) {
+	pool := signedCharges(b, 2048)
+	f := benchFed(b)
+	i := 0
+	for b.Loop() {
+		if i == len(pool) {
+			b.StopTimer()
+			f, i = benchFed(b), 0
+			b.StartTimer()
+		}
+		if r := f.apply(pool[i]); r.Status != StatusAccepted {
+			b.Fatalf("charge %d: %s %s", i, r.Code, r.Message)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "charges/s")
+}
+
+// BenchmarkVerify10k measures the full offline verification of a
+// 10,000-entry export with one quorum-signed checkpoint.
+func BenchmarkVerify10k(b *testing.B) {
+	const n = 10_000
+	f := benchFed(b)
+	for _, c := range signedCharges(b, n-int(f.st.TreeSize())) {
+		f.apply(c)
+	}
+	export, err := f.st.Export([][]byte{signedAt(b, f.st, n, "a1", "a2")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := auditorKeys(b, f.st)
+	b.SetBytes(int64(len(export)))
+	b.ResetTimer()
+	for b.Loop() {
+		if r := Verify(export, VerifyOptions{TrustedKeys: keys}); !r.OK || r.Entries != n {
+			b.Fatalf("verification failed: %+v", r.Failures())
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+}

@@ -1,0 +1,418 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+const (
+	exportTag     = 'E'
+	maxKeyLen     = 512
+	maxNoteLen    = 64 << 10
+	maxReportFail = 100
+)
+
+// Export is what a compliance officer verifies offline: every entry, the
+// signed checkpoints, and the auditors' verifier keys.
+//
+//	version u8 | 'E' | count u64 | count × entry (u32 length, bytes)
+//	  | keys u32 | keys × string | checkpoints u32 | checkpoints × (u32 length, signed note)
+type Export struct {
+	Entries     [][]byte
+	Checkpoints [][]byte // signed notes
+	Keys        []string // note verifier keys of the auditors
+}
+
+// Encode returns the canonical bytes of the export.
+func (x Export) Encode() ([]byte, error) {
+	return encodeEntries(exportTag, x.Entries, func(e *encoder) {
+		e.count("keys", len(x.Keys))
+		for _, k := range x.Keys {
+			e.str("key", k, maxKeyLen)
+		}
+		e.count("checkpoints", len(x.Checkpoints))
+		for _, c := range x.Checkpoints {
+			if len(c) > maxNoteLen {
+				e.fail("a checkpoint is %d bytes, the limit is %d", len(c), maxNoteLen)
+			}
+			e.blob("checkpoint", c)
+		}
+	})
+}
+
+// DecodeExport decodes the canonical encoding of an export.
+func DecodeExport(b []byte) (Export, error) {
+	d := &decoder{buf: b}
+	var x Export
+	x.Entries = decodeEntries(d, exportTag)
+	n := d.count("keys")
+	for i := 0; i < n && d.err == nil; i++ {
+		x.Keys = append(x.Keys, d.str("key", maxKeyLen))
+	}
+	n = d.count("checkpoints")
+	for i := 0; i < n && d.err == nil; i++ {
+		c := d.blob("checkpoint")
+		if d.err == nil && len(c) > maxNoteLen {
+			d.fail("a checkpoint is %d bytes, the limit is %d", len(c), maxNoteLen)
+		}
+		x.Checkpoints = append(x.Checkpoints, c)
+	}
+	if err := d.end(); err != nil {
+		return Export{}, fmt.Errorf("ledger: export: %w", err)
+	}
+	return x, nil
+}
+
+// Export returns the log's export with the given signed checkpoints and the
+// verifier keys of every auditor registered in the log.
+func (s *State) Export(checkpoints [][]byte) ([]byte, error) {
+	keys, err := s.AuditorKeys(s.TreeSize())
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return Export{Entries: s.entries, Checkpoints: checkpoints, Keys: keys}.Encode()
+}
+
+// VerifyOptions are what the verifier brings from outside the export.
+type VerifyOptions struct {
+	// TrustedKeys are the auditors' verifier keys as the verifier knows them
+	// independently. When set, only signatures by these keys count, and every
+	// one must be the key the log registered for that auditor. When empty,
+	// the keys registered in the log's own entries are used, and the report
+	// says the keys were not pinned.
+	TrustedKeys []string
+	// Earlier are signed checkpoints the verifier kept from earlier audits;
+	// the export must extend each of them.
+	Earlier [][]byte
+}
+
+// Check is one verification step and its outcome.
+type Check struct {
+	Name       string `json:"name"`
+	OK         bool   `json:"ok"`
+	Entry      *int64 `json:"entry,omitempty"`      // the entry the check is about
+	Checkpoint *int   `json:"checkpoint,omitempty"` // the export's checkpoint the check is about
+	Detail     string `json:"detail"`
+}
+
+// CheckpointReport is what was found about one checkpoint.
+type CheckpointReport struct {
+	Source  string    `json:"source"` // "export" or "earlier"
+	Size    int64     `json:"size"`
+	Root    tlog.Hash `json:"root"`
+	Signers []string  `json:"signers"`
+	Quorum  int       `json:"quorum"`
+	OK      bool      `json:"ok"`
+}
+
+// Report is the structured result of Verify: what was checked, what failed
+// (naming the entry or checkpoint), and the balances replay recomputed.
+type Report struct {
+	OK          bool               `json:"ok"`
+	Origin      string             `json:"origin"`
+	Entries     int64              `json:"entries"`
+	Root        tlog.Hash          `json:"root"`
+	KeysPinned  bool               `json:"keys_pinned"`
+	Accepted    int64              `json:"accepted"`
+	Refused     int64              `json:"refused"`
+	Duplicates  int64              `json:"duplicates"`
+	Checks      []Check            `json:"checks"`
+	Checkpoints []CheckpointReport `json:"checkpoints"`
+	Accounts    []Account          `json:"accounts"`
+}
+
+// Failures returns the checks that failed.
+func (r *Report) Failures() []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *Report) add(c Check) {
+	if !c.OK && len(r.Failures()) >= maxReportFail {
+		return
+	}
+	r.Checks = append(r.Checks, c)
+}
+
+func entryRef(i int64) *int64 { return &i }
+func cpRef(i int) *int        { return &i }
+
+// Verify checks an export offline, trusting nothing in it but what it can
+// recompute:
+//
+//   - every entry decodes, carries its own index (so none is missing or
+//     reordered), and replaying its command on the state of the entries
+//     before it reproduces it byte for byte — signatures, caps and
+//     outcomes included;
+//   - every checkpoint is signed by a majority of the auditors registered
+//     at its size (or of TrustedKeys), is of this log's origin, and its root
+//     is the tree hash of that many exported entries;
+//   - the latest checkpoint covers every entry;
+//   - each earlier checkpoint the verifier brings is extended by the export;
+//   - no two checkpoints of the same size disagree (a fork);
+//
+// and it reports every hospital's ε as replay recomputes it.
+func Verify(export []byte, opts VerifyOptions) *Report {
+	r := &Report{KeysPinned: len(opts.TrustedKeys) > 0}
+	defer func() {
+		r.OK = len(r.Failures()) == 0
+	}()
+	x, err := DecodeExport(export)
+	if err != nil {
+		r.add(Check{Name: "decode", Detail: err.Error()})
+		return r
+	}
+	r.add(Check{Name: "decode", OK: true, Detail: fmt.Sprintf("%d entries, %d checkpoints, %d keys", len(x.Entries), len(x.Checkpoints), len(x.Keys))})
+	r.Entries = int64(len(x.Entries))
+
+	// The tree over the exported bytes, whatever they contain.
+	var tree hashStore
+	for _, b := range x.Entries {
+		if err := tree.append(b); err != nil {
+			r.add(Check{Name: "tree", Detail: err.Error()})
+			return r
+		}
+	}
+	r.Root, _ = tree.treeHash(tree.n)
+
+	// Replay, stopping at the first entry that does not reproduce: the
+	// state after it is not the log's.
+	roots := map[int64]tlog.Hash{}
+	for _, b := range x.Checkpoints {
+		if c, err := PeekCheckpoint(b); err == nil {
+			roots[c.Size] = c.Root
+		}
+	}
+	st := New()
+	replayed, err := st.replayEntries(x.Entries, roots)
+	if err != nil {
+		var at *int64
+		if re, ok := err.(*ReplayError); ok {
+			at = entryRef(re.Index)
+		}
+		r.add(Check{Name: "replay", Entry: at, Detail: err.Error()})
+		r.add(Check{Name: "replay", Entry: entryRef(replayed), Detail: fmt.Sprintf("entries %d to %d were not replayed: the state from entry %d on is not the log's", replayed, r.Entries-1, replayed)})
+	} else {
+		r.add(Check{Name: "replay", OK: true, Detail: fmt.Sprintf("all %d entries decode, are in order, and replaying their commands reproduces them (signatures, caps, outcomes, recorded roots)", replayed)})
+	}
+	for _, b := range x.Entries[:replayed] {
+		en, _ := DecodeEntry(b)
+		switch en.Status {
+		case StatusAccepted:
+			r.Accepted++
+		case StatusRefused:
+			r.Refused++
+		case StatusDuplicate:
+			r.Duplicates++
+		}
+	}
+	r.Origin = st.Origin()
+	r.Accounts = st.Accounts()
+	if r.Origin == "" {
+		r.add(Check{Name: "genesis", Detail: "the log has no accepted genesis, so no origin and no auditors"})
+		return r
+	}
+
+	// Keys: the export's and the verifier's must be the log's auditors.
+	logKeys, _ := st.AuditorKeys(st.TreeSize())
+	for _, k := range x.Keys {
+		r.add(keyCheck("export key", k, logKeys))
+	}
+	for _, k := range opts.TrustedKeys {
+		r.add(keyCheck("trusted key", k, logKeys))
+	}
+	if !r.KeysPinned {
+		r.add(Check{Name: "keys", OK: true, Detail: "auditor keys taken from the log's own genesis and registrations; pin them with trusted keys to detect a wholly fabricated log"})
+	}
+
+	// Checkpoints.
+	latest := int64(-1)
+	for j, b := range x.Checkpoints {
+		if sc, ok := r.checkpoint("export", j, b, st, &tree, opts.TrustedKeys); ok {
+			latest = max(latest, sc.Size)
+		}
+	}
+	for j, b := range opts.Earlier {
+		r.checkpoint("earlier", j, b, st, &tree, opts.TrustedKeys)
+	}
+	switch {
+	case len(x.Checkpoints) == 0:
+		r.add(Check{Name: "coverage", Detail: "the export has no checkpoint: nothing shows the auditors agreed to these entries"})
+	case latest < r.Entries:
+		r.add(Check{Name: "coverage", Entry: entryRef(max(latest, 0)), Detail: fmt.Sprintf("entries from %d on are not covered by a quorum-signed checkpoint", max(latest, 0))})
+	default:
+		r.add(Check{Name: "coverage", OK: true, Detail: fmt.Sprintf("a quorum-signed checkpoint covers all %d entries", r.Entries)})
+	}
+	r.forks(x.Checkpoints, opts.Earlier, st, opts.TrustedKeys)
+	return r
+}
+
+func keyCheck(name, key string, logKeys []string) Check {
+	v, err := note.NewVerifier(key)
+	if err != nil {
+		return Check{Name: name, Detail: fmt.Sprintf("%q is not a verifier key: %v", key, err)}
+	}
+	if slices.Contains(logKeys, key) {
+		return Check{Name: name, OK: true, Detail: fmt.Sprintf("%s is an auditor of the log with this key", v.Name())}
+	}
+	for _, k := range logKeys {
+		if strings.HasPrefix(k, v.Name()+"+") {
+			return Check{Name: name, Detail: fmt.Sprintf("the log registered a different key for auditor %s", v.Name())}
+		}
+	}
+	return Check{Name: name, Detail: fmt.Sprintf("%s is not an auditor of the log", v.Name())}
+}
+
+// signingKeys returns the keys whose signatures count for a checkpoint of
+// size: the auditors registered by then, restricted to the trusted keys if
+// any. The majority is always of all registered auditors.
+func signingKeys(st *State, size int64, trusted []string) []string {
+	keys, _ := st.AuditorKeys(min(size, st.TreeSize()))
+	if len(trusted) == 0 {
+		return keys
+	}
+	return slices.DeleteFunc(keys, func(k string) bool { return !slices.Contains(trusted, k) })
+}
+
+func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *hashStore, trusted []string) (SignedCheckpoint, bool) {
+	name := source + " checkpoint"
+	c, err := PeekCheckpoint(b)
+	if err != nil {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: err.Error()})
+		return SignedCheckpoint{}, false
+	}
+	rep := CheckpointReport{Source: source, Size: c.Size, Root: c.Root}
+	defer func() { r.Checkpoints = append(r.Checkpoints, rep) }()
+	if c.Origin != st.Origin() {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("origin %s is not the log's (%s)", c.Origin, st.Origin())})
+		return SignedCheckpoint{}, false
+	}
+	all, _ := st.AuditorKeys(min(c.Size, st.TreeSize()))
+	keys := signingKeys(st, c.Size, trusted)
+	sc, err := OpenCheckpoint(b, keys)
+	rep.Signers, rep.Quorum = sc.Signers, Quorum(len(all))
+	if err == nil && len(sc.Signers) < Quorum(len(all)) {
+		err = &QuorumError{Checkpoint: c, Signers: sc.Signers, Auditors: len(all)}
+	}
+	if err != nil {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d: %v", c.Size, err)})
+		return sc, false
+	}
+	if c.Size > tree.n {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: entryRef(tree.n),
+			Detail: fmt.Sprintf("signed for %d entries but the export has %d: entries were removed", c.Size, tree.n)})
+		return sc, false
+	}
+	root, _ := tree.treeHash(c.Size)
+	if root != c.Root {
+		// Every entry records the tree root of the entries before it, and
+		// replay checked those records; so when replay passed, the first
+		// entry nothing vouches for is the checkpoint's last one.
+		var at *int64
+		if c.Size > 0 {
+			at = entryRef(c.Size - 1)
+		}
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: at, Detail: fmt.Sprintf(
+			"size %d: root %s signed by %v, but the exported entries hash to %s: entry %d was changed (or the entries from an earlier one were rewritten together with the roots they record)",
+			c.Size, c.Root, sc.Signers, root, c.Size-1)})
+		return sc, false
+	}
+	rep.OK = true
+	r.add(Check{Name: name, OK: true, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d signed by %v (quorum %d of %d), root matches the entries", c.Size, sc.Signers, Quorum(len(all)), len(all))})
+	return sc, true
+}
+
+// forks compares every pair of checkpoints that carry at least one valid
+// auditor signature: the same size with different roots is a fork, whoever
+// signed it.
+func (r *Report) forks(exported, earlier [][]byte, st *State, trusted []string) {
+	type seen struct {
+		c       Checkpoint
+		signers []string
+		where   string
+	}
+	var all []seen
+	collect := func(where string, list [][]byte) {
+		for j, b := range list {
+			c, err := PeekCheckpoint(b)
+			if err != nil || c.Origin != st.Origin() {
+				continue
+			}
+			sc, err := OpenCheckpoint(b, signingKeys(st, c.Size, trusted))
+			var qe *QuorumError
+			if err != nil && !(errors.As(err, &qe) && len(qe.Signers) > 0) {
+				continue
+			}
+			signers := sc.Signers
+			if qe != nil {
+				signers = qe.Signers
+			}
+			all = append(all, seen{c: c, signers: signers, where: fmt.Sprintf("%s checkpoint %d", where, j)})
+		}
+	}
+	collect("export", exported)
+	collect("earlier", earlier)
+	found := false
+	for i := range all {
+		for k := i + 1; k < len(all); k++ {
+			if err := DetectFork(all[i].c, all[k].c); err != nil {
+				found = true
+				r.add(Check{Name: "fork", Detail: fmt.Sprintf("%s (signed by %v) and %s (signed by %v) are both size %d with roots %s and %s",
+					all[i].where, all[i].signers, all[k].where, all[k].signers, all[i].c.Size, all[i].c.Root, all[k].c.Root)})
+			}
+		}
+	}
+	if !found {
+		r.add(Check{Name: "fork", OK: true, Detail: fmt.Sprintf("no two of the %d signed checkpoints disagree", len(all))})
+	}
+}
+
+// WriteText writes the report for people: one line per check, then the
+// recomputed accounts.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	status := "VERIFIED"
+	if !r.OK {
+		status = "FAILED"
+	}
+	fmt.Fprintf(&b, "%s: ledger %s, %d entries (%d accepted, %d refused, %d duplicates), root %s\n",
+		status, r.Origin, r.Entries, r.Accepted, r.Refused, r.Duplicates, r.Root)
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		where := ""
+		if c.Checkpoint != nil {
+			where += fmt.Sprintf(" [checkpoint %d]", *c.Checkpoint)
+		}
+		if c.Entry != nil {
+			where += fmt.Sprintf(" [entry %d]", *c.Entry)
+		}
+		fmt.Fprintf(&b, "%s %s%s: %s\n", mark, c.Name, where, c.Detail)
+	}
+	for _, a := range r.Accounts {
+		eps := fmt.Sprintf("%.6g", a.Epsilon)
+		if math.IsInf(a.Epsilon, 1) {
+			eps = "unbounded"
+		}
+		fmt.Fprintf(&b, "hospital %s: ε=%s of cap %g at δ=%.3g (%.3g additive δ spent), %d charges, %d answers\n",
+			a.Hospital, eps, a.CapEpsilon, a.CapDelta-a.DeltaSpent, a.DeltaSpent, a.Charges, a.Answers)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,144 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// ErrProof reports an inclusion or consistency proof that does not verify,
+// or a request for a proof the log cannot give.
+var ErrProof = errors.New("ledger: proof does not verify")
+
+// hashStore keeps the RFC 6962 stored hashes of a log (tlog's layout: every
+// record hash and every complete subtree hash, in write order).
+type hashStore struct {
+	hashes []tlog.Hash
+	n      int64
+}
+
+func (h *hashStore) reader() tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			if x < 0 || x >= int64(len(h.hashes)) {
+				return nil, fmt.Errorf("ledger: hash %d is not stored (have %d)", x, len(h.hashes))
+			}
+			out[i] = h.hashes[x]
+		}
+		return out, nil
+	})
+}
+
+func (h *hashStore) append(record []byte) error {
+	hs, err := tlog.StoredHashes(h.n, record, h.reader())
+	if err != nil {
+		return fmt.Errorf("ledger: hashing entry %d: %w", h.n, err)
+	}
+	h.hashes = append(h.hashes, hs...)
+	h.n++
+	return nil
+}
+
+// treeHash returns the tree hash of the first n records.
+func (h *hashStore) treeHash(n int64) (tlog.Hash, error) {
+	if n < 0 || n > h.n {
+		return tlog.Hash{}, fmt.Errorf("ledger: no tree of size %d (the log has %d entries)", n, h.n)
+	}
+	return tlog.TreeHash(n, h.reader())
+}
+
+func (h *hashStore) proveRecord(index, size int64) (tlog.RecordProof, error) {
+	if index < 0 || index >= size || size > h.n {
+		return nil, fmt.Errorf("%w: no entry %d in a tree of size %d (the log has %d entries)", ErrProof, index, size, h.n)
+	}
+	return tlog.ProveRecord(size, index, h.reader())
+}
+
+func (h *hashStore) proveTree(oldSize, newSize int64) (tlog.TreeProof, error) {
+	if oldSize < 1 || oldSize > newSize || newSize > h.n {
+		return nil, fmt.Errorf("%w: no consistency proof from size %d to %d (the log has %d entries)", ErrProof, oldSize, newSize, h.n)
+	}
+	return tlog.ProveTree(newSize, oldSize, h.reader())
+}
+
+// TreeHash returns the RFC 6962 tree hash of the first size entries.
+func (s *State) TreeHash(size int64) (tlog.Hash, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.treeHash(size)
+}
+
+// ProveInclusion returns the proof that entry index is in the tree of the
+// first size entries. Check it with VerifyInclusion.
+func (s *State) ProveInclusion(index, size int64) (tlog.RecordProof, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.proveRecord(index, size)
+}
+
+// ProveConsistency returns the proof that the tree of the first oldSize
+// entries is a prefix of the tree of the first newSize. Check it with
+// VerifyConsistency.
+func (s *State) ProveConsistency(oldSize, newSize int64) (tlog.TreeProof, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.proveTree(oldSize, newSize)
+}
+
+// VerifyInclusion checks that entry (its encoded bytes) is entry index of
+// the tree a checkpoint commits to.
+func VerifyInclusion(entry []byte, index int64, c Checkpoint, proof tlog.RecordProof) error {
+	if index < 0 || index >= c.Size {
+		return fmt.Errorf("%w: entry %d is outside a checkpoint of size %d", ErrProof, index, c.Size)
+	}
+	if err := tlog.CheckRecord(proof, c.Size, c.Root, index, tlog.RecordHash(entry)); err != nil {
+		return fmt.Errorf("%w: entry %d is not in the tree of size %d: %v", ErrProof, index, c.Size, err)
+	}
+	return nil
+}
+
+// VerifyConsistency checks that the tree of checkpoint older is a prefix of
+// the tree of checkpoint newer: nothing in it was changed or removed.
+func VerifyConsistency(older, newer Checkpoint, proof tlog.TreeProof) error {
+	if older.Origin != newer.Origin {
+		return fmt.Errorf("%w: checkpoints of different logs (%s, %s)", ErrProof, older.Origin, newer.Origin)
+	}
+	switch {
+	case older.Size > newer.Size:
+		return fmt.Errorf("%w: the older checkpoint (size %d) is larger than the newer (size %d)", ErrProof, older.Size, newer.Size)
+	case older.Size == newer.Size:
+		if older.Root != newer.Root {
+			return &ForkError{A: older, B: newer}
+		}
+		return nil
+	case older.Size == 0:
+		return nil
+	}
+	if err := tlog.CheckTree(proof, newer.Size, newer.Root, older.Size, older.Root); err != nil {
+		return fmt.Errorf("%w: the tree of size %d is not a prefix of the tree of size %d: %v", ErrProof, older.Size, newer.Size, err)
+	}
+	return nil
+}
+
+// ForkError reports two checkpoints of one log with the same size and
+// different roots: at least one signer attested to a history that is not
+// the log's.
+type ForkError struct {
+	A, B Checkpoint
+}
+
+func (e *ForkError) Error() string {
+	return fmt.Sprintf("ledger: fork: two checkpoints of %s at size %d with different roots %s and %s", e.A.Origin, e.A.Size, e.A.Root, e.B.Root)
+}
+
+// DetectFork returns a *ForkError when two checkpoints of the same log and
+// size have different roots, and nil otherwise. Checkpoints of different
+// sizes are checked with VerifyConsistency.
+func DetectFork(a, b Checkpoint) error {
+	if a.Origin == b.Origin && a.Size == b.Size && a.Root != b.Root {
+		return &ForkError{A: a, B: b}
+	}
+	return nil
+}

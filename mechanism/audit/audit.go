@@ -1,0 +1,328 @@
+// Package audit bounds the privacy loss of the aggregation mechanisms from
+// below, empirically: it runs a mechanism many times on both histograms of a
+// worst-case pair of neighbours (one teacher moves its vote) and turns the
+// output frequencies into a lower bound on ε with Clopper–Pearson
+// intervals. An accounted ε below the lower bound would prove the accounting
+// wrong; for the source paper's nzc settings the bound refutes the paper's
+// claim of ε≈0.
+//
+// The package is pure: randomness comes in as a mechanism.Source.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// Pair is a pair of neighbouring histograms: D2 is D with one teacher's vote
+// moved from one class to another.
+type Pair struct {
+	Name  string
+	D, D2 mechanism.Histogram
+}
+
+// WorstCasePairs returns the audited neighbours for two classes and the
+// given number of teachers t (at least 4): the top-two gap of D is 0, 1, 2,
+// about t/2 (where nzc-svt's default threshold t/4 sits on the distance to
+// instability) and t, and one teacher moves from class 0 to class 1.
+func WorstCasePairs(teachers int) []Pair {
+	h := teachers / 2
+	return []Pair{
+		{"gap 0", mechanism.Histogram{h, h}, mechanism.Histogram{h - 1, h + 1}},
+		{"gap 1", mechanism.Histogram{h, h - 1}, mechanism.Histogram{h - 1, h}},
+		{"gap 2", mechanism.Histogram{h + 1, h - 1}, mechanism.Histogram{h, h}},
+		{"gap " + fmt.Sprint(2*(teachers/4)), mechanism.Histogram{teachers - teachers/4, teachers / 4}, mechanism.Histogram{teachers - teachers/4 - 1, teachers/4 + 1}},
+		{"gap " + fmt.Sprint(teachers), mechanism.Histogram{teachers, 0}, mechanism.Histogram{teachers - 1, 1}},
+	}
+}
+
+// Case is one audited mechanism and parameter set.
+type Case struct {
+	Params mechanism.Params
+	// PaperClaim is the ε the source paper claims for these settings, if any.
+	PaperClaim *float64
+}
+
+// DefaultCases returns the audited parameter sets for the given number of
+// teachers: the paper's nzc settings (c = 1e100, scale or σ 1e-10), nzc with
+// a small constant, and the sound mechanisms at settings where a few
+// hundred thousand runs can resolve their ε.
+func DefaultCases(teachers int) []Case {
+	zero := 0.0
+	t := teachers
+	return []Case{
+		{Params: mechanism.Params{Mechanism: mechanism.NZC, Teachers: t, Noise: mechanism.NoiseLaplace, Scale: 1e-10, Constant: 1e100}, PaperClaim: &zero},
+		{Params: mechanism.Params{Mechanism: mechanism.NZC, Teachers: t, Noise: mechanism.NoiseGaussian, Sigma: 1e-10, Constant: 1e100}, PaperClaim: &zero},
+		{Params: mechanism.Params{Mechanism: mechanism.NZC, Teachers: t, Noise: mechanism.NoiseLaplace, Scale: 2, Constant: 3}},
+		{Params: mechanism.Params{Mechanism: mechanism.LNMax, Teachers: t, Scale: 1}},
+		{Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: t, Sigma: 1}},
+		{Params: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Teachers: t, Threshold: float64(t) / 2, Sigma1: 1, Sigma2: 1}},
+		{Params: mechanism.Params{Mechanism: mechanism.NZCSVT, Teachers: t, Scale: 1, Threshold: float64(t) / 4, MaxRefusals: 1}},
+	}
+}
+
+// Config sets the size and confidence of an audit.
+type Config struct {
+	Trials     int     // runs of the mechanism per histogram
+	Confidence float64 // probability that every reported lower bound holds, e.g. 0.95
+	// Delta is the δ at which the accounted ε of a mechanism without a pure
+	// ε is computed (tight RDP conversion); the lower bound uses the same δ.
+	Delta float64
+}
+
+// Result is the audit of one Case.
+type Result struct {
+	Params mechanism.Params
+	// EpsilonAccounted is the per-query ε the accounting charges at
+	// DeltaAccounted (pure ε and δ = 0 when the mechanism has one; for
+	// nzc-svt the session's ε and δ).
+	EpsilonAccounted float64
+	DeltaAccounted   float64
+	// EpsilonLowerBound holds, with probability at least Confidence, for
+	// the true ε at DeltaAccounted. 0 when no event gives a positive bound.
+	EpsilonLowerBound float64
+	// Witness names the pair, direction and output event that gave the bound.
+	Witness    string
+	PaperClaim *float64
+	// OK is EpsilonAccounted ≥ EpsilonLowerBound.
+	OK bool
+	// Counts[i] are the output counts on Pairs[i].D and .D2: index = label,
+	// last = refused.
+	Counts [][2][]int
+}
+
+// ErrBadConfig reports an unusable audit configuration.
+var ErrBadConfig = errors.New("audit: trials must be at least 1, confidence in (0, 1) and δ in [0, 1)")
+
+// Accounted returns the per-query (ε, δ) that the accounting charges p.
+func Accounted(p mechanism.Params, delta float64) (eps, d float64, err error) {
+	g := mechanism.DefaultGrid()
+	ch, err := p.Charge(g, 1, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !math.IsInf(ch.PureEpsilon, 1) {
+		return ch.PureEpsilon, ch.Delta, nil
+	}
+	// Take the worse of an answered and a refused query.
+	conv, err := ch.Epsilon(delta)
+	if err != nil {
+		return 0, 0, err
+	}
+	ch2, err := p.Charge(g, 0, 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	conv2, err := ch2.Epsilon(delta)
+	if err != nil {
+		return 0, 0, err
+	}
+	return max(conv.Epsilon, conv2.Epsilon), conv.Delta, nil
+}
+
+// Run audits one case on the given pairs. progress, if not nil, is called
+// after each batch of runs with the number done so far.
+func Run(ctx context.Context, src mechanism.Source, c Case, pairs []Pair, cfg Config, progress func(done int)) (Result, error) {
+	if cfg.Trials < 1 || !(cfg.Confidence > 0 && cfg.Confidence < 1) || !(cfg.Delta >= 0 && cfg.Delta < 1) {
+		return Result{}, ErrBadConfig
+	}
+	res := Result{Params: c.Params, PaperClaim: c.PaperClaim}
+	var err error
+	if res.EpsilonAccounted, res.DeltaAccounted, err = Accounted(c.Params, max(cfg.Delta, 1e-300)); err != nil {
+		return res, err
+	}
+	if math.IsInf(mustPure(c.Params), 1) && cfg.Delta == 0 {
+		return res, fmt.Errorf("%w: %s has no pure ε; give δ > 0", ErrBadConfig, c.Params.Mechanism)
+	}
+	done := 0
+	for _, pr := range pairs {
+		var counts [2][]int
+		for side, h := range []mechanism.Histogram{pr.D, pr.D2} {
+			cnt := make([]int, len(h)+1)
+			m, err := mechanism.New(c.Params)
+			if err != nil {
+				return res, err
+			}
+			for i := range cfg.Trials {
+				if i%4096 == 0 {
+					if err := ctx.Err(); err != nil {
+						return res, err
+					}
+					if progress != nil && i > 0 {
+						progress(done)
+					}
+				}
+				if c.Params.Mechanism == mechanism.NZCSVT {
+					// One query per session: a fresh session each run.
+					if m, err = mechanism.New(c.Params); err != nil {
+						return res, err
+					}
+				}
+				o, err := m.Answer(src, h)
+				if err != nil {
+					return res, err
+				}
+				if o.Refused {
+					cnt[len(h)]++
+				} else {
+					cnt[o.Label]++
+				}
+				done++
+			}
+			counts[side] = cnt
+		}
+		res.Counts = append(res.Counts, counts)
+	}
+	if progress != nil {
+		progress(done)
+	}
+	// Bonferroni over every (pair, direction, event) test; each test uses
+	// two one-sided Clopper–Pearson bounds.
+	tests := 0
+	for _, cs := range res.Counts {
+		tests += 2 * len(cs[0])
+	}
+	alpha := (1 - cfg.Confidence) / float64(2*tests)
+	n := cfg.Trials
+	for i, cs := range res.Counts {
+		for dir := range 2 {
+			a, b := cs[dir], cs[1-dir]
+			for ev := range a {
+				lo := ClopperPearsonLower(a[ev], n, alpha)
+				hi := ClopperPearsonUpper(b[ev], n, alpha)
+				if lo <= res.DeltaAccounted || hi <= 0 {
+					continue
+				}
+				if e := math.Log((lo - res.DeltaAccounted) / hi); e > res.EpsilonLowerBound {
+					res.EpsilonLowerBound = e
+					name := "refused"
+					if ev < len(a)-1 {
+						name = fmt.Sprintf("label %d", ev)
+					}
+					from, to := "D", "D'"
+					if dir == 1 {
+						from, to = to, from
+					}
+					res.Witness = fmt.Sprintf("%s: P[%s | %s] vs P[%s | %s]", pairs[i].Name, name, from, name, to)
+				}
+			}
+		}
+	}
+	res.OK = res.EpsilonAccounted >= res.EpsilonLowerBound
+	return res, nil
+}
+
+func mustPure(p mechanism.Params) float64 {
+	ch, err := p.Charge(mechanism.DefaultGrid(), 1, 0)
+	if err != nil {
+		return math.Inf(1)
+	}
+	return ch.PureEpsilon
+}
+
+// ClopperPearsonLower returns the one-sided lower confidence bound at level
+// 1−alpha on a binomial proportion with k successes in n trials:
+// the p with P[Bin(n, p) ≥ k] = alpha (0 when k = 0).
+func ClopperPearsonLower(k, n int, alpha float64) float64 {
+	if k <= 0 {
+		return 0
+	}
+	if k >= n {
+		return math.Pow(alpha, 1/float64(n))
+	}
+	// P[Bin(n,p) ≥ k] = I_p(k, n−k+1), increasing in p.
+	return bisect(func(p float64) float64 { return betaInc(float64(k), float64(n-k+1), p) - alpha })
+}
+
+// ClopperPearsonUpper returns the one-sided upper confidence bound at level
+// 1−alpha: the p with P[Bin(n, p) ≤ k] = alpha (1 when k = n).
+func ClopperPearsonUpper(k, n int, alpha float64) float64 {
+	if k >= n {
+		return 1
+	}
+	if k <= 0 {
+		return 1 - math.Pow(alpha, 1/float64(n))
+	}
+	// P[Bin(n,p) ≤ k] = 1 − I_p(k+1, n−k), decreasing in p.
+	return bisect(func(p float64) float64 { return betaInc(float64(k+1), float64(n-k), p) - (1 - alpha) })
+}
+
+// bisect finds the root in (0, 1) of an increasing function.
+func bisect(f func(float64) float64) float64 {
+	lo, hi := 0.0, 1.0
+	for range 100 {
+		mid := (lo + hi) / 2
+		if f(mid) < 0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// betaInc returns the regularised incomplete beta function I_x(a, b).
+func betaInc(a, b, x float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	if x >= 1 {
+		return 1
+	}
+	la, _ := math.Lgamma(a + b)
+	lb, _ := math.Lgamma(a)
+	lc, _ := math.Lgamma(b)
+	front := math.Exp(la - lb - lc + a*math.Log(x) + b*math.Log1p(-x))
+	if x < (a+1)/(a+b+2) {
+		return front * betaCF(a, b, x) / a
+	}
+	return 1 - front*betaCF(b, a, 1-x)/b
+}
+
+// betaCF evaluates the continued fraction of the incomplete beta function
+// (modified Lentz).
+func betaCF(a, b, x float64) float64 {
+	const tiny = 1e-300
+	qab, qap, qam := a+b, a+1, a-1
+	c, d := 1.0, 1-qab*x/qap
+	if math.Abs(d) < tiny {
+		d = tiny
+	}
+	d = 1 / d
+	h := d
+	for m := 1; m <= 100000; m++ {
+		fm := float64(m)
+		m2 := 2 * fm
+		aa := fm * (b - fm) * x / ((qam + m2) * (a + m2))
+		d = 1 + aa*d
+		if math.Abs(d) < tiny {
+			d = tiny
+		}
+		c = 1 + aa/c
+		if math.Abs(c) < tiny {
+			c = tiny
+		}
+		d = 1 / d
+		h *= d * c
+		aa = -(a + fm) * (qab + fm) * x / ((a + m2) * (qap + m2))
+		d = 1 + aa*d
+		if math.Abs(d) < tiny {
+			d = tiny
+		}
+		c = 1 + aa/c
+		if math.Abs(c) < tiny {
+			c = tiny
+		}
+		d = 1 / d
+		del := d * c
+		h *= del
+		if math.Abs(del-1) < 1e-15 {
+			break
+		}
+	}
+	return h
+}

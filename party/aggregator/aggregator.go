@@ -1,0 +1,569 @@
+package aggregator
+
+import (
+	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// Hospital is a connected hospital as the aggregator calls it: it answers a
+// query batch with its teachers' sealed votes.
+type Hospital interface {
+	Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error)
+}
+
+// Ledger is the privacy ledger as the aggregator uses it. Submit proposes a
+// signed command and returns the ledger's decision; an error means the
+// decision is unknown (the ledger is unreachable, or timed out), and the
+// same command may be proposed again. Budget reads hospitals' budgets.
+type Ledger interface {
+	Submit(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error)
+	Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error)
+}
+
+// Config is what an Aggregator needs.
+type Config struct {
+	// ID is the aggregator's party id, the signer of its ledger charges.
+	ID string
+	// Identity opens the hospitals' sealed votes.
+	Identity *crypto.Identity
+	// SigningKey signs ledger charges.
+	SigningKey ed25519.PrivateKey
+	// OutboxDir holds the batches awaiting or past their ledger commit.
+	OutboxDir string
+	// Mechanism is the aggregation mechanism; Teachers and Classes are set
+	// for each batch from the hospitals that voted.
+	Mechanism mechanism.Params
+	// Quorum is the minimum number of hospitals whose votes a batch needs.
+	Quorum int
+	// Hospitals is how many hospitals the federation expects, for
+	// readiness reports; 0 means Quorum.
+	Hospitals int
+	// BatchDeadline bounds the wait for hospitals' votes.
+	BatchDeadline time.Duration
+	// Ledger is where charges are committed. Required.
+	Ledger Ledger
+	// Rand is the mechanism's noise source; nil means crypto/rand.
+	Rand io.Reader
+	// Now is the clock for deadlines and charge timestamps; nil means
+	// time.Now.
+	Now func() time.Time
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registry receives the aggregator's metrics; nil registers nothing.
+	Registry prometheus.Registerer
+}
+
+// Aggregator runs the release path. It is safe for concurrent use.
+type Aggregator struct {
+	cfg    Config
+	log    *slog.Logger
+	outbox *Outbox
+	grid   mechanism.Grid
+	met    *metrics
+
+	mu        sync.Mutex
+	hospitals map[string]*hospitalEntry
+	students  map[string]*crypto.Recipient
+	classes   int // set by the first hospital; all must agree
+	batches   map[string]*batchLock
+}
+
+type hospitalEntry struct {
+	id       string
+	teachers int
+	classes  int
+	h        Hospital
+	gen      uint64
+}
+
+type batchLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// New checks cfg and opens the outbox.
+func New(cfg Config) (*Aggregator, error) {
+	switch {
+	case cfg.ID == "":
+		return nil, errors.New("aggregator: no party id configured")
+	case cfg.Identity == nil:
+		return nil, errors.New("aggregator: no age identity configured: it opens the hospitals' votes")
+	case len(cfg.SigningKey) != ed25519.PrivateKeySize:
+		return nil, errors.New("aggregator: no ed25519 signing key configured: it signs ledger charges")
+	case cfg.Ledger == nil:
+		return nil, errors.New("aggregator: no ledger configured; nothing may be released without one")
+	case cfg.Quorum < 1:
+		return nil, fmt.Errorf("aggregator: quorum %d: at least one hospital must vote on a batch", cfg.Quorum)
+	case cfg.BatchDeadline <= 0:
+		return nil, fmt.Errorf("aggregator: batch deadline %v must be positive", cfg.BatchDeadline)
+	case cfg.OutboxDir == "":
+		return nil, errors.New("aggregator: no outbox directory configured")
+	}
+	if cfg.Mechanism.Mechanism == mechanism.NZCSVT {
+		return nil, errors.New("aggregator: nzc-svt sessions are not served by this aggregator yet; use confident-gnmax, gnmax, lnmax or nzc")
+	}
+	// Validate the mechanism with a placeholder ensemble size: the real one
+	// is known per batch.
+	p := cfg.Mechanism
+	p.Teachers, p.Classes = 1, 0
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("aggregator: %w", err)
+	}
+	ob, err := OpenOutbox(cfg.OutboxDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = crand.Reader
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Hospitals < cfg.Quorum {
+		cfg.Hospitals = cfg.Quorum
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
+		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{}}
+	return a, nil
+}
+
+// Recipient returns the aggregator's age recipient: what hospitals seal
+// their votes to.
+func (a *Aggregator) Recipient() *crypto.Recipient { return a.cfg.Identity.Recipient() }
+
+// AddHospital registers a connected hospital; the returned function removes
+// it (when its connection ends). A hospital that registers again replaces
+// its earlier connection.
+func (a *Aggregator) AddHospital(id string, teachers, classes int, h Hospital) (remove func(), err error) {
+	if teachers < 1 || classes < 2 {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s announced %d teachers and %d classes: it needs at least 1 teacher and 2 classes", id, teachers, classes)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.classes != 0 && a.classes != classes {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s votes on %d classes, the federation on %d: train its teachers on the federation's classes", id, classes, a.classes)
+	}
+	a.classes = classes
+	var gen uint64
+	if old, ok := a.hospitals[id]; ok {
+		gen = old.gen + 1
+	}
+	e := &hospitalEntry{id: id, teachers: teachers, classes: classes, h: h, gen: gen}
+	a.hospitals[id] = e
+	a.met.hospitals.Set(float64(len(a.hospitals)))
+	a.log.Info("hospital registered", "hospital", id, "teachers", teachers, "classes", classes, "status", a.statusLocked())
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if cur, ok := a.hospitals[id]; ok && cur == e {
+			delete(a.hospitals, id)
+			a.met.hospitals.Set(float64(len(a.hospitals)))
+			a.log.Warn("hospital disconnected", "hospital", id, "status", a.statusLocked())
+		}
+	}, nil
+}
+
+// AddStudent records the age recipient labels for a student are sealed to.
+func (a *Aggregator) AddStudent(id string, r *crypto.Recipient) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.students[id] = r
+	a.log.Info("student registered", "student", id)
+}
+
+// Ready reports whether the aggregator can label a batch now, and
+// otherwise what it waits for.
+func (a *Aggregator) Ready() (bool, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.hospitals) >= a.cfg.Quorum, a.statusLocked()
+}
+
+func (a *Aggregator) statusLocked() string {
+	n := len(a.hospitals)
+	if n < a.cfg.Quorum {
+		return fmt.Sprintf("waiting for %d of %d hospitals (%d connected, quorum %d)", a.cfg.Quorum-n, a.cfg.Hospitals, n, a.cfg.Quorum)
+	}
+	return fmt.Sprintf("ready: %d of %d hospitals connected (quorum %d)", n, a.cfg.Hospitals, a.cfg.Quorum)
+}
+
+func (a *Aggregator) lockBatch(id string) func() {
+	a.mu.Lock()
+	l, ok := a.batches[id]
+	if !ok {
+		l = &batchLock{}
+		a.batches[id] = l
+	}
+	l.refs++
+	a.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		a.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(a.batches, id)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// refusal reasons, the label of the refusals metric.
+const (
+	reasonBudget     = "budget"
+	reasonQuorum     = "quorum"
+	reasonLedger     = "ledger-unavailable"
+	reasonRejected   = "ledger-rejected"
+	reasonBadRequest = "bad-request"
+)
+
+func (a *Aggregator) refuse(reason string, err *protocol.Error) error {
+	a.met.refusals.WithLabelValues(reason).Inc()
+	return err
+}
+
+// Label answers a student's label request: it returns the labels only once
+// the ledger has committed their charge. A retry of a batch returns the
+// same answers and charges nothing again.
+func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.LabelRequest) (*nzcpb.LabelResponse, error) {
+	start := a.cfg.Now()
+	if err := protocol.Validate(req); err != nil {
+		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+	}
+	batch := hex.EncodeToString(req.GetBatchId())
+	unlock := a.lockBatch(batch)
+	defer unlock()
+
+	rec, ok, err := a.outbox.Get(batch)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if rec.Student != student {
+			return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "batch %s belongs to another student: choose a new batch id", batch))
+		}
+		if rec.NumQueries != req.GetNumQueries() || rec.FeatureDim != req.GetFeatureDim() {
+			return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "batch %s was labelled with %d queries of dimension %d; a retry must resend the same batch (or use a new batch id)", batch, rec.NumQueries, rec.FeatureDim))
+		}
+		return a.settle(ctx, rec, true, start)
+	}
+	rec, err = a.draw(ctx, student, batch, req)
+	if err != nil {
+		return nil, err
+	}
+	return a.settle(ctx, rec, false, start)
+}
+
+// draw collects the votes, runs the mechanism, signs the charge and writes
+// the pending record. Nothing leaves the aggregator here.
+func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (*Record, error) {
+	a.mu.Lock()
+	recipient := a.students[student]
+	hs := make([]*hospitalEntry, 0, len(a.hospitals))
+	for _, h := range a.hospitals {
+		hs = append(hs, h)
+	}
+	classes := a.classes
+	a.mu.Unlock()
+	if recipient == nil {
+		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "student %s has not sent Hello with its age recipient on this connection: register first", student))
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
+	if len(hs) < a.cfg.Quorum {
+		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
+	}
+	votes := a.collect(ctx, batch, req, hs, classes)
+	if len(votes) < a.cfg.Quorum {
+		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum)})
+	}
+	nq := int(req.GetNumQueries())
+	sum := make([]mechanism.Histogram, nq)
+	teachers := 0
+	voters := make([]string, 0, len(votes))
+	for _, v := range votes {
+		teachers += v.teachers
+		voters = append(voters, v.hospital)
+	}
+	sort.Strings(voters)
+	for q := range nq {
+		h := make(mechanism.Histogram, classes)
+		for _, v := range votes {
+			for c := range classes {
+				h[c] += int(v.counts[q*classes+c])
+			}
+		}
+		sum[q] = h
+	}
+	p := a.cfg.Mechanism
+	p.Teachers, p.Classes = teachers, classes
+	mech, err := mechanism.New(p)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: mechanism: %w", err)
+	}
+	labels := &nzcpb.Labels{Labels: make([]int32, nq), Refused: make([]bool, nq)}
+	answered := 0
+	for q, h := range sum {
+		o, err := mech.Answer(a.cfg.Rand, h)
+		if err != nil {
+			return nil, fmt.Errorf("aggregator: mechanism on query %d: %w", q, err)
+		}
+		labels.Labels[q], labels.Refused[q] = int32(o.Label), o.Refused
+		if !o.Refused {
+			answered++
+		}
+	}
+	plain, err := protocol.Marshal(labels)
+	if err != nil {
+		return nil, err
+	}
+	hash := sha256.Sum256(plain)
+	cost, err := p.Charge(a.grid, answered, nq-answered)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
+	}
+	charge := &ledger.Charge{
+		BatchID: batch, Student: student, Hospitals: voters,
+		Mechanism: string(p.Mechanism), Params: ledgerParams(p),
+		Queries: uint64(nq), Answers: uint64(answered),
+		Curve: cost.RDP.Values(), Delta: cost.Delta, AnswersHash: hash,
+		Timestamp: a.cfg.Now().UnixNano(),
+	}
+	cmd, err := ledger.Sign(charge, a.cfg.ID, a.cfg.SigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: sign the charge of batch %s: %w", batch, err)
+	}
+	sealed, err := crypto.Seal(plain, recipient)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
+		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, Command: cmd,
+		SealedLabels: sealed, AnswersHash: hash[:]}
+	if err := a.outbox.Put(rec); err != nil {
+		return nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
+	}
+	return rec, nil
+}
+
+// ledgerParams lists the mechanism's parameters as the ledger records them.
+func ledgerParams(p mechanism.Params) []ledger.Param {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	ps := []ledger.Param{{Key: "classes", Value: strconv.Itoa(p.Classes)}, {Key: "teachers", Value: strconv.Itoa(p.Teachers)}}
+	add := func(k string, v float64) {
+		if v != 0 {
+			ps = append(ps, ledger.Param{Key: k, Value: f(v)})
+		}
+	}
+	if p.Noise != "" {
+		ps = append(ps, ledger.Param{Key: "noise", Value: string(p.Noise)})
+	}
+	add("scale", p.Scale)
+	add("sigma", p.Sigma)
+	add("constant", p.Constant)
+	add("threshold", p.Threshold)
+	add("sigma1", p.Sigma1)
+	add("sigma2", p.Sigma2)
+	slices.SortFunc(ps, func(x, y ledger.Param) int {
+		switch {
+		case x.Key < y.Key:
+			return -1
+		case x.Key > y.Key:
+			return 1
+		}
+		return 0
+	})
+	return ps
+}
+
+type vote struct {
+	hospital string
+	teachers int
+	counts   []uint32
+}
+
+// collect fans the batch out and returns the valid votes that arrived
+// before the deadline, in hospital order.
+func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, classes int) []vote {
+	deadline := a.cfg.Now().Add(a.cfg.BatchDeadline)
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		ids[i] = h.id
+	}
+	q := &nzcpb.QueryBatch{BatchId: req.GetBatchId(), NumQueries: req.GetNumQueries(), FeatureDim: req.GetFeatureDim(),
+		NumClasses: uint32(classes), SealedFeatures: req.GetSealedFeatures(), HospitalIds: ids, DeadlineUnixMs: deadline.UnixMilli()}
+	cctx, cancel := context.WithTimeout(ctx, a.cfg.BatchDeadline)
+	defer cancel()
+	results := make([]*vote, len(hs))
+	var wg sync.WaitGroup
+	for i, h := range hs {
+		wg.Go(func() {
+			v, err := a.queryOne(cctx, h, q)
+			if err != nil {
+				a.log.Warn("hospital did not vote", "hospital", h.id, "batch", batch, "err", err)
+				return
+			}
+			results[i] = v
+		})
+	}
+	wg.Wait()
+	var out []vote
+	for _, v := range results {
+		if v != nil {
+			out = append(out, *v)
+		}
+	}
+	return out
+}
+
+func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.QueryBatch) (*vote, error) {
+	vb, err := h.h.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if err := protocol.Validate(vb); err != nil {
+		return nil, err
+	}
+	if vb.GetHospitalId() != h.id || string(vb.GetBatchId()) != string(q.GetBatchId()) ||
+		vb.GetNumQueries() != q.GetNumQueries() || vb.GetNumClasses() != q.GetNumClasses() {
+		return nil, fmt.Errorf("vote batch from %s names hospital %s, another batch or other sizes", h.id, vb.GetHospitalId())
+	}
+	plain, err := crypto.Open(vb.GetSealedHistograms(), a.cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("open the votes of %s: %w", h.id, err)
+	}
+	var hist nzcpb.Histograms
+	if err := protocol.DecodePlain(plain, &hist); err != nil {
+		return nil, fmt.Errorf("votes of %s: %w", h.id, err)
+	}
+	if hist.GetNumQueries() != q.GetNumQueries() || hist.GetNumClasses() != q.GetNumClasses() || int(hist.GetNumTeachers()) != h.teachers {
+		return nil, fmt.Errorf("votes of %s: %d queries × %d classes from %d teachers, want %d × %d from the %d it registered",
+			h.id, hist.GetNumQueries(), hist.GetNumClasses(), hist.GetNumTeachers(), q.GetNumQueries(), q.GetNumClasses(), h.teachers)
+	}
+	return &vote{hospital: h.id, teachers: h.teachers, counts: hist.GetCounts()}, nil
+}
+
+// settle proposes a record's charge (again, if it was proposed before) and
+// returns the labels once the ledger has committed it.
+func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start time.Time) (*nzcpb.LabelResponse, error) {
+	if rec.State == StatePending {
+		res, err := a.cfg.Ledger.Submit(ctx, rec.Command)
+		if err != nil {
+			a.log.Warn("ledger did not confirm the charge; the batch stays pending", "batch", rec.BatchID, "err", err)
+			return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+				Message: fmt.Sprintf("the ledger did not confirm the charge of batch %s (%v): nothing was released; retry the same batch, which is kept and will not be charged twice", rec.BatchID, err)})
+		}
+		switch res.GetCode() {
+		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+			rec.State, rec.LedgerIndex = StateCommitted, res.GetIndex()
+			if err := a.outbox.Put(rec); err != nil {
+				// The charge is committed; a later retry re-proposes the
+				// identical command and the ledger answers duplicate.
+				a.log.Error("could not record the commit in the outbox", "batch", rec.BatchID, "err", err)
+			}
+			a.met.released.Add(float64(rec.Answered))
+			a.met.batchSeconds.Observe(a.cfg.Now().Sub(start).Seconds())
+			a.log.Info("batch charged and released", "batch", rec.BatchID, "student", rec.Student, "queries", rec.NumQueries,
+				"answered", rec.Answered, "hospitals", rec.Hospitals, "ledger_index", rec.LedgerIndex)
+			go a.updateSpend(rec.Hospitals)
+			retry = retry || res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE
+		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
+			a.forget(rec)
+			return nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
+				"the ledger refused the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason()))
+		default:
+			a.forget(rec)
+			return nil, a.refuse(reasonRejected, protocol.Errorf(protocol.CodeBadRequest,
+				"the ledger rejected the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason()))
+		}
+	}
+	id, err := hex.DecodeString(rec.BatchID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: batch id %q", ErrCorruptOutbox, rec.BatchID)
+	}
+	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
+		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry}, nil
+}
+
+func (a *Aggregator) forget(rec *Record) {
+	if err := a.outbox.Delete(rec.BatchID); err != nil {
+		a.log.Error("could not drop a refused batch from the outbox", "batch", rec.BatchID, "err", err)
+	}
+}
+
+// updateSpend refreshes the ε-spent gauges of the hospitals just charged.
+func (a *Aggregator) updateSpend(hospitals []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := a.cfg.Ledger.Budget(ctx, &nzcpb.BudgetRequest{HospitalIds: hospitals})
+	if err != nil {
+		a.log.Debug("could not read the budgets back", "err", err)
+		return
+	}
+	for _, b := range resp.GetBudgets() {
+		a.met.epsilon.WithLabelValues(b.GetHospitalId()).Set(b.GetEpsilonSpent())
+	}
+}
+
+// Recover re-proposes the charge of every pending batch, so that answers
+// charged before a crash are ready for delivery when the student retries.
+// Batches the ledger refuses are dropped; batches it cannot confirm stay
+// pending (a student's retry proposes them again).
+func (a *Aggregator) Recover(ctx context.Context) error {
+	pending, err := a.outbox.Pending()
+	if err != nil {
+		return err
+	}
+	for _, rec := range pending {
+		unlock := a.lockBatch(rec.BatchID)
+		cur, ok, err := a.outbox.Get(rec.BatchID)
+		if err == nil && ok && cur.State == StatePending {
+			_, err = a.settle(ctx, cur, true, a.cfg.Now())
+		}
+		unlock()
+		if err != nil {
+			a.log.Warn("pending batch not settled yet", "batch", rec.BatchID, "err", err)
+			continue
+		}
+		a.log.Info("pending batch settled after restart", "batch", rec.BatchID)
+	}
+	return nil
+}
+
+// Budget answers a budget request from the ledger.
+func (a *Aggregator) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	resp, err := a.cfg.Ledger.Budget(ctx, req)
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return nil, pe
+		}
+		return nil, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the ledger did not answer (%v): retry", err)}
+	}
+	return resp, nil
+}

@@ -1,0 +1,498 @@
+package aggregator
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// fakeLedger is the real ledger state machine in memory, recording every
+// proposed command. fail, when set, decides per call whether the ledger is
+// unreachable (before applying) or "crashes" after applying.
+type fakeLedger struct {
+	m *intake.Machine
+
+	mu        sync.Mutex
+	submitted [][]byte
+	down      bool // unreachable: nothing applied
+	lostReply bool // applies, then the reply is lost
+}
+
+func (l *fakeLedger) Submit(_ context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.down {
+		return nil, errors.New("connection refused")
+	}
+	l.submitted = append(l.submitted, cmd)
+	b, err := l.m.Apply(0, cmd)
+	if err != nil {
+		return nil, err
+	}
+	r, err := intake.DecodeResult(b)
+	if err != nil {
+		return nil, err
+	}
+	if l.lostReply {
+		return nil, errors.New("connection lost after the charge was sent")
+	}
+	return intake.ToWire(r), nil
+}
+
+func (l *fakeLedger) Budget(_ context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	return intake.Budgets(l.m.State(), req), nil
+}
+
+func (l *fakeLedger) set(down, lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down, l.lostReply = down, lost
+}
+
+// charges returns the accepted charges in the ledger, by batch id.
+func (l *fakeLedger) charges(t *testing.T) map[string]*ledger.Charge {
+	t.Helper()
+	s := l.m.State()
+	entries, err := s.Entries(0, s.TreeSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*ledger.Charge{}
+	for _, b := range entries {
+		e, err := ledger.DecodeEntry(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Status != ledger.StatusAccepted {
+			continue
+		}
+		c, err := ledger.DecodeCommand(e.Command)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch, ok := c.Body.(*ledger.Charge); ok {
+			if out[ch.BatchID] != nil {
+				t.Fatalf("batch %s charged twice", ch.BatchID)
+			}
+			out[ch.BatchID] = ch
+		}
+	}
+	return out
+}
+
+// fakeHospital opens the features and lets its teachers vote: teacher t
+// votes class (round(x[0]) + t/skip) mod classes, so with a large skip
+// every teacher agrees on class x[0].
+type fakeHospital struct {
+	id       string
+	identity *crypto.Identity
+	agg      *crypto.Recipient
+	teachers int
+	classes  int
+	block    bool // never answers (until ctx ends)
+	calls    int
+	mu       sync.Mutex
+}
+
+func (h *fakeHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
+	h.mu.Lock()
+	h.calls++
+	h.mu.Unlock()
+	if h.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	plain, err := crypto.Open(q.GetSealedFeatures(), h.identity)
+	if err != nil {
+		return nil, err
+	}
+	var f nzcpb.Features
+	if err := protocol.DecodePlain(plain, &f); err != nil {
+		return nil, err
+	}
+	nq, dim, nc := int(f.GetNumQueries()), int(f.GetFeatureDim()), int(q.GetNumClasses())
+	counts := make([]uint32, nq*nc)
+	for i := range nq {
+		counts[i*nc+int(f.GetValues()[i*dim])%nc] += uint32(h.teachers)
+	}
+	hb, err := protocol.Marshal(&nzcpb.Histograms{NumQueries: uint32(nq), NumClasses: uint32(nc), NumTeachers: uint32(h.teachers), Counts: counts})
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := crypto.Seal(hb, h.agg)
+	if err != nil {
+		return nil, err
+	}
+	return &nzcpb.VoteBatch{BatchId: q.GetBatchId(), HospitalId: h.id, NumQueries: q.GetNumQueries(), NumClasses: q.GetNumClasses(), SealedHistograms: sealed}, nil
+}
+
+type fixture struct {
+	m         *crypto.Manifest
+	led       *fakeLedger
+	hospitals []*fakeHospital
+	student   *crypto.Identity
+	hospRecip []*crypto.Recipient
+	cfg       Config
+}
+
+const classes = 4
+
+// newFixture provisions a federation of n hospitals with caps ε, opens
+// their accounts and registers the student in an in-memory ledger.
+func newFixture(t *testing.T, n int, capEps float64) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 1, Students: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := crypto.LoadCA(m.Path(m.CACert), m.Path(m.CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	cmds, err := intake.GenesisCommands(m, ca.Key(), "nzc.test/ledger", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mach := intake.NewMachine("auditor-1", nil)
+	apply := func(cmd []byte) {
+		t.Helper()
+		b, err := mach.Apply(0, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := intake.DecodeResult(b)
+		if err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("setup command refused: %+v %v", r, err)
+		}
+	}
+	for _, c := range cmds {
+		apply(c)
+	}
+	agg := m.ByRole(crypto.RoleAggregator)[0]
+	aggID, err := crypto.LoadIdentity(m.Path(agg.AgeIdentity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggKey, err := crypto.LoadPrivateKey(m.Path(agg.SigningKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{m: m, led: &fakeLedger{m: mach}}
+	for _, h := range m.ByRole(crypto.RoleHospital) {
+		key, err := crypto.LoadPrivateKey(m.Path(h.SigningKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: capEps, CapDelta: 1e-5, Timestamp: now.UnixNano()}, h.ID, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply(c)
+		hid, err := crypto.LoadIdentity(m.Path(h.AgeIdentity))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.hospitals = append(f.hospitals, &fakeHospital{id: h.ID, identity: hid, agg: aggID.Recipient(), teachers: 20, classes: classes})
+		f.hospRecip = append(f.hospRecip, hid.Recipient())
+	}
+	st := m.ByRole(crypto.RoleStudent)[0]
+	f.student, err = crypto.LoadIdentity(m.Path(st.AgeIdentity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cfg = Config{
+		ID: agg.ID, Identity: aggID, SigningKey: aggKey, OutboxDir: t.TempDir(),
+		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
+		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led,
+		Rand: rand.NewChaCha8([32]byte{7}), Now: func() time.Time { return now },
+	}
+	return f
+}
+
+func (f *fixture) start(t *testing.T, cfg Config) *Aggregator {
+	t.Helper()
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.hospitals {
+		if _, err := a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.AddStudent("student-1", f.student.Recipient())
+	return a
+}
+
+// request makes a batch whose query i has feature value (i mod classes).
+func (f *fixture) request(t *testing.T, id byte, nq int) (*nzcpb.LabelRequest, []int32) {
+	t.Helper()
+	const dim = 3
+	vals := make([]float32, nq*dim)
+	want := make([]int32, nq)
+	for i := range nq {
+		vals[i*dim] = float32(i % classes)
+		want[i] = int32(i % classes)
+	}
+	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: uint32(nq), FeatureDim: dim, Values: vals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := crypto.Seal(plain, f.hospRecip...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bid := make([]byte, 16)
+	bid[0] = id
+	return &nzcpb.LabelRequest{BatchId: bid, NumQueries: uint32(nq), FeatureDim: dim, SealedFeatures: sealed}, want
+}
+
+// open checks a response against the ledger and returns its labels.
+func (f *fixture) open(t *testing.T, resp *nzcpb.LabelResponse) *nzcpb.Labels {
+	t.Helper()
+	plain, err := crypto.Open(resp.GetSealedLabels(), f.student)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l nzcpb.Labels
+	if err := protocol.DecodePlain(plain, &l); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(plain)
+	if string(h[:]) != string(resp.GetAnswersHash()) {
+		t.Fatal("answers hash in the response does not match the labels")
+	}
+	return &l
+}
+
+func TestReleaseAfterCommitAndReplay(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	a := f.start(t, f.cfg)
+	req, want := f.request(t, 1, 12)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetReplayed() {
+		t.Error("first answer marked replayed")
+	}
+	labels := f.open(t, resp)
+	for i, l := range labels.GetLabels() {
+		if !labels.GetRefused()[i] && l != want[i] {
+			t.Errorf("query %d: label %d, all teachers voted %d", i, l, want[i])
+		}
+	}
+	charges := f.led.charges(t)
+	ch := charges[batchHex(req)]
+	if len(charges) != 1 || ch == nil {
+		t.Fatalf("ledger holds %d charges, want 1 for the batch", len(charges))
+	}
+	if string(ch.AnswersHash[:]) != string(resp.GetAnswersHash()) {
+		t.Error("the ledger's answers hash differs from the released labels'")
+	}
+	if len(ch.Hospitals) != 3 || ch.Queries != 12 {
+		t.Errorf("charge names %v hospitals and %d queries", ch.Hospitals, ch.Queries)
+	}
+
+	again, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.GetReplayed() || string(again.GetSealedLabels()) != string(resp.GetSealedLabels()) {
+		t.Error("a retry did not return the identical answers")
+	}
+	if n := len(f.led.charges(t)); n != 1 {
+		t.Errorf("after a retry the ledger holds %d charges", n)
+	}
+	for _, h := range f.hospitals {
+		if h.calls != 1 {
+			t.Errorf("hospital %s was asked %d times; a retry must not query again", h.id, h.calls)
+		}
+	}
+	if _, err := a.Label(t.Context(), "student-2", req); !errors.Is(err, protocol.ErrBadRequest) {
+		t.Errorf("another student reusing the batch id: %v", err)
+	}
+}
+
+func batchHex(req *nzcpb.LabelRequest) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(req.GetBatchId()))
+	for _, b := range req.GetBatchId() {
+		out = append(out, digits[b>>4], digits[b&15])
+	}
+	return string(out)
+}
+
+func TestBudgetRefusalReleasesNothing(t *testing.T) {
+	f := newFixture(t, 2, 0.01)
+	a := f.start(t, f.cfg)
+	req, _ := f.request(t, 2, 8)
+	_, err := a.Label(t.Context(), "student-1", req)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted {
+		t.Fatalf("got %v, want a budget-exhausted refusal", err)
+	}
+	if len(f.led.charges(t)) != 0 {
+		t.Error("a refused batch was charged")
+	}
+	if p, _ := a.outbox.Pending(); len(p) != 0 {
+		t.Error("a refused batch stayed in the outbox")
+	}
+	if _, ok, _ := a.outbox.Get(batchHex(req)); ok {
+		t.Error("a refused batch's answers were kept")
+	}
+}
+
+func TestQuorumAndDeadline(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	f.hospitals[2].block = true
+	cfg := f.cfg
+	cfg.BatchDeadline = 200 * time.Millisecond
+	cfg.Now = time.Now
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 3, 4)
+	_, err := a.Label(t.Context(), "student-1", req)
+	if !errors.Is(err, protocol.ErrQuorumNotMet) {
+		t.Fatalf("2 of 3 votes with quorum 3: got %v, want quorum-not-met", err)
+	}
+	if len(f.led.submitted) != 0 {
+		t.Error("a batch without quorum reached the ledger")
+	}
+
+	cfg.Quorum = 2
+	cfg.OutboxDir = t.TempDir()
+	a = f.start(t, cfg)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.open(t, resp)
+	ch := f.led.charges(t)[batchHex(req)]
+	if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
+		t.Fatalf("charge %+v: want only the two hospitals that voted", ch)
+	}
+	if ok, why := a.Ready(); !ok {
+		t.Errorf("not ready with 3 hospitals: %s", why)
+	}
+}
+
+func TestReadinessSaysWhatItWaitsFor(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	a, err := New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove, err := a.AddHospital("hospital-1", 20, classes, f.hospitals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := a.Ready(); ok || why != "waiting for 2 of 3 hospitals (1 connected, quorum 3)" {
+		t.Errorf("Ready() = %v, %q", ok, why)
+	}
+	remove()
+	if _, why := a.Ready(); why != "waiting for 3 of 3 hospitals (0 connected, quorum 3)" {
+		t.Errorf("after a disconnect: %q", why)
+	}
+	if _, err := a.AddHospital("hospital-2", 20, classes+1, f.hospitals[1]); !errors.Is(err, protocol.ErrBadRequest) {
+		t.Errorf("a hospital with another class count: %v", err)
+	}
+}
+
+func TestLedgerUnavailableKeepsBatchPending(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	a := f.start(t, f.cfg)
+	req, _ := f.request(t, 4, 6)
+	f.led.set(true, false)
+	_, err := a.Label(t.Context(), "student-1", req)
+	if !errors.Is(err, protocol.ErrLedgerUnavailable) {
+		t.Fatalf("got %v, want ledger-unavailable", err)
+	}
+	p, _ := a.outbox.Pending()
+	if len(p) != 1 {
+		t.Fatalf("%d pending batches, want 1", len(p))
+	}
+	f.led.set(false, false)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.GetSealedLabels()) != string(p[0].SealedLabels) {
+		t.Error("the retry drew fresh answers instead of the pending ones")
+	}
+	if n := len(f.led.charges(t)); n != 1 {
+		t.Errorf("%d charges, want 1", n)
+	}
+}
+
+// A crash between the ledger's commit and the delivery: the restarted
+// aggregator re-proposes the identical charge (a duplicate for the ledger)
+// and delivers the stored answers.
+func TestCrashBetweenCommitAndDelivery(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	a := f.start(t, f.cfg)
+	req, _ := f.request(t, 5, 6)
+	f.led.set(false, true)
+	if _, err := a.Label(t.Context(), "student-1", req); err == nil {
+		t.Fatal("labels released although the commit was never confirmed")
+	}
+	charges := f.led.charges(t)
+	if len(charges) != 1 {
+		t.Fatalf("%d charges after the lost reply, want 1", len(charges))
+	}
+	f.led.set(false, false)
+
+	b := f.start(t, f.cfg) // same outbox
+	if err := b.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := b.outbox.Pending(); len(p) != 0 {
+		t.Fatalf("%d batches still pending after recovery", len(p))
+	}
+	resp, err := b.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.open(t, resp)
+	if !resp.GetReplayed() {
+		t.Error("delivery after recovery not marked replayed")
+	}
+	after := f.led.charges(t)
+	if len(after) != 1 || after[batchHex(req)].AnswersHash != charges[batchHex(req)].AnswersHash {
+		t.Error("recovery charged again or changed the answers")
+	}
+	for _, h := range f.hospitals {
+		if h.calls != 1 {
+			t.Errorf("hospital %s asked %d times: recovery must not draw fresh answers", h.id, h.calls)
+		}
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	f := newFixture(t, 1, 1)
+	for name, mut := range map[string]func(*Config){
+		"no ledger":  func(c *Config) { c.Ledger = nil },
+		"no quorum":  func(c *Config) { c.Quorum = 0 },
+		"bad sigma":  func(c *Config) { c.Mechanism.Sigma2 = 0 },
+		"no outbox":  func(c *Config) { c.OutboxDir = "" },
+		"no signing": func(c *Config) { c.SigningKey = nil },
+	} {
+		c := f.cfg
+		mut(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package aggregator
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	released     prometheus.Counter
+	refusals     *prometheus.CounterVec
+	batchSeconds prometheus.Histogram
+	epsilon      *prometheus.GaugeVec
+	hospitals    prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		released: prometheus.NewCounter(prometheus.CounterOpts{Name: "nzc_aggregator_labels_released_total",
+			Help: "Labels released to students after their charge was committed."}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nzc_aggregator_refusals_total",
+			Help: "Label requests refused, by reason (budget, quorum, ledger-unavailable, ledger-rejected, bad-request)."}, []string{"reason"}),
+		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "nzc_aggregator_batch_seconds",
+			Help: "Time from a label request to the release of its labels.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		epsilon: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nzc_aggregator_epsilon_spent",
+			Help: "ε spent per hospital, as the ledger reports it after each charge."}, []string{"hospital"}),
+		hospitals: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nzc_aggregator_hospitals_connected",
+			Help: "Hospitals connected and registered."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.released, m.refusals, m.batchSeconds, m.epsilon, m.hospitals)
+	}
+	return m
+}

@@ -1,0 +1,121 @@
+package aggregator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/nzcfed/nzc/crypto"
+)
+
+// State of an outbox record.
+const (
+	// StatePending: the answers are drawn and sealed and the charge signed,
+	// but the ledger has not confirmed the charge. Nothing may be released.
+	StatePending = "pending"
+	// StateCommitted: the ledger committed the charge; the answers may be
+	// delivered, as often as the student asks.
+	StateCommitted = "committed"
+)
+
+// outboxVersion is the version of the record encoding.
+const outboxVersion = 1
+
+// Record is one batch in the outbox. The labels are sealed to the student:
+// the outbox never holds them in the clear.
+type Record struct {
+	Version      int      `json:"version"`
+	BatchID      string   `json:"batch_id"` // hex of the student's batch id
+	Student      string   `json:"student"`
+	State        string   `json:"state"`
+	NumQueries   uint32   `json:"num_queries"`
+	FeatureDim   uint32   `json:"feature_dim"`
+	Answered     int      `json:"answered"`
+	Hospitals    []string `json:"hospitals"`
+	Command      []byte   `json:"command"` // the signed ledger charge
+	SealedLabels []byte   `json:"sealed_labels"`
+	AnswersHash  []byte   `json:"answers_hash"`
+	LedgerIndex  uint64   `json:"ledger_index,omitempty"`
+}
+
+// ErrCorruptOutbox is matched by errors reading a damaged outbox record.
+var ErrCorruptOutbox = errors.New("aggregator: outbox record is damaged")
+
+// Outbox is a directory of records, one file per batch, each written
+// atomically (temporary file, fsync, rename).
+type Outbox struct{ dir string }
+
+// OpenOutbox opens (creating if needed) the outbox directory.
+func OpenOutbox(dir string) (*Outbox, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("aggregator: create outbox %s: %w", dir, err)
+	}
+	return &Outbox{dir: dir}, nil
+}
+
+func (o *Outbox) path(batch string) string { return filepath.Join(o.dir, batch+".json") }
+
+// Put writes r atomically, replacing any earlier record of its batch.
+func (o *Outbox) Put(r *Record) error {
+	r.Version = outboxVersion
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return crypto.WriteFile(o.path(r.BatchID), b, 0o600, true)
+}
+
+// Get returns the record of a batch; ok is false when there is none.
+func (o *Outbox) Get(batch string) (*Record, bool, error) {
+	b, err := os.ReadFile(o.path(batch))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("aggregator: read outbox: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil || r.Version != outboxVersion || r.BatchID != batch ||
+		(r.State != StatePending && r.State != StateCommitted) {
+		return nil, false, fmt.Errorf("%w: %s: restore it from a backup or move it away (its batch will then be refused by the ledger as a conflict)", ErrCorruptOutbox, o.path(batch))
+	}
+	return &r, true, nil
+}
+
+// Delete removes a batch's record (after the ledger refused its charge).
+func (o *Outbox) Delete(batch string) error {
+	err := os.Remove(o.path(batch))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Pending returns the records still waiting for the ledger, by batch id.
+func (o *Outbox) Pending() ([]*Record, error) {
+	ents, err := os.ReadDir(o.dir)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: list outbox: %w", err)
+	}
+	var out []*Record
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		r, ok, err := o.Get(strings.TrimSuffix(name, ".json"))
+		if err != nil {
+			return nil, err
+		}
+		if ok && r.State == StatePending {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].BatchID < out[j].BatchID })
+	return out, nil
+}

@@ -1,0 +1,81 @@
+package auditor
+
+import (
+	"errors"
+	"fmt"
+)
+
+// NotLeaderError is returned by operations that only the leader can perform
+// when this node is not the leader and forwarding is off or impossible. Retry
+// against LeaderAddr, or on any node with forwarding on.
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "auditor: this node is not the raft leader and knows no leader; retry after the election"
+	}
+	return fmt.Sprintf("auditor: this node is not the raft leader; send to leader %s at %s", e.LeaderID, e.LeaderAddr)
+}
+
+var (
+	// ErrNoLeader means the cluster has no leader right now (an election is
+	// running, or fewer than a majority of auditors are reachable). Nothing
+	// was committed; retry later with the same command.
+	ErrNoLeader = errors.New("auditor: no raft leader; an election is in progress or a majority of auditors is unreachable — retry later")
+
+	// ErrShutdown means the node is stopping or stopped; send the command to
+	// another auditor.
+	ErrShutdown = errors.New("auditor: node is shut down; use another auditor")
+
+	// ErrTimeout means the command was not known to be committed before the
+	// deadline. It may still commit: retry with the same command (commands
+	// carry their own ids, so the state machine recognises a retry).
+	ErrTimeout = errors.New("auditor: timed out waiting for the cluster to commit; the command may still commit — retry it with the same id")
+
+	// ErrNotAuditor is returned when a peer's certificate does not carry the
+	// auditor role.
+	ErrNotAuditor = errors.New("auditor: peer certificate does not carry the auditor role (URI SAN nzc://auditor/<id>)")
+)
+
+// CorruptDataError means a file in the data directory cannot be read or
+// fails its consistency check. The node refuses to start rather than start
+// empty: restore the file from a backup, or move the data directory away so
+// the node rejoins and copies the state from its peers.
+type CorruptDataError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptDataError) Error() string {
+	return fmt.Sprintf("auditor: data file %s is unreadable or corrupted (%v); restore it from a backup, or move the data directory away and rejoin so the node copies the state from its peers", e.Path, e.Err)
+}
+
+func (e *CorruptDataError) Unwrap() error { return e.Err }
+
+// ConfigError names the Config field that is wrong and why.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("auditor: invalid config %s: %s", e.Field, e.Reason)
+}
+
+// RemoteError is an error reported by another auditor while serving a
+// forwarded request.
+type RemoteError struct {
+	Addr string
+	Msg  string
+}
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("auditor %s: %s", e.Addr, e.Msg) }
+
+// ErrOutcomeUnknown means the command was handed to the cluster but this
+// node cannot tell whether it committed (leadership changed, or the
+// connection to the leader broke mid-request). Retry it with the same id:
+// the state machine recognises a retry and applies it at most once.
+var ErrOutcomeUnknown = errors.New("auditor: the command may or may not have committed (leadership changed or the leader connection broke); retry it with the same id")

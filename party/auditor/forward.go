@@ -1,0 +1,309 @@
+package auditor
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// The forwarding RPC lets any auditor accept a command and hand it to the
+// leader over the same mutual-TLS port as raft. A connection carries one
+// request at a time:
+//
+//	request:  op | uvarint timeout-ms | uvarint len | body
+//	response: code | uvarint index | uvarint len | body
+//
+// The leader serves a forwarded request only locally (it never forwards it
+// again), so a request is never bounced around the cluster.
+
+const (
+	opSubmit     byte = 1
+	opJoin       byte = 2
+	opRemove     byte = 3
+	opCheckpoint byte = 4
+)
+
+const (
+	codeOK byte = iota
+	codeRejected
+	codeNotLeader
+	codeNoLeader
+	codeTimeout
+	codeShutdown
+	codeOutcomeUnknown
+	codeError
+)
+
+// maxFrame bounds every request and response body.
+const maxFrame = 16 << 20
+
+// maxIdlePerPeer bounds the idle forwarding connections kept per leader.
+const maxIdlePerPeer = 64
+
+func writeFrame(w *bufio.Writer, head byte, n uint64, body []byte) error {
+	var hdr [1 + 2*binary.MaxVarintLen64]byte
+	hdr[0] = head
+	k := 1 + binary.PutUvarint(hdr[1:], n)
+	k += binary.PutUvarint(hdr[k:], uint64(len(body)))
+	if _, err := w.Write(hdr[:k]); err != nil {
+		return err
+	}
+	if _, err := w.Write(body); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func readFrame(r *bufio.Reader) (head byte, n uint64, body []byte, err error) {
+	if head, err = r.ReadByte(); err != nil {
+		return 0, 0, nil, err
+	}
+	if n, err = binary.ReadUvarint(r); err != nil {
+		return 0, 0, nil, err
+	}
+	size, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if size > maxFrame {
+		return 0, 0, nil, fmt.Errorf("frame of %d bytes exceeds the %d-byte limit", size, maxFrame)
+	}
+	body = make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, 0, nil, err
+	}
+	return head, n, body, nil
+}
+
+func encodePair(a, b string) []byte {
+	out := binary.AppendUvarint(nil, uint64(len(a)))
+	out = append(out, a...)
+	return append(out, b...)
+}
+
+func decodePair(p []byte) (string, string, error) {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return "", "", errors.New("malformed pair")
+	}
+	return string(p[k : k+int(n)]), string(p[k+int(n):]), nil
+}
+
+// encodeResult turns the outcome of a local operation into a response.
+func encodeResult(data []byte, index uint64, err error) (byte, uint64, []byte) {
+	var rej *RejectedError
+	var nl *NotLeaderError
+	switch {
+	case err == nil:
+		return codeOK, index, data
+	case errors.As(err, &rej):
+		return codeRejected, rej.Index, []byte(rej.Err.Error())
+	case errors.As(err, &nl):
+		return codeNotLeader, 0, encodePair(nl.LeaderID, nl.LeaderAddr)
+	case errors.Is(err, ErrNoLeader):
+		return codeNoLeader, 0, nil
+	case errors.Is(err, ErrTimeout):
+		return codeTimeout, 0, nil
+	case errors.Is(err, ErrShutdown):
+		return codeShutdown, 0, nil
+	case errors.Is(err, ErrOutcomeUnknown):
+		return codeOutcomeUnknown, 0, nil
+	default:
+		return codeError, 0, []byte(err.Error())
+	}
+}
+
+// decodeResult is the inverse of encodeResult, as seen by the caller.
+func decodeResult(addr string, code byte, index uint64, body []byte) ([]byte, uint64, error) {
+	switch code {
+	case codeOK:
+		return body, index, nil
+	case codeRejected:
+		return nil, index, &RejectedError{Index: index, Err: &RemoteError{Addr: addr, Msg: string(body)}}
+	case codeNotLeader:
+		id, a, err := decodePair(body)
+		if err != nil {
+			return nil, 0, &RemoteError{Addr: addr, Msg: "malformed not-leader response"}
+		}
+		return nil, 0, &NotLeaderError{LeaderID: id, LeaderAddr: a}
+	case codeNoLeader:
+		return nil, 0, ErrNoLeader
+	case codeTimeout:
+		return nil, 0, ErrTimeout
+	case codeShutdown:
+		return nil, 0, ErrShutdown
+	case codeOutcomeUnknown:
+		return nil, 0, ErrOutcomeUnknown
+	default:
+		return nil, 0, &RemoteError{Addr: addr, Msg: string(body)}
+	}
+}
+
+// forwardServer serves forwarding connections from the listener.
+func (n *Node) serveForward(conns <-chan net.Conn, closed <-chan struct{}) {
+	defer n.wg.Done()
+	for {
+		select {
+		case c := <-conns:
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.serveForwardConn(c)
+			}()
+		case <-closed:
+			return
+		}
+	}
+}
+
+func (n *Node) serveForwardConn(c net.Conn) {
+	defer c.Close()
+	stop := context.AfterFunc(n.lifetime, func() { _ = c.Close() })
+	defer stop()
+	r := bufio.NewReader(c)
+	w := bufio.NewWriter(c)
+	for {
+		op, ms, body, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		timeout := time.Duration(ms) * time.Millisecond
+		if timeout <= 0 || timeout > n.cfg.applyTimeout() {
+			timeout = n.cfg.applyTimeout()
+		}
+		ctx, cancel := context.WithTimeout(n.lifetime, timeout)
+		data, index, err := n.serveOp(ctx, op, body)
+		cancel()
+		code, idx, out := encodeResult(data, index, err)
+		if err := writeFrame(w, code, idx, out); err != nil {
+			return
+		}
+	}
+}
+
+func (n *Node) serveOp(ctx context.Context, op byte, body []byte) ([]byte, uint64, error) {
+	switch op {
+	case opSubmit:
+		return n.applyLocal(ctx, body)
+	case opJoin:
+		id, addr, err := decodePair(body)
+		if err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, n.joinLocal(ctx, id, addr)
+	case opRemove:
+		return nil, 0, n.removeLocal(ctx, string(body))
+	case opCheckpoint:
+		cp, err := n.localCheckpoint(body)
+		return cp, 0, err
+	default:
+		return nil, 0, fmt.Errorf("unknown forwarding operation %d", op)
+	}
+}
+
+// forwardClient keeps idle mutual-TLS connections to other auditors.
+type forwardClient struct {
+	tls *tls.Config
+
+	mu     sync.Mutex
+	idle   map[string][]*fwdConn
+	closed bool
+}
+
+type fwdConn struct {
+	c net.Conn
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+// errNotSent marks a failure before the request left this node: retrying
+// it cannot apply a command twice.
+type errNotSent struct{ err error }
+
+func (e errNotSent) Error() string { return e.err.Error() }
+func (e errNotSent) Unwrap() error { return e.err }
+
+func (fc *forwardClient) get(ctx context.Context, addr string) (*fwdConn, error) {
+	fc.mu.Lock()
+	if fc.closed {
+		fc.mu.Unlock()
+		return nil, ErrShutdown
+	}
+	if l := fc.idle[addr]; len(l) > 0 {
+		c := l[len(l)-1]
+		fc.idle[addr] = l[:len(l)-1]
+		fc.mu.Unlock()
+		return c, nil
+	}
+	fc.mu.Unlock()
+	c, err := dialChannel(ctx, addr, fc.tls, chanForward)
+	if err != nil {
+		return nil, err
+	}
+	return &fwdConn{c: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}, nil
+}
+
+func (fc *forwardClient) put(addr string, c *fwdConn) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.closed || len(fc.idle[addr]) >= maxIdlePerPeer {
+		_ = c.c.Close()
+		return
+	}
+	fc.idle[addr] = append(fc.idle[addr], c)
+}
+
+func (fc *forwardClient) close() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.closed = true
+	for _, l := range fc.idle {
+		for _, c := range l {
+			_ = c.c.Close()
+		}
+	}
+	fc.idle = nil
+}
+
+// call sends one request to addr. A connection error before the request is
+// written is returned as errNotSent; after it, as ErrOutcomeUnknown for a
+// submit (the leader may have committed it).
+func (fc *forwardClient) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, uint64, error) {
+	c, err := fc.get(ctx, addr)
+	if err != nil {
+		return nil, 0, errNotSent{err}
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Now()) })
+	defer stop()
+	var ms uint64
+	if dl, ok := ctx.Deadline(); ok {
+		ms = uint64(max(time.Until(dl).Milliseconds(), 1))
+	}
+	if err := writeFrame(c.w, op, ms, body); err != nil {
+		_ = c.c.Close()
+		return nil, 0, errNotSent{err}
+	}
+	code, idx, out, err := readFrame(c.r)
+	if err != nil {
+		_ = c.c.Close()
+		if ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+		}
+		return nil, 0, fmt.Errorf("%w: connection to %s: %v", ErrOutcomeUnknown, addr, err)
+	}
+	if !stop() {
+		// The deadline fired after the response arrived; the connection's
+		// deadline is now in the past, so do not reuse it.
+		_ = c.c.Close()
+	} else {
+		fc.put(addr, c)
+	}
+	return decodeResult(addr, code, idx, out)
+}

@@ -1,0 +1,124 @@
+package auditor
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/raft"
+)
+
+// StateMachine is the replicated state an auditor keeps (the ledger).
+//
+// Apply must be deterministic: the same commands in the same order give the
+// same state and results on every auditor — no clock, no randomness, no map
+// iteration order. Whoever proposes a command puts ids and timestamps into
+// it. An error from Apply is a deterministic refusal (the command is in the
+// log, and every auditor refuses it the same way); it is returned to the
+// submitter as a *RejectedError.
+//
+// Raft calls Apply and Snapshot from one goroutine, never concurrently with
+// each other. Snapshot must return a copy of the state that later Applies do
+// not change; keep it quick, because Apply waits for it. Restore replaces
+// all state with the snapshot's.
+type StateMachine interface {
+	Apply(index uint64, cmd []byte) ([]byte, error)
+	Snapshot() ([]byte, error)
+	Restore(snapshot []byte) error
+}
+
+// BatchObserver is implemented by a StateMachine that wants to act once
+// after each batch of applied commands (the ledger signs a checkpoint).
+// lastIndex is the raft index of the last command applied.
+type BatchObserver interface {
+	AppliedBatch(lastIndex uint64)
+}
+
+// RejectedError means the command was committed at Index but the state
+// machine refused it (deterministically, on every auditor). Resubmitting it
+// unchanged gives the same refusal.
+type RejectedError struct {
+	Index uint64
+	Err   error
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("auditor: command at index %d refused by the state machine: %v", e.Index, e.Err)
+}
+
+func (e *RejectedError) Unwrap() error { return e.Err }
+
+// applyResult is what the FSM hands back through raft's ApplyFuture.
+type applyResult struct {
+	data []byte
+	err  error
+}
+
+// fsm adapts a StateMachine to raft.BatchingFSM.
+type fsm struct {
+	sm      StateMachine
+	onBatch func(n int) // observes batch sizes; may be nil
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
+
+func (f *fsm) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	var last uint64
+	n := 0
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		data, err := f.sm.Apply(l.Index, l.Data)
+		out[i] = applyResult{data: data, err: err}
+		last = l.Index
+		n++
+	}
+	if n > 0 {
+		if f.onBatch != nil {
+			f.onBatch(n)
+		}
+		if bo, ok := f.sm.(BatchObserver); ok {
+			bo.AppliedBatch(last)
+		}
+	}
+	return out
+}
+
+// Snapshot copies the state (the StateMachine's job, under its own lock);
+// Persist writes the copy while raft goes on applying.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	b, err := f.sm.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("auditor: state machine snapshot: %w", err)
+	}
+	return fsmSnapshot(b), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("auditor: read snapshot: %w", err)
+	}
+	if err := f.sm.Restore(b); err != nil {
+		return fmt.Errorf("auditor: restore state machine from snapshot: %w", err)
+	}
+	return nil
+}
+
+type fsmSnapshot []byte
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s fsmSnapshot) Release() {}

@@ -1,0 +1,108 @@
+package intake
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+)
+
+// AdminID is the ledger party of the federation administrator: whoever holds
+// the federation CA key, which signs the genesis and registers students.
+const AdminID = "federation-admin"
+
+// GenesisCommands returns the signed commands that start a federation's
+// ledger: the genesis naming the administrator (the CA key), the auditors,
+// the aggregator, the hospitals and the students, then one registration per
+// student (no answer quota). Hospitals open their own accounts later, with
+// commands only they can sign. now is put into the commands as their
+// timestamp.
+func GenesisCommands(m *crypto.Manifest, caKey ed25519.PrivateKey, origin string, now time.Time) ([][]byte, error) {
+	if len(caKey) != ed25519.PrivateKeySize {
+		return nil, errors.New("intake: the genesis needs the federation CA key (ca/ca.key)")
+	}
+	parties := []ledger.Party{{ID: AdminID, Role: ledger.RoleAdmin, PublicKey: caKey.Public().(ed25519.PublicKey)}}
+	var students []string
+	for _, p := range m.Parties {
+		var role ledger.Role
+		switch p.Role {
+		case crypto.RoleAuditor:
+			role = ledger.RoleAuditor
+		case crypto.RoleAggregator:
+			role = ledger.RoleAggregator
+		case crypto.RoleHospital:
+			role = ledger.RoleHospital
+		case crypto.RoleStudent:
+			role = ledger.RoleStudent
+		default:
+			continue
+		}
+		var pub ed25519.PublicKey
+		if p.VerifyingKey != "" {
+			k, err := crypto.LoadPublicKey(m.Path(p.VerifyingKey))
+			if err != nil {
+				return nil, err
+			}
+			pub = k
+		} else {
+			// A student signs nothing in the ledger; its certificate key
+			// identifies it.
+			cert, err := crypto.LoadCert(m.Path(p.Cert))
+			if err != nil {
+				return nil, err
+			}
+			k, ok := cert.PublicKey.(ed25519.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("intake: the certificate of %s has no ed25519 key", p.ID)
+			}
+			pub = k
+		}
+		parties = append(parties, ledger.Party{ID: p.ID, Role: role, PublicKey: pub})
+		if role == ledger.RoleStudent {
+			students = append(students, p.ID)
+		}
+	}
+	sort.Slice(parties, func(i, j int) bool { return parties[i].ID < parties[j].ID })
+	ts := now.UnixNano()
+	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: ts}, AdminID, caKey)
+	if err != nil {
+		return nil, err
+	}
+	out := [][]byte{g}
+	for _, s := range students {
+		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s, Timestamp: ts}, AdminID, caKey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// WriteGenesis writes commands to path as a JSON list (base64 strings).
+func WriteGenesis(path string, cmds [][]byte) error {
+	b, err := json.Marshal(cmds)
+	if err != nil {
+		return err
+	}
+	return crypto.WriteFile(path, b, 0o644, true)
+}
+
+// ReadGenesis reads a file written by WriteGenesis.
+func ReadGenesis(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("intake: read genesis: %w", err)
+	}
+	var cmds [][]byte
+	if err := json.Unmarshal(b, &cmds); err != nil {
+		return nil, fmt.Errorf("intake: genesis file %s is not a JSON list of commands: %w", path, err)
+	}
+	return cmds, nil
+}

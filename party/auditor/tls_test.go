@@ -1,0 +1,352 @@
+package auditor
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testCA issues certificates like the federation CA: the party's role and
+// id in a URI SAN nzc://<role>/<id>.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+	mu   sync.Mutex
+	next int64
+}
+
+func newTestCA(t testing.TB) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "test federation CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool, next: 2}
+}
+
+func (ca *testCA) issue(t testing.TB, role, id string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.mu.Lock()
+	serial := ca.next
+	ca.next++
+	ca.mu.Unlock()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: role + "/" + id},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		URIs:         []*url.URL{{Scheme: "nzc", Host: role, Path: "/" + id}},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// tlsPair returns the server and client configs of one party.
+func (ca *testCA) tlsPair(t testing.TB, role, id string) (*tls.Config, *tls.Config) {
+	cert := ca.issue(t, role, id)
+	server := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    ca.pool,
+		MinVersion:   tls.VersionTLS13,
+	}
+	client := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      ca.pool,
+		MinVersion:   tls.VersionTLS13,
+	}
+	return server, client
+}
+
+// tlsCluster is a cluster of durable nodes on loopback TLS.
+type tlsCluster struct {
+	t      testing.TB
+	ca     *testCA
+	dirs   []string
+	sms    []*chainSM
+	nodes  []*Node
+	addrs  []string
+	cancel []context.CancelFunc
+	done   []chan error
+}
+
+func (c *tlsCluster) config(i int, bind string, join []string) Config {
+	server, client := c.ca.tlsPair(c.t, "auditor", c.ids(i))
+	cfg := Config{
+		DataDir:          c.dirs[i],
+		NodeID:           c.ids(i),
+		BindAddr:         bind,
+		ServerTLS:        server,
+		ClientTLS:        client,
+		StateMachine:     c.sms[i],
+		Logger:           testLogger(c.t).With("node", c.ids(i)),
+		HeartbeatTimeout: 200 * time.Millisecond,
+		ElectionTimeout:  200 * time.Millisecond,
+		ApplyTimeout:     5 * time.Second,
+	}
+	if i == 0 && join == nil {
+		cfg.Bootstrap = true
+	} else {
+		cfg.Join = join
+	}
+	return cfg
+}
+
+func (c *tlsCluster) ids(i int) string {
+	return []string{"hospital-a", "hospital-b", "regulator", "d", "e"}[i]
+}
+
+// run starts node i with cfg and runs it until stop(i).
+func (c *tlsCluster) run(i int, cfg Config) {
+	c.t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		c.t.Fatalf("start %s: %v", cfg.NodeID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	c.nodes[i], c.addrs[i], c.cancel[i], c.done[i] = n, n.Addr(), cancel, done
+}
+
+func (c *tlsCluster) stop(i int) {
+	if c.nodes[i] == nil {
+		return
+	}
+	c.cancel[i]()
+	if err := <-c.done[i]; err != nil {
+		c.t.Errorf("stop %s: %v", c.ids(i), err)
+	}
+	c.nodes[i] = nil
+}
+
+func newTLSCluster(t testing.TB, size int) *tlsCluster {
+	t.Helper()
+	c := &tlsCluster{
+		t: t, ca: newTestCA(t),
+		dirs: make([]string, size), sms: make([]*chainSM, size), nodes: make([]*Node, size),
+		addrs: make([]string, size), cancel: make([]context.CancelFunc, size), done: make([]chan error, size),
+	}
+	for i := range size {
+		c.dirs[i] = filepath.Join(t.TempDir(), "data")
+		c.sms[i] = newChainSM()
+	}
+	t.Cleanup(func() {
+		for i := range c.nodes {
+			c.stop(i)
+		}
+	})
+	c.run(0, c.config(0, "127.0.0.1:0", nil))
+	waitFor(t, 10*time.Second, "the bootstrap node to lead", func() bool { return c.nodes[0].Status().State == "Leader" })
+	for i := 1; i < size; i++ {
+		c.run(i, c.config(i, "127.0.0.1:0", []string{c.addrs[0]}))
+	}
+	waitFor(t, 15*time.Second, "every node to join", func() bool {
+		return len(c.nodes[0].Status().Peers) == size
+	})
+	return c
+}
+
+func (c *tlsCluster) waitConverged(within time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, within, "all live nodes to converge", func() bool {
+		var h [32]byte
+		var idx uint64
+		first := true
+		for i, n := range c.nodes {
+			if n == nil {
+				continue
+			}
+			hi, ai := c.sms[i].stateHash(), n.raft.AppliedIndex()
+			if first {
+				h, idx, first = hi, ai, false
+			} else if hi != h || ai != idx {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
+	c := newTLSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Submit on every node: followers forward to the leader over mutual TLS.
+	id := uint64(0)
+	for round := range 5 {
+		for i := range 3 {
+			id++
+			res, idx, err := c.nodes[i].Submit(ctx, chainCmd(id, "charge"))
+			if err != nil {
+				t.Fatalf("round %d submit on %s: %v", round, c.ids(i), err)
+			}
+			if len(res) != 8 || idx == 0 {
+				t.Fatalf("submit result %x at %d", res, idx)
+			}
+		}
+	}
+	// A refusal crosses the forwarding link as a RejectedError.
+	leader := -1
+	for i, n := range c.nodes {
+		if n.Status().State == "Leader" {
+			leader = i
+		}
+	}
+	follower := (leader + 1) % 3
+	_, idx, err := c.nodes[follower].Submit(ctx, chainCmd(1000, "reject"))
+	var rej *RejectedError
+	if !errors.As(err, &rej) || idx == 0 {
+		t.Fatalf("forwarded refusal: %v at %d, want RejectedError", err, idx)
+	}
+	// Join through a follower is forwarded, and repeating it is a no-op.
+	st := c.nodes[leader].Status()
+	var self Peer
+	for _, p := range st.Peers {
+		if p.ID == c.ids(follower) {
+			self = p
+		}
+	}
+	if err := c.nodes[follower].Join(ctx, self.ID, self.Addr); err != nil {
+		t.Fatalf("idempotent join via follower: %v", err)
+	}
+	c.waitConverged(10 * time.Second)
+
+	// Restart a follower from its durable store; it catches up on what it missed.
+	restart := (leader + 2) % 3
+	addr := c.addrs[restart]
+	c.stop(restart)
+	for range 20 {
+		id++
+		if _, _, err := c.nodes[leader].Submit(ctx, chainCmd(id, "while-down")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.sms[restart] = newChainSM()
+	c.run(restart, c.config(restart, addr, []string{c.addrs[leader]}))
+	c.waitConverged(15 * time.Second)
+	if n, _, _ := c.sms[restart].snapshotCount(); n != id {
+		t.Fatalf("restarted node holds %d commands, want %d", n, id)
+	}
+	if err := c.nodes[restart].Ready(); err != nil {
+		t.Fatalf("restarted node not ready after catching up: %v", err)
+	}
+}
+
+func TestTLSRejectsNonAuditors(t *testing.T) {
+	c := newTLSCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A student certificate from the same CA is refused by the auditor.
+	_, studentClient := c.ca.tlsPair(t, "student", "s1")
+	fc := &forwardClient{tls: clientTLS(studentClient), idle: map[string][]*fwdConn{}}
+	defer fc.close()
+	if _, _, err := fc.call(ctx, c.addrs[0], opSubmit, chainCmd(1, "x")); err == nil {
+		t.Fatal("auditor accepted a command from a student certificate")
+	}
+	if c.sms[0].has(1) {
+		t.Fatal("command from a student certificate was applied")
+	}
+
+	// An auditor refuses to talk to a server without the auditor role.
+	studentServer, _ := c.ca.tlsPair(t, "student", "s2")
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", studentServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_ = conn.(*tls.Conn).Handshake()
+				_ = conn.Close()
+			}()
+		}
+	}()
+	_, auditorClient := c.ca.tlsPair(t, "auditor", "x")
+	_, err = dialChannel(ctx, ln.Addr().String(), clientTLS(auditorClient), chanRaft)
+	if !errors.Is(err, ErrNotAuditor) {
+		t.Fatalf("dial to a non-auditor: %v, want ErrNotAuditor", err)
+	}
+
+	// A certificate from another CA is refused.
+	other := newTestCA(t)
+	_, foreign := other.tlsPair(t, "auditor", "hospital-a")
+	_, err = dialChannel(ctx, c.addrs[0], clientTLS(foreign), chanForward)
+	if err == nil {
+		// TLS 1.3 reports the server's refusal of a client certificate on
+		// the first read.
+		fc := &forwardClient{tls: clientTLS(foreign), idle: map[string][]*fwdConn{}}
+		defer fc.close()
+		if _, _, err := fc.call(ctx, c.addrs[0], opSubmit, chainCmd(2, "x")); err == nil {
+			t.Fatal("auditor accepted a certificate from another CA")
+		}
+	}
+	if c.sms[0].has(2) {
+		t.Fatal("command from a foreign certificate was applied")
+	}
+}
+
+func TestAuditorIDFromCert(t *testing.T) {
+	tests := []struct {
+		uri  string
+		id   string
+		fail bool
+	}{
+		{"nzc://auditor/hospital-a", "hospital-a", false},
+		{"nzc://student/s1", "", true},
+		{"nzc://auditor/", "", true},
+		{"nzc://auditor/a/b", "", true},
+		{"https://auditor/x", "", true},
+	}
+	for _, tt := range tests {
+		u, _ := url.Parse(tt.uri)
+		id, err := AuditorIDFromCert(&x509.Certificate{URIs: []*url.URL{u}})
+		if (err != nil) != tt.fail || id != tt.id {
+			t.Errorf("%s: got %q, %v", tt.uri, id, err)
+		}
+	}
+}

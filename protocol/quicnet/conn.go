@@ -1,0 +1,318 @@
+package quicnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"slices"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// QUIC error codes of this protocol.
+const (
+	codeClosed    quic.ApplicationErrorCode = 0 // orderly close
+	codeRejected  quic.ApplicationErrorCode = 1 // the listener refused the peer's role
+	codeCancelled quic.StreamErrorCode      = 1 // the requester gave up
+	codeRefused   quic.StreamErrorCode      = 2 // the responder will not read the rest
+)
+
+// Conn is an authenticated connection to one party. Both sides may call and
+// serve. It is safe for concurrent use.
+type Conn struct {
+	qc      *quic.Conn
+	peer    crypto.Peer
+	maxBody int
+	log     *slog.Logger
+	// readers pools the frame readers of incoming requests, so that
+	// request bodies reuse buffers instead of allocating each time.
+	readers sync.Pool
+}
+
+// maxPooledBuf bounds the buffers kept between requests.
+const maxPooledBuf = 4 << 20
+
+func (c *Conn) reader(s *quic.Stream) *protocol.FrameReader {
+	if fr, ok := c.readers.Get().(*protocol.FrameReader); ok {
+		fr.Reset(s)
+		return fr
+	}
+	return protocol.NewFrameReader(s, c.maxBody)
+}
+
+func (c *Conn) release(fr *protocol.FrameReader) {
+	fr.Reset(nil)
+	if fr.BufferCap() <= maxPooledBuf {
+		c.readers.Put(fr)
+	}
+}
+
+func newConn(qc *quic.Conn, cfg *Config) (*Conn, error) {
+	certs := qc.ConnectionState().TLS.PeerCertificates
+	if len(certs) == 0 {
+		return nil, errors.New("quicnet: peer presented no certificate")
+	}
+	peer, err := crypto.PeerFromCert(certs[0]) // verified during the handshake
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{qc: qc, peer: peer, maxBody: cfg.maxBody(),
+		log: cfg.logger().With("peer", peer.String(), "remote", qc.RemoteAddr().String())}, nil
+}
+
+// Peer is the party at the other end, as named by its verified certificate.
+func (c *Conn) Peer() crypto.Peer { return c.peer }
+
+// RemoteAddr is the peer's network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.qc.RemoteAddr() }
+
+// LocalAddr is this side's network address.
+func (c *Conn) LocalAddr() net.Addr { return c.qc.LocalAddr() }
+
+// Done is closed when the connection is closed, by either side or by a
+// timeout; Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.qc.Context().Done() }
+
+// Err returns why the connection closed, or nil while it is open.
+func (c *Conn) Err() error {
+	if c.qc.Context().Err() == nil {
+		return nil
+	}
+	return context.Cause(c.qc.Context())
+}
+
+// Close closes the connection; calls in flight on either side fail.
+func (c *Conn) Close() error {
+	return c.qc.CloseWithError(codeClosed, "closed")
+}
+
+// Call sends one request and returns the response frame. If the peer
+// answers with an Error frame, Call returns a *protocol.Error (match it
+// with errors.Is(err, protocol.ErrBudgetExhausted), …). ctx bounds the
+// whole exchange; when it ends the stream is abandoned and ctx's error is
+// returned.
+func (c *Conn) Call(ctx context.Context, t protocol.MsgType, body []byte) (protocol.MsgType, []byte, error) {
+	if len(body) > c.maxBody {
+		return 0, nil, &protocol.FrameTooLargeError{Type: t, Length: uint64(len(body)), Max: c.maxBody}
+	}
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return 0, nil, c.callErr(ctx, t, err)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.CancelWrite(codeCancelled)
+		s.CancelRead(codeCancelled)
+	})
+	defer stop()
+	if d, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(d)
+	}
+	werr := protocol.NewFrameWriter(s, c.maxBody).WriteFrame(t, body)
+	if werr == nil {
+		werr = s.Close()
+	}
+	// Read the answer even when writing failed: a peer that refuses a
+	// request (too large, say) answers and stops reading.
+	rt, rbody, rerr := protocol.NewFrameReader(s, c.maxBody).Next()
+	if rerr != nil {
+		s.CancelRead(codeCancelled)
+		if werr != nil {
+			return 0, nil, c.callErr(ctx, t, werr)
+		}
+		return 0, nil, c.callErr(ctx, t, rerr)
+	}
+	s.CancelRead(codeRefused) // one frame only: ignore anything after it
+	if rt == protocol.TypeError {
+		var e nzcpb.Error
+		if err := protocol.DecodeInto(rt, rbody, &e); err != nil {
+			return 0, nil, fmt.Errorf("%s call to %s: undecodable error answer: %w", t, c.peer, err)
+		}
+		return 0, nil, protocol.FromWire(&e)
+	}
+	return rt, rbody, nil
+}
+
+func (c *Conn) callErr(ctx context.Context, t protocol.MsgType, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s call to %s: %w", t, c.peer, context.Cause(ctx))
+	}
+	if cerr := c.Err(); cerr != nil {
+		return fmt.Errorf("%s call to %s: connection closed: %w", t, c.peer, cerr)
+	}
+	return fmt.Errorf("%s call to %s: %w", t, c.peer, err)
+}
+
+// Invoke sends req and decodes the response into resp, checking that the
+// response has resp's type and is valid.
+func (c *Conn) Invoke(ctx context.Context, req, resp proto.Message) error {
+	t, err := protocol.TypeOf(req)
+	if err != nil {
+		return err
+	}
+	body, err := protocol.Marshal(req)
+	if err != nil {
+		return err
+	}
+	rt, rbody, err := c.Call(ctx, t, body)
+	if err != nil {
+		return err
+	}
+	if err := protocol.DecodeInto(rt, rbody, resp); err != nil {
+		return fmt.Errorf("%s call to %s: %w", t, c.peer, err)
+	}
+	return nil
+}
+
+// Request is an incoming request as seen by a handler.
+type Request struct {
+	// Peer is the caller, from its verified certificate.
+	Peer crypto.Peer
+	Type protocol.MsgType
+	// Body is valid until the handler returns.
+	Body []byte
+	// Conn is the connection the request came on, so that a handler may
+	// keep it to call the peer later (the aggregator keeps hospitals').
+	Conn *Conn
+}
+
+// Decode decodes and validates the body into m; its errors become
+// bad-request answers.
+func (r *Request) Decode(m proto.Message) error { return protocol.DecodeInto(r.Type, r.Body, m) }
+
+// HandlerFunc answers a request with a response frame, or with an error
+// that is sent as an Error frame (see protocol.ToWire: a *protocol.Error
+// keeps its code and text, other errors become internal and are logged
+// here, not sent).
+type HandlerFunc func(ctx context.Context, req *Request) (protocol.MsgType, []byte, error)
+
+// Reply encodes m as a handler's response.
+func Reply(m proto.Message) (protocol.MsgType, []byte, error) {
+	t, err := protocol.TypeOf(m)
+	if err != nil {
+		return 0, nil, err
+	}
+	body, err := protocol.Marshal(m)
+	return t, body, err
+}
+
+// Route says who may send a request type and how it is answered.
+type Route struct {
+	// Roles that may send this request. Empty means nobody: a route must
+	// name its callers.
+	Roles  []crypto.Role
+	Handle HandlerFunc
+}
+
+// Mux maps request types to routes. A request of a type without a route
+// is answered unknown-type; one from a role the route does not name is
+// answered unauthorized, and its handler does not run.
+type Mux map[protocol.MsgType]Route
+
+// Serve answers the peer's requests until ctx ends or the connection
+// closes, each on its own goroutine, and returns after every handler has
+// returned. It returns nil when ctx ended, otherwise why the connection
+// closed.
+func (c *Conn) Serve(ctx context.Context, mux Mux) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		s, err := c.qc.AcceptStream(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if cerr := c.Err(); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		wg.Go(func() { c.handle(ctx, s, mux) })
+	}
+}
+
+func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
+	defer s.CancelRead(codeRefused) // no-op once the request was read whole
+	fr := c.reader(s)
+	defer c.release(fr) // after the response is written: the body is in its buffer
+	// The handler's context ends when Serve's does or when the caller
+	// abandons the request (it cancels its read side, which closes ours).
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.Context(), cancel)
+	defer stop()
+
+	t, body, err := fr.Next()
+	var rt protocol.MsgType
+	var rbody []byte
+	switch {
+	case err != nil:
+		if !errors.Is(err, protocol.ErrFrameTooLarge) && !errors.Is(err, protocol.ErrUnknownType) &&
+			!errors.Is(err, protocol.ErrMalformedHeader) && !errors.Is(err, protocol.ErrTruncated) {
+			c.log.Debug("request stream failed before a frame arrived", "err", err)
+			s.CancelWrite(codeRefused)
+			return
+		}
+		c.log.Warn("refused malformed request", "err", err)
+	default:
+		rt, rbody, err = c.dispatchSafe(hctx, mux, t, body)
+	}
+	if err != nil {
+		var pe *protocol.Error
+		if !errors.As(err, &pe) && !errors.Is(err, protocol.ErrBadMessage) {
+			c.log.Error("request failed", "type", t.String(), "err", err)
+		}
+		rt = protocol.TypeError
+		rbody, err = protocol.Marshal(protocol.ToWire(err))
+		if err != nil {
+			s.CancelWrite(codeRefused)
+			return
+		}
+	}
+	if err := protocol.NewFrameWriter(s, c.maxBody).WriteFrame(rt, rbody); err != nil {
+		c.log.Warn("could not send response", "type", rt.String(), "err", err)
+		if errors.Is(err, protocol.ErrFrameTooLarge) || errors.Is(err, protocol.ErrUnknownType) {
+			e, _ := protocol.Marshal(protocol.ToWire(protocol.Errorf(protocol.CodeInternal, "the response did not fit in a frame")))
+			_ = protocol.NewFrameWriter(s, c.maxBody).WriteFrame(protocol.TypeError, e)
+		}
+	}
+	_ = s.Close()
+}
+
+// dispatchSafe turns a handler's panic into an internal error answer, so
+// that one bad request cannot take the party down.
+func (c *Conn) dispatchSafe(ctx context.Context, mux Mux, t protocol.MsgType, body []byte) (rt protocol.MsgType, rbody []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("handler panicked", "type", t.String(), "panic", p, "stack", string(debug.Stack()))
+			rt, rbody, err = 0, nil, fmt.Errorf("handler for %s panicked: %v", t, p)
+		}
+	}()
+	return c.dispatch(ctx, mux, t, body)
+}
+
+func (c *Conn) dispatch(ctx context.Context, mux Mux, t protocol.MsgType, body []byte) (protocol.MsgType, []byte, error) {
+	route, ok := mux[t]
+	if !ok || route.Handle == nil {
+		return 0, nil, protocol.Errorf(protocol.CodeUnknownType, "this party does not serve %s requests", t)
+	}
+	if !slices.Contains(route.Roles, c.peer.Role) {
+		err := c.peer.Expect(route.Roles...)
+		if len(route.Roles) == 0 {
+			err = fmt.Errorf("no role may send %s requests here", t)
+		}
+		c.log.Warn("refused request from a role not allowed to send it", "type", t.String(), "err", err)
+		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "%s", err.Error())
+	}
+	return route.Handle(ctx, &Request{Peer: c.peer, Type: t, Body: body, Conn: c})
+}

@@ -1,0 +1,178 @@
+package quicnet
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/nzcfed/nzc/crypto"
+)
+
+// welcome is what a listener sends, on a unidirectional stream, to a peer
+// it has accepted. In TLS 1.3 a client finishes its handshake before the
+// server has checked the client's certificate, so a dialler waits for this
+// byte to know it was accepted, and otherwise reports why it was not.
+const welcome = 0x01
+
+// Listener accepts authenticated connections.
+type Listener struct {
+	udp   *net.UDPConn
+	tr    *quic.Transport
+	ql    *quic.Listener
+	cfg   Config
+	roles []crypto.Role
+
+	mu     sync.Mutex
+	conns  map[*Conn]struct{}
+	closed bool
+}
+
+// Listen listens on a UDP address (host:port; port 0 picks a free one).
+// Only parties with one of the given roles may connect (any party of the
+// federation when none is given); others are refused with a readable
+// reason, logged, and reported to cfg.OnReject.
+func Listen(addr string, cfg Config, roles ...crypto.Role) (*Listener, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	l := &Listener{cfg: cfg, roles: roles, conns: map[*Conn]struct{}{}}
+	base := cfg.baseTLS()
+	base.ClientAuth = tls.RequireAnyClientCert
+	tlsConf := base.Clone()
+	tlsConf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		var remote net.Addr
+		if hello.Conn != nil {
+			remote = hello.Conn.RemoteAddr()
+		}
+		var failed atomic.Pointer[error]
+		c := base.Clone()
+		verify := cfg.verifier(crypto.UsageClient, nil, &failed)
+		c.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {
+			err := verify(raw, chains)
+			if err != nil {
+				l.reject(remote, err)
+			}
+			return err
+		}
+		return c, nil
+	}
+	// The listener owns its socket, so that Close releases the port at
+	// once and a restarted party can bind it again.
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ql, err := tr.Listen(tlsConf, cfg.quicConfig())
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	l.udp, l.tr, l.ql = udp, tr, ql
+	return l, nil
+}
+
+func (l *Listener) reject(remote net.Addr, err error) {
+	l.cfg.logger().Warn("refused connection", "remote", addrString(remote), "err", err)
+	if l.cfg.OnReject != nil {
+		l.cfg.OnReject(remote, err)
+	}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "unknown"
+	}
+	return a.String()
+}
+
+// Addr is the address the listener is bound to.
+func (l *Listener) Addr() net.Addr { return l.ql.Addr() }
+
+// Accept waits for the next party that completes the handshake with a
+// federation certificate of an allowed role.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	for {
+		qc, err := l.ql.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, fmt.Errorf("accept: %w", err)
+		}
+		c, err := newConn(qc, &l.cfg)
+		if err == nil && len(l.roles) > 0 {
+			err = c.peer.Expect(l.roles...)
+		}
+		if err != nil {
+			l.reject(qc.RemoteAddr(), err)
+			_ = qc.CloseWithError(codeRejected, err.Error())
+			continue
+		}
+		if err := sendWelcome(qc); err != nil {
+			c.log.Debug("connection closed during setup", "err", err)
+			_ = qc.CloseWithError(codeClosed, "setup failed")
+			continue
+		}
+		if !l.track(c) {
+			_ = qc.CloseWithError(codeClosed, "listener closed")
+			return nil, fmt.Errorf("accept: %w", net.ErrClosed)
+		}
+		c.log.Info("accepted connection")
+		return c, nil
+	}
+}
+
+func sendWelcome(qc *quic.Conn) error {
+	s, err := qc.OpenUniStream()
+	if err != nil {
+		return err
+	}
+	_ = s.SetWriteDeadline(time.Now().Add(DefaultHandshakeTimeout))
+	if _, err := s.Write([]byte{welcome}); err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+func (l *Listener) track(c *Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	context.AfterFunc(c.qc.Context(), func() {
+		l.mu.Lock()
+		delete(l.conns, c)
+		l.mu.Unlock()
+	})
+	return true
+}
+
+// Close stops listening and closes every connection the listener accepted.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	conns := make([]*Conn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.qc.CloseWithError(codeClosed, "server shutting down")
+	}
+	return errors.Join(l.ql.Close(), l.tr.Close(), l.udp.Close())
+}
