@@ -2,8 +2,8 @@ package ledger
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
