@@ -75,7 +75,7 @@ func TestExperimentCommand(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
 	}
-	if rep.Teachers != 10 || len(rep.Rows) != 2+4+1+1 {
+	if rep.Teachers != 10 || len(rep.Rows) != 6+2+1+1 {
 		t.Fatalf("unexpected report: %+v", rep)
 	}
 	for _, f := range []string{"results.json", "results.md", "student-accuracy-vs-epsilon.png", "vote-gaps.png", "ensemble-accuracy.png"} {
