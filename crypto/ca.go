@@ -265,9 +265,13 @@ func VerifyPeer(ca *x509.Certificate, rawCerts [][]byte, now time.Time, usage Us
 		var unk x509.UnknownAuthorityError
 		switch {
 		case errors.As(err, &inv) && inv.Reason == x509.Expired:
+			c, what := leaf, "issue the party a new certificate"
+			if inv.Cert != nil && !inv.Cert.Equal(leaf) {
+				c, what = inv.Cert, fmt.Sprintf("the CA certificate %q is not valid now; check this party's clock or renew the CA", inv.Cert.Subject.CommonName)
+			}
 			return Peer{}, &PeerCertError{Kind: ErrCertificateExpired, Subject: subject,
-				Detail: fmt.Sprintf("valid from %s to %s, now is %s; issue the party a new certificate",
-					leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
+				Detail: fmt.Sprintf("valid from %s to %s, now is %s; %s",
+					c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), what)}
 		case errors.As(err, &unk):
 			return Peer{}, &PeerCertError{Kind: ErrUntrustedCertificate, Subject: subject,
 				Detail: fmt.Sprintf("issuer %q is not the federation CA (fingerprint %s); the peer belongs to another federation or uses a stale certificate",

@@ -119,7 +119,16 @@ func TestVerifyPeerRejects(t *testing.T) {
 			}
 		})
 	}
-	_, err := VerifyPeer(ca.Cert, [][]byte{foreign.Cert.Raw}, t0.Add(time.Hour), UsageServer)
+	// A leaf valid at a time the CA is not: the error blames the CA.
+	long, err := ca.Issue(seeded(8), IssueRequest{Peer: p, NotBefore: t0.Add(-48 * time.Hour), NotAfter: t0.Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = VerifyPeer(ca.Cert, [][]byte{long.Cert.Raw}, t0.Add(-time.Hour), UsageClient)
+	if !errors.Is(err, ErrCertificateExpired) || !strings.Contains(err.Error(), "CA certificate") {
+		t.Errorf("CA not yet valid: %v", err)
+	}
+	_, err = VerifyPeer(ca.Cert, [][]byte{foreign.Cert.Raw}, t0.Add(time.Hour), UsageServer)
 	if err == nil || !strings.Contains(err.Error(), ca.Fingerprint()) {
 		t.Errorf("untrusted error should name the expected CA fingerprint: %v", err)
 	}

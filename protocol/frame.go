@@ -137,10 +137,18 @@ func (fw *FrameWriter) WriteFrame(t MsgType, body []byte) error {
 	if len(body) > fw.max {
 		return &FrameTooLargeError{Type: t, Length: uint64(len(body)), Max: fw.max}
 	}
-	fw.buf = AppendFrame(fw.buf[:0], t, body)
-	_, err := fw.w.Write(fw.buf)
-	if cap(fw.buf) > initialBuf {
-		fw.buf = nil // do not pin a large buffer between frames
+	var err error
+	if len(body) <= initialBuf {
+		// Small frames go out in one write from the reused buffer.
+		fw.buf = AppendFrame(fw.buf[:0], t, body)
+		_, err = fw.w.Write(fw.buf)
+	} else {
+		// Large bodies are written as they are, after the header: no copy.
+		var hdr [MaxHeaderLen]byte
+		h := binary.AppendUvarint(binary.AppendUvarint(hdr[:0], uint64(t)), uint64(len(body)))
+		if _, err = fw.w.Write(h); err == nil {
+			_, err = fw.w.Write(body)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("write %s frame: %w", t, err)
@@ -166,6 +174,13 @@ func NewFrameReader(r io.Reader, maxBody int) *FrameReader {
 	}
 	return &FrameReader{r: r, max: maxBody}
 }
+
+// Reset makes the reader read from r, keeping its buffer for reuse.
+func (fr *FrameReader) Reset(r io.Reader) { fr.r = r }
+
+// BufferCap is the capacity of the reader's body buffer, for callers that
+// pool readers and want to drop ones that grew large.
+func (fr *FrameReader) BufferCap() int { return cap(fr.buf) }
 
 // Next reads one frame. At a clean end of stream, before any byte of a
 // frame, it returns io.EOF. Errors match ErrTruncated, ErrFrameTooLarge,

@@ -20,6 +20,16 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	fr := NewFrameReader(&buf, 1000)
 	for i, want := range bodies {
+		if i == 0 {
+			// The same frames as AppendFrame makes them.
+			var want []byte
+			for j, b := range bodies {
+				want = AppendFrame(want, MsgType(j+1), b)
+			}
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Fatal("writer and AppendFrame disagree")
+			}
+		}
 		typ, got, err := fr.Next()
 		if err != nil || typ != MsgType(i+1) || !bytes.Equal(got, want) {
 			t.Fatalf("frame %d: %v %q %v", i, typ, got, err)
@@ -110,6 +120,19 @@ func TestFrameReaderLyingLength(t *testing.T) {
 	}
 	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
 		t.Fatalf("allocated %d bytes for a 5-byte body announced as %d", got, DefaultMaxBody)
+	}
+}
+
+// Large bodies take the writer's no-copy path.
+func TestFrameWriterLargeBody(t *testing.T) {
+	body := make([]byte, initialBuf+1)
+	body[initialBuf] = 9
+	var buf bytes.Buffer
+	if err := NewFrameWriter(&buf, 0).WriteFrame(TypeVoteBatch, body); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), AppendFrame(nil, TypeVoteBatch, body)) {
+		t.Fatal("large frame encoded differently")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/protocol"
@@ -36,7 +37,11 @@ func TestListenerRefuses(t *testing.T) {
 			cfg.OnReject = rej.record
 			l := listen(t, cfg, crypto.RoleHospital, crypto.RoleStudent)
 			accepted := acceptAll(ctx, l)
-			_, err := Dial(ctx, l.Addr().String(), f.config(t, tc.client), crypto.RoleAggregator)
+			ccfg := f.config(t, tc.client)
+			// A party refuses to use its own expired certificate; this one's
+			// clock is behind, so the listener has to catch it.
+			ccfg.Now = func() time.Time { return ccfg.Credential.Cert.NotAfter.Add(-time.Minute) }
+			_, err := Dial(ctx, l.Addr().String(), ccfg, crypto.RoleAggregator)
 			if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), tc.text) {
 				t.Fatalf("dial err = %v, want ErrRejected mentioning %q", err, tc.text)
 			}
@@ -50,6 +55,43 @@ func TestListenerRefuses(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+func TestOwnExpiredCertificate(t *testing.T) {
+	f := newFederation(t)
+	_, err := Dial(testContext(t), "127.0.0.1:1", f.config(t, "expired-hospital"), crypto.RoleAggregator)
+	if err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := Listen("127.0.0.1:0", f.config(t, "expired-aggregator")); err == nil {
+		t.Fatal("listening with an expired certificate succeeded")
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1, Rand: seeded(9)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, _ := m.Party(crypto.RoleAggregator, "aggregator")
+	hosp, _ := m.Party(crypto.RoleHospital, "hospital-1")
+	acfg, err := LoadConfig(m.Path(m.CACert), m.Path(agg.Cert), m.Path(agg.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcfg, err := LoadConfig(m.Path(m.CACert), m.Path(hosp.Cert), m.Path(hosp.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := listen(t, acfg, crypto.RoleHospital)
+	hospital, _ := connectPair(t, l, hcfg, crypto.RoleAggregator)
+	if hospital.Peer().ID != "aggregator" {
+		t.Fatalf("peer %v", hospital.Peer())
+	}
+	if _, err := LoadConfig(m.Path(m.CACert), m.Path(agg.Cert), m.Path(hosp.Key)); err == nil {
+		t.Fatal("mismatched key accepted")
 	}
 }
 
@@ -69,7 +111,10 @@ func TestDiallerRefuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
-			l := listen(t, f.config(t, tc.server))
+			scfg := f.config(t, tc.server)
+			// The expired server's clock is behind, so it still serves.
+			scfg.Now = func() time.Time { return scfg.Credential.Cert.NotAfter.Add(-time.Minute) }
+			l := listen(t, scfg)
 			acceptAll(ctx, l)
 			_, err := Dial(ctx, l.Addr().String(), f.config(t, "hospital-1"), crypto.RoleAggregator)
 			if !errors.Is(err, tc.want) {

@@ -18,6 +18,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -77,7 +78,27 @@ func (c *Config) check() error {
 	if _, err := c.Credential.Peer(); err != nil {
 		return err
 	}
+	if now := c.now(); now.After(c.Credential.Cert.NotAfter) {
+		return fmt.Errorf("quicnet: this party's certificate %s expired at %s: issue it a new one from the federation CA",
+			c.Credential.Cert.Subject.CommonName, c.Credential.Cert.NotAfter.UTC().Format(time.RFC3339))
+	}
 	return nil
+}
+
+// LoadConfig returns a Config holding the federation CA certificate and
+// this party's certificate and key, read from files (the key file must not
+// be readable by others). Other fields keep their defaults.
+func LoadConfig(caCertPath, certPath, keyPath string) (Config, error) {
+	ca, err := crypto.LoadCert(caCertPath)
+	if err != nil {
+		return Config{}, err
+	}
+	cred, err := crypto.LoadCredential(certPath, keyPath)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{CA: ca, Credential: cred}
+	return cfg, cfg.check()
 }
 
 func (c *Config) now() time.Time {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"slices"
 	"sync"
 
@@ -32,6 +33,27 @@ type Conn struct {
 	peer    crypto.Peer
 	maxBody int
 	log     *slog.Logger
+	// readers pools the frame readers of incoming requests, so that
+	// request bodies reuse buffers instead of allocating each time.
+	readers sync.Pool
+}
+
+// maxPooledBuf bounds the buffers kept between requests.
+const maxPooledBuf = 4 << 20
+
+func (c *Conn) reader(s *quic.Stream) *protocol.FrameReader {
+	if fr, ok := c.readers.Get().(*protocol.FrameReader); ok {
+		fr.Reset(s)
+		return fr
+	}
+	return protocol.NewFrameReader(s, c.maxBody)
+}
+
+func (c *Conn) release(fr *protocol.FrameReader) {
+	fr.Reset(nil)
+	if fr.BufferCap() <= maxPooledBuf {
+		c.readers.Put(fr)
+	}
 }
 
 func newConn(qc *quic.Conn, cfg *Config) (*Conn, error) {
@@ -221,6 +243,8 @@ func (c *Conn) Serve(ctx context.Context, mux Mux) error {
 
 func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 	defer s.CancelRead(codeRefused) // no-op once the request was read whole
+	fr := c.reader(s)
+	defer c.release(fr) // after the response is written: the body is in its buffer
 	// The handler's context ends when Serve's does or when the caller
 	// abandons the request (it cancels its read side, which closes ours).
 	hctx, cancel := context.WithCancel(ctx)
@@ -228,7 +252,7 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 	stop := context.AfterFunc(s.Context(), cancel)
 	defer stop()
 
-	t, body, err := protocol.NewFrameReader(s, c.maxBody).Next()
+	t, body, err := fr.Next()
 	var rt protocol.MsgType
 	var rbody []byte
 	switch {
@@ -241,7 +265,7 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 		}
 		c.log.Warn("refused malformed request", "err", err)
 	default:
-		rt, rbody, err = c.dispatch(hctx, mux, t, body)
+		rt, rbody, err = c.dispatchSafe(hctx, mux, t, body)
 	}
 	if err != nil {
 		var pe *protocol.Error
@@ -263,6 +287,18 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 		}
 	}
 	_ = s.Close()
+}
+
+// dispatchSafe turns a handler's panic into an internal error answer, so
+// that one bad request cannot take the party down.
+func (c *Conn) dispatchSafe(ctx context.Context, mux Mux, t protocol.MsgType, body []byte) (rt protocol.MsgType, rbody []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("handler panicked", "type", t.String(), "panic", p, "stack", string(debug.Stack()))
+			rt, rbody, err = 0, nil, fmt.Errorf("handler for %s panicked: %v", t, p)
+		}
+	}()
+	return c.dispatch(ctx, mux, t, body)
 }
 
 func (c *Conn) dispatch(ctx context.Context, mux Mux, t protocol.MsgType, body []byte) (protocol.MsgType, []byte, error) {

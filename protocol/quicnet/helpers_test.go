@@ -29,10 +29,10 @@ type federation struct {
 	creds     map[string]*crypto.Credential // by party id
 }
 
-func newFederation(t *testing.T) *federation {
+func newFederation(t testing.TB) *federation {
 	t.Helper()
 	now := time.Now()
-	ca, err := crypto.NewCA(seeded(1), "test federation", now.Add(-time.Hour), now.Add(24*time.Hour))
+	ca, err := crypto.NewCA(seeded(1), "test federation", now.Add(-6*time.Hour), now.Add(24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func newFederation(t *testing.T) *federation {
 		f.creds[name] = c
 	}
 	valid := func(name string, role crypto.Role) {
-		issue(name, ca, crypto.Peer{Role: role, ID: name}, now.Add(-time.Hour), now.Add(time.Hour))
+		issue(name, ca, crypto.Peer{Role: role, ID: name}, now.Add(-3*time.Hour), now.Add(time.Hour))
 	}
 	valid("aggregator", crypto.RoleAggregator)
 	valid("hospital-1", crypto.RoleHospital)

@@ -257,6 +257,23 @@ func TestCallContextCancel(t *testing.T) {
 	}
 }
 
+func TestHandlerPanic(t *testing.T) {
+	f := newFederation(t)
+	ctx := testContext(t)
+	l := listen(t, f.config(t, "auditor-1"))
+	client, server := connectPair(t, l, f.config(t, "aggregator"), crypto.RoleAuditor)
+	serve(t, server, Mux{protocol.TypeLedgerSubmit: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(context.Context, *Request) (protocol.MsgType, []byte, error) {
+		panic("bug")
+	}}})
+	_, _, err := client.Call(ctx, protocol.TypeLedgerSubmit, []byte("x"))
+	if !errors.Is(err, protocol.ErrInternal) || strings.Contains(err.Error(), "bug") {
+		t.Fatalf("err = %v, want internal without details", err)
+	}
+	if _, _, err := client.Call(ctx, protocol.TypeLedgerSubmit, []byte("x")); !errors.Is(err, protocol.ErrInternal) {
+		t.Fatalf("server did not survive the panic: %v", err)
+	}
+}
+
 func TestClosedConnection(t *testing.T) {
 	f := newFederation(t)
 	ctx := testContext(t)
