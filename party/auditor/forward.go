@@ -45,7 +45,7 @@ const (
 const maxFrame = 16 << 20
 
 // maxIdlePerPeer bounds the idle forwarding connections kept per leader.
-const maxIdlePerPeer = 16
+const maxIdlePerPeer = 64
 
 func writeFrame(w *bufio.Writer, head byte, n uint64, body []byte) error {
 	var hdr [1 + 2*binary.MaxVarintLen64]byte

@@ -1,0 +1,76 @@
+package ledger_test
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"fmt"
+	"math"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// key derives a fixed key so the example's output is stable; real parties
+// generate theirs with crypto/rand.
+func key(name string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("example " + name))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+func party(id string, role ledger.Role) ledger.Party {
+	return ledger.Party{ID: id, Role: role, PublicKey: key(id).Public().(ed25519.PublicKey)}
+}
+
+// A federation's whole life in the ledger: genesis, a hospital's own cap, a
+// student, a charge computed with mechanism, a refused charge, auditors
+// signing a checkpoint, and an officer verifying the export offline.
+func Example() {
+	st := ledger.New()
+	apply := func(b ledger.Body, signer string) ledger.Result {
+		cmd, err := ledger.Sign(b, signer, key(signer))
+		if err != nil {
+			panic(err)
+		}
+		r, err := st.Apply(cmd)
+		if err != nil {
+			panic(err)
+		}
+		return r
+	}
+	apply(&ledger.Genesis{Origin: "example.org/ledger", Parties: []ledger.Party{
+		party("admin", ledger.RoleAdmin), party("agg", ledger.RoleAggregator),
+		party("aud1", ledger.RoleAuditor), party("aud2", ledger.RoleAuditor), party("aud3", ledger.RoleAuditor),
+		party("hosp-a", ledger.RoleHospital), party("student", ledger.RoleStudent),
+	}}, "admin")
+	apply(&ledger.OpenAccount{Hospital: "hosp-a", CapEpsilon: 2, CapDelta: 1e-5}, "hosp-a")
+	apply(&ledger.RegisterStudent{Student: "student"}, "admin")
+
+	// 100 GNMax answers with σ = 40, accounted by mechanism.
+	grid := mechanism.DefaultGrid()
+	curve := mechanism.Gaussian(grid, math.Sqrt2, 40).Times(100)
+	charge := func(batch string, c mechanism.Curve) ledger.Result {
+		return apply(&ledger.Charge{BatchID: batch, Student: "student", Hospitals: []string{"hosp-a"},
+			Mechanism: "gnmax", Params: []ledger.Param{{Key: "sigma", Value: "40"}},
+			Queries: 100, Answers: 100, Curve: c.Values(), AnswersHash: sha256.Sum256([]byte(batch))}, "agg")
+	}
+	fmt.Println(charge("batch-1", curve).Status)
+	r := charge("batch-2", curve.Times(10))
+	fmt.Println(r.Status, r.Code, r.Subject)
+
+	// Two of three auditors sign the checkpoint; an officer verifies.
+	cp, _ := st.Checkpoint()
+	s1, _ := ledger.NewCheckpointSigner("aud1", key("aud1"))
+	s2, _ := ledger.NewCheckpointSigner("aud2", key("aud2"))
+	signed, _ := ledger.SignCheckpoint(cp, s1, s2)
+	export, _ := st.Export([][]byte{signed})
+	keys, _ := st.AuditorKeys(st.TreeSize())
+	report := ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: keys})
+	fmt.Println("verified:", report.OK, "entries:", report.Entries)
+	a := report.Accounts[0]
+	fmt.Printf("%s: ε = %.3f of %g\n", a.Hospital, a.Epsilon, a.CapEpsilon)
+	// Output:
+	// accepted
+	// refused cap-exceeded hosp-a
+	// verified: true entries: 5
+	// hosp-a: ε = 1.478 of 2
+}
