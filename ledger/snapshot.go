@@ -16,6 +16,10 @@ var ErrReplay = errors.New("ledger: replay does not reproduce the log")
 // with the version byte.
 const snapshotTag = 'S'
 
+// maxEntrySize bounds one encoded entry: a command of MaxCommandSize plus the
+// entry's own fields (at most 1+8+32+4+1+1+4+128+8 bytes).
+const maxEntrySize = MaxCommandSize + 256
+
 // maxEntries bounds the number of entries a snapshot or export may claim.
 const maxEntries = 1 << 40
 
@@ -69,7 +73,7 @@ func decodeEntries(d *decoder, tag byte) [][]byte {
 	out := make([][]byte, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		l := d.u32()
-		if d.err == nil && l > MaxCommandSize+64 {
+		if d.err == nil && l > maxEntrySize {
 			d.fail("entry %d is %d bytes", i, l)
 		}
 		out = append(out, d.take(int(l)))

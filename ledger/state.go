@@ -599,17 +599,31 @@ func (s *State) Accounts() []Account {
 	defer s.mu.RUnlock()
 	out := make([]Account, 0, len(s.accounts))
 	for _, h := range sortedKeys(s.accounts) {
-		a := s.accounts[h]
-		acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
-			DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
-			Charges: a.charges, Answers: a.answers, Opened: a.opened}
-		if d := a.conversionDelta(); d > 0 {
-			conv := convert(a.curve, d)
-			acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
-		}
-		out = append(out, acc)
+		out = append(out, s.accountOf(h))
 	}
 	return out
+}
+
+// Account returns one hospital's account.
+func (s *State) Account(hospital string) (Account, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.accounts[hospital]; !ok {
+		return Account{}, false
+	}
+	return s.accountOf(hospital), true
+}
+
+func (s *State) accountOf(h string) Account {
+	a := s.accounts[h]
+	acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
+		DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
+		Charges: a.charges, Answers: a.answers, Opened: a.opened}
+	if d := a.conversionDelta(); d > 0 {
+		conv := convert(a.curve, d)
+		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
+	}
+	return acc
 }
 
 // Parties returns the registered parties, sorted by ID.

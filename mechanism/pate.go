@@ -14,12 +14,29 @@ import (
 // These numbers depend on the votes. They are NOT differentially private
 // and must never be published unsanitised or charged to a ledger as if
 // they were: use them for analysis, or publish them through
-// ReleaseSmoothSensitivity. Like the paper, the bound q̃ on the probability
-// of a non-argmax answer (Proposition 7) is computed for continuous Gaussian
-// noise N(0, σ²); GNMax in this package samples the discrete Gaussian
-// N_Z(0, σ²), whose probability mass at small gaps is slightly lumpier, so
-// these figures describe PATE 2018's GNMax with the same σ. Ledger charges
-// use the data-independent costs (Params.Charge), which hold for both.
+// ReleaseSmoothSensitivity. Ledger charges use the data-independent costs
+// (Params.Charge).
+//
+// Theorem 6 needs an upper bound q̃ on the probability of a non-argmax
+// answer. PATE 2018's Proposition 7 (QContinuous, LogQGaussian) is for
+// continuous Gaussian noise; GNMax here samples the discrete Gaussian
+// N_Z(0, σ²), for which it is not an upper bound at small gaps. QDiscrete
+// (LogQDiscreteGaussian) is one: for iid Z_j, Z_* ~ N_Z(0, σ²) and an
+// integer h ≥ 1,
+//
+//	P[Z_j − Z_* ≥ h] ≤ κ(σ) · P[N(0, 2σ²) ≥ h − 1],  κ(σ) = θ(π²σ²)/θ(2π²σ²)²,  θ(t) = Σ_k e^{−t k²}.
+//
+// Proof: P[Z_j − Z_* = w] = e^{−w²/4σ²} Σ_a e^{−(2a+w)²/4σ²} / N², N =
+// Σ_a e^{−a²/2σ²}; by Poisson summation the inner sum is at most its value
+// at even w, √π σ θ(π²σ²), and N = √(2π) σ θ(2π²σ²); and for w ≥ 1,
+// e^{−w²/4σ²} ≤ ∫_{w−1}^{w} e^{−u²/4σ²} du. κ(σ) − 1 < 3e^{−π²σ²} (below
+// 1e-4 for σ ≥ 1). Class j beats the top class i* only if Z_j − Z_* ≥ g_j
+// (j < i*) or g_j + 1 (j > i*), where g_j is the gap; the discrete bound
+// uses h = g_j for every j, which ignores the class order. The cap
+// q̃ ≤ 1 − 1/m holds for both noises because i* is at least as likely an
+// answer as any other class (swap the two noises). The threshold test of
+// Confident-GNMax uses P[Z ≥ m] ≤ P[N(0, σ²) ≥ m − 1] for integers m ≥ 1
+// (the same two facts for one variable).
 
 // ErrBadAnalysis reports inputs the data-dependent analysis cannot use.
 var ErrBadAnalysis = errors.New("mechanism: bad input to the data-dependent analysis")
@@ -108,6 +125,12 @@ func logAddExp(a, b float64) float64 { return logSumExp(a, b) }
 // Σ_{j ≠ top} P[N(0, 2σ²) ≥ h_top − h_j], capped at log(1 − 1/m) for m
 // classes. One class gives −Inf (the answer is fixed).
 func LogQGaussian(h Histogram, sigma float64) float64 {
+	return logQShift(h, sigma, 0, 0)
+}
+
+// logQShift is log(e^{logK} Σ_{j≠top} P[N(0, 2σ²) ≥ g_j − shift]) capped
+// at log(1 − 1/m).
+func logQShift(h Histogram, sigma float64, shift int, logK float64) float64 {
 	if len(h) < 2 {
 		return math.Inf(-1)
 	}
@@ -120,14 +143,70 @@ func LogQGaussian(h Histogram, sigma float64) float64 {
 			minGap = h[top] - n
 		}
 	}
-	lmax := logNormSF(float64(minGap), scale)
+	lmax := logNormSF(float64(minGap-shift), scale)
 	sum := 0.0
 	for j, n := range h {
 		if j != top {
-			sum += math.Exp(logNormSF(float64(h[top]-n), scale) - lmax)
+			sum += math.Exp(logNormSF(float64(h[top]-n-shift), scale) - lmax)
 		}
 	}
-	return min(lmax+math.Log(sum), math.Log(1-1/float64(len(h))))
+	return min(logK+lmax+math.Log(sum), math.Log(1-1/float64(len(h))))
+}
+
+// QBound selects the bound q̃ of Theorem 6.
+type QBound string
+
+// The bounds.
+const (
+	// QContinuous is PATE 2018's Proposition 7 for continuous Gaussian
+	// noise: the formula of the paper's reference analysis.
+	QContinuous QBound = "continuous"
+	// QDiscrete holds for the discrete Gaussian noise GNMax samples here.
+	QDiscrete QBound = "discrete"
+)
+
+func (b QBound) check() error {
+	if b != QContinuous && b != QDiscrete {
+		return fmt.Errorf("%w: the q bound must be %q or %q, not %q", ErrBadAnalysis, QDiscrete, QContinuous, b)
+	}
+	return nil
+}
+
+// theta returns θ(t) = Σ_k e^{−t k²}.
+func theta(t float64) float64 {
+	s := 1.0
+	for k := 1.0; ; k++ {
+		v := 2 * math.Exp(-t*k*k)
+		s += v
+		if v < 1e-18*s {
+			return s
+		}
+	}
+}
+
+// logKappa returns log κ(σ), rounded up, for LogQDiscreteGaussian.
+func logKappa(sigma float64) float64 {
+	if sigma >= 0.5 {
+		return math.Log(theta(math.Pi*math.Pi*sigma*sigma)) - 2*math.Log(theta(2*math.Pi*math.Pi*sigma*sigma)) + 1e-12
+	}
+	// Small σ: by Poisson summation κ = 2√π σ · Σ_a e^{−a²/σ²} / (Σ_a e^{−a²/2σ²})².
+	return math.Log(2*math.Sqrt(math.Pi)*sigma) + math.Log(theta(1/(sigma*sigma))) - 2*math.Log(theta(1/(2*sigma*sigma))) + 1e-12
+}
+
+// LogQDiscreteGaussian returns an upper bound on log P[GNMax(h) ≠ argmax h]
+// for GNMax with discrete Gaussian noise N_Z(0, σ²), as this package runs
+// it: log κ(σ) + log Σ_{j ≠ top} P[N(0, 2σ²) ≥ g_j − 1], capped at
+// log(1 − 1/m) (see the note on QBound above).
+func LogQDiscreteGaussian(h Histogram, sigma float64) float64 {
+	return logQShift(h, sigma, 1, logKappa(sigma))
+}
+
+// LogQ returns the bound b on log P[GNMax(h) ≠ argmax h].
+func (b QBound) LogQ(h Histogram, sigma float64) float64 {
+	if b == QDiscrete {
+		return LogQDiscreteGaussian(h, sigma)
+	}
+	return LogQGaussian(h, sigma)
 }
 
 // gnmaxDD holds the per-query constants of Theorem 6 for one logq.
@@ -202,6 +281,15 @@ func RDPDataIndependentGaussian(g Grid, sigma float64) Curve {
 // histogram with GNMax(σ) (the sum over queries of RDPGaussian(LogQGaussian))
 // and the per-query logq. Analysis only: see the package note above.
 func GNMaxDataDependent(g Grid, hs []Histogram, sigma float64) (Curve, []float64, error) {
+	return GNMaxDataDependentBound(g, hs, sigma, QContinuous)
+}
+
+// GNMaxDataDependentBound is GNMaxDataDependent with the q bound b; with
+// QDiscrete it holds for the discrete Gaussian noise GNMax samples here.
+func GNMaxDataDependentBound(g Grid, hs []Histogram, sigma float64, b QBound) (Curve, []float64, error) {
+	if err := b.check(); err != nil {
+		return Curve{}, nil, err
+	}
 	if !(sigma > 0) || math.IsInf(sigma, 0) {
 		return Curve{}, nil, fmt.Errorf("%w: σ = %v", ErrBadAnalysis, sigma)
 	}
@@ -211,7 +299,7 @@ func GNMaxDataDependent(g Grid, hs []Histogram, sigma float64) (Curve, []float64
 	v := sigma * sigma
 	cache := map[float64]gnmaxDD{}
 	for i, h := range hs {
-		lq := LogQGaussian(h, sigma)
+		lq := b.LogQ(h, sigma)
 		logqs[i] = lq
 		if math.IsInf(lq, -1) {
 			continue
@@ -257,18 +345,48 @@ func RDPThreshold(g Grid, logPrAnswered, sigma1 float64) (Curve, error) {
 	return RDPGaussian(g, logq, math.Sqrt2*sigma1)
 }
 
+// thresholdLogQ returns the q̃ of the threshold test when the top count is
+// v: min(P[answered], P[refused]) for QContinuous (as PATE 2018); for
+// QDiscrete, with answering iff Z ≥ m = ⌈T − v⌉, Z ~ N_Z(0, σ1²), the
+// bounds P[Z ≥ m] ≤ P[N(0, σ1²) ≥ m − 1] (m ≥ 1) and
+// P[Z ≤ m − 1] ≤ P[N(0, σ1²) ≥ −m] (m ≤ 0), capped at 1/2.
+func thresholdLogQ(b QBound, v int, threshold, sigma1 float64) float64 {
+	if b == QContinuous {
+		lp := logNormSF(threshold-float64(v), sigma1)
+		return min(lp, log1mexp(lp))
+	}
+	m := math.Ceil(threshold - float64(v))
+	lq := -math.Ln2
+	if m >= 1 {
+		lq = min(lq, logNormSF(m-1, sigma1))
+	}
+	if m <= 0 {
+		lq = min(lq, logNormSF(-m, sigma1))
+	}
+	return lq
+}
+
 // ConfidentDataDependent returns the data-dependent RDP of Confident-GNMax
 // on the histograms, counting every query as answered (an upper bound: a
-// refused query costs only its threshold test). Analysis only.
+// refused query costs only its threshold test), with PATE 2018's bounds.
+// Analysis only.
 func ConfidentDataDependent(g Grid, hs []Histogram, threshold, sigma1, sigma2 float64) (Curve, error) {
+	return ConfidentDataDependentBound(g, hs, threshold, sigma1, sigma2, QContinuous)
+}
+
+// ConfidentDataDependentBound is ConfidentDataDependent with the q bound b.
+func ConfidentDataDependentBound(g Grid, hs []Histogram, threshold, sigma1, sigma2 float64, b QBound) (Curve, error) {
 	total := g.Zero()
-	ans, _, err := GNMaxDataDependent(g, hs, sigma2)
+	ans, _, err := GNMaxDataDependentBound(g, hs, sigma2, b)
 	if err != nil {
 		return Curve{}, err
 	}
 	total, _ = total.Compose(ans)
+	if !(sigma1 > 0) || math.IsInf(sigma1, 0) {
+		return Curve{}, fmt.Errorf("%w: σ1 = %v", ErrBadAnalysis, sigma1)
+	}
 	for _, h := range hs {
-		c, err := RDPThreshold(g, LogPrAnswered(h, threshold, sigma1), sigma1)
+		c, err := RDPGaussian(g, thresholdLogQ(b, h[h.Top()], threshold, sigma1), math.Sqrt2*sigma1)
 		if err != nil {
 			return Curve{}, err
 		}

@@ -187,9 +187,20 @@ func TestReleaseSmoothSensitivity(t *testing.T) {
 		t.Fatalf("release %+v", rel)
 	}
 	g := must(NewGrid([]float64{20}))
-	dd, _, _ := GNMaxDataDependent(g, hs, 40)
-	if !closeRel(rel.DataDependent, dd.At(0), 1e-12) {
-		t.Fatalf("data-dependent %v, want %v", rel.DataDependent, dd.At(0))
+	dd, _, _ := GNMaxDataDependentBound(g, hs, 40, QDiscrete)
+	if !closeRel(rel.DataDependent, dd.At(0), 1e-12) || rel.Bound != QDiscrete {
+		t.Fatalf("data-dependent %v (%s), want %v with the discrete bound", rel.DataDependent, rel.Bound, dd.At(0))
+	}
+	// With PATE's continuous bound the release uses PATE's figures.
+	cssp := ssp
+	cssp.Bound = QContinuous
+	crel0, err := ReleaseSmoothSensitivity(seeded(21), p, hs, cssp, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdd, _, _ := GNMaxDataDependent(g, hs, 40)
+	if !closeRel(crel0.DataDependent, cdd.At(0), 1e-12) || crel0.DataDependent > rel.DataDependent {
+		t.Fatalf("continuous data-dependent %v, want %v (≤ discrete %v)", crel0.DataDependent, cdd.At(0), rel.DataDependent)
 	}
 	// Same seed, same release; the release is RDP + SS·σ_s·Z.
 	rel2, _ := ReleaseSmoothSensitivity(seeded(21), p, hs, ssp, 1e-5)
@@ -206,5 +217,72 @@ func TestReleaseSmoothSensitivity(t *testing.T) {
 	}
 	if _, err := ReleaseSmoothSensitivity(seeded(22), Params{Mechanism: LNMax, Teachers: 250, Scale: 1}, hs, ssp, 1e-5); err == nil {
 		t.Fatal("smooth sensitivity of lnmax accepted")
+	}
+}
+
+// The discrete bound is an upper bound on the exact error probability of
+// GNMax with discrete Gaussian noise (computed by summing the PMF), where
+// PATE's continuous formula is not.
+func TestLogQDiscreteIsAnUpperBound(t *testing.T) {
+	continuousFails := false
+	for _, sigma := range []float64{0.3, 0.5, 0.8, 1, 2, 4} {
+		r := int(12*sigma) + 3
+		for _, h := range []Histogram{{5, 5}, {5, 4}, {4, 5}, {6, 4, 4}, {3, 6, 1}, {9, 1, 0, 0}, {7, 5, 6}} {
+			p := exactProbs(h, -1, 0, gaussPMF(sigma), r)
+			q := 0.0
+			for j, v := range p {
+				if j != h.Top() {
+					q += v
+				}
+			}
+			if q <= 1e-300 {
+				continue
+			}
+			if lq := LogQDiscreteGaussian(h, sigma); lq < math.Log(q)-1e-12 {
+				t.Errorf("σ=%v %v: discrete bound log q̃ = %v below the exact log q = %v", sigma, h, lq, math.Log(q))
+			}
+			if LogQGaussian(h, sigma) < math.Log(q) {
+				continuousFails = true
+			}
+		}
+	}
+	if !continuousFails {
+		t.Log("the continuous formula happened to bound every case")
+	}
+	// Theorem 6 with the discrete bound is never above the data-independent bound.
+	g := DefaultGrid()
+	c, _, err := GNMaxDataDependentBound(g, []Histogram{{200, 30, 20}, {125, 125, 0}}, 40, QDiscrete)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ind := RDPDataIndependentGaussian(g, 40)
+	for i := range g.Len() {
+		if c.At(i) > 2*ind.At(i) {
+			t.Fatalf("order %v: %v above 2·%v", g.Order(i), c.At(i), ind.At(i))
+		}
+	}
+}
+
+// The discrete threshold bound holds against the exact probabilities.
+func TestThresholdDiscreteBound(t *testing.T) {
+	for _, sigma1 := range []float64{0.5, 1, 3} {
+		pmf := gaussPMF(sigma1)
+		r := int(15*sigma1) + 3
+		for _, th := range []float64{-2, 0, 2.5, 5, 9} {
+			for v := 0; v <= 6; v++ {
+				m := int(math.Ceil(th - float64(v)))
+				pAns := 0.0
+				for z := max(m, -r); z <= r; z++ {
+					pAns += pmf(z)
+				}
+				q := min(pAns, 1-pAns)
+				if q <= 1e-300 {
+					continue
+				}
+				if lq := thresholdLogQ(QDiscrete, v, th, sigma1); lq < math.Log(q)-1e-9 {
+					t.Errorf("σ1=%v T=%v v=%d: bound %v below exact %v", sigma1, th, v, lq, math.Log(q))
+				}
+			}
+		}
 	}
 }

@@ -21,6 +21,10 @@ type gnmaxSS struct {
 	m            int // classes
 	logq0        float64
 	logq1        float64
+	// q̃ = e^{logK} Σ_{j≠top} P[N(0, 2σ²) ≥ g_j − shift]: (0, 0) is PATE's
+	// continuous bound, (log κ(σ), 1) the discrete one.
+	logK  float64
+	shift int
 }
 
 // ddBound is Theorem 6's bound at order λ without its validity checks
@@ -80,8 +84,14 @@ func LogQ0(sigma, order float64) (float64, error) {
 	return lo, nil
 }
 
-func newGNMaxSS(sigma, order float64, classes int) (*gnmaxSS, error) {
+func newGNMaxSS(sigma, order float64, classes int, b QBound) (*gnmaxSS, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
 	s := &gnmaxSS{sigma: sigma, order: order, m: classes}
+	if b == QDiscrete {
+		s.logK, s.shift = logKappa(sigma), 1
+	}
 	var err error
 	if s.logq0, err = LogQ0(sigma, order); err != nil {
 		return nil, err
@@ -97,20 +107,23 @@ func (s *gnmaxSS) rdp(logq float64) float64 {
 	return ddBound(s.sigma, logq, s.order)
 }
 
-// logBL and logBU bound log q of a histogram one vote move away
-// (PATE 2018, appendix C): q' ∈ [B_l(q), B_u(q)] with
-// B(q) = (m−1)/2 · erfc(erfcinv(2q/(m−1)) ± 1/σ).
+// logBL and logBU bound log q̃ of a histogram one vote move away
+// (PATE 2018, appendix C): q̃' ∈ [B_l(q̃), B_u(q̃)] with
+// B(q) = (m−1)/2 · erfc(erfcinv(2q/(m−1)) ± 1/σ), applied to q̃/κ and
+// scaled back by κ for the discrete bound (the gaps move the same way).
 func (s *gnmaxSS) logBL(logq float64) float64 {
 	k := float64(s.m - 1)
-	y := erfcinv(2 * math.Exp(logq) / k)
-	return math.Log(k/2) + logErfc(1/s.sigma+y)
+	y := erfcinv(2 * math.Exp(logq-s.logK) / k)
+	return min(logq, s.logK+math.Log(k/2)+logErfc(1/s.sigma+y))
 }
 
 func (s *gnmaxSS) logBU(logq float64) float64 {
 	k := float64(s.m - 1)
-	y := erfcinv(2 * math.Exp(logq) / k)
-	return min(0, math.Log(k/2)+logErfc(-1/s.sigma+y))
+	y := erfcinv(2 * math.Exp(logq-s.logK) / k)
+	return max(logq, min(0, s.logK+math.Log(k/2)+logErfc(-1/s.sigma+y)))
 }
+
+func (s *gnmaxSS) logQ(h Histogram) float64 { return logQShift(h, s.sigma, s.shift, s.logK) }
 
 // localSens is Algorithm 3 of PATE 2018 (Proposition 13).
 func (s *gnmaxSS) localSens(logq float64) float64 {
@@ -126,7 +139,7 @@ func (s *gnmaxSS) localSens(logq float64) float64 {
 // the given order on histogram h (Algorithms 4 and 5, in the O(teachers ·
 // classes) form of the reference analysis).
 func LocalSensitivityGNMax(h Histogram, teachers int, sigma, order float64) ([]float64, error) {
-	s, err := newGNMaxSS(sigma, order, len(h))
+	s, err := newGNMaxSS(sigma, order, len(h), QContinuous)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +166,7 @@ func (s *gnmaxSS) localSensitivities(h Histogram, teachers int, memo map[float64
 	for i := range res {
 		res[i] = plateau
 	}
-	logq := LogQGaussian(h, s.sigma)
+	logq := s.logQ(h)
 	if s.logq1 <= logq && logq <= s.logq0 {
 		return res
 	}
@@ -177,7 +190,7 @@ func (s *gnmaxSS) localSensitivities(h Histogram, teachers int, memo map[float64
 			votes[0]--
 			votes[1]++
 		}
-		logq = LogQGaussian(votes, s.sigma)
+		logq = s.logQ(votes)
 		res[d] = ls(logq)
 	}
 	return res
@@ -188,13 +201,17 @@ func (s *gnmaxSS) localSensitivities(h Histogram, teachers int, memo map[float64
 // threshold RDP at the given order: the largest change of RDPThreshold
 // between max-counts v and v±1 at v = max(h) ± d.
 func LocalSensitivityThreshold(h Histogram, teachers int, threshold, sigma1, order float64) ([]float64, error) {
+	return localSensitivityThreshold(h, teachers, threshold, sigma1, order, QContinuous)
+}
+
+func localSensitivityThreshold(h Histogram, teachers int, threshold, sigma1, order float64, b QBound) ([]float64, error) {
 	g, err := NewGrid([]float64{order})
 	if err != nil {
 		return nil, err
 	}
 	rdp := make([]float64, teachers+1)
 	for v := range rdp {
-		c, err := RDPThreshold(g, logNormSF(threshold-float64(v), sigma1), sigma1)
+		c, err := RDPGaussian(g, thresholdLogQ(b, v, threshold, sigma1), math.Sqrt2*sigma1)
 		if err != nil {
 			return nil, err
 		}
@@ -236,6 +253,9 @@ type SmoothSensitivityParams struct {
 	// Sigma is the GNSS noise multiplier σ_s: the release adds
 	// SS_β · σ_s · N(0, 1).
 	Sigma float64 `json:"sigma"`
+	// Bound is the q bound of the data-dependent analysis; "" means
+	// QDiscrete, the one that holds for the noise GNMax samples here.
+	Bound QBound `json:"q_bound"`
 }
 
 // SmoothSensitivityRelease is the outcome of ReleaseSmoothSensitivity.
@@ -277,7 +297,10 @@ func RDPSmoothSensitivityGaussian(beta, sigma, order float64) (float64, error) {
 // of the per-query bounds, each made non-decreasing in d (a dataset at
 // distance d is within distance d of every query's histogram). Analysis
 // only: both values depend on the raw votes.
-func SmoothSensitivity(p Params, hs []Histogram, order, beta float64) (ss, rdp float64, err error) {
+func SmoothSensitivity(p Params, hs []Histogram, order, beta float64, b QBound) (ss, rdp float64, err error) {
+	if err := b.check(); err != nil {
+		return 0, 0, err
+	}
 	if err := p.Validate(); err != nil {
 		return 0, 0, err
 	}
@@ -303,7 +326,7 @@ func SmoothSensitivity(p Params, hs []Histogram, order, beta float64) (ss, rdp f
 	case ConfidentGNMax:
 		sigma = p.Sigma2
 		for _, h := range hs {
-			ls, err := LocalSensitivityThreshold(h, p.Teachers, p.Threshold, p.Sigma1, order)
+			ls, err := localSensitivityThreshold(h, p.Teachers, p.Threshold, p.Sigma1, order, b)
 			if err != nil {
 				return 0, 0, err
 			}
@@ -321,7 +344,7 @@ func SmoothSensitivity(p Params, hs []Histogram, order, beta float64) (ss, rdp f
 		}
 		s, ok := byClasses[len(h)]
 		if !ok {
-			if s, err = newGNMaxSS(sigma, order, len(h)); err != nil {
+			if s, err = newGNMaxSS(sigma, order, len(h), b); err != nil {
 				return 0, 0, err
 			}
 			byClasses[len(h)] = s
@@ -340,9 +363,9 @@ func SmoothSensitivity(p Params, hs []Histogram, order, beta float64) (ss, rdp f
 	}
 	var c Curve
 	if p.Mechanism == GNMax {
-		c, _, err = GNMaxDataDependent(g, hs, p.Sigma)
+		c, _, err = GNMaxDataDependentBound(g, hs, p.Sigma, b)
 	} else {
-		c, err = ConfidentDataDependent(g, hs, p.Threshold, p.Sigma1, p.Sigma2)
+		c, err = ConfidentDataDependentBound(g, hs, p.Threshold, p.Sigma1, p.Sigma2, b)
 	}
 	if err != nil {
 		return 0, 0, err
@@ -371,6 +394,9 @@ func ReleaseSmoothSensitivity(src Source, p Params, hs []Histogram, ssp SmoothSe
 	if ssp.Beta == 0 {
 		ssp.Beta = 0.4 / ssp.Order
 	}
+	if ssp.Bound == "" {
+		ssp.Bound = QDiscrete
+	}
 	out := SmoothSensitivityRelease{SmoothSensitivityParams: ssp, Delta: delta}
 	if math.IsNaN(delta) || delta <= 0 || delta >= 1 {
 		return out, fmt.Errorf("%w (got %v)", ErrBadDelta, delta)
@@ -379,7 +405,7 @@ func ReleaseSmoothSensitivity(src Source, p Params, hs []Histogram, ssp SmoothSe
 	if err != nil {
 		return out, err
 	}
-	ss, rdp, err := SmoothSensitivity(p, hs, ssp.Order, ssp.Beta)
+	ss, rdp, err := SmoothSensitivity(p, hs, ssp.Order, ssp.Beta, ssp.Bound)
 	if err != nil {
 		return out, err
 	}

@@ -214,11 +214,17 @@ type analysis struct {
 	EpsilonDataDependentClassic *jfloat  `json:"epsilon_data_dependent_classic,omitempty"`
 	DataDependentNote           string   `json:"data_dependent_note,omitempty"`
 	LogQ                        []jfloat `json:"logq,omitempty"`
+	// The same with the q bound that holds for the discrete Gaussian noise
+	// the mechanisms sample (mechanism.QDiscrete).
+	RDPDataDependentDiscrete     []jfloat `json:"rdp_data_dependent_discrete,omitempty"`
+	EpsilonDataDependentDiscrete *jfloat  `json:"epsilon_data_dependent_discrete,omitempty"`
+	LogQDiscrete                 []jfloat `json:"logq_discrete,omitempty"`
 
 	SmoothSensitivity *ssOut `json:"smooth_sensitivity,omitempty"`
 }
 
 type ssOut struct {
+	QBound                  string  `json:"q_bound"`
 	Order                   float64 `json:"order"`
 	Beta                    float64 `json:"beta"`
 	Sigma                   float64 `json:"sigma"`
@@ -265,6 +271,7 @@ release's own cost added.`,
 	ssOrder := cmd.Flags().Float64("ss-order", 0, "Rényi order of the smooth-sensitivity release (default: the order of the data-independent optimum)")
 	ssBeta := cmd.Flags().Float64("ss-beta", 0, "smoothness β of the release, below 1/(2·order) (default 0.4/order)")
 	ssSigma := cmd.Flags().Float64("ss-sigma", 10, "noise multiplier of the smooth-sensitivity release")
+	qBound := cmd.Flags().String("q-bound", "discrete", "bound on P[answer ≠ argmax] used by the release: discrete (holds for the noise sampled) or continuous (PATE 2018's formula)")
 	seed := cmd.Flags().Uint64("seed", 0, "seed for the release noise, for reproducible analyses only (default: crypto/rand)")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -291,7 +298,7 @@ release's own cost added.`,
 		if cmd.Flags().Changed("seed") {
 			src = seededSource(*seed)
 		}
-		a, err := analyze(p, g, hs, *delta, *ss, mechanism.SmoothSensitivityParams{Order: *ssOrder, Beta: *ssBeta, Sigma: *ssSigma}, src)
+		a, err := analyze(p, g, hs, *delta, *ss, mechanism.SmoothSensitivityParams{Order: *ssOrder, Beta: *ssBeta, Sigma: *ssSigma, Bound: mechanism.QBound(*qBound)}, src)
 		if err != nil {
 			return err
 		}
@@ -326,30 +333,36 @@ func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 	case mechanism.NZCSVT:
 		a.Note = "one session's fixed cost, whatever the number of queries; an unstable answer has probability within delta_mechanism"
 	}
-	var dd mechanism.Curve
-	switch p.Mechanism {
-	case mechanism.GNMax:
-		var logq []float64
-		dd, logq, err = mechanism.GNMaxDataDependent(g, hs, p.Sigma)
-		if err != nil {
-			return nil, err
-		}
-		a.LogQ = jfloats(logq)
-	case mechanism.ConfidentGNMax:
-		dd, err = mechanism.ConfidentDataDependent(g, hs, p.Threshold, p.Sigma1, p.Sigma2)
-		if err != nil {
-			return nil, err
-		}
-	}
 	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {
+		var dd, ddd mechanism.Curve
+		var logq, logqd []float64
+		if p.Mechanism == mechanism.GNMax {
+			if dd, logq, err = mechanism.GNMaxDataDependent(g, hs, p.Sigma); err != nil {
+				return nil, err
+			}
+			if ddd, logqd, err = mechanism.GNMaxDataDependentBound(g, hs, p.Sigma, mechanism.QDiscrete); err != nil {
+				return nil, err
+			}
+			a.LogQ, a.LogQDiscrete = jfloats(logq), jfloats(logqd)
+		} else {
+			if dd, err = mechanism.ConfidentDataDependent(g, hs, p.Threshold, p.Sigma1, p.Sigma2); err != nil {
+				return nil, err
+			}
+			if ddd, err = mechanism.ConfidentDataDependentBound(g, hs, p.Threshold, p.Sigma1, p.Sigma2, mechanism.QDiscrete); err != nil {
+				return nil, err
+			}
+		}
 		c, err := dd.Epsilon(delta)
 		if err != nil {
 			return nil, err
 		}
 		cc, _ := dd.EpsilonClassic(delta)
-		e, ec := jfloat(c.Epsilon), jfloat(cc.Epsilon)
+		cd, _ := ddd.Epsilon(delta)
+		e, ec, ed := jfloat(c.Epsilon), jfloat(cc.Epsilon), jfloat(cd.Epsilon)
 		a.RDPDataDependent, a.EpsilonDataDependent, a.EpsilonDataDependentClassic = jfloats(dd.Values()), &e, &ec
-		a.DataDependentNote = "computed from the raw votes (PATE 2018, Theorem 6): NOT differentially private, never publish it unsanitised; use --smooth-sensitivity"
+		a.RDPDataDependentDiscrete, a.EpsilonDataDependentDiscrete = jfloats(ddd.Values()), &ed
+		a.DataDependentNote = "computed from the raw votes (PATE 2018, Theorem 6): NOT differentially private, never publish it unsanitised; use --smooth-sensitivity. " +
+			"rdp_data_dependent and logq use PATE 2018's bound for continuous Gaussian noise; the _discrete fields use a bound that holds for the discrete Gaussian noise sampled here"
 	}
 	if ss {
 		if p.Mechanism != mechanism.GNMax && p.Mechanism != mechanism.ConfidentGNMax {
@@ -366,7 +379,7 @@ func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 			return nil, err
 		}
 		a.SmoothSensitivity = &ssOut{
-			Order: rel.Order, Beta: rel.Beta, Sigma: rel.Sigma,
+			QBound: string(rel.Bound), Order: rel.Order, Beta: rel.Beta, Sigma: rel.Sigma,
 			ReleasedRDP: jfloat(rel.Released), ReleaseRDP: jfloat(rel.ReleaseCost),
 			Epsilon: jfloat(rel.Epsilon), EpsilonClassic: jfloat(rel.EpsilonClassic), Delta: jfloat(rel.Delta),
 			UnsafeDataDependent: jfloat(rel.DataDependent), UnsafeSmoothSensitivity: jfloat(rel.SmoothSensitivity),
@@ -396,11 +409,12 @@ func printAnalysis(w io.Writer, a *analysis) error {
 	}
 	if a.EpsilonDataDependent != nil {
 		fmt.Fprintf(bw, "\ndata-dependent, UNSAFE TO PUBLISH (PATE 2018 Theorem 6, from the raw votes)\n")
-		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight), %s (classic)\n", ftext(float64(*a.EpsilonDataDependent)), float64(a.Delta), ftext(float64(*a.EpsilonDataDependentClassic)))
+		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight), %s (classic): PATE 2018's q bound for continuous noise\n", ftext(float64(*a.EpsilonDataDependent)), float64(a.Delta), ftext(float64(*a.EpsilonDataDependentClassic)))
+		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight): q bound valid for the discrete Gaussian noise sampled\n", ftext(float64(*a.EpsilonDataDependentDiscrete)), float64(a.Delta))
 	}
 	if s := a.SmoothSensitivity; s != nil {
 		fmt.Fprintf(bw, "\nsmooth-sensitivity release (publishable)\n")
-		fmt.Fprintf(bw, "  order %v, β = %v, σ_s = %v\n", s.Order, s.Beta, s.Sigma)
+		fmt.Fprintf(bw, "  order %v, β = %v, σ_s = %v, %s q bound\n", s.Order, s.Beta, s.Sigma, s.QBound)
 		fmt.Fprintf(bw, "  released RDP %s + release cost %s → ε = %s at δ = %v (classic %s)\n",
 			ftext(float64(s.ReleasedRDP)), ftext(float64(s.ReleaseRDP)), ftext(float64(s.Epsilon)), float64(s.Delta), ftext(float64(s.EpsilonClassic)))
 	}

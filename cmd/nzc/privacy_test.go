@@ -31,7 +31,7 @@ func TestPrivacyAnalyzeJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"mechanism", "params", "queries", "delta", "orders", "rdp_data_independent", "epsilon_data_independent", "rdp_data_dependent", "epsilon_data_dependent", "logq"} {
+	for _, k := range []string{"mechanism", "params", "queries", "delta", "orders", "rdp_data_independent", "epsilon_data_independent", "rdp_data_dependent", "epsilon_data_dependent", "logq", "rdp_data_dependent_discrete", "epsilon_data_dependent_discrete", "logq_discrete"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}

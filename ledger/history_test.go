@@ -1,0 +1,42 @@
+package ledger
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestSpendHistory(t *testing.T) {
+	f := goldenLog(t)
+	entries, _ := f.st.Entries(0, f.st.TreeSize())
+	h, err := SpendHistory(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three account openings, the charge to h1 and h3, and the session
+	// opening for h1; the refused, duplicate and in-session entries add
+	// nothing.
+	want := []struct {
+		index    uint64
+		hospital string
+	}{{1, "h1"}, {2, "h2"}, {3, "h3"}, {6, "h1"}, {6, "h3"}, {10, "h1"}}
+	if len(h) != len(want) {
+		t.Fatalf("%d points: %+v", len(h), h)
+	}
+	for i, w := range want {
+		if h[i].Index != w.index || h[i].Hospital != w.hospital {
+			t.Fatalf("point %d is entry %d %s, want entry %d %s", i, h[i].Index, h[i].Hospital, w.index, w.hospital)
+		}
+	}
+	if h[0].Epsilon != 0 || !(h[3].Epsilon > 0) || !(h[5].Epsilon > h[3].Epsilon) {
+		t.Fatalf("h1's ε does not grow: %v %v %v", h[0].Epsilon, h[3].Epsilon, h[5].Epsilon)
+	}
+	last, _ := f.st.Account("h1")
+	if h[5].Epsilon != last.Epsilon {
+		t.Fatalf("history ends at ε %v, the account is at %v", h[5].Epsilon, last.Epsilon)
+	}
+	entries[4] = entries[5]
+	var re *ReplayError
+	if _, err := SpendHistory(entries); !errors.As(err, &re) || re.Index != 4 {
+		t.Fatalf("a broken log: %v", err)
+	}
+}
