@@ -2,54 +2,110 @@ package ledger
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 )
 
-// jsonFloat returns v, or "+Inf" / "-Inf" for infinities, which JSON numbers
-// cannot carry. An unbounded ε is a real answer ("this spends everything")
-// and must survive the trip to a report or a dashboard.
-func jsonFloat(v float64) any {
-	switch {
+// jsonFloat is a float64 that JSON carries even when infinite, as "+Inf" or
+// "-Inf". An unbounded ε is a real answer ("this spends everything") and
+// must survive the trip to a report or a dashboard; encoding/json refuses
+// infinities.
+type jsonFloat float64
+
+func (f jsonFloat) MarshalJSON() ([]byte, error) {
+	switch v := float64(f); {
 	case math.IsInf(v, 1):
-		return "+Inf"
+		return []byte(`"+Inf"`), nil
 	case math.IsInf(v, -1):
-		return "-Inf"
+		return []byte(`"-Inf"`), nil
 	}
-	return v
+	return json.Marshal(float64(f))
 }
 
-func jsonFloats(vs []float64) []any {
-	out := make([]any, len(vs))
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"+Inf"`:
+		*f = jsonFloat(math.Inf(1))
+		return nil
+	case `"-Inf"`:
+		*f = jsonFloat(math.Inf(-1))
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("ledger: %s is not a number, \"+Inf\" or \"-Inf\"", b)
+	}
+	*f = jsonFloat(v)
+	return nil
+}
+
+func toJSONFloats(vs []float64) []jsonFloat {
+	if vs == nil {
+		return nil
+	}
+	out := make([]jsonFloat, len(vs))
 	for i, v := range vs {
 		out[i] = jsonFloat(v)
 	}
 	return out
 }
 
+func fromJSONFloats(vs []jsonFloat) []float64 {
+	if vs == nil {
+		return nil
+	}
+	out := make([]float64, len(vs))
+	for i, v := range vs {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+type accountJSON struct {
+	plainAccount
+	Epsilon jsonFloat   `json:"epsilon"`
+	Curve   []jsonFloat `json:"curve"`
+}
+
+type plainAccount Account
+
 // MarshalJSON writes the account with infinite values as "+Inf".
 func (a Account) MarshalJSON() ([]byte, error) {
-	type plain Account
-	return json.Marshal(struct {
-		plain
-		Epsilon any   `json:"epsilon"`
-		Curve   []any `json:"curve"`
-	}{plain(a), jsonFloat(a.Epsilon), jsonFloats(a.Curve)})
+	return json.Marshal(accountJSON{plainAccount(a), jsonFloat(a.Epsilon), toJSONFloats(a.Curve)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (a *Account) UnmarshalJSON(b []byte) error {
+	var j accountJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*a = Account(j.plainAccount)
+	a.Epsilon, a.Curve = float64(j.Epsilon), fromJSONFloats(j.Curve)
+	return nil
+}
+
+type plainResult Result
+
+type resultJSON struct {
+	plainResult
+	SpentEpsilon  jsonFloat `json:"spent_epsilon,omitempty"`
+	ChargeEpsilon jsonFloat `json:"charge_epsilon,omitempty"`
+	CapEpsilon    jsonFloat `json:"cap_epsilon,omitempty"`
 }
 
 // MarshalJSON writes the result with infinite figures as "+Inf".
 func (r Result) MarshalJSON() ([]byte, error) {
-	type plain Result
-	return json.Marshal(struct {
-		plain
-		SpentEpsilon  any `json:"spent_epsilon,omitempty"`
-		ChargeEpsilon any `json:"charge_epsilon,omitempty"`
-		CapEpsilon    any `json:"cap_epsilon,omitempty"`
-	}{plain(r), omitZero(r.SpentEpsilon), omitZero(r.ChargeEpsilon), omitZero(r.CapEpsilon)})
+	return json.Marshal(resultJSON{plainResult(r), jsonFloat(r.SpentEpsilon), jsonFloat(r.ChargeEpsilon), jsonFloat(r.CapEpsilon)})
 }
 
-func omitZero(v float64) any {
-	if v == 0 {
-		return nil
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var j resultJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
 	}
-	return jsonFloat(v)
+	*r = Result(j.plainResult)
+	r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = float64(j.SpentEpsilon), float64(j.ChargeEpsilon), float64(j.CapEpsilon)
+	return nil
 }

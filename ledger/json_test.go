@@ -22,6 +22,11 @@ func TestJSONWithInfinity(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"charge_epsilon":"+Inf"`) || !strings.Contains(string(b), `"code":20`) {
 		t.Fatalf("%s %v", b, err)
 	}
+	var back Result
+	if err := json.Unmarshal(b, &back); err != nil || back.Code != r.Code || back.Subject != "h1" || back.Index != r.Index ||
+		!math.IsInf(back.ChargeEpsilon, 1) || back.SpentEpsilon != r.SpentEpsilon || back.CapEpsilon != 8 || back.Message != r.Message {
+		t.Fatalf("round trip: %+v %v", back, err)
+	}
 	// Lower h1's δ to what a charge already spent: its ε becomes unbounded.
 	c := chargeBody("b2", []string{"h1"}, gaussCurve(40, 1), 1)
 	c.Delta = 5e-6
@@ -31,8 +36,14 @@ func TestJSONWithInfinity(t *testing.T) {
 	if !math.IsInf(acc.Epsilon, 1) {
 		t.Fatalf("h1 ε %v with no δ left", acc.Epsilon)
 	}
-	if b, err := json.Marshal(acc); err != nil || !strings.Contains(string(b), `"epsilon":"+Inf"`) {
-		t.Fatalf("%s %v", b, err)
+	ab, err := json.Marshal(acc)
+	if err != nil || !strings.Contains(string(ab), `"epsilon":"+Inf"`) {
+		t.Fatalf("%s %v", ab, err)
+	}
+	var accBack Account
+	if err := json.Unmarshal(ab, &accBack); err != nil || !math.IsInf(accBack.Epsilon, 1) || accBack.Hospital != "h1" ||
+		len(accBack.Curve) != len(acc.Curve) || accBack.Curve[7] != acc.Curve[7] || accBack.DeltaSpent != acc.DeltaSpent {
+		t.Fatalf("account round trip: %+v %v", accBack, err)
 	}
 }
 

@@ -404,17 +404,28 @@ func (s *State) spend(hospitals []string, curve mechanism.Curve, delta float64, 
 	}
 }
 
+// once enforces that an ID is charged once: the same signed content again is
+// a duplicate of the accepted entry and charges nothing; other content under
+// the same ID is a conflict.
+func once(seen map[string]applied, what, id string, digest [32]byte) (Result, bool) {
+	prev, ok := seen[id]
+	switch {
+	case !ok:
+		return Result{}, false
+	case prev.digest == digest:
+		return Result{Outcome: Outcome{Status: StatusDuplicate, Original: prev.index},
+			Message: fmt.Sprintf("%s %s was charged at entry %d; nothing charged again", what, id, prev.index)}, true
+	}
+	return refuse(CodeConflict, id, "%s %s was charged at entry %d with different content; use a new %s id", what, id, prev.index, what), true
+}
+
 func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result, func()) {
 	if signer.Role != RoleAggregator {
 		return refuse(CodeWrongSigner, signer.ID, "only an aggregator charges, %s is a %s", signer.ID, signer.Role), nil
 	}
 	digest, _ := c.Digest()
-	if prev, ok := s.batches[b.BatchID]; ok {
-		if prev.digest == digest {
-			return Result{Outcome: Outcome{Status: StatusDuplicate, Original: prev.index},
-				Message: fmt.Sprintf("batch %s was charged at entry %d; nothing charged again", b.BatchID, prev.index)}, nil
-		}
-		return refuse(CodeConflict, b.BatchID, "batch %s was charged at entry %d with different content; use a new batch id", b.BatchID, prev.index), nil
+	if r, seen := once(s.batches, "batch", b.BatchID, digest); seen {
+		return r, nil
 	}
 	if b.Answers > b.Queries {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s: %d answers for %d queries", b.BatchID, b.Answers, b.Queries), nil
@@ -487,12 +498,8 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 		return refuse(CodeWrongSigner, signer.ID, "only an aggregator opens sessions, %s is a %s", signer.ID, signer.Role), nil
 	}
 	digest, _ := c.Digest()
-	if prev, ok := s.opened[b.SessionID]; ok {
-		if prev.digest == digest {
-			return Result{Outcome: Outcome{Status: StatusDuplicate, Original: prev.index},
-				Message: fmt.Sprintf("session %s was opened at entry %d; nothing charged again", b.SessionID, prev.index)}, nil
-		}
-		return refuse(CodeConflict, b.SessionID, "session %s was opened at entry %d with different content; use a new session id", b.SessionID, prev.index), nil
+	if r, seen := once(s.opened, "session", b.SessionID, digest); seen {
+		return r, nil
 	}
 	if b.MaxRefusals == 0 {
 		return refuse(CodeBadCharge, b.SessionID, "session %s has no refusal bound; a sparse-vector session stops after K ≥ 1 refusals", b.SessionID), nil

@@ -97,14 +97,16 @@ func (ca *testCA) tlsPair(t testing.TB, role, id string) (*tls.Config, *tls.Conf
 
 // tlsCluster is a cluster of durable nodes on loopback TLS.
 type tlsCluster struct {
-	t      testing.TB
-	ca     *testCA
-	dirs   []string
-	sms    []*chainSM
-	nodes  []*Node
-	addrs  []string
-	cancel []context.CancelFunc
-	done   []chan error
+	t    testing.TB
+	ca   *testCA
+	dirs []string
+	sms  []*chainSM
+	// machines, when set, replace sms as the nodes' state machines.
+	machines []StateMachine
+	nodes    []*Node
+	addrs    []string
+	cancel   []context.CancelFunc
+	done     []chan error
 }
 
 func (c *tlsCluster) config(i int, bind string, join []string) Config {
@@ -115,7 +117,7 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		BindAddr:         bind,
 		ServerTLS:        server,
 		ClientTLS:        client,
-		StateMachine:     c.sms[i],
+		StateMachine:     c.machine(i),
 		Logger:           testLogger(c.t).With("node", c.ids(i)),
 		HeartbeatTimeout: 200 * time.Millisecond,
 		ElectionTimeout:  200 * time.Millisecond,
@@ -127,6 +129,13 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		cfg.Join = join
 	}
 	return cfg
+}
+
+func (c *tlsCluster) machine(i int) StateMachine {
+	if c.machines != nil {
+		return c.machines[i]
+	}
+	return c.sms[i]
 }
 
 func (c *tlsCluster) ids(i int) string {
@@ -159,10 +168,16 @@ func (c *tlsCluster) stop(i int) {
 
 func newTLSCluster(t testing.TB, size int) *tlsCluster {
 	t.Helper()
+	return newTLSClusterWith(t, size, nil)
+}
+
+func newTLSClusterWith(t testing.TB, size int, machines []StateMachine) *tlsCluster {
+	t.Helper()
 	c := &tlsCluster{
 		t: t, ca: newTestCA(t),
 		dirs: make([]string, size), sms: make([]*chainSM, size), nodes: make([]*Node, size),
 		addrs: make([]string, size), cancel: make([]context.CancelFunc, size), done: make([]chan error, size),
+		machines: machines,
 	}
 	for i := range size {
 		c.dirs[i] = filepath.Join(t.TempDir(), "data")

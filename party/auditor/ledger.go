@@ -1,0 +1,297 @@
+package auditor
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/nzcfed/nzc/ledger"
+)
+
+// Ledger is the auditor's StateMachine: the privacy ledger (ledger.State)
+// plus this auditor's checkpoint signing. After every applied batch (and
+// after a snapshot restore) it signs a checkpoint of the whole log with the
+// auditor's own key and keeps it to serve.
+type Ledger struct {
+	state  *ledger.State
+	id     string
+	signer note.Signer
+
+	mu     sync.Mutex
+	latest []byte // the latest signed checkpoint; nil before the genesis
+	size   int64  // its tree size
+	err    error  // the last signing failure, if the latest is stale
+}
+
+var (
+	_ StateMachine       = (*Ledger)(nil)
+	_ BatchObserver      = (*Ledger)(nil)
+	_ CheckpointProvider = (*Ledger)(nil)
+)
+
+// NewLedger wraps state for replication. auditorID is this auditor's party
+// ID in the ledger and key its ed25519 checkpoint key.
+func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey) (*Ledger, error) {
+	if state == nil {
+		return nil, errors.New("auditor: NewLedger needs a ledger state")
+	}
+	signer, err := ledger.NewCheckpointSigner(auditorID, key)
+	if err != nil {
+		return nil, err
+	}
+	l := &Ledger{state: state, id: auditorID, signer: signer}
+	l.sign()
+	return l, nil
+}
+
+// State is the replicated ledger, for reads (accounts, entries, proofs).
+func (l *Ledger) State() *ledger.State { return l.state }
+
+// Apply applies one encoded ledger command; the result is EncodeResult of
+// the ledger's Result. A refusal by the ledger rules is a result, recorded in
+// the log like an acceptance, not an error.
+func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
+	r, err := l.state.Apply(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return EncodeResult(r), nil
+}
+
+// AppliedBatch signs a checkpoint of the log as it now stands.
+func (l *Ledger) AppliedBatch(uint64) { l.sign() }
+
+// Snapshot implements StateMachine.
+func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
+
+// Restore implements StateMachine and signs the restored log's checkpoint.
+func (l *Ledger) Restore(b []byte) error {
+	if err := l.state.Restore(b); err != nil {
+		return err
+	}
+	l.sign()
+	return nil
+}
+
+func (l *Ledger) sign() {
+	cp, err := l.state.Checkpoint()
+	if err != nil {
+		return // no genesis yet: nothing to commit to
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.latest != nil && l.size == cp.Size {
+		return
+	}
+	signed, err := ledger.SignCheckpoint(cp, l.signer)
+	if err != nil {
+		l.err = err
+		return
+	}
+	l.latest, l.size, l.err = signed, cp.Size, nil
+}
+
+// ErrNoCheckpoint means this auditor has no checkpoint for the size asked:
+// the log has no genesis yet, or it has not applied that many entries (ask
+// again shortly).
+var ErrNoCheckpoint = errors.New("auditor: no checkpoint of that size here yet")
+
+// Checkpoint returns this auditor's signed checkpoint of the first treeSize
+// entries, or of the whole log when treeSize is 0. A past size is signed on
+// request: the tree at a size never changes.
+func (l *Ledger) Checkpoint(treeSize uint64) ([]byte, error) {
+	l.mu.Lock()
+	latest, size, serr := l.latest, l.size, l.err
+	l.mu.Unlock()
+	if treeSize == 0 || (latest != nil && int64(treeSize) == size) {
+		if latest == nil {
+			return nil, fmt.Errorf("%w: the ledger has no genesis", ErrNoCheckpoint)
+		}
+		if serr != nil {
+			return nil, fmt.Errorf("auditor: signing the latest checkpoint failed: %w", serr)
+		}
+		return latest, nil
+	}
+	if treeSize > math.MaxInt64 || int64(treeSize) > l.state.TreeSize() {
+		return nil, fmt.Errorf("%w: asked for size %d, applied %d", ErrNoCheckpoint, treeSize, l.state.TreeSize())
+	}
+	root, err := l.state.TreeHash(int64(treeSize))
+	if err != nil {
+		return nil, err
+	}
+	cp := ledger.Checkpoint{Origin: l.state.Origin(), Size: int64(treeSize), Root: root}
+	return ledger.SignCheckpoint(cp, l.signer)
+}
+
+// ForkError means another auditor signed a different root for the same tree
+// size: the auditors' logs have diverged. This must never happen; stop and
+// investigate before releasing anything.
+type ForkError struct {
+	Size   int64
+	Peer   string
+	Ours   string
+	Theirs string
+}
+
+func (e *ForkError) Error() string {
+	return fmt.Sprintf("auditor: FORK: auditor at %s signed a different checkpoint for size %d (ours %q, theirs %q); stop releasing and investigate", e.Peer, e.Size, e.Ours, e.Theirs)
+}
+
+// CosignCheckpoint gathers the other auditors' signatures on this node's
+// latest checkpoint and returns it signed by every auditor that answered.
+// It returns a *ledger.QuorumError (with the partly signed checkpoint) if
+// fewer than a majority of the ledger's auditors signed before ctx ended,
+// and a *ForkError if any auditor signed a different root for the size.
+func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
+	l, ok := n.cfg.StateMachine.(*Ledger)
+	if !ok {
+		return nil, errors.New("auditor: cosigning needs the ledger state machine")
+	}
+	own, err := l.Checkpoint(0)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := ledger.PeekCheckpoint(own)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := l.state.AuditorKeys(cp.Size)
+	if err != nil {
+		return nil, err
+	}
+	var vs []note.Verifier
+	for _, k := range keys {
+		v, err := note.NewVerifier(k)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	verifiers := note.VerifierList(vs...)
+	mine, err := note.Open(own, verifiers)
+	if err != nil {
+		return nil, fmt.Errorf("auditor: this auditor's key %s is not an auditor of the ledger: %w", l.id, err)
+	}
+	sigs := map[string]note.Signature{}
+	for _, s := range mine.Sigs {
+		sigs[s.Name] = s
+	}
+	pending := map[string]bool{}
+	for _, p := range n.Status().Peers {
+		if p.ID != n.cfg.NodeID {
+			pending[p.Addr] = true
+		}
+	}
+	merged := func() ([]byte, error) {
+		all := make([]note.Signature, 0, len(sigs))
+		for _, s := range mine.Sigs {
+			all = append(all, s)
+		}
+		names := slices.Sorted(maps.Keys(sigs))
+		for _, name := range names {
+			if name != l.id {
+				all = append(all, sigs[name])
+			}
+		}
+		return note.Sign(&note.Note{Text: mine.Text, Sigs: all})
+	}
+	b := backoff{}
+	for {
+		for addr := range pending {
+			theirs, err := n.PeerCheckpoint(ctx, addr, uint64(cp.Size))
+			if err != nil {
+				n.log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
+				continue
+			}
+			tn, err := note.Open(theirs, verifiers)
+			if err != nil {
+				n.log.Warn("peer checkpoint does not verify", "peer", addr, "error", err)
+				delete(pending, addr)
+				continue
+			}
+			if tn.Text != mine.Text {
+				return nil, &ForkError{Size: cp.Size, Peer: addr, Ours: mine.Text, Theirs: tn.Text}
+			}
+			for _, s := range tn.Sigs {
+				sigs[s.Name] = s
+			}
+			delete(pending, addr)
+		}
+		if len(sigs) == len(vs) || len(pending) == 0 {
+			break
+		}
+		if b.wait(ctx) != nil {
+			break
+		}
+	}
+	signed, err := merged()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ledger.OpenCheckpoint(signed, keys); err != nil {
+		return signed, err
+	}
+	return signed, nil
+}
+
+// EncodeResult encodes a ledger result for the trip back to the submitter:
+//
+//	index u64 | status u8 | code u8 | original u64 | 3 × float64 bits
+//	  | uvarint len | subject | uvarint len | message
+func EncodeResult(r ledger.Result) []byte {
+	b := binary.BigEndian.AppendUint64(nil, r.Index)
+	b = append(b, byte(r.Status), byte(r.Code))
+	b = binary.BigEndian.AppendUint64(b, r.Original)
+	for _, f := range []float64{r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon} {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Subject)))
+	b = append(b, r.Subject...)
+	b = binary.AppendUvarint(b, uint64(len(r.Message)))
+	return append(b, r.Message...)
+}
+
+// DecodeResult is the inverse of EncodeResult.
+func DecodeResult(b []byte) (ledger.Result, error) {
+	var r ledger.Result
+	const fixed = 8 + 2 + 8 + 3*8
+	if len(b) < fixed {
+		return r, errors.New("auditor: ledger result too short")
+	}
+	r.Index = binary.BigEndian.Uint64(b)
+	r.Status, r.Code = ledger.Status(b[8]), ledger.Code(b[9])
+	r.Original = binary.BigEndian.Uint64(b[10:])
+	fs := []*float64{&r.SpentEpsilon, &r.ChargeEpsilon, &r.CapEpsilon}
+	for i, f := range fs {
+		*f = math.Float64frombits(binary.BigEndian.Uint64(b[18+8*i:]))
+	}
+	b = b[fixed:]
+	str := func() (string, error) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return "", errors.New("auditor: malformed ledger result")
+		}
+		s := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return s, nil
+	}
+	var err error
+	if r.Subject, err = str(); err != nil {
+		return r, err
+	}
+	if r.Message, err = str(); err != nil {
+		return r, err
+	}
+	if len(b) != 0 {
+		return r, errors.New("auditor: trailing bytes after ledger result")
+	}
+	return r, nil
+}

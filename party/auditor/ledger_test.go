@@ -1,0 +1,223 @@
+package auditor
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+func ledgerKey(name string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("auditor test key " + name))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+func ledgerParty(id string, role ledger.Role) ledger.Party {
+	return ledger.Party{ID: id, Role: role, PublicKey: ledgerKey(id).Public().(ed25519.PublicKey)}
+}
+
+func signed(t *testing.T, b ledger.Body, signer string) []byte {
+	t.Helper()
+	cmd, err := ledger.Sign(b, signer, ledgerKey(signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+func TestLedgerOverTLSCluster(t *testing.T) {
+	auditors := []string{"hospital-a", "hospital-b", "regulator"}
+	var machines []StateMachine
+	var ledgers []*Ledger
+	for _, id := range auditors {
+		l, err := NewLedger(ledger.New(), id, ledgerKey(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Checkpoint(0); !errors.Is(err, ErrNoCheckpoint) {
+			t.Fatalf("checkpoint before genesis: %v", err)
+		}
+		machines = append(machines, l)
+		ledgers = append(ledgers, l)
+	}
+	c := newTLSClusterWith(t, 3, machines)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	parties := []ledger.Party{
+		ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
+		ledgerParty("h1", ledger.RoleHospital),
+		ledgerParty("hospital-a", ledger.RoleAuditor), ledgerParty("hospital-b", ledger.RoleAuditor),
+		ledgerParty("regulator", ledger.RoleAuditor), ledgerParty("s1", ledger.RoleStudent),
+	}
+	slices.SortFunc(parties, func(a, b ledger.Party) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	ts := int64(1_700_000_000_000_000_000)
+	submit := func(node int, b ledger.Body, signer string) ledger.Result {
+		t.Helper()
+		ts++
+		res, _, err := c.nodes[node].Submit(ctx, signed(t, b, signer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := DecodeResult(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	must := func(node int, b ledger.Body, signer string) {
+		t.Helper()
+		if r := submit(node, b, signer); r.Status != ledger.StatusAccepted {
+			t.Fatalf("%s: %s %s %s", b.Kind(), r.Status, r.Code, r.Message)
+		}
+	}
+	must(0, &ledger.Genesis{Origin: "test.nzc/ledger", Parties: parties, Timestamp: ts}, "admin")
+	must(1, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 2, CapDelta: 1e-5, Timestamp: ts}, "h1")
+	must(2, &ledger.RegisterStudent{Student: "s1", Timestamp: ts}, "admin")
+	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 40).Times(100)
+	charge := func(batch string, cv mechanism.Curve) *ledger.Charge {
+		return &ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
+			Params: []ledger.Param{{Key: "sigma", Value: "40"}}, Queries: 100, Answers: 100,
+			Curve: cv.Values(), AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: 1_700_000_001_000_000_000}
+	}
+	must(1, charge("batch-1", curve), "agg")
+	// A retry of the same batch through another auditor is a duplicate.
+	if r := submit(2, charge("batch-1", curve), "agg"); r.Status != ledger.StatusDuplicate {
+		t.Fatalf("retried batch: %s, want duplicate", r.Status)
+	}
+	// A charge over the cap is refused, with the figures.
+	r := submit(0, charge("batch-2", curve.Times(10)), "agg")
+	if r.Status != ledger.StatusRefused || r.Err() == nil || r.CapEpsilon != 2 {
+		t.Fatalf("over-cap charge: %+v", r)
+	}
+
+	waitFor(t, 10*time.Second, "every ledger to hold the same log", func() bool {
+		for _, l := range ledgers[1:] {
+			if l.State().TreeSize() != ledgers[0].State().TreeSize() || l.State().RootHash() != ledgers[0].State().RootHash() {
+				return false
+			}
+		}
+		return ledgers[0].State().TreeSize() == 6
+	})
+	keys, err := ledgers[0].State().AuditorKeys(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each auditor signed the latest checkpoint with its own key.
+	waitFor(t, 5*time.Second, "every auditor to sign size 6", func() bool {
+		for _, l := range ledgers {
+			cp, err := l.Checkpoint(0)
+			if err != nil {
+				return false
+			}
+			if p, _ := ledger.PeekCheckpoint(cp); p.Size != 6 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, l := range ledgers {
+		cp, _ := l.Checkpoint(0)
+		_, err := ledger.OpenCheckpoint(cp, keys)
+		var qe *ledger.QuorumError
+		if !errors.As(err, &qe) || len(qe.Signers) != 1 || qe.Signers[0] != auditors[i] {
+			t.Fatalf("auditor %s's own checkpoint: %v, want one signature by itself", auditors[i], err)
+		}
+	}
+	// Any auditor gathers the others' signatures over mutual TLS.
+	for i := range c.nodes {
+		cos, err := c.nodes[i].CosignCheckpoint(ctx)
+		if err != nil {
+			t.Fatalf("cosign on %s: %v", auditors[i], err)
+		}
+		sc, err := ledger.OpenCheckpoint(cos, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(sc.Signers, []string{"hospital-a", "hospital-b", "regulator"}) || sc.Size != 6 {
+			t.Fatalf("cosigned checkpoint: %+v", sc)
+		}
+	}
+	// A past size is signed on request and matches the tree.
+	old, err := c.nodes[1].PeerCheckpoint(ctx, c.addrs[2], 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ledger.PeekCheckpoint(old)
+	if root, _ := ledgers[0].State().TreeHash(3); p.Size != 3 || p.Root != root {
+		t.Fatalf("checkpoint of size 3: %+v", p)
+	}
+	if _, err := c.nodes[1].PeerCheckpoint(ctx, c.addrs[2], 99); err == nil {
+		t.Fatal("a peer signed a size it has not applied")
+	}
+}
+
+func TestLedgerSnapshotRestoreSigns(t *testing.T) {
+	a, _ := NewLedger(ledger.New(), "regulator", ledgerKey("regulator"))
+	parties := []ledger.Party{ledgerParty("admin", ledger.RoleAdmin), ledgerParty("regulator", ledger.RoleAuditor)}
+	if _, err := a.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
+		t.Fatal(err)
+	}
+	a.AppliedBatch(1)
+	snap, err := a.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewLedger(ledger.New(), "regulator", ledgerKey("regulator"))
+	if err := b.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := a.Checkpoint(0)
+	cb, err := b.Checkpoint(0)
+	if err != nil || string(ca) != string(cb) {
+		t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
+	}
+}
+
+func TestResultEncodingRoundTrip(t *testing.T) {
+	for _, r := range []ledger.Result{
+		{},
+		{Index: 7, Outcome: ledger.Outcome{Status: ledger.StatusRefused, Code: 9, Subject: "h1", Original: 3},
+			Message: "over the cap", SpentEpsilon: 1.5, ChargeEpsilon: math.Inf(1), CapEpsilon: 2},
+	} {
+		got, err := DecodeResult(EncodeResult(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != r {
+			t.Fatalf("got %+v, want %+v", got, r)
+		}
+		enc := EncodeResult(r)
+		for cut := range len(enc) {
+			if _, err := DecodeResult(enc[:cut]); err == nil {
+				t.Fatalf("decoded a result cut to %d bytes", cut)
+			}
+		}
+	}
+}
+
+func FuzzDecodeResult(f *testing.F) {
+	f.Add(EncodeResult(ledger.Result{Index: 1, Message: "m"}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeResult(b)
+		if err != nil {
+			return
+		}
+		r2, err := DecodeResult(EncodeResult(r))
+		if err != nil || r2.Index != r.Index || r2.Subject != r.Subject || r2.Message != r.Message {
+			t.Fatalf("result does not round-trip: %v", err)
+		}
+	})
+}
