@@ -55,7 +55,7 @@ type federation struct {
 	t        *testing.T
 	m        *crypto.Manifest
 	ca       *x509.Certificate
-	machines []*intake.Machine
+	machines []*auditor.Ledger
 	nodes    []*auditor.Node
 	intakes  []string
 }
@@ -122,7 +122,10 @@ func startAuditors(t *testing.T, f *federation) {
 			t.Fatal(err)
 		}
 		cert := cred.TLSCertificate()
-		m := intake.NewMachine(p.ID, f.signingKey(p))
+		m, err := auditor.NewLedger(ledger.New(), p.ID, f.signingKey(p))
+		if err != nil {
+			t.Fatal(err)
+		}
 		cfg := auditor.Config{
 			DataDir: t.TempDir(), NodeID: p.ID, BindAddr: "127.0.0.1:0",
 			ServerTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
@@ -149,7 +152,7 @@ func startAuditors(t *testing.T, f *federation) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		srv := &intake.Server{Node: n, Machine: m, Logger: logger(t)}
+		srv := &intake.Server{Node: n, Ledger: m, Logger: logger(t)}
 		run(t, p.ID+" intake", func(ctx context.Context) error { return srv.Serve(ctx, l) })
 		f.machines, f.nodes, f.intakes = append(f.machines, m), append(f.nodes, n), append(f.intakes, l.Addr().String())
 	}
@@ -167,7 +170,7 @@ func startAuditors(t *testing.T, f *federation) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r, err := intake.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
+		if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
 			t.Fatalf("genesis command refused: %+v %v", r, err)
 		}
 	}

@@ -19,9 +19,9 @@ type Submitter interface {
 
 // Server answers the aggregator's ledger requests on one auditor.
 type Server struct {
-	Node    Submitter
-	Machine *Machine
-	Logger  *slog.Logger
+	Node   Submitter
+	Ledger *auditor.Ledger
+	Logger *slog.Logger
 }
 
 // Listen opens the intake listener: only the aggregator may connect.
@@ -73,12 +73,12 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 		}
 		return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
 	}
-	res, err := DecodeResult(data)
+	res, err := auditor.DecodeResult(data)
 	if err != nil {
 		return 0, nil, err
 	}
 	out := ToWire(res)
-	if cp, err := s.Machine.Checkpoint(0); err == nil {
+	if cp, err := s.Ledger.Checkpoint(0); err == nil {
 		out.Checkpoint = cp
 	}
 	return quicnet.Reply(out)
@@ -89,5 +89,5 @@ func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType
 	if err := r.Decode(&req); err != nil {
 		return 0, nil, err
 	}
-	return quicnet.Reply(Budgets(s.Machine.State(), &req))
+	return quicnet.Reply(Budgets(s.Ledger.State(), &req))
 }
