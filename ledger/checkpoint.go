@@ -119,7 +119,7 @@ func AddSignatures(signed []byte, signers ...note.Signer) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := note.Open(signed, note.VerifierList())
+	_, err = note.Open(signed, note.VerifierList())
 	var unverified *note.UnverifiedNoteError
 	if !errors.As(err, &unverified) {
 		if err == nil {
@@ -127,7 +127,7 @@ func AddSignatures(signed []byte, signers ...note.Signer) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
-	n = unverified.Note
+	n := unverified.Note
 	if n.Text != string(text) {
 		return nil, fmt.Errorf("%w: note text differs", ErrCheckpoint)
 	}

@@ -95,9 +95,8 @@ type sampler struct {
 	// scratch, one set per function so that nested calls do not clash
 	uni              big.Int
 	bdKD             big.Int
-	beQ, beR         big.Int
 	lapU, lapX, lapV big.Int
-	gNum, gTmp       big.Int
+	gNum             big.Int
 }
 
 func newSampler(src Source) *sampler { return &sampler{r: newRNG(src)} }

@@ -82,6 +82,12 @@ func TestHandler(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+	if code, body := get("/status"); code != 200 || !strings.Contains(body, `"state":"Leader"`) {
+		t.Fatalf("status %d %s", code, body)
+	}
+	if code, _ := get("/checkpoint"); code != 404 {
+		t.Fatalf("checkpoint without a signing state machine: %d, want 404", code)
+	}
 	l := c.leader()
 	n := c.nodes[l]
 	c.stop(l)

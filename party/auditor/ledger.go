@@ -192,9 +192,7 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 	}
 	merged := func() ([]byte, error) {
 		all := make([]note.Signature, 0, len(sigs))
-		for _, s := range mine.Sigs {
-			all = append(all, s)
-		}
+		all = append(all, mine.Sigs...)
 		names := slices.Sorted(maps.Keys(sigs))
 		for _, name := range names {
 			if name != l.id {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"math"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -135,6 +136,12 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		if !errors.As(err, &qe) || len(qe.Signers) != 1 || qe.Signers[0] != auditors[i] {
 			t.Fatalf("auditor %s's own checkpoint: %v, want one signature by itself", auditors[i], err)
 		}
+	}
+	// The handler serves the latest checkpoint.
+	rec := httptest.NewRecorder()
+	c.nodes[2].Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/checkpoint", nil))
+	if p, err := ledger.PeekCheckpoint(rec.Body.Bytes()); rec.Code != 200 || err != nil || p.Size != 6 {
+		t.Fatalf("GET /checkpoint: %d %v %+v", rec.Code, err, p)
 	}
 	// Any auditor gathers the others' signatures over mutual TLS.
 	for i := range c.nodes {

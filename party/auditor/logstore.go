@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // The raft log and the raft stable state live in one bbolt file. bbolt is
@@ -57,7 +58,7 @@ func openBoltStore(path string) (*boltStore, error) {
 	}
 	db, err := openBolt(path)
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("open %s: %w: another process holds the lock; stop it or choose another data directory", path, err)
 		}
 		return nil, &CorruptDataError{Path: path, Err: err}

@@ -1,6 +1,7 @@
 package auditor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,7 +87,8 @@ func outcome(err error) string {
 	}
 }
 
-// Handler serves /livez, /readyz and /metrics for this node. Mount it on
+// Handler serves /livez, /readyz, /metrics, /status (JSON) and /checkpoint
+// (this auditor's latest signed checkpoint note) for this node. Mount it on
 // the operator's HTTP(S) server.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -105,5 +107,18 @@ func (n *Node) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(n.Status())
+	})
+	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, _ *http.Request) {
+		cp, err := n.Checkpoint(0)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(cp)
+	})
 	return mux
 }

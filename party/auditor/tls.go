@@ -9,11 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	nzcrypto "github.com/nzcfed/nzc/crypto"
 )
 
 // The auditor listens on one TCP port with mutual TLS. After the handshake
@@ -28,18 +29,18 @@ const (
 // handshakeTimeout bounds the TLS handshake and the channel byte.
 const handshakeTimeout = 10 * time.Second
 
-// AuditorIDFromCert returns <id> from the certificate's URI SAN
-// nzc://auditor/<id>, or ErrNotAuditor.
+// AuditorIDFromCert returns <id> from the certificate's single URI SAN
+// nzc://auditor/<id> (parsed by the federation's crypto package), or an
+// error matching ErrNotAuditor.
 func AuditorIDFromCert(cert *x509.Certificate) (string, error) {
-	for _, u := range cert.URIs {
-		if u.Scheme == "nzc" && u.Host == "auditor" {
-			id := strings.TrimPrefix(u.Path, "/")
-			if id != "" && !strings.Contains(id, "/") {
-				return id, nil
-			}
-		}
+	p, err := nzcrypto.PeerFromCert(cert)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNotAuditor, err)
 	}
-	return "", ErrNotAuditor
+	if err := p.Expect(nzcrypto.RoleAuditor); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNotAuditor, err)
+	}
+	return p.ID, nil
 }
 
 // verifyAuditorRole checks the verified peer leaf carries the auditor role.
