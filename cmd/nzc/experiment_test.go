@@ -87,6 +87,21 @@ func TestExperimentCommand(t *testing.T) {
 	if !strings.Contains(string(md), "| clean votes |") {
 		t.Errorf("results.md lacks the clean-votes row:\n%s", md)
 	}
+
+	// Re-rendering from results.json reproduces results.md.
+	again := t.TempDir()
+	root = newRootCommand()
+	stdout.Reset()
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"experiment", "--from", filepath.Join(out, "results.json"), "--out", again})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("--from: %v", err)
+	}
+	md2, _ := os.ReadFile(filepath.Join(again, "results.md"))
+	if string(md2) != string(md) {
+		t.Errorf("re-rendered results.md differs:\n%s\nvs\n%s", md2, md)
+	}
 }
 
 func TestExperimentCommandErrors(t *testing.T) {
