@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -98,8 +99,17 @@ func TestVerifyNamesTheBadEntry(t *testing.T) {
 	f, x := goldenExport(t)
 	keys := auditorKeys(t, f.st)
 	n := len(x.Entries)
+	rng := rand.New(rand.NewPCG(1, 2))
 	for k := range n {
-		for _, off := range []int{20, len(x.Entries[k]) / 2, len(x.Entries[k]) - 9} {
+		size := len(x.Entries[k])
+		// Every field of the entry: version, index, previous root, command
+		// length, command, status, code, subject, original; and a few
+		// seeded random bytes.
+		offsets := []int{0, 1, 8, 9, 20, 40, 41, 44, 45, size / 2, size - 14, size - 13, size - 12, size - 9, size - 1}
+		for range 8 {
+			offsets = append(offsets, rng.IntN(size))
+		}
+		for _, off := range offsets {
 			bad := x
 			bad.Entries = append([][]byte(nil), x.Entries...)
 			bad.Entries[k] = bytes.Clone(x.Entries[k])
@@ -125,12 +135,21 @@ func TestVerifyRemovedEntry(t *testing.T) {
 			t.Fatalf("entry %d removed: first failure %+v", k, ff)
 		}
 	}
+	bad := x
+	bad.Entries = append(append([][]byte(nil), x.Entries[:5]...), x.Entries[6:]...)
+	r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys})
+	var sb strings.Builder
+	r.WriteText(&sb)
+	if r.Replayed != 5 || !strings.HasPrefix(sb.String(), "FAILED") || !strings.Contains(sb.String(), "FAIL replay [entry 5]") ||
+		!strings.Contains(sb.String(), "after the first 5 entries only") {
+		t.Fatalf("text report of a log missing entry 5:\n%s", sb.String())
+	}
 	// Removing the last entries (and the checkpoint that covers them) is
 	// caught by an earlier checkpoint the verifier kept.
 	short := x
 	short.Entries = x.Entries[:7]
 	short.Checkpoints = x.Checkpoints[:1]
-	r := Verify(encodeExport(t, short), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{x.Checkpoints[1]}})
+	r = Verify(encodeExport(t, short), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{x.Checkpoints[1]}})
 	if r.OK || !failed(r, "earlier checkpoint") {
 		t.Fatalf("a truncated log verified against a longer earlier checkpoint: %+v", r.Failures())
 	}

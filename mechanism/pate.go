@@ -108,11 +108,11 @@ func log1mexp(x float64) float64 {
 }
 
 // log1pSmall returns log(1+x) for 0 ≤ x ≤ 1, faster than math.Log1p: a
-// series below 1e-4 (omitted terms below x⁵/5, i.e. 1e-16 relative), else
-// math.Log(1+x) (rounding of 1+x costs at most 1e-12 relative there).
+// series below 0.01 (omitted terms below x⁸/8, i.e. 1e-16 relative), else
+// math.Log(1+x) (rounding of 1+x costs at most 1e-14 relative there).
 func log1pSmall(x float64) float64 {
-	if x < 1e-4 {
-		return x * (1 - x*(0.5-x*(1.0/3-x*0.25)))
+	if x < 0.01 {
+		return x * (1 - x*(1.0/2-x*(1.0/3-x*(1.0/4-x*(1.0/5-x*(1.0/6-x/7))))))
 	}
 	return math.Log(1 + x)
 }
@@ -248,8 +248,13 @@ func (d gnmaxDD) at(alpha, variance float64) float64 {
 	if u < w {
 		u, w = w, u
 	}
-	s := (u + log1pSmall(math.Exp(w-u))) / (alpha - 1)
-	return min(ind, s)
+	x := math.Exp(w - u)
+	// log(1+x) ≥ x − x²/2: when even that puts the bound above α/σ², the
+	// data-independent value wins and the logarithm is not needed.
+	if (u+x-x*x/2)/(alpha-1) >= ind {
+		return ind
+	}
+	return min(ind, (u+log1pSmall(x))/(alpha-1))
 }
 
 // RDPGaussian returns PATE 2018's data-dependent RDP bound of one GNMax

@@ -47,24 +47,29 @@ import (
 // Distances are not monotone queries (one teacher can raise one distance
 // and lower another), so the factor 2 in b_ν is needed.
 // (2) The labels: the release is M(D) = (S(D), argmax(n_i(D)) for answered
-// i). Let G_D be the event that every answered query has d(n_i(D)) ≥ 1. On
-// G_D the labels equal argmax(n_i(D')) for any neighbour D', so for every set
-// O of outputs P[M(D) ∈ O] ≤ P[S(D) ∈ A] + P[¬G_D] with A the transcripts
-// whose D'-labels land in O, and P[S(D) ∈ A] ≤ e^ε P[M(D') ∈ O]. Hence M is
-// (ε, P[¬G_D])-DP. (3) Bounding P[¬G_D]: if ρ ≥ 1−m, an unstable query
-// (d = 0) is answered only if ν ≥ T'+1+ρ ≥ T'+2−m, probability at most p_m,
-// independently for each query given ρ. The session stops at the K-th
-// refusal, so the number of answered unstable queries is dominated by the
-// number of successes before the K-th failure of Bernoulli(p_m) trials,
-// whose mean is K·p_m/(1−p_m); by Markov's inequality that bounds the
-// probability of at least one. Adding P[ρ ≤ −m] and minimising over m gives δ.
+// i). Fix neighbours D, D' and let S* be the SVT run in which the next
+// query is chosen from the transcript and from the labels argmax(n_j(D')),
+// always computed on D' (a fixed adaptive strategy, so S* is ε-DP by (1)).
+// On D' the real run is S*(D') with its labels. On D the real run and
+// S*(D) coincide, query by query, as long as every answered query is
+// stable on D (d ≥ 1 makes argmax(n_i(D)) = argmax(n_i(D'))); let B be the
+// event that some answered query is unstable. For every set O of outputs
+// P[M(D) ∈ O] ≤ P[S*(D) ∈ A] + P[B] ≤ e^ε P[M(D') ∈ O] + P[B], with A the
+// transcripts whose D'-labels land in O. (3) Bounding P[B]: if ρ ≥ 1−m, an
+// unstable query (d = 0) is answered only if ν ≥ T'+1+ρ ≥ T'+2−m,
+// probability at most p_m, independently for each query given ρ, whatever
+// the queries. The session stops at the K-th refusal, so the number of
+// answered unstable queries is dominated by the number of successes before
+// the K-th failure of Bernoulli(p_m) trials, whose mean is K·p_m/(1−p_m);
+// by Markov's inequality that bounds the probability of at least one.
+// Adding P[ρ ≤ −m] and minimising over m gives δ.
 //
-// As a ledger charge the session is the pure-DP RDP curve of ε (PureDP)
-// plus the additive δ. Step (2) shows more than (ε, δ)-DP: the release is an
-// ε-DP transcript post-processed by a map that agrees with the neighbour's
-// map outside an event of probability at most δ, so it is δ-approximately
-// ε-DP in the sense of approximate RDP (Bun and Steinke 2016), whose
-// guarantees compose by adding the curves and the δs.
+// As a ledger charge a session is the pure-DP RDP curve of ε (PureDP) plus
+// the additive δ, and composing it that way is sound: by (2), for each pair
+// of neighbours the whole interaction on D is within total variation
+// P[B] ≤ δ of one in which the session is replaced by the ε-DP S* (and on
+// D' nothing changes), so the RDP curves of all mechanisms compose as
+// usual, and the δs add to the δ of the final (ε, δ) conversion.
 type Session struct {
 	p        Params
 	rhoScale DiscreteLaplace

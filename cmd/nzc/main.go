@@ -34,6 +34,7 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 		newInitCommand(),
 		newPrivacyCommand(),
 		newAuditCommand(),
+		newExperimentCommand(),
 	)
 	return root
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -127,4 +128,22 @@ func TestPrivacySampleJSON(t *testing.T) {
 	if out2 != out3 || !strings.Contains(out2, `"refused"`) {
 		t.Fatalf("seeded sampling not reproducible:\n%s\n%s", out2, out3)
 	}
+}
+
+// The histogram decoder never panics, and what it accepts is valid.
+func FuzzDecodeHistograms(f *testing.F) {
+	for _, s := range []string{"[[1,2],[3,4]]", "[]", "[[0]]", "[[1,-1]]", "[[1e3]]", "[[1],[2,3]] x", "{}", "[[9223372036854775807,1]]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		hs, err := decodeHistograms(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		for i, h := range hs {
+			if err := h.Validate(0, math.MaxInt); err != nil {
+				t.Fatalf("query %d accepted but invalid: %v", i, err)
+			}
+		}
+	})
 }

@@ -222,6 +222,19 @@ func findIDX(dir string, names []string) (string, error) {
 	return "", fmt.Errorf("%w: %s (or .gz) in %s; run scripts/fetch-data.sh for MNIST or point --data-dir at a directory holding the four idx files", ErrNotFound, names[0], dir)
 }
 
+// LoadIDXPair loads one images file and its labels file.
+func LoadIDXPair(imagesPath, labelsPath string) (*Dataset, error) {
+	img, err := ReadIDXFile(imagesPath)
+	if err != nil {
+		return nil, err
+	}
+	lab, err := ReadIDXFile(labelsPath)
+	if err != nil {
+		return nil, err
+	}
+	return FromIDX(imagesPath, img, labelsPath, lab, 0)
+}
+
 // LoadIDXDir loads a directory holding the four standard idx files
 // (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
 // t10k-labels-idx1-ubyte, each optionally gzipped with a .gz suffix), as

@@ -154,21 +154,27 @@ func (l *relu) backward(dy []float32, batch int, needDX bool) []float32 {
 }
 
 // conv is a stride-1 "same" convolution over channel-last (HWC) images,
-// computed as one matrix product per batch: im2col(x)·W + b, with W of shape
-// (k·k·C)×F. Its output is again HWC.
+// computed as one matrix product per batch. With R = batch·H·W output
+// pixels and K = k·k·C values per receptive field, the input is unrolled
+// into colsᵀ (K×R, im2col transposed) and Yᵀ = W·colsᵀ + b with W of shape
+// F×K. Keeping the long dimension R innermost lets the BLAS kernels run on
+// long vectors even when F is small. Yᵀ is then transposed back to HWC.
 type conv struct {
-	in      data.Shape
-	f, k    int
-	w, b    param
-	cols    []float32 // im2col of the last forward input
-	y, dcol []float32
-	dx      []float32
+	in     data.Shape
+	f, k   int
+	w, b   param
+	colsT  []float32 // K×R unrolled input of the last forward
+	yT, y  []float32
+	dyT    []float32
+	dcolsT []float32
+	dx     []float32
+	rows   int
 }
 
 func newConv(in data.Shape, filters, kernel int, r *rand.Rand) *conv {
 	c := &conv{in: in, f: filters, k: kernel}
 	kk := kernel * kernel * in.Channels
-	c.w = param{w: make([]float32, kk*filters), g: make([]float32, kk*filters)}
+	c.w = param{w: make([]float32, filters*kk), g: make([]float32, filters*kk)}
 	c.b = param{w: make([]float32, filters), g: make([]float32, filters)}
 	std := math.Sqrt(2 / float64(kk))
 	for i := range c.w.w {
@@ -183,62 +189,90 @@ func (c *conv) outSize() int     { return c.pixels() * c.f }
 func (c *conv) params() []*param { return []*param{&c.w, &c.b} }
 func (c *conv) flops() int       { return 2 * c.pixels() * c.kdim() * c.f }
 
+// transpose writes the rows×cols matrix a into b as cols×rows.
+func transpose(a []float32, rows, cols int, b []float32) {
+	const blk = 32
+	parallelFor((rows+blk-1)/blk, rows*cols, func(lo, hi int) {
+		for i0 := lo * blk; i0 < min(hi*blk, rows); i0 += blk {
+			for j0 := 0; j0 < cols; j0 += blk {
+				for i := i0; i < min(i0+blk, rows); i++ {
+					for j := j0; j < min(j0+blk, cols); j++ {
+						b[j*rows+i] = a[i*cols+j]
+					}
+				}
+			}
+		}
+	})
+}
+
 func (c *conv) forward(x []float32, batch int) []float32 {
 	P, K, C, H, W, k := c.pixels(), c.kdim(), c.in.Channels, c.in.Height, c.in.Width, c.k
 	pad := k / 2
 	inSize := c.in.Size()
-	c.cols = grow(c.cols, batch*P*K)
-	parallelFor(batch, batch*P*K, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			img := x[b*inSize : (b+1)*inSize]
-			for oy := range H {
-				for ox := range W {
-					row := c.cols[((b*H+oy)*W+ox)*K:][:K]
-					for ky := range k {
-						iy := oy + ky - pad
-						seg := row[ky*k*C : (ky+1)*k*C]
-						if iy < 0 || iy >= H {
-							clear(seg)
-							continue
-						}
-						for kx := range k {
-							ix := ox + kx - pad
-							dst := seg[kx*C : (kx+1)*C]
-							if ix < 0 || ix >= W {
-								clear(dst)
-							} else {
-								copy(dst, img[(iy*W+ix)*C:(iy*W+ix+1)*C])
-							}
+	R := batch * P
+	c.rows = R
+	c.colsT = grow(c.colsT, K*R)
+	// Row (ky·k + kx)·C + ch of colsᵀ holds, for every output pixel, the
+	// input value at offset (ky, kx) in channel ch.
+	parallelFor(K, K*R, func(lo, hi int) {
+		for kr := lo; kr < hi; kr++ {
+			ch := kr % C
+			kx := (kr / C) % k
+			ky := kr / (C * k)
+			row := c.colsT[kr*R : (kr+1)*R]
+			for b := range batch {
+				img := x[b*inSize : (b+1)*inSize]
+				out := row[b*P : (b+1)*P]
+				for oy := range H {
+					iy := oy + ky - pad
+					o := out[oy*W : (oy+1)*W]
+					if iy < 0 || iy >= H {
+						clear(o)
+						continue
+					}
+					for ox := range W {
+						ix := ox + kx - pad
+						if ix < 0 || ix >= W {
+							o[ox] = 0
+						} else {
+							o[ox] = img[(iy*W+ix)*C+ch]
 						}
 					}
 				}
 			}
 		}
 	})
-	rows := batch * P
-	c.y = grow(c.y, rows*c.f)
-	for i := range rows {
-		copy(c.y[i*c.f:(i+1)*c.f], c.b.w)
+	c.yT = grow(c.yT, c.f*R)
+	for j := range c.f {
+		row := c.yT[j*R : (j+1)*R]
+		for i := range row {
+			row[i] = c.b.w[j]
+		}
 	}
-	sgemm(false, false, rows, c.f, K, c.cols, K, c.w.w, c.f, 1, c.y, c.f)
+	sgemm(false, false, c.f, R, K, c.w.w, K, c.colsT, R, 1, c.yT, R)
+	c.y = grow(c.y, R*c.f)
+	transpose(c.yT, c.f, R, c.y)
 	return c.y
 }
 
 func (c *conv) backward(dy []float32, batch int, needDX bool) []float32 {
 	P, K, C, H, W, k := c.pixels(), c.kdim(), c.in.Channels, c.in.Height, c.in.Width, c.k
-	rows := batch * P
-	sgemm(true, false, K, c.f, rows, c.cols, K, dy, c.f, 0, c.w.g, c.f)
-	clear(c.b.g)
-	for i := range rows {
-		for j, v := range dy[i*c.f : (i+1)*c.f] {
-			c.b.g[j] += v
+	R := c.rows
+	c.dyT = grow(c.dyT, c.f*R)
+	transpose(dy, R, c.f, c.dyT)
+	sgemm(false, true, c.f, K, R, c.dyT, R, c.colsT, R, 0, c.w.g, K)
+	for j := range c.f {
+		var s float32
+		for _, v := range c.dyT[j*R : (j+1)*R] {
+			s += v
 		}
+		c.b.g[j] = s
 	}
 	if !needDX {
 		return nil
 	}
-	c.dcol = grow(c.dcol, rows*K)
-	sgemm(false, true, rows, K, c.f, dy, c.f, c.w.w, c.f, 0, c.dcol, K)
+	c.dcolsT = grow(c.dcolsT, K*R)
+	sgemm(true, false, K, R, c.f, c.w.w, K, c.dyT, R, 0, c.dcolsT, R)
 	inSize := c.in.Size()
 	c.dx = grow(c.dx, batch*inSize)
 	pad := k / 2
@@ -246,24 +280,19 @@ func (c *conv) backward(dy []float32, batch int, needDX bool) []float32 {
 		for b := lo; b < hi; b++ {
 			img := c.dx[b*inSize : (b+1)*inSize]
 			clear(img)
-			for oy := range H {
-				for ox := range W {
-					row := c.dcol[((b*H+oy)*W+ox)*K:][:K]
-					for ky := range k {
-						iy := oy + ky - pad
-						if iy < 0 || iy >= H {
-							continue
-						}
-						for kx := range k {
-							ix := ox + kx - pad
-							if ix < 0 || ix >= W {
-								continue
-							}
-							dst := img[(iy*W+ix)*C : (iy*W+ix+1)*C]
-							for ch, v := range row[(ky*k+kx)*C : (ky*k+kx+1)*C] {
-								dst[ch] += v
-							}
-						}
+			for kr := range K {
+				ch := kr % C
+				kx := (kr / C) % k
+				ky := kr / (C * k)
+				src := c.dcolsT[kr*R+b*P : kr*R+(b+1)*P]
+				for oy := range H {
+					iy := oy + ky - pad
+					if iy < 0 || iy >= H {
+						continue
+					}
+					s := src[oy*W : (oy+1)*W]
+					for ox := max(0, pad-kx); ox < min(W, W+pad-kx); ox++ {
+						img[(iy*W+ox+kx-pad)*C+ch] += s[ox]
 					}
 				}
 			}

@@ -94,8 +94,18 @@ var ErrInput = errors.New("input does not match the model")
 
 // inferenceBatch is how many examples go through the network at once when
 // predicting: large enough that each layer is one efficient matrix product,
-// small enough that the im2col buffers stay modest.
-const inferenceBatch = 256
+// small enough that the largest per-batch buffer (the unrolled input of a
+// convolution) stays near the processor's cache (about 2M values), since a
+// batch streamed from main memory is slower than a smaller one.
+func (n *Network) inferenceBatch() int {
+	per := n.spec.Input.Size()
+	for _, l := range n.layers {
+		if c, ok := l.(*conv); ok {
+			per = max(per, c.kdim()*c.pixels())
+		}
+	}
+	return min(256, max(16, (1<<21)/per))
+}
 
 // Logits computes the class scores of the count examples in x (row-major,
 // Input.Size() features each) and writes them to out (count×Classes, grown
@@ -107,8 +117,9 @@ func (n *Network) Logits(x []float32, out []float32) ([]float32, error) {
 	}
 	count := len(x) / dim
 	out = grow(out, count*k)
-	for lo := 0; lo < count; lo += inferenceBatch {
-		hi := min(lo+inferenceBatch, count)
+	bs := n.inferenceBatch()
+	for lo := 0; lo < count; lo += bs {
+		hi := min(lo+bs, count)
 		y := n.forward(x[lo*dim:hi*dim], hi-lo)
 		copy(out[lo*k:hi*k], y)
 	}

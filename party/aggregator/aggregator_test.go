@@ -12,6 +12,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -21,7 +22,7 @@ import (
 // proposed command. fail, when set, decides per call whether the ledger is
 // unreachable (before applying) or "crashes" after applying.
 type fakeLedger struct {
-	m *intake.Machine
+	m *auditor.Ledger
 
 	mu        sync.Mutex
 	submitted [][]byte
@@ -40,7 +41,7 @@ func (l *fakeLedger) Submit(_ context.Context, cmd []byte) (*nzcpb.LedgerResult,
 	if err != nil {
 		return nil, err
 	}
-	r, err := intake.DecodeResult(b)
+	r, err := auditor.DecodeResult(b)
 	if err != nil {
 		return nil, err
 	}
@@ -166,14 +167,22 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach := intake.NewMachine("auditor-1", nil)
+	aud := m.ByRole(crypto.RoleAuditor)[0]
+	audKey, err := crypto.LoadPrivateKey(m.Path(aud.SigningKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	apply := func(cmd []byte) {
 		t.Helper()
 		b, err := mach.Apply(0, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := intake.DecodeResult(b)
+		r, err := auditor.DecodeResult(b)
 		if err != nil || r.Status != ledger.StatusAccepted {
 			t.Fatalf("setup command refused: %+v %v", r, err)
 		}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeIDX writes a uint8 idx file.
+func writeIDX(t *testing.T, path string, dims []int, vals []byte) {
+	t.Helper()
+	b := []byte{0, 0, 0x08, byte(len(dims))}
+	for _, d := range dims {
+		b = binary.BigEndian.AppendUint32(b, uint32(d))
+	}
+	if err := os.WriteFile(path, append(b, vals...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syntheticIDX writes a small 3-class image data set: class c lights up
+// row band c of an 6×6 image, with noise.
+func syntheticIDX(t *testing.T, dir string) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	mk := func(n int) ([]byte, []byte) {
+		img, lab := make([]byte, n*36), make([]byte, n)
+		for i := range n {
+			c := r.IntN(3)
+			lab[i] = byte(c)
+			for p := range 36 {
+				v := r.IntN(90)
+				if p/6/2 == c {
+					v += 150
+				}
+				img[i*36+p] = byte(v)
+			}
+		}
+		return img, lab
+	}
+	img, lab := mk(600)
+	writeIDX(t, filepath.Join(dir, "train-images-idx3-ubyte"), []int{600, 6, 6}, img)
+	writeIDX(t, filepath.Join(dir, "train-labels-idx1-ubyte"), []int{600}, lab)
+	img, lab = mk(300)
+	writeIDX(t, filepath.Join(dir, "t10k-images-idx3-ubyte"), []int{300, 6, 6}, img)
+	writeIDX(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), []int{300}, lab)
+}
+
+func TestExperimentCommand(t *testing.T) {
+	dataDir, out := t.TempDir(), t.TempDir()
+	syntheticIDX(t, dataDir)
+	var stdout, stderr bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
+		"--cache-dir", filepath.Join(out, "cache"), "--teachers", "10", "--queries", "50,150", "--holdout", "100",
+		"--model", "softmax", "--student-model", "softmax", "--format", "json"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("experiment: %v\n%s", err, stderr.String())
+	}
+	var rep struct {
+		Dataset  string `json:"dataset"`
+		Teachers int    `json:"teachers"`
+		Rows     []struct {
+			Aggregator string `json:"aggregator"`
+			Epsilon    any    `json:"epsilon"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
+	}
+	if rep.Teachers != 10 || len(rep.Rows) != 2+4+1+1 {
+		t.Fatalf("unexpected report: %+v", rep)
+	}
+	for _, f := range []string{"results.json", "results.md", "student-accuracy-vs-epsilon.png", "vote-gaps.png", "ensemble-accuracy.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
+	if !strings.Contains(string(md), "| clean votes |") {
+		t.Errorf("results.md lacks the clean-votes row:\n%s", md)
+	}
+}
+
+func TestExperimentCommandErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"experiment", "--preset", "nope"},
+		{"experiment", "--preset", "quick", "--data-dir", t.TempDir()},
+		{"experiment", "--preset", "quick", "--teachers", "x"},
+	} {
+		root := newRootCommand()
+		var sink bytes.Buffer
+		root.SetOut(&sink)
+		root.SetErr(&sink)
+		root.SetArgs(args)
+		if err := root.Execute(); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/model"
+)
+
+// blobs makes a 4-class problem of Gaussian clusters in 8 dimensions.
+func blobs(seed uint64, n int) *data.Dataset {
+	r := rand.New(rand.NewPCG(seed, 1))
+	centres := rand.New(rand.NewPCG(5, 5))
+	const d = 8
+	c := make([][]float64, 4)
+	for k := range c {
+		c[k] = make([]float64, d)
+		for j := range c[k] {
+			c[k][j] = centres.NormFloat64() * 1.5
+		}
+	}
+	ds := &data.Dataset{Shape: data.Shape{Height: 1, Width: d, Channels: 1}, Classes: 4}
+	for range n {
+		k := r.IntN(4)
+		for j := range d {
+			ds.X = append(ds.X, float32(c[k][j]+r.NormFloat64()))
+		}
+		ds.Y = append(ds.Y, k)
+	}
+	return ds
+}
+
+func synthetic(t *testing.T) Config {
+	t.Helper()
+	cfg, err := Preset(PresetQuick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dataset = "blobs"
+	cfg.Data = &data.Split{Train: blobs(1, 3000), Test: blobs(2, 700)}
+	cfg.Teachers = []int{30, 3}
+	cfg.SweepTeachers = []int{1}
+	cfg.Queries = []int{100, 500}
+	cfg.Holdout = 200
+	cfg.TeacherModel, cfg.StudentModel = model.KindSoftmax, model.KindSoftmax
+	cfg.TeacherTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.01, BatchSize: 16, Epochs: 2, MinSteps: 20, Cosine: true}
+	cfg.StudentTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.01, BatchSize: 16, Epochs: 5, MinSteps: 50, Cosine: true}
+	cfg.CacheDir = t.TempDir()
+	return cfg
+}
+
+func TestRunSynthetic(t *testing.T) {
+	cfg := synthetic(t)
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per full ensemble: lnmax at 100 and 500, the four others at 500, clean; plus ground truth.
+	if want := 2*(2+4+1) + 1; len(rep.Rows) != want {
+		t.Fatalf("%d rows, want %d", len(rep.Rows), want)
+	}
+	if len(rep.Ensembles) != 3 || rep.Teachers != 30 {
+		t.Fatalf("ensembles %+v, primary %d", rep.Ensembles, rep.Teachers)
+	}
+	byKey := map[string]Row{}
+	for _, r := range rep.Rows {
+		if r.Aggregator == "lnmax" && r.Queries == 100 {
+			continue
+		}
+		byKey[r.Aggregator+"/"+itoa(r.Teachers)] = r
+	}
+	clean, nzc, gt := byKey[CleanVotes+"/30"], byKey["nzc/30"], byKey[GroundTruth+"/0"]
+	if clean.LabelAccuracy < 0.85 {
+		t.Fatalf("clean-vote label accuracy %.3f, want ≥ 0.85 on this easy problem", clean.LabelAccuracy)
+	}
+	// c = 1e100 swamps the noise: nzc releases exactly the clean labels, so
+	// its student is the clean student, while its true cost is astronomical.
+	if nzc.LabelAccuracy != clean.LabelAccuracy || nzc.StudentAccuracy != clean.StudentAccuracy {
+		t.Fatalf("nzc %+v differs from clean votes %+v", nzc, clean)
+	}
+	if nzc.EpsilonDataIndependent < 1e100 || nzc.EpsilonClaimed == nil || *nzc.EpsilonClaimed != 0 {
+		t.Fatalf("nzc must be charged its true cost beside the claimed 0: %+v", nzc)
+	}
+	if gt.StudentAccuracy < 0.85 || !math.IsInf(gt.Epsilon, 1) {
+		t.Fatalf("ground truth row %+v", gt)
+	}
+	for _, r := range rep.Rows {
+		if r.Epsilon > r.EpsilonDataIndependent {
+			t.Errorf("%s: released ε %v above the data-independent %v", r.Aggregator, r.Epsilon, r.EpsilonDataIndependent)
+		}
+		if r.Answered > r.Queries {
+			t.Errorf("%s: %d answered of %d", r.Aggregator, r.Answered, r.Queries)
+		}
+	}
+
+	// JSON: the documented keys, unbounded ε as "inf", and it decodes back.
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"dataset":"blobs"`, `"teachers":30`, `"epsilon":"inf"`, `"epsilon_claimed":0`, `"teacher_mean_accuracy"`, `"clean_votes_label_accuracy"`, `"epsilon_data_independent"`} {
+		if !bytes.Contains(js, []byte(key)) {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Rows) != len(rep.Rows) || !math.IsInf(back.Rows[len(back.Rows)-1].Epsilon, 1) {
+		t.Fatal("JSON does not round-trip")
+	}
+
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| nzc |") || !strings.Contains(md.String(), "| ground truth |") {
+		t.Fatalf("markdown table lacks rows:\n%s", md.String())
+	}
+	dir := t.TempDir()
+	names, err := rep.WritePlots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Fatalf("%s is not a PNG: %v", n, err)
+		}
+	}
+
+	// Deterministic: the same configuration gives the same table (teachers come from the cache).
+	again, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(rep.Rows)
+	b, _ := json.Marshal(again.Rows)
+	if !bytes.Equal(a, b) {
+		t.Fatal("a second run with the same seed gave a different table")
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestValidate(t *testing.T) {
+	base := synthetic(t)
+	tests := []struct {
+		name string
+		edit func(c *Config)
+	}{
+		{"no data", func(c *Config) { c.Data = nil }},
+		{"too many teachers", func(c *Config) { c.Teachers = []int{1 << 20} }},
+		{"too many queries", func(c *Config) { c.Queries = []int{600} }},
+		{"unknown aggregator", func(c *Config) { c.Aggregators = []string{"magic"} }},
+		{"bad delta", func(c *Config) { c.Delta = 0 }},
+		{"bad model", func(c *Config) { c.StudentModel = "transformer" }},
+		{"holdout", func(c *Config) { c.Holdout = 700 }},
+	}
+	for _, tt := range tests {
+		c := base
+		tt.edit(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", tt.name, err)
+		}
+	}
+	if _, err := Preset("nope"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("unknown preset: %v", err)
+	}
+}

@@ -1,0 +1,192 @@
+package experiment
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// maxPlottedEpsilon bounds the ε axis: larger (astronomical or unbounded)
+// costs are listed in the table and named in the plot's legend instead.
+const maxPlottedEpsilon = 1e4
+
+// WritePlots writes three PNG plots into dir and returns their file names:
+// student accuracy against ε for every aggregator, the distribution of
+// top-two vote gaps, and ensemble accuracy against the number of teachers.
+func (r *Report) WritePlots(dir string) ([]string, error) {
+	var names []string
+	for _, f := range []struct {
+		name string
+		fn   func() (*plot.Plot, error)
+	}{
+		{"student-accuracy-vs-epsilon.png", r.plotAccuracyEpsilon},
+		{"vote-gaps.png", r.plotGaps},
+		{"ensemble-accuracy.png", r.plotEnsembles},
+	} {
+		p, err := f.fn()
+		if err != nil {
+			return nil, fmt.Errorf("plot %s: %w", f.name, err)
+		}
+		path := filepath.Join(dir, f.name)
+		if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
+			return nil, fmt.Errorf("plot %s: %w", f.name, err)
+		}
+		names = append(names, f.name)
+	}
+	return names, nil
+}
+
+func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Student accuracy against ε (δ as in the table, %d teachers)", r.Teachers)
+	p.X.Label.Text = "ε (log scale)"
+	p.Y.Label.Text = "student accuracy (%)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{}
+	p.Legend.Top = false
+	p.Legend.Left = false
+	var aggs []string
+	for _, row := range r.Rows {
+		if row.Teachers == r.Teachers && !slices.Contains(aggs, row.Aggregator) && row.Aggregator != CleanVotes && row.Aggregator != GroundTruth {
+			aggs = append(aggs, row.Aggregator)
+		}
+	}
+	plotted := 0
+	var offAxis []string
+	for i, a := range aggs {
+		var pts plotter.XYs
+		var off []string
+		for _, row := range r.Rows {
+			if row.Aggregator != a || row.Teachers != r.Teachers {
+				continue
+			}
+			if math.IsInf(row.Epsilon, 0) || row.Epsilon > maxPlottedEpsilon || row.Epsilon <= 0 {
+				off = append(off, fmtEps(row.Epsilon))
+				continue
+			}
+			pts = append(pts, plotter.XY{X: row.Epsilon, Y: 100 * row.StudentAccuracy})
+		}
+		label := a
+		if len(off) > 0 {
+			offAxis = append(offAxis, fmt.Sprintf("%s at ε = %s", a, strings.Join(off, ", ")))
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		slices.SortFunc(pts, func(x, y plotter.XY) int { return cmpFloat(x.X, y.X) })
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, s.Color = plotutil.Color(i), plotutil.Color(i)
+		s.Shape = plotutil.Shape(i)
+		p.Add(l, s)
+		p.Legend.Add(label, l, s)
+		plotted++
+	}
+	for _, row := range r.Rows {
+		if (row.Aggregator == CleanVotes && row.Teachers == r.Teachers) || row.Aggregator == GroundTruth {
+			h := plotter.NewFunction(func(float64) float64 { return 100 * row.StudentAccuracy })
+			h.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			h.Color = plotutil.Color(plotted)
+			plotted++
+			p.Add(h)
+			p.Legend.Add(fmt.Sprintf("%s (no privacy): %.1f%%", row.Aggregator, 100*row.StudentAccuracy), h)
+		}
+	}
+	p.X.Min, p.X.Max = 0.1, maxPlottedEpsilon
+	if len(offAxis) > 0 {
+		p.X.Label.Text += "; off the axis: " + strings.Join(offAxis, "; ")
+	}
+	return p, nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (r *Report) plotGaps() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "Top-two vote gap of the queries"
+	p.X.Label.Text = "gap as a fraction of the teachers"
+	p.Y.Label.Text = "fraction of queries"
+	i := 0
+	for _, e := range r.Ensembles {
+		if !e.TableRows || len(e.Gaps) == 0 {
+			continue
+		}
+		vals := make(plotter.Values, len(e.Gaps))
+		for q, g := range e.Gaps {
+			vals[q] = float64(g) / float64(e.Teachers)
+		}
+		h, err := plotter.NewHist(vals, 25)
+		if err != nil {
+			return nil, err
+		}
+		h.Normalize(1 / (1.0 / 25)) // bars sum to 1 over the [0,1] range
+		h.FillColor = nil
+		h.LineStyle.Color = plotutil.Color(i)
+		h.LineStyle.Width = vg.Points(1.5)
+		p.Add(h)
+		p.Legend.Add(fmt.Sprintf("%d teachers", e.Teachers), h)
+		i++
+	}
+	p.Legend.Left = true
+	p.Legend.Top = true
+	return p, nil
+}
+
+func (r *Report) plotEnsembles() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "Ensemble accuracy against number of teachers"
+	p.X.Label.Text = "teachers (log scale)"
+	p.Y.Label.Text = "accuracy (%)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{}
+	es := slices.Clone(r.Ensembles)
+	slices.SortFunc(es, func(a, b Ensemble) int { return a.Teachers - b.Teachers })
+	var mean, clean, paper plotter.XYs
+	pt := PaperTeacherAccuracy()
+	for _, e := range es {
+		mean = append(mean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.TeacherMeanAccuracy})
+		clean = append(clean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.CleanVotesLabelAccuracy})
+		if v, ok := pt[e.Teachers]; ok && r.Dataset == "mnist" {
+			paper = append(paper, plotter.XY{X: float64(e.Teachers), Y: v})
+		}
+	}
+	for i, s := range []struct {
+		name string
+		pts  plotter.XYs
+	}{{"mean single teacher", mean}, {"clean plurality vote", clean}, {"paper: mean single teacher", paper}} {
+		if len(s.pts) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(s.pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		pts.Shape = plotutil.Shape(i)
+		if i == 2 {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l, pts)
+		p.Legend.Add(s.name, l, pts)
+	}
+	p.Legend.Left = true
+	p.Legend.Top = false
+	return p, nil
+}

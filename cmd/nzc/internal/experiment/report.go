@@ -1,0 +1,207 @@
+package experiment
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// jnum is a float that encodes +Inf as the string "inf".
+type jnum float64
+
+func (f jnum) MarshalJSON() ([]byte, error) {
+	x := float64(f)
+	switch {
+	case math.IsInf(x, 1):
+		return []byte(`"inf"`), nil
+	case math.IsNaN(x) || math.IsInf(x, -1):
+		return []byte(`null`), nil
+	}
+	return strconv.AppendFloat(nil, x, 'g', -1, 64), nil
+}
+
+func (f *jnum) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"inf"`:
+		*f = jnum(math.Inf(1))
+		return nil
+	case `null`:
+		*f = jnum(math.NaN())
+		return nil
+	}
+	var x float64
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*f = jnum(x)
+	return nil
+}
+
+type jsonRow struct {
+	Aggregator             string   `json:"aggregator"`
+	Params                 string   `json:"params"`
+	Teachers               int      `json:"teachers,omitempty"`
+	Queries                int      `json:"queries"`
+	Answered               int      `json:"answered"`
+	LabelAccuracy          float64  `json:"label_accuracy"`
+	StudentAccuracy        float64  `json:"student_accuracy"`
+	Epsilon                jnum     `json:"epsilon"`
+	EpsilonDataIndependent jnum     `json:"epsilon_data_independent"`
+	Delta                  float64  `json:"delta"`
+	EpsilonClaimed         *float64 `json:"epsilon_claimed"`
+	EpsilonSource          string   `json:"epsilon_source,omitempty"`
+}
+
+// MarshalJSON encodes unbounded ε as "inf".
+func (r Row) MarshalJSON() ([]byte, error) {
+	return json.Marshal(jsonRow{r.Aggregator, r.Params, r.Teachers, r.Queries, r.Answered, r.LabelAccuracy, r.StudentAccuracy,
+		jnum(r.Epsilon), jnum(r.EpsilonDataIndependent), r.Delta, r.EpsilonClaimed, r.EpsilonSource})
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes.
+func (r *Row) UnmarshalJSON(b []byte) error {
+	var j jsonRow
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = Row{j.Aggregator, j.Params, j.Teachers, j.Queries, j.Answered, j.LabelAccuracy, j.StudentAccuracy,
+		float64(j.Epsilon), float64(j.EpsilonDataIndependent), j.Delta, j.EpsilonClaimed, j.EpsilonSource}
+	return nil
+}
+
+// PaperRow is a figure the source paper reports, for the side-by-side table.
+type PaperRow struct {
+	Aggregator      string
+	Teachers        int
+	Queries         int
+	StudentAccuracy float64 // percent
+	LabelAccuracy   float64 // percent, 0 when not reported
+	EpsilonClaimed  string
+}
+
+// PaperMNIST are the paper's MNIST results (student on the 9,000 queries,
+// evaluated on the 1,000 held out).
+func PaperMNIST() []PaperRow {
+	return []PaperRow{
+		{"lnmax", 250, 100, 63.5, 0, ""},
+		{"lnmax", 250, 1000, 89.8, 0, ""},
+		{"lnmax", 250, 5000, 94.1, 0, ""},
+		{"lnmax", 250, 9000, 93.4, 93.02, ""},
+		{"nzc", 250, 9000, 95.1, 94.33, "≈0"},
+		{"nzc", 5, 9000, 97.8, 0, "≈0"},
+		{CleanVotes, 250, 9000, 94.5, 94.37, ""},
+		{CleanVotes, 5, 9000, 97.5, 0, ""},
+		{GroundTruth, 0, 9000, 98.1, 100, ""},
+	}
+}
+
+// PaperTeacherAccuracy is the paper's average single-teacher accuracy (%) by ensemble size.
+func PaperTeacherAccuracy() map[int]float64 {
+	return map[int]float64{1: 98.99, 5: 98.31, 10: 96.71, 25: 95.03, 50: 91.94, 100: 91.45, 250: 81.18}
+}
+
+func paperFor(r Row) *PaperRow {
+	for _, p := range PaperMNIST() {
+		if p.Aggregator == r.Aggregator && p.Queries == r.Queries && (p.Teachers == r.Teachers || r.Aggregator == GroundTruth) {
+			return &p
+		}
+	}
+	return nil
+}
+
+// fmtEps prints an ε: "inf" when unbounded, scientific when astronomical.
+func fmtEps(x float64) string {
+	switch {
+	case math.IsInf(x, 1):
+		return "inf"
+	case math.IsNaN(x):
+		return "—"
+	case x >= 1e6:
+		return strconv.FormatFloat(x, 'e', 2, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 3, 64)
+}
+
+func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 2, 64) }
+
+// WriteMarkdown writes the table, with the paper's figures beside ours when
+// paper is true (MNIST with the paper's split).
+func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels, evaluated on %d held-out examples.\n\n",
+		r.Dataset, r.TeacherModel, r.StudentModel, r.HeldOut)
+	hdr := "| aggregator | parameters | teachers | queries | answered | label acc. % | student acc. % | ε | ε source | ε data-independent | δ |"
+	sep := "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+	if paper {
+		hdr += " paper: student % | paper: label % | paper: ε claimed |"
+		sep += "---:|---:|---:|"
+	}
+	b.WriteString(hdr + "\n" + sep + "\n")
+	for _, row := range r.Rows {
+		k := strconv.Itoa(row.Teachers)
+		if row.Aggregator == GroundTruth {
+			k = "—"
+		}
+		delta := strconv.FormatFloat(row.Delta, 'g', 3, 64)
+		if row.Delta == 0 {
+			delta = "—"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, k, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), row.EpsilonSource, fmtEps(row.EpsilonDataIndependent), delta)
+		if paper {
+			if p := paperFor(row); p != nil {
+				lab := "—"
+				if p.LabelAccuracy > 0 {
+					lab = strconv.FormatFloat(p.LabelAccuracy, 'f', 2, 64)
+				}
+				claim := p.EpsilonClaimed
+				if claim == "" {
+					claim = "—"
+				}
+				fmt.Fprintf(&b, " %.1f | %s | %s |", p.StudentAccuracy, lab, claim)
+			} else {
+				b.WriteString(" — | — | — |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nEnsembles (accuracy on all student examples; clean-vote label accuracy on the queries):\n\n")
+	if paper {
+		b.WriteString("| teachers | mean single-teacher acc. % | clean-vote label acc. % | paper: mean single-teacher acc. % |\n|---:|---:|---:|---:|\n")
+	} else {
+		b.WriteString("| teachers | mean single-teacher acc. % | clean-vote label acc. % |\n|---:|---:|---:|\n")
+	}
+	pt := PaperTeacherAccuracy()
+	for _, e := range r.Ensembles {
+		fmt.Fprintf(&b, "| %d | %s | %s |", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+		if paper {
+			if v, ok := pt[e.Teachers]; ok {
+				fmt.Fprintf(&b, " %.2f |", v)
+			} else {
+				b.WriteString(" — |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteText writes a compact human-readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "dataset %s, teachers %s, student %s, %d held out, wall time %.0fs\n", r.Dataset, r.TeacherModel, r.StudentModel, r.HeldOut, r.WallSeconds)
+	for _, e := range r.Ensembles {
+		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+	}
+	fmt.Fprintf(&b, "%-16s %8s %7s %8s %10s %10s %12s %12s %9s\n", "aggregator", "teachers", "queries", "answered", "label acc%", "student%", "epsilon", "eps (d.i.)", "delta")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "%-16s %8d %7d %8d %10s %10s %12s %12s %9.3g\n", row.Aggregator, row.Teachers, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), fmtEps(row.EpsilonDataIndependent), row.Delta)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,335 @@
+package experiment
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/ensemble"
+	"github.com/nzcfed/nzc/ml/metrics"
+	"github.com/nzcfed/nzc/ml/model"
+	"github.com/nzcfed/nzc/ml/progress"
+)
+
+// Row is one line of the table: an aggregator (or clean votes, or ground
+// truth) at one number of queries.
+type Row struct {
+	Aggregator      string  `json:"aggregator"`
+	Params          string  `json:"params"`
+	Teachers        int     `json:"teachers"`
+	Queries         int     `json:"queries"`
+	Answered        int     `json:"answered"`
+	LabelAccuracy   float64 `json:"label_accuracy"`
+	StudentAccuracy float64 `json:"student_accuracy"`
+	// Epsilon is the tightest figure the privacy core can release: for
+	// gnmax and confident-gnmax the smaller of the data-independent ε and
+	// the smooth-sensitivity release of the data-dependent ε, otherwise the
+	// data-independent ε. +Inf when unbounded; NaN for ground truth (not a
+	// private release at all), printed as "inf".
+	Epsilon                float64  `json:"epsilon"`
+	EpsilonDataIndependent float64  `json:"epsilon_data_independent"`
+	Delta                  float64  `json:"delta"`
+	EpsilonClaimed         *float64 `json:"epsilon_claimed"`
+	// EpsilonSource says where Epsilon comes from.
+	EpsilonSource string `json:"epsilon_source,omitempty"`
+}
+
+// Ensemble summarises one ensemble size.
+type Ensemble struct {
+	Teachers                int     `json:"teachers"`
+	TeacherMeanAccuracy     float64 `json:"teacher_mean_accuracy"`
+	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy"`
+	// Gaps are the top-two vote gaps of the queries (for the plot).
+	Gaps []int `json:"-"`
+	// TableRows says whether this ensemble has rows in the table.
+	TableRows bool `json:"table_rows"`
+}
+
+// Report is the outcome of an experiment. The top-level teacher fields
+// describe the primary ensemble (Config.Teachers[0]).
+type Report struct {
+	Dataset                 string     `json:"dataset"`
+	Teachers                int        `json:"teachers"`
+	Rows                    []Row      `json:"rows"`
+	TeacherMeanAccuracy     float64    `json:"teacher_mean_accuracy"`
+	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy"`
+	Ensembles               []Ensemble `json:"ensembles"`
+	TeacherModel            string     `json:"teacher_model"`
+	StudentModel            string     `json:"student_model"`
+	HeldOut                 int        `json:"held_out"`
+	Seed                    uint64     `json:"seed"`
+	WallSeconds             float64    `json:"wall_seconds"`
+}
+
+// source returns a deterministic noise source for one release.
+func source(seed uint64, what string) mechanism.Source {
+	h := sha256.New()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	h.Write(b[:])
+	h.Write([]byte(what))
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
+	return rand.NewChaCha8(key)
+}
+
+// Run runs the experiment. now is the clock for progress and wall time.
+func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error) {
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	train := cfg.Data.Train
+	classes := max(train.Classes, cfg.Data.Test.Classes)
+	test := cfg.Data.Test
+	nq := test.Len() - cfg.Holdout
+	queries := test.Slice(0, nq)
+	holdout := test.Slice(nq, test.Len())
+	maxQ := slices.Max(cfg.Queries)
+	counts := slices.Sorted(slices.Values(cfg.Queries))
+	counts = slices.Compact(counts)
+	tSpec, _ := model.Preset(cfg.TeacherModel, train.Shape, classes)
+	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
+	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed}
+
+	st := &students{cfg: cfg, spec: sSpec, queries: queries, holdout: holdout, memo: map[[32]byte]float64{}, now: now, log: log}
+
+	sizes := slices.Clone(cfg.Teachers)
+	for _, k := range cfg.SweepTeachers {
+		if !slices.Contains(sizes, k) {
+			sizes = append(sizes, k)
+		}
+	}
+	for _, k := range sizes {
+		full := slices.Contains(cfg.Teachers, k)
+		log.Info("training teachers", "teachers", k, "model", tSpec.String())
+		parts, err := data.Partition(train.Len(), []int{k}, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{
+			Spec: tSpec, Train: cfg.TeacherTrain, Seed: cfg.Seed ^ uint64(k)<<32,
+			CacheDir: cfg.CacheDir, Progress: cfg.Progress, Clock: now, Logger: log,
+		}, train, parts[0])
+		if err != nil {
+			return nil, err
+		}
+		// Every teacher labels every student example: the queries for the
+		// votes, all of them for the single-teacher accuracy.
+		preds, err := ensemble.Predictions(ctx, teachers, test.X)
+		if err != nil {
+			return nil, err
+		}
+		ens := Ensemble{Teachers: k, TableRows: full}
+		for _, p := range preds {
+			a, _ := metrics.Accuracy(p, test.Y)
+			ens.TeacherMeanAccuracy += a / float64(len(preds))
+		}
+		qpreds := make([][]int, len(preds))
+		for t, p := range preds {
+			qpreds[t] = p[:maxQ]
+		}
+		hist, err := ensemble.Histograms(qpreds, maxQ, classes)
+		if err != nil {
+			return nil, err
+		}
+		clean := ensemble.Plurality(hist)
+		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(clean, queries.Y[:maxQ])
+		ens.Gaps = ensemble.TopTwoGap(hist)
+		log.Info("ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy, "clean_votes_label_accuracy", ens.CleanVotesLabelAccuracy)
+		rep.Ensembles = append(rep.Ensembles, ens)
+		if k == cfg.Teachers[0] {
+			rep.TeacherMeanAccuracy, rep.CleanVotesLabelAccuracy = ens.TeacherMeanAccuracy, ens.CleanVotesLabelAccuracy
+		}
+		if !full {
+			continue
+		}
+		hs := make([]mechanism.Histogram, maxQ)
+		for q := range hs {
+			hs[q] = mechanism.Histogram(hist[q])
+		}
+		for _, agg := range cfg.Aggregators {
+			for _, n := range counts {
+				if n != maxQ && !slices.Contains(cfg.SweepAggregators, agg) {
+					continue
+				}
+				row, labels, err := release(cfg, agg, k, classes, hs[:n])
+				if err != nil {
+					return nil, fmt.Errorf("%s with %d teachers, %d queries: %w", agg, k, n, err)
+				}
+				row.LabelAccuracy, _ = metrics.Accuracy(labels, queries.Y[:n])
+				if row.StudentAccuracy, err = st.train(ctx, fmt.Sprintf("%s k=%d q=%d", agg, k, n), labels); err != nil {
+					return nil, err
+				}
+				log.Info("row", "aggregator", agg, "teachers", k, "queries", n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "student_accuracy", row.StudentAccuracy, "epsilon", row.Epsilon)
+				rep.Rows = append(rep.Rows, row)
+			}
+		}
+		cleanRow := Row{Aggregator: CleanVotes, Params: "noiseless plurality", Teachers: k, Queries: maxQ, Answered: maxQ,
+			LabelAccuracy: ens.CleanVotesLabelAccuracy, Epsilon: math.Inf(1), EpsilonDataIndependent: math.Inf(1), Delta: 0, EpsilonSource: "not private"}
+		if cleanRow.StudentAccuracy, err = st.train(ctx, fmt.Sprintf("clean k=%d", k), clean); err != nil {
+			return nil, err
+		}
+		rep.Rows = append(rep.Rows, cleanRow)
+	}
+	gt := Row{Aggregator: GroundTruth, Params: "true labels", Queries: maxQ, Answered: maxQ, LabelAccuracy: 1,
+		Epsilon: math.Inf(1), EpsilonDataIndependent: math.Inf(1), EpsilonSource: "not private"}
+	var err error
+	if gt.StudentAccuracy, err = st.train(ctx, "ground truth", queries.Y[:maxQ]); err != nil {
+		return nil, err
+	}
+	rep.Rows = append(rep.Rows, gt)
+	rep.WallSeconds = now().Sub(start).Seconds()
+	return rep, nil
+}
+
+// paramString describes a mechanism's parameters for the table.
+func paramString(p mechanism.Params) string {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+	switch p.Mechanism {
+	case mechanism.NZC:
+		if p.Noise == mechanism.NoiseLaplace {
+			return fmt.Sprintf("c=%s, Laplace b=%s", f(p.Constant), f(p.Scale))
+		}
+		return fmt.Sprintf("c=%s, Gaussian σ=%s", f(p.Constant), f(p.Sigma))
+	case mechanism.LNMax:
+		return "Laplace b=" + f(p.Scale)
+	case mechanism.GNMax:
+		return "σ=" + f(p.Sigma)
+	case mechanism.ConfidentGNMax:
+		return fmt.Sprintf("T=%s, σ1=%s, σ2=%s", f(p.Threshold), f(p.Sigma1), f(p.Sigma2))
+	case mechanism.NZCSVT:
+		ds := p.DistanceScale
+		if ds == 0 {
+			ds = 2 * float64(p.MaxRefusals) * p.Scale
+		}
+		return fmt.Sprintf("T=%s, K=%d, b_ρ=%s, b_ν=%s", f(p.Threshold), p.MaxRefusals, f(p.Scale), f(ds))
+	}
+	return ""
+}
+
+// release answers the histograms with one aggregator and accounts for it.
+func release(cfg Config, agg string, k, classes int, hs []mechanism.Histogram) (Row, []int, error) {
+	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
+	row := Row{Aggregator: agg, Params: paramString(p), Teachers: k, Queries: len(hs)}
+	m, err := mechanism.New(p)
+	if err != nil {
+		return row, nil, err
+	}
+	src := source(cfg.Seed, fmt.Sprintf("answer/%s/%d/%d", agg, k, len(hs)))
+	labels := make([]int, len(hs))
+	refused := 0
+	for q, h := range hs {
+		o, err := m.Answer(src, h)
+		if errors.Is(err, mechanism.ErrSessionExhausted) {
+			// The nzc-svt session is over: the remaining queries go unanswered.
+			for r := q; r < len(hs); r++ {
+				labels[r] = metrics.Refused
+			}
+			break
+		}
+		if err != nil {
+			return row, nil, err
+		}
+		if o.Refused {
+			labels[q] = metrics.Refused
+			refused++
+			continue
+		}
+		labels[q] = o.Label
+		row.Answered++
+	}
+	g := mechanism.DefaultGrid()
+	ch, err := p.Charge(g, row.Answered, refused)
+	if err != nil {
+		return row, nil, err
+	}
+	conv, err := ch.Epsilon(cfg.Delta)
+	if err != nil {
+		return row, nil, err
+	}
+	row.EpsilonDataIndependent, row.Epsilon, row.Delta = conv.Epsilon, conv.Epsilon, conv.Delta
+	row.EpsilonSource = "data-independent"
+	if p.Mechanism == mechanism.NZC {
+		zero := 0.0
+		row.EpsilonClaimed = &zero
+	}
+	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {
+		rel, err := mechanism.ReleaseSmoothSensitivity(source(cfg.Seed, "ss/"+agg+"/"+strconv.Itoa(k)+"/"+strconv.Itoa(len(hs))), p, hs,
+			mechanism.SmoothSensitivityParams{Order: cfg.SSOrder, Sigma: cfg.SSSigma}, cfg.Delta)
+		if err != nil {
+			return row, nil, fmt.Errorf("smooth-sensitivity release: %w", err)
+		}
+		if rel.Epsilon < row.Epsilon {
+			row.Epsilon = rel.Epsilon
+			row.EpsilonSource = fmt.Sprintf("smooth-sensitivity release at order %g", cfg.SSOrder)
+		}
+	}
+	return row, labels, nil
+}
+
+// students trains and scores students, reusing the score of a student
+// trained on exactly the same labels (training is deterministic).
+type students struct {
+	cfg     Config
+	spec    model.Spec
+	queries *data.Dataset
+	holdout *data.Dataset
+	memo    map[[32]byte]float64
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+func (s *students) train(ctx context.Context, what string, labels []int) (float64, error) {
+	full := make([]int, s.queries.Len())
+	for i := range full {
+		full[i] = metrics.Refused
+	}
+	copy(full, labels)
+	h := sha256.New()
+	for _, l := range full {
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(int64(l))))
+	}
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
+	if acc, ok := s.memo[key]; ok {
+		s.log.Debug("student reused", "for", what)
+		return acc, nil
+	}
+	bar := progress.New(s.cfg.Progress, s.now)
+	defer bar.Done()
+	n, _, err := ensemble.TrainStudent(ctx, s.spec, s.cfg.StudentTrain, s.cfg.Seed, s.queries, full, func(done, total int) {
+		bar.Update("student "+strings.TrimSpace(what), done, total, "samples")
+	})
+	if errors.Is(err, ensemble.ErrNoLabels) {
+		s.memo[key] = 0
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("student (%s): %w", what, err)
+	}
+	acc, err := n.Accuracy(s.holdout)
+	if err != nil {
+		return 0, err
+	}
+	s.memo[key] = acc
+	return acc, nil
+}

@@ -1,0 +1,278 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+// connHospital calls a hospital over its own connection to the aggregator.
+type connHospital struct{ c *quicnet.Conn }
+
+func (h connHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
+	var vb nzcpb.VoteBatch
+	if err := h.c.Invoke(ctx, q, &vb); err != nil {
+		return nil, err
+	}
+	return &vb, nil
+}
+
+// Serve accepts hospitals and students on l until ctx ends. Before
+// serving it re-proposes the charges of batches left pending by an earlier
+// run (in the background, so that an unreachable ledger does not keep
+// parties out).
+func (a *Aggregator) Serve(ctx context.Context, l *quicnet.Listener) error {
+	go func() {
+		if err := a.Recover(ctx); err != nil {
+			a.log.Error("could not read the outbox", "err", err)
+		}
+	}()
+	mux := a.mux()
+	for {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			if err := c.Serve(ctx, mux); err != nil {
+				a.log.Debug("connection ended", "peer", c.Peer().String(), "err", err)
+			}
+		}()
+	}
+}
+
+// Listen opens the aggregator's QUIC listener: only hospitals and students
+// of the federation may connect.
+func Listen(addr string, cfg quicnet.Config) (*quicnet.Listener, error) {
+	return quicnet.Listen(addr, cfg, crypto.RoleHospital, crypto.RoleStudent)
+}
+
+func (a *Aggregator) mux() quicnet.Mux {
+	return quicnet.Mux{
+		protocol.TypeHello: {Roles: []crypto.Role{crypto.RoleHospital, crypto.RoleStudent}, Handle: a.handleHello},
+		protocol.TypeLabelRequest: {Roles: []crypto.Role{crypto.RoleStudent}, Handle: func(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+			var req nzcpb.LabelRequest
+			if err := r.Decode(&req); err != nil {
+				return 0, nil, err
+			}
+			resp, err := a.Label(ctx, r.Peer.ID, &req)
+			if err != nil {
+				return 0, nil, err
+			}
+			return quicnet.Reply(resp)
+		}},
+		protocol.TypeBudgetRequest: {Roles: []crypto.Role{crypto.RoleStudent, crypto.RoleHospital}, Handle: func(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+			var req nzcpb.BudgetRequest
+			if err := r.Decode(&req); err != nil {
+				return 0, nil, err
+			}
+			resp, err := a.Budget(ctx, &req)
+			if err != nil {
+				return 0, nil, err
+			}
+			return quicnet.Reply(resp)
+		}},
+		protocol.TypeLedgerSubmit: {Roles: []crypto.Role{crypto.RoleHospital}, Handle: a.handleRelay},
+	}
+}
+
+func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+	var h nzcpb.Hello
+	if err := r.Decode(&h); err != nil {
+		return 0, nil, err
+	}
+	want := map[crypto.Role]nzcpb.Role{crypto.RoleHospital: nzcpb.Role_ROLE_HOSPITAL, crypto.RoleStudent: nzcpb.Role_ROLE_STUDENT}[r.Peer.Role]
+	if h.GetPartyId() != r.Peer.ID || h.GetRole() != want {
+		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hello names %s %s but the certificate names %s: a party registers under its own identity", h.GetRole(), h.GetPartyId(), r.Peer)
+	}
+	rcpt, err := crypto.ParseRecipient(h.GetAgeRecipient())
+	if err != nil {
+		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "age recipient: %v", err)
+	}
+	switch r.Peer.Role {
+	case crypto.RoleHospital:
+		hi := h.GetHospital()
+		remove, err := a.AddHospital(r.Peer.ID, int(hi.GetNumTeachers()), int(hi.GetNumClasses()), connHospital{r.Conn})
+		if err != nil {
+			return 0, nil, err
+		}
+		go func() {
+			<-r.Conn.Done()
+			remove()
+		}()
+	case crypto.RoleStudent:
+		a.AddStudent(r.Peer.ID, rcpt)
+	}
+	_, status := a.Ready()
+	return quicnet.Reply(&nzcpb.Ack{ProtocolVersion: protocol.ProtocolVersion, PartyId: a.cfg.ID,
+		AgeRecipient: a.Recipient().String(), Message: "registered; " + status})
+}
+
+// handleRelay passes a hospital's own account commands (open account,
+// change cap), signed by the hospital, to the ledger: hospitals dial only
+// the aggregator. Nothing else may be relayed.
+func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+	var s nzcpb.LedgerSubmit
+	if err := r.Decode(&s); err != nil {
+		return 0, nil, err
+	}
+	c, err := ledger.DecodeCommand(s.GetCommand())
+	if err != nil {
+		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "ledger command: %v", err)
+	}
+	var subject string
+	switch b := c.Body.(type) {
+	case *ledger.OpenAccount:
+		subject = b.Hospital
+	case *ledger.ChangeCap:
+		subject = b.Hospital
+	default:
+		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own open-account and change-cap commands, not %s", c.Body.Kind())
+	}
+	if subject != r.Peer.ID || c.Signer != r.Peer.ID {
+		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only commands about and signed by itself", r.Peer.ID)
+	}
+	res, err := a.cfg.Ledger.Submit(ctx, s.GetCommand())
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return 0, nil, pe
+		}
+		return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the ledger did not answer: %v", err)
+	}
+	a.log.Info("relayed a hospital's account command", "hospital", r.Peer.ID, "kind", c.Body.Kind().String(), "code", res.GetCode().String())
+	return quicnet.Reply(res)
+}
+
+// LedgerClient submits commands to the auditors over QUIC. Any auditor
+// takes a command (followers forward it to the raft leader); when one is
+// unreachable the next is tried.
+type LedgerClient struct {
+	cfg   quicnet.Config
+	addrs []string
+
+	mu   chanMutex
+	conn *quicnet.Conn
+	next int
+}
+
+// chanMutex is a mutex whose Lock respects a context.
+type chanMutex chan struct{}
+
+func (m chanMutex) lock(ctx context.Context) error {
+	select {
+	case m <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (m chanMutex) unlock() { <-m }
+
+// NewLedgerClient returns a client of the auditors at addrs.
+func NewLedgerClient(cfg quicnet.Config, addrs []string) (*LedgerClient, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("aggregator: no auditor address configured")
+	}
+	return &LedgerClient{cfg: cfg, addrs: addrs, mu: make(chanMutex, 1)}, nil
+}
+
+func (l *LedgerClient) connect(ctx context.Context) (*quicnet.Conn, error) {
+	if err := l.mu.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer l.mu.unlock()
+	if l.conn != nil && l.conn.Err() == nil {
+		return l.conn, nil
+	}
+	var errs []error
+	for range l.addrs {
+		addr := l.addrs[l.next%len(l.addrs)]
+		c, err := quicnet.Dial(ctx, addr, l.cfg, crypto.RoleAuditor)
+		if err == nil {
+			l.conn = c
+			return c, nil
+		}
+		errs = append(errs, err)
+		l.next++
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("no auditor reachable: %w", errors.Join(errs...))
+}
+
+func (l *LedgerClient) drop(c *quicnet.Conn) {
+	_ = l.mu.lock(context.Background())
+	defer l.mu.unlock()
+	if l.conn == c {
+		_ = c.Close()
+		l.conn = nil
+		l.next++
+	}
+}
+
+// call invokes req on an auditor, moving to the next auditor when the
+// connection fails or the auditor says it cannot serve now.
+func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error {
+	var last error
+	for range 2 * len(l.addrs) {
+		c, err := l.connect(ctx)
+		if err != nil {
+			return err
+		}
+		err = c.Invoke(ctx, req, resp)
+		if err == nil {
+			return nil
+		}
+		last = err
+		var pe *protocol.Error
+		if errors.As(err, &pe) && !pe.Code.Retryable() {
+			return err
+		}
+		l.drop(c)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return last
+}
+
+// Submit proposes a signed command.
+func (l *LedgerClient) Submit(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
+	var res nzcpb.LedgerResult
+	if err := l.call(ctx, &nzcpb.LedgerSubmit{Command: cmd}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Budget reads hospitals' budgets.
+func (l *LedgerClient) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	var res nzcpb.BudgetResponse
+	if err := l.call(ctx, req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Close closes the connection to the auditors.
+func (l *LedgerClient) Close() error {
+	_ = l.mu.lock(context.Background())
+	defer l.mu.unlock()
+	if l.conn != nil {
+		return l.conn.Close()
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+// Submitter replicates a command: *auditor.Node.
+type Submitter interface {
+	Submit(ctx context.Context, cmd []byte) ([]byte, uint64, error)
+}
+
+// Server answers the aggregator's ledger requests on one auditor.
+type Server struct {
+	Node   Submitter
+	Ledger *auditor.Ledger
+	Logger *slog.Logger
+}
+
+// Listen opens the intake listener: only the aggregator may connect.
+func Listen(addr string, cfg quicnet.Config) (*quicnet.Listener, error) {
+	return quicnet.Listen(addr, cfg, crypto.RoleAggregator)
+}
+
+// Serve accepts connections on l until ctx ends.
+func (s *Server) Serve(ctx context.Context, l *quicnet.Listener) error {
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	aggOnly := []crypto.Role{crypto.RoleAggregator}
+	mux := quicnet.Mux{
+		protocol.TypeLedgerSubmit:  {Roles: aggOnly, Handle: s.submit},
+		protocol.TypeBudgetRequest: {Roles: aggOnly, Handle: s.budget},
+	}
+	for {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			if err := c.Serve(ctx, mux); err != nil {
+				log.Debug("intake connection ended", "peer", c.Peer().String(), "err", err)
+			}
+		}()
+	}
+}
+
+func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+	var req nzcpb.LedgerSubmit
+	if err := r.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	data, _, err := s.Node.Submit(ctx, req.GetCommand())
+	if err != nil {
+		var rej *auditor.RejectedError
+		var nl *auditor.NotLeaderError
+		switch {
+		case errors.As(err, &rej):
+			return quicnet.Reply(&nzcpb.LedgerResult{Index: rej.Index, Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Err.Error()})
+		case errors.As(err, &nl):
+			return 0, nil, protocol.NotLeader(nl.LeaderAddr)
+		}
+		return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
+	}
+	res, err := auditor.DecodeResult(data)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := ToWire(res)
+	if cp, err := s.Ledger.Checkpoint(0); err == nil {
+		out.Checkpoint = cp
+	}
+	return quicnet.Reply(out)
+}
+
+func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+	var req nzcpb.BudgetRequest
+	if err := r.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	return quicnet.Reply(Budgets(s.Ledger.State(), &req))
+}

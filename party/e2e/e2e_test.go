@@ -1,0 +1,486 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/party/aggregator"
+	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/student"
+	"github.com/nzcfed/nzc/party/teacher"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+const (
+	classes  = 4
+	dim      = 3
+	teachers = 10 // per hospital
+	capEps   = 12.0
+)
+
+func logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type federation struct {
+	t        *testing.T
+	m        *crypto.Manifest
+	ca       *x509.Certificate
+	machines []*auditor.Ledger
+	nodes    []*auditor.Node
+	intakes  []string
+}
+
+func (f *federation) party(role crypto.Role, id string) crypto.PartyFiles {
+	p, ok := f.m.Party(role, id)
+	if !ok {
+		f.t.Fatalf("no %s %s", role, id)
+	}
+	return p
+}
+
+func (f *federation) net(p crypto.PartyFiles) quicnet.Config {
+	cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return quicnet.Config{CA: f.ca, Credential: cred, Logger: logger(f.t).With("party", p.ID)}
+}
+
+func (f *federation) identity(p crypto.PartyFiles) *crypto.Identity {
+	id, err := crypto.LoadIdentity(f.m.Path(p.AgeIdentity))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return id
+}
+
+func (f *federation) signingKey(p crypto.PartyFiles) []byte {
+	k, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return k
+}
+
+// run starts fn in the background until the test ends.
+func run(t *testing.T, name string, fn func(ctx context.Context) error) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// startAuditors runs three auditors (raft over mutual TLS), their QUIC
+// intakes, and applies the federation's genesis.
+func startAuditors(t *testing.T, f *federation) {
+	pool := x509.NewCertPool()
+	pool.AddCert(f.ca)
+	var first string
+	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
+		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := cred.TLSCertificate()
+		m, err := auditor.NewLedger(ledger.New(), p.ID, f.signingKey(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := auditor.Config{
+			DataDir: t.TempDir(), NodeID: p.ID, BindAddr: "127.0.0.1:0",
+			ServerTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
+			ClientTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
+			StateMachine: m, Logger: logger(t).With("auditor", p.ID),
+			HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, ApplyTimeout: 5 * time.Second,
+		}
+		if i == 0 {
+			cfg.Bootstrap = true
+		} else {
+			cfg.Join = []string{first}
+		}
+		n, err := auditor.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, p.ID, n.Run)
+		if i == 0 {
+			first = n.Addr()
+			waitFor(t, 15*time.Second, "the first auditor to lead", func() bool { return n.Status().State == "Leader" })
+		}
+		l, err := intake.Listen("127.0.0.1:0", f.net(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		srv := &intake.Server{Node: n, Ledger: m, Logger: logger(t)}
+		run(t, p.ID+" intake", func(ctx context.Context) error { return srv.Serve(ctx, l) })
+		f.machines, f.nodes, f.intakes = append(f.machines, m), append(f.nodes, n), append(f.intakes, l.Addr().String())
+	}
+	waitFor(t, 15*time.Second, "three auditors in the cluster", func() bool { return len(f.nodes[0].Status().Peers) == 3 })
+	caKey, err := crypto.LoadPrivateKey(f.m.Path(f.m.CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := intake.GenesisCommands(f.m, caKey, "nzc.e2e/ledger", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds {
+		b, _, err := f.nodes[1].Submit(t.Context(), c) // a follower: forwarded to the leader
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("genesis command refused: %+v %v", r, err)
+		}
+	}
+}
+
+// charges returns the accepted charges of the ledger as every auditor
+// holds it, once all three agree.
+func (f *federation) charges() map[string]*ledger.Charge {
+	f.t.Helper()
+	var size int64
+	waitFor(f.t, 10*time.Second, "the auditors to converge", func() bool {
+		size = f.machines[0].State().TreeSize()
+		return f.machines[1].State().TreeSize() == size && f.machines[2].State().TreeSize() == size &&
+			f.machines[0].State().RootHash() == f.machines[1].State().RootHash() && f.machines[0].State().RootHash() == f.machines[2].State().RootHash()
+	})
+	entries, err := f.machines[2].State().Entries(0, size)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := ledger.Replay(entries); err != nil {
+		f.t.Fatalf("the replicated ledger does not replay: %v", err)
+	}
+	out := map[string]*ledger.Charge{}
+	for _, b := range entries {
+		e, err := ledger.DecodeEntry(b)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		c, err := ledger.DecodeCommand(e.Command)
+		if err != nil || e.Status != ledger.StatusAccepted {
+			continue
+		}
+		if ch, ok := c.Body.(*ledger.Charge); ok {
+			if out[ch.BatchID] != nil {
+				f.t.Fatalf("batch %s charged twice", ch.BatchID)
+			}
+			out[ch.BatchID] = ch
+		}
+	}
+	return out
+}
+
+// voter is a hospital's ensemble on the synthetic data: every teacher
+// votes class round(x[0]) mod classes.
+type voter struct{}
+
+func (voter) Teachers() int { return teachers }
+func (voter) Classes() int  { return classes }
+func (voter) Dim() int      { return dim }
+func (voter) Votes(_ context.Context, x []float32) ([][]int, error) {
+	out := make([][]int, len(x)/dim)
+	for q := range out {
+		out[q] = make([]int, classes)
+		out[q][int(x[q*dim])%classes] = teachers
+	}
+	return out, nil
+}
+
+func dataset(n, offset int) *data.Dataset {
+	d := &data.Dataset{X: make([]float32, n*dim), Y: make([]int, n), Shape: data.Shape{Height: 1, Width: dim, Channels: 1}, Classes: classes}
+	for i := range n {
+		d.Y[i] = (i + offset) % classes
+		d.X[i*dim] = float32(d.Y[i])
+		d.X[i*dim+1] = float32(i + offset) // makes every row, hence every data set, distinct
+	}
+	return d
+}
+
+// crashingLedger passes charges to the ledger; armed, it "crashes" the
+// aggregator right after the ledger committed a charge, before the answer
+// is delivered.
+type crashingLedger struct {
+	aggregator.Ledger
+	mu      sync.Mutex
+	armed   bool
+	crash   func()
+	crashed chan string
+}
+
+func (l *crashingLedger) Submit(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
+	res, err := l.Ledger.Submit(ctx, cmd)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, _ := ledger.DecodeCommand(cmd)
+	if ch, ok := c.Body.(*ledger.Charge); ok && l.armed && err == nil && res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		l.armed = false
+		l.crash()
+		l.crashed <- ch.BatchID
+		return nil, errors.New("the aggregator stopped before delivering")
+	}
+	return res, err
+}
+
+func TestFederation(t *testing.T) {
+	dir := t.TempDir()
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &federation{t: t, m: m, ca: ca}
+	startAuditors(t, f)
+
+	// The aggregator, on a port it keeps across its restart.
+	aggP := f.party(crypto.RoleAggregator, "aggregator")
+	outbox := t.TempDir()
+	lc, err := aggregator.NewLedgerClient(f.net(aggP), f.intakes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	crashing := &crashingLedger{Ledger: lc, crashed: make(chan string, 1)}
+	aggAddr := ""
+	startAggregator := func(led aggregator.Ledger) (context.CancelFunc, *aggregator.Aggregator) {
+		a, err := aggregator.New(aggregator.Config{
+			ID: aggP.ID, Identity: f.identity(aggP), SigningKey: f.signingKey(aggP), OutboxDir: outbox,
+			Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},
+			Quorum:    3, Hospitals: 3, BatchDeadline: 10 * time.Second, Ledger: led, Logger: logger(t).With("party", "aggregator"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := aggAddr
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		l, err := aggregator.Listen(addr, f.net(aggP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		aggAddr = l.Addr().String()
+		stop := run(t, "aggregator", func(ctx context.Context) error {
+			defer l.Close()
+			return a.Serve(ctx, l)
+		})
+		return stop, a
+	}
+	stopAgg, agg := startAggregator(crashing)
+	crashing.crash = stopAgg
+
+	backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
+	var hospitals []*crypto.Recipient
+	for _, p := range m.ByRole(crypto.RoleHospital) {
+		n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
+			SigningKey: f.signingKey(p), CapEpsilon: capEps, CapDelta: 1e-5, Voter: voter{}, Backoff: backoff,
+			Logger: logger(t).With("party", p.ID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, p.ID, n.Run)
+		hospitals = append(hospitals, f.identity(p).Recipient())
+	}
+	waitFor(t, 20*time.Second, "3 hospitals to register", func() bool { ok, _ := agg.Ready(); return ok })
+	waitFor(t, 20*time.Second, "3 budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == 3 })
+
+	stP := f.party(crypto.RoleStudent, "student-1")
+	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+		Hospitals: hospitals, BatchSize: 8, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50, Logger: logger(t).With("party", "student")})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	checkAgainstLedger := func(res *student.Result) {
+		t.Helper()
+		charges := f.charges()
+		for _, b := range res.Batches {
+			ch := charges[b.BatchID]
+			if ch == nil {
+				t.Fatalf("batch %d was delivered without a charge in the ledger", b.Index)
+			}
+			if hex.EncodeToString(ch.AnswersHash[:]) != b.AnswersHash {
+				t.Fatalf("batch %d: the labels' hash differs from the answers hash the ledger committed", b.Index)
+			}
+			if len(ch.Hospitals) != 3 || ch.Student != "student-1" || ch.Queries != uint64(len(b.Labels)) {
+				t.Fatalf("batch %d: charge %+v", b.Index, ch)
+			}
+		}
+	}
+
+	t.Run("labels are released after their charge", func(t *testing.T) {
+		d := dataset(24, 0)
+		res, err := st.Label(t.Context(), d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Batches) != 3 || res.Answered+res.Refused != 24 {
+			t.Fatalf("%d batches, %d answered, %d refused", len(res.Batches), res.Answered, res.Refused)
+		}
+		for i, l := range res.Labels {
+			if l >= 0 && l != d.Y[i] {
+				t.Errorf("query %d: label %d, every teacher voted %d", i, l, d.Y[i])
+			}
+		}
+		checkAgainstLedger(res)
+		again, err := st.Label(t.Context(), d, nil)
+		if err != nil || again.Resumed != 3 {
+			t.Fatalf("a second run resumed %d batches (%v), want all 3 without asking", again.Resumed, err)
+		}
+	})
+
+	t.Run("a crash between commit and delivery loses nothing and charges once", func(t *testing.T) {
+		crashing.mu.Lock()
+		crashing.armed = true
+		crashing.mu.Unlock()
+		d := dataset(8, 100)
+		type out struct {
+			res *student.Result
+			err error
+		}
+		done := make(chan out, 1)
+		go func() {
+			r, err := st.Label(t.Context(), d, nil)
+			done <- out{r, err}
+		}()
+		var batch string
+		select {
+		case batch = <-crashing.crashed:
+		case o := <-done:
+			t.Fatalf("labelling ended without the crash: %v", o.err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no charge was committed")
+		}
+		before := f.charges()[batch]
+		if before == nil {
+			t.Fatal("the charge was not committed before the crash")
+		}
+		// Restart on the same outbox and port, with the plain ledger client.
+		_, agg = startAggregator(lc)
+		o := <-done
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if len(o.res.Batches) != 1 || o.res.Batches[0].BatchID != batch || !o.res.Batches[0].Replayed {
+			t.Fatalf("got %+v, want the charged batch %s, delivered from the outbox", o.res.Batches, batch)
+		}
+		checkAgainstLedger(o.res)
+		if after := f.charges()[batch]; after.AnswersHash != before.AnswersHash || after.Timestamp != before.Timestamp {
+			t.Fatal("the batch was charged again after the restart")
+		}
+	})
+
+	t.Run("a batch over a hospital's cap is refused and not charged", func(t *testing.T) {
+		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+			Hospitals: hospitals, BatchSize: 400, StateDir: t.TempDir(), Backoff: backoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(f.charges())
+		d := dataset(400, 1000)
+		res, err := big.Label(t.Context(), d, nil)
+		if !errors.Is(err, student.ErrStopped) || !errors.Is(err, protocol.ErrBudgetExhausted) {
+			t.Fatalf("got %v, want a budget-exhausted refusal", err)
+		}
+		if res.Answered != 0 || len(res.Batches) != 0 {
+			t.Fatalf("labels were released: %+v", res)
+		}
+		charges := f.charges()
+		if len(charges) != before || charges[hex.EncodeToString(student.BatchID(stP.ID, d.Hash(), 400, 0))] != nil {
+			t.Fatal("the refused batch was charged")
+		}
+		t.Logf("refusal: %v", err)
+	})
+
+	t.Run("parties of another federation or role are refused", func(t *testing.T) {
+		other, err := crypto.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		of := &federation{t: t, m: other}
+		if of.ca, err = crypto.LoadCert(other.Path(other.CACert)); err != nil {
+			t.Fatal(err)
+		}
+		op, _ := other.Party(crypto.RoleStudent, "student-1")
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err = quicnet.Dial(ctx, aggAddr, of.net(op), crypto.RoleAggregator)
+		if err == nil {
+			t.Fatal("a student of another federation connected to the aggregator")
+		}
+		t.Logf("another CA, seen by the dialler: %v", err)
+		// The same party trusting our CA is refused by the aggregator.
+		foreign := of.net(op)
+		foreign.CA = f.ca
+		_, err = quicnet.Dial(ctx, aggAddr, foreign, crypto.RoleAggregator)
+		if !errors.Is(err, quicnet.ErrRejected) {
+			t.Fatalf("a student of another federation: %v, want a rejection by the aggregator", err)
+		}
+		t.Logf("another CA, seen by the aggregator: %v", err)
+
+		// A hospital may not submit to the ledger's intake.
+		hp := f.party(crypto.RoleHospital, "hospital-1")
+		_, err = quicnet.Dial(ctx, f.intakes[0], f.net(hp), crypto.RoleAuditor)
+		if !errors.Is(err, quicnet.ErrRejected) {
+			t.Fatalf("a hospital dialling the ledger intake: %v, want a rejection", err)
+		}
+		t.Logf("wrong role: %v", err)
+
+		// A student may not relay ledger commands through the aggregator.
+		c, err := quicnet.Dial(ctx, aggAddr, f.net(stP), crypto.RoleAggregator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var res nzcpb.LedgerResult
+		err = c.Invoke(ctx, &nzcpb.LedgerSubmit{Command: []byte{1}}, &res)
+		if !errors.Is(err, protocol.ErrUnauthorized) {
+			t.Fatalf("a student's ledger command: %v, want unauthorized", err)
+		}
+	})
+}

@@ -1,0 +1,329 @@
+// Package student is the student's node: it sends its unlabelled data to
+// the aggregator in batches, receives labels (or refusals) once the ledger
+// has committed their charge, and trains and evaluates its model on them.
+//
+// Labelling is resumable: batch ids are derived from the student id, the
+// data set's hash, the batch size and the batch index, and every labelled
+// batch is recorded in the state directory, so an interrupted run continues
+// where it stopped — and a batch whose answer was lost is asked again under
+// the same id, which the aggregator answers from its outbox without a new
+// charge.
+package student
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+// Config is what a student needs.
+type Config struct {
+	ID         string
+	Aggregator string
+	Net        quicnet.Config
+	Identity   *crypto.Identity // opens released labels
+	// Hospitals are the age recipients query features are sealed to.
+	Hospitals []*crypto.Recipient
+	BatchSize int
+	// StateDir records labelled batches, for resumable runs.
+	StateDir string
+	// Attempts bounds how often one batch is asked when the answer is a
+	// retryable refusal (quorum, ledger unavailable); 0 means 10.
+	Attempts int
+	Backoff  quicnet.Backoff
+	Logger   *slog.Logger
+}
+
+// Client labels data through the aggregator.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg.
+func New(cfg Config) (*Client, error) {
+	switch {
+	case cfg.ID == "":
+		return nil, errors.New("student: no student id configured")
+	case cfg.Identity == nil:
+		return nil, errors.New("student: no age identity configured: it opens the labels")
+	case len(cfg.Hospitals) == 0:
+		return nil, errors.New("student: no hospital age recipients configured: query features are sealed to them")
+	case cfg.BatchSize < 1:
+		return nil, fmt.Errorf("student: batch size %d", cfg.BatchSize)
+	case cfg.StateDir == "":
+		return nil, errors.New("student: no state directory configured")
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 10
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{cfg: cfg, log: log}, nil
+}
+
+// BatchID is the id of batch index of a data set for a student.
+func BatchID(student, dataHash string, batchSize, index int) []byte {
+	h := sha256.New()
+	h.Write([]byte("nzc student batch v1\x00"))
+	h.Write([]byte(student))
+	h.Write([]byte{0})
+	h.Write([]byte(dataHash))
+	h.Write([]byte{0})
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(batchSize))
+	binary.BigEndian.PutUint64(b[8:], uint64(index))
+	h.Write(b[:])
+	return h.Sum(nil)
+}
+
+// Batch is one labelled batch as recorded in the state directory.
+type Batch struct {
+	Index       int     `json:"index"`
+	BatchID     string  `json:"batch_id"`
+	From        int     `json:"from"`
+	Labels      []int32 `json:"labels"` // −1 where refused
+	LedgerIndex uint64  `json:"ledger_index"`
+	AnswersHash string  `json:"answers_hash"`
+	Replayed    bool    `json:"replayed"`
+}
+
+// Result is a labelling run.
+type Result struct {
+	Student  string   `json:"student"`
+	DataHash string   `json:"data_hash"`
+	Queries  int      `json:"queries"`
+	Labels   []int    `json:"labels"` // −1 where refused or not asked
+	Answered int      `json:"answered"`
+	Refused  int      `json:"refused"`
+	Batches  []*Batch `json:"batches"`
+	// Stopped says why labelling stopped before the end (a typed refusal
+	// from the aggregator, e.g. the budget is exhausted); empty when every
+	// batch was labelled.
+	Stopped string `json:"stopped,omitempty"`
+	// Resumed is the number of batches found already labelled.
+	Resumed int `json:"resumed"`
+}
+
+// ErrStopped is matched by Label's error when the aggregator refused a
+// batch for a reason retrying will not fix.
+var ErrStopped = errors.New("labelling stopped")
+
+// Progress is told after each batch.
+type Progress func(done, total int)
+
+func (c *Client) statePath(dataHash string, index int) string {
+	return filepath.Join(c.cfg.StateDir, dataHash[:16], fmt.Sprintf("batch-%06d.json", index))
+}
+
+func (c *Client) loadBatch(dataHash string, index int, id []byte) (*Batch, error) {
+	b, err := os.ReadFile(c.statePath(dataHash, index))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var bt Batch
+	if err := json.Unmarshal(b, &bt); err != nil || bt.BatchID != hex.EncodeToString(id) {
+		return nil, fmt.Errorf("student: state file %s is damaged or from another run; move it away to ask that batch again (the aggregator answers a known batch without a new charge)", c.statePath(dataHash, index))
+	}
+	return &bt, nil
+}
+
+// Label labels every row of x (the features of d; its labels are not
+// sent) and returns the labels. Batches recorded in the state directory are
+// not asked again. On a refusal that retrying cannot fix it returns the
+// labels so far and an error matching ErrStopped (and the refusal's
+// protocol sentinel, e.g. protocol.ErrBudgetExhausted).
+func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) (*Result, error) {
+	hash := d.Hash()
+	n := d.Len()
+	res := &Result{Student: c.cfg.ID, DataHash: hash, Queries: n, Labels: make([]int, n)}
+	for i := range res.Labels {
+		res.Labels[i] = -1
+	}
+	nb := (n + c.cfg.BatchSize - 1) / c.cfg.BatchSize
+	var conn *quicnet.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	var stopErr error
+	for i := range nb {
+		from, to := i*c.cfg.BatchSize, min((i+1)*c.cfg.BatchSize, n)
+		id := BatchID(c.cfg.ID, hash, c.cfg.BatchSize, i)
+		bt, err := c.loadBatch(hash, i, id)
+		if err != nil {
+			return res, err
+		}
+		if bt != nil {
+			res.Resumed++
+		} else {
+			bt, err = c.ask(ctx, &conn, d.Slice(from, to), id, i, from)
+			if err != nil {
+				var pe *protocol.Error
+				if errors.As(err, &pe) {
+					stopErr = fmt.Errorf("%w at batch %d of %d: %w", ErrStopped, i+1, nb, err)
+					res.Stopped = pe.Error()
+					break
+				}
+				return res, err
+			}
+			b, _ := json.Marshal(bt)
+			if err := os.MkdirAll(filepath.Dir(c.statePath(hash, i)), 0o700); err != nil {
+				return res, err
+			}
+			if err := crypto.WriteFile(c.statePath(hash, i), b, 0o600, true); err != nil {
+				return res, err
+			}
+		}
+		res.Batches = append(res.Batches, bt)
+		for j, l := range bt.Labels {
+			res.Labels[from+j] = int(l)
+		}
+		if progress != nil {
+			progress(to, n)
+		}
+	}
+	for _, l := range res.Labels {
+		if l >= 0 {
+			res.Answered++
+		}
+	}
+	asked := 0
+	for _, b := range res.Batches {
+		asked += len(b.Labels)
+	}
+	res.Refused = asked - res.Answered
+	return res, stopErr
+}
+
+// connect dials the aggregator and registers.
+func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
+	conn, err := quicnet.Connect(ctx, c.cfg.Net, quicnet.Target{Name: "aggregator", Addr: c.cfg.Aggregator, Role: crypto.RoleAggregator}, c.cfg.Backoff)
+	if err != nil {
+		return nil, err
+	}
+	var ack nzcpb.Ack
+	err = conn.Invoke(ctx, &nzcpb.Hello{ProtocolVersion: protocol.ProtocolVersion, Role: nzcpb.Role_ROLE_STUDENT,
+		PartyId: c.cfg.ID, AgeRecipient: c.cfg.Identity.Recipient().String(), Software: "nzc-student"}, &ack)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("register with the aggregator: %w", err)
+	}
+	c.log.Info("registered with the aggregator", "status", ack.GetMessage())
+	return conn, nil
+}
+
+// ask labels one batch, retrying retryable refusals and lost connections
+// under the same batch id.
+func (c *Client) ask(ctx context.Context, conn **quicnet.Conn, part *data.Dataset, id []byte, index, from int) (*Batch, error) {
+	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), Values: part.X})
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := crypto.Seal(plain, c.cfg.Hospitals...)
+	if err != nil {
+		return nil, err
+	}
+	req := &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
+	var last error
+	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
+		if *conn == nil || (*conn).Err() != nil {
+			cn, err := c.connect(ctx)
+			if err != nil {
+				return nil, err
+			}
+			*conn = cn
+		}
+		var resp nzcpb.LabelResponse
+		err := (*conn).Invoke(ctx, req, &resp)
+		if err == nil {
+			return c.open(&resp, id, index, from, part.Len())
+		}
+		last = err
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			if !pe.Code.Retryable() {
+				return nil, pe
+			}
+		} else if ctx.Err() != nil {
+			return nil, err
+		} else {
+			_ = (*conn).Close()
+			*conn = nil
+		}
+		wait := time.Duration(attempt) * 500 * time.Millisecond
+		if pe != nil && pe.RetryAfter > 0 {
+			wait = pe.RetryAfter
+		}
+		c.log.Warn("batch not labelled yet; asking again under the same id", "batch", index, "attempt", attempt, "err", err, "wait", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var pe *protocol.Error
+	if errors.As(last, &pe) {
+		return nil, pe
+	}
+	return nil, fmt.Errorf("batch %d not labelled after %d attempts: %w", index, c.cfg.Attempts, last)
+}
+
+func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int) (*Batch, error) {
+	if string(resp.GetBatchId()) != string(id) || int(resp.GetNumQueries()) != nq {
+		return nil, fmt.Errorf("the aggregator answered another batch or another size")
+	}
+	plain, err := crypto.Open(resp.GetSealedLabels(), c.cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("open the labels: %w", err)
+	}
+	h := sha256.Sum256(plain)
+	if string(h[:]) != string(resp.GetAnswersHash()) {
+		return nil, errors.New("the labels do not match the answers hash the ledger committed: refusing them")
+	}
+	var l nzcpb.Labels
+	if err := protocol.DecodePlain(plain, &l); err != nil {
+		return nil, err
+	}
+	if len(l.GetLabels()) != nq {
+		return nil, fmt.Errorf("%d labels for %d queries", len(l.GetLabels()), nq)
+	}
+	return &Batch{Index: index, BatchID: hex.EncodeToString(id), From: from, Labels: l.GetLabels(),
+		LedgerIndex: resp.GetLedgerIndex(), AnswersHash: hex.EncodeToString(h[:]), Replayed: resp.GetReplayed()}, nil
+}
+
+// Budget asks the ledger, through the aggregator, what the hospitals have
+// spent and have left.
+func (c *Client) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var resp nzcpb.BudgetResponse
+	if err := conn.Invoke(ctx, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}

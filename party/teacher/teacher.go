@@ -1,0 +1,243 @@
+// Package teacher is a hospital's node. It trains teachers on disjoint
+// shards of the hospital's own data, dials the aggregator (a hospital never
+// listens on a port), registers its teachers, opens its privacy-budget
+// account in the ledger with a command only it can sign, and answers query
+// batches with one vote histogram per query, sealed to the aggregator.
+package teacher
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+// Voter is a hospital's ensemble: *Ensemble, or anything that votes.
+type Voter interface {
+	Teachers() int
+	Classes() int
+	Dim() int
+	// Votes returns, for each query (rows of Dim values), how many teachers
+	// voted for each class.
+	Votes(ctx context.Context, x []float32) ([][]int, error)
+}
+
+// Config is what a teacher node needs.
+type Config struct {
+	ID         string
+	Aggregator string // host:port
+	Net        quicnet.Config
+	Identity   *crypto.Identity   // opens query features
+	SigningKey ed25519.PrivateKey // signs the hospital's ledger account commands
+	// CapEpsilon and CapDelta are the hospital's privacy cap, set when its
+	// account is opened. Zero CapEpsilon opens no account.
+	CapEpsilon, CapDelta float64
+	Voter                Voter
+	Backoff              quicnet.Backoff
+	Now                  func() time.Time
+	Logger               *slog.Logger
+}
+
+// Node is a running hospital.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	connected atomic.Bool
+	answered  atomic.Int64
+	status    atomic.Pointer[string]
+}
+
+// New checks cfg.
+func New(cfg Config) (*Node, error) {
+	switch {
+	case cfg.ID == "":
+		return nil, errors.New("teacher: no hospital id configured")
+	case cfg.Aggregator == "":
+		return nil, errors.New("teacher: no aggregator address configured")
+	case cfg.Identity == nil:
+		return nil, errors.New("teacher: no age identity configured: it opens query features")
+	case cfg.Voter == nil:
+		return nil, errors.New("teacher: no trained teachers: run `nzc-teacher train` first")
+	case cfg.CapEpsilon != 0 && len(cfg.SigningKey) != ed25519.PrivateKeySize:
+		return nil, errors.New("teacher: opening the budget account needs the hospital's signing key")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, log: log}
+	s := "connecting to the aggregator at " + cfg.Aggregator
+	n.status.Store(&s)
+	return n, nil
+}
+
+// Ready reports whether the hospital is registered with the aggregator.
+func (n *Node) Ready() (bool, string) { return n.connected.Load(), *n.status.Load() }
+
+// Answered is the number of query batches answered so far.
+func (n *Node) Answered() int64 { return n.answered.Load() }
+
+// Run keeps the hospital connected to the aggregator until ctx ends,
+// reconnecting with backoff. It returns at once when either side refuses
+// the other's certificate.
+func (n *Node) Run(ctx context.Context) error {
+	t := quicnet.Target{Name: "aggregator", Addr: n.cfg.Aggregator, Role: crypto.RoleAggregator}
+	err := quicnet.KeepConnected(ctx, n.cfg.Net, t, n.cfg.Backoff, n.session)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (n *Node) setStatus(s string) { n.status.Store(&s) }
+
+func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var aggRecipient atomic.Pointer[crypto.Recipient]
+	mux := quicnet.Mux{protocol.TypeQueryBatch: {Roles: []crypto.Role{crypto.RoleAggregator},
+		Handle: func(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+			rc := aggRecipient.Load()
+			if rc == nil {
+				return 0, nil, protocol.Errorf(protocol.CodeUnavailable, "hospital %s is still registering", n.cfg.ID)
+			}
+			var q nzcpb.QueryBatch
+			if err := r.Decode(&q); err != nil {
+				return 0, nil, err
+			}
+			vb, err := n.answer(ctx, &q, rc)
+			if err != nil {
+				return 0, nil, err
+			}
+			return quicnet.Reply(vb)
+		}}}
+	served := make(chan error, 1)
+	go func() { served <- c.Serve(ctx, mux) }()
+
+	hello := &nzcpb.Hello{ProtocolVersion: protocol.ProtocolVersion, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: n.cfg.ID,
+		AgeRecipient: n.cfg.Identity.Recipient().String(), Software: "nzc-teacher",
+		Hospital: &nzcpb.HospitalInfo{NumTeachers: uint32(n.cfg.Voter.Teachers()), NumClasses: uint32(n.cfg.Voter.Classes())}}
+	var ack nzcpb.Ack
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	err := c.Invoke(rctx, hello, &ack)
+	rcancel()
+	if err != nil {
+		return fmt.Errorf("register with the aggregator: %w", err)
+	}
+	rc, err := crypto.ParseRecipient(ack.GetAgeRecipient())
+	if err != nil {
+		return fmt.Errorf("the aggregator's age recipient: %w", err)
+	}
+	aggRecipient.Store(rc)
+	n.connected.Store(true)
+	defer n.connected.Store(false)
+	n.setStatus("registered with the aggregator: " + ack.GetMessage())
+	n.log.Info("registered with the aggregator", "teachers", n.cfg.Voter.Teachers(), "aggregator", ack.GetMessage())
+	if err := n.openAccount(ctx, c); err != nil {
+		n.log.Warn("could not open the budget account yet; charges will be refused until it is open", "err", err)
+	}
+	select {
+	case err := <-served:
+		n.setStatus("disconnected from the aggregator; reconnecting")
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// openAccount opens the hospital's ledger account with its cap, unless the
+// ledger already has one.
+func (n *Node) openAccount(ctx context.Context, c *quicnet.Conn) error {
+	if n.cfg.CapEpsilon == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var budget nzcpb.BudgetResponse
+	if err := c.Invoke(ctx, &nzcpb.BudgetRequest{HospitalIds: []string{n.cfg.ID}}, &budget); err != nil {
+		return err
+	}
+	if len(budget.GetBudgets()) > 0 {
+		b := budget.GetBudgets()[0]
+		n.log.Info("budget account open", "cap_epsilon", b.GetEpsilonCap(), "epsilon_spent", b.GetEpsilonSpent())
+		return nil
+	}
+	cmd, err := ledger.Sign(&ledger.OpenAccount{Hospital: n.cfg.ID, CapEpsilon: n.cfg.CapEpsilon, CapDelta: n.cfg.CapDelta,
+		Timestamp: n.cfg.Now().UnixNano()}, n.cfg.ID, n.cfg.SigningKey)
+	if err != nil {
+		return err
+	}
+	var res nzcpb.LedgerResult
+	if err := c.Invoke(ctx, &nzcpb.LedgerSubmit{Command: cmd}, &res); err != nil {
+		return err
+	}
+	if res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED && res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE {
+		return fmt.Errorf("the ledger refused to open the account: %s", res.GetReason())
+	}
+	n.log.Info("opened the budget account", "cap_epsilon", n.cfg.CapEpsilon, "cap_delta", n.cfg.CapDelta, "ledger_index", res.GetIndex())
+	return nil
+}
+
+// answer computes the hospital's votes on a query batch.
+func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recipient) (*nzcpb.VoteBatch, error) {
+	deadline := time.UnixMilli(q.GetDeadlineUnixMs())
+	if !n.cfg.Now().Before(deadline) {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "the batch's deadline %s has passed", deadline.UTC().Format(time.RFC3339))
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	v := n.cfg.Voter
+	if int(q.GetNumClasses()) != v.Classes() {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "the batch asks for %d classes, these teachers vote on %d", q.GetNumClasses(), v.Classes())
+	}
+	plain, err := crypto.Open(q.GetSealedFeatures(), n.cfg.Identity)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "the query features are not sealed to hospital %s: %v", n.cfg.ID, err)
+	}
+	var f nzcpb.Features
+	if err := protocol.DecodePlain(plain, &f); err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "features: %v", err)
+	}
+	if f.GetNumQueries() != q.GetNumQueries() || int(f.GetFeatureDim()) != v.Dim() {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "features hold %d queries of %d values; the batch says %d, these teachers take %d",
+			f.GetNumQueries(), f.GetFeatureDim(), q.GetNumQueries(), v.Dim())
+	}
+	hist, err := v.Votes(ctx, f.GetValues())
+	if err != nil {
+		return nil, fmt.Errorf("teachers' votes: %w", err)
+	}
+	nq, nc := int(q.GetNumQueries()), v.Classes()
+	if len(hist) != nq {
+		return nil, fmt.Errorf("teachers voted on %d queries of %d", len(hist), nq)
+	}
+	counts := make([]uint32, 0, nq*nc)
+	for _, row := range hist {
+		for _, c := range row {
+			counts = append(counts, uint32(c))
+		}
+	}
+	hb, err := protocol.Marshal(&nzcpb.Histograms{NumQueries: uint32(nq), NumClasses: uint32(nc), NumTeachers: uint32(v.Teachers()), Counts: counts})
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := crypto.Seal(hb, to)
+	if err != nil {
+		return nil, err
+	}
+	n.answered.Add(1)
+	n.log.Debug("answered a query batch", "queries", nq)
+	return &nzcpb.VoteBatch{BatchId: q.GetBatchId(), HospitalId: n.cfg.ID, NumQueries: q.GetNumQueries(),
+		NumClasses: q.GetNumClasses(), SealedHistograms: sealed}, nil
+}
