@@ -119,25 +119,37 @@ func Connect(ctx context.Context, cfg Config, t Target, b Backoff) (*Conn, error
 // KeepConnected keeps a connection to t for as long as ctx lasts: it
 // connects (as Connect does, without an attempt limit), runs session on the
 // connection, and when the connection or the session ends, waits a backoff
-// delay and connects again. The backoff restarts after every connection
-// that succeeded. It returns ctx's error, or the error that stopped
-// Connect for good.
+// delay and connects again. Sessions that end sooner than b.Max after they
+// began count as consecutive failures and lengthen the wait, so a peer that
+// accepts and at once drops the connection is not hammered; a longer
+// session resets the backoff. It returns ctx's error, or the error that
+// stopped Connect for good.
 func KeepConnected(ctx context.Context, cfg Config, t Target, b Backoff, session func(context.Context, *Conn) error) error {
 	b.init()
 	b.MaxAttempts = 0
 	log := cfg.logger()
+	stable := orDefault(b.Max, DefaultBackoffMax)
+	short := 0
 	for {
 		c, err := Connect(ctx, cfg, t, b)
 		if err != nil {
 			return err
 		}
+		began := b.Clock.Now()
 		serr := session(ctx, c)
 		_ = c.Close()
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		d := b.Delay(1, b.Rand)
-		log.Warn(fmt.Sprintf("connection to %s at %s ended, reconnecting in %s", t.Name, t.Addr, roundDelay(d)), "err", errors.Join(serr, c.Err()))
+		lasted := b.Clock.Now().Sub(began)
+		if lasted < stable {
+			short++
+		} else {
+			short = 1
+		}
+		d := b.Delay(short, b.Rand)
+		log.Warn(fmt.Sprintf("connection to %s at %s ended after %s, reconnecting in %s", t.Name, t.Addr, roundDelay(lasted), roundDelay(d)),
+			"short_sessions", short, "err", errors.Join(serr, c.Err()))
 		if err := wait(ctx, b.Clock, d); err != nil {
 			return err
 		}

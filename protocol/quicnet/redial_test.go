@@ -171,3 +171,36 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 		t.Fatalf("KeepConnected = %v", err)
 	}
 }
+
+// TestKeepConnectedBacksOffShortSessions: a peer that accepts and drops
+// the connection at once makes the waits grow instead of staying at Min.
+func TestKeepConnectedBacksOffShortSessions(t *testing.T) {
+	f := newFederation(t)
+	ctx := testContext(t)
+	l := listen(t, f.config(t, "aggregator"), crypto.RoleHospital)
+	acceptAll(ctx, l)
+	clock := newFakeClock() // Now never moves: every session is short
+	b := Backoff{Min: 100 * time.Millisecond, Max: time.Hour, Rand: rand.New(seeded(10)), Clock: clock}
+	kctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- KeepConnected(kctx, f.config(t, "hospital-1"), Target{Name: "aggregator", Addr: l.Addr().String(), Role: crypto.RoleAggregator},
+			b, func(context.Context, *Conn) error { return errors.New("dropped") })
+	}()
+	var longest time.Duration
+	for n := 1; n <= 6; n++ {
+		w := recv(t, clock.waits, "reconnect wait")
+		if ceiling := b.Min << (n - 1); w.d > ceiling {
+			t.Fatalf("wait %d: %v above its ceiling %v", n, w.d, ceiling)
+		}
+		longest = max(longest, w.d)
+		w.fire <- time.Time{}
+	}
+	if longest <= b.Min {
+		t.Fatalf("six short sessions in a row never waited more than Min (%v)", b.Min)
+	}
+	stop()
+	if err := recv(t, done, "KeepConnected to return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+}
