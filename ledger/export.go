@@ -120,6 +120,7 @@ type Report struct {
 	OK          bool               `json:"ok"`
 	Origin      string             `json:"origin"`
 	Entries     int64              `json:"entries"`
+	Replayed    int64              `json:"replayed"` // entries replayed before the first that does not reproduce; Accounts are as of then
 	Root        tlog.Hash          `json:"root"`
 	KeysPinned  bool               `json:"keys_pinned"`
 	Accepted    int64              `json:"accepted"`
@@ -199,6 +200,7 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	}
 	st := New()
 	replayed, err := st.replayEntries(x.Entries, roots)
+	r.Replayed = replayed
 	if err != nil {
 		var at *int64
 		if re, ok := err.(*ReplayError); ok {
@@ -404,6 +406,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			where += fmt.Sprintf(" [entry %d]", *c.Entry)
 		}
 		fmt.Fprintf(&b, "%s %s%s: %s\n", mark, c.Name, where, c.Detail)
+	}
+	if r.Replayed < r.Entries {
+		fmt.Fprintf(&b, "balances below are after the first %d entries only: replay stopped there\n", r.Replayed)
 	}
 	for _, a := range r.Accounts {
 		eps := fmt.Sprintf("%.6g", a.Epsilon)

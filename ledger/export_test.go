@@ -135,12 +135,21 @@ func TestVerifyRemovedEntry(t *testing.T) {
 			t.Fatalf("entry %d removed: first failure %+v", k, ff)
 		}
 	}
+	bad := x
+	bad.Entries = append(append([][]byte(nil), x.Entries[:5]...), x.Entries[6:]...)
+	r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys})
+	var sb strings.Builder
+	r.WriteText(&sb)
+	if r.Replayed != 5 || !strings.HasPrefix(sb.String(), "FAILED") || !strings.Contains(sb.String(), "FAIL replay [entry 5]") ||
+		!strings.Contains(sb.String(), "after the first 5 entries only") {
+		t.Fatalf("text report of a log missing entry 5:\n%s", sb.String())
+	}
 	// Removing the last entries (and the checkpoint that covers them) is
 	// caught by an earlier checkpoint the verifier kept.
 	short := x
 	short.Entries = x.Entries[:7]
 	short.Checkpoints = x.Checkpoints[:1]
-	r := Verify(encodeExport(t, short), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{x.Checkpoints[1]}})
+	r = Verify(encodeExport(t, short), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{x.Checkpoints[1]}})
 	if r.OK || !failed(r, "earlier checkpoint") {
 		t.Fatalf("a truncated log verified against a longer earlier checkpoint: %+v", r.Failures())
 	}

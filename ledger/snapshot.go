@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -176,14 +177,14 @@ func (s *State) blame(i int64, entries [][]byte, roots map[int64]tlog.Hash) erro
 func (s *State) replayOne(i int64, b []byte) error {
 	en, err := DecodeEntry(b)
 	if err != nil {
-		return &ReplayError{Index: i, Reason: err.Error()}
+		return &ReplayError{Index: i, Reason: strings.TrimPrefix(err.Error(), "ledger: ")}
 	}
 	if en.Index != uint64(i) {
 		return &ReplayError{Index: i, Reason: fmt.Sprintf("entry says it is entry %d: an entry is missing, repeated or out of order", en.Index)}
 	}
 	r, err := s.Apply(en.Command)
 	if err != nil {
-		return &ReplayError{Index: i, Reason: err.Error()}
+		return &ReplayError{Index: i, Reason: strings.TrimPrefix(err.Error(), "ledger: ")}
 	}
 	s.mu.RLock()
 	got := s.entries[len(s.entries)-1]

@@ -78,8 +78,12 @@ func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
 			p.Teachers = max(p.Teachers, s, 1)
 		}
 	}
+	if len(hs) > 0 {
+		// Every query has the classes of the first.
+		p.Classes = len(hs[0])
+	}
 	for i, h := range hs {
-		if err := h.Validate(0, p.Teachers); err != nil {
+		if err := h.Validate(p.Classes, p.Teachers); err != nil {
 			return p, &QueryError{Query: i, Err: err}
 		}
 	}
