@@ -218,7 +218,7 @@ func TestReleaseSmoothSensitivity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Released < 0 || r.Released > 2*2/0.25 {
+		if r.Released < 0 || r.Released > 2*2/0.25*(1+1e-12) {
 			t.Fatalf("released %v outside [0, %v]", r.Released, 2*2/0.25)
 		}
 	}
