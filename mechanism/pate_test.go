@@ -210,6 +210,18 @@ func TestReleaseSmoothSensitivity(t *testing.T) {
 	if z := (rel.Released - rel.DataDependent) / (rel.SmoothSensitivity * 10); math.Abs(z) > 6 {
 		t.Fatalf("noise %v standard deviations", z)
 	}
+	// The release stays within [0, data-independent RDP], whatever the noise.
+	small := []Histogram{{3, 0}, {2, 1}}
+	sp := Params{Mechanism: GNMax, Teachers: 3, Sigma: 0.5}
+	for seed := range uint64(30) {
+		r, err := ReleaseSmoothSensitivity(seeded(seed), sp, small, SmoothSensitivityParams{Order: 2, Sigma: 10}, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Released < 0 || r.Released > 2*2/0.25*(1+1e-12) {
+			t.Fatalf("released %v outside [0, %v]", r.Released, 2*2/0.25)
+		}
+	}
 	cp := Params{Mechanism: ConfidentGNMax, Teachers: 250, Sigma1: 150, Sigma2: 40, Threshold: 200}
 	crel, err := ReleaseSmoothSensitivity(seeded(22), cp, hs, ssp, 1e-5)
 	if err != nil || crel.SmoothSensitivity <= 0 {

@@ -417,7 +417,7 @@ func printAnalysis(w io.Writer, a *analysis) error {
 		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight): q bound valid for the discrete Gaussian noise sampled\n", ftext(float64(*a.EpsilonDataDependentDiscrete)), float64(a.Delta))
 	}
 	if s := a.SmoothSensitivity; s != nil {
-		fmt.Fprintf(bw, "\nsmooth-sensitivity release (publishable)\n")
+		fmt.Fprintf(bw, "\nsmooth-sensitivity release (publishable: a private estimate of the data-dependent cost, PATE 2018 §4; the proven cost is the data-independent one)\n")
 		fmt.Fprintf(bw, "  order %v, β = %v, σ_s = %v, %s q bound\n", s.Order, s.Beta, s.Sigma, s.QBound)
 		fmt.Fprintf(bw, "  released RDP %s + release cost %s → ε = %s at δ = %v (classic %s)\n",
 			ftext(float64(s.ReleasedRDP)), ftext(float64(s.ReleaseRDP)), ftext(float64(s.Epsilon)), float64(s.Delta), ftext(float64(s.EpsilonClassic)))
