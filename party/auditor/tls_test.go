@@ -122,8 +122,8 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		ClientTLS:        client,
 		StateMachine:     c.machine(i),
 		Logger:           testLogger(c.t).With("node", c.ids(i)),
-		HeartbeatTimeout: 200 * time.Millisecond,
-		ElectionTimeout:  200 * time.Millisecond,
+		HeartbeatTimeout: 500 * time.Millisecond,
+		ElectionTimeout:  500 * time.Millisecond,
 		ApplyTimeout:     5 * time.Second,
 	}
 	if i == 0 && join == nil {
@@ -230,6 +230,21 @@ func (c *tlsCluster) waitConvergedNodes(within time.Duration, nodes []*Node) {
 	})
 }
 
+// submitRetry submits cmd on n, resubmitting it on the errors after which
+// a retry is safe for a state machine that recognises repeated ids.
+func submitRetry(ctx context.Context, n *Node, cmd []byte) ([]byte, uint64, error) {
+	b := backoff{}
+	for {
+		res, idx, err := n.Submit(ctx, cmd)
+		if err == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrTimeout)) {
+			return res, idx, err
+		}
+		if b.wait(ctx) != nil {
+			return nil, 0, err
+		}
+	}
+}
+
 func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
 	c := newTLSCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -240,7 +255,7 @@ func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
 	for round := range 5 {
 		for i := range 3 {
 			id++
-			res, idx, err := c.nodes[i].Submit(ctx, chainCmd(id, "charge"))
+			res, idx, err := submitRetry(ctx, c.nodes[i], chainCmd(id, "charge"))
 			if err != nil {
 				t.Fatalf("round %d submit on %s: %v", round, c.ids(i), err)
 			}
@@ -257,7 +272,7 @@ func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
 		}
 	}
 	follower := (leader + 1) % 3
-	_, idx, err := c.nodes[follower].Submit(ctx, chainCmd(1000, "reject"))
+	_, idx, err := submitRetry(ctx, c.nodes[follower], chainCmd(1000, "reject"))
 	var rej *RejectedError
 	if !errors.As(err, &rej) || idx == 0 {
 		t.Fatalf("forwarded refusal: %v at %d, want RejectedError", err, idx)
@@ -281,7 +296,7 @@ func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
 	c.stop(restart)
 	for range 20 {
 		id++
-		if _, _, err := c.nodes[leader].Submit(ctx, chainCmd(id, "while-down")); err != nil {
+		if _, _, err := submitRetry(ctx, c.nodes[leader], chainCmd(id, "while-down")); err != nil {
 			t.Fatal(err)
 		}
 	}
