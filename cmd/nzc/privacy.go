@@ -204,8 +204,12 @@ type analysis struct {
 	Delta     jfloat           `json:"delta"`
 	Orders    []float64        `json:"orders"`
 	// Data-independent (safe to publish and to charge).
-	Note                        string   `json:"note,omitempty"`
-	RDPDataIndependent          []jfloat `json:"rdp_data_independent"`
+	Note               string   `json:"note,omitempty"`
+	RDPDataIndependent []jfloat `json:"rdp_data_independent"`
+	// Per query: the curve of an answered and of a refused query (absent
+	// for nzc-svt, whose session has one fixed cost).
+	RDPPerAnswered              []jfloat `json:"rdp_data_independent_per_answered_query,omitempty"`
+	RDPPerRefused               []jfloat `json:"rdp_data_independent_per_refused_query,omitempty"`
 	EpsilonDataIndependent      jfloat   `json:"epsilon_data_independent"`
 	OrderDataIndependent        float64  `json:"epsilon_data_independent_order,omitempty"`
 	EpsilonClassic              jfloat   `json:"epsilon_data_independent_classic"`
@@ -323,6 +327,13 @@ func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 	}
 	classic, _ := ch.RDP.EpsilonClassic(delta)
 	a.RDPDataIndependent = jfloats(ch.RDP.Values())
+	if p.Mechanism != mechanism.NZCSVT {
+		qc, err := p.QueryCost(g)
+		if err != nil {
+			return nil, err
+		}
+		a.RDPPerAnswered, a.RDPPerRefused = jfloats(qc.Answered.Values()), jfloats(qc.Refused.Values())
+	}
 	a.EpsilonDataIndependent, a.OrderDataIndependent = jfloat(conv.Epsilon), conv.Order
 	a.EpsilonClassic = jfloat(classic.Epsilon)
 	a.DeltaTotal, a.MechanismDelta = jfloat(conv.Delta), jfloat(ch.Delta)
