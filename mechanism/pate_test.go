@@ -44,6 +44,14 @@ type pateReference struct {
 		Order    float64   `json:"order"`
 		LS       []float64 `json:"ls"`
 	} `json:"local_sensitivity"`
+	LocalSensitivityThreshold []struct {
+		Hist      Histogram `json:"hist"`
+		Teachers  int       `json:"teachers"`
+		Threshold float64   `json:"threshold"`
+		Sigma1    float64   `json:"sigma1"`
+		Order     float64   `json:"order"`
+		LS        []float64 `json:"ls"`
+	} `json:"local_sensitivity_threshold"`
 	GNSS []struct {
 		Beta, Sigma, Order, RDP float64
 	} `json:"gnss"`
@@ -151,6 +159,20 @@ func TestSmoothSensitivityMatchesReference(t *testing.T) {
 				t.Errorf("case %d %v σ=%v λ=%v d=%d: LS %v, want %v", i, c.Hist, c.Sigma, c.Order, d, ls[d], c.LS[d])
 			}
 		}
+	}
+	for i, c := range r.LocalSensitivityThreshold {
+		ls := must(LocalSensitivityThreshold(c.Hist, c.Teachers, c.Threshold, c.Sigma1, c.Order))
+		if len(ls) != len(c.LS) {
+			t.Fatalf("threshold case %d: %d distances, want %d", i, len(ls), len(c.LS))
+		}
+		for d := range ls {
+			if !closeRel(ls[d], c.LS[d], 1e-6) && math.Abs(ls[d]-c.LS[d]) > 1e-12 {
+				t.Errorf("threshold case %d d=%d: LS %v, want %v", i, d, ls[d], c.LS[d])
+			}
+		}
+	}
+	if len(r.LocalSensitivityThreshold) == 0 {
+		t.Fatal("no threshold reference values")
 	}
 	for _, c := range r.GNSS {
 		got := must(RDPSmoothSensitivityGaussian(c.Beta, c.Sigma, c.Order))
