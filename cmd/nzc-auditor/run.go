@@ -33,7 +33,8 @@ founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 
 The operations endpoint serves /livez, /readyz, /metrics, /status and
-/checkpoint.`,
+/checkpoint; the API address serves /v1/export (the log with a cosigned
+checkpoint, for independent verification) and /v1/accounts.`,
 		Example: `  nzc-auditor run --config federation/auditor-1.yaml
 
   # A replacement auditor joining an existing cluster:
@@ -96,6 +97,7 @@ The operations endpoint serves /livez, /readyz, /metrics, /status and
 			}
 		}()
 		node.ServeOps(ctx, cfg.Ops.Listen, n.Handler(), log)
+		serveAPI(ctx, cfg.API, apiHandler(n, led), log)
 		if cfg.Genesis != "" {
 			cmds, err := intake.ReadGenesis(cfg.Genesis)
 			if err != nil {
