@@ -44,6 +44,14 @@ type pateReference struct {
 		Order    float64   `json:"order"`
 		LS       []float64 `json:"ls"`
 	} `json:"local_sensitivity"`
+	LocalSensitivityThreshold []struct {
+		Hist      Histogram `json:"hist"`
+		Teachers  int       `json:"teachers"`
+		Threshold float64   `json:"threshold"`
+		Sigma1    float64   `json:"sigma1"`
+		Order     float64   `json:"order"`
+		LS        []float64 `json:"ls"`
+	} `json:"local_sensitivity_threshold"`
 	GNSS []struct {
 		Beta, Sigma, Order, RDP float64
 	} `json:"gnss"`
@@ -152,6 +160,20 @@ func TestSmoothSensitivityMatchesReference(t *testing.T) {
 			}
 		}
 	}
+	for i, c := range r.LocalSensitivityThreshold {
+		ls := must(LocalSensitivityThreshold(c.Hist, c.Teachers, c.Threshold, c.Sigma1, c.Order))
+		if len(ls) != len(c.LS) {
+			t.Fatalf("threshold case %d: %d distances, want %d", i, len(ls), len(c.LS))
+		}
+		for d := range ls {
+			if !closeRel(ls[d], c.LS[d], 1e-6) && math.Abs(ls[d]-c.LS[d]) > 1e-12 {
+				t.Errorf("threshold case %d d=%d: LS %v, want %v", i, d, ls[d], c.LS[d])
+			}
+		}
+	}
+	if len(r.LocalSensitivityThreshold) == 0 {
+		t.Fatal("no threshold reference values")
+	}
 	for _, c := range r.GNSS {
 		got := must(RDPSmoothSensitivityGaussian(c.Beta, c.Sigma, c.Order))
 		if !closeRel(got, c.RDP, 1e-12) {
@@ -209,6 +231,18 @@ func TestReleaseSmoothSensitivity(t *testing.T) {
 	}
 	if z := (rel.Released - rel.DataDependent) / (rel.SmoothSensitivity * 10); math.Abs(z) > 6 {
 		t.Fatalf("noise %v standard deviations", z)
+	}
+	// The release stays within [0, data-independent RDP], whatever the noise.
+	small := []Histogram{{3, 0}, {2, 1}}
+	sp := Params{Mechanism: GNMax, Teachers: 3, Sigma: 0.5}
+	for seed := range uint64(30) {
+		r, err := ReleaseSmoothSensitivity(seeded(seed), sp, small, SmoothSensitivityParams{Order: 2, Sigma: 10}, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Released < 0 || r.Released > 2*2/0.25*(1+1e-12) {
+			t.Fatalf("released %v outside [0, %v]", r.Released, 2*2/0.25)
+		}
 	}
 	cp := Params{Mechanism: ConfidentGNMax, Teachers: 250, Sigma1: 150, Sigma2: 40, Threshold: 200}
 	crel, err := ReleaseSmoothSensitivity(seeded(22), cp, hs, ssp, 1e-5)

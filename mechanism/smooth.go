@@ -262,7 +262,10 @@ type SmoothSensitivityParams struct {
 type SmoothSensitivityRelease struct {
 	SmoothSensitivityParams
 	// Released is the published, noisy data-dependent RDP of the answers at
-	// Order: RDP_dd(λ) + SS_β · σ_s · Z.
+	// Order: RDP_dd(λ) + SS_β · σ_s · Z, clamped to [0, the data-independent
+	// RDP at Order] (post-processing: the true value lies in that range).
+	// It is a private estimate, as PATE 2018 publishes it, not a bound that
+	// holds with certainty: the proven cost is the data-independent one.
 	Released float64 `json:"released_rdp"`
 	// ReleaseCost is the RDP at Order of the release itself (PATE 2018,
 	// Theorem 23): λe^{2β}/σ_s² + (βλ − ½ log(1 − 2λβ))/(λ − 1).
@@ -414,7 +417,12 @@ func ReleaseSmoothSensitivity(src Source, p Params, hs []Histogram, ssp SmoothSe
 		return out, err
 	}
 	out.DataDependent, out.SmoothSensitivity, out.ReleaseCost = rdp, ss, cost
-	out.Released = rdp + ss*ssp.Sigma*z
+	g, _ := NewGrid([]float64{ssp.Order})
+	ind, err := p.Charge(g, len(hs), 0)
+	if err != nil {
+		return out, err
+	}
+	out.Released = min(max(rdp+ss*ssp.Sigma*z, 0), ind.RDP.At(0))
 	total := out.Released + cost
 	l := ssp.Order
 	out.Epsilon = max(0, total+math.Log((l-1)/l)-(math.Log(delta)+math.Log(l))/(l-1))

@@ -23,13 +23,17 @@ ledger, and only then returns the labels, age-encrypted to the student.
 
 Its configuration (see 'nzc-aggregator config keys') comes from flags, NZC_*
 environment variables and a YAML file made by 'nzc init'.`,
-		Example: `  # Check the configuration and the mechanism it will use:
+		Example: `  # Serve the federation nzc init made:
+  nzc-aggregator run --config federation/aggregator.yaml
+
+  # Check the configuration and the mechanism it will use:
   nzc-aggregator config show --config federation/aggregator.yaml
 
   # Try another mechanism without editing the file:
   nzc-aggregator config show --config federation/aggregator.yaml --mechanism-name gnmax --mechanism-sigma 40`,
 	}
 	root.AddCommand(
+		newRunCommand(),
 		cli.VersionCommand("nzc-aggregator"),
 		cli.ConfigCommand("nzc-aggregator", config.DefaultAggregator()),
 	)

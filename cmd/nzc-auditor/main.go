@@ -23,13 +23,17 @@ Merkle log so that compliance officers can verify it independently.
 
 Its configuration (see 'nzc-auditor config keys') comes from flags, NZC_*
 environment variables and a YAML file made by 'nzc init'.`,
-		Example: `  # Check the configuration nzc init wrote for auditor a1:
+		Example: `  # Run the first auditor of the federation nzc init made:
+  nzc-auditor run --config federation/auditor-1.yaml
+
+  # Check the configuration nzc init wrote for auditor a1:
   nzc-auditor config show --config federation/a1.yaml
 
   # List every key with its flag and environment variable:
   nzc-auditor config keys`,
 	}
 	root.AddCommand(
+		newRunCommand(),
 		cli.VersionCommand("nzc-auditor"),
 		cli.ConfigCommand("nzc-auditor", config.DefaultAuditor()),
 	)

@@ -28,6 +28,10 @@ environment variables and a YAML file made by 'nzc init'.`,
   NZC_BATCH_SIZE=64 nzc-student config show --config federation/s1.yaml --format json`,
 	}
 	root.AddCommand(
+		newLabelCommand(),
+		newTrainCommand(),
+		newEvaluateCommand(),
+		newBudgetCommand(),
 		cli.VersionCommand("nzc-student"),
 		cli.ConfigCommand("nzc-student", config.DefaultStudent()),
 	)

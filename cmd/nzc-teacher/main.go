@@ -23,13 +23,20 @@ histogram per query over its own teachers, age-encrypted to the aggregator.
 
 Its configuration (see 'nzc-teacher config keys') comes from flags, NZC_*
 environment variables and a YAML file made by 'nzc init'.`,
-		Example: `  # Check the configuration nzc init wrote for hospital h1:
+		Example: `  # Train ten teachers on the hospital's data, then join the federation:
+  nzc-teacher train --config federation/hospital-1.yaml --data data/mnist --teachers 10
+  nzc-teacher run --config federation/hospital-1.yaml
+
+  # Check the configuration nzc init wrote for hospital h1:
   nzc-teacher config show --config federation/h1.yaml
 
   # Override one key from the environment and print JSON:
   NZC_AGGREGATOR=127.0.0.1:7400 nzc-teacher config show --config federation/h1.yaml --format json`,
 	}
 	root.AddCommand(
+		newTrainCommand(),
+		newRunCommand(),
+		newStatusCommand(),
 		cli.VersionCommand("nzc-teacher"),
 		cli.ConfigCommand("nzc-teacher", config.DefaultTeacher()),
 	)

@@ -50,6 +50,10 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		intakes = append(intakes, loopback(pt.intake(i)))
 		peers = append(peers, a.ID+"="+loopback(pt.raft(i)))
 	}
+	var recipients []string
+	for _, h := range m.ByRole(crypto.RoleHospital) {
+		recipients = append(recipients, h.AgeRecipient)
+	}
 	out := map[string]any{}
 	k := 0
 	for _, p := range m.Parties {
@@ -72,6 +76,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		case crypto.RoleStudent:
 			c := config.DefaultStudent()
 			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, loopback(pt.aggregator()), tlsOf(p), abs(p.AgeIdentity)
+			c.Hospitals = recipients
 			c.State = filepath.Join(m.Dir, p.ID, "state")
 			out[p.ID] = c
 		case crypto.RoleAuditor:
@@ -81,6 +86,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.DataDir = filepath.Join(m.Dir, p.ID, "data")
 			c.Raft, c.Listen, c.API = loopback(pt.raft(i)), loopback(pt.intake(i)), loopback(pt.api(i))
 			c.Bootstrap, c.Peers = i == 0, peers
+			if i == 0 {
+				c.Genesis = filepath.Join(m.Dir, GenesisFile)
+			}
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c
 		}
@@ -220,6 +228,9 @@ Existing keys are never overwritten unless --force is given.`,
 		}
 		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, Force: force})
 		if err != nil {
+			return err
+		}
+		if err := writeGenesis(m); err != nil {
 			return err
 		}
 		cfgs, err := partyConfigs(m, ports{basePort})

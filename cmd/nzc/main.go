@@ -23,7 +23,10 @@ private labels, and an auditor cluster keeps a tamper-evident privacy ledger.
 
 Every privacy figure nzc prints is one it can prove: the source paper's
 "ε≈0" aggregation is run faithfully and charged its true (unbounded) cost.`,
-		Example: `  # Show the version of this build:
+		Example: `  # A whole federation on this machine, start to finish:
+  scripts/fetch-data.sh && nzc demo
+
+  # Show the version of this build:
   nzc version
 
   # The same, as JSON:
@@ -32,6 +35,7 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 	root.AddCommand(
 		cli.VersionCommand("nzc"),
 		newInitCommand(),
+		newDemoCommand(),
 		newPrivacyCommand(),
 		newAuditCommand(),
 		newExperimentCommand(),

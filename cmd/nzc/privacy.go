@@ -78,8 +78,12 @@ func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
 			p.Teachers = max(p.Teachers, s, 1)
 		}
 	}
+	if len(hs) > 0 {
+		// Every query has the classes of the first.
+		p.Classes = len(hs[0])
+	}
 	for i, h := range hs {
-		if err := h.Validate(0, p.Teachers); err != nil {
+		if err := h.Validate(p.Classes, p.Teachers); err != nil {
 			return p, &QueryError{Query: i, Err: err}
 		}
 	}
@@ -200,8 +204,12 @@ type analysis struct {
 	Delta     jfloat           `json:"delta"`
 	Orders    []float64        `json:"orders"`
 	// Data-independent (safe to publish and to charge).
-	Note                        string   `json:"note,omitempty"`
-	RDPDataIndependent          []jfloat `json:"rdp_data_independent"`
+	Note               string   `json:"note,omitempty"`
+	RDPDataIndependent []jfloat `json:"rdp_data_independent"`
+	// Per query: the curve of an answered and of a refused query (absent
+	// for nzc-svt, whose session has one fixed cost).
+	RDPPerAnswered              []jfloat `json:"rdp_data_independent_per_answered_query,omitempty"`
+	RDPPerRefused               []jfloat `json:"rdp_data_independent_per_refused_query,omitempty"`
 	EpsilonDataIndependent      jfloat   `json:"epsilon_data_independent"`
 	OrderDataIndependent        float64  `json:"epsilon_data_independent_order,omitempty"`
 	EpsilonClassic              jfloat   `json:"epsilon_data_independent_classic"`
@@ -319,6 +327,13 @@ func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 	}
 	classic, _ := ch.RDP.EpsilonClassic(delta)
 	a.RDPDataIndependent = jfloats(ch.RDP.Values())
+	if p.Mechanism != mechanism.NZCSVT {
+		qc, err := p.QueryCost(g)
+		if err != nil {
+			return nil, err
+		}
+		a.RDPPerAnswered, a.RDPPerRefused = jfloats(qc.Answered.Values()), jfloats(qc.Refused.Values())
+	}
 	a.EpsilonDataIndependent, a.OrderDataIndependent = jfloat(conv.Epsilon), conv.Order
 	a.EpsilonClassic = jfloat(classic.Epsilon)
 	a.DeltaTotal, a.MechanismDelta = jfloat(conv.Delta), jfloat(ch.Delta)
@@ -413,7 +428,7 @@ func printAnalysis(w io.Writer, a *analysis) error {
 		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight): q bound valid for the discrete Gaussian noise sampled\n", ftext(float64(*a.EpsilonDataDependentDiscrete)), float64(a.Delta))
 	}
 	if s := a.SmoothSensitivity; s != nil {
-		fmt.Fprintf(bw, "\nsmooth-sensitivity release (publishable)\n")
+		fmt.Fprintf(bw, "\nsmooth-sensitivity release (publishable: a private estimate of the data-dependent cost, PATE 2018 §4; the proven cost is the data-independent one)\n")
 		fmt.Fprintf(bw, "  order %v, β = %v, σ_s = %v, %s q bound\n", s.Order, s.Beta, s.Sigma, s.QBound)
 		fmt.Fprintf(bw, "  released RDP %s + release cost %s → ε = %s at δ = %v (classic %s)\n",
 			ftext(float64(s.ReleasedRDP)), ftext(float64(s.ReleaseRDP)), ftext(float64(s.Epsilon)), float64(s.Delta), ftext(float64(s.EpsilonClassic)))

@@ -90,6 +90,7 @@ func TestPrivacyBadInput(t *testing.T) {
 		{"[[1,2],[1.5]]", nil, ErrHistograms},
 		{"{}", nil, ErrHistograms},
 		{"[[1,2]]", []string{"--teachers", "2"}, mechanism.ErrTooManyVotes},
+		{"[[1,2],[1,2,3]]", nil, mechanism.ErrClassCount},
 		{"[[1,2]]", []string{"--sigma", "-1"}, mechanism.ErrBadParams},
 		{"[[1,2]]", []string{"--sigma", "1", "--scale", "2"}, mechanism.ErrBadParams},
 	} {
@@ -102,7 +103,7 @@ func TestPrivacyBadInput(t *testing.T) {
 			t.Errorf("%s %v: %v, want %v", c.in, c.args, err, c.want)
 		}
 		var qe *QueryError
-		if (c.want == mechanism.ErrNegativeVotes || c.want == mechanism.ErrEmptyHistogram) && (!errors.As(err, &qe) || qe.Query != 1) {
+		if (c.want == mechanism.ErrNegativeVotes || c.want == mechanism.ErrEmptyHistogram || c.want == mechanism.ErrClassCount) && (!errors.As(err, &qe) || qe.Query != 1) {
 			t.Errorf("%s: error %v does not name query 1", c.in, err)
 		}
 	}

@@ -155,9 +155,34 @@ ls_cases = []
 for h, s, o in [([200, 30, 20], 40.0, 10.0), ([120, 100, 30], 40.0, 20.0), ([250, 0, 0], 40.0, 20.0), ([100, 90, 60], 20.0, 5.0), ([80, 20] + [0] * 8, 20.0, 10.0)]:
     ls_cases.append(dict(hist=h, teachers=250 if sum(h) == 250 else 100, sigma=s, order=o, ls=list(ls_gnmax(h, 250 if sum(h) == 250 else 100, s, o))))
 
+def ls_threshold(counts, teachers, t, sigma1, order):
+    rdp = [float(rdp_threshold(logpr_answered(t, sigma1, [v]), sigma1, [order])[0]) for v in range(teachers + 1)]
+    def step(v):
+        out = None
+        if v > 0:
+            out = abs(rdp[v - 1] - rdp[v])
+        if v < teachers:
+            up = abs(rdp[v + 1] - rdp[v])
+            out = up if out is None else max(out, up)
+        return out
+    cur = int(round(max(counts)))
+    ls = np.zeros(teachers)
+    for d in range(max(cur, teachers - cur)):
+        vals = []
+        if cur + d <= teachers:
+            vals.append(step(cur + d))
+        if cur - d >= 0:
+            vals.append(step(cur - d))
+        ls[d] = max(vals)
+    return ls
+
+ls_threshold_cases = []
+for h, teachers, t, s1, o in [([200, 30, 20], 250, 200.0, 150.0, 20.0), ([60, 30, 10], 100, 80.0, 40.0, 10.0), ([250, 0], 250, 150.0, 100.0, 5.0)]:
+    ls_threshold_cases.append(dict(hist=h, teachers=teachers, threshold=t, sigma1=s1, order=o, ls=list(ls_threshold(h, teachers, t, s1, o))))
+
 gnss = [dict(beta=b, sigma=s, order=o, rdp=gnss_rdp(b, s, o)) for b, s, o in [(0.02, 10.0, 20.0), (0.04, 5.0, 10.0), (0.001, 100.0, 50.0)]]
 
-out = dict(orders=orders, gnmax=cases, composition=composition, threshold=thresholds, logq0=q0s, local_sensitivity=ls_cases, gnss=gnss)
+out = dict(orders=orders, gnmax=cases, composition=composition, threshold=thresholds, logq0=q0s, local_sensitivity=ls_cases, local_sensitivity_threshold=ls_threshold_cases, gnss=gnss)
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "pate_reference.json"), "w") as f:
     json.dump(out, f, indent=1, allow_nan=True)
 print("wrote", len(cases), "GNMax cases")

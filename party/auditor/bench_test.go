@@ -2,11 +2,17 @@ package auditor
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 // BenchmarkSubmitTLSCluster measures committed submissions per second and
@@ -57,17 +63,106 @@ func BenchmarkSubmitTLSCluster(b *testing.B) {
 			})
 			elapsed := time.Since(start)
 			b.StopTimer()
-			if len(lat) == 0 {
-				return
-			}
-			slices.Sort(lat)
-			pct := func(p float64) float64 {
-				return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-			}
-			b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
-			b.ReportMetric(pct(0.50), "p50-ms")
-			b.ReportMetric(pct(0.99), "p99-ms")
-			b.ReportMetric(0, "ns/op")
+			reportLatency(b, lat, elapsed)
 		})
 	}
+}
+
+// BenchmarkSubmitLedgerTLSCluster is BenchmarkSubmitTLSCluster with the real
+// state machine: each operation is one signed ledger charge, verified and
+// accounted by every auditor, which then signs a checkpoint per batch.
+func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
+	auditors := []string{"hospital-a", "hospital-b", "regulator"}
+	var machines []StateMachine
+	for _, id := range auditors {
+		l, err := NewLedger(ledger.New(), id, ledgerKey(id))
+		if err != nil {
+			b.Fatal(err)
+		}
+		machines = append(machines, l)
+	}
+	c := newTLSClusterWith(b, 3, machines)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sign := func(body ledger.Body, signer string) []byte {
+		cmd, err := ledger.Sign(body, signer, ledgerKey(signer))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cmd
+	}
+	parties := []ledger.Party{
+		ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
+		ledgerParty("h1", ledger.RoleHospital),
+		ledgerParty("hospital-a", ledger.RoleAuditor), ledgerParty("hospital-b", ledger.RoleAuditor),
+		ledgerParty("regulator", ledger.RoleAuditor), ledgerParty("s1", ledger.RoleStudent),
+	}
+	for _, cmd := range [][]byte{
+		sign(&ledger.Genesis{Origin: "bench.nzc/ledger", Parties: parties, Timestamp: 1}, "admin"),
+		sign(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 1e6, CapDelta: 1e-5, Timestamp: 2}, "h1"),
+		sign(&ledger.RegisterStudent{Student: "s1", Timestamp: 3}, "admin"),
+	} {
+		res, _, err := c.nodes[0].Submit(ctx, cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, _ := DecodeResult(res); r.Status != ledger.StatusAccepted {
+			b.Fatalf("setup: %s %s", r.Status, r.Message)
+		}
+	}
+	leader := c.nodes[0]
+	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 400).Values()
+	cmds := make([][]byte, b.N)
+	for i := range cmds {
+		batch := fmt.Sprintf("batch-%d", i)
+		cmds[i] = sign(&ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
+			Params: []ledger.Param{{Key: "sigma", Value: "400"}}, Queries: 1, Answers: 1,
+			Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(10 + i)}, "agg")
+	}
+	var next atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var refused atomic.Int64
+	b.SetParallelism(32)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		local := make([]time.Duration, 0, 1024)
+		for pb.Next() {
+			cmd := cmds[next.Add(1)-1]
+			t0 := time.Now()
+			res, _, err := leader.Submit(ctx, cmd)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			local = append(local, time.Since(t0))
+			if r, _ := DecodeResult(res); r.Status != ledger.StatusAccepted {
+				refused.Add(1)
+			}
+		}
+		mu.Lock()
+		lat = append(lat, local...)
+		mu.Unlock()
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if refused.Load() > 0 {
+		b.Fatalf("%d charges refused", refused.Load())
+	}
+	reportLatency(b, lat, elapsed)
+}
+
+func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
 }

@@ -55,8 +55,8 @@ func fastConfig(id string, sm StateMachine, log *slog.Logger) Config {
 		NodeID:           id,
 		StateMachine:     sm,
 		Logger:           log,
-		HeartbeatTimeout: 100 * time.Millisecond,
-		ElectionTimeout:  100 * time.Millisecond,
+		HeartbeatTimeout: 250 * time.Millisecond,
+		ElectionTimeout:  250 * time.Millisecond,
 		ApplyTimeout:     2 * time.Second,
 	}
 }

@@ -111,10 +111,10 @@ func encodeResult(data []byte, index uint64, err error) (byte, uint64, []byte) {
 		return codeNoLeader, 0, nil
 	case errors.Is(err, ErrTimeout):
 		return codeTimeout, 0, nil
+	case errors.Is(err, ErrOutcomeUnknown): // before ErrShutdown, which it may wrap
+		return codeOutcomeUnknown, 0, nil
 	case errors.Is(err, ErrShutdown):
 		return codeShutdown, 0, nil
-	case errors.Is(err, ErrOutcomeUnknown):
-		return codeOutcomeUnknown, 0, nil
 	default:
 		return codeError, 0, []byte(err.Error())
 	}

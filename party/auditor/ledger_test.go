@@ -143,6 +143,11 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	if p, err := ledger.PeekCheckpoint(rec.Body.Bytes()); rec.Code != 200 || err != nil || p.Size != 6 {
 		t.Fatalf("GET /checkpoint: %d %v %+v", rec.Code, err, p)
 	}
+	rec = httptest.NewRecorder()
+	c.nodes[1].Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/checkpoint/cosigned", nil))
+	if sc, err := ledger.OpenCheckpoint(rec.Body.Bytes(), keys); rec.Code != 200 || err != nil || len(sc.Signers) != 3 {
+		t.Fatalf("GET /checkpoint/cosigned: %d %v %+v", rec.Code, err, sc)
+	}
 	// Any auditor gathers the others' signatures over mutual TLS.
 	for i := range c.nodes {
 		cos, err := c.nodes[i].CosignCheckpoint(ctx)
@@ -168,6 +173,16 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	}
 	if _, err := c.nodes[1].PeerCheckpoint(ctx, c.addrs[2], 99); err == nil {
 		t.Fatal("a peer signed a size it has not applied")
+	}
+	// With two of three auditors down there is no majority to sign.
+	c.stop(1)
+	c.stop(2)
+	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer scancel()
+	partial, err := c.nodes[0].CosignCheckpoint(sctx)
+	var qe *ledger.QuorumError
+	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil {
+		t.Fatalf("cosign with two auditors down: %v, want a QuorumError with one signer", err)
 	}
 }
 

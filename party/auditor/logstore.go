@@ -71,7 +71,8 @@ func openBoltStore(path string) (*boltStore, error) {
 	return s, nil
 }
 
-// openBolt opens the file, turning a panic inside bbolt (which it may raise
+// openBolt opens the file without persisting bbolt's freelist (it is
+// rebuilt by a scan on open), which makes every commit write less, turning a panic inside bbolt (which it may raise
 // on some malformed files) or a fault reading the memory-mapped file (a
 // truncated file) into an error.
 func openBolt(path string) (db *bolt.DB, err error) {
@@ -81,7 +82,7 @@ func openBolt(path string) (db *bolt.DB, err error) {
 			db, err = nil, fmt.Errorf("bbolt: %v", r)
 		}
 	}()
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 }
 
 // verify reads every page the store uses — decoding every log entry — on

@@ -1,6 +1,7 @@
 package auditor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,8 +88,13 @@ func outcome(err error) string {
 	}
 }
 
-// Handler serves /livez, /readyz, /metrics, /status (JSON) and /checkpoint
-// (this auditor's latest signed checkpoint note) for this node. Mount it on
+// cosignTimeout bounds the gathering of signatures for one request.
+const cosignTimeout = 5 * time.Second
+
+// Handler serves /livez, /readyz, /metrics, /status (JSON), /checkpoint
+// (this auditor's latest signed checkpoint note) and /checkpoint/cosigned
+// (the same checkpoint signed by every auditor that answers; 503 without a
+// majority) for this node. Mount it on
 // the operator's HTTP(S) server.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -115,6 +121,17 @@ func (n *Node) Handler() http.Handler {
 		cp, err := n.Checkpoint(0)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(cp)
+	})
+	mux.HandleFunc("GET /checkpoint/cosigned", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), cosignTimeout)
+		defer cancel()
+		cp, err := n.CosignCheckpoint(ctx)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

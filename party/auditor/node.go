@@ -390,7 +390,8 @@ func (n *Node) submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
 			var nl *NotLeaderError
 			var ns errNotSent
 			switch {
-			case errors.As(err, &nl), errors.Is(err, ErrNoLeader):
+			case errors.As(err, &nl), errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown):
+				// Nothing was enqueued: the leader moved, or it is stopping.
 				lastErr = ErrNoLeader
 			case errors.As(err, &ns):
 				lastErr = fmt.Errorf("%w: cannot reach leader %s at %s: %v", ErrNoLeader, id, addr, ns.err)
@@ -494,8 +495,11 @@ func (n *Node) leaderOp(ctx context.Context, op byte, body []byte, local func(co
 		}
 		var nl *NotLeaderError
 		var ns errNotSent
-		if !errors.Is(err, ErrNoLeader) && !errors.As(err, &nl) && !errors.As(err, &ns) {
+		if !errors.Is(err, ErrNoLeader) && !errors.As(err, &nl) && !errors.As(err, &ns) && !errors.Is(err, ErrShutdown) {
 			return err
+		}
+		if n.lifetime.Err() != nil {
+			return ErrShutdown
 		}
 		if werr := b.wait(ctx); werr != nil {
 			return err

@@ -9,10 +9,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -119,8 +122,8 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		ClientTLS:        client,
 		StateMachine:     c.machine(i),
 		Logger:           testLogger(c.t).With("node", c.ids(i)),
-		HeartbeatTimeout: 200 * time.Millisecond,
-		ElectionTimeout:  200 * time.Millisecond,
+		HeartbeatTimeout: 500 * time.Millisecond,
+		ElectionTimeout:  500 * time.Millisecond,
 		ApplyTimeout:     5 * time.Second,
 	}
 	if i == 0 && join == nil {
@@ -201,14 +204,21 @@ func newTLSClusterWith(t testing.TB, size int, machines []StateMachine) *tlsClus
 
 func (c *tlsCluster) waitConverged(within time.Duration) {
 	c.t.Helper()
-	waitFor(c.t, within, "all live nodes to converge", func() bool {
+	c.waitConvergedNodes(within, c.nodes)
+}
+
+// waitConvergedNodes waits until the given nodes hold the same state.
+func (c *tlsCluster) waitConvergedNodes(within time.Duration, nodes []*Node) {
+	c.t.Helper()
+	waitFor(c.t, within, "the nodes to converge", func() bool {
 		var h [32]byte
 		var idx uint64
 		first := true
-		for i, n := range c.nodes {
+		for _, n := range nodes {
 			if n == nil {
 				continue
 			}
+			i := slices.Index(c.nodes, n)
 			hi, ai := c.sms[i].stateHash(), n.raft.AppliedIndex()
 			if first {
 				h, idx, first = hi, ai, false
@@ -218,6 +228,21 @@ func (c *tlsCluster) waitConverged(within time.Duration) {
 		}
 		return true
 	})
+}
+
+// submitRetry submits cmd on n, resubmitting it on the errors after which
+// a retry is safe for a state machine that recognises repeated ids.
+func submitRetry(ctx context.Context, n *Node, cmd []byte) ([]byte, uint64, error) {
+	b := backoff{}
+	for {
+		res, idx, err := n.Submit(ctx, cmd)
+		if err == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrTimeout)) {
+			return res, idx, err
+		}
+		if b.wait(ctx) != nil {
+			return nil, 0, err
+		}
+	}
 }
 
 func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
@@ -230,7 +255,7 @@ func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
 	for round := range 5 {
 		for i := range 3 {
 			id++
-			res, idx, err := c.nodes[i].Submit(ctx, chainCmd(id, "charge"))
+			res, idx, err := submitRetry(ctx, c.nodes[i], chainCmd(id, "charge"))
 			if err != nil {
 				t.Fatalf("round %d submit on %s: %v", round, c.ids(i), err)
 			}
@@ -247,7 +272,7 @@ func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
 		}
 	}
 	follower := (leader + 1) % 3
-	_, idx, err := c.nodes[follower].Submit(ctx, chainCmd(1000, "reject"))
+	_, idx, err := submitRetry(ctx, c.nodes[follower], chainCmd(1000, "reject"))
 	var rej *RejectedError
 	if !errors.As(err, &rej) || idx == 0 {
 		t.Fatalf("forwarded refusal: %v at %d, want RejectedError", err, idx)
@@ -271,7 +296,7 @@ func TestTLSClusterForwardRestartCatchUp(t *testing.T) {
 	c.stop(restart)
 	for range 20 {
 		id++
-		if _, _, err := c.nodes[leader].Submit(ctx, chainCmd(id, "while-down")); err != nil {
+		if _, _, err := submitRetry(ctx, c.nodes[leader], chainCmd(id, "while-down")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -362,6 +387,69 @@ func TestAuditorIDFromCert(t *testing.T) {
 		id, err := AuditorIDFromCert(&x509.Certificate{URIs: []*url.URL{u}})
 		if (err != nil) != tt.fail || id != tt.id {
 			t.Errorf("%s: got %q, %v", tt.uri, id, err)
+		}
+	}
+}
+
+// Followers keep accepting submissions across the loss of the leader: they
+// forward to whichever auditor leads, and callers retry with the same id
+// on the errors that say a retry is safe.
+func TestTLSLeaderLossWithForwarding(t *testing.T) {
+	c := newTLSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader := -1
+	for i, n := range c.nodes {
+		if n.Status().State == "Leader" {
+			leader = i
+		}
+	}
+	followers := []*Node{c.nodes[(leader+1)%3], c.nodes[(leader+2)%3]}
+
+	const writers, perWriter = 6, 30
+	var acked atomic.Int64
+	var once sync.Once
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			node := followers[w%2]
+			for k := range perWriter {
+				id := uint64(w*perWriter + k + 1)
+				b := backoff{}
+				for {
+					_, _, err := node.Submit(ctx, chainCmd(id, "charge"))
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrTimeout) {
+						errs <- fmt.Errorf("id %d: %w", id, err)
+						return
+					}
+					if b.wait(ctx) != nil {
+						errs <- fmt.Errorf("id %d: gave up: %w", id, err)
+						return
+					}
+				}
+				if acked.Add(1) == writers*perWriter/3 {
+					once.Do(func() { go c.stop(leader) })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the leader to be stopped", func() bool {
+		return followers[0].Status().LeaderID != c.ids(leader) || followers[1].Status().LeaderID != c.ids(leader)
+	})
+	c.waitConvergedNodes(10*time.Second, followers)
+	for _, i := range []int{(leader + 1) % 3, (leader + 2) % 3} {
+		count, distinct, reordered := c.sms[i].snapshotCount()
+		if count != writers*perWriter || distinct != writers*perWriter || reordered {
+			t.Fatalf("%s: %d applied, %d distinct, reordered=%v; want %d", c.ids(i), count, distinct, reordered, writers*perWriter)
 		}
 	}
 }

@@ -431,7 +431,7 @@ func TestFederation(t *testing.T) {
 			t.Fatalf("labels were released: %+v", res)
 		}
 		charges := f.charges()
-		if len(charges) != before || charges[hex.EncodeToString(student.BatchID(stP.ID, d.Hash(), 400, 0))] != nil {
+		if len(charges) != before || charges[hex.EncodeToString(student.BatchID(stP.ID, student.FeatureHash(d), 400, 0))] != nil {
 			t.Fatal("the refused batch was charged")
 		}
 		t.Logf("refusal: %v", err)

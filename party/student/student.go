@@ -94,6 +94,12 @@ func BatchID(student, dataHash string, batchSize, index int) []byte {
 	return h.Sum(nil)
 }
 
+// FeatureHash identifies a data set by its features alone: the labels a
+// student may hold for evaluation play no part in its batch ids.
+func FeatureHash(d *data.Dataset) string {
+	return (&data.Dataset{X: d.X, Y: make([]int, d.Len()), Shape: d.Shape, Classes: d.Classes}).Hash()
+}
+
 // Batch is one labelled batch as recorded in the state directory.
 type Batch struct {
 	Index       int     `json:"index"`
@@ -154,7 +160,7 @@ func (c *Client) loadBatch(dataHash string, index int, id []byte) (*Batch, error
 // labels so far and an error matching ErrStopped (and the refusal's
 // protocol sentinel, e.g. protocol.ErrBudgetExhausted).
 func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) (*Result, error) {
-	hash := d.Hash()
+	hash := FeatureHash(d)
 	n := d.Len()
 	res := &Result{Student: c.cfg.ID, DataHash: hash, Queries: n, Labels: make([]int, n)}
 	for i := range res.Labels {

@@ -145,15 +145,30 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 	defer n.connected.Store(false)
 	n.setStatus("registered with the aggregator: " + ack.GetMessage())
 	n.log.Info("registered with the aggregator", "teachers", n.cfg.Voter.Teachers(), "aggregator", ack.GetMessage())
-	if err := n.openAccount(ctx, c); err != nil {
-		n.log.Warn("could not open the budget account yet; charges will be refused until it is open", "err", err)
-	}
+	go n.keepOpeningAccount(ctx, c)
 	select {
 	case err := <-served:
 		n.setStatus("disconnected from the aggregator; reconnecting")
 		return err
 	case <-ctx.Done():
 		return nil
+	}
+}
+
+// keepOpeningAccount tries to open the account until it is open (the
+// ledger may not have its genesis yet when the hospital first connects).
+func (n *Node) keepOpeningAccount(ctx context.Context, c *quicnet.Conn) {
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 15*time.Second) {
+		err := n.openAccount(ctx, c)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("could not open the budget account yet; charges to this hospital are refused until it is open", "err", err, "retry_in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ const (
 	DefaultKeepAlive        = 10 * time.Second
 	DefaultIdleTimeout      = 45 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultReadTimeout      = time.Minute
 )
 
 // Config is what a party needs to speak to the federation.
@@ -57,6 +58,10 @@ type Config struct {
 	KeepAlive        time.Duration
 	IdleTimeout      time.Duration
 	HandshakeTimeout time.Duration
+	// ReadTimeout bounds how long a served request may take to arrive
+	// whole (default 1 minute), so that streams opened and left silent do
+	// not hold the server's goroutines.
+	ReadTimeout time.Duration
 	// Now is the clock used to check certificate validity; nil means
 	// time.Now.
 	Now func() time.Time

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/quic-go/quic-go"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +34,7 @@ type Conn struct {
 	qc      *quic.Conn
 	peer    crypto.Peer
 	maxBody int
+	readTO  time.Duration
 	log     *slog.Logger
 	// readers pools the frame readers of incoming requests, so that
 	// request bodies reuse buffers instead of allocating each time.
@@ -65,7 +68,7 @@ func newConn(qc *quic.Conn, cfg *Config) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{qc: qc, peer: peer, maxBody: cfg.maxBody(),
+	return &Conn{qc: qc, peer: peer, maxBody: cfg.maxBody(), readTO: orDefault(cfg.ReadTimeout, DefaultReadTimeout),
 		log: cfg.logger().With("peer", peer.String(), "remote", qc.RemoteAddr().String())}, nil
 }
 
@@ -252,10 +255,14 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 	stop := context.AfterFunc(s.Context(), cancel)
 	defer stop()
 
+	_ = s.SetReadDeadline(time.Now().Add(c.readTO))
 	t, body, err := fr.Next()
 	var rt protocol.MsgType
 	var rbody []byte
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Warn("request did not arrive in time", "timeout", c.readTO)
+		err = protocol.Errorf(protocol.CodeBadRequest, "the request did not arrive whole within %s", c.readTO)
 	case err != nil:
 		if !errors.Is(err, protocol.ErrFrameTooLarge) && !errors.Is(err, protocol.ErrUnknownType) &&
 			!errors.Is(err, protocol.ErrMalformedHeader) && !errors.Is(err, protocol.ErrTruncated) {

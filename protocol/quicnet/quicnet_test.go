@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/protocol"
@@ -288,5 +289,37 @@ func TestClosedConnection(t *testing.T) {
 	}
 	if _, _, err := client.Call(ctx, protocol.TypeLedgerSubmit, []byte("x")); err == nil {
 		t.Fatal("Call on a closed connection succeeded")
+	}
+}
+
+// TestSilentRequestTimesOut: a stream opened and left half-sent is
+// answered bad-request after ReadTimeout instead of holding the server.
+func TestSilentRequestTimesOut(t *testing.T) {
+	f := newFederation(t)
+	ctx := testContext(t)
+	scfg := f.config(t, "auditor-1")
+	scfg.ReadTimeout = 100 * time.Millisecond
+	l := listen(t, scfg)
+	client, server := connectPair(t, l, f.config(t, "aggregator"), crypto.RoleAuditor)
+	serve(t, server, echoMux(crypto.RoleAggregator))
+	s, err := client.qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.CancelRead(0)
+	if _, err := s.Write([]byte{byte(protocol.TypeLedgerSubmit), 10, 1, 2}); err != nil { // 2 of 10 bytes
+		t.Fatal(err)
+	}
+	_ = s.SetReadDeadline(time.Now().Add(testTimeout))
+	rt, body, err := protocol.NewFrameReader(s, 0).Next()
+	if err != nil || rt != protocol.TypeError {
+		t.Fatalf("answer %v %v", rt, err)
+	}
+	var e nzcpb.Error
+	if err := protocol.DecodeInto(rt, body, &e); err != nil {
+		t.Fatal(err)
+	}
+	if got := protocol.FromWire(&e); !errors.Is(got, protocol.ErrBadRequest) || !strings.Contains(got.Error(), "did not arrive") {
+		t.Fatalf("answer %v", got)
 	}
 }

@@ -25,6 +25,7 @@ func TestValidate(t *testing.T) {
 	student := func(f func(*Student)) Validator {
 		c := DefaultStudent()
 		c.ID, c.TLS, c.AgeIdentity = "s1", validTLS(), "s.age"
+		c.Hospitals = []string{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}
 		f(&c)
 		return c
 	}
@@ -41,6 +42,10 @@ func TestValidate(t *testing.T) {
 	}{
 		{"teacher valid", teacher(func(*Teacher) {}), ""},
 		{"teacher missing id", teacher(func(c *Teacher) { c.ID = "" }), "id: required"},
+		{"teacher part without parts", teacher(func(c *Teacher) { c.DataPart = 2 }), "data_part"},
+		{"teacher part beyond parts", teacher(func(c *Teacher) { c.DataPart, c.DataParts = 4, 3 }), "data_part"},
+		{"teacher zero cap", teacher(func(c *Teacher) { c.CapEpsilon = 0 }), "cap_epsilon"},
+		{"teacher bad cap delta", teacher(func(c *Teacher) { c.CapDelta = 1 }), "cap_delta"},
 		{"teacher bad id", teacher(func(c *Teacher) { c.ID = "H 1" }), "lower-case"},
 		{"teacher bad address", teacher(func(c *Teacher) { c.Aggregator = "nohost" }), "aggregator: \"nohost\" is not host:port"},
 		{"teacher bad port", teacher(func(c *Teacher) { c.Aggregator = "127.0.0.1:99999" }), "between 0 and 65535"},
@@ -58,6 +63,8 @@ func TestValidate(t *testing.T) {
 		{"aggregator bad delta", agg(func(c *Aggregator) { c.Delta = 1 }), "delta: must be in (0, 1)"},
 		{"aggregator zero deadline", agg(func(c *Aggregator) { c.BatchDeadline = 0 }), "batch_deadline"},
 		{"student valid", student(func(*Student) {}), ""},
+		{"student without hospitals", student(func(c *Student) { c.Hospitals = nil }), "hospitals"},
+		{"student bad recipient", student(func(c *Student) { c.Hospitals = []string{"ssh-ed25519 AAAA"} }), "hospitals"},
 		{"student huge batch", student(func(c *Student) { c.BatchSize = 1 << 20 }), "batch_size"},
 		{"auditor valid", auditor(func(*Auditor) {}), ""},
 		{"auditor bootstrap without peers", auditor(func(c *Auditor) { c.Bootstrap = true }), "required with bootstrap"},

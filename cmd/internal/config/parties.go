@@ -52,13 +52,21 @@ type Teacher struct {
 	Teachers    int    `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"number of teachers trained on disjoint shards"`
 	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp or cnn"`
 	Seed        uint64 `mapstructure:"seed" yaml:"seed" json:"seed" help:"training seed"`
-	Log         Log    `mapstructure:"log" yaml:"log" json:"log"`
-	Ops         Ops    `mapstructure:"ops" yaml:"ops" json:"ops"`
+	Epochs      int    `mapstructure:"epochs" yaml:"epochs" json:"epochs" help:"training epochs per teacher"`
+	// DataPart and DataParts select one of several disjoint parts of a data
+	// set, so that hospitals on one machine can share one file.
+	DataPart   int     `mapstructure:"data_part" yaml:"data_part" json:"data_part" help:"use part N (1-based) of data_parts disjoint parts of the data; 0 uses all"`
+	DataParts  int     `mapstructure:"data_parts" yaml:"data_parts" json:"data_parts" help:"number of disjoint parts the data is cut into (0: do not cut)"`
+	CapEpsilon float64 `mapstructure:"cap_epsilon" yaml:"cap_epsilon" json:"cap_epsilon" help:"the hospital's privacy cap ε, set when its ledger account opens"`
+	CapDelta   float64 `mapstructure:"cap_delta" yaml:"cap_delta" json:"cap_delta" help:"the hospital's privacy cap δ"`
+	Log        Log     `mapstructure:"log" yaml:"log" json:"log"`
+	Ops        Ops     `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultTeacher returns the defaults of nzc-teacher.
 func DefaultTeacher() Teacher {
-	return Teacher{Aggregator: "127.0.0.1:7400", Models: "models", Teachers: 50, Model: "mlp", Seed: 1, Log: defaultLog()}
+	return Teacher{Aggregator: "127.0.0.1:7400", Models: "models", Teachers: 50, Model: "mlp", Seed: 1, Epochs: 5,
+		CapEpsilon: 8, CapDelta: 1e-5, Log: defaultLog()}
 }
 
 // Validate reports every problem in the configuration.
@@ -71,6 +79,16 @@ func (t Teacher) Validate() error {
 	c.required("models", t.Models, "directory where trained teachers are kept")
 	c.positive("teachers", t.Teachers, "number of teachers")
 	c.oneOf("model", t.Model, "softmax", "mlp", "cnn")
+	c.positive("epochs", t.Epochs, "training epochs per teacher")
+	if t.DataParts < 0 || t.DataPart < 0 || (t.DataParts > 0) != (t.DataPart > 0) || t.DataPart > t.DataParts {
+		c.add("data_part", "want 1 ≤ data_part ≤ data_parts, or both 0 to use all the data; got %d of %d", t.DataPart, t.DataParts)
+	}
+	if !(t.CapEpsilon > 0) || math.IsInf(t.CapEpsilon, 0) {
+		c.add("cap_epsilon", "must be a finite positive ε, e.g. 8; got %v", t.CapEpsilon)
+	}
+	if !(t.CapDelta > 0 && t.CapDelta < 1) {
+		c.add("cap_delta", "must be in (0, 1), e.g. 1e-5; got %v", t.CapDelta)
+	}
 	t.Log.check(&c)
 	t.Ops.check(&c)
 	return c.err()
@@ -193,9 +211,12 @@ type Student struct {
 	Aggregator  string `mapstructure:"aggregator" yaml:"aggregator" json:"aggregator" help:"aggregator address"`
 	TLS         TLS    `mapstructure:"tls" yaml:"tls" json:"tls"`
 	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens released labels"`
-	BatchSize   int    `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
-	State       string `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
-	Log         Log    `mapstructure:"log" yaml:"log" json:"log"`
+	// Hospitals are the age recipients (age1…) query features are sealed
+	// to, from the federation manifest.
+	Hospitals []string `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"age recipients (age1…) of the hospitals, from federation.json"`
+	BatchSize int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
+	State     string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
+	Log       Log      `mapstructure:"log" yaml:"log" json:"log"`
 }
 
 // DefaultStudent returns the defaults of nzc-student.
@@ -210,6 +231,14 @@ func (s Student) Validate() error {
 	c.address("aggregator", s.Aggregator, true, "the aggregator's address")
 	s.TLS.check(&c)
 	c.required("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
+	if len(s.Hospitals) == 0 {
+		c.add("hospitals", "required: the hospitals' age recipients (age1…), as listed in federation.json; query features are sealed to them")
+	}
+	for _, r := range s.Hospitals {
+		if !strings.HasPrefix(r, "age1") {
+			c.add("hospitals", "%q is not an age recipient (age1…)", r)
+		}
+	}
 	if s.BatchSize <= 0 || s.BatchSize > 65536 {
 		c.add("batch_size", "must be between 1 and 65536; got %d", s.BatchSize)
 	}
@@ -230,6 +259,7 @@ type Auditor struct {
 	Peers      []string `mapstructure:"peers" yaml:"peers" json:"peers" help:"id=raft-address of the founding auditors"`
 	TLS        TLS      `mapstructure:"tls" yaml:"tls" json:"tls"`
 	SigningKey string   `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that cosigns checkpoints"`
+	Genesis    string   `mapstructure:"genesis" yaml:"genesis" json:"genesis" help:"signed commands that start an empty ledger (made by nzc init); applied once"`
 	Log        Log      `mapstructure:"log" yaml:"log" json:"log"`
 	Ops        Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/cmd/internal/node"
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/ops"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/aggregator"
+)
+
+// mechanismParams turns the configured mechanism into the mechanism
+// package's parameters (the ensemble size is set per batch).
+func mechanismParams(m config.Mechanism) mechanism.Params {
+	p := mechanism.Params{Mechanism: mechanism.Kind(m.Name)}
+	switch p.Mechanism {
+	case mechanism.NZC:
+		p.Noise, p.Constant = mechanism.Noise(m.Noise), m.Constant
+		if p.Noise == mechanism.NoiseLaplace {
+			p.Scale = m.Scale
+		} else {
+			p.Sigma = m.Sigma
+		}
+	case mechanism.LNMax:
+		p.Scale = m.Scale
+	case mechanism.GNMax:
+		p.Sigma = m.Sigma
+	case mechanism.ConfidentGNMax:
+		p.Threshold, p.Sigma1, p.Sigma2 = m.Threshold, m.Sigma1, m.Sigma2
+	case mechanism.NZCSVT:
+		p.Threshold, p.Scale, p.MaxRefusals = m.Threshold, m.Sigma1, m.MaxRefusals
+	}
+	return p
+}
+
+func newRunCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Serve hospitals and students: fan out, aggregate, charge the ledger, then release",
+		Long: `run listens for hospitals and students over QUIC with mutual TLS. For each
+label batch it asks the connected hospitals for their votes (waiting at most
+batch_deadline), requires at least quorum of them, runs the mechanism, writes
+the sealed answers and the signed charge to the outbox, commits the charge to
+the auditors' ledger, and only then returns the labels. A batch is charged
+once: retries and restarts deliver the stored answers.
+
+/readyz says what the aggregator waits for ("waiting for 2 of 3 hospitals").`,
+		Example: `  nzc-aggregator run --config federation/aggregator.yaml
+
+  # A stricter quorum and the paper's mechanism, honestly charged:
+  nzc-aggregator run --config federation/aggregator.yaml --quorum 3 \
+    --mechanism-name nzc --mechanism-noise laplace --mechanism-scale 20 --mechanism-constant 1000`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultAggregator())
+	hospitals := cmd.Flags().Int("expect-hospitals", 0, "hospitals the federation has, for readiness reports (default: the quorum)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := cli.Load(cmd, config.DefaultAggregator())
+		if err != nil {
+			return err
+		}
+		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", "aggregator")
+		netCfg, err := node.NetConfig(cfg.TLS, log)
+		if err != nil {
+			return err
+		}
+		peer, err := netCfg.Credential.Peer()
+		if err != nil {
+			return err
+		}
+		id, err := crypto.LoadIdentity(cfg.AgeIdentity)
+		if err != nil {
+			return err
+		}
+		key, err := crypto.LoadPrivateKey(cfg.SigningKey)
+		if err != nil {
+			return err
+		}
+		lc, err := aggregator.NewLedgerClient(netCfg, cfg.Auditors)
+		if err != nil {
+			return err
+		}
+		defer lc.Close()
+		reg := ops.NewRegistry()
+		a, err := aggregator.New(aggregator.Config{
+			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
+			Mechanism: mechanismParams(cfg.Mechanism), Quorum: cfg.Quorum, Hospitals: *hospitals,
+			BatchDeadline: cfg.BatchDeadline, Ledger: lc, Logger: log, Registry: reg,
+		})
+		if err != nil {
+			return err
+		}
+		l, err := aggregator.Listen(cfg.Listen, netCfg)
+		if err != nil {
+			return fmt.Errorf("%w (choose a free address with --listen)", err)
+		}
+		defer l.Close()
+		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, a.Ready), log)
+		_, status := a.Ready()
+		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Name, "quorum", cfg.Quorum, "status", status)
+		return a.Serve(cmd.Context(), l)
+	}
+	return cmd
+}

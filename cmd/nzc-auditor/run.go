@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/cmd/internal/node"
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+)
+
+func newRunCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run this auditor's raft member, ledger and charge intake",
+		Long: `run starts this auditor's member of the ledger cluster: raft over mutual TLS
+with the federation certificates (only peers whose certificate names the
+auditor role are accepted), the ledger as the replicated state with
+checkpoints signed by this auditor's key, and the intake where the aggregator
+— and only the aggregator — submits charges over QUIC. With bootstrap set it
+founds the cluster with its peers; otherwise it joins them. An empty ledger
+is started with the signed genesis commands nzc init wrote.
+
+The operations endpoint serves /livez, /readyz, /metrics, /status and
+/checkpoint; the API address serves /v1/export (the log with a cosigned
+checkpoint, for independent verification) and /v1/accounts.`,
+		Example: `  nzc-auditor run --config federation/auditor-1.yaml
+
+  # A replacement auditor joining an existing cluster:
+  nzc-auditor run --config auditor-4.yaml --bootstrap=false --peers auditor-1=10.0.0.1:7501`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultAuditor())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := cli.Load(cmd, config.DefaultAuditor())
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
+		netCfg, err := node.NetConfig(cfg.TLS, log)
+		if err != nil {
+			return err
+		}
+		key, err := crypto.LoadPrivateKey(cfg.SigningKey)
+		if err != nil {
+			return err
+		}
+		led, err := auditor.NewLedger(ledger.New(), cfg.ID, key)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(netCfg.CA)
+		cert := netCfg.Credential.TLSCertificate()
+		acfg := auditor.Config{
+			DataDir: cfg.DataDir, NodeID: cfg.ID, BindAddr: cfg.Raft, AdvertiseAddr: cfg.Advertise,
+			ServerTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
+			ClientTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
+			StateMachine: led, Logger: log,
+		}
+		for _, p := range cfg.Peers {
+			id, addr, _ := strings.Cut(p, "=")
+			switch {
+			case cfg.Bootstrap:
+				acfg.Bootstrap = true
+				acfg.Peers = append(acfg.Peers, auditor.Peer{ID: id, Addr: addr})
+			case id != cfg.ID:
+				acfg.Join = append(acfg.Join, addr)
+			}
+		}
+		n, err := auditor.New(acfg)
+		if err != nil {
+			return err
+		}
+		l, err := intake.Listen(cfg.Listen, netCfg)
+		if err != nil {
+			_ = n.Close()
+			return fmt.Errorf("charge intake: %w (choose a free address with --listen)", err)
+		}
+		defer l.Close()
+		srv := &intake.Server{Node: n, Ledger: led, Logger: log}
+		go func() {
+			if err := srv.Serve(ctx, l); err != nil {
+				log.Error("charge intake stopped", "err", err)
+			}
+		}()
+		node.ServeOps(ctx, cfg.Ops.Listen, n.Handler(), log)
+		serveAPI(ctx, cfg.API, apiHandler(n, led), log)
+		if cfg.Genesis != "" {
+			cmds, err := intake.ReadGenesis(cfg.Genesis)
+			if err != nil {
+				_ = n.Close()
+				return err
+			}
+			go applyGenesis(ctx, n, led, cmds, log)
+		}
+		log.Info("auditor starting", "raft", cfg.Raft, "intake", l.Addr().String(), "bootstrap", cfg.Bootstrap)
+		return n.Run(ctx)
+	}
+	return cmd
+}
+
+// applyGenesis starts an empty ledger with the federation's genesis
+// commands once the cluster has a leader. A ledger that has entries is left
+// alone, so restarts change nothing.
+func applyGenesis(ctx context.Context, n *auditor.Node, led *auditor.Ledger, cmds [][]byte, log *slog.Logger) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for n.Ready() != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	if led.State().TreeSize() > 0 {
+		return
+	}
+	for i, c := range cmds {
+		b, idx, err := n.Submit(ctx, c)
+		if err != nil {
+			log.Error("could not apply the genesis; restart this auditor to try again", "command", i, "err", err)
+			return
+		}
+		r, err := auditor.DecodeResult(b)
+		if err != nil || r.Status == ledger.StatusRefused {
+			log.Warn("genesis command not accepted", "command", i, "index", idx, "result", r.Message, "err", err)
+			continue
+		}
+		log.Info("genesis command applied", "command", i, "result", r.Message)
+	}
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/cmd/internal/node"
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/ensemble"
+	"github.com/nzcfed/nzc/ml/metrics"
+	"github.com/nzcfed/nzc/ml/model"
+	"github.com/nzcfed/nzc/ml/progress"
+	"github.com/nzcfed/nzc/party/student"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// dataFlags select the student's data: a range of an idx directory's
+// training or test part, or of a CSV file.
+type dataFlags struct {
+	path        string
+	split       string
+	from, count int
+}
+
+func addDataFlags(cmd *cobra.Command, count int) *dataFlags {
+	d := &dataFlags{}
+	cmd.Flags().StringVar(&d.path, "data", "", "a directory of idx files (e.g. data/mnist) or a CSV file")
+	cmd.Flags().StringVar(&d.split, "split", "test", "for an idx directory: the train or test part")
+	cmd.Flags().IntVar(&d.from, "from", 0, "first example to use")
+	cmd.Flags().IntVar(&d.count, "count", count, "number of examples to use (0: all from --from on)")
+	return d
+}
+
+func (d *dataFlags) load() (*data.Dataset, error) {
+	if d.path == "" {
+		return nil, errors.New("give --data: a directory of idx files (scripts/fetch-data.sh puts MNIST in data/mnist) or a CSV file")
+	}
+	st, err := os.Stat(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	var ds *data.Dataset
+	switch {
+	case st.IsDir():
+		s, err := data.LoadIDXDir(d.path)
+		if err != nil {
+			return nil, err
+		}
+		switch d.split {
+		case "train":
+			ds = s.Train
+		case "test":
+			ds = s.Test
+		default:
+			return nil, fmt.Errorf("--split %q: want train or test", d.split)
+		}
+	case strings.HasSuffix(d.path, ".csv"):
+		if ds, err = data.LoadCSV(d.path); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("data %s: want a directory of idx files or a .csv file", d.path)
+	}
+	to := ds.Len()
+	if d.count > 0 {
+		to = d.from + d.count
+	}
+	if d.from < 0 || d.from >= ds.Len() || to > ds.Len() {
+		return nil, fmt.Errorf("examples %d to %d: the data holds %d", d.from, to, ds.Len())
+	}
+	return ds.Slice(d.from, to), nil
+}
+
+func newClient(cmd *cobra.Command, cfg config.Student) (*student.Client, error) {
+	log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
+	netCfg, err := node.NetConfig(cfg.TLS, log)
+	if err != nil {
+		return nil, err
+	}
+	id, err := crypto.LoadIdentity(cfg.AgeIdentity)
+	if err != nil {
+		return nil, err
+	}
+	var hs []*crypto.Recipient
+	for _, r := range cfg.Hospitals {
+		rc, err := crypto.ParseRecipient(r)
+		if err != nil {
+			return nil, fmt.Errorf("hospitals: %w", err)
+		}
+		hs = append(hs, rc)
+	}
+	return student.New(student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs,
+		BatchSize: cfg.BatchSize, StateDir: cfg.State, Logger: log})
+}
+
+func newLabelCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "label",
+		Short: "Ask the aggregator to label the student's data, batch by batch",
+		Long: `label sends the student's data to the aggregator in batches (features sealed
+to the hospitals) and writes the labels it receives — each released only
+after the ledger committed its charge — to --out as JSON. Refused queries
+have label -1.
+
+The run is resumable: batch ids are derived from the student id, the data
+and the batch index, and labelled batches are recorded in the state
+directory, so an interrupted run continues where it stopped without paying
+twice. A refusal retrying cannot fix (the budget is exhausted) stops the run
+with the labels received so far.`,
+		Example: `  nzc-student label --config federation/student-1.yaml --data data/mnist --count 1000 --out labels.json
+
+  # Progress is on stderr; the summary as JSON on stdout:
+  nzc-student label --config federation/student-1.yaml --data queries.csv --out labels.json --format json`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultStudent())
+	df := addDataFlags(cmd, 1000)
+	out := cmd.Flags().String("out", "labels.json", "where to write the labels (JSON)")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		cfg, err := cli.Load(cmd, config.DefaultStudent())
+		if err != nil {
+			return err
+		}
+		d, err := df.load()
+		if err != nil {
+			return err
+		}
+		c, err := newClient(cmd, cfg)
+		if err != nil {
+			return err
+		}
+		bar := progress.New(cmd.ErrOrStderr(), time.Now)
+		res, lerr := c.Label(cmd.Context(), d, func(done, total int) { bar.Update("labelled", done, total, "queries") })
+		bar.Done()
+		if res != nil && len(res.Batches) > 0 {
+			b, err := json.MarshalIndent(res, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := crypto.WriteFile(*out, b, 0o644, true); err != nil {
+				return err
+			}
+		}
+		if lerr != nil && (res == nil || !errors.Is(lerr, student.ErrStopped)) {
+			return lerr
+		}
+		summary := struct {
+			Queries  int    `json:"queries"`
+			Answered int    `json:"answered"`
+			Refused  int    `json:"refused"`
+			Batches  int    `json:"batches"`
+			Resumed  int    `json:"resumed"`
+			Stopped  string `json:"stopped,omitempty"`
+			Out      string `json:"out"`
+		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.Stopped, *out}
+		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed); labels in %s\n",
+				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, *out)
+			if err == nil && summary.Stopped != "" {
+				_, err = fmt.Fprintf(w, "stopped early: %s\n", summary.Stopped)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		return lerr
+	}
+	return cmd
+}
+
+func readLabels(path string) (*student.Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("labels: %w (run `nzc-student label` first)", err)
+	}
+	var r student.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("labels %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+func newTrainCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train the student's model on the labels it received",
+		Example: `  nzc-student train --data data/mnist --count 1000 --labels labels.json --out student.model
+  nzc-student train --data queries.csv --count 0 --labels labels.json --model softmax --out student.model`,
+		Args: cobra.NoArgs,
+	}
+	df := addDataFlags(cmd, 1000)
+	labels := cmd.Flags().String("labels", "labels.json", "labels written by `nzc-student label`")
+	out := cmd.Flags().String("out", "student.model", "where to write the trained model")
+	arch := cmd.Flags().String("model", "mlp", "softmax, mlp or cnn")
+	epochs := cmd.Flags().Int("epochs", 20, "training epochs")
+	seed := cmd.Flags().Uint64("seed", 1, "training seed")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		d, err := df.load()
+		if err != nil {
+			return err
+		}
+		r, err := readLabels(*labels)
+		if err != nil {
+			return err
+		}
+		if r.DataHash != student.FeatureHash(d) || len(r.Labels) != d.Len() {
+			return fmt.Errorf("the labels in %s were asked for other data than --data/--from/--count select: give the same data as to `label`", *labels)
+		}
+		n, used, err := trainStudent(cmd, d, r.Labels, *arch, *epochs, *seed)
+		if err != nil {
+			return err
+		}
+		if err := n.Save(*out); err != nil {
+			return err
+		}
+		res := struct {
+			Examples int    `json:"examples"`
+			Out      string `json:"out"`
+		}{used, *out}
+		return cli.Print(cmd.OutOrStdout(), f, res, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "trained a %s student on %d labelled examples; saved in %s\n", *arch, used, *out)
+			return err
+		})
+	}
+	return cmd
+}
+
+func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string, epochs int, seed uint64) (*model.Network, int, error) {
+	spec, err := model.Preset(arch, d.Shape, d.Classes)
+	if err != nil {
+		return nil, 0, err
+	}
+	bar := progress.New(cmd.ErrOrStderr(), time.Now)
+	defer bar.Done()
+	tc := model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: epochs, MinSteps: 300, Cosine: true}
+	return ensemble.TrainStudent(cmd.Context(), spec, tc, seed, d, labels, func(done, total int) { bar.Update("training", done, total, "steps") })
+}
+
+func newEvaluateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "evaluate",
+		Short: "Measure the student's accuracy on labelled test data",
+		Example: `  nzc-student evaluate --model student.model --data data/mnist --from 1000 --count 0
+  nzc-student evaluate --model student.model --data test.csv --count 0 --format json`,
+		Args: cobra.NoArgs,
+	}
+	df := addDataFlags(cmd, 0)
+	path := cmd.Flags().String("model", "student.model", "the trained student")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		d, err := df.load()
+		if err != nil {
+			return err
+		}
+		n, err := model.Load(*path)
+		if err != nil {
+			return err
+		}
+		pred, err := n.Predict(d.X)
+		if err != nil {
+			return err
+		}
+		acc, _ := metrics.Accuracy(pred, d.Y)
+		res := struct {
+			Accuracy float64 `json:"accuracy"`
+			Examples int     `json:"examples"`
+		}{acc, d.Len()}
+		return cli.Print(cmd.OutOrStdout(), f, res, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "accuracy %.2f%% on %d examples\n", 100*acc, d.Len())
+			return err
+		})
+	}
+	return cmd
+}
+
+func newBudgetCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "budget",
+		Short: "Show what the ledger says each hospital has spent and has left",
+		Example: `  nzc-student budget --config federation/student-1.yaml
+  nzc-student budget --config federation/student-1.yaml --format json`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultStudent())
+	timeout := cmd.Flags().Duration("timeout", 20*time.Second, "give up after this long")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		cfg, err := cli.Load(cmd, config.DefaultStudent())
+		if err != nil {
+			return err
+		}
+		c, err := newClient(cmd, cfg)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), *timeout)
+		defer cancel()
+		resp, err := c.Budget(ctx, &nzcpb.BudgetRequest{})
+		if err != nil {
+			return err
+		}
+		type row struct {
+			Hospital string  `json:"hospital"`
+			Epsilon  float64 `json:"epsilon_spent"`
+			Cap      float64 `json:"epsilon_cap"`
+			Left     float64 `json:"epsilon_left"`
+			Delta    float64 `json:"delta"`
+			Answered uint64  `json:"queries_answered"`
+			Charges  uint64  `json:"charges"`
+		}
+		out := struct {
+			LedgerSize uint64 `json:"ledger_size"`
+			Hospitals  []row  `json:"hospitals"`
+		}{LedgerSize: resp.GetLedgerSize()}
+		for _, b := range resp.GetBudgets() {
+			out.Hospitals = append(out.Hospitals, row{b.GetHospitalId(), b.GetEpsilonSpent(), b.GetEpsilonCap(),
+				max(0, b.GetEpsilonCap()-b.GetEpsilonSpent()), b.GetDelta(), b.GetQueriesAnswered(), b.GetCharges()})
+		}
+		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
+			fmt.Fprintf(w, "%-14s %12s %10s %10s %10s %8s\n", "HOSPITAL", "ε SPENT", "ε CAP", "ε LEFT", "ANSWERS", "CHARGES")
+			for _, r := range out.Hospitals {
+				fmt.Fprintf(w, "%-14s %12.4f %10.4g %10.4f %10d %8d\n", r.Hospital, r.Epsilon, r.Cap, r.Left, r.Answered, r.Charges)
+			}
+			_, err := fmt.Fprintf(w, "ledger size %d entries; ε at δ = each hospital's remaining cap δ\n", out.LedgerSize)
+			return err
+		})
+	}
+	return cmd
+}

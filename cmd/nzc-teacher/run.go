@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/cmd/internal/node"
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/ops"
+	"github.com/nzcfed/nzc/party/teacher"
+)
+
+func newTrainCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train the hospital's teachers on disjoint shards of its data",
+		Long: `train loads the hospital's training data (a directory of idx files, such as
+MNIST from scripts/fetch-data.sh, or a CSV file), cuts it into one disjoint
+shard per teacher, trains each teacher on its own shard, and writes them to
+the models directory. Progress is shown on stderr when it is a terminal.`,
+		Example: `  nzc-teacher train --config federation/hospital-1.yaml --data data/mnist --teachers 10
+
+  # Three hospitals on one machine, each with its own third of MNIST:
+  nzc-teacher train --config federation/hospital-2.yaml --data data/mnist --data-part 2 --data-parts 3`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultTeacher())
+	maxExamples := cmd.Flags().Int("max-examples", 0, "use at most this many examples of the hospital's data (0: all)")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		cfg, err := cli.Load(cmd, config.DefaultTeacher())
+		if err != nil {
+			return err
+		}
+		if cfg.Data == "" {
+			return errors.New("no training data: give --data (a directory of idx files or a CSV file); scripts/fetch-data.sh puts MNIST in data/mnist")
+		}
+		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
+		start := time.Now()
+		m, err := teacher.Train(cmd.Context(), teacher.TrainOptions{Data: cfg.Data, Part: cfg.DataPart, Parts: cfg.DataParts,
+			MaxExamples: *maxExamples, Teachers: cfg.Teachers, Model: cfg.Model, Epochs: cfg.Epochs, Seed: cfg.Seed,
+			Models: cfg.Models, Progress: cmd.ErrOrStderr(), Logger: log})
+		if err != nil {
+			return err
+		}
+		out := struct {
+			*teacher.Manifest
+			Dir     string  `json:"dir"`
+			Seconds float64 `json:"seconds"`
+		}{m, cfg.Models, time.Since(start).Seconds()}
+		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "trained %d %s teachers on %d examples (%d classes) in %.1fs; saved in %s\n",
+				m.Teachers, m.Model, m.Examples, m.Classes, out.Seconds, cfg.Models)
+			return err
+		})
+	}
+	return cmd
+}
+
+func newRunCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Connect to the aggregator and answer query batches with the teachers' votes",
+		Long: `run dials the aggregator (a hospital never listens on a port), registers the
+hospital's teachers, opens its privacy-budget account with its cap (a ledger
+command only this hospital can sign), and answers each query batch with one
+vote histogram per query, sealed to the aggregator. It reconnects by itself
+with backoff; it stops at once if either side refuses the other's
+certificate.`,
+		Example: `  nzc-teacher run --config federation/hospital-1.yaml
+
+  # A tighter privacy cap for this hospital:
+  nzc-teacher run --config federation/hospital-1.yaml --cap-epsilon 4`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultTeacher())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := cli.Load(cmd, config.DefaultTeacher())
+		if err != nil {
+			return err
+		}
+		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
+		ens, err := teacher.LoadEnsemble(cfg.Models)
+		if err != nil {
+			return err
+		}
+		netCfg, err := node.NetConfig(cfg.TLS, log)
+		if err != nil {
+			return err
+		}
+		id, err := crypto.LoadIdentity(cfg.AgeIdentity)
+		if err != nil {
+			return err
+		}
+		var key []byte
+		if cfg.SigningKey != "" {
+			if key, err = crypto.LoadPrivateKey(cfg.SigningKey); err != nil {
+				return err
+			}
+		}
+		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
+			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Voter: ens, Logger: log})
+		if err != nil {
+			return err
+		}
+		reg := ops.NewRegistry()
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_batches_answered_total",
+			Help: "Query batches answered with the teachers' votes."}, func() float64 { return float64(n.Answered()) }))
+		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, n.Ready), log)
+		log.Info("hospital starting", "teachers", ens.Teachers(), "classes", ens.Classes(), "aggregator", cfg.Aggregator)
+		return n.Run(cmd.Context())
+	}
+	return cmd
+}
+
+func newStatusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the hospital's trained teachers",
+		Example: `  nzc-teacher status --config federation/hospital-1.yaml
+  nzc-teacher status --config federation/hospital-1.yaml --format json`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultTeacher())
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		cfg, err := cli.Load(cmd, config.DefaultTeacher())
+		if err != nil {
+			return err
+		}
+		dir := cfg.Models
+		m, err := teacher.ReadManifest(dir)
+		if err != nil {
+			return err
+		}
+		out := struct {
+			*teacher.Manifest
+			Dir string `json:"dir"`
+		}{m, dir}
+		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "%d %s teachers in %s\nclasses %d, input %v, trained on %d examples (data %s…)\n",
+				m.Teachers, m.Model, dir, m.Classes, m.Shape, m.Examples, m.DataHash[:min(12, len(m.DataHash))])
+			return err
+		})
+	}
+	return cmd
+}

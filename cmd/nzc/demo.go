@@ -1,0 +1,735 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+)
+
+// demoOptions are the flags of `nzc demo`.
+type demoOptions struct {
+	hospitals, teachers, queries int
+	mechanism, model, data       string
+	bin, dir                     string
+	capEpsilon                   float64
+	keep                         bool
+	timeout                      time.Duration
+}
+
+// demoReport is what `nzc demo` prints.
+type demoReport struct {
+	Labels          int            `json:"labels"`
+	Refused         int            `json:"refused"`
+	StudentAccuracy float64        `json:"student_accuracy"`
+	Hospitals       []demoHospital `json:"hospitals"`
+	LedgerVerified  bool           `json:"ledger_verified"`
+
+	Queries       int      `json:"queries"`
+	Mechanism     string   `json:"mechanism"`
+	Parameters    string   `json:"parameters"`
+	Teachers      int      `json:"teachers"`
+	Stopped       string   `json:"stopped,omitempty"`
+	TestExamples  int      `json:"test_examples"`
+	LedgerEntries int64    `json:"ledger_entries"`
+	LedgerChecks  []string `json:"ledger_checks,omitempty"`
+	Seconds       float64  `json:"seconds"`
+	Dir           string   `json:"dir,omitempty"`
+}
+
+type demoHospital struct {
+	ID      string  `json:"id"`
+	Epsilon float64 `json:"epsilon"`
+	Cap     float64 `json:"cap"`
+	Answers uint64  `json:"answers"`
+}
+
+func newDemoCommand() *cobra.Command {
+	o := demoOptions{}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a whole federation on this machine: auditors, aggregator, hospitals and a student",
+		Long: `demo provisions a federation in a temporary directory and runs every party as
+its own process on loopback: three auditors (raft over mutual TLS), the
+aggregator, the hospitals — each training its own teachers on its own part of
+MNIST — and a student, all speaking QUIC with mutual TLS and sealing their
+payloads with age. The student labels the first --queries test images through
+the federation; every label is released only after the auditors' ledger has
+committed its privacy charge. The student then trains on its labels and is
+evaluated on the rest of the test set.
+
+The report gives the labels received and refused, the student's accuracy,
+each hospital's ε as the ledger accounts it against its cap, and the result of
+verifying the final ledger independently (cosigned checkpoint, Merkle tree,
+replay of every charge).
+
+It needs MNIST in --data (scripts/fetch-data.sh puts it in data/mnist, and the
+demo runs that script when it finds it) and, unless --bin names a directory
+with the four party binaries, a Go toolchain and this source tree to build
+them.`,
+		Example: `  scripts/fetch-data.sh && go run ./cmd/nzc demo
+
+  # The paper's mechanism, charged honestly: the ledger refuses it.
+  go run ./cmd/nzc demo --mechanism nzc
+
+  # Smaller and faster, keeping the directory with every log and the ledger:
+  go run ./cmd/nzc demo --hospitals 2 --teachers-per-hospital 20 --queries 200 --keep
+
+  # The report as JSON:
+  go run ./cmd/nzc demo --format json`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().IntVar(&o.hospitals, "hospitals", 3, "number of hospitals, each with its own part of the training data")
+	cmd.Flags().IntVar(&o.teachers, "teachers-per-hospital", 50, "teachers each hospital trains on disjoint shards")
+	cmd.Flags().IntVar(&o.queries, "queries", 500, "test images the student asks labels for")
+	cmd.Flags().StringVar(&o.mechanism, "mechanism", "confident-gnmax", "confident-gnmax, gnmax, lnmax or nzc (the paper's)")
+	cmd.Flags().StringVar(&o.model, "model", "softmax", "the teachers' model: softmax, mlp or cnn")
+	cmd.Flags().StringVar(&o.data, "data", "data/mnist", "directory holding MNIST's idx files")
+	cmd.Flags().Float64Var(&o.capEpsilon, "cap", 10, "each hospital's privacy cap ε (at δ = 1e-5)")
+	cmd.Flags().StringVar(&o.bin, "bin", "", "directory with nzc-auditor, nzc-aggregator, nzc-teacher and nzc-student (default: build them)")
+	cmd.Flags().StringVar(&o.dir, "dir", "", "directory to run in (default: a new temporary directory)")
+	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the directory: configurations, logs, ledger data")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		if err := o.check(); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+		defer cancel()
+		d := &demo{o: o, log: cmd.ErrOrStderr(), began: time.Now()}
+		rep, err := d.run(ctx)
+		if err != nil {
+			return err
+		}
+		return cli.Print(cmd.OutOrStdout(), f, rep, rep.text)
+	}
+	return cmd
+}
+
+func (o demoOptions) check() error {
+	switch {
+	case o.hospitals < 1 || o.hospitals > 20:
+		return fmt.Errorf("--hospitals %d: use 1 to 20", o.hospitals)
+	case o.teachers < 1 || o.teachers > 500:
+		return fmt.Errorf("--teachers-per-hospital %d: use 1 to 500", o.teachers)
+	case o.queries < 1 || o.queries > 9000:
+		return fmt.Errorf("--queries %d: use 1 to 9000 (the rest of MNIST's 10000 test images evaluate the student)", o.queries)
+	case !(o.capEpsilon > 0) || math.IsInf(o.capEpsilon, 0):
+		return fmt.Errorf("--cap %v: a finite positive ε", o.capEpsilon)
+	}
+	if _, err := demoMechanism(o.mechanism, o.hospitals*o.teachers); err != nil {
+		return err
+	}
+	return nil
+}
+
+// demoMechanism returns the mechanism for an ensemble of k teachers, its
+// parameters scaled with k (PATE 2018's MNIST settings are T=200, σ1=150,
+// σ2=40 for 250 teachers; the demo's ensembles are smaller).
+func demoMechanism(name string, k int) (config.Mechanism, error) {
+	K := float64(k)
+	round := func(x float64) float64 { return math.Max(1, math.Round(x*10)/10) }
+	switch name {
+	case "confident-gnmax":
+		return config.Mechanism{Name: name, Threshold: math.Round(0.66 * K), Sigma1: round(0.27 * K), Sigma2: round(0.13 * K)}, nil
+	case "gnmax":
+		return config.Mechanism{Name: name, Sigma: round(0.13 * K)}, nil
+	case "lnmax":
+		return config.Mechanism{Name: name, Scale: round(0.1 * K)}, nil
+	case "nzc":
+		// The paper's setting: a constant far above the noise.
+		return config.Mechanism{Name: name, Noise: "laplace", Scale: round(0.1 * K), Constant: 1000}, nil
+	case "nzc-svt":
+		return config.Mechanism{}, errors.New("--mechanism nzc-svt: sparse-vector sessions are not served by the aggregator yet; use confident-gnmax, gnmax, lnmax or nzc")
+	}
+	return config.Mechanism{}, fmt.Errorf("--mechanism %q: use confident-gnmax, gnmax, lnmax or nzc", name)
+}
+
+func mechanismText(m config.Mechanism) string {
+	switch m.Name {
+	case "confident-gnmax":
+		return fmt.Sprintf("T=%g σ1=%g σ2=%g", m.Threshold, m.Sigma1, m.Sigma2)
+	case "gnmax":
+		return fmt.Sprintf("σ=%g", m.Sigma)
+	case "lnmax":
+		return fmt.Sprintf("b=%g", m.Scale)
+	case "nzc":
+		return fmt.Sprintf("Laplace b=%g, c=%g", m.Scale, m.Constant)
+	}
+	return ""
+}
+
+type demo struct {
+	o     demoOptions
+	log   io.Writer
+	began time.Time
+	dir   string
+	bin   string
+	m     *crypto.Manifest
+	pt    ports
+
+	mu    sync.Mutex
+	procs []*proc
+}
+
+// proc is a running party.
+type proc struct {
+	c    *exec.Cmd
+	done chan struct{} // closed when it has exited
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.log, "[%6.1fs] %s\n", time.Since(d.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
+	if err := d.ensureData(ctx); err != nil {
+		return nil, err
+	}
+	if d.dir = d.o.dir; d.dir == "" {
+		if d.dir, err = os.MkdirTemp("", "nzc-demo-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if d.dir, err = filepath.Abs(d.dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		d.stopAll()
+		if d.o.keep {
+			d.say("kept %s (configurations, logs in logs/, ledger data)", d.dir)
+			if rep != nil {
+				rep.Dir = d.dir
+			}
+		} else {
+			os.RemoveAll(d.dir)
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(d.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := d.binaries(ctx); err != nil {
+		return nil, err
+	}
+	mech, _ := demoMechanism(d.o.mechanism, d.o.hospitals*d.o.teachers)
+	if err := d.provision(mech); err != nil {
+		return nil, err
+	}
+	auditors := d.m.ByRole(crypto.RoleAuditor)
+	d.say("starting %d auditors (raft over mutual TLS)", len(auditors))
+	for _, a := range auditors {
+		if err := d.start(ctx, a.ID, "nzc-auditor", "run", "--config", configFile(d.m, a)); err != nil {
+			return nil, err
+		}
+	}
+	hospitals := d.m.ByRole(crypto.RoleHospital)
+	d.say("training %d teachers at each of %d hospitals on their own part of MNIST", d.o.teachers, len(hospitals))
+	if err := d.train(ctx, hospitals); err != nil {
+		return nil, err
+	}
+	d.say("starting the aggregator (%s, %s) and the hospitals", mech.Name, mechanismText(mech))
+	if err := d.start(ctx, "aggregator", "nzc-aggregator", "run", "--config", filepath.Join(d.m.Dir, "aggregator.yaml"),
+		"--expect-hospitals", strconv.Itoa(len(hospitals))); err != nil {
+		return nil, err
+	}
+	for _, h := range hospitals {
+		if err := d.start(ctx, h.ID, "nzc-teacher", "run", "--config", configFile(d.m, h)); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.waitReady(ctx, len(hospitals)); err != nil {
+		return nil, err
+	}
+	return d.label(ctx, mech)
+}
+
+// ensureData finds MNIST, fetching it with scripts/fetch-data.sh when the
+// script is at hand.
+func (d *demo) ensureData(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(d.o.data, "t10k-labels-idx1-ubyte")); err == nil {
+		return nil
+	}
+	script := filepath.Join("scripts", "fetch-data.sh")
+	if _, err := os.Stat(script); err != nil || d.o.data != "data/mnist" {
+		return fmt.Errorf("no MNIST in %s: run scripts/fetch-data.sh %s from the NZC source tree first", d.o.data, d.o.data)
+	}
+	d.say("fetching MNIST with %s", script)
+	c := exec.CommandContext(ctx, "bash", script)
+	c.Stdout, c.Stderr = d.log, d.log
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("fetch MNIST: %w; run %s yourself and try again", err, script)
+	}
+	return nil
+}
+
+var demoBinaries = []string{"nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-student"}
+
+// binaries builds the party binaries once, or uses --bin.
+func (d *demo) binaries(ctx context.Context) error {
+	if d.o.bin != "" {
+		d.bin = d.o.bin
+		for _, b := range demoBinaries {
+			if _, err := os.Stat(filepath.Join(d.bin, b)); err != nil {
+				return fmt.Errorf("--bin %s lacks %s: %w", d.bin, b, err)
+			}
+		}
+		return nil
+	}
+	d.bin = filepath.Join(d.dir, "bin")
+	d.say("building %s into %s", strings.Join(demoBinaries, ", "), d.bin)
+	args := []string{"build", "-o", d.bin + string(filepath.Separator)}
+	for _, b := range demoBinaries {
+		args = append(args, "github.com/nzcfed/nzc/cmd/"+b)
+	}
+	c := exec.CommandContext(ctx, "go", args...)
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("could not build the party binaries (%v: %s): run nzc demo from the NZC source tree with a Go toolchain, or give --bin with the four binaries", err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// freePorts finds a base port whose federation ports (see ports) are free.
+func freePorts(parties int) (ports, error) {
+	for attempt := 0; attempt < 50; attempt++ {
+		base := 20000 + int(time.Now().UnixNano()/1000%20000)/10*10 + attempt*7
+		p := ports{base}
+		need := []int{p.aggregator()}
+		for i := range 3 {
+			need = append(need, p.raft(i), p.intake(i), p.api(i))
+		}
+		for k := 1; k <= parties; k++ {
+			need = append(need, p.ops(k))
+		}
+		if allFree(need) {
+			return p, nil
+		}
+	}
+	return ports{}, errors.New("no free range of loopback ports found; free some ports or try again")
+}
+
+func allFree(ps []int) bool {
+	for _, p := range ps {
+		addr := loopback(p)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return false
+		}
+		l.Close()
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		u.Close()
+	}
+	return true
+}
+
+// provision makes the federation and writes every party's configuration.
+func (d *demo) provision(mech config.Mechanism) error {
+	fed := filepath.Join(d.dir, "federation")
+	d.say("provisioning a federation in %s: CA, certificates, age and signing keys", fed)
+	m, err := crypto.Provision(fed, crypto.ProvisionSpec{Hospitals: d.o.hospitals, Auditors: 3, Students: 1})
+	if err != nil {
+		return err
+	}
+	d.m = m
+	if err := writeGenesis(m); err != nil {
+		return err
+	}
+	if d.pt, err = freePorts(len(m.Parties)); err != nil {
+		return err
+	}
+	cfgs, err := partyConfigs(m, d.pt)
+	if err != nil {
+		return err
+	}
+	data, err := filepath.Abs(d.o.data)
+	if err != nil {
+		return err
+	}
+	i := 0
+	for _, p := range m.Parties {
+		switch c := cfgs[p.ID].(type) {
+		case config.Teacher:
+			i++
+			c.Data, c.DataPart, c.DataParts = data, i, d.o.hospitals
+			c.Teachers, c.Model, c.CapEpsilon, c.CapDelta = d.o.teachers, d.o.model, d.o.capEpsilon, 1e-5
+			c.Epochs = 3
+			cfgs[p.ID] = c
+		case config.Aggregator:
+			c.Mechanism, c.Quorum, c.BatchDeadline = mech, d.o.hospitals, time.Minute
+			cfgs[p.ID] = c
+		case config.Student:
+			c.BatchSize = 100
+			cfgs[p.ID] = c
+		}
+	}
+	for id, c := range cfgs {
+		if err := c.(cli.Validator).Validate(); err != nil {
+			return fmt.Errorf("configuration of %s: %w", id, err)
+		}
+	}
+	_, err = writeConfigs(m, cfgs, "", true)
+	return err
+}
+
+// command returns a party command whose output goes to logs/<name>.log.
+func (d *demo) command(ctx context.Context, name, bin string, args ...string) (*exec.Cmd, *os.File, error) {
+	logf, err := os.OpenFile(filepath.Join(d.dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := exec.CommandContext(ctx, filepath.Join(d.bin, bin), args...)
+	c.Dir = d.dir
+	c.Stderr = logf
+	c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
+	c.WaitDelay = 10 * time.Second
+	return c, logf, nil
+}
+
+// start runs a long-lived party until the demo ends.
+func (d *demo) start(ctx context.Context, name, bin string, args ...string) error {
+	c, logf, err := d.command(ctx, name, bin, args...)
+	if err != nil {
+		return err
+	}
+	c.Stdout = logf
+	if err := c.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{c: c, done: make(chan struct{})}
+	d.mu.Lock()
+	d.procs = append(d.procs, p)
+	d.mu.Unlock()
+	go func() {
+		_ = c.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	return nil
+}
+
+// stopAll interrupts the parties, newest first, and waits for them.
+func (d *demo) stopAll() {
+	d.mu.Lock()
+	procs := d.procs
+	d.procs = nil
+	d.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		_ = procs[i].c.Process.Signal(os.Interrupt)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			_ = p.c.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// output runs a one-shot party command and returns its standard output.
+func (d *demo) output(ctx context.Context, name, bin string, args ...string) ([]byte, error) {
+	c, logf, err := d.command(ctx, name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	var out bytes.Buffer
+	c.Stdout = &out
+	err = c.Run()
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w (see %s)", bin, args[0], err, filepath.Join(d.dir, "logs", name+".log"))
+	}
+	return out.Bytes(), err
+}
+
+func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
+	errs := make([]error, len(hospitals))
+	var wg sync.WaitGroup
+	for i, h := range hospitals {
+		wg.Go(func() {
+			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", configFile(d.m, h), "--format", "json")
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			var s struct {
+				Teachers, Examples int
+				Seconds            float64
+			}
+			_ = json.Unmarshal(out, &s)
+			d.say("%s trained %d teachers on its %d examples in %.0fs", h.ID, s.Teachers, s.Examples, s.Seconds)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (d *demo) get(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func (d *demo) opsURL(id, path string) string {
+	for k, p := range d.m.Parties {
+		if p.ID == id {
+			return "http://" + loopback(d.pt.ops(k+1)) + path
+		}
+	}
+	return ""
+}
+
+// waitReady waits for the aggregator to see every hospital and for every
+// hospital's budget account to be open in the ledger.
+func (d *demo) waitReady(ctx context.Context, hospitals int) error {
+	last := ""
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		code, body, err := d.get(ctx, d.opsURL("aggregator", "/readyz"))
+		reason := strings.TrimSpace(string(body))
+		if err != nil {
+			reason = "aggregator starting"
+		}
+		accounts := 0
+		if _, b, err := d.get(ctx, "http://"+loopback(d.pt.api(0))+"/v1/accounts"); err == nil {
+			var as []json.RawMessage
+			if json.Unmarshal(b, &as) == nil {
+				accounts = len(as)
+			}
+		}
+		if code == http.StatusOK && accounts == hospitals {
+			d.say("aggregator %s; %d budget accounts open in the ledger", reason, accounts)
+			return nil
+		}
+		if s := fmt.Sprintf("aggregator: %s; ledger: %d of %d budget accounts open", reason, accounts, hospitals); s != last {
+			d.say("%s", s)
+			last = s
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the federation did not become ready (%s): see the logs in %s (use --keep to keep them)", last, filepath.Join(d.dir, "logs"))
+		case <-tick.C:
+		}
+	}
+}
+
+// released reads the aggregator's count of released labels.
+func (d *demo) released(ctx context.Context) int {
+	_, b, err := d.get(ctx, d.opsURL("aggregator", "/metrics"))
+	if err != nil {
+		return -1
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "nzc_aggregator_labels_released_total "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return int(f)
+		}
+	}
+	return -1
+}
+
+func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, error) {
+	rep := &demoReport{Queries: d.o.queries, Mechanism: mech.Name, Parameters: mechanismText(mech), Teachers: d.o.hospitals * d.o.teachers}
+	st := d.m.ByRole(crypto.RoleStudent)[0]
+	stCfg := configFile(d.m, st)
+	data, _ := filepath.Abs(d.o.data)
+	labels := filepath.Join(d.dir, "labels.json")
+	d.say("the student asks for labels of %d test images, in batches of 100", d.o.queries)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := 0
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if n := d.released(ctx); n > last {
+					d.say("labels released so far: %d", n)
+					last = n
+				}
+			}
+		}
+	}()
+	out, lerr := d.output(ctx, "student-label", "nzc-student", "label", "--config", stCfg, "--data", data, "--split", "test",
+		"--from", "0", "--count", strconv.Itoa(d.o.queries), "--out", labels, "--format", "json")
+	close(done)
+	var sum struct {
+		Queries, Answered, Refused, Batches int
+		Stopped                             string
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		if lerr != nil {
+			return nil, lerr
+		}
+		return nil, fmt.Errorf("student label: unreadable summary: %w", err)
+	}
+	rep.Labels, rep.Refused, rep.Stopped = sum.Answered, sum.Refused, sum.Stopped
+	if sum.Stopped != "" {
+		rep.Refused = d.o.queries - sum.Answered
+		d.say("the federation stopped answering: %s", sum.Stopped)
+	}
+	d.say("the student received %d labels; %d queries were refused", rep.Labels, rep.Refused)
+
+	if rep.Labels > 0 {
+		if _, err := d.output(ctx, "student-train", "nzc-student", "train", "--data", data, "--split", "test", "--from", "0",
+			"--count", strconv.Itoa(d.o.queries), "--labels", labels, "--out", filepath.Join(d.dir, "student.model"), "--format", "json"); err != nil {
+			return nil, err
+		}
+		out, err := d.output(ctx, "student-evaluate", "nzc-student", "evaluate", "--model", filepath.Join(d.dir, "student.model"),
+			"--data", data, "--split", "test", "--from", strconv.Itoa(d.o.queries), "--count", "0", "--format", "json")
+		if err != nil {
+			return nil, err
+		}
+		var ev struct {
+			Accuracy float64
+			Examples int
+		}
+		if err := json.Unmarshal(out, &ev); err != nil {
+			return nil, fmt.Errorf("student evaluate: %w", err)
+		}
+		rep.StudentAccuracy, rep.TestExamples = ev.Accuracy, ev.Examples
+		d.say("the student, trained on its labels, is %.1f%% accurate on %d other test images", 100*ev.Accuracy, ev.Examples)
+	}
+
+	out, err := d.output(ctx, "student-budget", "nzc-student", "budget", "--config", stCfg, "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var b struct {
+		Hospitals []struct {
+			Hospital         string
+			Epsilon_spent    float64
+			Epsilon_cap      float64
+			Queries_answered uint64
+		}
+	}
+	if err := json.Unmarshal(out, &b); err != nil {
+		return nil, fmt.Errorf("student budget: %w", err)
+	}
+	for _, h := range b.Hospitals {
+		rep.Hospitals = append(rep.Hospitals, demoHospital{ID: h.Hospital, Epsilon: h.Epsilon_spent, Cap: h.Epsilon_cap, Answers: h.Queries_answered})
+	}
+	if err := d.verify(ctx, rep); err != nil {
+		return nil, err
+	}
+	rep.Seconds = time.Since(d.began).Seconds()
+	return rep, nil
+}
+
+// verify checks the final ledger independently: it fetches the export from
+// an auditor and verifies it against the auditors' keys from the manifest.
+func (d *demo) verify(ctx context.Context, rep *demoReport) error {
+	code, b, err := d.get(ctx, "http://"+loopback(d.pt.api(1))+"/v1/export")
+	if err != nil || code != http.StatusOK {
+		rep.LedgerChecks = append(rep.LedgerChecks, fmt.Sprintf("export unavailable: %v %s", err, strings.TrimSpace(string(b))))
+		return nil
+	}
+	var keys []string
+	for _, a := range d.m.ByRole(crypto.RoleAuditor) {
+		pub, err := crypto.LoadPublicKey(d.m.Path(a.VerifyingKey))
+		if err != nil {
+			return err
+		}
+		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	r := ledger.Verify(b, ledger.VerifyOptions{TrustedKeys: keys})
+	rep.LedgerVerified, rep.LedgerEntries = r.OK, r.Entries
+	for _, c := range r.Checks {
+		mark := "ok"
+		if !c.OK {
+			mark = "FAILED"
+		}
+		rep.LedgerChecks = append(rep.LedgerChecks, fmt.Sprintf("%s %s: %s", mark, c.Name, c.Detail))
+	}
+	if r.OK {
+		d.say("ledger verified: %d entries, checkpoint cosigned by the auditors, replay reproduces every account", r.Entries)
+	} else {
+		d.say("ledger verification FAILED: %v", r.Failures())
+	}
+	return nil
+}
+
+func (r *demoReport) text(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nNZC demo: %d hospitals, %d teachers in all, mechanism %s (%s), %d queries\n\n", len(r.Hospitals), r.Teachers, r.Mechanism, r.Parameters, r.Queries)
+	fmt.Fprintf(&b, "  labels received    %d of %d (%d refused)\n", r.Labels, r.Queries, r.Refused)
+	if r.Stopped != "" {
+		fmt.Fprintf(&b, "  stopped because    %s\n", r.Stopped)
+	}
+	if r.TestExamples > 0 {
+		fmt.Fprintf(&b, "  student accuracy   %.1f%% on %d test images it never asked about\n", 100*r.StudentAccuracy, r.TestExamples)
+	} else {
+		fmt.Fprintf(&b, "  student accuracy   - (no labels to train on)\n")
+	}
+	fmt.Fprintf(&b, "  privacy spent      as the ledger accounts it (RDP composition, tight conversion, δ = 1e-5):\n")
+	for _, h := range r.Hospitals {
+		fmt.Fprintf(&b, "    %-12s ε = %-8.3f of its cap %g (%d answers charged)\n", h.ID, h.Epsilon, h.Cap, h.Answers)
+	}
+	verdict := "FAILED"
+	if r.LedgerVerified {
+		verdict = "yes"
+	}
+	fmt.Fprintf(&b, "  ledger verified    %s (%d entries; quorum-signed checkpoint, Merkle root, replay of every charge)\n", verdict, r.LedgerEntries)
+	if !r.LedgerVerified {
+		for _, c := range r.LedgerChecks {
+			fmt.Fprintf(&b, "    %s\n", c)
+		}
+	}
+	fmt.Fprintf(&b, "  took               %.0fs\n", r.Seconds)
+	if r.Dir != "" {
+		fmt.Fprintf(&b, "  files              %s\n", r.Dir)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
