@@ -14,9 +14,9 @@ type Histogram []int
 // which class is wrong.
 var (
 	ErrEmptyHistogram = errors.New("mechanism: the vote histogram is empty; give one count per class")
-	ErrClassCount     = errors.New("mechanism: the vote histogram has the wrong number of classes")
+	ErrClassCount     = errors.New("mechanism: the vote histogram has the wrong number of classes; give one count per class, the same classes for every query")
 	ErrNegativeVotes  = errors.New("mechanism: a vote count is negative; counts are numbers of teachers")
-	ErrTooManyVotes   = errors.New("mechanism: the histogram has more votes than there are teachers")
+	ErrTooManyVotes   = errors.New("mechanism: the histogram has more votes than there are teachers; check the counts or the number of teachers")
 )
 
 // HistogramError reports an invalid histogram. Class is the offending class,
