@@ -25,6 +25,7 @@ func TestHelpVersionAndConfig(t *testing.T) {
 		want string
 	}{
 		{[]string{"--help"}, "Examples:"},
+		{[]string{"run", "--help"}, "Examples:"},
 		{[]string{"config", "show", "--help"}, "Examples:"},
 		{[]string{"version"}, "nzc-auditor 0."},
 		{[]string{"config", "keys"}, "NZC_LOG_LEVEL"},

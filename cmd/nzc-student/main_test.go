@@ -25,6 +25,10 @@ func TestHelpVersionAndConfig(t *testing.T) {
 		want string
 	}{
 		{[]string{"--help"}, "Examples:"},
+		{[]string{"label", "--help"}, "Examples:"},
+		{[]string{"train", "--help"}, "Examples:"},
+		{[]string{"evaluate", "--help"}, "Examples:"},
+		{[]string{"budget", "--help"}, "Examples:"},
 		{[]string{"config", "show", "--help"}, "Examples:"},
 		{[]string{"version"}, "nzc-student 0."},
 		{[]string{"config", "keys"}, "NZC_LOG_LEVEL"},
@@ -44,5 +48,17 @@ func TestConfigShowRejectsUnknownKey(t *testing.T) {
 	_, err := execute(t, "config", "show", "--config", path)
 	if err == nil || !strings.Contains(err.Error(), "log.levle") {
 		t.Fatalf("unknown key not reported: %v", err)
+	}
+}
+
+func TestLabelNeedsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	cfg := "id: student-1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := execute(t, "label", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), "--data") {
+		t.Fatalf("label without --data: %v", err)
 	}
 }

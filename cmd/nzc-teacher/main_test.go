@@ -25,6 +25,9 @@ func TestHelpVersionAndConfig(t *testing.T) {
 		want string
 	}{
 		{[]string{"--help"}, "Examples:"},
+		{[]string{"train", "--help"}, "Examples:"},
+		{[]string{"run", "--help"}, "Examples:"},
+		{[]string{"status", "--help"}, "Examples:"},
 		{[]string{"config", "show", "--help"}, "Examples:"},
 		{[]string{"version"}, "nzc-teacher 0."},
 		{[]string{"config", "keys"}, "NZC_LOG_LEVEL"},
@@ -44,5 +47,21 @@ func TestConfigShowRejectsUnknownKey(t *testing.T) {
 	_, err := execute(t, "config", "show", "--config", path)
 	if err == nil || !strings.Contains(err.Error(), "log.levle") {
 		t.Fatalf("unknown key not reported: %v", err)
+	}
+}
+
+func TestTrainNeedsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.yaml")
+	cfg := "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := execute(t, "train", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), "--data") {
+		t.Fatalf("train without --data: %v", err)
+	}
+	_, err = execute(t, "status", "--config", path, "--models", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "nzc-teacher train") {
+		t.Fatalf("status without teachers: %v", err)
 	}
 }
