@@ -47,6 +47,9 @@ holding the four standard idx files works.`,
   # A fast run of the same pipeline (under two minutes):
   nzc experiment --preset quick --out out/quick
 
+  # Re-render the table and plots of an earlier run:
+  nzc experiment --from out/paper-mnist/results.json --out out/paper-mnist
+
   # Only the sound aggregators, 100 teachers, two query counts, as JSON:
   nzc experiment --preset quick --teachers 100 --queries 500,2000 \
       --aggregators gnmax,confident-gnmax,nzc-svt --format json`,
@@ -66,11 +69,29 @@ holding the four standard idx files works.`,
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
 	delta := fs.Float64("delta", 1e-5, "δ of every (ε, δ) figure")
+	from := fs.String("from", "", "re-render results.md and the plots from an earlier results.json into --out, without running")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
 		if err != nil {
 			return err
+		}
+		if *from != "" {
+			b, err := os.ReadFile(*from)
+			if err != nil {
+				return fmt.Errorf("--from: %w", err)
+			}
+			var rep experiment.Report
+			if err := json.Unmarshal(b, &rep); err != nil {
+				return fmt.Errorf("--from %s is not an experiment's results.json: %w", *from, err)
+			}
+			if err := os.MkdirAll(*out, 0o755); err != nil {
+				return fmt.Errorf("create --out: %w", err)
+			}
+			if err := writeExperiment(*out, &rep); err != nil {
+				return err
+			}
+			return cli.Print(cmd.OutOrStdout(), f, &rep, rep.WriteText)
 		}
 		cfg, err := experiment.Preset(*preset)
 		if err != nil {

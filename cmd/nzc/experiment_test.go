@@ -75,7 +75,7 @@ func TestExperimentCommand(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
 	}
-	if rep.Teachers != 10 || len(rep.Rows) != 2+4+1+1 {
+	if rep.Teachers != 10 || len(rep.Rows) != 6+2+1+1 {
 		t.Fatalf("unexpected report: %+v", rep)
 	}
 	for _, f := range []string{"results.json", "results.md", "student-accuracy-vs-epsilon.png", "vote-gaps.png", "ensemble-accuracy.png"} {
@@ -86,6 +86,21 @@ func TestExperimentCommand(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
 	if !strings.Contains(string(md), "| clean votes |") {
 		t.Errorf("results.md lacks the clean-votes row:\n%s", md)
+	}
+
+	// Re-rendering from results.json reproduces results.md.
+	again := t.TempDir()
+	root = newRootCommand()
+	stdout.Reset()
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"experiment", "--from", filepath.Join(out, "results.json"), "--out", again})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("--from: %v", err)
+	}
+	md2, _ := os.ReadFile(filepath.Join(again, "results.md"))
+	if string(md2) != string(md) {
+		t.Errorf("re-rendered results.md differs:\n%s\nvs\n%s", md2, md)
 	}
 }
 

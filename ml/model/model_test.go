@@ -293,3 +293,25 @@ func FuzzUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+func TestTranslate(t *testing.T) {
+	sh := data.Shape{Height: 3, Width: 3, Channels: 1}
+	src := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	dst := make([]float32, 9)
+	tests := []struct {
+		dy, dx int
+		want   []float32
+	}{
+		{0, 0, src},
+		{1, 0, []float32{0, 0, 0, 1, 2, 3, 4, 5, 6}},
+		{0, -1, []float32{2, 3, 0, 5, 6, 0, 8, 9, 0}},
+		{-1, 1, []float32{0, 4, 5, 0, 7, 8, 0, 0, 0}},
+		{3, 0, make([]float32, 9)},
+	}
+	for _, tt := range tests {
+		translate(dst, src, sh, tt.dy, tt.dx)
+		if !slices.Equal(dst, tt.want) {
+			t.Errorf("translate(%d,%d) = %v, want %v", tt.dy, tt.dx, dst, tt.want)
+		}
+	}
+}

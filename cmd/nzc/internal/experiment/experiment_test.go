@@ -64,8 +64,8 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Per full ensemble: lnmax at 100 and 500, the four others at 500, clean; plus ground truth.
-	if want := 2*(2+4+1) + 1; len(rep.Rows) != want {
+	// Per full ensemble: lnmax, gnmax and confident-gnmax at 100 and 500, nzc and nzc-svt at 500, clean; plus ground truth.
+	if want := 2*(6+2+1) + 1; len(rep.Rows) != want {
 		t.Fatalf("%d rows, want %d", len(rep.Rows), want)
 	}
 	if len(rep.Ensembles) != 3 || rep.Teachers != 30 {

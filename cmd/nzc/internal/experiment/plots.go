@@ -125,18 +125,24 @@ func (r *Report) plotGaps() (*plot.Plot, error) {
 	p.Y.Label.Text = "fraction of queries"
 	i := 0
 	for _, e := range r.Ensembles {
-		if !e.TableRows || len(e.Gaps) == 0 {
+		total := 0
+		for _, c := range e.GapCounts {
+			total += c
+		}
+		if !e.TableRows || total == 0 {
 			continue
 		}
-		vals := make(plotter.Values, len(e.Gaps))
-		for q, g := range e.Gaps {
-			vals[q] = float64(g) / float64(e.Teachers)
+		// A bar's height is the fraction of queries whose gap falls in it.
+		var pts plotter.XYs
+		for g, c := range e.GapCounts {
+			if c > 0 {
+				pts = append(pts, plotter.XY{X: float64(g) / float64(e.Teachers), Y: float64(c) / float64(total)})
+			}
 		}
-		h, err := plotter.NewHist(vals, 25)
+		h, err := plotter.NewHistogram(pts, 25)
 		if err != nil {
 			return nil, err
 		}
-		h.Normalize(1 / (1.0 / 25)) // bars sum to 1 over the [0,1] range
 		h.FillColor = nil
 		h.LineStyle.Color = plotutil.Color(i)
 		h.LineStyle.Width = vg.Points(1.5)

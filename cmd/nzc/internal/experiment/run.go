@@ -50,8 +50,9 @@ type Ensemble struct {
 	Teachers                int     `json:"teachers"`
 	TeacherMeanAccuracy     float64 `json:"teacher_mean_accuracy"`
 	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy"`
-	// Gaps are the top-two vote gaps of the queries (for the plot).
-	Gaps []int `json:"-"`
+	// GapCounts[g] is the number of queries whose top-two vote gap is g
+	// (for the gap plot).
+	GapCounts []int `json:"gap_counts,omitempty"`
 	// TableRows says whether this ensemble has rows in the table.
 	TableRows bool `json:"table_rows"`
 }
@@ -153,7 +154,10 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		}
 		clean := ensemble.Plurality(hist)
 		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(clean, queries.Y[:maxQ])
-		ens.Gaps = ensemble.TopTwoGap(hist)
+		ens.GapCounts = make([]int, k+1)
+		for _, g := range ensemble.TopTwoGap(hist) {
+			ens.GapCounts[g]++
+		}
 		log.Info("ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy, "clean_votes_label_accuracy", ens.CleanVotesLabelAccuracy)
 		rep.Ensembles = append(rep.Ensembles, ens)
 		if k == cfg.Teachers[0] {
