@@ -108,6 +108,13 @@ func (s *boltStore) verify(existed bool) (err error) {
 		if logs == nil || stable == nil {
 			return errors.New("raft buckets are missing")
 		}
+		fi, err := os.Stat(s.path)
+		if err != nil {
+			return err
+		}
+		if fi.Size() < tx.Size() {
+			return fmt.Errorf("file is %d bytes but its pages reach %d bytes: truncated", fi.Size(), tx.Size())
+		}
 		var l raft.Log
 		var prev uint64
 		if err := logs.ForEach(func(k, v []byte) error {
