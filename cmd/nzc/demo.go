@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,7 +96,7 @@ them.`,
   go run ./cmd/nzc demo --mechanism nzc
 
   # Smaller and faster, keeping the directory with every log and the ledger:
-  go run ./cmd/nzc demo --hospitals 2 --teachers-per-hospital 20 --queries 200 --keep
+  go run ./cmd/nzc demo --hospitals 2 --teachers-per-hospital 50 --queries 200 --keep
 
   # The report as JSON:
   go run ./cmd/nzc demo --format json`,
@@ -197,6 +199,9 @@ type demo struct {
 	bin   string
 	m     *crypto.Manifest
 	pt    ports
+
+	// api reads the auditors' compliance API (HTTPS, federation CA).
+	api *http.Client
 
 	mu    sync.Mutex
 	procs []*proc
@@ -366,6 +371,13 @@ func (d *demo) provision(mech config.Mechanism) error {
 		return err
 	}
 	d.m = m
+	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	d.api = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}}
 	if err := writeGenesis(m); err != nil {
 		return err
 	}
@@ -507,7 +519,11 @@ func (d *demo) get(ctx context.Context, url string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if strings.HasPrefix(url, "https://") {
+		client = d.api
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -538,7 +554,7 @@ func (d *demo) waitReady(ctx context.Context, hospitals int) error {
 			reason = "aggregator starting"
 		}
 		accounts := 0
-		if _, b, err := d.get(ctx, "http://"+loopback(d.pt.api(0))+"/v1/accounts"); err == nil {
+		if _, b, err := d.get(ctx, "https://"+loopback(d.pt.api(0))+"/v1/accounts"); err == nil {
 			var as []json.RawMessage
 			if json.Unmarshal(b, &as) == nil {
 				accounts = len(as)
@@ -669,7 +685,7 @@ func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, e
 // verify checks the final ledger independently: it fetches the export from
 // an auditor and verifies it against the auditors' keys from the manifest.
 func (d *demo) verify(ctx context.Context, rep *demoReport) error {
-	code, b, err := d.get(ctx, "http://"+loopback(d.pt.api(1))+"/v1/export")
+	code, b, err := d.get(ctx, "https://"+loopback(d.pt.api(1))+"/v1/export")
 	if err != nil || code != http.StatusOK {
 		rep.LedgerChecks = append(rep.LedgerChecks, fmt.Sprintf("export unavailable: %v %s", err, strings.TrimSpace(string(b))))
 		return nil
