@@ -58,7 +58,6 @@ once: retries and restarts deliver the stored answers.
 		Args: cobra.NoArgs,
 	}
 	cli.AddConfigFlags(cmd, config.DefaultAggregator())
-	hospitals := cmd.Flags().Int("expect-hospitals", 0, "hospitals the federation has, for readiness reports (default: the quorum)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := cli.Load(cmd, config.DefaultAggregator())
 		if err != nil {
@@ -89,7 +88,7 @@ once: retries and restarts deliver the stored answers.
 		reg := ops.NewRegistry()
 		a, err := aggregator.New(aggregator.Config{
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
-			Mechanism: mechanismParams(cfg.Mechanism), Quorum: cfg.Quorum, Hospitals: *hospitals,
+			Mechanism: mechanismParams(cfg.Mechanism), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
 			BatchDeadline: cfg.BatchDeadline, Ledger: lc, Logger: log, Registry: reg,
 		})
 		if err != nil {

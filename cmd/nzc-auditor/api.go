@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -61,13 +64,21 @@ func export(ctx context.Context, n *auditor.Node, led *auditor.Ledger) ([]byte, 
 	return ledger.Export{Entries: entries, Checkpoints: [][]byte{cp}, Keys: keys}.Encode()
 }
 
-func serveAPI(ctx context.Context, addr string, h http.Handler, log *slog.Logger) {
+// serveAPI serves the compliance API over HTTPS with the auditor's
+// federation certificate: readers check it against the federation CA.
+func serveAPI(ctx context.Context, addr string, cert tls.Certificate, h http.Handler, log *slog.Logger) error {
 	if addr == "" {
-		return
+		return nil
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("compliance API: listen on %s: %w (choose a free address with --api)", addr, err)
+	}
+	ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
 	go func() {
-		if err := ops.Serve(ctx, addr, h, log.With("endpoint", "compliance API")); err != nil {
+		if err := ops.ServeListener(ctx, ln, h, log.With("endpoint", "compliance API (HTTPS)")); err != nil {
 			log.Error("compliance API stopped", "err", err)
 		}
 	}()
+	return nil
 }

@@ -33,7 +33,8 @@ founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 
 The operations endpoint serves /livez, /readyz, /metrics, /status and
-/checkpoint; the API address serves /v1/export (the log with a cosigned
+/checkpoint; the API address serves, over HTTPS with this auditor's
+certificate, /v1/export (the log with a cosigned
 checkpoint, for independent verification) and /v1/accounts.`,
 		Example: `  nzc-auditor run --config federation/auditor-1.yaml
 
@@ -97,7 +98,10 @@ checkpoint, for independent verification) and /v1/accounts.`,
 			}
 		}()
 		node.ServeOps(ctx, cfg.Ops.Listen, n.Handler(), log)
-		serveAPI(ctx, cfg.API, apiHandler(n, led), log)
+		if err := serveAPI(ctx, cfg.API, cert, apiHandler(n, led), log); err != nil {
+			_ = n.Close()
+			return err
+		}
 		if cfg.Genesis != "" {
 			cmds, err := intake.ReadGenesis(cfg.Genesis)
 			if err != nil {

@@ -54,11 +54,16 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
   nzc audit
 
   # A quick, reproducible audit as JSON:
-  nzc audit --trials 5000 --seed 1 --format json`,
+  nzc audit --trials 5000 --seed 1 --format json
+
+  # Audit one mechanism at other parameters:
+  nzc audit --mechanism gnmax --sigma 2 --trials 50000`,
 		Args: cobra.NoArgs,
 	}
+	mf := addMechFlags(cmd)
 	trials := cmd.Flags().Int("trials", 200000, "runs per histogram")
-	teachers := cmd.Flags().Int("teachers", 100, "number of teachers of the audited histograms (at least 4)")
+	cmd.Flags().Lookup("teachers").Usage = "number of teachers of the audited histograms, at least 4 (default 100)"
+	teachers := &mf.teachers
 	confidence := cmd.Flags().Float64("confidence", 0.95, "probability that each mechanism's lower bound holds")
 	delta := cmd.Flags().Float64("delta", 1e-5, "δ for mechanisms without a pure ε")
 	seed := cmd.Flags().Uint64("seed", 0, "seed of a deterministic noise source (default: crypto/rand)")
@@ -67,6 +72,9 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 		f, err := format()
 		if err != nil {
 			return err
+		}
+		if *teachers == 0 {
+			*teachers = 100
 		}
 		if *teachers < 4 {
 			return fmt.Errorf("--teachers must be at least 4, got %d", *teachers)
@@ -77,6 +85,14 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 		}
 		pairs := audit.WorstCasePairs(*teachers)
 		cases := audit.DefaultCases(*teachers)
+		if cmd.Flags().Changed("mechanism") {
+			// Audit only the mechanism given by the flags.
+			p, err := mf.params([]mechanism.Histogram{pairs[0].D})
+			if err != nil {
+				return err
+			}
+			cases = []audit.Case{{Params: p}}
+		}
 		rep := auditReport{Trials: *trials, Teachers: *teachers, Confidence: *confidence, Delta: *delta}
 		for _, p := range pairs {
 			rep.Pairs = append(rep.Pairs, fmt.Sprintf("%s: %v vs %v", p.Name, p.D, p.D2))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 )
 
@@ -38,5 +39,29 @@ func TestAuditJSON(t *testing.T) {
 		if !seen[m] {
 			t.Errorf("no audit of %s", m)
 		}
+	}
+}
+
+func TestAuditOneMechanism(t *testing.T) {
+	out, err := runNZCIn(t, "", "audit", "--mechanism", "lnmax", "--scale", "0.5", "--trials", "3000", "--teachers", "10", "--seed", "2", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Results []struct {
+			Mechanism  string  `json:"mechanism"`
+			Accounted  float64 `json:"epsilon_accounted"`
+			LowerBound float64 `json:"epsilon_lower_bound"`
+			OK         bool    `json:"ok"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Mechanism != "lnmax" || math.Abs(rep.Results[0].Accounted-4) > 1e-9 || !rep.Results[0].OK || rep.Results[0].LowerBound < 1 {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	if _, err := runNZCIn(t, "", "audit", "--mechanism", "lnmax", "--trials", "10"); err == nil {
+		t.Fatal("lnmax without a scale accepted")
 	}
 }

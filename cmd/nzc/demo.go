@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,7 +96,7 @@ them.`,
   go run ./cmd/nzc demo --mechanism nzc
 
   # Smaller and faster, keeping the directory with every log and the ledger:
-  go run ./cmd/nzc demo --hospitals 2 --teachers-per-hospital 20 --queries 200 --keep
+  go run ./cmd/nzc demo --hospitals 2 --teachers-per-hospital 50 --queries 200 --keep
 
   # The report as JSON:
   go run ./cmd/nzc demo --format json`,
@@ -103,7 +105,7 @@ them.`,
 	cmd.Flags().IntVar(&o.hospitals, "hospitals", 3, "number of hospitals, each with its own part of the training data")
 	cmd.Flags().IntVar(&o.teachers, "teachers-per-hospital", 50, "teachers each hospital trains on disjoint shards")
 	cmd.Flags().IntVar(&o.queries, "queries", 500, "test images the student asks labels for")
-	cmd.Flags().StringVar(&o.mechanism, "mechanism", "confident-gnmax", "confident-gnmax, gnmax, lnmax or nzc (the paper's)")
+	cmd.Flags().StringVar(&o.mechanism, "mechanism", "confident-gnmax", "confident-gnmax, gnmax, lnmax, nzc-svt or nzc (the paper's)")
 	cmd.Flags().StringVar(&o.model, "model", "softmax", "the teachers' model: softmax, mlp or cnn")
 	cmd.Flags().StringVar(&o.data, "data", "data/mnist", "directory holding MNIST's idx files")
 	cmd.Flags().Float64Var(&o.capEpsilon, "cap", 10, "each hospital's privacy cap ε (at δ = 1e-5)")
@@ -166,9 +168,11 @@ func demoMechanism(name string, k int) (config.Mechanism, error) {
 		// The paper's setting: a constant far above the noise.
 		return config.Mechanism{Name: name, Noise: "laplace", Scale: round(0.1 * K), Constant: 1000}, nil
 	case "nzc-svt":
-		return config.Mechanism{}, errors.New("--mechanism nzc-svt: sparse-vector sessions are not served by the aggregator yet; use confident-gnmax, gnmax, lnmax or nzc")
+		// A session pays ε = 2/b once; its δ is small only when the
+		// threshold is far above the distance noise 2·K·b.
+		return config.Mechanism{Name: name, Threshold: math.Round(0.4 * K), Sigma1: 0.5, MaxRefusals: 3}, nil
 	}
-	return config.Mechanism{}, fmt.Errorf("--mechanism %q: use confident-gnmax, gnmax, lnmax or nzc", name)
+	return config.Mechanism{}, fmt.Errorf("--mechanism %q: use confident-gnmax, gnmax, lnmax, nzc or nzc-svt", name)
 }
 
 func mechanismText(m config.Mechanism) string {
@@ -181,6 +185,8 @@ func mechanismText(m config.Mechanism) string {
 		return fmt.Sprintf("b=%g", m.Scale)
 	case "nzc":
 		return fmt.Sprintf("Laplace b=%g, c=%g", m.Scale, m.Constant)
+	case "nzc-svt":
+		return fmt.Sprintf("T=%g b=%g K=%d, one charge per session", m.Threshold, m.Sigma1, m.MaxRefusals)
 	}
 	return ""
 }
@@ -193,6 +199,9 @@ type demo struct {
 	bin   string
 	m     *crypto.Manifest
 	pt    ports
+
+	// api reads the auditors' compliance API (HTTPS, federation CA).
+	api *http.Client
 
 	mu    sync.Mutex
 	procs []*proc
@@ -256,8 +265,7 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 		return nil, err
 	}
 	d.say("starting the aggregator (%s, %s) and the hospitals", mech.Name, mechanismText(mech))
-	if err := d.start(ctx, "aggregator", "nzc-aggregator", "run", "--config", filepath.Join(d.m.Dir, "aggregator.yaml"),
-		"--expect-hospitals", strconv.Itoa(len(hospitals))); err != nil {
+	if err := d.start(ctx, "aggregator", "nzc-aggregator", "run", "--config", filepath.Join(d.m.Dir, "aggregator.yaml")); err != nil {
 		return nil, err
 	}
 	for _, h := range hospitals {
@@ -290,13 +298,16 @@ func (d *demo) ensureData(ctx context.Context) error {
 	return nil
 }
 
-var demoBinaries = []string{"nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-student"}
+// demoBinaries are the party binaries the demo runs.
+func demoBinaries() []string {
+	return []string{"nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-student"}
+}
 
 // binaries builds the party binaries once, or uses --bin.
 func (d *demo) binaries(ctx context.Context) error {
 	if d.o.bin != "" {
 		d.bin = d.o.bin
-		for _, b := range demoBinaries {
+		for _, b := range demoBinaries() {
 			if _, err := os.Stat(filepath.Join(d.bin, b)); err != nil {
 				return fmt.Errorf("--bin %s lacks %s: %w", d.bin, b, err)
 			}
@@ -304,9 +315,9 @@ func (d *demo) binaries(ctx context.Context) error {
 		return nil
 	}
 	d.bin = filepath.Join(d.dir, "bin")
-	d.say("building %s into %s", strings.Join(demoBinaries, ", "), d.bin)
+	d.say("building %s into %s", strings.Join(demoBinaries(), ", "), d.bin)
 	args := []string{"build", "-o", d.bin + string(filepath.Separator)}
-	for _, b := range demoBinaries {
+	for _, b := range demoBinaries() {
 		args = append(args, "github.com/nzcfed/nzc/cmd/"+b)
 	}
 	c := exec.CommandContext(ctx, "go", args...)
@@ -363,6 +374,13 @@ func (d *demo) provision(mech config.Mechanism) error {
 		return err
 	}
 	d.m = m
+	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	d.api = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}}
 	if err := writeGenesis(m); err != nil {
 		return err
 	}
@@ -504,7 +522,11 @@ func (d *demo) get(ctx context.Context, url string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if strings.HasPrefix(url, "https://") {
+		client = d.api
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -535,7 +557,7 @@ func (d *demo) waitReady(ctx context.Context, hospitals int) error {
 			reason = "aggregator starting"
 		}
 		accounts := 0
-		if _, b, err := d.get(ctx, "http://"+loopback(d.pt.api(0))+"/v1/accounts"); err == nil {
+		if _, b, err := d.get(ctx, "https://"+loopback(d.pt.api(0))+"/v1/accounts"); err == nil {
 			var as []json.RawMessage
 			if json.Unmarshal(b, &as) == nil {
 				accounts = len(as)
@@ -666,7 +688,7 @@ func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, e
 // verify checks the final ledger independently: it fetches the export from
 // an auditor and verifies it against the auditors' keys from the manifest.
 func (d *demo) verify(ctx context.Context, rep *demoReport) error {
-	code, b, err := d.get(ctx, "http://"+loopback(d.pt.api(1))+"/v1/export")
+	code, b, err := d.get(ctx, "https://"+loopback(d.pt.api(1))+"/v1/export")
 	if err != nil || code != http.StatusOK {
 		rep.LedgerChecks = append(rep.LedgerChecks, fmt.Sprintf("export unavailable: %v %s", err, strings.TrimSpace(string(b))))
 		return nil

@@ -69,6 +69,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		case crypto.RoleAggregator:
 			c := config.DefaultAggregator()
 			c.Listen, c.Auditors, c.TLS = loopback(pt.aggregator()), intakes, tlsOf(p)
+			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
 			c.Ops.Listen = loopback(pt.ops(k))

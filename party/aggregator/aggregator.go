@@ -86,6 +86,9 @@ type Aggregator struct {
 	students  map[string]*crypto.Recipient
 	classes   int // set by the first hospital; all must agree
 	batches   map[string]*batchLock
+
+	svtMu    sync.Mutex
+	sessions map[string]*svtSession // by student
 }
 
 type hospitalEntry struct {
@@ -119,9 +122,6 @@ func New(cfg Config) (*Aggregator, error) {
 	case cfg.OutboxDir == "":
 		return nil, errors.New("aggregator: no outbox directory configured")
 	}
-	if cfg.Mechanism.Mechanism == mechanism.NZCSVT {
-		return nil, errors.New("aggregator: nzc-svt sessions are not served by this aggregator yet; use confident-gnmax, gnmax, lnmax or nzc")
-	}
 	// Validate the mechanism with a placeholder ensemble size: the real one
 	// is known per batch.
 	p := cfg.Mechanism
@@ -147,7 +147,8 @@ func New(cfg Config) (*Aggregator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
-		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{}}
+		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
+		sessions: map[string]*svtSession{}}
 	return a, nil
 }
 
@@ -321,36 +322,41 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	}
 	p := a.cfg.Mechanism
 	p.Teachers, p.Classes = teachers, classes
-	mech, err := mechanism.New(p)
-	if err != nil {
-		return nil, fmt.Errorf("aggregator: mechanism: %w", err)
-	}
-	labels := &nzcpb.Labels{Labels: make([]int32, nq), Refused: make([]bool, nq)}
-	answered := 0
-	for q, h := range sum {
-		o, err := mech.Answer(a.cfg.Rand, h)
+	var (
+		labels              *nzcpb.Labels
+		processed, answered int
+		session             string
+		curve               []float64
+		delta               float64
+		err                 error
+	)
+	if p.Mechanism == mechanism.NZCSVT {
+		labels, processed, answered, session, err = a.answerSVT(ctx, student, voters, teachers, classes, sum)
 		if err != nil {
-			return nil, fmt.Errorf("aggregator: mechanism on query %d: %w", q, err)
+			return nil, err
 		}
-		labels.Labels[q], labels.Refused[q] = int32(o.Label), o.Refused
-		if !o.Refused {
-			answered++
+		curve = make([]float64, a.grid.Len()) // paid when the session opened
+	} else {
+		if labels, answered, err = a.answer(p, sum); err != nil {
+			return nil, err
 		}
+		processed = nq
+		cost, err := p.Charge(a.grid, answered, nq-answered)
+		if err != nil {
+			return nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
+		}
+		curve, delta = cost.RDP.Values(), cost.Delta
 	}
 	plain, err := protocol.Marshal(labels)
 	if err != nil {
 		return nil, err
 	}
 	hash := sha256.Sum256(plain)
-	cost, err := p.Charge(a.grid, answered, nq-answered)
-	if err != nil {
-		return nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
-	}
 	charge := &ledger.Charge{
-		BatchID: batch, Student: student, Hospitals: voters,
+		BatchID: batch, Student: student, Hospitals: voters, Session: session,
 		Mechanism: string(p.Mechanism), Params: ledgerParams(p),
-		Queries: uint64(nq), Answers: uint64(answered),
-		Curve: cost.RDP.Values(), Delta: cost.Delta, AnswersHash: hash,
+		Queries: uint64(processed), Answers: uint64(answered),
+		Curve: curve, Delta: delta, AnswersHash: hash,
 		Timestamp: a.cfg.Now().UnixNano(),
 	}
 	cmd, err := ledger.Sign(charge, a.cfg.ID, a.cfg.SigningKey)
@@ -368,6 +374,27 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
 	}
 	return rec, nil
+}
+
+// answer runs a per-query mechanism on every histogram of a batch.
+func (a *Aggregator) answer(p mechanism.Params, sum []mechanism.Histogram) (*nzcpb.Labels, int, error) {
+	mech, err := mechanism.New(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("aggregator: mechanism: %w", err)
+	}
+	labels := &nzcpb.Labels{Labels: make([]int32, len(sum)), Refused: make([]bool, len(sum))}
+	answered := 0
+	for q, h := range sum {
+		o, err := mech.Answer(a.cfg.Rand, h)
+		if err != nil {
+			return nil, 0, fmt.Errorf("aggregator: mechanism on query %d: %w", q, err)
+		}
+		labels.Labels[q], labels.Refused[q] = int32(o.Label), o.Refused
+		if !o.Refused {
+			answered++
+		}
+	}
+	return labels, answered, nil
 }
 
 // ledgerParams lists the mechanism's parameters as the ledger records them.
@@ -388,6 +415,8 @@ func ledgerParams(p mechanism.Params) []ledger.Param {
 	add("threshold", p.Threshold)
 	add("sigma1", p.Sigma1)
 	add("sigma2", p.Sigma2)
+	add("max_refusals", float64(p.MaxRefusals))
+	add("distance_scale", p.DistanceScale)
 	slices.SortFunc(ps, func(x, y ledger.Param) int {
 		switch {
 		case x.Key < y.Key:

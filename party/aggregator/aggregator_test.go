@@ -102,6 +102,7 @@ type fakeHospital struct {
 	teachers int
 	classes  int
 	block    bool // never answers (until ctx ends)
+	split    bool // half the teachers vote the next class: distance to instability 0
 	calls    int
 	mu       sync.Mutex
 }
@@ -125,7 +126,13 @@ func (h *fakeHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.V
 	nq, dim, nc := int(f.GetNumQueries()), int(f.GetFeatureDim()), int(q.GetNumClasses())
 	counts := make([]uint32, nq*nc)
 	for i := range nq {
-		counts[i*nc+int(f.GetValues()[i*dim])%nc] += uint32(h.teachers)
+		c := int(f.GetValues()[i*dim]) % nc
+		if h.split {
+			counts[i*nc+c] += uint32(h.teachers / 2)
+			counts[i*nc+(c+1)%nc] += uint32(h.teachers - h.teachers/2)
+			continue
+		}
+		counts[i*nc+c] += uint32(h.teachers)
 	}
 	hb, err := protocol.Marshal(&nzcpb.Histograms{NumQueries: uint32(nq), NumClasses: uint32(nc), NumTeachers: uint32(h.teachers), Counts: counts})
 	if err != nil {
@@ -503,5 +510,100 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// nzc-svt: the session's whole cost is charged once, when it opens; its
+// batches are recorded at no further cost; once it has refused K queries
+// the rest of the batch is refused unseen and the next batch opens (and
+// pays for) a new session.
+func TestSparseVectorSessions(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	for _, h := range f.hospitals {
+		h.teachers = 200 // 400 in all: a unanimous query is 200 votes from instability, twice the threshold
+	}
+	cfg := f.cfg
+	cfg.Quorum = 2
+	cfg.Mechanism = mechanism.Params{Mechanism: mechanism.NZCSVT, Threshold: 100, Scale: 1, MaxRefusals: 3}
+	a := f.start(t, cfg)
+
+	opens := func() []*ledger.OpenSession {
+		s := f.led.m.State()
+		entries, err := s.Entries(0, s.TreeSize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*ledger.OpenSession
+		for _, b := range entries {
+			e, _ := ledger.DecodeEntry(b)
+			c, err := ledger.DecodeCommand(e.Command)
+			if err != nil || e.Status != ledger.StatusAccepted {
+				continue
+			}
+			if o, ok := c.Body.(*ledger.OpenSession); ok {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	// Two confident batches: one session, opened once.
+	for id := byte(10); id < 12; id++ {
+		req, want := f.request(t, id, 8)
+		resp, err := a.Label(t.Context(), "student-1", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := f.open(t, resp)
+		for i, got := range l.GetLabels() {
+			if got != want[i] {
+				t.Errorf("batch %d query %d: %d, want the exact argmax %d", id, i, got, want[i])
+			}
+		}
+		ch := f.led.charges(t)[batchHex(req)]
+		if ch == nil || ch.Session == "" || ch.Queries != 8 {
+			t.Fatalf("charge %+v: want one in the session", ch)
+		}
+	}
+	if n := len(opens()); n != 1 {
+		t.Fatalf("%d sessions opened for two batches, want 1", n)
+	}
+	spent := f.led.m.State().Accounts()[0].Epsilon
+
+	// A batch of unstable queries exhausts the session.
+	for _, h := range f.hospitals {
+		h.split = true
+	}
+	req, _ := f.request(t, 12, 12)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.open(t, resp)
+	ch := f.led.charges(t)[batchHex(req)]
+	refused := 0
+	for _, r := range l.GetRefused() {
+		if r {
+			refused++
+		}
+	}
+	if ch.Queries-ch.Answers > 3 || ch.Queries >= 12 || refused != 12-int(ch.Answers) {
+		t.Fatalf("charge of %d queries, %d answers, %d refused labels: the session must stop at its 3rd refusal", ch.Queries, ch.Answers, refused)
+	}
+	if got := f.led.m.State().Accounts()[0].Epsilon; got != spent {
+		t.Errorf("a batch inside the session changed the spend from %v to %v", spent, got)
+	}
+	// The next batch opens a new session.
+	for _, h := range f.hospitals {
+		h.split = false
+	}
+	req, _ = f.request(t, 13, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	if os := opens(); len(os) != 2 || os[0].SessionID == os[1].SessionID {
+		t.Fatalf("%d sessions after the first was exhausted, want 2", len(os))
+	}
+	if got := f.led.m.State().Accounts()[0].Epsilon; !(got > spent) {
+		t.Errorf("the second session was not charged: ε %v then %v", spent, got)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // The forwarding RPC lets any auditor accept a command and hand it to the
@@ -191,7 +193,11 @@ func (n *Node) serveForwardConn(c net.Conn) {
 func (n *Node) serveOp(ctx context.Context, op byte, body []byte) ([]byte, uint64, error) {
 	switch op {
 	case opSubmit:
-		return n.applyLocal(ctx, body)
+		res, idx, err := n.applyLocal(ctx, body)
+		if errors.Is(err, raft.ErrNotLeader) {
+			err = n.notLeader() // lost leadership before enqueueing
+		}
+		return res, idx, err
 	case opJoin:
 		id, addr, err := decodePair(body)
 		if err != nil {

@@ -30,6 +30,10 @@ var (
 // ("not found") when it reads a missing stable-store key.
 var errStableKeyNotFound = errors.New("not found")
 
+// initialMmapSize reserves address space for the file up front, so a
+// growing log does not stall writers while bbolt remaps it.
+const initialMmapSize = 256 << 20
+
 // logEncodingVersion is the first byte of every encoded log entry.
 const logEncodingVersion = 1
 
@@ -82,7 +86,7 @@ func openBolt(path string) (db *bolt.DB, err error) {
 			db, err = nil, fmt.Errorf("bbolt: %v", r)
 		}
 	}()
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType, InitialMmapSize: initialMmapSize})
 }
 
 // verify reads every page the store uses — decoding every log entry — on
@@ -103,6 +107,13 @@ func (s *boltStore) verify(existed bool) (err error) {
 		}
 		if logs == nil || stable == nil {
 			return errors.New("raft buckets are missing")
+		}
+		fi, err := os.Stat(s.path)
+		if err != nil {
+			return err
+		}
+		if fi.Size() < tx.Size() {
+			return fmt.Errorf("file is %d bytes but its pages reach %d bytes: truncated", fi.Size(), tx.Size())
 		}
 		var l raft.Log
 		var prev uint64

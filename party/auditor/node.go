@@ -377,9 +377,11 @@ func (n *Node) submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
 		switch {
 		case n.raft.State() == raft.Leader:
 			res, idx, err := n.applyLocal(ctx, cmd)
-			if !errors.Is(err, raft.ErrNotLeader) {
+			var nl *NotLeaderError
+			if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, ErrNoLeader) && !errors.As(err, &nl) {
 				return res, idx, err
 			}
+			// Leadership moved before the command was enqueued: go round.
 			lastErr = ErrNoLeader
 		case addr == "":
 			lastErr = ErrNoLeader

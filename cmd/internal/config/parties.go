@@ -158,6 +158,7 @@ type Aggregator struct {
 	Outbox        string        `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
 	Mechanism     Mechanism     `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
 	Quorum        int           `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
+	Hospitals     int           `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
 	BatchDeadline time.Duration `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
 	Delta         float64       `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
 	Log           Log           `mapstructure:"log" yaml:"log" json:"log"`
@@ -194,6 +195,9 @@ func (a Aggregator) Validate() error {
 	c.required("outbox", a.Outbox, "directory for charged answers awaiting delivery")
 	a.Mechanism.check(&c)
 	c.positive("quorum", a.Quorum, "minimum number of hospitals that must vote")
+	if a.Hospitals < 0 {
+		c.add("hospitals", "must not be negative; got %d", a.Hospitals)
+	}
 	if a.BatchDeadline <= 0 {
 		c.add("batch_deadline", "must be a positive duration such as 30s; got %v", a.BatchDeadline)
 	}
