@@ -298,13 +298,16 @@ func (d *demo) ensureData(ctx context.Context) error {
 	return nil
 }
 
-var demoBinaries = []string{"nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-student"}
+// demoBinaries are the party binaries the demo runs.
+func demoBinaries() []string {
+	return []string{"nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-student"}
+}
 
 // binaries builds the party binaries once, or uses --bin.
 func (d *demo) binaries(ctx context.Context) error {
 	if d.o.bin != "" {
 		d.bin = d.o.bin
-		for _, b := range demoBinaries {
+		for _, b := range demoBinaries() {
 			if _, err := os.Stat(filepath.Join(d.bin, b)); err != nil {
 				return fmt.Errorf("--bin %s lacks %s: %w", d.bin, b, err)
 			}
@@ -312,9 +315,9 @@ func (d *demo) binaries(ctx context.Context) error {
 		return nil
 	}
 	d.bin = filepath.Join(d.dir, "bin")
-	d.say("building %s into %s", strings.Join(demoBinaries, ", "), d.bin)
+	d.say("building %s into %s", strings.Join(demoBinaries(), ", "), d.bin)
 	args := []string{"build", "-o", d.bin + string(filepath.Separator)}
-	for _, b := range demoBinaries {
+	for _, b := range demoBinaries() {
 		args = append(args, "github.com/nzcfed/nzc/cmd/"+b)
 	}
 	c := exec.CommandContext(ctx, "go", args...)
