@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/ml/data"
 )
@@ -313,5 +314,12 @@ func TestTranslate(t *testing.T) {
 		if !slices.Equal(dst, tt.want) {
 			t.Errorf("translate(%d,%d) = %v, want %v", tt.dy, tt.dx, dst, tt.want)
 		}
+	}
+}
+
+func TestGEMMRate(t *testing.T) {
+	// A tiny product, timed for a moment: the rate must be a positive, finite number.
+	if r := GEMMRate(32, time.Millisecond); !(r > 0) || math.IsInf(r, 0) {
+		t.Fatalf("GEMMRate = %v", r)
 	}
 }
