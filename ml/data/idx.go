@@ -203,11 +203,13 @@ type Split struct {
 }
 
 // idxNames lists the accepted file names for each part of an idx directory.
-var idxNames = [4][]string{
-	{"train-images-idx3-ubyte", "train-images.idx3-ubyte"},
-	{"train-labels-idx1-ubyte", "train-labels.idx1-ubyte"},
-	{"t10k-images-idx3-ubyte", "t10k-images.idx3-ubyte"},
-	{"t10k-labels-idx1-ubyte", "t10k-labels.idx1-ubyte"},
+func idxNames() [4][]string {
+	return [4][]string{
+		{"train-images-idx3-ubyte", "train-images.idx3-ubyte"},
+		{"train-labels-idx1-ubyte", "train-labels.idx1-ubyte"},
+		{"t10k-images-idx3-ubyte", "t10k-images.idx3-ubyte"},
+		{"t10k-labels-idx1-ubyte", "t10k-labels.idx1-ubyte"},
+	}
 }
 
 func findIDX(dir string, names []string) (string, error) {
@@ -241,7 +243,7 @@ func LoadIDXPair(imagesPath, labelsPath string) (*Dataset, error) {
 // MNIST and Fashion-MNIST are distributed.
 func LoadIDXDir(dir string) (*Split, error) {
 	var paths [4]string
-	for i, names := range idxNames {
+	for i, names := range idxNames() {
 		p, err := findIDX(dir, names)
 		if err != nil {
 			return nil, err

@@ -8,11 +8,12 @@ import (
 	"github.com/nzcfed/nzc/ml/data"
 )
 
-var mnistShape = data.Shape{Height: 28, Width: 28, Channels: 1}
+// mnistShape is the shape of an MNIST image.
+func mnistShape() data.Shape { return data.Shape{Height: 28, Width: 28, Channels: 1} }
 
 func fakeImages(n int) *data.Dataset {
 	r := rand.New(rand.NewPCG(1, 1))
-	d := &data.Dataset{X: make([]float32, n*mnistShape.Size()), Y: make([]int, n), Shape: mnistShape, Classes: 10}
+	d := &data.Dataset{X: make([]float32, n*mnistShape().Size()), Y: make([]int, n), Shape: mnistShape(), Classes: 10}
 	for i := range d.X {
 		d.X[i] = r.Float32()
 	}
@@ -43,7 +44,7 @@ func benchModels() []string { return []string{KindSoftmax, KindMLP, KindCNN} }
 func BenchmarkTrain(b *testing.B) {
 	for _, name := range benchModels() {
 		b.Run(name, func(b *testing.B) {
-			spec, _ := Preset(name, mnistShape, 10)
+			spec, _ := Preset(name, mnistShape(), 10)
 			n, _ := New(spec, 1)
 			d := fakeImages(512)
 			cfg := TrainConfig{Optimizer: Adam, LearnRate: 1e-3, BatchSize: 64, Epochs: 1, Seed: 1}
@@ -63,7 +64,7 @@ func BenchmarkTrain(b *testing.B) {
 func BenchmarkInfer(b *testing.B) {
 	for _, name := range benchModels() {
 		b.Run(name, func(b *testing.B) {
-			spec, _ := Preset(name, mnistShape, 10)
+			spec, _ := Preset(name, mnistShape(), 10)
 			n, _ := New(spec, 1)
 			d := fakeImages(1024)
 			var out []float32

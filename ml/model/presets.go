@@ -6,11 +6,8 @@ import (
 	"github.com/nzcfed/nzc/ml/data"
 )
 
-// Presets names the architectures offered on the command line.
-var presetNames = []string{KindSoftmax, KindMLP, KindCNN}
-
 // PresetNames lists the architecture presets accepted by Preset.
-func PresetNames() []string { return append([]string(nil), presetNames...) }
+func PresetNames() []string { return []string{KindSoftmax, KindMLP, KindCNN} }
 
 // Preset returns a named architecture for data of the given shape:
 //
