@@ -39,6 +39,7 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 		newPrivacyCommand(),
 		newAuditCommand(),
 		newExperimentCommand(),
+		newLedgerCommand(),
 	)
 	return root
 }

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+)
+
+// ledgerFixture is a provisioned federation and a log built with the
+// ledger package, signed with the federation's own keys.
+type ledgerFixture struct {
+	dir      string
+	m        *crypto.Manifest
+	auditors []crypto.PartyFiles
+}
+
+func newLedgerFixture(t *testing.T) *ledgerFixture {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "fed")
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 2, Auditors: 3, Students: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ledgerFixture{dir: dir, m: m, auditors: m.ByRole(crypto.RoleAuditor)}
+}
+
+func (f *ledgerFixture) key(t *testing.T, p crypto.PartyFiles) ed25519.PrivateKey {
+	t.Helper()
+	k, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func adminKey() ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("nzc ledger command test admin"))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+// log builds a log of four entries: genesis, both hospitals' accounts and
+// the student's registration with the given quota.
+func (f *ledgerFixture) log(t *testing.T, quota uint64) *ledger.State {
+	t.Helper()
+	parties := []ledger.Party{{ID: "admin", Role: ledger.RoleAdmin, PublicKey: adminKey().Public().(ed25519.PublicKey)}}
+	for _, p := range f.m.Parties {
+		role := map[crypto.Role]ledger.Role{crypto.RoleAuditor: ledger.RoleAuditor, crypto.RoleHospital: ledger.RoleHospital, crypto.RoleStudent: ledger.RoleStudent}[p.Role]
+		if role == 0 {
+			continue
+		}
+		pub := adminKey().Public().(ed25519.PublicKey) // students sign nothing
+		if p.SigningKey != "" {
+			pub = f.key(t, p).Public().(ed25519.PublicKey)
+		}
+		parties = append(parties, ledger.Party{ID: p.ID, Role: role, PublicKey: pub})
+	}
+	slices.SortFunc(parties, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
+	st := ledger.New()
+	ts := int64(1_700_000_000_000_000_000)
+	apply := func(b ledger.Body, signer string, key ed25519.PrivateKey) {
+		t.Helper()
+		cmd, err := ledger.Sign(b, signer, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Apply(cmd)
+		if err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("%s: %v %+v", b.Kind(), err, r)
+		}
+	}
+	apply(&ledger.Genesis{Origin: "nzc.test/cli", Parties: parties, Timestamp: ts}, "admin", adminKey())
+	for i, h := range f.m.ByRole(crypto.RoleHospital) {
+		apply(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: 8, CapDelta: 1e-5, Timestamp: ts + int64(i+1)}, h.ID, f.key(t, h))
+	}
+	apply(&ledger.RegisterStudent{Student: f.m.ByRole(crypto.RoleStudent)[0].ID, MaxAnswers: quota, Timestamp: ts + 10}, "admin", adminKey())
+	return st
+}
+
+// checkpoint signs the checkpoint of the whole log by the first n auditors.
+func (f *ledgerFixture) checkpoint(t *testing.T, st *ledger.State, n int) []byte {
+	t.Helper()
+	root, err := st.TreeHash(st.TreeSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signers []note.Signer
+	for _, a := range f.auditors[:n] {
+		s, err := ledger.NewCheckpointSigner(a.ID, f.key(t, a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		signers = append(signers, s)
+	}
+	b, err := ledger.SignCheckpoint(ledger.Checkpoint{Origin: st.Origin(), Size: st.TreeSize(), Root: root}, signers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (f *ledgerFixture) write(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (f *ledgerFixture) export(t *testing.T, st *ledger.State) ledger.Export {
+	t.Helper()
+	b, err := st.Export([][]byte{f.checkpoint(t, st, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := ledger.DecodeExport(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func (f *ledgerFixture) encode(t *testing.T, x ledger.Export) string {
+	t.Helper()
+	b, err := x.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.write(t, "ledger.export", b)
+}
+
+func TestLedgerVerifyHonest(t *testing.T) {
+	f := newLedgerFixture(t)
+	path := f.encode(t, f.export(t, f.log(t, 0)))
+	var pubs []string
+	for _, a := range f.auditors {
+		pubs = append(pubs, f.m.Path(a.VerifyingKey))
+	}
+	for _, args := range [][]string{
+		{"--federation", f.dir},
+		{"--keys", strings.Join(pubs, ",")},
+	} {
+		out, err := runNZC(t, append([]string{"ledger", "verify", "--export", path}, args...)...)
+		if err != nil {
+			t.Fatalf("%v: an honest export failed: %v\n%s", args, err, out)
+		}
+		for _, want := range []string{"VERIFIED: ledger nzc.test/cli, 4 entries", "ok   replay", "signed by [auditor-1 auditor-2 auditor-3] (quorum 2 of 3)", "ok   trusted key"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("%v: output lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+
+	// Verifier strings in a file, and JSON output.
+	var keys []string
+	for _, a := range f.auditors {
+		pub, err := crypto.LoadPublicKey(f.m.Path(a.VerifyingKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	keyFile := f.write(t, "auditors.keys", []byte("# the auditors\n"+strings.Join(keys, "\n")+"\n"))
+	out, err := runNZC(t, "ledger", "verify", "--export", path, "--keys", keyFile, "--format", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r ledger.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if !r.OK || !r.KeysPinned || r.Entries != 4 || len(r.Accounts) != 2 {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+// failures runs verify and returns its text output, requiring it to fail.
+func (f *ledgerFixture) fails(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runNZC(t, append([]string{"ledger", "verify", "--federation", f.dir}, args...)...)
+	if !errors.Is(err, ErrLedgerNotVerified) {
+		t.Fatalf("verify returned %v, want ErrLedgerNotVerified:\n%s", err, out)
+	}
+	if !strings.HasPrefix(out, "FAILED: ") {
+		t.Fatalf("output does not start with FAILED:\n%s", out)
+	}
+	return out
+}
+
+func failLines(out string) []string {
+	var fl []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "FAIL ") {
+			fl = append(fl, l)
+		}
+	}
+	return fl
+}
+
+func TestLedgerVerifyDetectsTampering(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := f.log(t, 0)
+
+	t.Run("one byte of one entry", func(t *testing.T) {
+		x := f.export(t, st)
+		e := slices.Clone(x.Entries[2])
+		e[len(e)-1] ^= 1
+		x.Entries[2] = e
+		out := f.fails(t, "--export", f.encode(t, x))
+		if fl := failLines(out); len(fl) == 0 || !strings.Contains(fl[0], "[entry 2]") {
+			t.Fatalf("the first failure does not name entry 2:\n%s", out)
+		}
+	})
+	t.Run("an entry removed", func(t *testing.T) {
+		x := f.export(t, st)
+		x.Entries = slices.Delete(x.Entries, 1, 2)
+		out := f.fails(t, "--export", f.encode(t, x))
+		if fl := failLines(out); len(fl) == 0 || !strings.Contains(fl[0], "[entry 1]") {
+			t.Fatalf("the first failure does not name entry 1:\n%s", out)
+		}
+		if !strings.Contains(out, "entries were removed") {
+			t.Fatalf("the checkpoint check does not say entries were removed:\n%s", out)
+		}
+	})
+	t.Run("fork", func(t *testing.T) {
+		other := f.log(t, 10) // same size, a different last entry
+		earlier := f.write(t, "earlier.checkpoint", f.checkpoint(t, other, 2))
+		out := f.fails(t, "--export", f.encode(t, f.export(t, st)), "--earlier", earlier)
+		if !strings.Contains(out, "FAIL fork: export checkpoint 0 (signed by [auditor-1 auditor-2 auditor-3]) and earlier checkpoint 0 (signed by [auditor-1 auditor-2]) are both size 4") {
+			t.Fatalf("no fork reported:\n%s", out)
+		}
+	})
+	t.Run("keys of another federation", func(t *testing.T) {
+		g := newLedgerFixture(t)
+		out, err := runNZC(t, "ledger", "verify", "--federation", g.dir, "--export", f.encode(t, f.export(t, st)))
+		if !errors.Is(err, ErrLedgerNotVerified) || !strings.Contains(out, "FAIL trusted key") {
+			t.Fatalf("verify with a stranger's keys: %v\n%s", err, out)
+		}
+	})
+}
+
+func TestLedgerVerifyUsage(t *testing.T) {
+	f := newLedgerFixture(t)
+	path := f.encode(t, f.export(t, f.log(t, 0)))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--federation", f.dir}, "--export is required"},
+		{[]string{"--export", path}, "--federation DIR or --keys"},
+		{[]string{"--export", path, "--keys", "no-such-file"}, "neither a verifier key nor a readable file"},
+		{[]string{"--export", path, "--federation", t.TempDir()}, "no federation"},
+		{[]string{"--export", filepath.Join(t.TempDir(), "missing"), "--federation", f.dir}, "read the export"},
+		{[]string{"--export", path, "--federation", f.dir, "--format", "xml"}, "unknown output format"},
+	} {
+		out, err := runNZC(t, append([]string{"ledger", "verify"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%v: error %v, want %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
