@@ -1,49 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/nzcfed/nzc/cmd/internal/clitest"
 )
 
-func execute(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out bytes.Buffer
-	root := newRootCommand()
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
-
-func TestHelpVersionAndConfig(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--help"}, "Examples:"},
-		{[]string{"run", "--help"}, "Examples:"},
-		{[]string{"config", "show", "--help"}, "Examples:"},
-		{[]string{"version"}, "nzc-auditor 0."},
-		{[]string{"config", "keys"}, "NZC_LOG_LEVEL"},
-	} {
-		out, err := execute(t, tc.args...)
-		if err != nil || !strings.Contains(out, tc.want) {
-			t.Fatalf("%v: err=%v, output lacks %q:\n%s", tc.args, err, tc.want, out)
-		}
-	}
-}
-
-func TestConfigShowRejectsUnknownKey(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("log:\n  levle: debug\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := execute(t, "config", "show", "--config", path)
-	if err == nil || !strings.Contains(err.Error(), "log.levle") {
-		t.Fatalf("unknown key not reported: %v", err)
-	}
-}
+func TestBinary(t *testing.T) { clitest.CheckBinary(t, newRootCommand, "nzc-auditor") }

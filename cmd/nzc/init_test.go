@@ -12,19 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/clitest"
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
 )
 
 func runNZC(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	root := newRootCommand()
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
+	return clitest.Execute(t, newRootCommand(), args...)
 }
 
 // loadAs loads a written configuration file the way its binary does.

@@ -1,23 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/nzcfed/nzc/cmd/internal/clitest"
 )
 
-func TestHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"version"}, {"version", "--format", "json"}} {
-		var out bytes.Buffer
-		root := newRootCommand()
-		root.SetOut(&out)
-		root.SetArgs(args)
-		if err := root.Execute(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		want := map[string]string{"--help": "Examples:", "version": "nzc 0.", "json": `"binary": "nzc"`}[args[len(args)-1]]
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("%v: output %q lacks %q", args, out.String(), want)
-		}
+func TestBinary(t *testing.T) { clitest.CheckBinary(t, newRootCommand, "nzc") }
+
+func TestVersionJSON(t *testing.T) {
+	out, err := clitest.Execute(t, newRootCommand(), "version", "--format", "json")
+	if err != nil || !strings.Contains(out, `"binary": "nzc"`) {
+		t.Fatalf("version --format json: err=%v, output %q", err, out)
 	}
 }

@@ -1,0 +1,73 @@
+// Package clitest checks, for tests, what every NZC binary promises its
+// users: examples in every command's help, a version command, and strict
+// configuration loading.
+package clitest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+)
+
+// Execute runs a command tree with args and returns what it printed.
+func Execute(t testing.TB, root *cobra.Command, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// CheckBinary checks a binary's command tree: every command a user can run
+// shows examples in its help, `version` names the binary and its version,
+// and, where the binary has a `config` command, the keys are listed and an
+// unknown key in a file is refused by name.
+func CheckBinary(t testing.TB, newRoot func() *cobra.Command, binary string) {
+	t.Helper()
+	var walk func(path []string, c *cobra.Command)
+	walk = func(path []string, c *cobra.Command) {
+		if c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Runnable() || len(path) == 0 {
+			if strings.TrimSpace(c.Example) == "" {
+				t.Errorf("%s %s: no examples in its help", binary, strings.Join(path, " "))
+			}
+			out, err := Execute(t, newRoot(), append(append([]string{}, path...), "--help")...)
+			if err != nil || !strings.Contains(out, "Examples:") {
+				t.Errorf("%s %s --help: err=%v, no examples shown", binary, strings.Join(path, " "), err)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(append(append([]string{}, path...), sub.Name()), sub)
+		}
+	}
+	walk(nil, newRoot())
+
+	out, err := Execute(t, newRoot(), "version")
+	if err != nil || !strings.Contains(out, binary+" "+cli.Version) {
+		t.Errorf("%s version: err=%v, output %q", binary, err, out)
+	}
+	if c, _, err := newRoot().Find([]string{"config", "show"}); err != nil || c.Name() != "show" {
+		return
+	}
+	out, err = Execute(t, newRoot(), "config", "keys")
+	if err != nil || !strings.Contains(out, "NZC_LOG_LEVEL") {
+		t.Errorf("%s config keys: err=%v, output %q", binary, err, out)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("log:\n  levle: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Execute(t, newRoot(), "config", "show", "--config", path); err == nil || !strings.Contains(err.Error(), "log.levle") {
+		t.Errorf("%s config show: unknown key not reported: %v", binary, err)
+	}
+}
