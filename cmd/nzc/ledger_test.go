@@ -3,12 +3,17 @@ package main
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
@@ -272,5 +277,112 @@ func TestLedgerVerifyUsage(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%v: error %v, want %q\n%s", tc.args, err, tc.want, out)
 		}
+	}
+}
+
+// complianceAPI serves an export and the accounts over HTTPS on 127.0.0.1
+// with auditor-1's certificate, requiring a client certificate from the
+// federation CA, as nzc-auditor's compliance API does; it records the
+// client's identity.
+func (f *ledgerFixture) complianceAPI(t *testing.T, st *ledger.State, export []byte) (addr string, clients func() []string) {
+	t.Helper()
+	ca, err := crypto.LoadCert(f.m.Path(f.m.CACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := crypto.LoadCredential(f.m.Path(f.auditors[0].Cert), f.m.Path(f.auditors[0].Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	record := func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.TLS.PeerCertificates[0].Subject.String())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		_, _ = w.Write(export)
+	})
+	mux.HandleFunc("GET /v1/accounts", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		_ = json.NewEncoder(w).Encode(st.Accounts())
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cred.TLSCertificate()}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String(), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+func TestLedgerExportThenVerify(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := f.log(t, 0)
+	b, err := st.Export([][]byte{f.checkpoint(t, st, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, clients := f.complianceAPI(t, st, b)
+	out := filepath.Join(t.TempDir(), "ledger.export")
+	text, err := runNZC(t, "ledger", "export", "--api", addr, "--federation", f.dir, "--as", "compliance", "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if !strings.Contains(text, "4 entries, 1 checkpoints") {
+		t.Fatalf("summary %q", text)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil || string(got) != string(b) {
+		t.Fatalf("written export differs from the served one (%v)", err)
+	}
+	if text, err := runNZC(t, "ledger", "verify", "--export", out, "--federation", f.dir); err != nil {
+		t.Fatalf("the fetched export does not verify: %v\n%s", err, text)
+	}
+
+	text, err = runNZC(t, "ledger", "accounts", "--api", addr, "--federation", f.dir, "--format", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	var accounts []ledger.Account
+	if err := json.Unmarshal([]byte(text), &accounts); err != nil || len(accounts) != 2 || accounts[0].Hospital != "hospital-1" || accounts[0].CapEpsilon != 8 {
+		t.Fatalf("accounts %+v (%v)\n%s", accounts, err, text)
+	}
+	text, err = runNZC(t, "ledger", "accounts", "--api", addr, "--federation", f.dir)
+	if err != nil || !strings.Contains(text, "hospital hospital-2: ε=0 of cap 8") {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if c := clients(); len(c) != 3 || !strings.Contains(c[0], "compliance") {
+		t.Fatalf("client identities %v, want the compliance party's three times", c)
+	}
+
+	// Errors that must say what to do, and leave no file behind.
+	bad := filepath.Join(t.TempDir(), "bad.export")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export", "--federation", f.dir, "--out", bad}, "--api HOST:PORT and --federation DIR are required"},
+		{[]string{"export", "--api", addr, "--federation", f.dir}, "--out FILE is required"},
+		{[]string{"export", "--api", addr, "--federation", f.dir, "--as", "nobody", "--out", bad}, `no party "nobody"`},
+		{[]string{"accounts", "--api", "127.0.0.1:1", "--federation", f.dir, "--timeout", "5s"}, "is an auditor's compliance API listening there?"},
+	} {
+		text, err := runNZC(t, append([]string{"ledger"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%v: error %v, want %q\n%s", tc.args, err, tc.want, text)
+		}
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed export left %s behind (%v)", bad, err)
 	}
 }
