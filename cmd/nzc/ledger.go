@@ -37,7 +37,7 @@ func newLedgerCommand() *cobra.Command {
 		Long: `Commands for compliance officers: fetch the ledger's export from an auditor
 and verify it offline against the auditors' public keys.`,
 		Example: `  # Fetch the export with the compliance party's certificate, then verify it offline:
-  nzc ledger export --api 127.0.0.1:7301 --federation fed --out ledger.export
+  nzc ledger export --api 127.0.0.1:7700 --federation fed --out ledger.export
   nzc ledger verify --export ledger.export --federation fed`,
 		Args: cobra.NoArgs,
 	}
@@ -286,7 +286,7 @@ func newLedgerExportCommand() *cobra.Command {
 auditor's compliance API over HTTPS (the auditor's certificate checked against
 the federation CA, the compliance party's client certificate presented), and
 write it to --out. Nothing is trusted yet: verify it with 'nzc ledger verify'.`,
-		Example: `  nzc ledger export --api 127.0.0.1:7301 --federation fed --as compliance --out ledger.export
+		Example: `  nzc ledger export --api 127.0.0.1:7700 --federation fed --as compliance --out ledger.export
   nzc ledger verify --export ledger.export --federation fed`,
 		Args: cobra.NoArgs,
 	}
@@ -335,8 +335,8 @@ func newLedgerAccountsCommand() *cobra.Command {
 replica reports it, over the compliance API. This trusts that auditor; for
 figures you can prove, run 'nzc ledger export' and 'nzc ledger verify', whose
 report recomputes the same accounts by replaying the log.`,
-		Example: `  nzc ledger accounts --api 127.0.0.1:7301 --federation fed
-  nzc ledger accounts --api 127.0.0.1:7301 --federation fed --format json`,
+		Example: `  nzc ledger accounts --api 127.0.0.1:7700 --federation fed
+  nzc ledger accounts --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
 	c := addComplianceFlags(cmd)
@@ -380,7 +380,8 @@ func printAccounts(w io.Writer, accounts []ledger.Account) error {
 type ledgerStatus struct {
 	Auditor      auditor.Status     `json:"auditor"`
 	Checkpoint   *ledger.Checkpoint `json:"checkpoint,omitempty"` // its latest signed checkpoint, unverified
-	Saved        string             `json:"saved,omitempty"`
+	Saved        string             `json:"saved,omitempty"`      // where the cosigned checkpoint was written
+	SavedSize    int64              `json:"saved_size,omitempty"`
 	NoCheckpoint string             `json:"no_checkpoint,omitempty"`
 }
 
@@ -391,11 +392,11 @@ func newLedgerStatusCommand() *cobra.Command {
 		Long: `Show one auditor's raft state (its role, the leader, term and indexes, the
 members it knows) and the size and root of its latest signed checkpoint, from
 its operations endpoint (nzc-auditor's ops.listen, plain HTTP on the operator's
-network). With --save-checkpoint the signed checkpoint is written to a file:
-keep it, and give it to a later 'nzc ledger verify --earlier' to prove that
+network). With --save-checkpoint the auditor gathers its peers' signatures and
+the checkpoint cosigned by a majority is written to a file: keep it, and give it to a later 'nzc ledger verify --earlier' to prove that
 the log was only ever extended.`,
-		Example: `  nzc ledger status --ops 127.0.0.1:8402
-  nzc ledger status --ops 127.0.0.1:8402 --save-checkpoint 2026-11.checkpoint --format json`,
+		Example: `  nzc ledger status --ops 127.0.0.1:8405
+  nzc ledger status --ops 127.0.0.1:8405 --save-checkpoint 2026-11.checkpoint --format json`,
 		Args: cobra.NoArgs,
 	}
 	opsAddr := cmd.Flags().String("ops", "", "an auditor's operations endpoint, HOST:PORT (its ops.listen)")
@@ -436,15 +437,26 @@ the log was only ever extended.`,
 				return fmt.Errorf("GET %s/checkpoint: %w", base, err)
 			}
 			s.Checkpoint = &c
-			if *save != "" {
-				if err := crypto.WriteFile(*save, b, crypto.PublicFileMode, true); err != nil {
-					return err
-				}
-				s.Saved = *save
-			}
 		}
-		if *save != "" && s.Saved == "" {
-			return fmt.Errorf("auditor %s has no signed checkpoint to save (%s)", s.Auditor.ID, s.NoCheckpoint)
+		if *save != "" {
+			// The auditor's own checkpoint carries only its signature; what
+			// a later verify can rely on is one cosigned by a majority.
+			code, b, err := httpGet(ctx, base+"/checkpoint/cosigned")
+			if err != nil {
+				return err
+			}
+			if code != http.StatusOK {
+				return fmt.Errorf("auditor %s has no checkpoint cosigned by a majority to save: %d: %s (are a majority of the auditors up?)",
+					s.Auditor.ID, code, strings.TrimSpace(string(b)))
+			}
+			c, err := ledger.PeekCheckpoint(b)
+			if err != nil {
+				return fmt.Errorf("GET %s/checkpoint/cosigned: %w", base, err)
+			}
+			if err := crypto.WriteFile(*save, b, crypto.PublicFileMode, true); err != nil {
+				return err
+			}
+			s.Saved, s.SavedSize = *save, c.Size
 		}
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
 	}
@@ -465,7 +477,7 @@ func (s ledgerStatus) text(w io.Writer) error {
 		fmt.Fprintf(&b, "no signed checkpoint yet: %s\n", s.NoCheckpoint)
 	}
 	if s.Saved != "" {
-		fmt.Fprintf(&b, "saved the signed checkpoint to %s (give it to nzc ledger verify --earlier)\n", s.Saved)
+		fmt.Fprintf(&b, "saved the checkpoint of %d entries cosigned by a majority to %s (give it to nzc ledger verify --earlier)\n", s.SavedSize, s.Saved)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -391,14 +391,15 @@ func TestLedgerExportThenVerify(t *testing.T) {
 func TestLedgerStatus(t *testing.T) {
 	f := newLedgerFixture(t)
 	older := f.log(t, 0)
-	cp := f.checkpoint(t, older, 2)
+	own, cosigned := f.checkpoint(t, older, 1), f.checkpoint(t, older, 2)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(auditor.Status{ID: "auditor-1", Addr: "127.0.0.1:7501", State: "Leader", LeaderID: "auditor-1",
 			LeaderAddr: "127.0.0.1:7501", Term: 3, LastIndex: 9, CommitIndex: 9, AppliedIndex: 9,
 			Peers: []auditor.Peer{{ID: "auditor-1", Addr: "127.0.0.1:7501"}, {ID: "auditor-2", Addr: "127.0.0.1:7502"}}})
 	})
-	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(cp) })
+	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(own) })
+	mux.HandleFunc("GET /checkpoint/cosigned", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(cosigned) })
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
@@ -408,7 +409,7 @@ func TestLedgerStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	for _, want := range []string{"auditor auditor-1 (127.0.0.1:7501) is Leader in term 3", "member auditor-2 at 127.0.0.1:7502", "latest checkpoint: nzc.test/cli, 4 entries"} {
+	for _, want := range []string{"auditor auditor-1 (127.0.0.1:7501) is Leader in term 3", "member auditor-2 at 127.0.0.1:7502", "latest checkpoint: nzc.test/cli, 4 entries", "saved the checkpoint of 4 entries cosigned by a majority"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("output lacks %q:\n%s", want, text)
 		}
