@@ -23,6 +23,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor"
 )
 
 // ErrLedgerNotVerified is returned by `nzc ledger verify` when any check
@@ -40,7 +41,7 @@ and verify it offline against the auditors' public keys.`,
   nzc ledger verify --export ledger.export --federation fed`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newLedgerVerifyCommand(), newLedgerExportCommand(), newLedgerAccountsCommand())
+	cmd.AddCommand(newLedgerVerifyCommand(), newLedgerExportCommand(), newLedgerAccountsCommand(), newLedgerStatusCommand())
 	return cmd
 }
 
@@ -373,4 +374,116 @@ func printAccounts(w io.Writer, accounts []ledger.Account) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ledgerStatus is what `nzc ledger status` reports about one auditor.
+type ledgerStatus struct {
+	Auditor      auditor.Status     `json:"auditor"`
+	Checkpoint   *ledger.Checkpoint `json:"checkpoint,omitempty"` // its latest signed checkpoint, unverified
+	Saved        string             `json:"saved,omitempty"`
+	NoCheckpoint string             `json:"no_checkpoint,omitempty"`
+}
+
+func newLedgerStatusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show an auditor's raft state and its latest signed checkpoint",
+		Long: `Show one auditor's raft state (its role, the leader, term and indexes, the
+members it knows) and the size and root of its latest signed checkpoint, from
+its operations endpoint (nzc-auditor's ops.listen, plain HTTP on the operator's
+network). With --save-checkpoint the signed checkpoint is written to a file:
+keep it, and give it to a later 'nzc ledger verify --earlier' to prove that
+the log was only ever extended.`,
+		Example: `  nzc ledger status --ops 127.0.0.1:8402
+  nzc ledger status --ops 127.0.0.1:8402 --save-checkpoint 2026-11.checkpoint --format json`,
+		Args: cobra.NoArgs,
+	}
+	opsAddr := cmd.Flags().String("ops", "", "an auditor's operations endpoint, HOST:PORT (its ops.listen)")
+	save := cmd.Flags().String("save-checkpoint", "", "write the auditor's latest signed checkpoint to this file")
+	timeout := cmd.Flags().Duration("timeout", 10*time.Second, "give up after this long")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		if *opsAddr == "" {
+			return errors.New("--ops HOST:PORT is required: the auditor's ops.listen address")
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), *timeout)
+		defer cancel()
+		base := "http://" + *opsAddr
+		code, b, err := httpGet(ctx, base+"/status")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET %s/status: %d: %s", base, code, strings.TrimSpace(string(b)))
+		}
+		var s ledgerStatus
+		if err := json.Unmarshal(b, &s.Auditor); err != nil {
+			return fmt.Errorf("GET %s/status is not an auditor's status: %w (is --ops an auditor's ops.listen?)", base, err)
+		}
+		code, b, err = httpGet(ctx, base+"/checkpoint")
+		switch {
+		case err != nil:
+			return err
+		case code != http.StatusOK:
+			s.NoCheckpoint = strings.TrimSpace(string(b))
+		default:
+			c, err := ledger.PeekCheckpoint(b)
+			if err != nil {
+				return fmt.Errorf("GET %s/checkpoint: %w", base, err)
+			}
+			s.Checkpoint = &c
+			if *save != "" {
+				if err := crypto.WriteFile(*save, b, crypto.PublicFileMode, true); err != nil {
+					return err
+				}
+				s.Saved = *save
+			}
+		}
+		if *save != "" && s.Saved == "" {
+			return fmt.Errorf("auditor %s has no signed checkpoint to save (%s)", s.Auditor.ID, s.NoCheckpoint)
+		}
+		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
+	}
+	return cmd
+}
+
+func (s ledgerStatus) text(w io.Writer) error {
+	var b strings.Builder
+	a := s.Auditor
+	fmt.Fprintf(&b, "auditor %s (%s) is %s in term %d; leader %s (%s)\n", a.ID, a.Addr, a.State, a.Term, a.LeaderID, a.LeaderAddr)
+	fmt.Fprintf(&b, "raft log: last %d, committed %d, applied %d\n", a.LastIndex, a.CommitIndex, a.AppliedIndex)
+	for _, p := range a.Peers {
+		fmt.Fprintf(&b, "  member %s at %s\n", p.ID, p.Addr)
+	}
+	if s.Checkpoint != nil {
+		fmt.Fprintf(&b, "latest checkpoint: %s, %d entries, root %s (signature not checked here: verify an export)\n", s.Checkpoint.Origin, s.Checkpoint.Size, s.Checkpoint.Root)
+	} else {
+		fmt.Fprintf(&b, "no signed checkpoint yet: %s\n", s.NoCheckpoint)
+	}
+	if s.Saved != "" {
+		fmt.Fprintf(&b, "saved the signed checkpoint to %s (give it to nzc ledger verify --earlier)\n", s.Saved)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func httpGet(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w (is the auditor running with its ops endpoint there?)", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return resp.StatusCode, b, nil
 }

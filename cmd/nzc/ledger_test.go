@@ -20,6 +20,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor"
 )
 
 // ledgerFixture is a provisioned federation and a log built with the
@@ -384,5 +385,51 @@ func TestLedgerExportThenVerify(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a failed export left %s behind (%v)", bad, err)
+	}
+}
+
+func TestLedgerStatus(t *testing.T) {
+	f := newLedgerFixture(t)
+	older := f.log(t, 0)
+	cp := f.checkpoint(t, older, 2)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(auditor.Status{ID: "auditor-1", Addr: "127.0.0.1:7501", State: "Leader", LeaderID: "auditor-1",
+			LeaderAddr: "127.0.0.1:7501", Term: 3, LastIndex: 9, CommitIndex: 9, AppliedIndex: 9,
+			Peers: []auditor.Peer{{ID: "auditor-1", Addr: "127.0.0.1:7501"}, {ID: "auditor-2", Addr: "127.0.0.1:7502"}}})
+	})
+	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(cp) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+
+	saved := filepath.Join(t.TempDir(), "kept.checkpoint")
+	text, err := runNZC(t, "ledger", "status", "--ops", addr, "--save-checkpoint", saved)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	for _, want := range []string{"auditor auditor-1 (127.0.0.1:7501) is Leader in term 3", "member auditor-2 at 127.0.0.1:7502", "latest checkpoint: nzc.test/cli, 4 entries"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("output lacks %q:\n%s", want, text)
+		}
+	}
+	text, err = runNZC(t, "ledger", "status", "--ops", addr, "--format", "json")
+	var s ledgerStatus
+	if err != nil || json.Unmarshal([]byte(text), &s) != nil || s.Checkpoint == nil || s.Checkpoint.Size != 4 || s.Auditor.CommitIndex != 9 {
+		t.Fatalf("%v: %+v\n%s", err, s, text)
+	}
+
+	// The saved checkpoint is what a later verify takes with --earlier:
+	// the same log extends it, a rewritten one is a fork.
+	if text, err := runNZC(t, "ledger", "verify", "--federation", f.dir, "--export", f.encode(t, f.export(t, older)), "--earlier", saved); err != nil {
+		t.Fatalf("the log that was checkpointed does not extend its checkpoint: %v\n%s", err, text)
+	}
+	out := f.fails(t, "--export", f.encode(t, f.export(t, f.log(t, 7))), "--earlier", saved)
+	if !strings.Contains(out, "FAIL fork") {
+		t.Fatalf("a rewritten log is not a fork:\n%s", out)
+	}
+
+	if _, err := runNZC(t, "ledger", "status"); err == nil || !strings.Contains(err.Error(), "--ops HOST:PORT is required") {
+		t.Fatalf("no --ops: %v", err)
 	}
 }
