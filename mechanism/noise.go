@@ -97,11 +97,14 @@ type sampler struct {
 	bdKD             big.Int
 	lapU, lapX, lapV big.Int
 	gNum             big.Int
+	one              big.Int // always 1; never modified
 }
 
-func newSampler(src Source) *sampler { return &sampler{r: newRNG(src)} }
-
-var bigOne = big.NewInt(1)
+func newSampler(src Source) *sampler {
+	s := &sampler{r: newRNG(src)}
+	s.one.SetInt64(1)
+	return s
+}
 
 // uniform sets dst to a uniform integer in [0, n), n > 0.
 func (s *sampler) uniform(dst, n *big.Int) error {
@@ -182,7 +185,7 @@ func (s *sampler) bernoulliExpBig(num, den *big.Int, k uint64) (bool, error) {
 		if !a {
 			return kk.Bit(0) == 1, nil
 		}
-		kk.Add(&kk, bigOne)
+		kk.Add(&kk, &s.one)
 	}
 }
 
@@ -211,7 +214,7 @@ func (s *sampler) bernoulliExp(num, den *big.Int) (bool, error) {
 			if err != nil || !ok {
 				return false, err
 			}
-			q.Sub(&q, bigOne)
+			q.Sub(&q, &s.one)
 		}
 	}
 	if r.IsUint64() && den.IsUint64() {
@@ -279,7 +282,7 @@ func (s *sampler) laplace(dst, t, sc *big.Int) error {
 // exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−(|Y|·q·t − p)² / (2·p·q·t²)).
 func (s *sampler) gaussian(dst *big.Int, g *DiscreteGaussian) error {
 	for {
-		if err := s.laplace(dst, g.t, bigOne); err != nil {
+		if err := s.laplace(dst, g.t, &s.one); err != nil {
 			return err
 		}
 		s.gNum.Abs(dst)
@@ -364,7 +367,7 @@ func NewDiscreteGaussian(sigma float64) (DiscreteGaussian, error) {
 	r2 := new(big.Rat).Mul(r, r)
 	p, q := new(big.Int).Set(r2.Num()), new(big.Int).Set(r2.Denom())
 	t := new(big.Int).Quo(r.Num(), r.Denom())
-	t.Add(t, bigOne)
+	t.Add(t, big.NewInt(1))
 	qt := new(big.Int).Mul(q, t)
 	den := new(big.Int).Mul(p, qt)
 	den.Mul(den, t)
