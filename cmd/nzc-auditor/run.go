@@ -108,7 +108,7 @@ checkpoint, for independent verification) and /v1/accounts.`,
 				_ = n.Close()
 				return err
 			}
-			go applyGenesis(ctx, n, led, cmds, log)
+			go applyGenesis(ctx, n, led, cmds, n.Status().LastIndex, log)
 		}
 		log.Info("auditor starting", "raft", cfg.Raft, "intake", l.Addr().String(), "bootstrap", cfg.Bootstrap)
 		return n.Run(ctx)
@@ -118,11 +118,16 @@ checkpoint, for independent verification) and /v1/accounts.`,
 
 // applyGenesis starts an empty ledger with the federation's genesis
 // commands once the cluster has a leader. A ledger that has entries is left
-// alone, so restarts change nothing.
-func applyGenesis(ctx context.Context, n *auditor.Node, led *auditor.Ledger, cmds [][]byte, log *slog.Logger) {
+// alone, so restarts change nothing: the node first waits until it has
+// applied the log it had on disk when it started (startLast), since after a
+// restart it can know a leader before it has replayed its own entries. If
+// those entries were never committed and a new leader drops them, the wait
+// ends after a minute and the ledger's own state decides.
+func applyGenesis(ctx context.Context, n *auditor.Node, led *auditor.Ledger, cmds [][]byte, startLast uint64, log *slog.Logger) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
-	for n.Ready() != nil {
+	replayDeadline := time.Now().Add(time.Minute)
+	for n.Ready() != nil || (n.Status().AppliedIndex < startLast && time.Now().Before(replayDeadline)) {
 		select {
 		case <-ctx.Done():
 			return
