@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,8 +110,14 @@ certificate.`,
 				return err
 			}
 		}
+		var registration []byte
+		if cfg.Registration != "" {
+			if registration, err = os.ReadFile(cfg.Registration); err != nil {
+				return fmt.Errorf("registration: %w (nzc init add-hospital writes it next to the hospital's keys)", err)
+			}
+		}
 		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
-			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Voter: ens, Logger: log})
+			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log})
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -15,6 +16,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // Ports of a federation on one host, from a base port B:
@@ -280,10 +282,17 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		reg, err := writeRegistration(m, p)
+		if err != nil {
+			return err
+		}
 		cfgs, err := partyConfigs(m, ports{basePort})
 		if err != nil {
 			return err
 		}
+		tc := cfgs[p.ID].(config.Teacher)
+		tc.Registration = reg
+		cfgs[p.ID] = tc
 		written, err := writeConfigs(m, cfgs, p.ID, false)
 		if err != nil {
 			return err
@@ -295,4 +304,24 @@ func newAddHospitalCommand() *cobra.Command {
 		})
 	}
 	return cmd
+}
+
+// RegistrationFile is where `nzc init add-hospital` writes the
+// administrator-signed ledger registration of the new hospital.
+const RegistrationFile = "ledger-registration.cmd"
+
+// writeRegistration signs, with the CA key, the ledger command that adds a
+// hospital provisioned after the genesis, and writes it in the hospital's
+// directory. The hospital relays it through the aggregator when it starts.
+func writeRegistration(m *crypto.Manifest, p crypto.PartyFiles) (string, error) {
+	key, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
+	if err != nil {
+		return "", fmt.Errorf("signing %s's ledger registration needs the CA key: %w", p.ID, err)
+	}
+	cmd, err := intake.RegisterHospital(m, p, key, time.Now())
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(m.Dir, p.ID, RegistrationFile)
+	return path, crypto.WriteFile(path, cmd, 0o644, false)
 }

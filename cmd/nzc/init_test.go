@@ -15,6 +15,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
 )
 
 func runNZC(t *testing.T, args ...string) (string, error) {
@@ -128,7 +129,18 @@ func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
 			t.Fatalf("add-hospital changed %s", p)
 		}
 	}
-	loadAs(t, filepath.Join(dir, "hospital-2.yaml"), config.DefaultTeacher())
+	h2 := loadAs(t, filepath.Join(dir, "hospital-2.yaml"), config.DefaultTeacher())
+	raw, err := os.ReadFile(h2.Registration)
+	if err != nil {
+		t.Fatalf("the new hospital's ledger registration: %v", err)
+	}
+	cmd, err := ledger.DecodeCommand(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg, ok := cmd.Body.(*ledger.RegisterParty); !ok || reg.Party.ID != "hospital-2" || reg.Party.Role != ledger.RoleHospital {
+		t.Fatalf("registration command: %+v", cmd.Body)
+	}
 	if _, err := runNZC(t, "init", "add-hospital", "--dir", dir, "--id", "hospital-2"); !errors.Is(err, crypto.ErrExists) {
 		t.Fatalf("adding an existing hospital: %v", err)
 	}

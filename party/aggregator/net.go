@@ -120,8 +120,9 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 }
 
 // handleRelay passes a hospital's own account commands (open account,
-// change cap), signed by the hospital, to the ledger: hospitals dial only
-// the aggregator. Nothing else may be relayed.
+// change cap), signed by the hospital, and its registration, signed by the
+// federation administrator, to the ledger: hospitals dial only the
+// aggregator. Nothing else may be relayed.
 func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
 	var s nzcpb.LedgerSubmit
 	if err := r.Decode(&s); err != nil {
@@ -137,10 +138,18 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 		subject = b.Hospital
 	case *ledger.ChangeCap:
 		subject = b.Hospital
+	case *ledger.RegisterParty:
+		// A hospital added after the genesis brings its registration,
+		// signed by the federation administrator; the ledger checks that
+		// signature.
+		if b.Party.Role != ledger.RoleHospital || b.Party.ID != r.Peer.ID {
+			return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only its own registration", r.Peer.ID)
+		}
+		subject = b.Party.ID
 	default:
-		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own open-account and change-cap commands, not %s", c.Body.Kind())
+		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own registration, open-account and change-cap commands, not %s", c.Body.Kind())
 	}
-	if subject != r.Peer.ID || c.Signer != r.Peer.ID {
+	if _, isReg := c.Body.(*ledger.RegisterParty); subject != r.Peer.ID || (!isReg && c.Signer != r.Peer.ID) {
 		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only commands about and signed by itself", r.Peer.ID)
 	}
 	res, err := a.cfg.Ledger.Submit(ctx, s.GetCommand())

@@ -483,4 +483,48 @@ func TestFederation(t *testing.T) {
 			t.Fatalf("a student's ledger command: %v, want unauthorized", err)
 		}
 	})
+	t.Run("a hospital added after the genesis registers and opens its account", func(t *testing.T) {
+		m2, p, err := crypto.AddParty(m.Dir, crypto.RoleHospital, "", crypto.AddPartyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		caKey, err := crypto.LoadPrivateKey(m2.Path(m2.CAKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := intake.RegisterHospital(m2, p, caKey, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		newTeacher := func(registration []byte) *teacher.Node {
+			n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
+				SigningKey: f.signingKey(p), CapEpsilon: capEps, CapDelta: 1e-5, Registration: registration, Voter: voter{},
+				Backoff: backoff, Logger: logger(t).With("party", p.ID)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// Another hospital's registration is not relayed for it.
+		c, err := quicnet.Dial(t.Context(), aggAddr, f.net(f.party(crypto.RoleHospital, "hospital-1")), crypto.RoleAggregator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var res nzcpb.LedgerResult
+		if err := c.Invoke(t.Context(), &nzcpb.LedgerSubmit{Command: reg}, &res); !errors.Is(err, protocol.ErrUnauthorized) {
+			t.Fatalf("hospital-1 relaying %s's registration: %v, want unauthorized", p.ID, err)
+		}
+
+		stop := run(t, p.ID, newTeacher(reg).Run)
+		defer stop()
+		waitFor(t, 20*time.Second, p.ID+"'s budget account", func() bool {
+			for _, a := range f.machines[0].State().Accounts() {
+				if a.Hospital == p.ID {
+					return true
+				}
+			}
+			return false
+		})
+	})
 }

@@ -41,10 +41,14 @@ type Config struct {
 	// CapEpsilon and CapDelta are the hospital's privacy cap, set when its
 	// account is opened. Zero CapEpsilon opens no account.
 	CapEpsilon, CapDelta float64
-	Voter                Voter
-	Backoff              quicnet.Backoff
-	Now                  func() time.Time
-	Logger               *slog.Logger
+	// Registration, when set, is the administrator-signed command that adds
+	// a hospital provisioned after the genesis to the ledger; it is relayed
+	// before the account is opened.
+	Registration []byte
+	Voter        Voter
+	Backoff      quicnet.Backoff
+	Now          func() time.Time
+	Logger       *slog.Logger
 }
 
 // Node is a running hospital.
@@ -188,6 +192,16 @@ func (n *Node) openAccount(ctx context.Context, c *quicnet.Conn) error {
 		b := budget.GetBudgets()[0]
 		n.log.Info("budget account open", "cap_epsilon", b.GetEpsilonCap(), "epsilon_spent", b.GetEpsilonSpent())
 		return nil
+	}
+	if len(n.cfg.Registration) > 0 {
+		var reg nzcpb.LedgerResult
+		if err := c.Invoke(ctx, &nzcpb.LedgerSubmit{Command: n.cfg.Registration}, &reg); err != nil {
+			return fmt.Errorf("relaying this hospital's registration: %w", err)
+		}
+		// A refusal (for instance an earlier run registered it already) is
+		// logged; opening the account below says whether the ledger knows
+		// this hospital.
+		n.log.Info("relayed this hospital's registration", "code", reg.GetCode().String(), "reason", reg.GetReason())
 	}
 	cmd, err := ledger.Sign(&ledger.OpenAccount{Hospital: n.cfg.ID, CapEpsilon: n.cfg.CapEpsilon, CapDelta: n.cfg.CapDelta,
 		Timestamp: n.cfg.Now().UnixNano()}, n.cfg.ID, n.cfg.SigningKey)

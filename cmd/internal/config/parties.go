@@ -55,12 +55,13 @@ type Teacher struct {
 	Epochs      int    `mapstructure:"epochs" yaml:"epochs" json:"epochs" help:"training epochs per teacher"`
 	// DataPart and DataParts select one of several disjoint parts of a data
 	// set, so that hospitals on one machine can share one file.
-	DataPart   int     `mapstructure:"data_part" yaml:"data_part" json:"data_part" help:"use part N (1-based) of data_parts disjoint parts of the data; 0 uses all"`
-	DataParts  int     `mapstructure:"data_parts" yaml:"data_parts" json:"data_parts" help:"number of disjoint parts the data is cut into (0: do not cut)"`
-	CapEpsilon float64 `mapstructure:"cap_epsilon" yaml:"cap_epsilon" json:"cap_epsilon" help:"the hospital's privacy cap ε, set when its ledger account opens"`
-	CapDelta   float64 `mapstructure:"cap_delta" yaml:"cap_delta" json:"cap_delta" help:"the hospital's privacy cap δ"`
-	Log        Log     `mapstructure:"log" yaml:"log" json:"log"`
-	Ops        Ops     `mapstructure:"ops" yaml:"ops" json:"ops"`
+	DataPart     int     `mapstructure:"data_part" yaml:"data_part" json:"data_part" help:"use part N (1-based) of data_parts disjoint parts of the data; 0 uses all"`
+	DataParts    int     `mapstructure:"data_parts" yaml:"data_parts" json:"data_parts" help:"number of disjoint parts the data is cut into (0: do not cut)"`
+	CapEpsilon   float64 `mapstructure:"cap_epsilon" yaml:"cap_epsilon" json:"cap_epsilon" help:"the hospital's privacy cap ε, set when its ledger account opens"`
+	CapDelta     float64 `mapstructure:"cap_delta" yaml:"cap_delta" json:"cap_delta" help:"the hospital's privacy cap δ"`
+	Registration string  `mapstructure:"registration" yaml:"registration,omitempty" json:"registration" help:"administrator-signed ledger registration of a hospital added after the genesis (written by nzc init add-hospital)"`
+	Log          Log     `mapstructure:"log" yaml:"log" json:"log"`
+	Ops          Ops     `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultTeacher returns the defaults of nzc-teacher.

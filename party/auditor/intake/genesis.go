@@ -85,6 +85,21 @@ func GenesisCommands(m *crypto.Manifest, caKey ed25519.PrivateKey, origin string
 	return out, nil
 }
 
+// RegisterHospital signs, with the federation CA key, the command that adds
+// a hospital provisioned after the genesis (`nzc init add-hospital`) to the
+// ledger. The hospital relays it through the aggregator before opening its
+// account; the ledger checks the administrator's signature.
+func RegisterHospital(m *crypto.Manifest, p crypto.PartyFiles, caKey ed25519.PrivateKey, now time.Time) ([]byte, error) {
+	if p.Role != crypto.RoleHospital || p.VerifyingKey == "" {
+		return nil, fmt.Errorf("intake: %s is not a hospital with a signing key", p.ID)
+	}
+	pub, err := crypto.LoadPublicKey(m.Path(p.VerifyingKey))
+	if err != nil {
+		return nil, err
+	}
+	return ledger.Sign(&ledger.RegisterParty{Party: ledger.Party{ID: p.ID, Role: ledger.RoleHospital, PublicKey: pub}, Timestamp: now.UnixNano()}, AdminID, caKey)
+}
+
 // WriteGenesis writes commands to path as a JSON list (base64 strings).
 func WriteGenesis(path string, cmds [][]byte) error {
 	b, err := json.Marshal(cmds)
