@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
@@ -18,25 +18,7 @@ import (
 
 // blobs makes a 3-class problem of Gaussian clusters in 6 dimensions.
 func blobs(seed uint64, n int) *data.Dataset {
-	r := rand.New(rand.NewPCG(seed, 1))
-	centres := rand.New(rand.NewPCG(42, 1))
-	const d = 6
-	c := make([][]float64, 3)
-	for k := range c {
-		c[k] = make([]float64, d)
-		for j := range c[k] {
-			c[k][j] = centres.NormFloat64() * 2
-		}
-	}
-	ds := &data.Dataset{Shape: data.Shape{Height: 1, Width: d, Channels: 1}, Classes: 3}
-	for range n {
-		k := r.IntN(3)
-		for j := range d {
-			ds.X = append(ds.X, float32(c[k][j]+r.NormFloat64()))
-		}
-		ds.Y = append(ds.Y, k)
-	}
-	return ds
+	return synth.Blobs{Classes: 3, Dim: 6, Spread: 2, CentreSeed: [2]uint64{42, 1}}.Make(seed, n)
 }
 
 func testConfig() Config {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
 )
 
@@ -81,24 +82,7 @@ func TestGradients(t *testing.T) {
 
 // blobs makes a 4-class problem of Gaussian clusters in d dimensions.
 func blobs(seed uint64, n, d int) *data.Dataset {
-	r := rand.New(rand.NewPCG(seed, 1))
-	centres := rand.New(rand.NewPCG(99, 1))
-	c := make([][]float64, 4)
-	for k := range c {
-		c[k] = make([]float64, d)
-		for j := range c[k] {
-			c[k][j] = centres.NormFloat64() * 2
-		}
-	}
-	ds := &data.Dataset{Shape: data.Shape{Height: 1, Width: d, Channels: 1}, Classes: 4}
-	for range n {
-		k := r.IntN(4)
-		for j := range d {
-			ds.X = append(ds.X, float32(c[k][j]+r.NormFloat64()))
-		}
-		ds.Y = append(ds.Y, k)
-	}
-	return ds
+	return synth.Blobs{Classes: 4, Dim: d, Spread: 2, CentreSeed: [2]uint64{99, 1}}.Make(seed, n)
 }
 
 // bars makes 10×10 images holding one horizontal (class 0) or vertical

@@ -6,37 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/model"
 )
 
 // blobs makes a 4-class problem of Gaussian clusters in 8 dimensions.
 func blobs(seed uint64, n int) *data.Dataset {
-	r := rand.New(rand.NewPCG(seed, 1))
-	centres := rand.New(rand.NewPCG(5, 5))
-	const d = 8
-	c := make([][]float64, 4)
-	for k := range c {
-		c[k] = make([]float64, d)
-		for j := range c[k] {
-			c[k][j] = centres.NormFloat64() * 1.5
-		}
-	}
-	ds := &data.Dataset{Shape: data.Shape{Height: 1, Width: d, Channels: 1}, Classes: 4}
-	for range n {
-		k := r.IntN(4)
-		for j := range d {
-			ds.X = append(ds.X, float32(c[k][j]+r.NormFloat64()))
-		}
-		ds.Y = append(ds.Y, k)
-	}
-	return ds
+	return synth.Blobs{Classes: 4, Dim: 8, Spread: 1.5, CentreSeed: [2]uint64{5, 5}}.Make(seed, n)
 }
 
 func synthetic(t *testing.T) Config {
