@@ -261,14 +261,3 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
-
-// Keys returns the configuration keys of a config type, sorted; used by help
-// texts and by `config` commands.
-func Keys(cfg any) []string {
-	var out []string
-	for _, k := range keysOf(reflect.TypeOf(cfg)) {
-		out = append(out, k.name)
-	}
-	slices.Sort(out)
-	return out
-}
