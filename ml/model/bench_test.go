@@ -37,7 +37,7 @@ func BenchmarkGEMM(b *testing.B) {
 	b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
-func benchModels() []string { return []string{KindSoftmax, KindMLP, KindCNN} }
+func benchModels() []string { return PresetNames() }
 
 // BenchmarkTrain measures training throughput on MNIST-shaped data
 // (minibatch 64, Adam); GFLOP/s counts forward + backward as 3× forward.

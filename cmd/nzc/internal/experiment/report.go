@@ -131,8 +131,8 @@ func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 2, 64) }
 // paper is true (MNIST with the paper's split).
 func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels, evaluated on %d held-out examples.\n\n",
-		r.Dataset, r.TeacherModel, r.StudentModel, r.HeldOut)
+	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels%s, evaluated on %d held-out examples.\n\n",
+		r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut)
 	hdr := "| aggregator | parameters | teachers | queries | answered | label acc. % | student acc. % | ε | ε source | ε data-independent | δ |"
 	sep := "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
 	if paper {
@@ -190,10 +190,18 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	return err
 }
 
+func (r *Report) selfTrainingText() string {
+	if r.StudentSelfTraining.Rounds == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and self-trained on its unlabelled queries (%d round(s), pseudo-labels with mean probability ≥ %g agreeing across ±%d px shifts; every row alike)",
+		r.StudentSelfTraining.Rounds, r.StudentSelfTraining.Confidence, r.StudentSelfTraining.Shift)
+}
+
 // WriteText writes a compact human-readable table.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dataset %s, teachers %s, student %s, %d held out, wall time %.0fs\n", r.Dataset, r.TeacherModel, r.StudentModel, r.HeldOut, r.WallSeconds)
+	fmt.Fprintf(&b, "dataset %s, teachers %s, student %s%s, %d held out, wall time %.0fs, CPU time %.0fs\n", r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut, r.WallSeconds, r.CPUSeconds)
 	for _, e := range r.Ensembles {
 		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
 	}
