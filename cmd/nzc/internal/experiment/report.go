@@ -170,13 +170,13 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	}
 	b.WriteString("\nEnsembles (accuracy on all student examples; clean-vote label accuracy on the queries):\n\n")
 	if paper {
-		b.WriteString("| teachers | mean single-teacher acc. % | clean-vote label acc. % | paper: mean single-teacher acc. % |\n|---:|---:|---:|---:|\n")
+		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % | paper: mean single-teacher acc. % |\n|---:|---|---:|---:|---:|\n")
 	} else {
-		b.WriteString("| teachers | mean single-teacher acc. % | clean-vote label acc. % |\n|---:|---:|---:|\n")
+		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % |\n|---:|---|---:|---:|\n")
 	}
 	pt := PaperTeacherAccuracy()
 	for _, e := range r.Ensembles {
-		fmt.Fprintf(&b, "| %d | %s | %s |", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+		fmt.Fprintf(&b, "| %d | %s | %s | %s |", e.Teachers, e.Model, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
 		if paper {
 			if v, ok := pt[e.Teachers]; ok {
 				fmt.Fprintf(&b, " %.2f |", v)

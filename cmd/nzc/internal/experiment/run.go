@@ -48,6 +48,7 @@ type Row struct {
 // Ensemble summarises one ensemble size.
 type Ensemble struct {
 	Teachers                int     `json:"teachers"`
+	Model                   string  `json:"model,omitempty"`
 	TeacherMeanAccuracy     float64 `json:"teacher_mean_accuracy"`
 	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy"`
 	// GapCounts[g] is the number of queries whose top-two vote gap is g
@@ -125,13 +126,18 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	for _, k := range sizes {
 		full := slices.Contains(cfg.Teachers, k)
-		log.Info("training teachers", "teachers", k, "model", tSpec.String())
+		spec, tc := tSpec, cfg.TeacherTrain
+		if !full && cfg.SweepTeacherModel != "" {
+			spec, _ = model.Preset(cfg.SweepTeacherModel, train.Shape, classes)
+			tc = cfg.SweepTeacherTrain
+		}
+		log.Info("training teachers", "teachers", k, "model", spec.String())
 		parts, err := data.Partition(train.Len(), []int{k}, cfg.Seed)
 		if err != nil {
 			return nil, err
 		}
 		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{
-			Spec: tSpec, Train: cfg.TeacherTrain, Seed: cfg.Seed ^ uint64(k)<<32,
+			Spec: spec, Train: tc, Seed: cfg.Seed ^ uint64(k)<<32,
 			CacheDir: cfg.CacheDir, Progress: cfg.Progress, Clock: now, Logger: log,
 		}, train, parts[0])
 		if err != nil {
@@ -143,7 +149,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		if err != nil {
 			return nil, err
 		}
-		ens := Ensemble{Teachers: k, TableRows: full}
+		ens := Ensemble{Teachers: k, Model: spec.String(), TableRows: full}
 		for _, p := range preds {
 			a, _ := metrics.Accuracy(p, test.Y)
 			ens.TeacherMeanAccuracy += a / float64(len(preds))
