@@ -84,8 +84,8 @@ func FuzzLoadBatch(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"index":2,"batch_id":"","from":8,"labels":[0,0,0,0,0,0,0,0,0,0,0,0,0]}`))
 	f.Add([]byte(`{"labels":null}`))
+	c := stateClient(f) // its state file is rewritten for each input
 	f.Fuzz(func(t *testing.T, file []byte) {
-		c := stateClient(t)
 		writeState(t, c, 2, file)
 		bt, err := c.loadBatch(stateHash, 2, BatchID("s", stateHash, 4, 2), 8, 4, 3)
 		if err != nil {
