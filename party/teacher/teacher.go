@@ -80,6 +80,11 @@ func New(cfg Config) (*Node, error) {
 	case cfg.CapEpsilon != 0 && len(cfg.SigningKey) != ed25519.PrivateKeySize:
 		return nil, errors.New("teacher: opening the budget account needs the hospital's signing key")
 	}
+	if len(cfg.Registration) > 0 {
+		if err := checkRegistration(cfg.Registration, cfg.ID, cfg.SigningKey); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -91,6 +96,30 @@ func New(cfg Config) (*Node, error) {
 	s := "connecting to the aggregator at " + cfg.Aggregator
 	n.status.Store(&s)
 	return n, nil
+}
+
+// ErrBadRegistration is matched when the configured registration is not a
+// ledger registration of this hospital with its own signing key.
+var ErrBadRegistration = errors.New("teacher: the registration is not this hospital's")
+
+// checkRegistration checks, before anything is relayed, that reg is the
+// registration of hospital id with the public half of key (when set). The
+// administrator's signature is the ledger's to check.
+func checkRegistration(reg []byte, id string, key ed25519.PrivateKey) error {
+	c, err := ledger.DecodeCommand(reg)
+	if err != nil {
+		return fmt.Errorf("%w: it is not a ledger command (%v); use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, err)
+	}
+	b, ok := c.Body.(*ledger.RegisterParty)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: it is a %s command, not a registration; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, c.Body.Kind())
+	case b.Party.ID != id || b.Party.Role != ledger.RoleHospital:
+		return fmt.Errorf("%w: it registers %s %s, not hospital %s; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, b.Party.Role, b.Party.ID, id)
+	case len(key) == ed25519.PrivateKeySize && !b.Party.PublicKey.Equal(key.Public()):
+		return fmt.Errorf("%w: it registers another signing key than this hospital's; use the registration made with its keys", ErrBadRegistration)
+	}
+	return nil
 }
 
 // Ready reports whether the hospital is registered with the aggregator.
