@@ -237,7 +237,8 @@ func Preset(name string) (Config, error) {
 		c.TeacherModel, c.StudentModel = model.KindSoftmax, model.KindMLP
 		c.TeacherTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 5e-3, BatchSize: 32, Epochs: 3, MinSteps: 40, Cosine: true}
 		c.StudentTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 8, MinSteps: 100, Cosine: true}
-		c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 0.9, Shift: 1}
+		c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 0.9, Shift: 1,
+			Train: model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 2, MinSteps: 100, Cosine: true}}
 	default:
 		return Config{}, fmt.Errorf("%w: unknown preset %q (want %s or %s)", ErrConfig, name, PresetPaperMNIST, PresetQuick)
 	}
