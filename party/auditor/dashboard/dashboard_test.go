@@ -311,7 +311,7 @@ func TestCheckpointAndVerification(t *testing.T) {
 				t.Fatalf("verification: %+v", v)
 			}
 			if tc.verified {
-				if !strings.HasPrefix(v.Summary, "verified") || !slices.Equal(v.Signers, want) || v.KeysPinned || v.Refused != 1 {
+				if !strings.HasPrefix(v.Summary, "Verified: all") || !slices.Equal(v.Signers, want) || v.KeysPinned || v.Refused != 1 {
 					t.Fatalf("verification: %+v", v)
 				}
 				for i, a := range f.st.Accounts() {

@@ -69,9 +69,10 @@ func (d *Dashboard) verification(v *view) *Verification {
 		Accepted: rep.Accepted, Refused: rep.Refused, Duplicates: rep.Duplicates,
 		Checks: rep.Checks, Signers: []string{}, Accounts: []AccountView{},
 	}
+	quorum := 0
 	for _, c := range rep.Checkpoints {
 		if c.Source == "export" {
-			res.Signers = append(res.Signers, c.Signers...)
+			res.Signers, quorum = append(res.Signers, c.Signers...), c.Quorum
 		}
 	}
 	for _, a := range rep.Accounts {
@@ -80,9 +81,9 @@ func (d *Dashboard) verification(v *view) *Verification {
 	failed := len(rep.Failures())
 	switch {
 	case rep.OK:
-		res.Summary = fmt.Sprintf("verified: %d entries replayed and reproduced, checkpoint of size %d signed by %d auditors", rep.Replayed, size, len(res.Signers))
+		res.Summary = fmt.Sprintf("Verified: all %d entries replay and reproduce; the checkpoint of size %d carries %d auditors' signatures (quorum %d)", rep.Replayed, size, len(res.Signers), quorum)
 	default:
-		res.Summary = fmt.Sprintf("verification FAILED: %d of %d checks failed", failed, len(rep.Checks))
+		res.Summary = fmt.Sprintf("Verification FAILED: %d of %d checks failed", failed, len(rep.Checks))
 	}
 	d.ver.key, d.ver.res = key, res
 	return res

@@ -151,6 +151,8 @@
       el("div", { class: "signers", id: "cosigners" }, ...signers),
     ];
     if (cp.error) parts.push(el("div", { class: "cp-error" }, cp.error));
+    parts.push(el("div", { class: "note-title" }, "Signed note, as served (verify it with the auditors' public keys):"));
+    parts.push(el("pre", { class: "note", id: "cp-note" }, cp.note));
     replace("checkpoint", ...parts);
   }
 
@@ -186,9 +188,9 @@
             el("span", { class: "dim" }, " → " + k.epsilon_text))));
       return el("tr", { id: "charge-" + c.index },
         el("td", { class: "num" }, c.index),
-        el("td", { class: "dim" }, c.time),
+        el("td", { class: "dim nowrap" }, c.time),
         what,
-        el("td", {}, c.student),
+        el("td", { class: "nowrap" }, c.student),
         el("td", {}, c.mechanism, el("div", { class: "dim" }, c.params)),
         el("td", { class: "num" }, c.kind === "open-session" ? "—" : `${c.answers} / ${c.queries}`),
         costs);
@@ -202,9 +204,9 @@
     const rows = act.refusals.map((r) =>
       el("tr", { id: "refusal-" + r.index },
         el("td", { class: "num" }, r.index),
-        el("td", { class: "dim" }, r.time),
-        el("td", {}, r.kind, r.batch ? el("div", { class: "dim" }, r.batch) : null),
-        el("td", {}, r.signer),
+        el("td", { class: "dim nowrap" }, r.time),
+        el("td", { class: "nowrap" }, r.kind, r.batch ? el("div", { class: "dim" }, r.batch) : null),
+        el("td", { class: "nowrap" }, r.signer),
         el("td", {}, el("span", { class: "code" }, r.code)),
         el("td", {}, r.reason)));
     replace("refusals", ...rows);
