@@ -71,6 +71,9 @@ type Options struct {
 	// Refresh is how long the page's data is reused before the log is read
 	// again (default 2s). Reading replays the log, so it is rate-limited.
 	Refresh time.Duration
+	// VerifyEvery is the least time between two live verifications
+	// (default 30s): each replays the whole log and checks its signatures.
+	VerifyEvery time.Duration
 	// CosignTimeout bounds gathering the other auditors' signatures on the
 	// latest checkpoint (default 3s).
 	CosignTimeout time.Duration
@@ -89,6 +92,9 @@ func (o *Options) defaults() {
 	}
 	if o.Refresh <= 0 {
 		o.Refresh = 2 * time.Second
+	}
+	if o.VerifyEvery <= 0 {
+		o.VerifyEvery = 30 * time.Second
 	}
 	if o.CosignTimeout <= 0 {
 		o.CosignTimeout = 3 * time.Second

@@ -35,7 +35,7 @@ var auditorIDs = []string{"a1", "a2", "a3"}
 // fed is a ledger with three auditors, an aggregator, hospitals h1 (cap
 // ε 2) and h2 (cap ε 5), and a student.
 type fed struct {
-	t  *testing.T
+	t  testing.TB
 	st *ledger.State
 	ts int64
 }
@@ -358,7 +358,7 @@ func TestNoGenesis(t *testing.T) {
 	get(t, d, "/api/checkpoint", &cp)
 	var v Verification
 	get(t, d, "/api/verification", &v)
-	if ov.Entries != 0 || len(ov.Accounts) != 0 || cp.OK || !strings.Contains(cp.Error, "no genesis") || v.Ran || v.OK {
+	if ov.Entries != 0 || ov.Accounts == nil || len(ov.Accounts) != 0 || cp.OK || !strings.Contains(cp.Error, "no genesis") || v.Ran || v.OK {
 		t.Fatalf("empty ledger: %+v %+v %+v", ov, cp, v)
 	}
 }
@@ -376,16 +376,24 @@ func (c *fakeClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// countingSource counts verifications' inputs: how often the log is read.
+// countingSource records how the dashboard reads the log.
 type countingSource struct {
 	Source
-	mu    sync.Mutex
-	reads int
+	mu      sync.Mutex
+	reads   int        // cosigned checkpoints asked for: one per read of the log
+	entries [][2]int64 // the ranges of entries read
+}
+
+func (s *countingSource) CosignedCheckpoint(ctx context.Context) ([]byte, error) {
+	s.mu.Lock()
+	s.reads++
+	s.mu.Unlock()
+	return s.Source.CosignedCheckpoint(ctx)
 }
 
 func (s *countingSource) Entries(from, to int64) ([][]byte, error) {
 	s.mu.Lock()
-	s.reads++
+	s.entries = append(s.entries, [2]int64{from, to})
 	s.mu.Unlock()
 	return s.Source.Entries(from, to)
 }
@@ -394,7 +402,7 @@ func TestRefreshIsRateLimitedAndIncremental(t *testing.T) {
 	f := busy(t)
 	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	src := &countingSource{Source: LedgerSource(f.st, f.cosign(auditorIDs...))}
-	d := newDashboard(t, src, Options{Refresh: 5 * time.Second, Now: clock.now})
+	d := newDashboard(t, src, Options{Refresh: 5 * time.Second, VerifyEvery: 20 * time.Second, Now: clock.now})
 	var ov Overview
 	get(t, d, "/api/overview", &ov)
 	if ov.GeneratedAt != "2026-01-02 03:04:05 UTC" {
@@ -403,6 +411,9 @@ func TestRefreshIsRateLimitedAndIncremental(t *testing.T) {
 	before := ov.Entries
 	var first Verification
 	get(t, d, "/api/verification", &first)
+	if !first.OK || first.Entries != before {
+		t.Fatalf("first verification: %+v", first)
+	}
 
 	if r := f.charge("later", []string{"h2"}, 10); r.Status != ledger.StatusAccepted {
 		t.Fatal(r.Message)
@@ -412,24 +423,29 @@ func TestRefreshIsRateLimitedAndIncremental(t *testing.T) {
 	if ov.Entries != before || src.reads != 1 {
 		t.Fatalf("read again within the refresh interval: %d entries, %d reads", ov.Entries, src.reads)
 	}
-	var again Verification
-	get(t, d, "/api/verification", &again)
-	if again.CheckedAt != first.CheckedAt {
-		t.Fatal("verification ran again on the same log")
-	}
 	clock.add(2 * time.Second)
+	src.entries = nil
 	get(t, d, "/api/overview", &ov)
 	if ov.Entries != before+1 || src.reads != 2 {
 		t.Fatalf("after the refresh interval: %d entries, %d reads", ov.Entries, src.reads)
+	}
+	if len(src.entries) == 0 || src.entries[0] != [2]int64{before, before + 1} {
+		t.Fatalf("the replay read %v, want only the new entry [%d, %d)", src.entries, before, before+1)
 	}
 	var h History
 	get(t, d, "/api/history", &h)
 	if last := h.Series[1].Points[len(h.Series[1].Points)-1]; last.Index != uint64(before) {
 		t.Fatalf("h2's chart ends at entry %d, want the new charge %d", last.Index, before)
 	}
+	// The verification runs again only after VerifyEvery.
 	var v Verification
 	get(t, d, "/api/verification", &v)
-	if !v.OK || v.Entries != before+1 {
+	if v.CheckedAt != first.CheckedAt || v.Entries != before {
+		t.Fatalf("verification ran again within VerifyEvery: %+v", v)
+	}
+	clock.add(20 * time.Second)
+	get(t, d, "/api/verification", &v)
+	if !v.OK || v.Entries != before+1 || v.CheckedAt == first.CheckedAt {
 		t.Fatalf("verification of the grown log: %+v", v)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nzcfed/nzc/ledger"
 )
@@ -34,37 +35,52 @@ type Verification struct {
 type verifier struct {
 	mu  sync.Mutex
 	key [32]byte
+	at  time.Time
 	res *Verification
 }
 
-// verification verifies the view's log up to its checkpoint, reusing the
-// last result while neither the entries nor the signatures changed (the
-// outcome is a function of the exported bytes and the trusted keys).
+func notRun(why string) *Verification {
+	return &Verification{Summary: "not run: " + why, Checks: []ledger.Check{}, Signers: []string{}, Accounts: []AccountView{}}
+}
+
+// verification verifies the log up to the view's checkpoint. It runs at
+// most once per Options.VerifyEvery (a run replays the whole log), and
+// reuses the last result while neither the entries nor the signatures
+// changed (the outcome is a function of the exported bytes and the trusted
+// keys). Until the next run the result shown is of an earlier checkpoint,
+// which it names.
 func (d *Dashboard) verification(v *view) *Verification {
 	if v.cp == nil {
-		return &Verification{Summary: "not run: " + v.checkpoint.Error, Checks: []ledger.Check{}, Signers: []string{}, Accounts: []AccountView{}}
+		return notRun(v.checkpoint.Error)
 	}
-	size := min(v.checkpoint.Size, int64(len(v.entries)))
-	keys, err := d.src.AuditorKeys(size)
-	if err != nil {
-		return &Verification{Summary: "not run: " + err.Error(), Checks: []ledger.Check{}, Signers: []string{}, Accounts: []AccountView{}}
-	}
-	exp, err := ledger.Export{Entries: v.entries[:size], Checkpoints: [][]byte{v.cp}, Keys: keys}.Encode()
-	if err != nil {
-		return &Verification{Summary: "not run: " + err.Error(), Checks: []ledger.Check{}, Signers: []string{}, Accounts: []AccountView{}}
-	}
-	key := sha256.Sum256(exp)
-
 	d.ver.mu.Lock()
 	defer d.ver.mu.Unlock()
-	if d.ver.res != nil && d.ver.key == key {
+	now := d.opts.Now()
+	if d.ver.res != nil && now.Sub(d.ver.at) < d.opts.VerifyEvery {
 		return d.ver.res
 	}
-	start := d.opts.Now()
+	size := v.checkpoint.Size
+	entries, err := d.src.Entries(0, size)
+	if err != nil {
+		return notRun(err.Error())
+	}
+	keys, err := d.src.AuditorKeys(size)
+	if err != nil {
+		return notRun(err.Error())
+	}
+	exp, err := ledger.Export{Entries: entries, Checkpoints: [][]byte{v.cp}, Keys: keys}.Encode()
+	if err != nil {
+		return notRun(err.Error())
+	}
+	key := sha256.Sum256(exp)
+	if d.ver.res != nil && d.ver.key == key {
+		d.ver.at = now
+		return d.ver.res
+	}
 	rep := ledger.Verify(exp, ledger.VerifyOptions{TrustedKeys: d.opts.TrustedKeys})
 	res := &Verification{
-		Ran: true, OK: rep.OK, CheckedAt: start.UTC().Format("2006-01-02 15:04:05") + " UTC",
-		Millis:  d.opts.Now().Sub(start).Milliseconds(),
+		Ran: true, OK: rep.OK, CheckedAt: now.UTC().Format("2006-01-02 15:04:05") + " UTC",
+		Millis:  d.opts.Now().Sub(now).Milliseconds(),
 		Entries: rep.Entries, Root: rep.Root.String(), KeysPinned: rep.KeysPinned,
 		Accepted: rep.Accepted, Refused: rep.Refused, Duplicates: rep.Duplicates,
 		Checks: rep.Checks, Signers: []string{}, Accounts: []AccountView{},
@@ -85,6 +101,6 @@ func (d *Dashboard) verification(v *view) *Verification {
 	default:
 		res.Summary = fmt.Sprintf("Verification FAILED: %d of %d checks failed", failed, len(rep.Checks))
 	}
-	d.ver.key, d.ver.res = key, res
+	d.ver.key, d.ver.at, d.ver.res = key, now, res
 	return res
 }

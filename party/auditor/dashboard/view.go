@@ -161,7 +161,6 @@ type CheckpointView struct {
 // view is everything the page shows, read at one time.
 type view struct {
 	size       int64
-	entries    [][]byte
 	cp         []byte // the cosigned checkpoint, nil if there is none
 	overview   Overview
 	history    History
@@ -173,7 +172,14 @@ type cache struct {
 	mu sync.Mutex
 	v  *view
 	at time.Time
+	// replay follows the log: each read replays only the new entries.
+	replay    *ledger.SpendReplay
+	points    []ledger.SpendPoint
+	replayErr error
 }
+
+// chunk bounds the entries read from the source at once.
+const chunk = 4096
 
 // view returns the data the page shows, reading the log again when the
 // last read is older than Options.Refresh.
@@ -192,6 +198,7 @@ func (d *Dashboard) view(ctx context.Context) (*view, error) {
 	return v, nil
 }
 
+// build reads the log; d.data.mu is held.
 func (d *Dashboard) build(ctx context.Context, prev *view, now time.Time) (*view, error) {
 	// The checkpoint first: the log read after it holds at least its entries.
 	cctx, cancel := context.WithTimeout(ctx, d.opts.CosignTimeout)
@@ -199,33 +206,39 @@ func (d *Dashboard) build(ctx context.Context, prev *view, now time.Time) (*view
 	cancel()
 
 	v := &view{size: d.src.TreeSize()}
-	if prev != nil && prev.size <= v.size {
-		more, err := d.src.Entries(prev.size, v.size)
+	c := &d.data
+	if c.replay == nil || v.size < c.replay.Len() {
+		c.replay, c.points, c.replayErr = ledger.NewSpendReplay(), nil, nil
+	}
+	for c.replayErr == nil && c.replay.Len() < v.size {
+		from := c.replay.Len()
+		es, err := d.src.Entries(from, min(from+chunk, v.size))
 		if err != nil {
 			return nil, err
 		}
-		v.entries = append(slices.Clip(prev.entries), more...)
-	} else {
-		all, err := d.src.Entries(0, v.size)
+		// A log that does not replay is shown, with the error, rather
+		// than refused: the verification then names the entry.
+		ps, err := c.replay.Append(es)
+		c.points = append(c.points, ps...)
 		if err != nil {
-			return nil, err
+			c.replayErr = err
+			d.opts.Logger.Error("dashboard: the ledger's log does not replay", "err", err)
 		}
-		v.entries = all
 	}
 	if prev != nil && prev.size == v.size {
 		v.history, v.activity = prev.history, prev.activity
 	} else {
-		// A log that does not replay is shown, with the error, rather than
-		// refused: the verification then names the entry.
-		points, err := ledger.SpendHistory(v.entries)
-		v.history = d.history(points, v.size)
-		if err != nil {
-			v.history.Error = "the log does not replay: " + err.Error()
-			d.opts.Logger.Error("dashboard: the ledger's log does not replay", "err", err)
+		v.history = d.history(c.points, v.size)
+		if c.replayErr != nil {
+			v.history.Error = "the log does not replay: " + c.replayErr.Error()
 		}
-		v.activity = d.activity(v.entries, points)
+		var err error
+		if v.activity, err = d.activity(v.size, c.points); err != nil {
+			return nil, err
+		}
 	}
-	v.overview = Overview{Auditor: d.opts.Auditor, Entries: v.size, GeneratedAt: now.UTC().Format("2006-01-02 15:04:05") + " UTC"}
+	v.overview = Overview{Auditor: d.opts.Auditor, Entries: v.size, GeneratedAt: now.UTC().Format("2006-01-02 15:04:05") + " UTC",
+		Accounts: []AccountView{}}
 	for _, a := range d.src.Accounts() {
 		v.overview.Accounts = append(v.overview.Accounts, accountView(a))
 	}
@@ -288,7 +301,9 @@ func thin(ps []Point, max int) ([]Point, bool) {
 	return out, true
 }
 
-func (d *Dashboard) activity(entries [][]byte, points []ledger.SpendPoint) Activity {
+// activity lists the recent charges and refusals of the first size
+// entries, reading the log backwards.
+func (d *Dashboard) activity(size int64, points []ledger.SpendPoint) (Activity, error) {
 	// Each point's rise over the hospital's previous one, by entry.
 	costs := map[uint64][]Cost{}
 	last := map[string]ledger.SpendPoint{}
@@ -315,10 +330,19 @@ func (d *Dashboard) activity(entries [][]byte, points []ledger.SpendPoint) Activ
 			IncreaseText: "+" + FormatEpsilon(inc), EpsilonText: FormatEpsilon(p.Epsilon)})
 	}
 	a := Activity{Charges: []ChargeView{}, Refusals: []RefusalView{}}
-	for i := len(entries) - 1; i >= 0 && (len(a.Charges) < d.opts.Recent || len(a.Refusals) < d.opts.Recent); i-- {
-		en, err := ledger.DecodeEntry(entries[i])
+	var entries [][]byte
+	base := size
+	for i := size - 1; i >= 0 && (len(a.Charges) < d.opts.Recent || len(a.Refusals) < d.opts.Recent); i-- {
+		if i < base {
+			base = max(0, i+1-chunk/16)
+			var err error
+			if entries, err = d.src.Entries(base, i+1); err != nil {
+				return a, err
+			}
+		}
+		en, err := ledger.DecodeEntry(entries[i-base])
 		if err != nil {
-			continue // SpendHistory replayed the log, so this does not happen
+			continue // the verification reports it
 		}
 		c, cerr := ledger.DecodeCommand(en.Command)
 		switch {
@@ -353,7 +377,7 @@ func (d *Dashboard) activity(entries [][]byte, points []ledger.SpendPoint) Activ
 			a.Charges = append(a.Charges, cv)
 		}
 	}
-	return a
+	return a, nil
 }
 
 func params(ps []ledger.Param) string {
