@@ -32,6 +32,11 @@ checkpoints signed by this auditor's key, and the intake where the aggregator
 founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 
+The dashboard address serves a web page of the ledger over plain HTTP
+without authentication (loopback by default): each hospital's ε against its
+cap over time, charges, refusals, the cosigned checkpoint and a live
+verification of the log.
+
 The operations endpoint serves /livez, /readyz, /metrics, /status and
 /checkpoint; the API address serves, over HTTPS with this auditor's
 certificate, /v1/export (the log with a cosigned
@@ -99,6 +104,10 @@ checkpoint, for independent verification) and /v1/accounts.`,
 		}()
 		node.ServeOps(ctx, cfg.Ops.Listen, n.Handler(), log)
 		if err := serveAPI(ctx, cfg.API, cert, apiHandler(n, led), log); err != nil {
+			_ = n.Close()
+			return err
+		}
+		if err := serveDashboard(ctx, cfg.Dashboard, cfg.ID, n, led, log); err != nil {
 			_ = n.Close()
 			return err
 		}
