@@ -380,7 +380,17 @@ func (d *demo) provision(mech config.Mechanism) error {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	d.api = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}}
+	// The compliance API reads the ledger for the compliance party only.
+	cp, ok := m.Party(crypto.RoleCompliance, string(crypto.RoleCompliance))
+	if !ok {
+		return errors.New("the federation has no compliance party")
+	}
+	cred, err := crypto.LoadCredential(m.Path(cp.Cert), m.Path(cp.Key))
+	if err != nil {
+		return err
+	}
+	d.api = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool,
+		Certificates: []tls.Certificate{cred.TLSCertificate()}, MinVersion: tls.VersionTLS13}}}
 	if err := writeGenesis(m); err != nil {
 		return err
 	}
