@@ -123,6 +123,7 @@ func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var refused atomic.Int64
+	first := leader.Status().LastIndex
 	b.SetParallelism(32)
 	b.ResetTimer()
 	start := time.Now()
@@ -149,6 +150,9 @@ func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
 	b.StopTimer()
 	if refused.Load() > 0 {
 		b.Fatalf("%d charges refused", refused.Load())
+	}
+	if entries := leader.Status().LastIndex - first; entries > 0 {
+		b.ReportMetric(float64(b.N)/float64(entries), "charges/entry")
 	}
 	reportLatency(b, lat, elapsed)
 }

@@ -58,6 +58,18 @@ type federation struct {
 	machines []*auditor.Ledger
 	nodes    []*auditor.Node
 	intakes  []string
+	// log, when set, replaces the test's warning logger for every party.
+	log *slog.Logger
+	// raftTimeout, when set, replaces the fast raft heartbeat and election
+	// timeouts of the tests (200ms).
+	raftTimeout time.Duration
+}
+
+func (f *federation) logger() *slog.Logger {
+	if f.log != nil {
+		return f.log
+	}
+	return logger(f.t)
 }
 
 func (f *federation) party(role crypto.Role, id string) crypto.PartyFiles {
@@ -73,7 +85,7 @@ func (f *federation) net(p crypto.PartyFiles) quicnet.Config {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return quicnet.Config{CA: f.ca, Credential: cred, Logger: logger(f.t).With("party", p.ID)}
+	return quicnet.Config{CA: f.ca, Credential: cred, Logger: f.logger().With("party", p.ID)}
 }
 
 func (f *federation) identity(p crypto.PartyFiles) *crypto.Identity {
@@ -115,6 +127,10 @@ func run(t *testing.T, name string, fn func(ctx context.Context) error) context.
 func startAuditors(t *testing.T, f *federation) {
 	pool := x509.NewCertPool()
 	pool.AddCert(f.ca)
+	timeout := 200 * time.Millisecond
+	if f.raftTimeout > 0 {
+		timeout = f.raftTimeout
+	}
 	var first string
 	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
 		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
@@ -130,8 +146,8 @@ func startAuditors(t *testing.T, f *federation) {
 			DataDir: t.TempDir(), NodeID: p.ID, BindAddr: "127.0.0.1:0",
 			ServerTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
 			ClientTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
-			StateMachine: m, Logger: logger(t).With("auditor", p.ID),
-			HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, ApplyTimeout: 5 * time.Second,
+			StateMachine: m, Logger: f.logger().With("auditor", p.ID),
+			HeartbeatTimeout: timeout, ElectionTimeout: timeout, ApplyTimeout: 5 * time.Second,
 		}
 		if i == 0 {
 			cfg.Bootstrap = true
@@ -152,7 +168,7 @@ func startAuditors(t *testing.T, f *federation) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		srv := &intake.Server{Node: n, Ledger: m, Logger: logger(t)}
+		srv := &intake.Server{Node: n, Ledger: m, Logger: f.logger()}
 		run(t, p.ID+" intake", func(ctx context.Context) error { return srv.Serve(ctx, l) })
 		f.machines, f.nodes, f.intakes = append(f.machines, m), append(f.nodes, n), append(f.intakes, l.Addr().String())
 	}

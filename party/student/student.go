@@ -139,7 +139,11 @@ func (c *Client) statePath(dataHash string, index int) string {
 	return filepath.Join(c.cfg.StateDir, dataHash[:16], fmt.Sprintf("batch-%06d.json", index))
 }
 
-func (c *Client) loadBatch(dataHash string, index int, id []byte) (*Batch, error) {
+// loadBatch reads the record of batch index, which holds the queries
+// [from, from+count) of a data set with the given number of classes (0 when
+// unknown). A record that is not exactly that batch's is an error: its labels
+// would land on other queries.
+func (c *Client) loadBatch(dataHash string, index int, id []byte, from, count, classes int) (*Batch, error) {
 	b, err := os.ReadFile(c.statePath(dataHash, index))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -148,10 +152,21 @@ func (c *Client) loadBatch(dataHash string, index int, id []byte) (*Batch, error
 		return nil, err
 	}
 	var bt Batch
-	if err := json.Unmarshal(b, &bt); err != nil || bt.BatchID != hex.EncodeToString(id) {
+	if err := json.Unmarshal(b, &bt); err != nil || bt.BatchID != hex.EncodeToString(id) || bt.Index != index ||
+		bt.From != from || len(bt.Labels) != count || !validLabels(bt.Labels, classes) {
 		return nil, fmt.Errorf("student: state file %s is damaged or from another run; move it away to ask that batch again (the aggregator answers a known batch without a new charge)", c.statePath(dataHash, index))
 	}
 	return &bt, nil
+}
+
+// validLabels reports whether every label is a class or −1 (refused).
+func validLabels(ls []int32, classes int) bool {
+	for _, l := range ls {
+		if l < -1 || (classes > 0 && int(l) >= classes) {
+			return false
+		}
+	}
+	return true
 }
 
 // Label labels every row of x (the features of d; its labels are not
@@ -177,7 +192,7 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 	for i := range nb {
 		from, to := i*c.cfg.BatchSize, min((i+1)*c.cfg.BatchSize, n)
 		id := BatchID(c.cfg.ID, hash, c.cfg.BatchSize, i)
-		bt, err := c.loadBatch(hash, i, id)
+		bt, err := c.loadBatch(hash, i, id, from, to-from, d.Classes)
 		if err != nil {
 			return res, err
 		}
