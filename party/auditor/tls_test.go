@@ -57,6 +57,12 @@ func newTestCA(t testing.TB) *testCA {
 
 func (ca *testCA) issue(t testing.TB, role, id string) tls.Certificate {
 	t.Helper()
+	return ca.issueValid(t, role, id, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// issueValid issues a certificate valid from notBefore to notAfter.
+func (ca *testCA) issueValid(t testing.TB, role, id string, notBefore, notAfter time.Time) tls.Certificate {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +74,8 @@ func (ca *testCA) issue(t testing.TB, role, id string) tls.Certificate {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: role + "/" + id},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		URIs:         []*url.URL{{Scheme: "nzc", Host: role, Path: "/" + id}},
