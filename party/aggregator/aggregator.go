@@ -62,6 +62,12 @@ type Config struct {
 	BatchDeadline time.Duration
 	// Ledger is where charges are committed. Required.
 	Ledger Ledger
+	// LedgerTimeout bounds one proposal of a batch's charge: when the
+	// ledger has not answered by then (its auditors have no majority, or
+	// are unreachable), the batch stays pending and the student is refused
+	// with ledger-unavailable instead of waiting without end. Zero means
+	// DefaultLedgerTimeout.
+	LedgerTimeout time.Duration
 	// Rand is the mechanism's noise source; nil means crypto/rand.
 	Rand io.Reader
 	// Now is the clock for deadlines and charge timestamps; nil means
@@ -77,6 +83,10 @@ type Config struct {
 	// it there; production leaves it nil.
 	Pause func(ctx context.Context, point string)
 }
+
+// DefaultLedgerTimeout is Config.LedgerTimeout's default: far above a
+// healthy commit (milliseconds) and a raft election (seconds).
+const DefaultLedgerTimeout = 15 * time.Second
 
 // The points of the release path where Config.Pause is called.
 const (
@@ -157,6 +167,9 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.LedgerTimeout <= 0 {
+		cfg.LedgerTimeout = DefaultLedgerTimeout
 	}
 	if cfg.Hospitals < cfg.Quorum {
 		cfg.Hospitals = cfg.Quorum
@@ -520,7 +533,9 @@ func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.Qu
 // returns the labels once the ledger has committed it.
 func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start time.Time) (*nzcpb.LabelResponse, error) {
 	if rec.State == StatePending {
-		res, err := a.cfg.Ledger.Submit(ctx, rec.Command)
+		sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
+		res, err := a.cfg.Ledger.Submit(sctx, rec.Command)
+		cancel()
 		if err != nil {
 			a.log.Warn("ledger did not confirm the charge; the batch stays pending", "batch", rec.BatchID, "err", err)
 			return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
