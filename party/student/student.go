@@ -43,7 +43,9 @@ type Config struct {
 	// StateDir records labelled batches, for resumable runs.
 	StateDir string
 	// Attempts bounds how often one batch is asked when the answer is a
-	// retryable refusal (quorum, ledger unavailable); 0 means 10.
+	// retryable refusal (quorum, ledger unavailable) or the connection is
+	// lost; 0 means 10, which with retryWait's backoff spans about a
+	// minute.
 	Attempts int
 	Backoff  quicnet.Backoff
 	Logger   *slog.Logger
@@ -278,10 +280,11 @@ func (c *Client) ask(ctx context.Context, conn **quicnet.Conn, part *data.Datase
 			_ = (*conn).Close()
 			*conn = nil
 		}
-		wait := time.Duration(attempt) * 500 * time.Millisecond
-		if pe != nil && pe.RetryAfter > 0 {
-			wait = pe.RetryAfter
+		var after time.Duration
+		if pe != nil {
+			after = pe.RetryAfter
 		}
+		wait := retryWait(attempt, after)
 		c.log.Warn("batch not labelled yet; asking again under the same id", "batch", index, "attempt", attempt, "err", err, "wait", wait)
 		select {
 		case <-time.After(wait):
@@ -295,6 +298,21 @@ func (c *Client) ask(ctx context.Context, conn **quicnet.Conn, part *data.Datase
 	}
 	return nil, fmt.Errorf("batch %d not labelled after %d attempts: %w", index, c.cfg.Attempts, last)
 }
+
+// retryWait is how long to wait before asking a batch again after the given
+// attempt failed: at least what the aggregator asked for, and doubling from
+// 500ms up to 10s, so that the default 10 attempts span about a minute — a
+// transient fault (the aggregator restarting, hospitals reconnecting, a
+// ledger election) does not stop a long run.
+func retryWait(attempt int, retryAfter time.Duration) time.Duration {
+	wait := maxRetryWait
+	if attempt < 8 {
+		wait = min(maxRetryWait, 500*time.Millisecond<<max(0, attempt-1))
+	}
+	return max(wait, retryAfter)
+}
+
+const maxRetryWait = 10 * time.Second
 
 func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int) (*Batch, error) {
 	if string(resp.GetBatchId()) != string(id) || int(resp.GetNumQueries()) != nq {
