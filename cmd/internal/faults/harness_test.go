@@ -667,7 +667,7 @@ func (f *fed) checkInvariants(results []*student.Result, special map[string]want
 			top = max(top, b.LedgerIndex)
 		}
 	}
-	v := f.verifiedLedgerAtLeast(0, int(top)+1)
+	v := f.verifiedLedgerAtLeast(f.leader(f.t), int(top)+1)
 	all := make([]string, 0, len(f.hospitals))
 	for _, h := range f.hospitals {
 		all = append(all, h.id)
