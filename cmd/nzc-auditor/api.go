@@ -3,70 +3,41 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/nzcfed/nzc/internal/ops"
-	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
 
-// apiHandler serves the read side of the ledger for compliance officers:
-//
-//	GET /v1/export    the whole log with a checkpoint cosigned by every
-//	                  auditor that answered, and the auditors' keys, in the
-//	                  ledger's export encoding (verify it with
-//	                  ledger.Verify or `nzc ledger verify`)
-//	GET /v1/accounts  every hospital's budget account, as JSON
-func apiHandler(n *auditor.Node, led *auditor.Ledger) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		b, err := export(ctx, n, led)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(b)
-	})
-	mux.HandleFunc("GET /v1/accounts", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(led.State().Accounts())
-	})
-	return mux
+// apiHandler serves the compliance API (package compliance): status, peers,
+// accounts, entries, checkpoints, proofs and the export for the readers its
+// roles allow, and cluster administration for this auditor's own operator.
+func apiHandler(n *auditor.Node, led *auditor.Ledger, self string) http.Handler {
+	api := &compliance.API{Cluster: n, Ledger: led.State(), Self: self}
+	return api.Handler()
 }
 
-// export returns the log up to a checkpoint cosigned by the auditors.
-func export(ctx context.Context, n *auditor.Node, led *auditor.Ledger) ([]byte, error) {
-	cp, err := n.CosignCheckpoint(ctx)
-	if err != nil {
-		return nil, err
+// apiTLS is the compliance API's TLS: this auditor's federation certificate,
+// and a client certificate issued by the federation CA required of every
+// reader (the handler then checks the role it names).
+func apiTLS(cert tls.Certificate, ca *x509.Certificate) *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS13,
 	}
-	c, err := ledger.PeekCheckpoint(cp)
-	if err != nil {
-		return nil, err
-	}
-	st := led.State()
-	entries, err := st.Entries(0, c.Size)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := st.AuditorKeys(c.Size)
-	if err != nil {
-		return nil, err
-	}
-	return ledger.Export{Entries: entries, Checkpoints: [][]byte{cp}, Keys: keys}.Encode()
 }
 
-// serveAPI serves the compliance API over HTTPS with the auditor's
-// federation certificate: readers check it against the federation CA.
-func serveAPI(ctx context.Context, addr string, cert tls.Certificate, h http.Handler, log *slog.Logger) error {
+// serveAPI serves h over HTTPS on addr with the given TLS configuration.
+func serveAPI(ctx context.Context, addr string, conf *tls.Config, h http.Handler, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -74,7 +45,7 @@ func serveAPI(ctx context.Context, addr string, cert tls.Certificate, h http.Han
 	if err != nil {
 		return fmt.Errorf("compliance API: listen on %s: %w (choose a free address with --api)", addr, err)
 	}
-	ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	ln = tls.NewListener(ln, conf)
 	go func() {
 		if err := ops.ServeListener(ctx, ln, h, log.With("endpoint", "compliance API (HTTPS)")); err != nil {
 			log.Error("compliance API stopped", "err", err)

@@ -32,10 +32,19 @@ checkpoints signed by this auditor's key, and the intake where the aggregator
 founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 
+The dashboard address serves a web page of the ledger over plain HTTP
+without authentication (loopback by default): each hospital's ε against its
+cap over time, charges, refusals, the cosigned checkpoint and a live
+verification of the log.
+
 The operations endpoint serves /livez, /readyz, /metrics, /status and
-/checkpoint; the API address serves, over HTTPS with this auditor's
-certificate, /v1/export (the log with a cosigned
-checkpoint, for independent verification) and /v1/accounts.`,
+/checkpoint. The API address serves the compliance API over HTTPS with this
+auditor's certificate, to clients presenting a certificate of the federation
+CA: compliance officers and auditors read /v1/status, /v1/peers,
+/v1/accounts, /v1/entries, /v1/checkpoint, /v1/proof/inclusion,
+/v1/proof/consistency and /v1/export; hospitals read all but the entries and
+the export; this auditor's own certificate may also join or remove peers and
+take snapshots (see 'nzc ledger --help').`,
 		Example: `  nzc-auditor run --config federation/auditor-1.yaml
 
   # A replacement auditor joining an existing cluster:
@@ -98,7 +107,11 @@ checkpoint, for independent verification) and /v1/accounts.`,
 			}
 		}()
 		node.ServeOps(ctx, cfg.Ops.Listen, n.Handler(), log)
-		if err := serveAPI(ctx, cfg.API, cert, apiHandler(n, led), log); err != nil {
+		if err := serveAPI(ctx, cfg.API, apiTLS(cert, netCfg.CA), apiHandler(n, led, cfg.ID), log); err != nil {
+			_ = n.Close()
+			return err
+		}
+		if err := serveDashboard(ctx, cfg.Dashboard, cfg.ID, n, led, log); err != nil {
 			_ = n.Close()
 			return err
 		}

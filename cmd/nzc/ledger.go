@@ -23,7 +23,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
 
 // ErrLedgerNotVerified is returned by `nzc ledger verify` when any check
@@ -33,15 +33,30 @@ var ErrLedgerNotVerified = errors.New("the ledger export did not verify: see the
 func newLedgerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
-		Short: "Verify and read the privacy ledger, as a compliance officer",
-		Long: `Commands for compliance officers: fetch the ledger's export from an auditor
-and verify it offline against the auditors' public keys.`,
+		Short: "Read, verify and administer the privacy ledger",
+		Long: `Commands for compliance officers and auditors' operators. They talk to an
+auditor's compliance API over HTTPS, presenting the client certificate of
+--as from the federation directory (compliance by default).
+
+  read       status, peers, accounts, entries, export (compliance and auditor
+             roles; hospitals read status, peers, accounts and checkpoints)
+  verify     check an export offline against the auditors' public keys
+  administer join, remove-peer, snapshot save (the auditor's own certificate)
+             and snapshot restore (offline, on a stopped auditor's data dir)`,
 		Example: `  # Fetch the export with the compliance party's certificate, then verify it offline:
   nzc ledger export --api 127.0.0.1:7700 --federation fed --out ledger.export
-  nzc ledger verify --export ledger.export --federation fed`,
+  nzc ledger verify --export ledger.export --federation fed
+
+  # The cluster and the latest cosigned checkpoint; keep it for the next audit:
+  nzc ledger status --api 127.0.0.1:7700 --federation fed --save-checkpoint last.checkpoint
+
+  # As auditor-1's operator, back up its state:
+  nzc ledger snapshot save --api 127.0.0.1:7700 --federation fed --as auditor-1 --out a1.snapshot`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newLedgerVerifyCommand(), newLedgerExportCommand(), newLedgerAccountsCommand(), newLedgerStatusCommand())
+	cmd.AddCommand(newLedgerStatusCommand(), newLedgerPeersCommand(), newLedgerJoinCommand(), newLedgerRemovePeerCommand(),
+		newLedgerAccountsCommand(), newLedgerEntriesCommand(), newLedgerExportCommand(), newLedgerVerifyCommand(),
+		newLedgerSnapshotCommand())
 	return cmd
 }
 
@@ -196,28 +211,52 @@ func auditorKeyFile(id, path string) (string, error) {
 	return k, nil
 }
 
-// complianceFlags are the connection flags of the commands that read an
+// complianceFlags are the connection flags of the commands that talk to an
 // auditor's compliance API.
 type complianceFlags struct {
 	api, fed, as string
 	timeout      time.Duration
 }
 
-func addComplianceFlags(cmd *cobra.Command) *complianceFlags {
+// addComplianceFlags adds --api, --federation, --as (defaulting to as) and
+// --timeout.
+func addComplianceFlags(cmd *cobra.Command, as string, asHelp string) *complianceFlags {
 	c := &complianceFlags{}
 	cmd.Flags().StringVar(&c.api, "api", "", "an auditor's compliance API, HOST:PORT (its nzc-auditor --api)")
 	cmd.Flags().StringVar(&c.fed, "federation", "", "federation directory: its CA, and the certificate and key of --as")
-	cmd.Flags().StringVar(&c.as, "as", string(crypto.RoleCompliance), "the party whose client certificate to present")
+	cmd.Flags().StringVar(&c.as, "as", as, asHelp)
 	cmd.Flags().DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
 	return c
 }
 
-// get fetches path from the compliance API over HTTPS, checking the
-// auditor's certificate against the federation CA and presenting the
-// client certificate of c.as.
+const readerAsHelp = "the party whose client certificate to present (compliance, an auditor, or a hospital, which reads only aggregates)"
+
+// get fetches path from the compliance API.
 func (c *complianceFlags) get(ctx context.Context, path string) ([]byte, error) {
+	return c.do(ctx, http.MethodGet, path, nil)
+}
+
+// getJSON fetches path and decodes its JSON into v.
+func (c *complianceFlags) getJSON(ctx context.Context, path string, v any) error {
+	b, err := c.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("GET %s: the auditor's answer is not the expected JSON: %w", path, err)
+	}
+	return nil
+}
+
+// do sends a request to the compliance API over HTTPS, checking the
+// auditor's certificate against the federation CA and presenting the
+// client certificate of c.as from the federation directory.
+func (c *complianceFlags) do(ctx context.Context, method, path string, body any) ([]byte, error) {
 	if c.api == "" || c.fed == "" {
 		return nil, errors.New("--api HOST:PORT and --federation DIR are required")
+	}
+	if c.as == "" {
+		return nil, errors.New("--as ID is required: the party whose certificate to present")
 	}
 	m, err := crypto.LoadManifest(c.fed)
 	if err != nil {
@@ -251,21 +290,37 @@ func (c *complianceFlags) get(ctx context.Context, path string) ([]byte, error) 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	url := "https://" + c.api + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, fmt.Errorf("--api %q: %w", c.api, err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w (is an auditor's compliance API listening there?)", url, err)
+		return nil, fmt.Errorf("%s %s: %w (is an auditor's compliance API listening there?)", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+		msg := strings.TrimSpace(string(b))
+		var e compliance.Error
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return nil, fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, msg)
 	}
 	return b, nil
 }
@@ -290,7 +345,7 @@ write it to --out. Nothing is trusted yet: verify it with 'nzc ledger verify'.`,
   nzc ledger verify --export ledger.export --federation fed`,
 		Args: cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd)
+	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	out := cmd.Flags().String("out", "", "file to write the export to (replaced atomically)")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -339,7 +394,7 @@ report recomputes the same accounts by replaying the log.`,
   nzc ledger accounts --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd)
+	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -378,85 +433,58 @@ func printAccounts(w io.Writer, accounts []ledger.Account) error {
 
 // ledgerStatus is what `nzc ledger status` reports about one auditor.
 type ledgerStatus struct {
-	Auditor      auditor.Status     `json:"auditor"`
-	Checkpoint   *ledger.Checkpoint `json:"checkpoint,omitempty"` // its latest signed checkpoint, unverified
-	Saved        string             `json:"saved,omitempty"`      // where the cosigned checkpoint was written
-	SavedSize    int64              `json:"saved_size,omitempty"`
-	NoCheckpoint string             `json:"no_checkpoint,omitempty"`
+	compliance.Status
+	Checkpoint   *compliance.CheckpointInfo `json:"checkpoint,omitempty"` // the latest checkpoint, with its cosigners
+	NoCheckpoint string                     `json:"no_checkpoint,omitempty"`
+	Saved        string                     `json:"saved,omitempty"` // where the cosigned checkpoint was written
 }
 
 func newLedgerStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show an auditor's raft state and its latest signed checkpoint",
+		Short: "Show an auditor's raft state and the latest cosigned checkpoint",
 		Long: `Show one auditor's raft state (its role, the leader, term and indexes, the
-members it knows) and the size and root of its latest signed checkpoint, from
-its operations endpoint (nzc-auditor's ops.listen, plain HTTP on the operator's
-network). With --save-checkpoint the auditor gathers its peers' signatures and
-the checkpoint cosigned by a majority is written to a file: keep it, and give it to a later 'nzc ledger verify --earlier' to prove that
-the log was only ever extended.`,
-		Example: `  nzc ledger status --ops 127.0.0.1:8405
-  nzc ledger status --ops 127.0.0.1:8405 --save-checkpoint 2026-11.checkpoint --format json`,
+members it knows), the size and root of its log, and the latest checkpoint
+with the auditors that cosigned it, over the compliance API (HTTPS, with the
+client certificate of --as from the federation directory).
+
+With --save-checkpoint the checkpoint, when a majority of the auditors
+cosigned it, is written to a file: keep it, and give it to a later
+'nzc ledger verify --earlier' to prove that the log was only ever extended.`,
+		Example: `  nzc ledger status --api 127.0.0.1:7700 --federation fed
+  nzc ledger status --api 127.0.0.1:7700 --federation fed --save-checkpoint 2026-11.checkpoint --format json`,
 		Args: cobra.NoArgs,
 	}
-	opsAddr := cmd.Flags().String("ops", "", "an auditor's operations endpoint, HOST:PORT (its ops.listen)")
-	save := cmd.Flags().String("save-checkpoint", "", "write the auditor's latest signed checkpoint to this file")
-	timeout := cmd.Flags().Duration("timeout", 10*time.Second, "give up after this long")
+	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
+	save := cmd.Flags().String("save-checkpoint", "", "write the checkpoint cosigned by a majority of the auditors to this file")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
 		if err != nil {
 			return err
 		}
-		if *opsAddr == "" {
-			return errors.New("--ops HOST:PORT is required: the auditor's ops.listen address")
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), *timeout)
-		defer cancel()
-		base := "http://" + *opsAddr
-		code, b, err := httpGet(ctx, base+"/status")
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("GET %s/status: %d: %s", base, code, strings.TrimSpace(string(b)))
-		}
+		ctx := cmd.Context()
 		var s ledgerStatus
-		if err := json.Unmarshal(b, &s.Auditor); err != nil {
-			return fmt.Errorf("GET %s/status is not an auditor's status: %w (is --ops an auditor's ops.listen?)", base, err)
-		}
-		code, b, err = httpGet(ctx, base+"/checkpoint")
-		switch {
-		case err != nil:
+		if err := c.getJSON(ctx, "/v1/status", &s.Status); err != nil {
 			return err
-		case code != http.StatusOK:
-			s.NoCheckpoint = strings.TrimSpace(string(b))
-		default:
-			c, err := ledger.PeekCheckpoint(b)
-			if err != nil {
-				return fmt.Errorf("GET %s/checkpoint: %w", base, err)
+		}
+		var cp compliance.CheckpointInfo
+		if err := c.getJSON(ctx, "/v1/checkpoint", &cp); err != nil {
+			if *save != "" {
+				return err
 			}
-			s.Checkpoint = &c
+			s.NoCheckpoint = err.Error()
+		} else {
+			s.Checkpoint = &cp
 		}
 		if *save != "" {
-			// The auditor's own checkpoint carries only its signature; what
-			// a later verify can rely on is one cosigned by a majority.
-			code, b, err := httpGet(ctx, base+"/checkpoint/cosigned")
-			if err != nil {
+			if !cp.QuorumMet {
+				return fmt.Errorf("the checkpoint of %d entries is cosigned by fewer than %d auditors: nothing saved (are a majority of the auditors up?)", cp.Size, cp.Quorum)
+			}
+			if err := crypto.WriteFile(*save, []byte(cp.Note), crypto.PublicFileMode, true); err != nil {
 				return err
 			}
-			if code != http.StatusOK {
-				return fmt.Errorf("auditor %s has no checkpoint cosigned by a majority to save: %d: %s (are a majority of the auditors up?)",
-					s.Auditor.ID, code, strings.TrimSpace(string(b)))
-			}
-			c, err := ledger.PeekCheckpoint(b)
-			if err != nil {
-				return fmt.Errorf("GET %s/checkpoint/cosigned: %w", base, err)
-			}
-			if err := crypto.WriteFile(*save, b, crypto.PublicFileMode, true); err != nil {
-				return err
-			}
-			s.Saved, s.SavedSize = *save, c.Size
+			s.Saved = *save
 		}
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
 	}
@@ -468,34 +496,37 @@ func (s ledgerStatus) text(w io.Writer) error {
 	a := s.Auditor
 	fmt.Fprintf(&b, "auditor %s (%s) is %s in term %d; leader %s (%s)\n", a.ID, a.Addr, a.State, a.Term, a.LeaderID, a.LeaderAddr)
 	fmt.Fprintf(&b, "raft log: last %d, committed %d, applied %d\n", a.LastIndex, a.CommitIndex, a.AppliedIndex)
+	if !s.Ready {
+		fmt.Fprintf(&b, "not ready: %s\n", s.NotYet)
+	}
 	for _, p := range a.Peers {
 		fmt.Fprintf(&b, "  member %s at %s\n", p.ID, p.Addr)
 	}
-	if s.Checkpoint != nil {
-		fmt.Fprintf(&b, "latest checkpoint: %s, %d entries, root %s (signature not checked here: verify an export)\n", s.Checkpoint.Origin, s.Checkpoint.Size, s.Checkpoint.Root)
+	fmt.Fprintf(&b, "ledger %s: %d entries, root %s\n", s.Origin, s.Size, s.Root)
+	if cp := s.Checkpoint; cp != nil {
+		var signed, missing []string
+		for _, c := range cp.Cosigners {
+			if c.Signed {
+				signed = append(signed, c.ID)
+			} else {
+				missing = append(missing, c.ID)
+			}
+		}
+		q := "a majority"
+		if !cp.QuorumMet {
+			q = "NOT a majority"
+		}
+		fmt.Fprintf(&b, "latest checkpoint: %d entries, root %s, cosigned by %s (%s of %d; %d needed)", cp.Size, cp.Root, strings.Join(signed, ", "), q, len(cp.Cosigners), cp.Quorum)
+		if len(missing) > 0 {
+			fmt.Fprintf(&b, "; not by %s", strings.Join(missing, ", "))
+		}
+		b.WriteString("\n")
 	} else {
-		fmt.Fprintf(&b, "no signed checkpoint yet: %s\n", s.NoCheckpoint)
+		fmt.Fprintf(&b, "no checkpoint: %s\n", s.NoCheckpoint)
 	}
 	if s.Saved != "" {
-		fmt.Fprintf(&b, "saved the checkpoint of %d entries cosigned by a majority to %s (give it to nzc ledger verify --earlier)\n", s.SavedSize, s.Saved)
+		fmt.Fprintf(&b, "saved the checkpoint of %d entries to %s (give it to nzc ledger verify --earlier)\n", s.Checkpoint.Size, s.Saved)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func httpGet(ctx context.Context, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w (is the auditor running with its ops endpoint there?)", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	return resp.StatusCode, b, nil
 }

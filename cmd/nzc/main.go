@@ -40,6 +40,7 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 		newAuditCommand(),
 		newExperimentCommand(),
 		newLedgerCommand(),
+		newBenchCommand(),
 	)
 	return root
 }

@@ -16,6 +16,10 @@ import (
 // log, and every auditor refuses it the same way); it is returned to the
 // submitter as a *RejectedError.
 //
+// index is the raft index of the log entry that carried cmd. The leader
+// packs concurrent submissions into one entry (see batch.go), so several
+// commands, applied one after another in order, may share an index.
+//
 // Raft calls Apply and Snapshot from one goroutine, never concurrently with
 // each other. Snapshot must return a copy of the state that later Applies do
 // not change; keep it quick, because Apply waits for it. Restore replaces
@@ -73,10 +77,25 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		data, err := f.sm.Apply(l.Index, l.Data)
-		out[i] = applyResult{data: data, err: err}
 		last = l.Index
-		n++
+		if !isBatch(l) {
+			data, err := f.sm.Apply(l.Index, l.Data)
+			out[i] = applyResult{data: data, err: err}
+			n++
+			continue
+		}
+		cmds, err := decodeBatch(l.Data)
+		if err != nil {
+			out[i] = applyResult{err: err}
+			continue
+		}
+		rs := make(batchResult, len(cmds))
+		for j, c := range cmds {
+			data, err := f.sm.Apply(l.Index, c)
+			rs[j] = applyResult{data: data, err: err}
+		}
+		out[i] = rs
+		n += len(cmds)
 	}
 	if n > 0 {
 		if f.onBatch != nil {

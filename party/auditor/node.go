@@ -41,6 +41,8 @@ type Node struct {
 
 	hadState bool // raft state existed when the node started
 
+	proposals chan *proposal // submissions for the leader's proposer
+
 	lifetime context.Context
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -67,6 +69,9 @@ type deps struct {
 	trailingLogs uint64 // raft TrailingLogs; zero keeps raft's default
 }
 
+// logCacheSize is how many recent raft entries a node keeps in memory.
+const logCacheSize = 1024
+
 // Files inside Config.DataDir.
 const (
 	raftDBFile   = "raft.db"
@@ -92,7 +97,14 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := deps{logs: store, stable: store, closers: []func() error{store.Close}}
+	// The leader reads every entry back to replicate it to each follower:
+	// keep the recent ones in memory instead of reading them from bbolt.
+	cached, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("auditor: log cache: %w", err)
+	}
+	d := deps{logs: cached, stable: store, closers: []func() error{store.Close}}
 	fail := func(err error) (*Node, error) {
 		for _, c := range d.closers {
 			_ = c()
@@ -201,6 +213,11 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		return nil, fmt.Errorf("auditor: start raft: %w", err)
 	}
 	n.raft = r
+	if cfg.MaxPacked != 1 {
+		n.proposals = make(chan *proposal, maxBatchCommands)
+		n.wg.Add(1)
+		go n.propose()
+	}
 	if d.mux != nil {
 		n.fwd = &forwardClient{tls: d.client, idle: map[string][]*fwdConn{}}
 		n.wg.Add(1)
@@ -420,23 +437,17 @@ func (n *Node) applyLocal(ctx context.Context, cmd []byte) ([]byte, uint64, erro
 			return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 		}
 	}
-	f := n.raft.Apply(cmd, timeout)
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	// raft's timeout bounds only the enqueueing, and a command still queued
-	// when raft shuts down is never answered: bound the wait here too.
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	var out proposed
 	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
-	case <-timer.C:
-		return nil, 0, ErrTimeout
-	case <-n.lifetime.Done():
-		return nil, 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrShutdown)
+	if n.cfg.MaxPacked == 1 {
+		out, err = n.applyUnpacked(ctx, cmd, timeout)
+	} else {
+		out, err = n.enqueue(ctx, cmd, timeout)
 	}
+	if err != nil {
+		return nil, 0, err
+	}
+	err = out.err
 	switch {
 	case err == nil:
 	case errors.Is(err, raft.ErrNotLeader):
@@ -450,14 +461,10 @@ func (n *Node) applyLocal(ctx context.Context, cmd []byte) ([]byte, uint64, erro
 	default:
 		return nil, 0, fmt.Errorf("auditor: apply: %w", err)
 	}
-	r, ok := f.Response().(applyResult)
-	if !ok {
-		return nil, 0, fmt.Errorf("auditor: apply at index %d returned %T", f.Index(), f.Response())
+	if out.res.err != nil {
+		return nil, out.index, &RejectedError{Index: out.index, Err: out.res.err}
 	}
-	if r.err != nil {
-		return nil, f.Index(), &RejectedError{Index: f.Index(), Err: r.err}
-	}
-	return r.data, f.Index(), nil
+	return out.res.data, out.index, nil
 }
 
 // Join adds the auditor id at addr as a voter. Joining again with the same

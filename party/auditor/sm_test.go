@@ -22,6 +22,7 @@ type chainSM struct {
 	head      [32]byte
 	seen      map[uint64]uint64 // id → sequence number
 	lastIndex uint64
+	atIndex   map[string]bool // the commands applied at lastIndex (one packed entry)
 	restores  int
 	reordered bool // Apply saw an index not above the last one
 	batches   int
@@ -38,9 +39,15 @@ func chainCmd(id uint64, payload string) []byte {
 func (s *chainSM) Apply(index uint64, cmd []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if index <= s.lastIndex {
+	// Commands packed into one raft entry share its index; an entry applied
+	// twice shows as an index going back or a command repeated at one index.
+	if index < s.lastIndex || (index == s.lastIndex && s.atIndex[string(cmd)]) {
 		s.reordered = true
 	}
+	if index != s.lastIndex || s.atIndex == nil {
+		s.atIndex = map[string]bool{}
+	}
+	s.atIndex[string(cmd)] = true
 	s.lastIndex = index
 	if len(cmd) < 8 {
 		return nil, fmt.Errorf("command of %d bytes is shorter than its id", len(cmd))
@@ -108,6 +115,7 @@ func (s *chainSM) Restore(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.count, s.head, s.lastIndex, s.seen = count, head, last, seen
+	s.atIndex = nil
 	s.restores++
 	return nil
 }

@@ -113,6 +113,65 @@ type muxListener struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
+
+	// raft's NetworkTransport neither closes the connections it accepted
+	// nor its pool of dialled ones when it closes: a peer's pooled
+	// connection would keep this node's handler goroutine blocked in a
+	// read after shutdown. The listener closes every raft connection it
+	// handed out, in either direction, when it closes.
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+}
+
+// trackedConn is a raft connection the listener closes when it closes. A
+// read cut short by that close reports io.EOF, the end raft expects of a
+// peer, rather than an error it would log.
+type trackedConn struct {
+	net.Conn
+	m    *muxListener
+	once sync.Once
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.m.isClosed() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (c *trackedConn) Close() error {
+	err := net.ErrClosed
+	c.once.Do(func() {
+		c.m.mu.Lock()
+		delete(c.m.conns, c)
+		c.m.mu.Unlock()
+		err = c.Conn.Close()
+	})
+	return err
+}
+
+// track wraps c so that closing the listener closes it; after the close it
+// closes c at once and returns an error.
+func (m *muxListener) track(c net.Conn) (net.Conn, error) {
+	tc := &trackedConn{Conn: c, m: m}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.isClosed() {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	m.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+func (m *muxListener) isClosed() bool {
+	select {
+	case <-m.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 func newMuxListener(bind string, advertise net.Addr, serverConf *tls.Config, log *slog.Logger) (*muxListener, error) {
@@ -130,6 +189,7 @@ func newMuxListener(bind string, advertise net.Addr, serverConf *tls.Config, log
 		raftConns: make(chan net.Conn),
 		fwdConns:  make(chan net.Conn),
 		closed:    make(chan struct{}),
+		conns:     map[*trackedConn]struct{}{},
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -181,7 +241,11 @@ func (m *muxListener) route(c net.Conn) {
 	var ch chan net.Conn
 	switch b[0] {
 	case chanRaft:
-		ch = m.raftConns
+		tc, err := m.track(c)
+		if err != nil {
+			return
+		}
+		c, ch = tc, m.raftConns
 	case chanForward:
 		ch = m.fwdConns
 	default:
@@ -199,8 +263,17 @@ func (m *muxListener) route(c net.Conn) {
 func (m *muxListener) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
+		m.mu.Lock()
 		close(m.closed)
+		conns := make([]*trackedConn, 0, len(m.conns))
+		for c := range m.conns {
+			conns = append(conns, c)
+		}
+		m.mu.Unlock()
 		err = m.ln.Close()
+		for _, c := range conns {
+			_ = c.Close()
+		}
 	})
 	return err
 }
@@ -232,7 +305,11 @@ func (s *streamLayer) Addr() net.Addr { return s.m.advertise }
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dialChannel(ctx, string(addr), s.client, chanRaft)
+	c, err := dialChannel(ctx, string(addr), s.client, chanRaft)
+	if err != nil {
+		return nil, err
+	}
+	return s.m.track(c)
 }
 
 // dialChannel opens a mutual-TLS connection to addr, checks the server is an

@@ -57,6 +57,12 @@ func newTestCA(t testing.TB) *testCA {
 
 func (ca *testCA) issue(t testing.TB, role, id string) tls.Certificate {
 	t.Helper()
+	return ca.issueValid(t, role, id, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// issueValid issues a certificate valid from notBefore to notAfter.
+func (ca *testCA) issueValid(t testing.TB, role, id string, notBefore, notAfter time.Time) tls.Certificate {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +74,8 @@ func (ca *testCA) issue(t testing.TB, role, id string) tls.Certificate {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: role + "/" + id},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		URIs:         []*url.URL{{Scheme: "nzc", Host: role, Path: "/" + id}},
@@ -110,6 +116,8 @@ type tlsCluster struct {
 	addrs    []string
 	cancel   []context.CancelFunc
 	done     []chan error
+	// maxPacked is every node's Config.MaxPacked.
+	maxPacked int
 }
 
 func (c *tlsCluster) config(i int, bind string, join []string) Config {
@@ -125,6 +133,7 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		HeartbeatTimeout: 500 * time.Millisecond,
 		ElectionTimeout:  500 * time.Millisecond,
 		ApplyTimeout:     5 * time.Second,
+		MaxPacked:        c.maxPacked,
 	}
 	if i == 0 && join == nil {
 		cfg.Bootstrap = true
@@ -176,8 +185,14 @@ func newTLSCluster(t testing.TB, size int) *tlsCluster {
 
 func newTLSClusterWith(t testing.TB, size int, machines []StateMachine) *tlsCluster {
 	t.Helper()
+	return newTLSClusterPacked(t, size, machines, 0)
+}
+
+// newTLSClusterPacked is newTLSClusterWith with every node's MaxPacked.
+func newTLSClusterPacked(t testing.TB, size int, machines []StateMachine, maxPacked int) *tlsCluster {
+	t.Helper()
 	c := &tlsCluster{
-		t: t, ca: newTestCA(t),
+		t: t, ca: newTestCA(t), maxPacked: maxPacked,
 		dirs: make([]string, size), sms: make([]*chainSM, size), nodes: make([]*Node, size),
 		addrs: make([]string, size), cancel: make([]context.CancelFunc, size), done: make([]chan error, size),
 		machines: machines,

@@ -58,6 +58,18 @@ type federation struct {
 	machines []*auditor.Ledger
 	nodes    []*auditor.Node
 	intakes  []string
+	// log, when set, replaces the test's warning logger for every party.
+	log *slog.Logger
+	// raftTimeout, when set, replaces the fast raft heartbeat and election
+	// timeouts of the tests (200ms).
+	raftTimeout time.Duration
+}
+
+func (f *federation) logger() *slog.Logger {
+	if f.log != nil {
+		return f.log
+	}
+	return logger(f.t)
 }
 
 func (f *federation) party(role crypto.Role, id string) crypto.PartyFiles {
@@ -73,7 +85,7 @@ func (f *federation) net(p crypto.PartyFiles) quicnet.Config {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return quicnet.Config{CA: f.ca, Credential: cred, Logger: logger(f.t).With("party", p.ID)}
+	return quicnet.Config{CA: f.ca, Credential: cred, Logger: f.logger().With("party", p.ID)}
 }
 
 func (f *federation) identity(p crypto.PartyFiles) *crypto.Identity {
@@ -115,6 +127,10 @@ func run(t *testing.T, name string, fn func(ctx context.Context) error) context.
 func startAuditors(t *testing.T, f *federation) {
 	pool := x509.NewCertPool()
 	pool.AddCert(f.ca)
+	timeout := 200 * time.Millisecond
+	if f.raftTimeout > 0 {
+		timeout = f.raftTimeout
+	}
 	var first string
 	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
 		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
@@ -130,8 +146,8 @@ func startAuditors(t *testing.T, f *federation) {
 			DataDir: t.TempDir(), NodeID: p.ID, BindAddr: "127.0.0.1:0",
 			ServerTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
 			ClientTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
-			StateMachine: m, Logger: logger(t).With("auditor", p.ID),
-			HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, ApplyTimeout: 5 * time.Second,
+			StateMachine: m, Logger: f.logger().With("auditor", p.ID),
+			HeartbeatTimeout: timeout, ElectionTimeout: timeout, ApplyTimeout: 5 * time.Second,
 		}
 		if i == 0 {
 			cfg.Bootstrap = true
@@ -152,7 +168,7 @@ func startAuditors(t *testing.T, f *federation) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		srv := &intake.Server{Node: n, Ledger: m, Logger: logger(t)}
+		srv := &intake.Server{Node: n, Ledger: m, Logger: f.logger()}
 		run(t, p.ID+" intake", func(ctx context.Context) error { return srv.Serve(ctx, l) })
 		f.machines, f.nodes, f.intakes = append(f.machines, m), append(f.nodes, n), append(f.intakes, l.Addr().String())
 	}
@@ -371,6 +387,38 @@ func TestFederation(t *testing.T) {
 		again, err := st.Label(t.Context(), d, nil)
 		if err != nil || again.Resumed != 3 {
 			t.Fatalf("a second run resumed %d batches (%v), want all 3 without asking", again.Resumed, err)
+		}
+	})
+
+	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
+		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
+			Logger: logger(t).With("party", "student")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := dataset(14, 200) // small: the hospitals' caps must last the whole test
+		res, err := win.Label(t.Context(), d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Batches) != 4 || res.Answered+res.Refused != 14 {
+			t.Fatalf("%d batches, %d answered, %d refused", len(res.Batches), res.Answered, res.Refused)
+		}
+		for i, b := range res.Batches {
+			if b.Index != i || b.From != 4*i {
+				t.Fatalf("batch %d recorded as index %d from %d", i, b.Index, b.From)
+			}
+		}
+		for i, l := range res.Labels {
+			if l >= 0 && l != d.Y[i] {
+				t.Errorf("query %d: label %d, every teacher voted %d", i, l, d.Y[i])
+			}
+		}
+		checkAgainstLedger(res)
+		again, err := win.Label(t.Context(), d, nil)
+		if err != nil || again.Resumed != 4 {
+			t.Fatalf("a second run resumed %d batches (%v), want all 4 without asking", again.Resumed, err)
 		}
 	})
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,11 @@ type Node struct {
 	connected atomic.Bool
 	answered  atomic.Int64
 	status    atomic.Pointer[string]
+	// voting serialises the teachers' inference: models are not safe for
+	// concurrent use, and one batch's inference already uses every core.
+	// Batches asked at once (several students, or one student's window)
+	// still overlap their decryption, transfer and ledger commit.
+	voting sync.Mutex
 }
 
 // New checks cfg.
@@ -82,6 +88,11 @@ func New(cfg Config) (*Node, error) {
 	case cfg.CapEpsilon != 0 && len(cfg.SigningKey) != ed25519.PrivateKeySize:
 		return nil, errors.New("teacher: opening the budget account needs the hospital's signing key")
 	}
+	if len(cfg.Registration) > 0 {
+		if err := checkRegistration(cfg.Registration, cfg.ID, cfg.SigningKey); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -93,6 +104,30 @@ func New(cfg Config) (*Node, error) {
 	s := "connecting to the aggregator at " + cfg.Aggregator
 	n.status.Store(&s)
 	return n, nil
+}
+
+// ErrBadRegistration is matched when the configured registration is not a
+// ledger registration of this hospital with its own signing key.
+var ErrBadRegistration = errors.New("teacher: the registration is not this hospital's")
+
+// checkRegistration checks, before anything is relayed, that reg is the
+// registration of hospital id with the public half of key (when set). The
+// administrator's signature is the ledger's to check.
+func checkRegistration(reg []byte, id string, key ed25519.PrivateKey) error {
+	c, err := ledger.DecodeCommand(reg)
+	if err != nil {
+		return fmt.Errorf("%w: it is not a ledger command (%v); use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, err)
+	}
+	b, ok := c.Body.(*ledger.RegisterParty)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: it is a %s command, not a registration; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, c.Body.Kind())
+	case b.Party.ID != id || b.Party.Role != ledger.RoleHospital:
+		return fmt.Errorf("%w: it registers %s %s, not hospital %s; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, b.Party.Role, b.Party.ID, id)
+	case len(key) == ed25519.PrivateKeySize && !b.Party.PublicKey.Equal(key.Public()):
+		return fmt.Errorf("%w: it registers another signing key than this hospital's; use the registration made with its keys", ErrBadRegistration)
+	}
+	return nil
 }
 
 // Ready reports whether the hospital is registered with the aggregator.
@@ -254,7 +289,9 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "features hold %d queries of %d values; the batch says %d, these teachers take %d",
 			f.GetNumQueries(), f.GetFeatureDim(), q.GetNumQueries(), v.Dim())
 	}
+	n.voting.Lock()
 	hist, err := v.Votes(ctx, f.GetValues())
+	n.voting.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("teachers' votes: %w", err)
 	}

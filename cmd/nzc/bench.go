@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/nzc/internal/bench"
+	mlprogress "github.com/nzcfed/nzc/ml/progress"
+)
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the mechanisms, the ledger, the teachers' inference and the whole federation on this machine",
+		Long: `Measure, in one run on this machine:
+
+  mechanism  answers per second of every aggregation mechanism, and the time
+             to analyse 10,000 queries (data-independent, and GNMax with the
+             data-dependent bound)
+  ledger     signed charges committed per second, and the p50/p99 latency, on
+             a 3-auditor raft cluster over loopback mutual TLS with durable
+             stores
+  inference  ensemble votes per second of 250 MNIST teachers (MLP and CNN),
+             and the fraction of the machine's measured GEMM throughput
+  e2e        labels per second through a whole federation on loopback
+             (3 hospitals, 3 auditors, 1 student; QUIC, age, raft) and through
+             an in-process pipeline with the same teachers and mechanism, and
+             their ratio
+
+Every figure is measured several times and reported with its median and
+spread (min, max). The teachers have random weights: inference costs the same
+whatever they learned. Queries are MNIST test images from --data when it holds
+MNIST (scripts/fetch-data.sh), random images otherwise. The parties' keys and
+data directories live in a temporary directory removed at the end.
+
+The machine should be otherwise idle: other work on it lowers every figure.`,
+		Example: `  # The standard run (a few minutes):
+  nzc bench
+
+  # A quick run (under two minutes), as JSON for a report:
+  nzc bench --quick --format json > bench.json
+
+  # Profile the whole federation's run:
+  nzc bench --quick --sections e2e --cpuprofile e2e.prof && go tool pprof -top e2e.prof
+
+  # Only the figures' medians, from the JSON:
+  nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`,
+		Args: cobra.NoArgs,
+	}
+	quick := cmd.Flags().Bool("quick", false, "fewer repetitions and queries: under two minutes")
+	dataDir := cmd.Flags().String("data", "data/mnist", "directory with MNIST's idx files (random images when absent)")
+	reps := cmd.Flags().Int("reps", 0, "repetitions of every figure (default 5, or 3 with --quick)")
+	teachers := cmd.Flags().Int("teachers", 0, "teachers in the ensemble, split over the 3 hospitals in e2e (default 250)")
+	e2eQueries := cmd.Flags().Int("e2e-queries", 0, "queries labelled per e2e repetition (default 2048, or 512 with --quick)")
+	charges := cmd.Flags().Int("charges", 0, "ledger charges per repetition (default 5000, or 2000 with --quick)")
+	inferQueries := cmd.Flags().Int("inference-queries", 0, "queries per inference repetition for the MLP, a quarter for the CNN (default 1024, or 256 with --quick)")
+	mechQueries := cmd.Flags().Int("mechanism-queries", 0, "histograms answered per mechanism and repetition (default 20000, or 5000 with --quick)")
+	analysis := cmd.Flags().Int("analysis-queries", 10000, "queries analysed per repetition")
+	batch := cmd.Flags().Int("batch", 256, "queries per batch in e2e")
+	window := cmd.Flags().Int("window", 2, "batches the student asks at once in e2e")
+	modelName := cmd.Flags().String("model", "mlp", "the teachers' architecture in e2e: mlp or cnn")
+	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e (default all)")
+	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		cfg := bench.Full()
+		if *quick {
+			cfg = bench.Quick()
+		}
+		set := func(name string, v int, dst *int) {
+			if cmd.Flags().Changed(name) {
+				*dst = v
+			}
+		}
+		set("reps", *reps, &cfg.Reps)
+		set("teachers", *teachers, &cfg.Teachers)
+		set("e2e-queries", *e2eQueries, &cfg.E2EQueries)
+		set("charges", *charges, &cfg.Charges)
+		set("mechanism-queries", *mechQueries, &cfg.MechanismQueries)
+		set("analysis-queries", *analysis, &cfg.AnalysisQueries)
+		set("batch", *batch, &cfg.BatchSize)
+		set("window", *window, &cfg.Window)
+		if cmd.Flags().Changed("inference-queries") {
+			cfg.MLPQueries, cfg.CNNQueries = *inferQueries, max(1, *inferQueries/4)
+		}
+		cfg.Model, cfg.DataDir, cfg.Sections = *modelName, *dataDir, *sections
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		if *cpuProfile != "" {
+			pf, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("create the CPU profile: %w", err)
+			}
+			defer pf.Close()
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				return fmt.Errorf("start the CPU profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		log := slog.New(slog.DiscardHandler)
+		if *verbose {
+			log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+		bar := mlprogress.New(cmd.ErrOrStderr(), nil)
+		rep, err := bench.Run(cmd.Context(), cfg, func(section string, done, total int) {
+			bar.Update(section, done, total, "steps")
+		}, log)
+		bar.Done()
+		if err != nil {
+			return err
+		}
+		return cli.Print(cmd.OutOrStdout(), f, rep, func(w io.Writer) error { return printBench(w, rep) })
+	}
+	return cmd
+}
+
+func printBench(w io.Writer, r *bench.Report) error {
+	bw := bufio.NewWriter(w)
+	fig := func(name string, f bench.Figure, unit string) {
+		fmt.Fprintf(bw, "  %-34s %12.4g %-10s (%d reps, min %.4g, max %.4g)\n", name, f.Median, unit, f.Reps, f.Min, f.Max)
+	}
+	fmt.Fprintf(bw, "machine: %s/%s, %d CPUs, %s; run took %s\n\n", r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPUs, r.Machine.GoVersion,
+		time.Duration(r.Seconds*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(bw, "mechanism (%d teachers, %d classes, crypto/rand noise)\n", r.Mechanism.Teachers, r.Mechanism.Classes)
+	for _, name := range []string{"nzc-laplace", "nzc-gaussian", "lnmax", "gnmax", "confident-gnmax", "nzc-svt"} {
+		fig(name, r.Mechanism.AnswersPerS[name], "answers/s")
+	}
+	fig(fmt.Sprintf("analyse %d, data-independent", r.Mechanism.AnalysisCount), r.Mechanism.Analysis.DataIndependentMs, "ms")
+	fig(fmt.Sprintf("analyse %d, GNMax data-dependent", r.Mechanism.AnalysisCount), r.Mechanism.Analysis.GNMaxDataDependentMs, "ms")
+	fmt.Fprintf(bw, "\nledger (%d auditors, durable stores, %d charges from %d clients per rep)\n", r.Ledger.Nodes, r.Ledger.Charges, r.Ledger.Submitters)
+	fig("charges committed", r.Ledger.ChargesPerS, "/s")
+	fig("p50 latency", r.Ledger.P50Ms, "ms")
+	fig("p99 latency", r.Ledger.P99Ms, "ms")
+	fmt.Fprintf(bw, "\ninference (%d teachers; %s)\n", r.Inference.Teachers, r.Inference.Data)
+	fig(fmt.Sprintf("GEMM %d×%d", r.Inference.GEMMSize, r.Inference.GEMMSize), r.Inference.GEMMGFLOPs, "GFLOP/s")
+	for _, v := range []struct {
+		name string
+		v    bench.Votes
+	}{{"mlp", r.Inference.MLP}, {"cnn", r.Inference.CNN}} {
+		fig(v.name+" votes", v.v.VotesPerS, "queries/s")
+		fig(v.name+" throughput", v.v.GFLOPs, "GFLOP/s")
+		fig(v.name+" fraction of GEMM", v.v.FractionOfGEMM, "")
+	}
+	e := r.E2E
+	fmt.Fprintf(bw, "\ne2e (%d hospitals, %d auditors, %d student; %d %s teachers, %s, batches of %d, %d in flight, %d queries per rep)\n",
+		e.Hospitals, e.Auditors, e.Students, e.Teachers, e.Model, e.Mechanism, e.BatchSize, e.Window, e.Queries)
+	fig("federation", e.FederationLabelsPerS, "labels/s")
+	fig("in-process", e.InprocessLabelsPerS, "labels/s")
+	fig("ratio", e.Ratio, "")
+	if e.CPURatio != nil {
+		fig("federation CPU", *e.FederationCPUMsPerLabel, "ms/label")
+		fig("in-process CPU", *e.InprocessCPUMsPerLabel, "ms/label")
+		fig("CPU ratio (in-process/federation)", *e.CPURatio, "")
+	}
+	fmt.Fprintln(bw, "\ntargets")
+	for _, t := range r.Targets {
+		verdict := "met"
+		if !t.Met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(bw, "  %-56s %10.4g  goal %-7s %s\n", t.Name, t.Measured, t.Goal, verdict)
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/nzcfed/nzc/cmd/internal/clitest"
+)
+
+// TestBenchJSON runs a tiny bench through the command and checks the JSON
+// shape promised to report readers, and that every figure is a positive,
+// finite number measured the asked number of times.
+func TestBenchJSON(t *testing.T) {
+	out, err := clitest.Execute(t, newRootCommand(), "bench", "--quick", "--reps", "2", "--teachers", "3",
+		"--e2e-queries", "16", "--batch", "8", "--charges", "20", "--inference-queries", "8",
+		"--mechanism-queries", "50", "--analysis-queries", "100", "--data", t.TempDir(), "--format", "json")
+	if err != nil {
+		t.Fatalf("nzc bench: %v\n%s", err, out)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	figure := func(path ...string) {
+		t.Helper()
+		var v any = rep
+		for _, k := range path {
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("%v: %v is not an object", path, v)
+			}
+			if v, ok = m[k]; !ok {
+				t.Fatalf("%v: no key %q in %v", path, k, m)
+			}
+		}
+		f, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%v: %v is not a figure", path, v)
+		}
+		med, _ := f["median"].(float64)
+		reps, _ := f["reps"].(float64)
+		lo, _ := f["min"].(float64)
+		hi, _ := f["max"].(float64)
+		vals, _ := f["values"].([]any)
+		if !(med > 0) || math.IsInf(med, 0) || reps != 2 || len(vals) != 2 || !(lo <= med && med <= hi) {
+			t.Errorf("%v: %v, want a positive finite median within [min, max] over 2 reps", path, f)
+		}
+	}
+	for _, name := range []string{"nzc-laplace", "nzc-gaussian", "lnmax", "gnmax", "confident-gnmax", "nzc-svt"} {
+		figure("mechanism", "answers_per_s", name)
+	}
+	figure("mechanism", "analysis", "data_independent_ms")
+	figure("mechanism", "analysis", "gnmax_data_dependent_ms")
+	figure("ledger", "charges_per_s")
+	figure("ledger", "p50_ms")
+	figure("ledger", "p99_ms")
+	figure("inference", "gemm_gflops")
+	for _, m := range []string{"mlp", "cnn"} {
+		figure("inference", m, "votes_per_s")
+		figure("inference", m, "gflops")
+		figure("inference", m, "fraction_of_gemm")
+	}
+	figure("e2e", "federation_labels_per_s")
+	figure("e2e", "inprocess_labels_per_s")
+	figure("e2e", "ratio")
+	if runtime.GOOS == "linux" {
+		figure("e2e", "cpu_ratio")
+		figure("e2e", "federation_cpu_ms_per_label")
+		figure("e2e", "inprocess_cpu_ms_per_label")
+	}
+	if ts, _ := rep["targets"].([]any); len(ts) != 5 {
+		t.Errorf("targets: %v, want the 5 targets", rep["targets"])
+	}
+}

@@ -1,0 +1,206 @@
+package aggregator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// hostileHospital answers like its honest inner hospital, then tampers
+// with the vote batch it sends.
+type hostileHospital struct {
+	*fakeHospital
+	t      *testing.T
+	aggID  *crypto.Identity
+	tamper func(v *votes)
+}
+
+// votes is a vote batch being tampered with: the hospital could build any
+// histograms it likes; the test starts from the honest ones.
+type votes struct {
+	t  *testing.T
+	vb *nzcpb.VoteBatch
+	h  *hostileHospital
+}
+
+func (v *votes) histograms() *nzcpb.Histograms {
+	v.t.Helper()
+	plain, err := crypto.Open(v.vb.GetSealedHistograms(), v.h.aggID)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	var hist nzcpb.Histograms
+	if err := protocol.DecodePlain(plain, &hist); err != nil {
+		v.t.Fatal(err)
+	}
+	return &hist
+}
+
+func (v *votes) seal(plain []byte) {
+	v.t.Helper()
+	sealed, err := crypto.Seal(plain, v.h.agg)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	v.vb.SealedHistograms = sealed
+}
+
+func (v *votes) reseal(hist *nzcpb.Histograms) {
+	v.t.Helper()
+	b, err := protocol.Marshal(hist) // encodes without validating
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	v.seal(b)
+}
+
+func (h *hostileHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
+	vb, err := h.fakeHospital.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	h.tamper(&votes{t: h.t, vb: vb, h: h})
+	return vb, nil
+}
+
+// syncBuffer is a log destination safe for the aggregator's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A hospital that sends votes it may not send is left out of the batch,
+// with a warning that names the problem: with a quorum of every hospital
+// the batch is refused (a typed quorum error) and nothing reaches the
+// ledger or the outbox; with a quorum of the others the batch is answered
+// and charged to them only.
+func TestHostileVotes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mention string
+		tamper  func(v *votes)
+	}{
+		{"histograms with another number of classes", "classes", func(v *votes) {
+			h := v.histograms()
+			nc := int(h.NumClasses)
+			var counts []uint32
+			for q := range int(h.NumQueries) {
+				counts = append(counts, h.Counts[q*nc:(q+1)*nc]...)
+				counts = append(counts, 0)
+			}
+			h.NumClasses, h.Counts = uint32(nc+1), counts
+			v.reseal(h)
+		}},
+		{"more teachers than the hospital registered", "from 40 teachers", func(v *votes) {
+			h := v.histograms()
+			for i := range h.Counts {
+				h.Counts[i] *= 2
+			}
+			h.NumTeachers *= 2
+			v.reseal(h)
+		}},
+		{"a query with more votes than teachers", "sums to 21 votes", func(v *votes) {
+			h := v.histograms()
+			h.Counts[0]++
+			v.reseal(h)
+		}},
+		{"histograms for fewer queries", "queries", func(v *votes) {
+			h := v.histograms()
+			h.NumQueries--
+			h.Counts = h.Counts[:len(h.Counts)-int(h.NumClasses)]
+			v.reseal(h)
+		}},
+		{"votes for another batch", "another batch", func(v *votes) {
+			v.vb.BatchId = bytes.Repeat([]byte{9}, 16)
+		}},
+		{"votes in another hospital's name", "names hospital hospital-1", func(v *votes) {
+			v.vb.HospitalId = "hospital-1"
+		}},
+		{"votes sealed to someone else", "other recipient", func(v *votes) {
+			other, err := crypto.GenerateIdentity()
+			if err != nil {
+				v.t.Fatal(err)
+			}
+			if v.vb.SealedHistograms, err = crypto.Seal([]byte("votes"), other.Recipient()); err != nil {
+				v.t.Fatal(err)
+			}
+		}},
+		{"a truncated sealed payload", "malformed", func(v *votes) {
+			v.vb.SealedHistograms = v.vb.SealedHistograms[:len(v.vb.SealedHistograms)-10]
+		}},
+		{"malformed protobuf inside the seal", "bad message", func(v *votes) {
+			v.seal([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 3, 50)
+			var logs syncBuffer
+			cfg := f.cfg
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, h := range f.hospitals {
+				var hh Hospital = h
+				if i == 2 {
+					hh = &hostileHospital{fakeHospital: h, t: t, aggID: cfg.Identity, tamper: tc.tamper}
+				}
+				if _, err := a.AddHospital(h.id, h.teachers, h.classes, hh); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.AddStudent("student-1", f.student.Recipient())
+			size := f.led.m.State().TreeSize()
+
+			req, _ := f.request(t, 1, 6)
+			_, err = a.Label(t.Context(), "student-1", req)
+			if !errors.Is(err, protocol.ErrQuorumNotMet) {
+				t.Fatalf("got %v, want a quorum refusal", err)
+			}
+			if got := logs.String(); !strings.Contains(got, "hospital-3") || !strings.Contains(got, tc.mention) {
+				t.Fatalf("the log does not name hospital-3 and %q:\n%s", tc.mention, got)
+			}
+			if len(f.led.submitted) != 0 || f.led.m.State().TreeSize() != size {
+				t.Fatal("a batch with hostile votes reached the ledger")
+			}
+			if files, _ := os.ReadDir(cfg.OutboxDir); len(files) != 0 {
+				t.Fatalf("the refused batch left %d outbox files", len(files))
+			}
+
+			// Without the hostile hospital's votes the batch has its quorum:
+			// it is answered and charged to the two others only.
+			a.cfg.Quorum = 2
+			resp, err := a.Label(t.Context(), "student-1", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.open(t, resp)
+			ch := f.led.charges(t)[batchHex(req)]
+			if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
+				t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
+			}
+		})
+	}
+}

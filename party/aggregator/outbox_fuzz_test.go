@@ -1,0 +1,50 @@
+package aggregator
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+)
+
+// FuzzOutboxRecord feeds arbitrary record files to the outbox, as a
+// restarted aggregator reads them: each is a record of its own batch in a
+// known state, or an error matching ErrCorruptOutbox, never an empty outbox
+// or a panic.
+func FuzzOutboxRecord(f *testing.F) {
+	const batch = "00aa"
+	good, _ := json.Marshal(&Record{Version: outboxVersion, BatchID: batch, Student: "student-1", State: StatePending,
+		NumQueries: 2, FeatureDim: 3, Answered: 2, Hospitals: []string{"hospital-1"}, Command: []byte{1, 2}, SealedLabels: []byte("age"), AnswersHash: make([]byte, 32)})
+	f.Add(good)
+	f.Add([]byte(`{"version":1,"batch_id":"00aa","state":"committed","ledger_index":7}`))
+	f.Add([]byte(`{"version":2,"batch_id":"00aa","state":"pending"}`))
+	f.Add([]byte(`{"version":1,"batch_id":"00ab","state":"pending"}`))
+	f.Add([]byte(`{"version":1,"batch_id":"00aa","state":"released"}`))
+	f.Add([]byte(`{"version":1,`))
+	ob, err := OpenOutbox(f.TempDir()) // its one record is rewritten for each input
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, file []byte) {
+		if err := os.WriteFile(ob.path(batch), file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, ok, err := ob.Get(batch)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptOutbox) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+		} else if !ok || r.BatchID != batch || (r.State != StatePending && r.State != StateCommitted) {
+			t.Fatalf("Get accepted %+v (ok %v)", r, ok)
+		}
+		pending, perr := ob.Pending()
+		switch {
+		case err != nil && !errors.Is(perr, ErrCorruptOutbox):
+			t.Fatalf("Pending over a damaged record: %v, want ErrCorruptOutbox", perr)
+		case err == nil && perr != nil:
+			t.Fatalf("Pending: %v", perr)
+		case err == nil && (len(pending) == 1) != (r.State == StatePending):
+			t.Fatalf("Pending lists %d records for a %s one", len(pending), r.State)
+		}
+	})
+}

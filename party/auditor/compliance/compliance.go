@@ -1,0 +1,538 @@
+// Package compliance is an auditor's compliance API: the read side of the
+// privacy ledger for compliance officers, hospitals and auditors, and the
+// cluster administration of the auditor's own operator, served over HTTPS
+// with federation client certificates.
+//
+// Who may do what is decided by the role and id of the client certificate's
+// nzc://role/id URI (the TLS layer has already verified the certificate
+// against the federation CA):
+//
+//	compliance, auditor  every read endpoint
+//	hospital             aggregates only: status, peers (without keys),
+//	                     accounts, the cosigned checkpoint, proofs; not the
+//	                     entries or the export, which carry every party's
+//	                     keys and every batch's details
+//	this auditor itself  (its own certificate, nzc://auditor/<its id>) also
+//	                     POST /v1/admin/join, /v1/admin/remove,
+//	                     /v1/admin/snapshot
+//	anyone else          403, naming the roles that may
+package compliance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor"
+)
+
+// Cluster is the auditor node the API reports on and administers:
+// *auditor.Node.
+type Cluster interface {
+	Status() auditor.Status
+	Ready() error
+	CosignCheckpoint(ctx context.Context) ([]byte, error)
+	Join(ctx context.Context, id, addr string) error
+	Remove(ctx context.Context, id string) error
+	SaveSnapshot(ctx context.Context) (auditor.SnapshotFile, error)
+}
+
+// Limits of /v1/entries.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// cosignTimeout bounds gathering the other auditors' signatures.
+const cosignTimeout = 5 * time.Second
+
+// API serves the compliance endpoints of one auditor.
+type API struct {
+	Cluster Cluster
+	Ledger  *ledger.State
+	// Self is this auditor's id: only a client presenting nzc://auditor/<Self>
+	// may administer the cluster through this API.
+	Self string
+}
+
+// Status is GET /v1/status.
+type Status struct {
+	Auditor auditor.Status `json:"auditor"`
+	Ready   bool           `json:"ready"`
+	NotYet  string         `json:"not_ready,omitempty"` // why not ready
+	Origin  string         `json:"origin"`
+	Size    int64          `json:"size"` // entries applied here
+	Root    tlog.Hash      `json:"root"`
+}
+
+// PeerInfo is one element of GET /v1/peers.
+type PeerInfo struct {
+	ID     string `json:"id"`
+	Addr   string `json:"addr"`
+	Leader bool   `json:"leader"`
+	// InLedger says the ledger registered this auditor, so its signature
+	// counts towards a checkpoint's quorum.
+	InLedger bool `json:"in_ledger"`
+	// VerifierKey is the note verifier key the ledger registered for it
+	// (compliance and auditor readers only).
+	VerifierKey string `json:"verifier_key,omitempty"`
+}
+
+// Entries is GET /v1/entries.
+type Entries struct {
+	Start   int64   `json:"start"`
+	Limit   int     `json:"limit"`
+	Size    int64   `json:"size"` // the log's size when read
+	Next    *int64  `json:"next"` // start of the next page; null at the end
+	Entries []Entry `json:"entries"`
+}
+
+// Cosigner says whether one of the ledger's auditors signed a checkpoint.
+type Cosigner struct {
+	ID     string `json:"id"`
+	Signed bool   `json:"signed"`
+}
+
+// CheckpointInfo is GET /v1/checkpoint.
+type CheckpointInfo struct {
+	ledger.Checkpoint
+	Note      string     `json:"note"` // the signed note, to keep for a later verify --earlier
+	Cosigners []Cosigner `json:"cosigners"`
+	Quorum    int        `json:"quorum"`     // signatures needed
+	QuorumMet bool       `json:"quorum_met"` // a majority of the ledger's auditors signed
+}
+
+// InclusionProof is GET /v1/proof/inclusion.
+type InclusionProof struct {
+	Index    int64       `json:"index"`
+	Size     int64       `json:"size"`
+	LeafHash tlog.Hash   `json:"leaf_hash"`
+	Root     tlog.Hash   `json:"root"`
+	Proof    []tlog.Hash `json:"proof"`
+}
+
+// ConsistencyProof is GET /v1/proof/consistency.
+type ConsistencyProof struct {
+	Old     int64       `json:"old"`
+	New     int64       `json:"new"`
+	OldRoot tlog.Hash   `json:"old_root"`
+	NewRoot tlog.Hash   `json:"new_root"`
+	Proof   []tlog.Hash `json:"proof"`
+}
+
+// JoinRequest is the body of POST /v1/admin/join and /v1/admin/remove
+// (which reads only ID).
+type JoinRequest struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr,omitempty"`
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// level is what an endpoint requires of the caller.
+type level int
+
+const (
+	anyReader  level = iota // compliance, auditor, hospital
+	fullReader              // compliance, auditor
+	selfAdmin               // this auditor's own certificate
+)
+
+// Handler returns the API's routes; every one checks the caller's role.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern string, l level, h func(w http.ResponseWriter, r *http.Request, p crypto.Peer)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			p, status, err := a.authorize(r, l)
+			if err != nil {
+				writeError(w, status, err.Error())
+				return
+			}
+			h(w, r, p)
+		})
+	}
+	route("GET /v1/status", anyReader, a.status)
+	route("GET /v1/peers", anyReader, a.peers)
+	route("GET /v1/accounts", anyReader, a.accounts)
+	route("GET /v1/checkpoint", anyReader, a.checkpoint)
+	route("GET /v1/proof/inclusion", anyReader, a.inclusion)
+	route("GET /v1/proof/consistency", anyReader, a.consistency)
+	route("GET /v1/entries", fullReader, a.entries)
+	route("GET /v1/export", fullReader, a.export)
+	route("POST /v1/admin/join", selfAdmin, a.join)
+	route("POST /v1/admin/remove", selfAdmin, a.remove)
+	route("POST /v1/admin/snapshot", selfAdmin, a.snapshot)
+	return mux
+}
+
+// authorize returns the caller named by its verified client certificate,
+// or the status and reason to refuse it with.
+func (a *API) authorize(r *http.Request, l level) (crypto.Peer, int, error) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 || len(r.TLS.VerifiedChains) == 0 {
+		return crypto.Peer{}, http.StatusUnauthorized, errors.New("present a client certificate issued by the federation CA (nzc init makes one for each party)")
+	}
+	p, err := crypto.PeerFromCert(r.TLS.PeerCertificates[0])
+	if err != nil {
+		return crypto.Peer{}, http.StatusForbidden, err
+	}
+	reader := p.Role == crypto.RoleCompliance || p.Role == crypto.RoleAuditor || p.Role == crypto.RoleHospital
+	switch {
+	case l != selfAdmin && !reader:
+		return p, http.StatusForbidden, fmt.Errorf("%s may not read the ledger: only the compliance, hospital and auditor roles may", p)
+	case l == anyReader:
+		return p, 0, nil
+	case l == fullReader:
+		if p.Role != crypto.RoleHospital {
+			return p, 0, nil
+		}
+		return p, http.StatusForbidden, fmt.Errorf("%s may not read %s: it carries every party's keys and every batch, so only the compliance and auditor roles may (hospitals read the accounts, checkpoints and proofs)", p, r.URL.Path)
+	default:
+		self := crypto.Peer{Role: crypto.RoleAuditor, ID: a.Self}
+		if p == self {
+			return p, 0, nil
+		}
+		return p, http.StatusForbidden, fmt.Errorf("%s may not administer auditor %s: only its own operator may, with the certificate of %s", p, a.Self, self)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(Error{Error: msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (a *API) status(w http.ResponseWriter, _ *http.Request, _ crypto.Peer) {
+	s := Status{Auditor: a.Cluster.Status(), Ready: true, Origin: a.Ledger.Origin()}
+	if err := a.Cluster.Ready(); err != nil {
+		s.Ready, s.NotYet = false, err.Error()
+	}
+	s.Size = a.Ledger.TreeSize()
+	root, err := a.Ledger.TreeHash(s.Size)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	s.Root = root
+	writeJSON(w, s)
+}
+
+func (a *API) peers(w http.ResponseWriter, _ *http.Request, p crypto.Peer) {
+	st := a.Cluster.Status()
+	keys := map[string]string{}
+	for _, au := range a.Ledger.Auditors(a.Ledger.TreeSize()) {
+		k, err := ledger.VerifierKey(au.ID, au.PublicKey)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		keys[au.ID] = k
+	}
+	out := []PeerInfo{}
+	for _, m := range st.Peers {
+		k, ok := keys[m.ID]
+		pi := PeerInfo{ID: m.ID, Addr: m.Addr, Leader: m.ID == st.LeaderID, InLedger: ok}
+		if p.Role != crypto.RoleHospital {
+			pi.VerifierKey = k
+		}
+		out = append(out, pi)
+	}
+	writeJSON(w, out)
+}
+
+func (a *API) accounts(w http.ResponseWriter, _ *http.Request, _ crypto.Peer) {
+	writeJSON(w, a.Ledger.Accounts())
+}
+
+// intParam parses the query parameter name as an integer in [min, max]; a
+// missing parameter is def, or an error when def < min.
+func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		if def < lo {
+			return 0, fmt.Errorf("parameter %s is required", name)
+		}
+		return def, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parameter %s=%q is not a whole number", name, s)
+	}
+	if v < lo || v > hi {
+		return 0, fmt.Errorf("parameter %s=%d is out of range: it must be between %d and %d", name, v, lo, hi)
+	}
+	return v, nil
+}
+
+func (a *API) entries(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	size := a.Ledger.TreeSize()
+	start, err := intParam(r, "start", 0, 0, size)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the log has %d entries)", size))
+		return
+	}
+	limit, err := intParam(r, "limit", DefaultLimit, 1, 1<<31-1)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	limit = min(limit, MaxLimit)
+	end := min(start+limit, size)
+	raw, err := a.Ledger.Entries(start, end)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	out := Entries{Start: start, Limit: int(limit), Size: size, Entries: make([]Entry, 0, len(raw))}
+	for _, b := range raw {
+		e, err := DecodeEntry(b)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		out.Entries = append(out.Entries, e)
+	}
+	if end < size {
+		out.Next = &end
+	}
+	writeJSON(w, out)
+}
+
+func (a *API) checkpoint(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	ctx, cancel := context.WithTimeout(r.Context(), cosignTimeout)
+	defer cancel()
+	signed, err := a.Cluster.CosignCheckpoint(ctx)
+	var qe *ledger.QuorumError
+	if err != nil && !(errors.As(err, &qe) && signed != nil) {
+		writeError(w, http.StatusServiceUnavailable, "no checkpoint: "+err.Error())
+		return
+	}
+	c, err := ledger.PeekCheckpoint(signed)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	keys, err := a.Ledger.AuditorKeys(c.Size)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	sc, err := ledger.OpenCheckpoint(signed, keys)
+	if err != nil && !errors.As(err, &qe) {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	info := CheckpointInfo{Checkpoint: c, Note: string(signed), Quorum: ledger.Quorum(len(keys)), QuorumMet: err == nil}
+	signers := map[string]bool{}
+	for _, s := range sc.Signers {
+		signers[s] = true
+	}
+	for _, au := range a.Ledger.Auditors(c.Size) {
+		info.Cosigners = append(info.Cosigners, Cosigner{ID: au.ID, Signed: signers[au.ID]})
+	}
+	writeJSON(w, info)
+}
+
+func (a *API) inclusion(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	tree := a.Ledger.TreeSize()
+	size, err := intParam(r, "size", tree, 1, tree)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the log has %d entries)", tree))
+		return
+	}
+	index, err := intParam(r, "index", -1, 0, size-1)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (entries of a tree of size %d are 0 to %d)", size, size-1))
+		return
+	}
+	proof, err := a.Ledger.ProveInclusion(index, size)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	raw, err := a.Ledger.Entries(index, index+1)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	root, err := a.Ledger.TreeHash(size)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, InclusionProof{Index: index, Size: size, LeafHash: tlog.RecordHash(raw[0]), Root: root, Proof: nonNil(proof)})
+}
+
+func (a *API) consistency(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	tree := a.Ledger.TreeSize()
+	newSize, err := intParam(r, "new", tree, 1, tree)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the log has %d entries)", tree))
+		return
+	}
+	oldSize, err := intParam(r, "old", -1, 1, newSize)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (old must be a size from 1 to new=%d)", newSize))
+		return
+	}
+	proof, err := a.Ledger.ProveConsistency(oldSize, newSize)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	oldRoot, err1 := a.Ledger.TreeHash(oldSize)
+	newRoot, err2 := a.Ledger.TreeHash(newSize)
+	if err := errors.Join(err1, err2); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, ConsistencyProof{Old: oldSize, New: newSize, OldRoot: oldRoot, NewRoot: newRoot, Proof: nonNil(proof)})
+}
+
+func nonNil(h []tlog.Hash) []tlog.Hash {
+	if h == nil {
+		return []tlog.Hash{}
+	}
+	return h
+}
+
+func (a *API) export(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*cosignTimeout)
+	defer cancel()
+	b, err := Export(ctx, a.Cluster, a.Ledger)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "no export: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(b)
+}
+
+// Export returns the log up to a checkpoint cosigned by a majority of the
+// auditors, with the auditors' keys, in the ledger's export encoding.
+func Export(ctx context.Context, c Cluster, st *ledger.State) ([]byte, error) {
+	cp, err := c.CosignCheckpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := ledger.PeekCheckpoint(cp)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := st.Entries(0, p.Size)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := st.AuditorKeys(p.Size)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.Export{Entries: entries, Checkpoints: [][]byte{cp}, Keys: keys}.Encode()
+}
+
+// maxAdminBody bounds an administrative request's body.
+const maxAdminBody = 4096
+
+func readJoin(w http.ResponseWriter, r *http.Request, needAddr bool) (JoinRequest, bool) {
+	var req JoinRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "the body must be JSON {\"id\": …, \"addr\": …}: "+err.Error())
+		return req, false
+	}
+	if err := crypto.ValidateID(req.ID); err != nil {
+		writeError(w, http.StatusBadRequest, "id: "+err.Error())
+		return req, false
+	}
+	if needAddr && req.Addr == "" {
+		writeError(w, http.StatusBadRequest, "addr is required: the raft address (HOST:PORT) the other auditors dial")
+		return req, false
+	}
+	return req, true
+}
+
+// adminStatus maps a cluster error to an HTTP status.
+func adminStatus(err error) int {
+	var ce *auditor.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		return http.StatusBadRequest
+	case errors.Is(err, auditor.ErrNoLeader), errors.Is(err, auditor.ErrShutdown), errors.Is(err, auditor.ErrTimeout),
+		errors.Is(err, auditor.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// adminTimeout bounds one membership change or snapshot.
+const adminTimeout = 30 * time.Second
+
+func (a *API) join(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	req, ok := readJoin(w, r, true)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	if err := a.Cluster.Join(ctx, req.ID, req.Addr); err != nil {
+		writeError(w, adminStatus(err), "join: "+err.Error())
+		return
+	}
+	writeJSON(w, a.Cluster.Status())
+}
+
+func (a *API) remove(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	req, ok := readJoin(w, r, false)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	if err := a.Cluster.Remove(ctx, req.ID); err != nil {
+		writeError(w, adminStatus(err), "remove: "+err.Error())
+		return
+	}
+	writeJSON(w, a.Cluster.Status())
+}
+
+func (a *API) snapshot(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	f, err := a.Cluster.SaveSnapshot(ctx)
+	if err != nil {
+		writeError(w, adminStatus(err), "snapshot: "+err.Error())
+		return
+	}
+	b, err := f.Encode()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(strings.ReplaceAll(f.Meta.ID, "/", "_")+".snapshot"))
+	_, _ = w.Write(b)
+}
