@@ -223,7 +223,17 @@ func newFed(t *testing.T, bin string) *fed {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	f.api = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}}
+	// The compliance API serves the export to the compliance party.
+	cp, ok := m.Party(crypto.RoleCompliance, string(crypto.RoleCompliance))
+	if !ok {
+		t.Fatal("the federation has no compliance party")
+	}
+	cred, err := crypto.LoadCredential(m.Path(cp.Cert), m.Path(cp.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.api = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool,
+		Certificates: []tls.Certificate{cred.TLSCertificate()}, MinVersion: tls.VersionTLS13}}}
 	t.Cleanup(f.stopAll)
 
 	// Data: one seeded problem; the hospitals share a training file cut
