@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,6 +48,9 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
   # A quick run (under two minutes), as JSON for a report:
   nzc bench --quick --format json > bench.json
 
+  # Profile the whole federation's run:
+  nzc bench --quick --sections e2e --cpuprofile e2e.prof && go tool pprof -top e2e.prof
+
   # Only the figures' medians, from the JSON:
   nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`,
 		Args: cobra.NoArgs,
@@ -60,7 +65,10 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	mechQueries := cmd.Flags().Int("mechanism-queries", 0, "histograms answered per mechanism and repetition (default 20000, or 5000 with --quick)")
 	analysis := cmd.Flags().Int("analysis-queries", 10000, "queries analysed per repetition")
 	batch := cmd.Flags().Int("batch", 256, "queries per batch in e2e")
+	window := cmd.Flags().Int("window", 2, "batches the student asks at once in e2e")
 	modelName := cmd.Flags().String("model", "mlp", "the teachers' architecture in e2e: mlp or cnn")
+	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e (default all)")
+	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -84,10 +92,25 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		set("mechanism-queries", *mechQueries, &cfg.MechanismQueries)
 		set("analysis-queries", *analysis, &cfg.AnalysisQueries)
 		set("batch", *batch, &cfg.BatchSize)
+		set("window", *window, &cfg.Window)
 		if cmd.Flags().Changed("inference-queries") {
 			cfg.MLPQueries, cfg.CNNQueries = *inferQueries, max(1, *inferQueries/4)
 		}
-		cfg.Model, cfg.DataDir = *modelName, *dataDir
+		cfg.Model, cfg.DataDir, cfg.Sections = *modelName, *dataDir, *sections
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		if *cpuProfile != "" {
+			pf, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("create the CPU profile: %w", err)
+			}
+			defer pf.Close()
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				return fmt.Errorf("start the CPU profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		log := slog.New(slog.DiscardHandler)
 		if *verbose {
 			log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -133,11 +156,16 @@ func printBench(w io.Writer, r *bench.Report) error {
 		fig(v.name+" fraction of GEMM", v.v.FractionOfGEMM, "")
 	}
 	e := r.E2E
-	fmt.Fprintf(bw, "\ne2e (%d hospitals, %d auditors, %d student; %d %s teachers, %s, batches of %d, %d queries per rep)\n",
-		e.Hospitals, e.Auditors, e.Students, e.Teachers, e.Model, e.Mechanism, e.BatchSize, e.Queries)
+	fmt.Fprintf(bw, "\ne2e (%d hospitals, %d auditors, %d student; %d %s teachers, %s, batches of %d, %d in flight, %d queries per rep)\n",
+		e.Hospitals, e.Auditors, e.Students, e.Teachers, e.Model, e.Mechanism, e.BatchSize, e.Window, e.Queries)
 	fig("federation", e.FederationLabelsPerS, "labels/s")
 	fig("in-process", e.InprocessLabelsPerS, "labels/s")
 	fig("ratio", e.Ratio, "")
+	if e.CPURatio != nil {
+		fig("federation CPU", *e.FederationCPUMsPerLabel, "ms/label")
+		fig("in-process CPU", *e.InprocessCPUMsPerLabel, "ms/label")
+		fig("CPU ratio (in-process/federation)", *e.CPURatio, "")
+	}
 	fmt.Fprintln(bw, "\ntargets")
 	for _, t := range r.Targets {
 		verdict := "met"

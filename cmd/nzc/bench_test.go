@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
@@ -64,6 +65,11 @@ func TestBenchJSON(t *testing.T) {
 	figure("e2e", "federation_labels_per_s")
 	figure("e2e", "inprocess_labels_per_s")
 	figure("e2e", "ratio")
+	if runtime.GOOS == "linux" {
+		figure("e2e", "cpu_ratio")
+		figure("e2e", "federation_cpu_ms_per_label")
+		figure("e2e", "inprocess_cpu_ms_per_label")
+	}
 	if ts, _ := rep["targets"].([]any); len(ts) != 5 {
 		t.Errorf("targets: %v, want the 5 targets", rep["targets"])
 	}

@@ -141,6 +141,30 @@ func (n *Network) Predict(x []float32) ([]int, error) {
 	return out, nil
 }
 
+// Probabilities returns the softmax class probabilities of the count
+// examples in x (count×Classes, row-major), computed in large batches.
+func (n *Network) Probabilities(x []float32) ([]float32, error) {
+	logits, err := n.Logits(x, nil)
+	if err != nil {
+		return nil, err
+	}
+	k := n.spec.Classes
+	for i := 0; i < len(logits); i += k {
+		row := logits[i : i+k]
+		m := row[argmax(row)]
+		var s float64
+		for j, v := range row {
+			e := math.Exp(float64(v - m))
+			row[j] = float32(e)
+			s += e
+		}
+		for j := range row {
+			row[j] = float32(float64(row[j]) / s)
+		}
+	}
+	return logits, nil
+}
+
 func argmax(v []float32) int {
 	best := 0
 	for j, x := range v {

@@ -7,15 +7,22 @@ import (
 )
 
 // PresetNames lists the architecture presets accepted by Preset.
-func PresetNames() []string { return []string{KindSoftmax, KindMLP, KindCNN} }
+func PresetNames() []string { return []string{KindSoftmax, KindMLP, KindCNN, PresetSmallCNN} }
+
+// PresetSmallCNN names a convolutional network small enough to train
+// hundreds of teachers on one machine.
+const PresetSmallCNN = "small-cnn"
 
 // Preset returns a named architecture for data of the given shape:
 //
-//	softmax  softmax regression
-//	mlp      one hidden layer of 256 ReLU units
-//	cnn      two 5×5 convolution blocks (16 and 32 filters, each with 2×2
-//	         max pooling) and a dense layer of 128 units; for inputs too
-//	         small to pool twice, one block
+//	softmax    softmax regression
+//	mlp        one hidden layer of 256 ReLU units
+//	cnn        two 5×5 convolution blocks (8 and 16 filters, each with 2×2
+//	           max pooling) and a dense layer of 64 units; for inputs too
+//	           small to pool twice, one block
+//	small-cnn  two 3×3 convolution blocks (8 and 16 filters, each with 2×2
+//	           max pooling) straight into the output layer; for inputs too
+//	           small to pool twice, one block
 func Preset(name string, input data.Shape, classes int) (Spec, error) {
 	s := Spec{Kind: name, Input: input, Classes: classes}
 	switch name {
@@ -28,8 +35,14 @@ func Preset(name string, input data.Shape, classes int) (Spec, error) {
 			s.Conv = s.Conv[:1]
 		}
 		s.Hidden = []int{64}
+	case PresetSmallCNN:
+		s.Kind = KindCNN
+		s.Conv = []Conv{{Filters: 8, Kernel: 3}, {Filters: 16, Kernel: 3}}
+		if input.Height < 4 || input.Width < 4 {
+			s.Conv = s.Conv[:1]
+		}
 	default:
-		return Spec{}, fmt.Errorf("%w: unknown model %q (want softmax, mlp or cnn)", ErrSpec, name)
+		return Spec{}, fmt.Errorf("%w: unknown model %q (want softmax, mlp, cnn or small-cnn)", ErrSpec, name)
 	}
 	if _, err := s.Validate(); err != nil {
 		return Spec{}, err

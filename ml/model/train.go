@@ -218,6 +218,11 @@ func (o *optimizer) step(lr float64) {
 	}
 }
 
+// Translate writes src (an image of shape sh, channel-last) moved by
+// (dy, dx) pixels into dst, filling uncovered pixels with zero. dst and src
+// must not overlap.
+func Translate(dst, src []float32, sh data.Shape, dy, dx int) { translate(dst, src, sh, dy, dx) }
+
 // translate writes src (an HWC image) moved by (dy, dx) pixels into dst,
 // filling uncovered pixels with zero.
 func translate(dst, src []float32, sh data.Shape, dy, dx int) {

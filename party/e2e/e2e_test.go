@@ -390,6 +390,38 @@ func TestFederation(t *testing.T) {
 		}
 	})
 
+	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
+		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
+			Logger: logger(t).With("party", "student")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := dataset(14, 200) // small: the hospitals' caps must last the whole test
+		res, err := win.Label(t.Context(), d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Batches) != 4 || res.Answered+res.Refused != 14 {
+			t.Fatalf("%d batches, %d answered, %d refused", len(res.Batches), res.Answered, res.Refused)
+		}
+		for i, b := range res.Batches {
+			if b.Index != i || b.From != 4*i {
+				t.Fatalf("batch %d recorded as index %d from %d", i, b.Index, b.From)
+			}
+		}
+		for i, l := range res.Labels {
+			if l >= 0 && l != d.Y[i] {
+				t.Errorf("query %d: label %d, every teacher voted %d", i, l, d.Y[i])
+			}
+		}
+		checkAgainstLedger(res)
+		again, err := win.Label(t.Context(), d, nil)
+		if err != nil || again.Resumed != 4 {
+			t.Fatalf("a second run resumed %d batches (%v), want all 4 without asking", again.Resumed, err)
+		}
+	})
+
 	t.Run("a crash between commit and delivery loses nothing and charges once", func(t *testing.T) {
 		crashing.mu.Lock()
 		crashing.armed = true

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
@@ -45,8 +46,12 @@ type Config struct {
 	// Attempts bounds how often one batch is asked when the answer is a
 	// retryable refusal (quorum, ledger unavailable); 0 means 10.
 	Attempts int
-	Backoff  quicnet.Backoff
-	Logger   *slog.Logger
+	// Window is how many batches are asked at once: with 2, the hospitals
+	// vote on the next batch while the previous one's charge is being
+	// committed. Answers are recorded and reported in batch order. 0 means 1.
+	Window  int
+	Backoff quicnet.Backoff
+	Logger  *slog.Logger
 }
 
 // Client labels data through the aggregator.
@@ -71,6 +76,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = 10
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 1
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -109,6 +117,17 @@ type Batch struct {
 	LedgerIndex uint64  `json:"ledger_index"`
 	AnswersHash string  `json:"answers_hash"`
 	Replayed    bool    `json:"replayed"`
+
+	fresh bool // asked in this run, not loaded from the state directory
+}
+
+// save records batch index of the data set with the given hash.
+func (c *Client) save(hash string, index int, bt *Batch) error {
+	b, _ := json.Marshal(bt)
+	if err := os.MkdirAll(filepath.Dir(c.statePath(hash, index)), 0o700); err != nil {
+		return err
+	}
+	return crypto.WriteFile(c.statePath(hash, index), b, 0o600, true)
 }
 
 // Result is a labelling run.
@@ -182,40 +201,68 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 		res.Labels[i] = -1
 	}
 	nb := (n + c.cfg.BatchSize - 1) / c.cfg.BatchSize
-	var conn *quicnet.Conn
+	conn := &connection{c: c}
+	defer conn.close()
+	// inflight[i] is batch i's answer, inflight up to Window batches ahead of
+	// the one being recorded.
+	type answer struct {
+		done chan struct{}
+		bt   *Batch
+		err  error
+	}
+	inflight := make([]*answer, nb)
+	ask := func(i int) {
+		if i >= nb || inflight[i] != nil {
+			return
+		}
+		a := &answer{done: make(chan struct{})}
+		inflight[i] = a
+		from, to := i*c.cfg.BatchSize, min((i+1)*c.cfg.BatchSize, n)
+		id := BatchID(c.cfg.ID, hash, c.cfg.BatchSize, i)
+		go func() {
+			defer close(a.done)
+			a.bt, a.err = c.loadBatch(hash, i, id, from, to-from, d.Classes)
+			if a.err != nil || a.bt != nil {
+				return
+			}
+			a.bt, a.err = c.ask(ctx, conn, d.Slice(from, to), id, i, from)
+			if a.err == nil {
+				a.err = c.save(hash, i, a.bt)
+			}
+			if a.err == nil {
+				a.bt.fresh = true
+			}
+		}()
+	}
+	// Batches still being inflight when Label returns are waited for: they
+	// may have been charged, and their answers are saved for the next run.
 	defer func() {
-		if conn != nil {
-			_ = conn.Close()
+		for _, a := range inflight {
+			if a != nil {
+				<-a.done
+			}
 		}
 	}()
 	var stopErr error
 	for i := range nb {
+		for k := i; k < i+c.cfg.Window; k++ {
+			ask(k)
+		}
+		a := inflight[i]
+		<-a.done
 		from, to := i*c.cfg.BatchSize, min((i+1)*c.cfg.BatchSize, n)
-		id := BatchID(c.cfg.ID, hash, c.cfg.BatchSize, i)
-		bt, err := c.loadBatch(hash, i, id, from, to-from, d.Classes)
+		bt, err := a.bt, a.err
 		if err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				stopErr = fmt.Errorf("%w at batch %d of %d: %w", ErrStopped, i+1, nb, err)
+				res.Stopped = pe.Error()
+				break
+			}
 			return res, err
 		}
-		if bt != nil {
+		if !bt.fresh {
 			res.Resumed++
-		} else {
-			bt, err = c.ask(ctx, &conn, d.Slice(from, to), id, i, from)
-			if err != nil {
-				var pe *protocol.Error
-				if errors.As(err, &pe) {
-					stopErr = fmt.Errorf("%w at batch %d of %d: %w", ErrStopped, i+1, nb, err)
-					res.Stopped = pe.Error()
-					break
-				}
-				return res, err
-			}
-			b, _ := json.Marshal(bt)
-			if err := os.MkdirAll(filepath.Dir(c.statePath(hash, i)), 0o700); err != nil {
-				return res, err
-			}
-			if err := crypto.WriteFile(c.statePath(hash, i), b, 0o600, true); err != nil {
-				return res, err
-			}
 		}
 		res.Batches = append(res.Batches, bt)
 		for j, l := range bt.Labels {
@@ -238,6 +285,52 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 	return res, stopErr
 }
 
+// connection is the student's connection to the aggregator, shared by the
+// batches in flight and redialled when it breaks.
+type connection struct {
+	c    *Client
+	mu   sync.Mutex
+	conn *quicnet.Conn
+}
+
+// get returns the live connection, dialling one if there is none.
+func (h *connection) get(ctx context.Context) (*quicnet.Conn, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != nil && h.conn.Err() == nil {
+		return h.conn, nil
+	}
+	if h.conn != nil {
+		_ = h.conn.Close()
+	}
+	cn, err := h.c.connect(ctx)
+	if err != nil {
+		h.conn = nil
+		return nil, err
+	}
+	h.conn = cn
+	return cn, nil
+}
+
+// drop closes cn if it is still the current connection.
+func (h *connection) drop(cn *quicnet.Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == cn {
+		_ = h.conn.Close()
+		h.conn = nil
+	}
+}
+
+func (h *connection) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != nil {
+		_ = h.conn.Close()
+		h.conn = nil
+	}
+}
+
 // connect dials the aggregator and registers.
 func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 	conn, err := quicnet.Connect(ctx, c.cfg.Net, quicnet.Target{Name: "aggregator", Addr: c.cfg.Aggregator, Role: crypto.RoleAggregator}, c.cfg.Backoff)
@@ -257,7 +350,7 @@ func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 
 // ask labels one batch, retrying retryable refusals and lost connections
 // under the same batch id.
-func (c *Client) ask(ctx context.Context, conn **quicnet.Conn, part *data.Dataset, id []byte, index, from int) (*Batch, error) {
+func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, id []byte, index, from int) (*Batch, error) {
 	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), Values: part.X})
 	if err != nil {
 		return nil, err
@@ -269,15 +362,12 @@ func (c *Client) ask(ctx context.Context, conn **quicnet.Conn, part *data.Datase
 	req := &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
 	var last error
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
-		if *conn == nil || (*conn).Err() != nil {
-			cn, err := c.connect(ctx)
-			if err != nil {
-				return nil, err
-			}
-			*conn = cn
+		cn, err := conn.get(ctx)
+		if err != nil {
+			return nil, err
 		}
 		var resp nzcpb.LabelResponse
-		err := (*conn).Invoke(ctx, req, &resp)
+		err = cn.Invoke(ctx, req, &resp)
 		if err == nil {
 			return c.open(&resp, id, index, from, part.Len())
 		}
@@ -290,8 +380,7 @@ func (c *Client) ask(ctx context.Context, conn **quicnet.Conn, part *data.Datase
 		} else if ctx.Err() != nil {
 			return nil, err
 		} else {
-			_ = (*conn).Close()
-			*conn = nil
+			conn.drop(cn)
 		}
 		wait := time.Duration(attempt) * 500 * time.Millisecond
 		if pe != nil && pe.RetryAfter > 0 {

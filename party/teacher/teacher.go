@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,11 @@ type Node struct {
 	connected atomic.Bool
 	answered  atomic.Int64
 	status    atomic.Pointer[string]
+	// voting serialises the teachers' inference: models are not safe for
+	// concurrent use, and one batch's inference already uses every core.
+	// Batches asked at once (several students, or one student's window)
+	// still overlap their decryption, transfer and ledger commit.
+	voting sync.Mutex
 }
 
 // New checks cfg.
@@ -272,7 +278,9 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "features hold %d queries of %d values; the batch says %d, these teachers take %d",
 			f.GetNumQueries(), f.GetFeatureDim(), q.GetNumQueries(), v.Dim())
 	}
+	n.voting.Lock()
 	hist, err := v.Votes(ctx, f.GetValues())
+	n.voting.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("teachers' votes: %w", err)
 	}

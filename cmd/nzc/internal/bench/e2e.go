@@ -11,6 +11,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
+	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/party/student"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
@@ -27,24 +28,30 @@ type E2ESection struct {
 	FederationLabelsPerS Figure `json:"federation_labels_per_s"`
 	InprocessLabelsPerS  Figure `json:"inprocess_labels_per_s"`
 	Ratio                Figure `json:"ratio"`
-	Hospitals            int    `json:"hospitals"`
-	Auditors             int    `json:"auditors"`
-	Students             int    `json:"students"`
-	Teachers             int    `json:"teachers"`
-	Model                string `json:"model"`
-	Mechanism            string `json:"mechanism"`
-	BatchSize            int    `json:"batch_size"`
-	Queries              int    `json:"queries_per_rep"`
-	Data                 string `json:"data"`
+	// The CPU time (user and system, every party of the process) per label,
+	// and the in-process pipeline's over the federation's: what the
+	// protocol costs in work rather than in time, a figure other load on
+	// the machine disturbs less than the rates. Absent where the process's
+	// CPU time cannot be read.
+	FederationCPUMsPerLabel *Figure `json:"federation_cpu_ms_per_label,omitempty"`
+	InprocessCPUMsPerLabel  *Figure `json:"inprocess_cpu_ms_per_label,omitempty"`
+	CPURatio                *Figure `json:"cpu_ratio,omitempty"`
+	Hospitals               int     `json:"hospitals"`
+	Auditors                int     `json:"auditors"`
+	Students                int     `json:"students"`
+	Teachers                int     `json:"teachers"`
+	Model                   string  `json:"model"`
+	Mechanism               string  `json:"mechanism"`
+	BatchSize               int     `json:"batch_size"`
+	Window                  int     `json:"student_window"`
+	Queries                 int     `json:"queries_per_rep"`
+	Data                    string  `json:"data"`
 }
 
-func runE2E(ctx context.Context, cfg Config, f *federation, progress Progress) (E2ESection, error) {
+func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, what string, progress Progress) (E2ESection, error) {
 	sec := E2ESection{Hospitals: hospitals, Auditors: auditors, Students: 1, Teachers: cfg.Teachers, Model: cfg.Model,
-		Mechanism: string(benchMechanism().Mechanism), BatchSize: cfg.BatchSize, Queries: cfg.E2EQueries}
-	q, what, err := queries(cfg.DataDir, cfg.E2EQueries, cfg.Seed)
-	if err != nil {
-		return sec, err
-	}
+		Mechanism: string(benchMechanism().Mechanism), BatchSize: cfg.BatchSize, Window: cfg.Window, Queries: cfg.E2EQueries}
+	q := all.Slice(0, cfg.E2EQueries)
 	sec.Data = what
 	stP := f.m.ByRole(crypto.RoleStudent)[0]
 	qc, err := f.net(stP)
@@ -63,7 +70,8 @@ func runE2E(ctx context.Context, cfg Config, f *federation, progress Progress) (
 		}
 		recipients = append(recipients, hid.Recipient())
 	}
-	var fed, inproc, ratio []float64
+	var fed, inproc, ratio, fedCPU, inCPU, cpuRatio []float64
+	cpuOK := true
 	for rep := range cfg.Reps {
 		progress("e2e", rep, cfg.Reps)
 		// A distinct data set per repetition: the student's batch ids come
@@ -71,7 +79,9 @@ func runE2E(ctx context.Context, cfg Config, f *federation, progress Progress) (
 		// aggregator's outbox without any work.
 		d := &data.Dataset{X: append([]float32(nil), q.X...), Y: q.Y, Shape: q.Shape, Classes: q.Classes}
 		d.X[0] = float32(rep+1) / 1024
+		c0, ok0 := cpuTime()
 		in, err := inProcess(ctx, f, d, cfg.BatchSize)
+		c1, ok1 := cpuTime()
 		if err != nil {
 			return sec, fmt.Errorf("in-process pipeline: %w", err)
 		}
@@ -80,7 +90,7 @@ func runE2E(ctx context.Context, cfg Config, f *federation, progress Progress) (
 			return sec, err
 		}
 		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: qc, Identity: id, Hospitals: recipients,
-			BatchSize: cfg.BatchSize, StateDir: dir, Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
+			BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: dir, Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
 			Logger: f.log.With("party", stP.ID)})
 		if err != nil {
 			return sec, err
@@ -91,6 +101,11 @@ func runE2E(ctx context.Context, cfg Config, f *federation, progress Progress) (
 			return sec, fmt.Errorf("federation: %w", err)
 		}
 		el := time.Since(start)
+		c2, ok2 := cpuTime()
+		if cpuOK = cpuOK && ok0 && ok1 && ok2; cpuOK {
+			perIn, perFed := ms(c1-c0)/float64(d.Len()), ms(c2-c1)/float64(d.Len())
+			inCPU, fedCPU, cpuRatio = append(inCPU, perIn), append(fedCPU, perFed), append(cpuRatio, perIn/perFed)
+		}
 		if res.Answered+res.Refused != d.Len() {
 			return sec, fmt.Errorf("federation labelled %d of %d queries", res.Answered+res.Refused, d.Len())
 		}
@@ -99,6 +114,10 @@ func runE2E(ctx context.Context, cfg Config, f *federation, progress Progress) (
 	}
 	progress("e2e", cfg.Reps, cfg.Reps)
 	sec.FederationLabelsPerS, sec.InprocessLabelsPerS, sec.Ratio = NewFigure(fed), NewFigure(inproc), NewFigure(ratio)
+	if cpuOK {
+		a, b, c := NewFigure(fedCPU), NewFigure(inCPU), NewFigure(cpuRatio)
+		sec.FederationCPUMsPerLabel, sec.InprocessCPUMsPerLabel, sec.CPURatio = &a, &b, &c
+	}
 	return sec, nil
 }
 
@@ -118,29 +137,23 @@ func inProcess(ctx context.Context, f *federation, d *data.Dataset, batch int) (
 	if err != nil {
 		return 0, err
 	}
+	// One ensemble of every hospital's teachers: the best this machine does
+	// in one process (the sum of the hospitals' histograms is the ensemble's).
+	var nets []*model.Network
+	for _, hn := range f.hospitalNets {
+		nets = append(nets, hn...)
+	}
 	dim := d.Dim()
 	start := time.Now()
 	for lo := 0; lo < d.Len(); lo += batch {
 		hi := min(lo+batch, d.Len())
-		x := d.X[lo*dim : hi*dim]
-		sum := make([]mechanism.Histogram, hi-lo)
-		for i := range sum {
-			sum[i] = make(mechanism.Histogram, 10)
-		}
-		for _, nets := range f.hospitalNets {
-			h, err := ensemble.Votes(ctx, nets, x, 10)
-			if err != nil {
-				return 0, err
-			}
-			for i, row := range h {
-				for c, v := range row {
-					sum[i][c] += v
-				}
-			}
+		sum, err := ensemble.Votes(ctx, nets, d.X[lo*dim:hi*dim], 10)
+		if err != nil {
+			return 0, err
 		}
 		answered := 0
 		for _, h := range sum {
-			o, err := mech.Answer(rand.Reader, h)
+			o, err := mech.Answer(rand.Reader, mechanism.Histogram(h))
 			if err != nil {
 				return 0, err
 			}

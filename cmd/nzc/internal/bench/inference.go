@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
+	"path/filepath"
 	"time"
 
 	"github.com/nzcfed/nzc/ml/data"
@@ -52,23 +53,20 @@ func teachers(kind string, n int, seed uint64) ([]*model.Network, error) {
 
 func mnistShape() data.Shape { return data.Shape{Height: 28, Width: 28, Channels: 1} }
 
-// queries returns n MNIST test images from dir, or n random MNIST-shaped
-// images when dir has no MNIST; the string says which.
-func queries(dir string, n int, seed uint64) (*data.Dataset, string, error) {
-	if dir != "" {
-		if s, err := data.LoadIDXDir(dir); err == nil && s.Test.Len() > 0 {
-			d := s.Test
-			if d.Shape != mnistShape() {
-				return nil, "", fmt.Errorf("%s holds %s images, not MNIST's 28x28x1", dir, d.Shape)
-			}
-			out := &data.Dataset{Shape: d.Shape, Classes: d.Classes}
-			for len(out.Y) < n { // wrap around for more queries than test images
-				k := min(n-len(out.Y), d.Len())
-				part := d.Slice(0, k)
-				out.X, out.Y = append(out.X, part.X...), append(out.Y, part.Y...)
-			}
-			return out, "MNIST test images from " + dir, nil
+// loadQueries returns n MNIST test images from dir (the t10k files, plain
+// or gzipped), or n random MNIST-shaped images when dir has none; the
+// string says which.
+func loadQueries(dir string, n int, seed uint64) (*data.Dataset, string, error) {
+	if d, ok := mnistTest(dir); ok {
+		if d.Shape != mnistShape() {
+			return nil, "", fmt.Errorf("%s holds %s images, not MNIST's 28x28x1", dir, d.Shape)
 		}
+		out := &data.Dataset{Shape: d.Shape, Classes: d.Classes}
+		for len(out.Y) < n { // wrap around for more queries than test images
+			part := d.Slice(0, min(n-len(out.Y), d.Len()))
+			out.X, out.Y = append(out.X, part.X...), append(out.Y, part.Y...)
+		}
+		return out, "MNIST test images from " + dir, nil
 	}
 	r := mrand.New(mrand.NewPCG(seed, 3))
 	d := &data.Dataset{X: make([]float32, n*mnistShape().Size()), Y: make([]int, n), Shape: mnistShape(), Classes: 10}
@@ -81,17 +79,27 @@ func queries(dir string, n int, seed uint64) (*data.Dataset, string, error) {
 	return d, "random MNIST-shaped images (no MNIST found)", nil
 }
 
-func runInference(ctx context.Context, cfg Config, progress Progress) (InferenceSection, error) {
+func mnistTest(dir string) (*data.Dataset, bool) {
+	if dir == "" {
+		return nil, false
+	}
+	for _, suffix := range []string{"", ".gz"} {
+		img := filepath.Join(dir, "t10k-images-idx3-ubyte"+suffix)
+		lab := filepath.Join(dir, "t10k-labels-idx1-ubyte"+suffix)
+		if d, err := data.LoadIDXPair(img, lab); err == nil && d.Len() > 0 {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+func runInference(ctx context.Context, cfg Config, q *data.Dataset, what string, progress Progress) (InferenceSection, error) {
 	sec := InferenceSection{Teachers: cfg.Teachers, GEMMSize: cfg.GEMMSize}
 	var err error
 	progress("inference: GEMM reference", 0, 3)
 	sec.GEMMGFLOPs, err = repeat(ctx, cfg.Reps, func(int) (float64, error) {
 		return model.GEMMRate(cfg.GEMMSize, cfg.GEMMTime), nil
 	})
-	if err != nil {
-		return sec, err
-	}
-	q, what, err := queries(cfg.DataDir, max(cfg.MLPQueries, cfg.CNNQueries), cfg.Seed)
 	if err != nil {
 		return sec, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
 )
 
@@ -46,8 +47,10 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Per full ensemble: lnmax, gnmax and confident-gnmax at 100 and 500, nzc and nzc-svt at 500, clean; plus ground truth.
-	if want := 2*(6+2+1) + 1; len(rep.Rows) != want {
+	// Primary ensemble: lnmax, gnmax and confident-gnmax at 100 and 500, nzc
+	// and nzc-svt at 500, clean; the other full ensemble: the five
+	// aggregators at 500 and clean; plus ground truth.
+	if want := (6 + 2 + 1) + (5 + 1) + 1; len(rep.Rows) != want {
 		t.Fatalf("%d rows, want %d", len(rep.Rows), want)
 	}
 	if len(rep.Ensembles) != 3 || rep.Teachers != 30 {
@@ -89,7 +92,7 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"dataset":"blobs"`, `"teachers":30`, `"epsilon":"inf"`, `"epsilon_claimed":0`, `"teacher_mean_accuracy"`, `"clean_votes_label_accuracy"`, `"epsilon_data_independent"`} {
+	for _, key := range []string{`"student_self_training":{"rounds":1`, `"dataset":"blobs"`, `"teachers":30`, `"epsilon":"inf"`, `"epsilon_claimed":0`, `"teacher_mean_accuracy"`, `"clean_votes_label_accuracy"`, `"epsilon_data_independent"`} {
 		if !bytes.Contains(js, []byte(key)) {
 			t.Errorf("JSON lacks %s", key)
 		}
@@ -148,6 +151,7 @@ func TestValidate(t *testing.T) {
 		{"bad delta", func(c *Config) { c.Delta = 0 }},
 		{"bad model", func(c *Config) { c.StudentModel = "transformer" }},
 		{"holdout", func(c *Config) { c.Holdout = 700 }},
+		{"self-training confidence", func(c *Config) { c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 2} }},
 	}
 	for _, tt := range tests {
 		c := base

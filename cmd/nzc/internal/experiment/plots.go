@@ -164,19 +164,43 @@ func (r *Report) plotEnsembles() (*plot.Plot, error) {
 	p.X.Tick.Marker = plot.LogTicks{}
 	es := slices.Clone(r.Ensembles)
 	slices.SortFunc(es, func(a, b Ensemble) int { return a.Teachers - b.Teachers })
-	var mean, clean, paper plotter.XYs
+	// One pair of lines per teacher architecture.
+	var models []string
+	for _, e := range es {
+		if !slices.Contains(models, e.Model) {
+			models = append(models, e.Model)
+		}
+	}
+	type series struct {
+		name   string
+		pts    plotter.XYs
+		dashed bool
+	}
+	var all []series
+	for _, m := range models {
+		suffix := ""
+		if len(models) > 1 && m != "" {
+			suffix = " (" + m + ")"
+		}
+		var mean, clean plotter.XYs
+		for _, e := range es {
+			if e.Model != m {
+				continue
+			}
+			mean = append(mean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.TeacherMeanAccuracy})
+			clean = append(clean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.CleanVotesLabelAccuracy})
+		}
+		all = append(all, series{"mean single teacher" + suffix, mean, false}, series{"clean plurality vote" + suffix, clean, false})
+	}
+	var paper plotter.XYs
 	pt := PaperTeacherAccuracy()
 	for _, e := range es {
-		mean = append(mean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.TeacherMeanAccuracy})
-		clean = append(clean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.CleanVotesLabelAccuracy})
 		if v, ok := pt[e.Teachers]; ok && r.Dataset == "mnist" {
 			paper = append(paper, plotter.XY{X: float64(e.Teachers), Y: v})
 		}
 	}
-	for i, s := range []struct {
-		name string
-		pts  plotter.XYs
-	}{{"mean single teacher", mean}, {"clean plurality vote", clean}, {"paper: mean single teacher", paper}} {
+	all = append(all, series{"paper: mean single teacher", paper, true})
+	for i, s := range all {
 		if len(s.pts) == 0 {
 			continue
 		}
@@ -186,7 +210,7 @@ func (r *Report) plotEnsembles() (*plot.Plot, error) {
 		}
 		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
 		pts.Shape = plotutil.Shape(i)
-		if i == 2 {
+		if s.dashed {
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(l, pts)

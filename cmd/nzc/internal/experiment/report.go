@@ -131,8 +131,8 @@ func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 2, 64) }
 // paper is true (MNIST with the paper's split).
 func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels, evaluated on %d held-out examples.\n\n",
-		r.Dataset, r.TeacherModel, r.StudentModel, r.HeldOut)
+	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels%s, evaluated on %d held-out examples.\n\n",
+		r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut)
 	hdr := "| aggregator | parameters | teachers | queries | answered | label acc. % | student acc. % | ε | ε source | ε data-independent | δ |"
 	sep := "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
 	if paper {
@@ -170,13 +170,13 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	}
 	b.WriteString("\nEnsembles (accuracy on all student examples; clean-vote label accuracy on the queries):\n\n")
 	if paper {
-		b.WriteString("| teachers | mean single-teacher acc. % | clean-vote label acc. % | paper: mean single-teacher acc. % |\n|---:|---:|---:|---:|\n")
+		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % | paper: mean single-teacher acc. % |\n|---:|---|---:|---:|---:|\n")
 	} else {
-		b.WriteString("| teachers | mean single-teacher acc. % | clean-vote label acc. % |\n|---:|---:|---:|\n")
+		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % |\n|---:|---|---:|---:|\n")
 	}
 	pt := PaperTeacherAccuracy()
 	for _, e := range r.Ensembles {
-		fmt.Fprintf(&b, "| %d | %s | %s |", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+		fmt.Fprintf(&b, "| %d | %s | %s | %s |", e.Teachers, e.Model, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
 		if paper {
 			if v, ok := pt[e.Teachers]; ok {
 				fmt.Fprintf(&b, " %.2f |", v)
@@ -190,10 +190,18 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	return err
 }
 
+func (r *Report) selfTrainingText() string {
+	if r.StudentSelfTraining.Rounds == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and self-trained on its unlabelled queries (%d round(s), pseudo-labels with mean probability ≥ %g agreeing across ±%d px shifts; every row alike)",
+		r.StudentSelfTraining.Rounds, r.StudentSelfTraining.Confidence, r.StudentSelfTraining.Shift)
+}
+
 // WriteText writes a compact human-readable table.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dataset %s, teachers %s, student %s, %d held out, wall time %.0fs\n", r.Dataset, r.TeacherModel, r.StudentModel, r.HeldOut, r.WallSeconds)
+	fmt.Fprintf(&b, "dataset %s, teachers %s, student %s%s, %d held out, wall time %.0fs, CPU time %.0fs\n", r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut, r.WallSeconds, r.CPUSeconds)
 	for _, e := range r.Ensembles {
 		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
 	}

@@ -48,6 +48,7 @@ type Row struct {
 // Ensemble summarises one ensemble size.
 type Ensemble struct {
 	Teachers                int     `json:"teachers"`
+	Model                   string  `json:"model,omitempty"`
 	TeacherMeanAccuracy     float64 `json:"teacher_mean_accuracy"`
 	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy"`
 	// GapCounts[g] is the number of queries whose top-two vote gap is g
@@ -60,17 +61,21 @@ type Ensemble struct {
 // Report is the outcome of an experiment. The top-level teacher fields
 // describe the primary ensemble (Config.Teachers[0]).
 type Report struct {
-	Dataset                 string     `json:"dataset"`
-	Teachers                int        `json:"teachers"`
-	Rows                    []Row      `json:"rows"`
-	TeacherMeanAccuracy     float64    `json:"teacher_mean_accuracy"`
-	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy"`
-	Ensembles               []Ensemble `json:"ensembles"`
-	TeacherModel            string     `json:"teacher_model"`
-	StudentModel            string     `json:"student_model"`
-	HeldOut                 int        `json:"held_out"`
-	Seed                    uint64     `json:"seed"`
-	WallSeconds             float64    `json:"wall_seconds"`
+	Dataset                 string                `json:"dataset"`
+	Teachers                int                   `json:"teachers"`
+	Rows                    []Row                 `json:"rows"`
+	TeacherMeanAccuracy     float64               `json:"teacher_mean_accuracy"`
+	CleanVotesLabelAccuracy float64               `json:"clean_votes_label_accuracy"`
+	Ensembles               []Ensemble            `json:"ensembles"`
+	TeacherModel            string                `json:"teacher_model"`
+	StudentModel            string                `json:"student_model"`
+	HeldOut                 int                   `json:"held_out"`
+	Seed                    uint64                `json:"seed"`
+	StudentSelfTraining     ensemble.SelfTraining `json:"student_self_training"`
+	WallSeconds             float64               `json:"wall_seconds"`
+	// CPUSeconds is the process's CPU time (user + system), when the caller
+	// measured it: on a shared machine it says more than the wall time.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
 // source returns a deterministic noise source for one release.
@@ -109,7 +114,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	counts = slices.Compact(counts)
 	tSpec, _ := model.Preset(cfg.TeacherModel, train.Shape, classes)
 	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
-	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed}
+	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed, StudentSelfTraining: cfg.SelfTraining}
 
 	st := &students{cfg: cfg, spec: sSpec, queries: queries, holdout: holdout, memo: map[[32]byte]float64{}, now: now, log: log}
 
@@ -121,13 +126,18 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	for _, k := range sizes {
 		full := slices.Contains(cfg.Teachers, k)
-		log.Info("training teachers", "teachers", k, "model", tSpec.String())
+		spec, tc := tSpec, cfg.TeacherTrain
+		if !full && cfg.SweepTeacherModel != "" {
+			spec, _ = model.Preset(cfg.SweepTeacherModel, train.Shape, classes)
+			tc = cfg.SweepTeacherTrain
+		}
+		log.Info("training teachers", "teachers", k, "model", spec.String())
 		parts, err := data.Partition(train.Len(), []int{k}, cfg.Seed)
 		if err != nil {
 			return nil, err
 		}
 		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{
-			Spec: tSpec, Train: cfg.TeacherTrain, Seed: cfg.Seed ^ uint64(k)<<32,
+			Spec: spec, Train: tc, Seed: cfg.Seed ^ uint64(k)<<32,
 			CacheDir: cfg.CacheDir, Progress: cfg.Progress, Clock: now, Logger: log,
 		}, train, parts[0])
 		if err != nil {
@@ -139,7 +149,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		if err != nil {
 			return nil, err
 		}
-		ens := Ensemble{Teachers: k, TableRows: full}
+		ens := Ensemble{Teachers: k, Model: spec.String(), TableRows: full}
 		for _, p := range preds {
 			a, _ := metrics.Accuracy(p, test.Y)
 			ens.TeacherMeanAccuracy += a / float64(len(preds))
@@ -172,7 +182,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		}
 		for _, agg := range cfg.Aggregators {
 			for _, n := range counts {
-				if n != maxQ && !slices.Contains(cfg.SweepAggregators, agg) {
+				if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
 					continue
 				}
 				row, labels, err := release(cfg, agg, k, classes, hs[:n])
@@ -320,7 +330,7 @@ func (s *students) train(ctx context.Context, what string, labels []int) (float6
 	}
 	bar := progress.New(s.cfg.Progress, s.now)
 	defer bar.Done()
-	n, _, err := ensemble.TrainStudent(ctx, s.spec, s.cfg.StudentTrain, s.cfg.Seed, s.queries, full, func(done, total int) {
+	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, full, func(done, total int) {
 		bar.Update("student "+strings.TrimSpace(what), done, total, "samples")
 	})
 	if errors.Is(err, ensemble.ErrNoLabels) {
@@ -333,6 +343,10 @@ func (s *students) train(ctx context.Context, what string, labels []int) (float6
 	acc, err := n.Accuracy(s.holdout)
 	if err != nil {
 		return 0, err
+	}
+	if res.Pseudo > 0 {
+		s.log.Info("student self-trained", "for", what, "released_labels", res.Labelled, "pseudo_labels", res.Pseudo,
+			"pseudo_label_accuracy", float64(res.PseudoCorrect)/float64(res.Pseudo))
 	}
 	s.memo[key] = acc
 	return acc, nil
