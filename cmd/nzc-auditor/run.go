@@ -32,6 +32,11 @@ checkpoints signed by this auditor's key, and the intake where the aggregator
 founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 
+The dashboard address serves a web page of the ledger over plain HTTP
+without authentication (loopback by default): each hospital's ε against its
+cap over time, charges, refusals, the cosigned checkpoint and a live
+verification of the log.
+
 The operations endpoint serves /livez, /readyz, /metrics, /status and
 /checkpoint. The API address serves the compliance API over HTTPS with this
 auditor's certificate, to clients presenting a certificate of the federation
@@ -103,6 +108,10 @@ take snapshots (see 'nzc ledger --help').`,
 		}()
 		node.ServeOps(ctx, cfg.Ops.Listen, n.Handler(), log)
 		if err := serveAPI(ctx, cfg.API, apiTLS(cert, netCfg.CA), apiHandler(n, led, cfg.ID), log); err != nil {
+			_ = n.Close()
+			return err
+		}
+		if err := serveDashboard(ctx, cfg.Dashboard, cfg.ID, n, led, log); err != nil {
 			_ = n.Close()
 			return err
 		}

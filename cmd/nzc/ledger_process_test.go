@@ -30,6 +30,7 @@ import (
 // auditorProcess is one nzc-auditor process of a test cluster.
 type auditorProcess struct {
 	id, raft, intake, api, ops string
+	dashboard                  string
 	p                          *proctest.Process
 	reader                     *complianceFlags
 }
@@ -78,11 +79,11 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 
 	// Three auditors on free loopback ports, founding the cluster together.
 	parties := m.ByRole(crypto.RoleAuditor)
-	tcp, udp := proctest.FreeTCP(t, 3*len(parties)), proctest.FreeUDP(t, len(parties))
+	tcp, udp := proctest.FreeTCP(t, 4*len(parties)), proctest.FreeUDP(t, len(parties))
 	var auditors []*auditorProcess
 	var peers []string
 	for i, p := range parties {
-		a := &auditorProcess{id: p.ID, raft: tcp[3*i], api: tcp[3*i+1], ops: tcp[3*i+2], intake: udp[i]}
+		a := &auditorProcess{id: p.ID, raft: tcp[4*i], api: tcp[4*i+1], ops: tcp[4*i+2], dashboard: tcp[4*i+3], intake: udp[i]}
 		a.reader = &complianceFlags{api: a.api, fed: dir, as: string(crypto.RoleCompliance), timeout: 5 * time.Second}
 		auditors = append(auditors, a)
 		peers = append(peers, p.ID+"="+a.raft)
@@ -94,6 +95,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		cfg.Bootstrap, cfg.Peers, cfg.Genesis = true, peers, genesisPath
 		cfg.TLS = config.TLS{CA: m.Path(m.CACert), Cert: m.Path(p.Cert), Key: m.Path(p.Key)}
 		cfg.SigningKey, cfg.Ops.Listen, cfg.Log.Level = m.Path(p.SigningKey), a.ops, "info"
+		cfg.Dashboard = a.dashboard
 		b, err := yaml.Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -106,6 +108,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	}
 	for _, a := range auditors {
 		proctest.WaitHTTP(t, 20*time.Second, nil, "http://"+a.ops+"/readyz", a.p)
+		proctest.WaitHTTP(t, 20*time.Second, nil, "http://"+a.dashboard+"/api/overview", a.p)
 	}
 	ctx := context.Background()
 	// The genesis and the student's registration are applied once.

@@ -259,7 +259,8 @@ type Auditor struct {
 	Raft       string   `mapstructure:"raft" yaml:"raft" json:"raft" help:"address for raft traffic among auditors"`
 	Advertise  string   `mapstructure:"advertise" yaml:"advertise" json:"advertise" help:"raft address peers dial (defaults to raft)"`
 	Listen     string   `mapstructure:"listen" yaml:"listen" json:"listen" help:"address the aggregator submits charges to"`
-	API        string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API and dashboard"`
+	API        string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API (federation client certificates)"`
+	Dashboard  string   `mapstructure:"dashboard" yaml:"dashboard" json:"dashboard" help:"web dashboard, plain HTTP without authentication: keep it on loopback; empty disables it"`
 	Bootstrap  bool     `mapstructure:"bootstrap" yaml:"bootstrap" json:"bootstrap" help:"form a new cluster with the peers below"`
 	Peers      []string `mapstructure:"peers" yaml:"peers" json:"peers" help:"id=raft-address of the founding auditors"`
 	TLS        TLS      `mapstructure:"tls" yaml:"tls" json:"tls"`
@@ -271,7 +272,7 @@ type Auditor struct {
 
 // DefaultAuditor returns the defaults of nzc-auditor.
 func DefaultAuditor() Auditor {
-	return Auditor{DataDir: "auditor-data", Raft: "127.0.0.1:7500", Listen: "127.0.0.1:7600", API: "127.0.0.1:7700", Log: defaultLog()}
+	return Auditor{DataDir: "auditor-data", Raft: "127.0.0.1:7500", Listen: "127.0.0.1:7600", API: "127.0.0.1:7700", Dashboard: "127.0.0.1:7800", Log: defaultLog()}
 }
 
 // Validate reports every problem in the configuration.
@@ -283,6 +284,7 @@ func (a Auditor) Validate() error {
 	c.address("advertise", a.Advertise, false, "")
 	c.address("listen", a.Listen, true, "the address the aggregator submits charges to")
 	c.address("api", a.API, false, "")
+	c.address("dashboard", a.Dashboard, false, "")
 	for _, p := range a.Peers {
 		id, addr, ok := strings.Cut(p, "=")
 		if !ok || id == "" {
