@@ -161,10 +161,11 @@ func (c *Client) statePath(dataHash string, index int) string {
 }
 
 // loadBatch reads the record of batch index, which holds the queries
-// [from, from+count) of a data set with the given number of classes (0 when
-// unknown). A record that is not exactly that batch's is an error: its labels
-// would land on other queries.
-func (c *Client) loadBatch(dataHash string, index int, id []byte, from, count, classes int) (*Batch, error) {
+// [from, from+count) of a data set. A record that is not exactly that
+// batch's is an error: its labels would land on other queries. (Labels are
+// checked against the protocol's bound on classes, not the data set's own
+// count: a student's unlabelled data may carry placeholder labels.)
+func (c *Client) loadBatch(dataHash string, index int, id []byte, from, count int) (*Batch, error) {
 	b, err := os.ReadFile(c.statePath(dataHash, index))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -174,7 +175,7 @@ func (c *Client) loadBatch(dataHash string, index int, id []byte, from, count, c
 	}
 	var bt Batch
 	if err := json.Unmarshal(b, &bt); err != nil || bt.BatchID != hex.EncodeToString(id) || bt.Index != index ||
-		bt.From != from || len(bt.Labels) != count || !validLabels(bt.Labels, classes) {
+		bt.From != from || len(bt.Labels) != count || !validLabels(bt.Labels, protocol.MaxClasses) {
 		return nil, fmt.Errorf("student: state file %s is damaged or from another run; move it away to ask that batch again (the aggregator answers a known batch without a new charge)", c.statePath(dataHash, index))
 	}
 	return &bt, nil
@@ -223,7 +224,7 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 		id := BatchID(c.cfg.ID, hash, c.cfg.BatchSize, i)
 		go func() {
 			defer close(a.done)
-			a.bt, a.err = c.loadBatch(hash, i, id, from, to-from, d.Classes)
+			a.bt, a.err = c.loadBatch(hash, i, id, from, to-from)
 			if a.err != nil || a.bt != nil {
 				return
 			}
