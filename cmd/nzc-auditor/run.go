@@ -129,9 +129,9 @@ take snapshots (see 'nzc ledger --help').`,
 	return cmd
 }
 
-// applyGenesis starts an empty ledger with the federation's genesis
-// commands once the cluster has a leader. A ledger that has entries is left
-// alone, so restarts change nothing: the node first waits until it has
+// applyGenesis starts a ledger with the federation's genesis commands once
+// the cluster has a leader. A ledger that has its genesis is left alone, so
+// restarts change nothing: the node first waits until it has
 // applied the log it had on disk when it started (startLast), since after a
 // restart it can know a leader before it has replayed its own entries. If
 // those entries were never committed and a new leader drops them, the wait
@@ -147,7 +147,11 @@ func applyGenesis(ctx context.Context, n *auditor.Node, led *auditor.Ledger, cmd
 		case <-t.C:
 		}
 	}
-	if led.State().TreeSize() > 0 {
+	// A ledger with an accepted genesis is left alone. The tree may hold
+	// entries without one: commands that reached the ledger before the
+	// genesis (a hospital opening its account as soon as it connects) are
+	// refused and recorded, and must not stop the genesis from applying.
+	if led.State().Origin() != "" {
 		return
 	}
 	for i, c := range cmds {

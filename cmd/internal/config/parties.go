@@ -161,6 +161,7 @@ type Aggregator struct {
 	Quorum        int           `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
 	Hospitals     int           `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
 	BatchDeadline time.Duration `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
+	LedgerTimeout time.Duration `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
 	Delta         float64       `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
 	Log           Log           `mapstructure:"log" yaml:"log" json:"log"`
 	Ops           Ops           `mapstructure:"ops" yaml:"ops" json:"ops"`
@@ -175,6 +176,7 @@ func DefaultAggregator() Aggregator {
 		Mechanism:     Mechanism{Name: "confident-gnmax", Threshold: 200, Sigma1: 150, Sigma2: 40},
 		Quorum:        1,
 		BatchDeadline: 30 * time.Second,
+		LedgerTimeout: 15 * time.Second,
 		Delta:         1e-5,
 		Log:           defaultLog(),
 	}
@@ -201,6 +203,9 @@ func (a Aggregator) Validate() error {
 	}
 	if a.BatchDeadline <= 0 {
 		c.add("batch_deadline", "must be a positive duration such as 30s; got %v", a.BatchDeadline)
+	}
+	if a.LedgerTimeout <= 0 {
+		c.add("ledger_timeout", "must be a positive duration such as 15s; got %v", a.LedgerTimeout)
 	}
 	if !(a.Delta > 0 && a.Delta < 1) {
 		c.add("delta", "must be in (0, 1), e.g. 1e-5; got %v", a.Delta)

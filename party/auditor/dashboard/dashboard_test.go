@@ -40,14 +40,17 @@ type fed struct {
 	ts int64
 }
 
-func newFed(t *testing.T) *fed {
-	f := &fed{t: t, st: ledger.New(), ts: 1_700_000_000_000_000_000}
+func newFed(t *testing.T) *fed { return newFedWithCaps(t, 2, 5) }
+
+// newFedWithCaps is the federation with caps ε1 for h1 and ε2 for h2.
+func newFedWithCaps(tb testing.TB, ε1, ε2 float64) *fed {
+	f := &fed{t: tb, st: ledger.New(), ts: 1_700_000_000_000_000_000}
 	ps := []ledger.Party{party("a1", ledger.RoleAuditor), party("a2", ledger.RoleAuditor), party("a3", ledger.RoleAuditor),
 		party("admin", ledger.RoleAdmin), party("agg", ledger.RoleAggregator),
 		party("h1", ledger.RoleHospital), party("h2", ledger.RoleHospital), party("s1", ledger.RoleStudent)}
 	f.must(&ledger.Genesis{Origin: "test.nzc/dashboard", Parties: ps, Timestamp: f.now()}, "admin")
-	f.must(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 2, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
-	f.must(&ledger.OpenAccount{Hospital: "h2", CapEpsilon: 5, CapDelta: 1e-5, Timestamp: f.now()}, "h2")
+	f.must(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: ε1, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
+	f.must(&ledger.OpenAccount{Hospital: "h2", CapEpsilon: ε2, CapDelta: 1e-5, Timestamp: f.now()}, "h2")
 	f.must(&ledger.RegisterStudent{Student: "s1", Timestamp: f.now()}, "admin")
 	return f
 }
