@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/student"
@@ -36,7 +37,7 @@ func TestFaults(t *testing.T) {
 	special := map[string]want{}
 	check := func(t *testing.T) {
 		t.Helper()
-		f.checkInvariants(results, special)
+		f.checkInvariants(t, results, special)
 	}
 	next := 0 // first query not yet asked
 	queries := func(n int) (from int) {
@@ -96,14 +97,14 @@ func TestFaults(t *testing.T) {
 			check(t)
 			// The same batches asked again (a fresh state directory): the
 			// same labels, and no new charge.
-			n := len(f.verifiedLedger(0).charges)
+			n := len(f.verifiedLedger(t, f.leader(t)).charges)
 			again := f.label(from, 3*batchSize)
 			for i, b := range again.Batches {
 				if !b.Replayed || !slices.Equal(b.Labels, res.Batches[i].Labels) || b.AnswersHash != res.Batches[i].AnswersHash {
 					t.Errorf("batch %d asked again: replayed %v, labels %v, want the earlier %v", i, b.Replayed, b.Labels, res.Batches[i].Labels)
 				}
 			}
-			if m := len(f.verifiedLedger(0).charges); m != n {
+			if m := len(f.verifiedLedger(t, f.leader(t)).charges); m != n {
 				t.Errorf("asking the same batches again changed the charged batches from %d to %d", n, m)
 			}
 		})
@@ -135,6 +136,9 @@ func TestFaults(t *testing.T) {
 		// It comes back and reconnects by itself; the next batch is voted
 		// and charged by all three.
 		f.startHospital(h, "")
+		// The aggregator may still count the dead connection until its
+		// idle timeout; wait for the new process to register.
+		h.p.waitLog(t, 30*time.Second, "registered with the aggregator")
 		f.waitConnected(hospitals, 30*time.Second)
 		res = f.label(queries(batchSize), batchSize)
 		results = append(results, res)
@@ -156,7 +160,7 @@ func TestFaults(t *testing.T) {
 				a.intake.setCut(true)
 			}
 		}
-		waitFor(t, 30*time.Second, "no auditor to lead", func() bool { return f.leaderIndex() < 0 })
+		proctest.WaitFor(t, 30*time.Second, "no auditor to lead", func() bool { return f.leaderIndex() < 0 })
 		from := queries(batchSize)
 		ids := f.batchIDs(from, batchSize)
 		run := f.startStudent(from, batchSize, "")
@@ -236,8 +240,8 @@ func TestFaults(t *testing.T) {
 
 		// The real store is intact: restart, catch up, take part again.
 		f.startAuditor(a)
-		want := f.verifiedLedger(li)
-		caught := f.verifiedLedgerAtLeast(vi, len(want.entries))
+		want := f.verifiedLedger(t, li)
+		caught := f.verifiedLedgerAtLeast(t, vi, len(want.entries))
 		for i := range want.entries {
 			if !bytes.Equal(want.entries[i].Command, caught.entries[i].Command) || want.entries[i].Outcome != caught.entries[i].Outcome {
 				t.Fatalf("entry %d differs between the leader and the restarted %s", i, a.id)
@@ -246,7 +250,7 @@ func TestFaults(t *testing.T) {
 		res = f.label(queries(batchSize), batchSize)
 		results = append(results, res)
 		check(t)
-		f.verifiedLedgerAtLeast(vi, int(res.Batches[0].LedgerIndex)+1)
+		f.verifiedLedgerAtLeast(t, vi, int(res.Batches[0].LedgerIndex)+1)
 	})
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/ml/data"
@@ -147,22 +148,7 @@ func (p *proc) logText() string {
 // waitLog waits until the process's log holds s.
 func (p *proc) waitLog(t *testing.T, within time.Duration, s string) {
 	t.Helper()
-	waitFor(t, within, fmt.Sprintf("%s to log %q", p.name, s), func() bool { return strings.Contains(p.logText(), s) })
-}
-
-// waitFor polls cond every 50ms until it holds, failing the test after
-// within: every wait in these tests is bounded.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-tick.C
-	}
+	proctest.WaitFor(t, within, fmt.Sprintf("%s to log %q", p.name, s), func() bool { return strings.Contains(p.logText(), s) })
 }
 
 type auditorNode struct {
@@ -253,6 +239,7 @@ func newFed(t *testing.T, bin string) *fed {
 		n.raft = newTCPProxy(t, n.cfg.Raft)
 		n.intake = newUDPProxy(t, n.cfg.Listen)
 		n.cfg.Advertise = n.raft.Addr()
+		n.cfg.Dashboard = "" // not under test; its default port may be taken
 		n.cfg.Log.Level = "info"
 		f.auditors = append(f.auditors, n)
 	}
@@ -464,7 +451,7 @@ func (f *fed) startAll() {
 	}
 	f.waitConnected(hospitals, 60*time.Second)
 	f.t.Logf("%s: %d hospitals connected", time.Now().Format("15:04:05.000"), hospitals)
-	waitFor(f.t, 60*time.Second, "every hospital's budget account to open", func() bool {
+	proctest.WaitFor(f.t, 60*time.Second, "every hospital's budget account to open", func() bool {
 		accts, err := f.accounts(0)
 		return err == nil && len(accts) == hospitals
 	})
@@ -512,7 +499,7 @@ func (f *fed) metric(name string) float64 {
 // waitConnected waits until the aggregator has n hospitals connected.
 func (f *fed) waitConnected(n int, within time.Duration) {
 	f.t.Helper()
-	waitFor(f.t, within, fmt.Sprintf("the aggregator to have %d hospitals connected", n), func() bool {
+	proctest.WaitFor(f.t, within, fmt.Sprintf("the aggregator to have %d hospitals connected", n), func() bool {
 		return f.metric("nzc_aggregator_hospitals_connected") == float64(n)
 	})
 }
@@ -593,14 +580,16 @@ type ledgerView struct {
 // verifiedLedger fetches the export from auditor i, verifies it against
 // the auditors' keys from the manifest (quorum-signed checkpoint, Merkle
 // tree, replay of every entry) and decodes its charges.
-func (f *fed) verifiedLedger(i int) *ledgerView { return f.verifiedLedgerAtLeast(i, 0) }
+func (f *fed) verifiedLedger(t *testing.T, i int) *ledgerView {
+	return f.verifiedLedgerAtLeast(t, i, 0)
+}
 
 // verifiedLedgerAtLeast is verifiedLedger once the auditor has applied at
 // least size entries (a follower may lag the leader by a moment).
-func (f *fed) verifiedLedgerAtLeast(i int, size int) *ledgerView {
-	f.t.Helper()
+func (f *fed) verifiedLedgerAtLeast(t *testing.T, i int, size int) *ledgerView {
+	t.Helper()
 	var b []byte
-	waitFor(f.t, 30*time.Second, fmt.Sprintf("a cosigned export of at least %d entries from %s", size, f.auditors[i].id), func() bool {
+	proctest.WaitFor(t, 30*time.Second, fmt.Sprintf("a cosigned export of at least %d entries from %s", size, f.auditors[i].id), func() bool {
 		code, body, err := f.get("https://" + f.auditors[i].cfg.API + "/v1/export")
 		if err != nil || code != http.StatusOK {
 			return false
@@ -613,27 +602,27 @@ func (f *fed) verifiedLedgerAtLeast(i int, size int) *ledgerView {
 	for _, a := range f.m.ByRole(crypto.RoleAuditor) {
 		pub, err := crypto.LoadPublicKey(f.m.Path(a.VerifyingKey))
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		keys = append(keys, k)
 	}
 	rep := ledger.Verify(b, ledger.VerifyOptions{TrustedKeys: keys})
 	if !rep.OK {
-		f.t.Fatalf("the ledger export does not verify: %v", rep.Failures())
+		t.Fatalf("the ledger export does not verify: %v", rep.Failures())
 	}
 	x, err := ledger.DecodeExport(b)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	v := &ledgerView{charges: map[string][]charge{}}
 	for _, eb := range x.Entries {
 		e, err := ledger.DecodeEntry(eb)
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		v.entries = append(v.entries, e)
 		if e.Status != ledger.StatusAccepted {
@@ -641,14 +630,14 @@ func (f *fed) verifiedLedgerAtLeast(i int, size int) *ledgerView {
 		}
 		c, err := ledger.DecodeCommand(e.Command)
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		if ch, ok := c.Body.(*ledger.Charge); ok {
 			v.charges[ch.BatchID] = append(v.charges[ch.BatchID], charge{e.Index, ch})
 		}
 	}
 	if v.accounts, err = f.accounts(i); err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return v
 }
@@ -669,15 +658,15 @@ type want struct {
 //   - each account's charges and answers are the sums over the accepted
 //     charges naming it (nothing double-counted or dropped), and the
 //     export's replay verified above reproduces its ε.
-func (f *fed) checkInvariants(results []*student.Result, special map[string]want) {
-	f.t.Helper()
+func (f *fed) checkInvariants(t *testing.T, results []*student.Result, special map[string]want) {
+	t.Helper()
 	top := uint64(0)
 	for _, r := range results {
 		for _, b := range r.Batches {
 			top = max(top, b.LedgerIndex)
 		}
 	}
-	v := f.verifiedLedgerAtLeast(f.leader(f.t), int(top)+1)
+	v := f.verifiedLedgerAtLeast(t, f.leader(t), int(top)+1)
 	all := make([]string, 0, len(f.hospitals))
 	for _, h := range f.hospitals {
 		all = append(all, h.id)
@@ -688,15 +677,15 @@ func (f *fed) checkInvariants(results []*student.Result, special map[string]want
 			held[b.BatchID] = true
 			cs := v.charges[b.BatchID]
 			if len(cs) != 1 {
-				f.t.Errorf("batch %s…: %d accepted charges in the ledger, want exactly 1", b.BatchID[:12], len(cs))
+				t.Errorf("batch %s…: %d accepted charges in the ledger, want exactly 1", b.BatchID[:12], len(cs))
 				continue
 			}
 			c := cs[0]
 			if c.index != b.LedgerIndex {
-				f.t.Errorf("batch %s…: the student was told ledger index %d, the charge is at %d", b.BatchID[:12], b.LedgerIndex, c.index)
+				t.Errorf("batch %s…: the student was told ledger index %d, the charge is at %d", b.BatchID[:12], b.LedgerIndex, c.index)
 			}
 			if hex.EncodeToString(c.c.AnswersHash[:]) != b.AnswersHash {
-				f.t.Errorf("batch %s…: the labels the student opened are not the ones charged (hash %s…, charged %x…)", b.BatchID[:12], b.AnswersHash[:12], c.c.AnswersHash[:6])
+				t.Errorf("batch %s…: the labels the student opened are not the ones charged (hash %s…, charged %x…)", b.BatchID[:12], b.AnswersHash[:12], c.c.AnswersHash[:6])
 			}
 			answered := uint64(0)
 			for _, l := range b.Labels {
@@ -705,22 +694,22 @@ func (f *fed) checkInvariants(results []*student.Result, special map[string]want
 				}
 			}
 			if c.c.Answers != answered || c.c.Queries != uint64(len(b.Labels)) {
-				f.t.Errorf("batch %s…: charged %d answers of %d queries, the student holds %d of %d", b.BatchID[:12], c.c.Answers, c.c.Queries, answered, len(b.Labels))
+				t.Errorf("batch %s…: charged %d answers of %d queries, the student holds %d of %d", b.BatchID[:12], c.c.Answers, c.c.Queries, answered, len(b.Labels))
 			}
 			if w, ok := special[b.BatchID]; ok && w.hospitals != nil {
 				if strings.Join(c.c.Hospitals, ",") != strings.Join(w.hospitals, ",") {
-					f.t.Errorf("batch %s…: charged to %v, want %v", b.BatchID[:12], c.c.Hospitals, w.hospitals)
+					t.Errorf("batch %s…: charged to %v, want %v", b.BatchID[:12], c.c.Hospitals, w.hospitals)
 				}
 			} else if len(c.c.Hospitals) < quorum || !subset(c.c.Hospitals, all) {
 				// Whoever was connected voted; at least the quorum.
-				f.t.Errorf("batch %s…: charged to %v, want at least %d of %v", b.BatchID[:12], c.c.Hospitals, quorum, all)
+				t.Errorf("batch %s…: charged to %v, want at least %d of %v", b.BatchID[:12], c.c.Hospitals, quorum, all)
 			}
 		}
 	}
 	perHospital := map[string][2]uint64{}
 	for id, cs := range v.charges {
 		if !held[id] {
-			f.t.Errorf("batch %s…: charged at index %d but the student never received it", id[:12], cs[0].index)
+			t.Errorf("batch %s…: charged at index %d but the student never received it", id[:12], cs[0].index)
 		}
 		for _, c := range cs {
 			for _, h := range c.c.Hospitals {
@@ -733,7 +722,7 @@ func (f *fed) checkInvariants(results []*student.Result, special map[string]want
 	}
 	for _, a := range v.accounts {
 		if s := perHospital[a.Hospital]; a.Charges != s[0] || a.Answers != s[1] {
-			f.t.Errorf("account %s: %d charges, %d answers; the accepted charges naming it sum to %d, %d", a.Hospital, a.Charges, a.Answers, s[0], s[1])
+			t.Errorf("account %s: %d charges, %d answers; the accepted charges naming it sum to %d, %d", a.Hospital, a.Charges, a.Answers, s[0], s[1])
 		}
 	}
 }
@@ -806,7 +795,7 @@ func (f *fed) leaderIndex() int {
 func (f *fed) leader(t *testing.T) int {
 	t.Helper()
 	li := -1
-	waitFor(t, 30*time.Second, "a raft leader", func() bool {
+	proctest.WaitFor(t, 30*time.Second, "a raft leader", func() bool {
 		li = f.leaderIndex()
 		return li >= 0
 	})
@@ -814,7 +803,7 @@ func (f *fed) leader(t *testing.T) int {
 }
 
 // leaderLedger is the verified export of the raft leader.
-func (f *fed) leaderLedger(t *testing.T) *ledgerView { return f.verifiedLedger(f.leader(t)) }
+func (f *fed) leaderLedger(t *testing.T) *ledgerView { return f.verifiedLedger(t, f.leader(t)) }
 
 func subset(xs, of []string) bool {
 	for _, x := range xs {
