@@ -16,11 +16,38 @@ type SpendPoint struct {
 // in entry order: the series a dashboard plots. It fails, naming the entry,
 // on a log that does not replay.
 func SpendHistory(entries [][]byte) ([]SpendPoint, error) {
-	st := New()
+	return NewSpendReplay().Append(entries)
+}
+
+// SpendReplay is SpendHistory for a reader that follows a growing log: each
+// Append replays only the entries it is given, which continue the log from
+// Len. It keeps a replayed copy of the log.
+type SpendReplay struct {
+	st  *State
+	err error
+}
+
+// NewSpendReplay returns a replay at the start of a log.
+func NewSpendReplay() *SpendReplay { return &SpendReplay{st: New()} }
+
+// Len is the number of entries replayed.
+func (r *SpendReplay) Len() int64 { return r.st.TreeSize() }
+
+// Append replays entries, the log's entries from Len on, and returns the
+// spend points they add. On an entry that does not replay it returns the
+// points before it and the error (a *ReplayError naming the entry), and
+// every later Append returns that error: the state after it is not the
+// log's.
+func (r *SpendReplay) Append(entries [][]byte) ([]SpendPoint, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	st := r.st
 	var out []SpendPoint
-	for i, b := range entries {
-		if err := st.replayOne(int64(i), b); err != nil {
-			return nil, err
+	for _, b := range entries {
+		if err := st.replayOne(st.TreeSize(), b); err != nil {
+			r.err = err
+			return out, err
 		}
 		en, _ := DecodeEntry(b)
 		if en.Status != StatusAccepted {

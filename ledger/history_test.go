@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -38,5 +39,44 @@ func TestSpendHistory(t *testing.T) {
 	var re *ReplayError
 	if _, err := SpendHistory(entries); !errors.As(err, &re) || re.Index != 4 {
 		t.Fatalf("a broken log: %v", err)
+	}
+}
+
+func TestSpendReplayFollowsAGrowingLog(t *testing.T) {
+	f := goldenLog(t)
+	entries, _ := f.st.Entries(0, f.st.TreeSize())
+	whole, err := SpendHistory(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cuts := range [][]int{{0}, {1, 5}, {3, 4, 7, 10}, {len(entries)}} {
+		r := NewSpendReplay()
+		var got []SpendPoint
+		from := 0
+		for _, to := range append(cuts, len(entries)) {
+			ps, err := r.Append(entries[from:to])
+			if err != nil {
+				t.Fatalf("cuts %v: %v", cuts, err)
+			}
+			got, from = append(got, ps...), to
+			if r.Len() != int64(to) {
+				t.Fatalf("cuts %v: Len %d after %d entries", cuts, r.Len(), to)
+			}
+		}
+		if !reflect.DeepEqual(got, whole) {
+			t.Fatalf("cuts %v: %+v, want %+v", cuts, got, whole)
+		}
+	}
+	// A broken entry stops the replay for good.
+	r := NewSpendReplay()
+	if _, err := r.Append(entries[:3]); err != nil {
+		t.Fatal(err)
+	}
+	var re *ReplayError
+	if _, err := r.Append(entries[4:]); !errors.As(err, &re) || re.Index != 3 {
+		t.Fatalf("a missing entry: %v", err)
+	}
+	if _, err := r.Append(entries[3:]); !errors.As(err, &re) {
+		t.Fatalf("after a failure: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need on a fresh machine, idempotently:
-# pinned Go tools into ./bin.
+# pinned Go tools into ./bin, and Debian's chromium for the dashboard's
+# headless-browser test. Quiet when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,3 +13,19 @@ if ! ./bin/staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"
 	GOBIN="$PWD/bin" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
 echo "staticcheck: $(./bin/staticcheck -version)"
+
+# The dashboard test (party/auditor, TestDashboardInBrowser) renders the page
+# in headless chromium; CI sets NZC_REQUIRE_BROWSER=1 so it cannot skip.
+if ! command -v chromium >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		echo "chromium is missing; install it (Debian: apt-get install chromium) or the dashboard's browser test skips" >&2
+	else
+		echo "installing chromium (Debian package) for the dashboard's browser test"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		apt-get install -y -qq --no-install-recommends chromium >/dev/null
+	fi
+fi
+if command -v chromium >/dev/null 2>&1; then
+	echo "chromium: $(chromium --version 2>/dev/null || echo 'installed')"
+fi

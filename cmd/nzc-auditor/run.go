@@ -32,6 +32,11 @@ checkpoints signed by this auditor's key, and the intake where the aggregator
 founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 
+The dashboard address serves a web page of the ledger over plain HTTP
+without authentication (loopback by default): each hospital's ε against its
+cap over time, charges, refusals, the cosigned checkpoint and a live
+verification of the log.
+
 The operations endpoint serves /livez, /readyz, /metrics, /status and
 /checkpoint. The API address serves the compliance API over HTTPS with this
 auditor's certificate, to clients presenting a certificate of the federation
@@ -106,6 +111,10 @@ take snapshots (see 'nzc ledger --help').`,
 			_ = n.Close()
 			return err
 		}
+		if err := serveDashboard(ctx, cfg.Dashboard, cfg.ID, n, led, log); err != nil {
+			_ = n.Close()
+			return err
+		}
 		if cfg.Genesis != "" {
 			cmds, err := intake.ReadGenesis(cfg.Genesis)
 			if err != nil {
@@ -120,9 +129,9 @@ take snapshots (see 'nzc ledger --help').`,
 	return cmd
 }
 
-// applyGenesis starts an empty ledger with the federation's genesis
-// commands once the cluster has a leader. A ledger that has entries is left
-// alone, so restarts change nothing: the node first waits until it has
+// applyGenesis starts a ledger with the federation's genesis commands once
+// the cluster has a leader. A ledger that has its genesis is left alone, so
+// restarts change nothing: the node first waits until it has
 // applied the log it had on disk when it started (startLast), since after a
 // restart it can know a leader before it has replayed its own entries. If
 // those entries were never committed and a new leader drops them, the wait
@@ -138,7 +147,11 @@ func applyGenesis(ctx context.Context, n *auditor.Node, led *auditor.Ledger, cmd
 		case <-t.C:
 		}
 	}
-	if led.State().TreeSize() > 0 {
+	// A ledger with an accepted genesis is left alone. The tree may hold
+	// entries without one: commands that reached the ledger before the
+	// genesis (a hospital opening its account as soon as it connects) are
+	// refused and recorded, and must not stop the genesis from applying.
+	if led.State().Origin() != "" {
 		return
 	}
 	for i, c := range cmds {

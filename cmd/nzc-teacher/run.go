@@ -117,7 +117,8 @@ certificate.`,
 			}
 		}
 		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
-			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log})
+			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log,
+			Pause: node.PauseHook(log)})
 		if errors.Is(err, teacher.ErrBadRegistration) {
 			return fmt.Errorf("registration %s: %w", cfg.Registration, err)
 		}

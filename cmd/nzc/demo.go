@@ -253,7 +253,7 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 		return nil, err
 	}
 	auditors := d.m.ByRole(crypto.RoleAuditor)
-	d.say("starting %d auditors (raft over mutual TLS)", len(auditors))
+	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), loopback(d.pt.dashboard(0)))
 	for _, a := range auditors {
 		if err := d.start(ctx, a.ID, "nzc-auditor", "run", "--config", configFile(d.m, a)); err != nil {
 			return nil, err
@@ -336,7 +336,7 @@ func freePorts(parties int) (ports, error) {
 		p := ports{base}
 		need := []int{p.aggregator()}
 		for i := range 3 {
-			need = append(need, p.raft(i), p.intake(i), p.api(i))
+			need = append(need, p.raft(i), p.intake(i), p.api(i), p.dashboard(i))
 		}
 		for k := 1; k <= parties; k++ {
 			need = append(need, p.ops(k))

@@ -23,14 +23,16 @@ import (
 //
 //	B          aggregator (QUIC)
 //	B+100+i    auditor i raft            B+200+i  auditor i charge intake
-//	B+300+i    auditor i compliance API  B+1000+k operations endpoint of party k
+//	B+300+i    auditor i compliance API  B+400+i  auditor i dashboard
+//	B+1000+k   operations endpoint of party k
 type ports struct{ base int }
 
-func (p ports) aggregator() int  { return p.base }
-func (p ports) raft(i int) int   { return p.base + 100 + i }
-func (p ports) intake(i int) int { return p.base + 200 + i }
-func (p ports) api(i int) int    { return p.base + 300 + i }
-func (p ports) ops(k int) int    { return p.base + 1000 + k }
+func (p ports) aggregator() int     { return p.base }
+func (p ports) raft(i int) int      { return p.base + 100 + i }
+func (p ports) intake(i int) int    { return p.base + 200 + i }
+func (p ports) api(i int) int       { return p.base + 300 + i }
+func (p ports) dashboard(i int) int { return p.base + 400 + i }
+func (p ports) ops(k int) int       { return p.base + 1000 + k }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
@@ -88,6 +90,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.ID, c.TLS, c.SigningKey = p.ID, tlsOf(p), abs(p.SigningKey)
 			c.DataDir = filepath.Join(m.Dir, p.ID, "data")
 			c.Raft, c.Listen, c.API = loopback(pt.raft(i)), loopback(pt.intake(i)), loopback(pt.api(i))
+			c.Dashboard = loopback(pt.dashboard(i))
 			c.Bootstrap, c.Peers = i == 0, peers
 			if i == 0 {
 				c.Genesis = filepath.Join(m.Dir, GenesisFile)

@@ -70,11 +70,17 @@ func TestInitWritesLoadableFederation(t *testing.T) {
 		t.Fatalf("aggregator knows %d auditors, want 3", len(a.Auditors))
 	}
 	bootstraps := 0
+	dashboards := map[string]bool{}
 	for i := 1; i <= 3; i++ {
 		au := loadAs(t, filepath.Join(dir, "auditor-"+string(rune('0'+i))+".yaml"), config.DefaultAuditor())
 		if au.Bootstrap {
 			bootstraps++
 		}
+		// Auditors on one host each need their own dashboard port, on loopback.
+		if dashboards[au.Dashboard] || !strings.HasPrefix(au.Dashboard, "127.0.0.1:") {
+			t.Fatalf("auditor-%d dashboard %q: not a loopback address of its own", i, au.Dashboard)
+		}
+		dashboards[au.Dashboard] = true
 		if len(au.Peers) != 3 {
 			t.Fatalf("auditor-%d peers: %v", i, au.Peers)
 		}

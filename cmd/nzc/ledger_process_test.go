@@ -30,6 +30,7 @@ import (
 // auditorProcess is one nzc-auditor process of a test cluster.
 type auditorProcess struct {
 	id, raft, intake, api, ops string
+	dashboard                  string
 	p                          *proctest.Process
 	reader                     *complianceFlags
 }
@@ -46,7 +47,11 @@ func (a *auditorProcess) status(ctx context.Context) (compliance.Status, error) 
 // on loopback, streams signed charges through their intakes from four
 // submitters, SIGKILLs the leader in the middle, restarts it, and checks
 // that every acknowledged charge is in the log exactly once, that the three
-// replicas reach the same Merkle root, and that the export verifies.
+// replicas reach the same Merkle root, and that the export verifies. Then it
+// saves a follower's snapshot, stops another follower, restores it from the
+// snapshot, and checks it catches up to the same root. Then it
+// saves a follower's snapshot, stops another follower, restores it from the
+// snapshot, and checks it catches up to the same root.
 func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three auditor processes")
@@ -74,11 +79,11 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 
 	// Three auditors on free loopback ports, founding the cluster together.
 	parties := m.ByRole(crypto.RoleAuditor)
-	tcp, udp := proctest.FreeTCP(t, 3*len(parties)), proctest.FreeUDP(t, len(parties))
+	tcp, udp := proctest.FreeTCP(t, 4*len(parties)), proctest.FreeUDP(t, len(parties))
 	var auditors []*auditorProcess
 	var peers []string
 	for i, p := range parties {
-		a := &auditorProcess{id: p.ID, raft: tcp[3*i], api: tcp[3*i+1], ops: tcp[3*i+2], intake: udp[i]}
+		a := &auditorProcess{id: p.ID, raft: tcp[4*i], api: tcp[4*i+1], ops: tcp[4*i+2], dashboard: tcp[4*i+3], intake: udp[i]}
 		a.reader = &complianceFlags{api: a.api, fed: dir, as: string(crypto.RoleCompliance), timeout: 5 * time.Second}
 		auditors = append(auditors, a)
 		peers = append(peers, p.ID+"="+a.raft)
@@ -90,6 +95,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		cfg.Bootstrap, cfg.Peers, cfg.Genesis = true, peers, genesisPath
 		cfg.TLS = config.TLS{CA: m.Path(m.CACert), Cert: m.Path(p.Cert), Key: m.Path(p.Key)}
 		cfg.SigningKey, cfg.Ops.Listen, cfg.Log.Level = m.Path(p.SigningKey), a.ops, "info"
+		cfg.Dashboard = a.dashboard
 		b, err := yaml.Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -102,6 +108,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	}
 	for _, a := range auditors {
 		proctest.WaitHTTP(t, 20*time.Second, nil, "http://"+a.ops+"/readyz", a.p)
+		proctest.WaitHTTP(t, 20*time.Second, nil, "http://"+a.dashboard+"/api/overview", a.p)
 	}
 	ctx := context.Background()
 	// The genesis and the student's registration are applied once.
@@ -314,4 +321,50 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		t.Fatalf("verify output:\n%s", text)
 	}
 	t.Logf("%d entries, root %s on all three auditors; %v after the build", final.Size, final.Root, time.Since(began).Round(time.Millisecond))
+
+	// Back up one follower through its own API, stop another, move on
+	// without it, and restore it from the backup: it catches up from the
+	// snapshot to the same log.
+	s, err := auditors[0].status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var followers []*auditorProcess
+	for _, a := range auditors {
+		if a.id != s.Auditor.LeaderID {
+			followers = append(followers, a)
+		}
+	}
+	donor, target := followers[0], followers[1]
+	snap := filepath.Join(t.TempDir(), donor.id+".snapshot")
+	if text, err := runNZC(t, "ledger", "snapshot", "save", "--api", donor.api, "--federation", dir, "--as", donor.id, "--out", snap); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, text)
+	}
+	if err := target.p.Stop(10 * time.Second); err != nil {
+		t.Fatalf("stop %s: %v", target.id, err)
+	}
+	// A client of the two running auditors: a QUIC connection to a stopped
+	// one is only given up at the attempt's deadline.
+	lc2, err := aggregator.NewLedgerClient(netCfg, []string{donor.intake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc2.Close()
+	for i := range 5 {
+		if _, err := submit(lc2, charge(fmt.Sprintf("after-restore-%d", i), 1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text, err = runNZC(t, "ledger", "snapshot", "restore", "--data-dir", filepath.Join(dir, target.id, "data"), "--in", snap)
+	if err != nil || !strings.Contains(text, "kept at") {
+		t.Fatalf("snapshot restore: %v\n%s", err, text)
+	}
+	target.p.Restart()
+	proctest.WaitHTTP(t, 20*time.Second, nil, "http://"+target.ops+"/readyz", target.p)
+	proctest.WaitFor(t, 20*time.Second, "the restored auditor to catch up", func() bool {
+		a, err1 := target.status(ctx)
+		b, err2 := donor.status(ctx)
+		return err1 == nil && err2 == nil && a.Size == final.Size+5 && a.Size == b.Size && a.Root == b.Root
+	})
+	t.Logf("%s restored from %s's snapshot and caught up; %v after the build", target.id, donor.id, time.Since(began).Round(time.Millisecond))
 }

@@ -62,6 +62,12 @@ type Config struct {
 	BatchDeadline time.Duration
 	// Ledger is where charges are committed. Required.
 	Ledger Ledger
+	// LedgerTimeout bounds one proposal of a batch's charge: when the
+	// ledger has not answered by then (its auditors have no majority, or
+	// are unreachable), the batch stays pending and the student is refused
+	// with ledger-unavailable instead of waiting without end. Zero means
+	// DefaultLedgerTimeout.
+	LedgerTimeout time.Duration
 	// Rand is the mechanism's noise source; nil means crypto/rand.
 	Rand io.Reader
 	// Now is the clock for deadlines and charge timestamps; nil means
@@ -71,7 +77,30 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry receives the aggregator's metrics; nil registers nothing.
 	Registry prometheus.Registerer
+	// Pause, when set, is called at the named points of the release path
+	// (PausePendingWritten, PauseLedgerAnswered, PauseCommitRecorded).
+	// Fault tests use it to stop the aggregator in a known state and kill
+	// it there; production leaves it nil.
+	Pause func(ctx context.Context, point string)
 }
+
+// DefaultLedgerTimeout is Config.LedgerTimeout's default: far above a
+// healthy commit (milliseconds) and a raft election (seconds).
+const DefaultLedgerTimeout = 15 * time.Second
+
+// The points of the release path where Config.Pause is called.
+const (
+	// PausePendingWritten: the answers are drawn, sealed and written to
+	// the outbox with the signed charge; the charge is not yet proposed.
+	PausePendingWritten = "pending-written"
+	// PauseLedgerAnswered: the ledger has committed the charge (or
+	// answered that it is a duplicate), but the outbox still says pending
+	// and nothing has been released.
+	PauseLedgerAnswered = "ledger-answered"
+	// PauseCommitRecorded: the outbox records the commit; the answers have
+	// not yet been returned to the student.
+	PauseCommitRecorded = "commit-recorded"
+)
 
 // Aggregator runs the release path. It is safe for concurrent use.
 type Aggregator struct {
@@ -138,6 +167,9 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.LedgerTimeout <= 0 {
+		cfg.LedgerTimeout = DefaultLedgerTimeout
 	}
 	if cfg.Hospitals < cfg.Quorum {
 		cfg.Hospitals = cfg.Quorum
@@ -373,6 +405,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	if err := a.outbox.Put(rec); err != nil {
 		return nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
 	}
+	a.pause(ctx, PausePendingWritten)
 	return rec, nil
 }
 
@@ -500,7 +533,9 @@ func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.Qu
 // returns the labels once the ledger has committed it.
 func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start time.Time) (*nzcpb.LabelResponse, error) {
 	if rec.State == StatePending {
-		res, err := a.cfg.Ledger.Submit(ctx, rec.Command)
+		sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
+		res, err := a.cfg.Ledger.Submit(sctx, rec.Command)
+		cancel()
 		if err != nil {
 			a.log.Warn("ledger did not confirm the charge; the batch stays pending", "batch", rec.BatchID, "err", err)
 			return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
@@ -508,11 +543,14 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 		}
 		switch res.GetCode() {
 		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+			a.pause(ctx, PauseLedgerAnswered)
 			rec.State, rec.LedgerIndex = StateCommitted, res.GetIndex()
 			if err := a.outbox.Put(rec); err != nil {
 				// The charge is committed; a later retry re-proposes the
 				// identical command and the ledger answers duplicate.
 				a.log.Error("could not record the commit in the outbox", "batch", rec.BatchID, "err", err)
+			} else {
+				a.pause(ctx, PauseCommitRecorded)
 			}
 			a.met.released.Add(float64(rec.Answered))
 			a.met.batchSeconds.Observe(a.cfg.Now().Sub(start).Seconds())
@@ -536,6 +574,12 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 	}
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
 		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry}, nil
+}
+
+func (a *Aggregator) pause(ctx context.Context, point string) {
+	if a.cfg.Pause != nil {
+		a.cfg.Pause(ctx, point)
+	}
 }
 
 func (a *Aggregator) forget(rec *Record) {

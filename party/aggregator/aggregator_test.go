@@ -607,3 +607,31 @@ func TestSparseVectorSessions(t *testing.T) {
 		t.Errorf("the second session was not charged: ε %v then %v", spent, got)
 	}
 }
+
+// hangingLedger never answers a charge: its auditors have no majority.
+type hangingLedger struct{ *fakeLedger }
+
+func (hangingLedger) Submit(ctx context.Context, _ []byte) (*nzcpb.LedgerResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A ledger that never answers must not hold the student without end: after
+// LedgerTimeout the batch is refused with ledger-unavailable and stays
+// pending.
+func TestLedgerThatNeverAnswersIsRefusedInTime(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	cfg := f.cfg
+	cfg.Ledger, cfg.LedgerTimeout = hangingLedger{f.led}, 50*time.Millisecond
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 5, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := a.Label(ctx, "student-1", req)
+	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
+		t.Fatalf("got %v (test context: %v), want ledger-unavailable before the test's own deadline", err, ctx.Err())
+	}
+	if p, _ := a.outbox.Pending(); len(p) != 1 {
+		t.Fatalf("%d pending batches, want 1", len(p))
+	}
+}

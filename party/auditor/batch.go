@@ -30,7 +30,8 @@ import (
 var batchExtension = []byte("nzc-batch/1")
 
 const (
-	// maxBatchCommands and maxBatchBytes bound one packed entry.
+	// maxBatchCommands (unless Config.MaxPacked says fewer) and
+	// maxBatchBytes bound one packed entry.
 	maxBatchCommands = 1024
 	maxBatchBytes    = 4 << 20
 	// maxInflight is how many packed entries the leader has in raft at
@@ -93,6 +94,13 @@ func uvarint(b []byte) (v uint64, k int) {
 	return v, k
 }
 
+func (n *Node) maxPacked() int {
+	if n.cfg.MaxPacked == 0 {
+		return maxBatchCommands
+	}
+	return min(n.cfg.MaxPacked, maxBatchCommands)
+}
+
 func isBatch(l *raft.Log) bool { return bytes.Equal(l.Extensions, batchExtension) }
 
 // batchResult is the FSM's response to a packed entry: one result per
@@ -135,7 +143,7 @@ func (n *Node) propose() {
 		batch := []*proposal{first}
 		size := len(first.cmd)
 	drain:
-		for len(batch) < maxBatchCommands && size < maxBatchBytes {
+		for len(batch) < n.maxPacked() && size < maxBatchBytes {
 			select {
 			case p := <-n.proposals:
 				batch = append(batch, p)
@@ -167,6 +175,34 @@ func (n *Node) propose() {
 				p.done <- out
 			}
 		}()
+	}
+}
+
+// applyUnpacked applies cmd as its own raft entry (packing turned off).
+func (n *Node) applyUnpacked(ctx context.Context, cmd []byte, timeout time.Duration) (proposed, error) {
+	f := n.raft.Apply(cmd, timeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	// raft's timeout bounds only the enqueueing, and a command still queued
+	// when raft shuts down is never answered: bound the wait here too.
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return proposed{err: err}, nil
+		}
+		r, ok := f.Response().(applyResult)
+		if !ok {
+			return proposed{}, fmt.Errorf("auditor: apply at index %d returned %T", f.Index(), f.Response())
+		}
+		return proposed{index: f.Index(), res: r}, nil
+	case <-ctx.Done():
+		return proposed{}, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	case <-timer.C:
+		return proposed{}, ErrTimeout
+	case <-n.lifetime.Done():
+		return proposed{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrShutdown)
 	}
 }
 

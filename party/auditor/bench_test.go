@@ -71,7 +71,19 @@ func BenchmarkSubmitTLSCluster(b *testing.B) {
 // BenchmarkSubmitLedgerTLSCluster is BenchmarkSubmitTLSCluster with the real
 // state machine: each operation is one signed ledger charge, verified and
 // accounted by every auditor, which then signs a checkpoint per batch.
+//
+// The sub-benchmarks compare group commit (the default: concurrent
+// submissions packed into one raft entry) with one entry per charge.
 func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		maxPacked int
+	}{{"packed", 0}, {"unpacked", 1}} {
+		b.Run(bc.name, func(b *testing.B) { benchSubmitLedger(b, bc.maxPacked) })
+	}
+}
+
+func benchSubmitLedger(b *testing.B, maxPacked int) {
 	auditors := []string{"hospital-a", "hospital-b", "regulator"}
 	var machines []StateMachine
 	for _, id := range auditors {
@@ -81,7 +93,7 @@ func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
 		}
 		machines = append(machines, l)
 	}
-	c := newTLSClusterWith(b, 3, machines)
+	c := newTLSClusterPacked(b, 3, machines, maxPacked)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sign := func(body ledger.Body, signer string) []byte {
@@ -124,6 +136,7 @@ func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
 	var lat []time.Duration
 	var refused atomic.Int64
 	first := leader.Status().LastIndex
+	cpu0, cpuOK := cpuTime()
 	b.SetParallelism(32)
 	b.ResetTimer()
 	start := time.Now()
@@ -150,6 +163,9 @@ func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
 	b.StopTimer()
 	if refused.Load() > 0 {
 		b.Fatalf("%d charges refused", refused.Load())
+	}
+	if cpu1, ok := cpuTime(); ok && cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/charge")
 	}
 	if entries := leader.Status().LastIndex - first; entries > 0 {
 		b.ReportMetric(float64(b.N)/float64(entries), "charges/entry")

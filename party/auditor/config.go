@@ -62,6 +62,10 @@ type Config struct {
 	// Lower them on a LAN to fail over faster.
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
+	// MaxPacked is the most submissions the leader packs into one raft
+	// entry (group commit, see batch.go); 0 means 1024. 1 turns packing
+	// off: each submission is its own raft entry.
+	MaxPacked int
 }
 
 const (
@@ -73,6 +77,9 @@ const (
 
 // Validate reports the first problem with c as a *ConfigError.
 func (c *Config) Validate() error {
+	if c.MaxPacked < 0 {
+		return &ConfigError{"MaxPacked", "must not be negative (0 means the default)"}
+	}
 	if c.DataDir == "" {
 		return &ConfigError{"DataDir", "is required: a directory this node owns for its raft log and snapshots"}
 	}

@@ -88,6 +88,24 @@ func TestCorruptDataDirRefusesToStart(t *testing.T) {
 			f.Close()
 			return p
 		}},
+		{"raft.db first meta page overwritten", func(t *testing.T, dir string) string {
+			// bbolt opens the file from its second meta page; its own
+			// check would then panic on the first.
+			p := filepath.Join(dir, raftDBFile)
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			junk := make([]byte, os.Getpagesize())
+			for i := range junk {
+				junk[i] = 0xA5
+			}
+			if _, err := f.WriteAt(junk, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			return p
+		}},
 		{"snapshot state flipped", func(t *testing.T, dir string) string {
 			p := snapshotStateFile(t, dir)
 			b, err := os.ReadFile(p)

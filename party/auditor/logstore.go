@@ -136,6 +136,9 @@ func (s *boltStore) verify(existed bool) (err error) {
 		if err := stable.ForEach(func(k, v []byte) error { return nil }); err != nil {
 			return err
 		}
+		if err := checkMetaPages(s.path, s.db.Info().PageSize); err != nil {
+			return err
+		}
 		for cerr := range tx.Check() {
 			return fmt.Errorf("consistency check: %w", cerr)
 		}
@@ -150,6 +153,33 @@ func (s *boltStore) verify(existed bool) (err error) {
 		_, err := tx.CreateBucketIfNotExists(bucketStable)
 		return err
 	})
+}
+
+// bbolt's MetaPageFlag: the flags of its two meta pages.
+const boltMetaPageFlag = 0x04
+
+// checkMetaPages checks the headers of bbolt's two meta pages. bbolt opens
+// a file whose first meta page is damaged from the second, but its Check
+// then reads the damaged page on a goroutine of its own, where bbolt's
+// assertion panics past any recover and kills the process; so they are
+// checked here first. The header is the page id (u64) and flags (u16) in
+// the machine's byte order, little-endian on every platform we build for.
+func checkMetaPages(path string, pageSize int) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hdr := make([]byte, 10)
+	for id := range 2 {
+		if _, err := f.ReadAt(hdr, int64(id*pageSize)); err != nil {
+			return fmt.Errorf("meta page %d: %w", id, err)
+		}
+		if got, flags := binary.LittleEndian.Uint64(hdr[:8]), binary.LittleEndian.Uint16(hdr[8:]); got != uint64(id) || flags != boltMetaPageFlag {
+			return fmt.Errorf("meta page %d is damaged (its header names page %d with flags %#x)", id, got, flags)
+		}
+	}
+	return nil
 }
 
 func (s *boltStore) Close() error { return s.db.Close() }

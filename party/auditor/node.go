@@ -213,9 +213,11 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		return nil, fmt.Errorf("auditor: start raft: %w", err)
 	}
 	n.raft = r
-	n.proposals = make(chan *proposal, maxBatchCommands)
-	n.wg.Add(1)
-	go n.propose()
+	if cfg.MaxPacked != 1 {
+		n.proposals = make(chan *proposal, maxBatchCommands)
+		n.wg.Add(1)
+		go n.propose()
+	}
 	if d.mux != nil {
 		n.fwd = &forwardClient{tls: d.client, idle: map[string][]*fwdConn{}}
 		n.wg.Add(1)
@@ -435,7 +437,13 @@ func (n *Node) applyLocal(ctx context.Context, cmd []byte) ([]byte, uint64, erro
 			return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 		}
 	}
-	out, err := n.enqueue(ctx, cmd, timeout)
+	var out proposed
+	var err error
+	if n.cfg.MaxPacked == 1 {
+		out, err = n.applyUnpacked(ctx, cmd, timeout)
+	} else {
+		out, err = n.enqueue(ctx, cmd, timeout)
+	}
 	if err != nil {
 		return nil, 0, err
 	}

@@ -116,6 +116,8 @@ type tlsCluster struct {
 	addrs    []string
 	cancel   []context.CancelFunc
 	done     []chan error
+	// maxPacked is every node's Config.MaxPacked.
+	maxPacked int
 }
 
 func (c *tlsCluster) config(i int, bind string, join []string) Config {
@@ -131,6 +133,7 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		HeartbeatTimeout: 500 * time.Millisecond,
 		ElectionTimeout:  500 * time.Millisecond,
 		ApplyTimeout:     5 * time.Second,
+		MaxPacked:        c.maxPacked,
 	}
 	if i == 0 && join == nil {
 		cfg.Bootstrap = true
@@ -182,8 +185,14 @@ func newTLSCluster(t testing.TB, size int) *tlsCluster {
 
 func newTLSClusterWith(t testing.TB, size int, machines []StateMachine) *tlsCluster {
 	t.Helper()
+	return newTLSClusterPacked(t, size, machines, 0)
+}
+
+// newTLSClusterPacked is newTLSClusterWith with every node's MaxPacked.
+func newTLSClusterPacked(t testing.TB, size int, machines []StateMachine, maxPacked int) *tlsCluster {
+	t.Helper()
 	c := &tlsCluster{
-		t: t, ca: newTestCA(t),
+		t: t, ca: newTestCA(t), maxPacked: maxPacked,
 		dirs: make([]string, size), sms: make([]*chainSM, size), nodes: make([]*Node, size),
 		addrs: make([]string, size), cancel: make([]context.CancelFunc, size), done: make([]chan error, size),
 		machines: machines,

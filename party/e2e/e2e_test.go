@@ -181,13 +181,32 @@ func startAuditors(t *testing.T, f *federation) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cmds {
-		b, _, err := f.nodes[1].Submit(t.Context(), c) // a follower: forwarded to the leader
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
-			t.Fatalf("genesis command refused: %+v %v", r, err)
+	// A leader change (likely on a loaded machine) leaves a submission's
+	// outcome unknown: the command may have committed. Before proposing it
+	// again, look whether the log already holds it.
+	for i, c := range cmds {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if st := f.machines[1].State(); st.TreeSize() > int64(i) {
+				if b, err := st.Entries(int64(i), int64(i)+1); err != nil {
+					t.Fatal(err)
+				} else if e, err := ledger.DecodeEntry(b[0]); err != nil || e.Status != ledger.StatusAccepted || string(e.Command) != string(c) {
+					t.Fatalf("genesis entry %d: %+v %v", i, e, err)
+				}
+				break
+			}
+			b, _, err := f.nodes[1].Submit(t.Context(), c) // a follower: forwarded to the leader
+			if err == nil {
+				if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
+					t.Fatalf("genesis command refused: %+v %v", r, err)
+				}
+				break
+			}
+			if !errors.Is(err, auditor.ErrOutcomeUnknown) && !errors.Is(err, auditor.ErrNoLeader) || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			t.Logf("genesis command %d: %v", i, err)
+			waitFor(t, 15*time.Second, "a raft leader", func() bool { return f.nodes[1].Status().LeaderID != "" })
 		}
 	}
 }

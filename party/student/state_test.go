@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nzcfed/nzc/protocol"
 )
 
 const stateHash = "0123456789abcdef0123456789abcdef"
@@ -51,13 +53,13 @@ func TestLoadBatchRefusesDamagedState(t *testing.T) {
 		{"another offset", enc(func() Batch { b := good; b.From = 0; return b }()), false},
 		{"more labels than queries", enc(func() Batch { b := good; b.Labels = append(b.Labels, 0, 0, 0, 0, 0); return b }()), false},
 		{"fewer labels than queries", enc(func() Batch { b := good; b.Labels = b.Labels[:2]; return b }()), false},
-		{"a label past the classes", enc(func() Batch { b := good; b.Labels = []int32{0, 3, 0, 0}; return b }()), false},
+		{"a label past any class", enc(func() Batch { b := good; b.Labels = []int32{0, protocol.MaxClasses, 0, 0}; return b }()), false},
 		{"a negative label other than a refusal", enc(func() Batch { b := good; b.Labels = []int32{0, -2, 0, 0}; return b }()), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := stateClient(t)
 			p := writeState(t, c, 2, tc.file)
-			bt, err := c.loadBatch(stateHash, 2, BatchID("s", stateHash, 4, 2), 8, 4, 3)
+			bt, err := c.loadBatch(stateHash, 2, BatchID("s", stateHash, 4, 2), 8, 4)
 			if tc.valid {
 				if err != nil || bt == nil || len(bt.Labels) != 4 {
 					t.Fatalf("the batch's own record: %+v, %v", bt, err)
@@ -87,11 +89,11 @@ func FuzzLoadBatch(f *testing.F) {
 	c := stateClient(f) // its state file is rewritten for each input
 	f.Fuzz(func(t *testing.T, file []byte) {
 		writeState(t, c, 2, file)
-		bt, err := c.loadBatch(stateHash, 2, BatchID("s", stateHash, 4, 2), 8, 4, 3)
+		bt, err := c.loadBatch(stateHash, 2, BatchID("s", stateHash, 4, 2), 8, 4)
 		if err != nil {
 			return
 		}
-		if bt == nil || bt.Index != 2 || bt.From != 8 || len(bt.Labels) != 4 || !validLabels(bt.Labels, 3) {
+		if bt == nil || bt.Index != 2 || bt.From != 8 || len(bt.Labels) != 4 || !validLabels(bt.Labels, protocol.MaxClasses) {
 			t.Fatalf("loaded a record that is not batch 2: %+v", bt)
 		}
 	})

@@ -44,7 +44,9 @@ type Config struct {
 	// StateDir records labelled batches, for resumable runs.
 	StateDir string
 	// Attempts bounds how often one batch is asked when the answer is a
-	// retryable refusal (quorum, ledger unavailable); 0 means 10.
+	// retryable refusal (quorum, ledger unavailable) or the connection is
+	// lost; 0 means 10, which with retryWait's backoff spans about a
+	// minute.
 	Attempts int
 	// Window is how many batches are asked at once: with 2, the hospitals
 	// vote on the next batch while the previous one's charge is being
@@ -159,10 +161,11 @@ func (c *Client) statePath(dataHash string, index int) string {
 }
 
 // loadBatch reads the record of batch index, which holds the queries
-// [from, from+count) of a data set with the given number of classes (0 when
-// unknown). A record that is not exactly that batch's is an error: its labels
-// would land on other queries.
-func (c *Client) loadBatch(dataHash string, index int, id []byte, from, count, classes int) (*Batch, error) {
+// [from, from+count) of a data set. A record that is not exactly that
+// batch's is an error: its labels would land on other queries. (Labels are
+// checked against the protocol's bound on classes, not the data set's own
+// count: a student's unlabelled data may carry placeholder labels.)
+func (c *Client) loadBatch(dataHash string, index int, id []byte, from, count int) (*Batch, error) {
 	b, err := os.ReadFile(c.statePath(dataHash, index))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -172,7 +175,7 @@ func (c *Client) loadBatch(dataHash string, index int, id []byte, from, count, c
 	}
 	var bt Batch
 	if err := json.Unmarshal(b, &bt); err != nil || bt.BatchID != hex.EncodeToString(id) || bt.Index != index ||
-		bt.From != from || len(bt.Labels) != count || !validLabels(bt.Labels, classes) {
+		bt.From != from || len(bt.Labels) != count || !validLabels(bt.Labels, protocol.MaxClasses) {
 		return nil, fmt.Errorf("student: state file %s is damaged or from another run; move it away to ask that batch again (the aggregator answers a known batch without a new charge)", c.statePath(dataHash, index))
 	}
 	return &bt, nil
@@ -221,7 +224,7 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 		id := BatchID(c.cfg.ID, hash, c.cfg.BatchSize, i)
 		go func() {
 			defer close(a.done)
-			a.bt, a.err = c.loadBatch(hash, i, id, from, to-from, d.Classes)
+			a.bt, a.err = c.loadBatch(hash, i, id, from, to-from)
 			if a.err != nil || a.bt != nil {
 				return
 			}
@@ -382,10 +385,11 @@ func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, 
 		} else {
 			conn.drop(cn)
 		}
-		wait := time.Duration(attempt) * 500 * time.Millisecond
-		if pe != nil && pe.RetryAfter > 0 {
-			wait = pe.RetryAfter
+		var after time.Duration
+		if pe != nil {
+			after = pe.RetryAfter
 		}
+		wait := retryWait(attempt, after)
 		c.log.Warn("batch not labelled yet; asking again under the same id", "batch", index, "attempt", attempt, "err", err, "wait", wait)
 		select {
 		case <-time.After(wait):
@@ -399,6 +403,21 @@ func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, 
 	}
 	return nil, fmt.Errorf("batch %d not labelled after %d attempts: %w", index, c.cfg.Attempts, last)
 }
+
+// retryWait is how long to wait before asking a batch again after the given
+// attempt failed: at least what the aggregator asked for, and doubling from
+// 500ms up to 10s, so that the default 10 attempts span about a minute — a
+// transient fault (the aggregator restarting, hospitals reconnecting, a
+// ledger election) does not stop a long run.
+func retryWait(attempt int, retryAfter time.Duration) time.Duration {
+	wait := maxRetryWait
+	if attempt < 8 {
+		wait = min(maxRetryWait, 500*time.Millisecond<<max(0, attempt-1))
+	}
+	return max(wait, retryAfter)
+}
+
+const maxRetryWait = 10 * time.Second
 
 func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int) (*Batch, error) {
 	if string(resp.GetBatchId()) != string(id) || int(resp.GetNumQueries()) != nq {

@@ -3,6 +3,7 @@ package student
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 func TestBatchIDIsDeterministicAndDistinct(t *testing.T) {
@@ -22,5 +23,35 @@ func TestBatchIDIsDeterministicAndDistinct(t *testing.T) {
 			t.Fatal("two different batches share an id")
 		}
 		seen[string(b)] = true
+	}
+}
+
+func TestRetryWaitBacksOffAndHonoursRetryAfter(t *testing.T) {
+	tests := []struct {
+		attempt    int
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{1, 0, 500 * time.Millisecond},
+		{2, time.Second, time.Second},
+		{3, time.Second, 2 * time.Second},
+		{5, 0, 8 * time.Second},
+		{6, 0, 10 * time.Second},
+		{60, 0, 10 * time.Second},
+		{2, 30 * time.Second, 30 * time.Second},
+	}
+	total := time.Duration(0)
+	for _, tt := range tests {
+		if got := retryWait(tt.attempt, tt.retryAfter); got != tt.want {
+			t.Errorf("retryWait(%d, %v) = %v, want %v", tt.attempt, tt.retryAfter, got, tt.want)
+		}
+	}
+	for a := 1; a <= 10; a++ {
+		total += retryWait(a, time.Second)
+	}
+	// The default attempts must outlast a restart of the aggregator and
+	// its hospitals' reconnection (about 15s).
+	if total < 45*time.Second || total > 2*time.Minute {
+		t.Errorf("10 attempts wait %v in all, want between 45s and 2m", total)
 	}
 }

@@ -50,7 +50,15 @@ type Config struct {
 	Backoff      quicnet.Backoff
 	Now          func() time.Time
 	Logger       *slog.Logger
+	// Pause, when set, is called at PauseVotesSealed. Fault tests use it to
+	// stop a hospital in the middle of a batch and kill it there;
+	// production leaves it nil.
+	Pause func(ctx context.Context, point string)
 }
+
+// PauseVotesSealed is the point, for Config.Pause, where a hospital has
+// sealed its votes on a query batch but not yet sent them.
+const PauseVotesSealed = "votes-sealed"
 
 // Node is a running hospital.
 type Node struct {
@@ -159,6 +167,9 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 			vb, err := n.answer(ctx, &q, rc)
 			if err != nil {
 				return 0, nil, err
+			}
+			if n.cfg.Pause != nil {
+				n.cfg.Pause(ctx, PauseVotesSealed)
 			}
 			return quicnet.Reply(vb)
 		}}}

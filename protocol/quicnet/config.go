@@ -36,8 +36,11 @@ const ALPN = "nzc/1"
 
 // Defaults of Config.
 const (
-	DefaultKeepAlive        = 10 * time.Second
-	DefaultIdleTimeout      = 45 * time.Second
+	// A party that vanishes (killed, cut off) is noticed by its peers
+	// within DefaultIdleTimeout; keep-alives every DefaultKeepAlive give a
+	// live peer five chances to answer in that time.
+	DefaultKeepAlive        = 2 * time.Second
+	DefaultIdleTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultReadTimeout      = time.Minute
 )
@@ -52,9 +55,9 @@ type Config struct {
 	// MaxBody bounds every frame body read or written; ≤ 0 means
 	// protocol.DefaultMaxBody.
 	MaxBody int
-	// KeepAlive is how often an idle connection is pinged (default 10s);
+	// KeepAlive is how often an idle connection is pinged (default 2s);
 	// IdleTimeout closes a connection that hears nothing for that long
-	// (default 45s); HandshakeTimeout bounds connection setup (default 10s).
+	// (default 10s); HandshakeTimeout bounds connection setup (default 10s).
 	KeepAlive        time.Duration
 	IdleTimeout      time.Duration
 	HandshakeTimeout time.Duration

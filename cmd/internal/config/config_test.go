@@ -68,6 +68,8 @@ func TestValidate(t *testing.T) {
 		{"student huge batch", student(func(c *Student) { c.BatchSize = 1 << 20 }), "batch_size"},
 		{"auditor valid", auditor(func(*Auditor) {}), ""},
 		{"auditor bootstrap without peers", auditor(func(c *Auditor) { c.Bootstrap = true }), "required with bootstrap"},
+		{"auditor no dashboard", auditor(func(c *Auditor) { c.Dashboard = "" }), ""},
+		{"auditor bad dashboard", auditor(func(c *Auditor) { c.Dashboard = "7800" }), "dashboard: \"7800\" is not host:port"},
 		{"auditor bad peer", auditor(func(c *Auditor) { c.Peers = []string{"127.0.0.1:7500"} }), "is not id=host:port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -161,6 +161,7 @@ type Aggregator struct {
 	Quorum        int           `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
 	Hospitals     int           `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
 	BatchDeadline time.Duration `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
+	LedgerTimeout time.Duration `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
 	Delta         float64       `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
 	Log           Log           `mapstructure:"log" yaml:"log" json:"log"`
 	Ops           Ops           `mapstructure:"ops" yaml:"ops" json:"ops"`
@@ -175,6 +176,7 @@ func DefaultAggregator() Aggregator {
 		Mechanism:     Mechanism{Name: "confident-gnmax", Threshold: 200, Sigma1: 150, Sigma2: 40},
 		Quorum:        1,
 		BatchDeadline: 30 * time.Second,
+		LedgerTimeout: 15 * time.Second,
 		Delta:         1e-5,
 		Log:           defaultLog(),
 	}
@@ -201,6 +203,9 @@ func (a Aggregator) Validate() error {
 	}
 	if a.BatchDeadline <= 0 {
 		c.add("batch_deadline", "must be a positive duration such as 30s; got %v", a.BatchDeadline)
+	}
+	if a.LedgerTimeout <= 0 {
+		c.add("ledger_timeout", "must be a positive duration such as 15s; got %v", a.LedgerTimeout)
 	}
 	if !(a.Delta > 0 && a.Delta < 1) {
 		c.add("delta", "must be in (0, 1), e.g. 1e-5; got %v", a.Delta)
@@ -259,7 +264,8 @@ type Auditor struct {
 	Raft       string   `mapstructure:"raft" yaml:"raft" json:"raft" help:"address for raft traffic among auditors"`
 	Advertise  string   `mapstructure:"advertise" yaml:"advertise" json:"advertise" help:"raft address peers dial (defaults to raft)"`
 	Listen     string   `mapstructure:"listen" yaml:"listen" json:"listen" help:"address the aggregator submits charges to"`
-	API        string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API and dashboard"`
+	API        string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API (federation client certificates)"`
+	Dashboard  string   `mapstructure:"dashboard" yaml:"dashboard" json:"dashboard" help:"web dashboard, plain HTTP without authentication: keep it on loopback; empty disables it"`
 	Bootstrap  bool     `mapstructure:"bootstrap" yaml:"bootstrap" json:"bootstrap" help:"form a new cluster with the peers below"`
 	Peers      []string `mapstructure:"peers" yaml:"peers" json:"peers" help:"id=raft-address of the founding auditors"`
 	TLS        TLS      `mapstructure:"tls" yaml:"tls" json:"tls"`
@@ -271,7 +277,7 @@ type Auditor struct {
 
 // DefaultAuditor returns the defaults of nzc-auditor.
 func DefaultAuditor() Auditor {
-	return Auditor{DataDir: "auditor-data", Raft: "127.0.0.1:7500", Listen: "127.0.0.1:7600", API: "127.0.0.1:7700", Log: defaultLog()}
+	return Auditor{DataDir: "auditor-data", Raft: "127.0.0.1:7500", Listen: "127.0.0.1:7600", API: "127.0.0.1:7700", Dashboard: "127.0.0.1:7800", Log: defaultLog()}
 }
 
 // Validate reports every problem in the configuration.
@@ -283,6 +289,7 @@ func (a Auditor) Validate() error {
 	c.address("advertise", a.Advertise, false, "")
 	c.address("listen", a.Listen, true, "the address the aggregator submits charges to")
 	c.address("api", a.API, false, "")
+	c.address("dashboard", a.Dashboard, false, "")
 	for _, p := range a.Peers {
 		id, addr, ok := strings.Cut(p, "=")
 		if !ok || id == "" {
