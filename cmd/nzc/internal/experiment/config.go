@@ -232,7 +232,10 @@ func Preset(name string) (Config, error) {
 		c.SweepTeacherModel = model.KindMLP
 		c.SweepTeacherTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 10, MinSteps: 150, Cosine: true}
 		c.StudentTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 8, MinSteps: 300, Cosine: true, Shift: 1}
-		c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 0.9, Shift: 1,
+		// Three rounds: on a tuning split of the queries (pool: the first
+		// 8,000, scored on the next 1,000), a GNMax-labelled student
+		// reached 97.7 % after one round and 98.4 % after three.
+		c.SelfTraining = ensemble.SelfTraining{Rounds: 3, Confidence: 0.9, Shift: 1,
 			Train: model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 5, MinSteps: 300, Cosine: true, Shift: 1}}
 	case PresetQuick:
 		c.Teachers = []int{50, 5}
