@@ -101,7 +101,7 @@ func newClient(cmd *cobra.Command, cfg config.Student) (*student.Client, error) 
 		hs = append(hs, rc)
 	}
 	return student.New(student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs,
-		BatchSize: cfg.BatchSize, StateDir: cfg.State, Logger: log})
+		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Logger: log})
 }
 
 func newLabelCommand() *cobra.Command {

@@ -50,7 +50,7 @@ type Teacher struct {
 	Data        string `mapstructure:"data" yaml:"data" json:"data" help:"directory of training data (idx files) or a CSV file"`
 	Models      string `mapstructure:"models" yaml:"models" json:"models" help:"directory where trained teachers are kept"`
 	Teachers    int    `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"number of teachers trained on disjoint shards"`
-	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp or cnn"`
+	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp, cnn or small-cnn"`
 	Seed        uint64 `mapstructure:"seed" yaml:"seed" json:"seed" help:"training seed"`
 	Epochs      int    `mapstructure:"epochs" yaml:"epochs" json:"epochs" help:"training epochs per teacher"`
 	// DataPart and DataParts select one of several disjoint parts of a data
@@ -79,7 +79,7 @@ func (t Teacher) Validate() error {
 	c.required("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
 	c.required("models", t.Models, "directory where trained teachers are kept")
 	c.positive("teachers", t.Teachers, "number of teachers")
-	c.oneOf("model", t.Model, "softmax", "mlp", "cnn")
+	c.oneOf("model", t.Model, "softmax", "mlp", "cnn", "small-cnn")
 	c.positive("epochs", t.Epochs, "training epochs per teacher")
 	if t.DataParts < 0 || t.DataPart < 0 || (t.DataParts > 0) != (t.DataPart > 0) || t.DataPart > t.DataParts {
 		c.add("data_part", "want 1 ≤ data_part ≤ data_parts, or both 0 to use all the data; got %d of %d", t.DataPart, t.DataParts)
@@ -225,13 +225,14 @@ type Student struct {
 	// to, from the federation manifest.
 	Hospitals []string `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"age recipients (age1…) of the hospitals, from federation.json"`
 	BatchSize int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
+	Window    int      `mapstructure:"window" yaml:"window" json:"window" help:"label requests in flight at once (2 lets the hospitals vote on the next batch while the last one's charge commits)"`
 	State     string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
 	Log       Log      `mapstructure:"log" yaml:"log" json:"log"`
 }
 
 // DefaultStudent returns the defaults of nzc-student.
 func DefaultStudent() Student {
-	return Student{Aggregator: "127.0.0.1:7400", BatchSize: 256, State: "student-state", Log: defaultLog()}
+	return Student{Aggregator: "127.0.0.1:7400", BatchSize: 256, Window: 2, State: "student-state", Log: defaultLog()}
 }
 
 // Validate reports every problem in the configuration.
@@ -251,6 +252,9 @@ func (s Student) Validate() error {
 	}
 	if s.BatchSize <= 0 || s.BatchSize > 65536 {
 		c.add("batch_size", "must be between 1 and 65536; got %d", s.BatchSize)
+	}
+	if s.Window < 1 || s.Window > 16 {
+		c.add("window", "must be between 1 and 16 label requests in flight; got %d", s.Window)
 	}
 	c.required("state", s.State, "directory recording labelled batches")
 	s.Log.check(&c)
