@@ -232,6 +232,15 @@ func TestReleaseSmoothSensitivity(t *testing.T) {
 	if z := (rel.Released - rel.DataDependent) / (rel.SmoothSensitivity * 10); math.Abs(z) > 6 {
 		t.Fatalf("noise %v standard deviations", z)
 	}
+	// The unperturbed ε differs from the published one by exactly the noise
+	// (the conversion at a fixed order is a shift), and its noise is SS·σ_s.
+	if rel.Epsilon > 0 && !closeRel(rel.UnsafeDataDependentEpsilon()-rel.Epsilon, rel.DataDependent-rel.Released, 1e-9) {
+		t.Fatalf("unperturbed ε %v, published %v: differ by %v, want the noise %v",
+			rel.UnsafeDataDependentEpsilon(), rel.Epsilon, rel.UnsafeDataDependentEpsilon()-rel.Epsilon, rel.DataDependent-rel.Released)
+	}
+	if rel.UnsafeNoiseSD() != rel.SmoothSensitivity*10 {
+		t.Fatalf("noise sd %v, want SS·σ_s = %v", rel.UnsafeNoiseSD(), rel.SmoothSensitivity*10)
+	}
 	// The release stays within [0, data-independent RDP], whatever the noise.
 	small := []Histogram{{3, 0}, {2, 1}}
 	sp := Params{Mechanism: GNMax, Teachers: 3, Sigma: 0.5}
@@ -318,5 +327,35 @@ func TestThresholdDiscreteBound(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// With σ so small that q̃₀ underflows, the smooth sensitivity is capped at
+// λ/σ² per query instead of becoming NaN, and the release stays a number
+// (clamped to the data-independent RDP).
+func TestSmoothSensitivityTinySigma(t *testing.T) {
+	hs := []Histogram{{3, 0, 0, 0}, {2, 1, 0, 0}, {1, 1, 1, 0}}
+	for _, p := range []Params{
+		{Mechanism: GNMax, Teachers: 3, Sigma: 0.48},
+		{Mechanism: ConfidentGNMax, Teachers: 3, Threshold: 2.4, Sigma1: 1.44, Sigma2: 0.48},
+	} {
+		t.Run(string(p.Mechanism), func(t *testing.T) {
+			ss, _, err := SmoothSensitivity(p, hs, 20, 0.02, QDiscrete)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if limit := float64(len(hs)) * 20 / (0.48 * 0.48); !(ss > 0 && ss <= limit) {
+				t.Fatalf("smooth sensitivity %v, want in (0, %v]", ss, limit)
+			}
+			rel, err := ReleaseSmoothSensitivity(seeded(3), p, hs, SmoothSensitivityParams{Order: 20, Sigma: 10}, 1e-5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, v := range map[string]float64{"epsilon": rel.Epsilon, "released": rel.Released, "unperturbed": rel.UnsafeDataDependentEpsilon(), "noise": rel.UnsafeNoiseSD()} {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Errorf("%s is %v", name, v)
+				}
+			}
+		})
 	}
 }

@@ -126,12 +126,22 @@ func (s *gnmaxSS) logBU(logq float64) float64 {
 func (s *gnmaxSS) logQ(h Histogram) float64 { return logQShift(h, s.sigma, s.shift, s.logK) }
 
 // localSens is Algorithm 3 of PATE 2018 (Proposition 13).
+//
+// The RDP lies in [0, λ/σ²], so no local sensitivity exceeds λ/σ². When
+// σ is so small that q̃₀ underflows (q̃₁ = 0, log −∞), the bound's formulas
+// give NaN; the cap λ/σ² is then the sound answer (the data-dependent
+// region is out of reach and a neighbour may move the RDP across all of
+// it), never a silent NaN that would poison the release.
 func (s *gnmaxSS) localSens(logq float64) float64 {
 	if s.logq1 <= logq && logq <= s.logq0 {
 		logq = s.logq1
 	}
 	beta := s.rdp(logq)
-	return max(s.rdp(s.logBU(logq))-beta, beta-s.rdp(s.logBL(logq)))
+	v := max(s.rdp(s.logBU(logq))-beta, beta-s.rdp(s.logBL(logq)))
+	if limit := s.order / (s.sigma * s.sigma); !(v <= limit) {
+		return limit
+	}
+	return v
 }
 
 // LocalSensitivityGNMax returns, for d = 0, …, teachers−1, PATE 2018's bound
@@ -423,11 +433,32 @@ func ReleaseSmoothSensitivity(src Source, p Params, hs []Histogram, ssp SmoothSe
 		return out, err
 	}
 	out.Released = min(max(rdp+ss*ssp.Sigma*z, 0), ind.RDP.At(0))
-	total := out.Released + cost
-	l := ssp.Order
-	out.Epsilon = max(0, total+math.Log((l-1)/l)-(math.Log(delta)+math.Log(l))/(l-1))
-	out.EpsilonClassic = max(0, total-math.Log(delta)/(l-1))
+	out.Epsilon = epsilonAtOrder(out.Released+cost, ssp.Order, delta)
+	out.EpsilonClassic = max(0, out.Released+cost-math.Log(delta)/(ssp.Order-1))
 	return out, nil
+}
+
+// epsilonAtOrder converts RDP rdp at order l to ε at δ with the tight
+// conversion.
+func epsilonAtOrder(rdp, l, delta float64) float64 {
+	return max(0, rdp+math.Log((l-1)/l)-(math.Log(delta)+math.Log(l))/(l-1))
+}
+
+// UnsafeDataDependentEpsilon is the ε at Delta of the unperturbed
+// data-dependent RDP plus the release's own cost, converted at Order: the
+// quantity Epsilon is a noisy estimate of, and the data-dependent guarantee
+// of answering and publishing (PATE 2018). It is computed from the raw
+// votes, so a deployment must not publish it; a research report on public
+// data states it beside Epsilon to show how far the noise moved the
+// published figure.
+func (r SmoothSensitivityRelease) UnsafeDataDependentEpsilon() float64 {
+	return epsilonAtOrder(r.DataDependent+r.ReleaseCost, r.Order, r.Delta)
+}
+
+// UnsafeNoiseSD is SS_β·σ_s, the standard deviation of the noise added to
+// the data-dependent RDP before it is published. Not publishable.
+func (r SmoothSensitivityRelease) UnsafeNoiseSD() float64 {
+	return r.SmoothSensitivity * r.Sigma
 }
 
 // standardNormal returns a N(0, 1) sample by Box–Muller.
