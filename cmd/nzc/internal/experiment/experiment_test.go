@@ -85,6 +85,12 @@ func TestRunSynthetic(t *testing.T) {
 		if r.Answered > r.Queries {
 			t.Errorf("%s: %d answered of %d", r.Aggregator, r.Answered, r.Queries)
 		}
+		// The smooth-sensitivity rows carry the unperturbed estimate and
+		// its noise; no other row does.
+		released := r.Aggregator == "gnmax" || r.Aggregator == "confident-gnmax"
+		if got := r.EpsilonDataDependent > 0 && r.EpsilonReleaseNoiseSD >= 0 && !math.IsInf(r.EpsilonDataDependent, 0); got != released {
+			t.Errorf("%s: data-dependent ε %v ± %v", r.Aggregator, r.EpsilonDataDependent, r.EpsilonReleaseNoiseSD)
+		}
 	}
 
 	// JSON: the documented keys, unbounded ε as "inf", and it decodes back.
@@ -92,7 +98,7 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"student_self_training":{"rounds":1`, `"dataset":"blobs"`, `"teachers":30`, `"epsilon":"inf"`, `"epsilon_claimed":0`, `"teacher_mean_accuracy"`, `"clean_votes_label_accuracy"`, `"epsilon_data_independent"`} {
+	for _, key := range []string{`"student_self_training":{"rounds":1`, `"dataset":"blobs"`, `"teachers":30`, `"epsilon":"inf"`, `"epsilon_claimed":0`, `"teacher_mean_accuracy"`, `"clean_votes_label_accuracy"`, `"epsilon_data_independent"`, `"epsilon_data_dependent"`, `"epsilon_release_noise_sd"`} {
 		if !bytes.Contains(js, []byte(key)) {
 			t.Errorf("JSON lacks %s", key)
 		}

@@ -53,12 +53,15 @@ type jsonRow struct {
 	Delta                  float64  `json:"delta"`
 	EpsilonClaimed         *float64 `json:"epsilon_claimed"`
 	EpsilonSource          string   `json:"epsilon_source,omitempty"`
+	EpsilonDataDependent   float64  `json:"epsilon_data_dependent,omitempty"`
+	EpsilonReleaseNoiseSD  float64  `json:"epsilon_release_noise_sd,omitempty"`
 }
 
 // MarshalJSON encodes unbounded ε as "inf".
 func (r Row) MarshalJSON() ([]byte, error) {
 	return json.Marshal(jsonRow{r.Aggregator, r.Params, r.Teachers, r.Queries, r.Answered, r.LabelAccuracy, r.StudentAccuracy,
-		jnum(r.Epsilon), jnum(r.EpsilonDataIndependent), r.Delta, r.EpsilonClaimed, r.EpsilonSource})
+		jnum(r.Epsilon), jnum(r.EpsilonDataIndependent), r.Delta, r.EpsilonClaimed, r.EpsilonSource,
+		r.EpsilonDataDependent, r.EpsilonReleaseNoiseSD})
 }
 
 // UnmarshalJSON decodes what MarshalJSON writes.
@@ -68,7 +71,8 @@ func (r *Row) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = Row{j.Aggregator, j.Params, j.Teachers, j.Queries, j.Answered, j.LabelAccuracy, j.StudentAccuracy,
-		float64(j.Epsilon), float64(j.EpsilonDataIndependent), j.Delta, j.EpsilonClaimed, j.EpsilonSource}
+		float64(j.Epsilon), float64(j.EpsilonDataIndependent), j.Delta, j.EpsilonClaimed, j.EpsilonSource,
+		j.EpsilonDataDependent, j.EpsilonReleaseNoiseSD}
 	return nil
 }
 
@@ -133,8 +137,8 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels%s, evaluated on %d held-out examples.\n\n",
 		r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut)
-	hdr := "| aggregator | parameters | teachers | queries | answered | label acc. % | student acc. % | ε | ε source | ε data-independent | δ |"
-	sep := "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+	hdr := "| aggregator | parameters | teachers | queries | answered | label acc. % | student acc. % | ε | ε source | ε data-independent | ε data-dependent ± release noise sd (not publishable) | δ |"
+	sep := "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
 	if paper {
 		hdr += " paper: student % | paper: label % | paper: ε claimed |"
 		sep += "---:|---:|---:|"
@@ -149,8 +153,12 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 		if row.Delta == 0 {
 			delta = "—"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, k, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), row.EpsilonSource, fmtEps(row.EpsilonDataIndependent), delta)
+		dd := "—"
+		if row.EpsilonDataDependent > 0 {
+			dd = fmtEps(row.EpsilonDataDependent) + " ± " + fmtEps(row.EpsilonReleaseNoiseSD)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, k, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), row.EpsilonSource, fmtEps(row.EpsilonDataIndependent), dd, delta)
 		if paper {
 			if p := paperFor(row); p != nil {
 				lab := "—"
@@ -205,11 +213,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, e := range r.Ensembles {
 		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
 	}
-	fmt.Fprintf(&b, "%-16s %8s %7s %8s %10s %10s %12s %12s %9s\n", "aggregator", "teachers", "queries", "answered", "label acc%", "student%", "epsilon", "eps (d.i.)", "delta")
+	fmt.Fprintf(&b, "%-16s %8s %7s %8s %10s %10s %12s %12s %18s %9s\n", "aggregator", "teachers", "queries", "answered", "label acc%", "student%", "epsilon", "eps (d.i.)", "eps (d.d.) ± sd *", "delta")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "%-16s %8d %7d %8d %10s %10s %12s %12s %9.3g\n", row.Aggregator, row.Teachers, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), fmtEps(row.EpsilonDataIndependent), row.Delta)
+		dd := "—"
+		if row.EpsilonDataDependent > 0 {
+			dd = fmtEps(row.EpsilonDataDependent) + " ± " + fmtEps(row.EpsilonReleaseNoiseSD)
+		}
+		fmt.Fprintf(&b, "%-16s %8d %7d %8d %10s %10s %12s %12s %18s %9.3g\n", row.Aggregator, row.Teachers, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), fmtEps(row.EpsilonDataIndependent), dd, row.Delta)
 	}
+	b.WriteString("* the unperturbed data-dependent ε the smooth-sensitivity release estimates, and its noise: computed from the raw votes, not publishable in a deployment\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -43,6 +43,15 @@ type Row struct {
 	EpsilonClaimed         *float64 `json:"epsilon_claimed"`
 	// EpsilonSource says where Epsilon comes from.
 	EpsilonSource string `json:"epsilon_source,omitempty"`
+	// For gnmax and confident-gnmax: EpsilonDataDependent is the
+	// unperturbed data-dependent ε (with the release's own cost) that the
+	// smooth-sensitivity release publishes a noisy estimate of, and
+	// EpsilonReleaseNoiseSD the standard deviation of that estimate's noise
+	// (in ε, at the release's order). Both are computed from the raw votes:
+	// a research table on public data may show them, a deployment must not
+	// publish them. Zero elsewhere.
+	EpsilonDataDependent  float64 `json:"epsilon_data_dependent,omitempty"`
+	EpsilonReleaseNoiseSD float64 `json:"epsilon_release_noise_sd,omitempty"`
 }
 
 // Ensemble summarises one ensemble size.
@@ -292,6 +301,7 @@ func release(cfg Config, agg string, k, classes int, hs []mechanism.Histogram) (
 		if err != nil {
 			return row, nil, fmt.Errorf("smooth-sensitivity release: %w", err)
 		}
+		row.EpsilonDataDependent, row.EpsilonReleaseNoiseSD = rel.UnsafeDataDependentEpsilon(), rel.UnsafeNoiseSD()
 		if rel.Epsilon < row.Epsilon {
 			row.Epsilon = rel.Epsilon
 			row.EpsilonSource = fmt.Sprintf("smooth-sensitivity release at order %g", cfg.SSOrder)
