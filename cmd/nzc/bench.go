@@ -61,6 +61,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	teachers := cmd.Flags().Int("teachers", 0, "teachers in the ensemble, split over the 3 hospitals in e2e (default 250)")
 	e2eQueries := cmd.Flags().Int("e2e-queries", 0, "queries labelled per e2e repetition (default 2048, or 512 with --quick)")
 	charges := cmd.Flags().Int("charges", 0, "ledger charges per repetition (default 5000, or 2000 with --quick)")
+	submitters := cmd.Flags().Int("submitters", 0, "concurrent clients submitting ledger charges (default 64)")
 	inferQueries := cmd.Flags().Int("inference-queries", 0, "queries per inference repetition for the MLP, a quarter for the CNN (default 1024, or 256 with --quick)")
 	mechQueries := cmd.Flags().Int("mechanism-queries", 0, "histograms answered per mechanism and repetition (default 20000, or 5000 with --quick)")
 	analysis := cmd.Flags().Int("analysis-queries", 10000, "queries analysed per repetition")
@@ -89,6 +90,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		set("teachers", *teachers, &cfg.Teachers)
 		set("e2e-queries", *e2eQueries, &cfg.E2EQueries)
 		set("charges", *charges, &cfg.Charges)
+		set("submitters", *submitters, &cfg.Submitters)
 		set("mechanism-queries", *mechQueries, &cfg.MechanismQueries)
 		set("analysis-queries", *analysis, &cfg.AnalysisQueries)
 		set("batch", *batch, &cfg.BatchSize)
@@ -154,6 +156,12 @@ func printBench(w io.Writer, r *bench.Report) error {
 		fig(v.name+" votes", v.v.VotesPerS, "queries/s")
 		fig(v.name+" throughput", v.v.GFLOPs, "GFLOP/s")
 		fig(v.name+" fraction of GEMM", v.v.FractionOfGEMM, "")
+		fmt.Fprintf(bw, "    (FLOPs counted as dense; %.0f%% of the inputs are zero, which the GEMM skips)\n", 100*v.v.ZeroInputs)
+		if d := v.v.Dense; d != nil {
+			fig(v.name+" votes, dense inputs", d.VotesPerS, "queries/s")
+			fig(v.name+" throughput, dense inputs", d.GFLOPs, "GFLOP/s")
+			fig(v.name+" fraction of GEMM, dense inputs", d.FractionOfGEMM, "")
+		}
 	}
 	e := r.E2E
 	fmt.Fprintf(bw, "\ne2e (%d hospitals, %d auditors, %d student; %d %s teachers, %s, batches of %d, %d in flight, %d queries per rep)\n",

@@ -62,6 +62,8 @@ func TestBenchJSON(t *testing.T) {
 		figure("inference", m, "gflops")
 		figure("inference", m, "fraction_of_gemm")
 	}
+	figure("inference", "mlp", "dense", "votes_per_s")
+	figure("inference", "mlp", "dense", "fraction_of_gemm")
 	figure("e2e", "federation_labels_per_s")
 	figure("e2e", "inprocess_labels_per_s")
 	figure("e2e", "ratio")
