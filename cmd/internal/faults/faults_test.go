@@ -58,9 +58,23 @@ func TestFaults(t *testing.T) {
 				slow(t)
 			}
 			f.restartAggregator(t, point)
+			// Whatever fails below, later faults need an aggregator that
+			// is not paused.
+			restarted := false
+			defer func() {
+				if !restarted {
+					f.agg.kill9(t)
+					f.startAggregator("")
+				}
+			}()
 			from := queries(3 * batchSize)
 			ids := f.batchIDs(from, 3*batchSize)
-			run := f.startStudent(from, 3*batchSize, "")
+			// One request in flight: the paused batch is the run's first,
+			// and nothing at all can have been released before the kill.
+			// (With the default window of 2 the next batch may be charged
+			// and released while the first is paused; the invariants
+			// checked below hold either way.)
+			run := f.startStudent(from, 3*batchSize, "", "--window", "1")
 			f.agg.waitLog(t, 60*time.Second, "paused for a fault test")
 			rec := f.outboxRecord(ids[0])
 			wantState, wantCharges := "pending", 1
@@ -78,13 +92,13 @@ func TestFaults(t *testing.T) {
 				t.Fatalf("paused at %s: the ledger holds %d charges of the batch, want %d", point, got, wantCharges)
 			}
 			f.agg.kill9(t)
-			if _, err := os.Stat(filepath.Join(run.state, "")); err == nil {
-				if m, _ := filepath.Glob(filepath.Join(run.state, "*", "batch-*.json")); len(m) != 0 {
-					t.Fatalf("the student holds %v although the aggregator died before releasing anything", m)
-				}
+			// Report, then restart: a later fault needs an aggregator.
+			if m, _ := filepath.Glob(filepath.Join(run.state, "*", "batch-*.json")); len(m) != 0 {
+				t.Errorf("the student holds %v although the aggregator died before releasing anything", m)
 			}
 			start := time.Now()
 			f.startAggregator("")
+			restarted = true
 			res := run.result(t, 2*time.Minute)
 			t.Logf("the student's run completed %.1fs after the restart", time.Since(start).Seconds())
 			if !res.Batches[0].Replayed {
@@ -120,7 +134,10 @@ func TestFaults(t *testing.T) {
 		f.waitConnected(hospitals, 30*time.Second)
 		before := accountOf(t, f, h.id)
 		from := queries(2 * batchSize)
-		run := f.startStudent(from, 2*batchSize, "")
+		// One request in flight, so that the hospital pauses on the run's
+		// first batch and is dead for every later one: with two, it could
+		// vote on the second batch while paused on the first.
+		run := f.startStudent(from, 2*batchSize, "", "--window", "1")
 		h.p.waitLog(t, 30*time.Second, "paused for a fault test")
 		h.p.kill9(t)
 		res := run.result(t, time.Minute)

@@ -527,13 +527,15 @@ type studentRun struct {
 
 // startStudent starts labelling queries [from, from+count) with its own
 // state directory (a fresh one unless state is given).
-func (f *fed) startStudent(from, count int, state string) *studentRun {
+// startStudent starts a student run; extra flags follow the usual ones.
+func (f *fed) startStudent(from, count int, state string, extra ...string) *studentRun {
 	if state == "" {
 		state = f.t.TempDir()
 	}
 	r := &studentRun{from: from, count: count, state: state, out: filepath.Join(f.t.TempDir(), "labels.json")}
-	r.p = f.start("student-label", "nzc-student", nil, "label", "--config", f.stuPath, "--state", state,
-		"--data", f.dataQuery, "--from", strconv.Itoa(from), "--count", strconv.Itoa(count), "--out", r.out, "--format", "json")
+	args := []string{"label", "--config", f.stuPath, "--state", state,
+		"--data", f.dataQuery, "--from", strconv.Itoa(from), "--count", strconv.Itoa(count), "--out", r.out, "--format", "json"}
+	r.p = f.start("student-label", "nzc-student", nil, append(args, extra...)...)
 	return r
 }
 
