@@ -200,12 +200,14 @@ func TestDistance(t *testing.T) {
 		h    Histogram
 		want int
 	}{
-		{Histogram{5, 5}, 0}, // class 1 takes over by one move
-		{Histogram{5, 4}, 0}, // 4→5 ties, index 0 keeps it: 1 move; 6 vs 3 no... one move 4,5 → class 1 wins
-		{Histogram{6, 4}, 1}, // two moves
-		{Histogram{4, 6}, 0}, // class 0 < top: one move ties and wins
-		{Histogram{3, 6}, 1}, // gap 3 to a lower index: ⌈3/2⌉ = 2 moves
-		{Histogram{10, 0, 0}, 5},
+		// Distance is one less than the number of votes that must move to
+		// change the argmax; ties go to the lower index.
+		{Histogram{5, 5}, 0},     // one move: {4, 6}
+		{Histogram{5, 4}, 0},     // one move: {4, 5}
+		{Histogram{6, 4}, 1},     // {5, 5} keeps class 0; two moves: {4, 6}
+		{Histogram{4, 6}, 0},     // one move: {5, 5}, and class 0 wins the tie
+		{Histogram{3, 6}, 1},     // two moves: {5, 4}
+		{Histogram{10, 0, 0}, 5}, // six moves: {4, 6, 0}
 		{Histogram{7}, 7},
 	} {
 		if got := c.h.Distance(c.h[0] + sum(c.h[1:])); got != c.want {
