@@ -49,9 +49,9 @@ func (a *auditorProcess) status(ctx context.Context) (compliance.Status, error) 
 // that every acknowledged charge is in the log exactly once, that the three
 // replicas reach the same Merkle root, and that the export verifies. Then it
 // saves a follower's snapshot, stops another follower, restores it from the
-// snapshot, and checks it catches up to the same root. Then it
-// saves a follower's snapshot, stops another follower, restores it from the
-// snapshot, and checks it catches up to the same root.
+// snapshot, and checks it catches up to the same root. It logs how long the
+// stream stalled after the kill and how many retries the ledger answered as
+// duplicates.
 func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three auditor processes")
@@ -193,8 +193,10 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	const submitters, perSubmitter, killAfter = 4, 15, 20
 	var (
 		acked   atomic.Int64
+		dups    atomic.Int64
 		mu      sync.Mutex
 		ackedID []string
+		ackedAt []time.Time
 		errs    []error
 		wg      sync.WaitGroup
 	)
@@ -212,14 +214,19 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 			defer lc.Close()
 			for i := range perSubmitter {
 				batch := fmt.Sprintf("batch-%d-%02d", s, i)
-				if _, err := submit(lc, charge(batch, s*100+i)); err != nil {
+				res, err := submit(lc, charge(batch, s*100+i))
+				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("%s: %w", batch, err))
 					mu.Unlock()
 					return
 				}
+				if res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE {
+					dups.Add(1)
+				}
 				mu.Lock()
 				ackedID = append(ackedID, batch)
+				ackedAt = append(ackedAt, time.Now())
 				mu.Unlock()
 				acked.Add(1)
 			}
@@ -238,12 +245,24 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		return false
 	})
 	leader.p.Kill()
-	killedAt := acked.Load()
+	killedAt, killTime := acked.Load(), time.Now()
 	t.Logf("killed the leader %s (SIGKILL) after %d acknowledged charges", leader.id, killedAt)
 	wg.Wait()
 	if len(errs) > 0 {
 		t.Fatalf("submissions failed: %v", errs)
 	}
+	var stall time.Duration
+	after := 0
+	for _, at := range ackedAt {
+		if at.After(killTime) {
+			if after == 0 || at.Sub(killTime) < stall {
+				stall = at.Sub(killTime)
+			}
+			after++
+		}
+	}
+	t.Logf("first charge acknowledged %v after the kill; %d acknowledged after it; %d retries answered as duplicates (charged once)",
+		stall.Round(time.Millisecond), after, dups.Load())
 	if killedAt >= submitters*perSubmitter {
 		t.Fatalf("every charge was acknowledged before the kill: the stream was not interrupted")
 	}
