@@ -158,6 +158,9 @@ holding the four standard idx files works.`,
 			return err
 		}
 		rep.CPUSeconds = cpuSeconds() - cpu0
+		if rep.Dataset == "mnist" {
+			rep.AddPaperClaims()
+		}
 		if err := writeExperiment(*out, rep); err != nil {
 			return err
 		}

@@ -170,3 +170,32 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("unknown preset: %v", err)
 	}
 }
+
+// The paper's claims go beside the rows that reproduce the paper's: same
+// aggregator, parameters, ensemble and number of queries.
+func TestPaperClaims(t *testing.T) {
+	rep := &Report{Dataset: "mnist", Rows: []Row{
+		{Aggregator: "lnmax", Params: "Laplace b=20", Teachers: 250, Queries: 100},
+		{Aggregator: "lnmax", Params: "Laplace b=20", Teachers: 250, Queries: 9000},
+		{Aggregator: "lnmax", Params: "Laplace b=5", Teachers: 250, Queries: 100},
+		{Aggregator: "lnmax", Params: "Laplace b=20", Teachers: 250, Queries: 640},
+		{Aggregator: "gnmax", Params: "σ=40", Teachers: 250, Queries: 100},
+	}}
+	rep.AddPaperClaims()
+	for i, want := range []float64{2.04, math.NaN(), math.NaN(), math.NaN(), math.NaN()} {
+		got := rep.Rows[i].EpsilonClaimed
+		if math.IsNaN(want) != (got == nil) || (got != nil && *got != want) {
+			t.Errorf("row %d (%s %s, %d queries): claimed %v, want %v", i, rep.Rows[i].Aggregator, rep.Rows[i].Params, rep.Rows[i].Queries, got, want)
+		}
+	}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(md.String(), "\n")
+	for i, want := range []string{"| 63.5 | — | 2.04 |", "| 93.4 | 93.02 | >8.03 |", "| — | — | — |", "| — | — | — |", "| — | — | — |"} {
+		if !strings.HasSuffix(lines[4+i], want) {
+			t.Errorf("markdown row %d: %q does not end with %q", i, lines[4+i], want)
+		}
+	}
+}
