@@ -77,6 +77,7 @@ holding the four standard idx files works.`,
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
 	delta := fs.Float64("delta", 1e-5, "δ of every (ε, δ) figure")
+	studentWorkers := fs.Int("student-workers", 0, "students trained at once (0: one per core; the results do not depend on it)")
 	from := fs.String("from", "", "re-render results.md and the plots from an earlier results.json into --out, without running")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -135,6 +136,7 @@ holding the four standard idx files works.`,
 			cfg.Holdout = *holdout
 		}
 		cfg.Seed, cfg.Delta, cfg.CacheDir = *seed, *delta, *cacheDir
+		cfg.StudentWorkers = *studentWorkers
 		cfg.Dataset = filepath.Base(filepath.Clean(*dataDir))
 		if *datasetName != "" {
 			cfg.Dataset = *datasetName

@@ -69,9 +69,12 @@ type Config struct {
 	// fixed in advance, never chosen from the votes.
 	SSOrder, SSSigma float64
 	Seed             uint64
-	CacheDir         string    // trained teachers are kept here ("" = no cache)
-	Progress         io.Writer // progress lines, when a terminal
-	Logger           *slog.Logger
+	CacheDir         string // trained teachers are kept here ("" = no cache)
+	// StudentWorkers is how many students train at once (0: one per
+	// core). The results do not depend on it.
+	StudentWorkers int
+	Progress       io.Writer // progress lines, when a terminal
+	Logger         *slog.Logger
 }
 
 // ReferenceTeachers is the ensemble size the default mechanism parameters
@@ -178,6 +181,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.StudentTrain.Validate(); err != nil {
 		return fmt.Errorf("%w: student: %w", ErrConfig, err)
+	}
+	if c.StudentWorkers < 0 {
+		return fmt.Errorf("%w: %d student workers, want 0 (one per core) or more", ErrConfig, c.StudentWorkers)
 	}
 	if err := c.SelfTraining.Validate(); err != nil {
 		return fmt.Errorf("%w: student: %w", ErrConfig, err)

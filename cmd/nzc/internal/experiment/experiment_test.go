@@ -43,6 +43,7 @@ func synthetic(t *testing.T) Config {
 
 func TestRunSynthetic(t *testing.T) {
 	cfg := synthetic(t)
+	cfg.StudentWorkers = 3
 	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +131,10 @@ func TestRunSynthetic(t *testing.T) {
 		}
 	}
 
-	// Deterministic: the same configuration gives the same table (teachers come from the cache).
+	// Deterministic: the same configuration gives the same table (teachers
+	// come from the cache), whether the students train three at a time or
+	// one after another.
+	cfg.StudentWorkers = 1
 	again, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +161,7 @@ func TestValidate(t *testing.T) {
 		{"bad delta", func(c *Config) { c.Delta = 0 }},
 		{"bad model", func(c *Config) { c.StudentModel = "transformer" }},
 		{"holdout", func(c *Config) { c.Holdout = 700 }},
+		{"student workers", func(c *Config) { c.StudentWorkers = -1 }},
 		{"self-training confidence", func(c *Config) { c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 2} }},
 	}
 	for _, tt := range tests {

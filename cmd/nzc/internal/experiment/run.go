@@ -9,9 +9,10 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/nzcfed/nzc/mechanism"
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
 	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed, StudentSelfTraining: cfg.SelfTraining}
 
-	st := &students{cfg: cfg, spec: sSpec, queries: queries, holdout: holdout, memo: map[[32]byte]float64{}, now: now, log: log}
+	st := &students{cfg: cfg, spec: sSpec, queries: queries, holdout: holdout, now: now, log: log}
 
 	sizes := slices.Clone(cfg.Teachers)
 	for _, k := range cfg.SweepTeachers {
@@ -199,27 +200,27 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 					return nil, fmt.Errorf("%s with %d teachers, %d queries: %w", agg, k, n, err)
 				}
 				row.LabelAccuracy, _ = metrics.Accuracy(labels, queries.Y[:n])
-				if row.StudentAccuracy, err = st.train(ctx, fmt.Sprintf("%s k=%d q=%d", agg, k, n), labels); err != nil {
-					return nil, err
-				}
-				log.Info("row", "aggregator", agg, "teachers", k, "queries", n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "student_accuracy", row.StudentAccuracy, "epsilon", row.Epsilon)
+				log.Info("released", "aggregator", agg, "teachers", k, "queries", n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+				st.add(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d", agg, k, n), labels)
 				rep.Rows = append(rep.Rows, row)
 			}
 		}
 		cleanRow := Row{Aggregator: CleanVotes, Params: "noiseless plurality", Teachers: k, Queries: maxQ, Answered: maxQ,
 			LabelAccuracy: ens.CleanVotesLabelAccuracy, Epsilon: math.Inf(1), EpsilonDataIndependent: math.Inf(1), Delta: 0, EpsilonSource: "not private"}
-		if cleanRow.StudentAccuracy, err = st.train(ctx, fmt.Sprintf("clean k=%d", k), clean); err != nil {
-			return nil, err
-		}
+		st.add(len(rep.Rows), fmt.Sprintf("clean k=%d", k), clean)
 		rep.Rows = append(rep.Rows, cleanRow)
 	}
 	gt := Row{Aggregator: GroundTruth, Params: "true labels", Queries: maxQ, Answered: maxQ, LabelAccuracy: 1,
 		Epsilon: math.Inf(1), EpsilonDataIndependent: math.Inf(1), EpsilonSource: "not private"}
-	var err error
-	if gt.StudentAccuracy, err = st.train(ctx, "ground truth", queries.Y[:maxQ]); err != nil {
+	st.add(len(rep.Rows), "ground truth", queries.Y[:maxQ])
+	rep.Rows = append(rep.Rows, gt)
+	if err := st.trainAll(ctx, rep.Rows); err != nil {
 		return nil, err
 	}
-	rep.Rows = append(rep.Rows, gt)
+	for _, r := range rep.Rows {
+		log.Info("row", "aggregator", r.Aggregator, "teachers", r.Teachers, "queries", r.Queries, "answered", r.Answered,
+			"label_accuracy", r.LabelAccuracy, "student_accuracy", r.StudentAccuracy, "epsilon", r.Epsilon)
+	}
 	rep.WallSeconds = now().Sub(start).Seconds()
 	return rep, nil
 }
@@ -310,19 +311,32 @@ func release(cfg Config, agg string, k, classes int, hs []mechanism.Histogram) (
 	return row, labels, nil
 }
 
-// students trains and scores students, reusing the score of a student
-// trained on exactly the same labels (training is deterministic).
+// students trains and scores one student per row, after every release is
+// known, several at once. Rows whose labels are identical share one
+// student: training is deterministic, so a second one would be the same
+// network.
 type students struct {
 	cfg     Config
 	spec    model.Spec
 	queries *data.Dataset
 	holdout *data.Dataset
-	memo    map[[32]byte]float64
 	now     func() time.Time
 	log     *slog.Logger
+	jobs    []*studentJob
+	byKey   map[[32]byte]*studentJob
 }
 
-func (s *students) train(ctx context.Context, what string, labels []int) (float64, error) {
+// studentJob is one student to train and the rows it scores.
+type studentJob struct {
+	what   string
+	labels []int // one per query; metrics.Refused where none was released
+	rows   []int
+	acc    float64
+}
+
+// add schedules a student trained on labels (the first len(labels)
+// queries; the rest are unlabelled) for the row at index row.
+func (s *students) add(row int, what string, labels []int) {
 	full := make([]int, s.queries.Len())
 	for i := range full {
 		full[i] = metrics.Refused
@@ -334,30 +348,99 @@ func (s *students) train(ctx context.Context, what string, labels []int) (float6
 	}
 	var key [32]byte
 	copy(key[:], h.Sum(nil))
-	if acc, ok := s.memo[key]; ok {
-		s.log.Debug("student reused", "for", what)
-		return acc, nil
+	if s.byKey == nil {
+		s.byKey = map[[32]byte]*studentJob{}
 	}
+	if j, ok := s.byKey[key]; ok {
+		s.log.Debug("student shared", "for", what, "with", j.what)
+		j.rows = append(j.rows, row)
+		return
+	}
+	j := &studentJob{what: what, labels: full, rows: []int{row}}
+	s.byKey[key] = j
+	s.jobs = append(s.jobs, j)
+}
+
+// trainAll trains the scheduled students, Config.StudentWorkers at a time,
+// and sets the student accuracy of their rows. Small networks train far
+// more efficiently side by side than one at a time across all cores.
+func (s *students) trainAll(ctx context.Context, rows []Row) error {
+	workers := s.cfg.StudentWorkers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(s.jobs))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  int
+		done  int
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next == len(s.jobs) || first != nil {
+					mu.Unlock()
+					return
+				}
+				j := s.jobs[next]
+				next++
+				label := fmt.Sprintf("student %d/%d %s", next, len(s.jobs), j.what)
+				mu.Unlock()
+				acc, err := s.train(ctx, label, j.labels)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("student (%s): %w", j.what, err)
+					cancel()
+				}
+				j.acc = acc
+				done++
+				if err == nil {
+					s.log.Info("student trained", "for", j.what, "student_accuracy", acc, "done", done, "of", len(s.jobs))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	for _, j := range s.jobs {
+		for _, r := range j.rows {
+			rows[r].StudentAccuracy = j.acc
+		}
+	}
+	return nil
+}
+
+// train trains one student and scores it on the held-out examples; a
+// student with no label at all scores 0.
+func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
 	bar := progress.New(s.cfg.Progress, s.now)
 	defer bar.Done()
-	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, full, func(done, total int) {
-		bar.Update("student "+strings.TrimSpace(what), done, total, "samples")
+	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, func(done, total int) {
+		bar.Update(label, done, total, "samples")
 	})
 	if errors.Is(err, ensemble.ErrNoLabels) {
-		s.memo[key] = 0
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("student (%s): %w", what, err)
+		return 0, err
 	}
 	acc, err := n.Accuracy(s.holdout)
 	if err != nil {
 		return 0, err
 	}
 	if res.Pseudo > 0 {
-		s.log.Info("student self-trained", "for", what, "released_labels", res.Labelled, "pseudo_labels", res.Pseudo,
+		s.log.Info("student self-trained", "for", label, "released_labels", res.Labelled, "pseudo_labels", res.Pseudo,
 			"pseudo_label_accuracy", float64(res.PseudoCorrect)/float64(res.Pseudo))
 	}
-	s.memo[key] = acc
 	return acc, nil
 }
