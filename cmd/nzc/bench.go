@@ -117,7 +117,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		if *verbose {
 			log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 		}
-		bar := mlprogress.New(cmd.ErrOrStderr(), nil)
+		bar := mlprogress.NewOrLines(cmd.ErrOrStderr(), nil)
 		rep, err := bench.Run(cmd.Context(), cfg, func(section string, done, total int) {
 			bar.Update(section, done, total, "steps")
 		}, log)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
@@ -13,11 +14,17 @@ import (
 // shape promised to report readers, and that every figure is a positive,
 // finite number measured the asked number of times.
 func TestBenchJSON(t *testing.T) {
-	out, err := clitest.Execute(t, newRootCommand(), "bench", "--quick", "--reps", "2", "--teachers", "3",
+	out, progress, err := clitest.ExecuteSplit(t, newRootCommand(), "bench", "--quick", "--reps", "2", "--teachers", "3",
 		"--e2e-queries", "16", "--batch", "8", "--charges", "20", "--inference-queries", "8",
 		"--mechanism-queries", "50", "--analysis-queries", "100", "--data", t.TempDir(), "--format", "json")
 	if err != nil {
-		t.Fatalf("nzc bench: %v\n%s", err, out)
+		t.Fatalf("nzc bench: %v\n%s\n%s", err, out, progress)
+	}
+	// Standard error is not a terminal here: each step is a plain line.
+	for _, step := range []string{"mechanism: 8 of 8 steps", "inference: 3 of 3 steps", "ledger: 2 of 2 steps", "e2e: 2 of 2 steps"} {
+		if !strings.Contains(progress, step) {
+			t.Errorf("progress on standard error lacks %q:\n%s", step, progress)
+		}
 	}
 	var rep map[string]any
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {

@@ -24,6 +24,10 @@ type Bar struct {
 	last    time.Time
 	drawn   bool
 	enabled bool
+	// lines: when not drawing, write each step as a plain line.
+	lines     bool
+	lastLabel string
+	lastDone  int
 }
 
 // IsTerminal reports whether w is a terminal.
@@ -41,6 +45,17 @@ func New(w io.Writer, now func() time.Time) *Bar {
 // Force returns a bar that draws on w whether or not it is a terminal (for tests).
 func Force(w io.Writer, now func() time.Time) *Bar { return newBar(w, now, true) }
 
+// NewOrLines is New, except that when w is not a terminal every update
+// that changes the label or the count is written as a plain line (with the
+// time elapsed), so that a log or a CI transcript shows where a long run
+// is. It suits callers that update once per step, not once per sample.
+func NewOrLines(w io.Writer, now func() time.Time) *Bar {
+	b := New(w, now)
+	b.lines = !b.enabled && w != nil
+	b.lastDone = -1
+	return b
+}
+
 func newBar(w io.Writer, now func() time.Time, enabled bool) *Bar {
 	if now == nil {
 		now = time.Now
@@ -52,7 +67,11 @@ func newBar(w io.Writer, now func() time.Time, enabled bool) *Bar {
 // reaches total): label, done/total units, the rate since the bar started
 // and the estimated time left.
 func (b *Bar) Update(label string, done, total int, unit string) {
-	if b == nil || !b.enabled {
+	if b == nil {
+		return
+	}
+	if !b.enabled {
+		b.line(label, done, total, unit)
 		return
 	}
 	b.mu.Lock()
@@ -93,4 +112,18 @@ func (b *Bar) Done() {
 		fmt.Fprintln(b.w)
 		b.drawn = false
 	}
+}
+
+// line writes one step of a non-terminal run.
+func (b *Bar) line(label string, done, total int, unit string) {
+	if !b.lines {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if label == b.lastLabel && done == b.lastDone {
+		return
+	}
+	b.lastLabel, b.lastDone = label, done
+	fmt.Fprintf(b.w, "%s: %d of %d %s (%s elapsed)\n", label, done, total, unit, b.now().Sub(b.start).Round(time.Second))
 }

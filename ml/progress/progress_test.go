@@ -29,6 +29,20 @@ func TestBar(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("drew %q on a non-terminal", buf.String())
 	}
+	// Not a terminal, in lines mode: one plain line per step, repeats
+	// skipped.
+	buf.Reset()
+	lines := NewOrLines(&buf, clock)
+	now = now.Add(90 * time.Second)
+	lines.Update("ledger", 1, 5, "reps")
+	lines.Update("ledger", 1, 5, "reps")
+	lines.Update("ledger", 2, 5, "reps")
+	lines.Update("e2e", 2, 5, "reps")
+	lines.Done()
+	want := "ledger: 1 of 5 reps (1m30s elapsed)\nledger: 2 of 5 reps (1m30s elapsed)\ne2e: 2 of 5 reps (1m30s elapsed)\n"
+	if buf.String() != want {
+		t.Fatalf("lines mode wrote %q, want %q", buf.String(), want)
+	}
 	var nilBar *Bar
 	nilBar.Update("x", 1, 2, "u")
 	nilBar.Done()

@@ -26,6 +26,19 @@ func Execute(t testing.TB, root *cobra.Command, args ...string) (string, error) 
 	return out.String(), err
 }
 
+// ExecuteSplit runs root with args and returns what it wrote to standard
+// output and to standard error apart, for commands whose output is read by
+// programs while their progress goes to standard error.
+func ExecuteSplit(t testing.TB, root *cobra.Command, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.Execute()
+	return out.String(), errOut.String(), err
+}
+
 // CheckBinary checks a binary's command tree: every command a user can run
 // shows examples in its help, `version` names the binary and its version,
 // and, where the binary has a `config` command, the keys are listed and an
