@@ -5,6 +5,7 @@ package clitest
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,10 +20,7 @@ import (
 func Execute(t testing.TB, root *cobra.Command, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
+	err := execute(root, &out, &out, args)
 	return out.String(), err
 }
 
@@ -32,11 +30,15 @@ func Execute(t testing.TB, root *cobra.Command, args ...string) (string, error) 
 func ExecuteSplit(t testing.TB, root *cobra.Command, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err = root.Execute()
+	err = execute(root, &out, &errOut, args)
 	return out.String(), errOut.String(), err
+}
+
+func execute(root *cobra.Command, stdout, stderr io.Writer, args []string) error {
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	return root.Execute()
 }
 
 // CheckBinary checks a binary's command tree: every command a user can run
