@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
@@ -143,6 +146,32 @@ func TestRunSynthetic(t *testing.T) {
 	b, _ := json.Marshal(again.Rows)
 	if !bytes.Equal(a, b) {
 		t.Fatal("a second run with the same seed gave a different table")
+	}
+}
+
+// A student that cannot finish fails the whole set, and no row gets a
+// student accuracy.
+func TestTrainAllStopsOnError(t *testing.T) {
+	cfg := synthetic(t)
+	cfg.StudentWorkers = 2
+	queries := cfg.Data.Test.Slice(0, 500)
+	st := &students{cfg: cfg, queries: queries, holdout: cfg.Data.Test.Slice(500, 700), now: time.Now, log: slog.New(slog.DiscardHandler)}
+	st.spec, _ = model.Preset(cfg.StudentModel, queries.Shape, 4)
+	rows := make([]Row, 3)
+	for i := range rows {
+		labels := slices.Clone(queries.Y[:100*(i+1)])
+		st.add(i, itoa(i), labels)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := st.trainAll(ctx, rows)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("trainAll with a cancelled context: %v, want context.Canceled", err)
+	}
+	for i, r := range rows {
+		if r.StudentAccuracy != 0 {
+			t.Errorf("row %d got student accuracy %v from a failed run", i, r.StudentAccuracy)
+		}
 	}
 }
 

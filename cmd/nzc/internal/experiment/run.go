@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
@@ -362,55 +364,36 @@ func (s *students) add(row int, what string, labels []int) {
 }
 
 // trainAll trains the scheduled students, Config.StudentWorkers at a time,
-// and sets the student accuracy of their rows. Small networks train far
-// more efficiently side by side than one at a time across all cores.
+// and sets the student accuracy of their rows; on an error no row is set.
+// Small networks train far more efficiently side by side than one at a
+// time across all cores.
 func (s *students) trainAll(ctx context.Context, rows []Row) error {
 	workers := s.cfg.StudentWorkers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = min(workers, len(s.jobs))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  int
-		done  int
+		mu   sync.Mutex
+		done int
 	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next == len(s.jobs) || first != nil {
-					mu.Unlock()
-					return
-				}
-				j := s.jobs[next]
-				next++
-				label := fmt.Sprintf("student %d/%d %s", next, len(s.jobs), j.what)
-				mu.Unlock()
-				acc, err := s.train(ctx, label, j.labels)
-				mu.Lock()
-				if err != nil && first == nil {
-					first = fmt.Errorf("student (%s): %w", j.what, err)
-					cancel()
-				}
-				j.acc = acc
-				done++
-				if err == nil {
-					s.log.Info("student trained", "for", j.what, "student_accuracy", acc, "done", done, "of", len(s.jobs))
-				}
-				mu.Unlock()
+	for i, j := range s.jobs {
+		g.Go(func() error {
+			acc, err := s.train(ctx, fmt.Sprintf("student %d/%d %s", i+1, len(s.jobs), j.what), j.labels)
+			if err != nil {
+				return fmt.Errorf("student (%s): %w", j.what, err)
 			}
-		}()
+			j.acc = acc
+			mu.Lock()
+			done++
+			s.log.Info("student trained", "for", j.what, "student_accuracy", acc, "done", done, "of", len(s.jobs))
+			mu.Unlock()
+			return nil
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return first
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	for _, j := range s.jobs {
 		for _, r := range j.rows {
