@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,20 +19,6 @@ import (
 func apiHandler(n *auditor.Node, led *auditor.Ledger, self string) http.Handler {
 	api := &compliance.API{Cluster: n, Ledger: led.State(), Self: self}
 	return api.Handler()
-}
-
-// apiTLS is the compliance API's TLS: this auditor's federation certificate,
-// and a client certificate issued by the federation CA required of every
-// reader (the handler then checks the role it names).
-func apiTLS(cert tls.Certificate, ca *x509.Certificate) *tls.Config {
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-		MinVersion:   tls.VersionTLS13,
-	}
 }
 
 // serveAPI serves h over HTTPS on addr with the given TLS configuration.

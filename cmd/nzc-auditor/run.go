@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -71,13 +69,10 @@ take snapshots (see 'nzc ledger --help').`,
 		if err != nil {
 			return err
 		}
-		pool := x509.NewCertPool()
-		pool.AddCert(netCfg.CA)
-		cert := netCfg.Credential.TLSCertificate()
 		acfg := auditor.Config{
 			DataDir: cfg.DataDir, NodeID: cfg.ID, BindAddr: cfg.Raft, AdvertiseAddr: cfg.Advertise,
-			ServerTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
-			ClientTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
+			ServerTLS:    crypto.ServerTLS(netCfg.CA, netCfg.Credential),
+			ClientTLS:    crypto.ClientTLS(netCfg.CA, netCfg.Credential),
 			StateMachine: led, Logger: log,
 		}
 		for _, p := range cfg.Peers {
@@ -107,7 +102,7 @@ take snapshots (see 'nzc ledger --help').`,
 			}
 		}()
 		node.ServeOps(ctx, cfg.Ops.Listen, n.Handler(), log)
-		if err := serveAPI(ctx, cfg.API, apiTLS(cert, netCfg.CA), apiHandler(n, led, cfg.ID), log); err != nil {
+		if err := serveAPI(ctx, cfg.API, crypto.ServerTLS(netCfg.CA, netCfg.Credential), apiHandler(n, led, cfg.ID), log); err != nil {
 			_ = n.Close()
 			return err
 		}

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -378,8 +376,6 @@ func (d *demo) provision(mech config.Mechanism) error {
 	if err != nil {
 		return err
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
 	// The compliance API reads the ledger for the compliance party only.
 	cp, ok := m.Party(crypto.RoleCompliance, string(crypto.RoleCompliance))
 	if !ok {
@@ -389,8 +385,7 @@ func (d *demo) provision(mech config.Mechanism) error {
 	if err != nil {
 		return err
 	}
-	d.api = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool,
-		Certificates: []tls.Certificate{cred.TLSCertificate()}, MinVersion: tls.VersionTLS13}}}
+	d.api = &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLS(ca, cred)}}
 	if err := writeGenesis(m); err != nil {
 		return err
 	}

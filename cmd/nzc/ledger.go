@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -279,13 +277,7 @@ func (c *complianceFlags) do(ctx context.Context, method, path string, body any)
 	if err != nil {
 		return nil, fmt.Errorf("%s's certificate: %w", c.as, err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs:      pool,
-		Certificates: []tls.Certificate{cred.TLSCertificate()},
-		MinVersion:   tls.VersionTLS13,
-	}}}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLS(ca, cred)}}
 	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

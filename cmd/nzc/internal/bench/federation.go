@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -156,8 +155,6 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 }
 
 func (f *federation) startAuditors(ctx context.Context) error {
-	pool := x509.NewCertPool()
-	pool.AddCert(f.ca)
 	var first string
 	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
 		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
@@ -168,15 +165,14 @@ func (f *federation) startAuditors(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cert := cred.TLSCertificate()
 		m, err := auditor.NewLedger(ledger.New(), p.ID, key)
 		if err != nil {
 			return err
 		}
 		c := auditor.Config{
 			DataDir: f.m.Path("bench-" + p.ID), NodeID: p.ID, BindAddr: "127.0.0.1:0",
-			ServerTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13},
-			ClientTLS:    &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
+			ServerTLS:    crypto.ServerTLS(f.ca, cred),
+			ClientTLS:    crypto.ClientTLS(f.ca, cred),
 			StateMachine: m, Logger: f.log.With("auditor", p.ID),
 		}
 		if i == 0 {
