@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/nzc/internal/bench"
+	"github.com/nzcfed/nzc/bench"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 )
 
