@@ -26,6 +26,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 // demoOptions are the flags of `nzc demo`.
@@ -149,44 +150,17 @@ func (o demoOptions) check() error {
 	return nil
 }
 
-// demoMechanism returns the mechanism for an ensemble of k teachers, its
-// parameters scaled with k (PATE 2018's MNIST settings are T=200, σ1=150,
-// σ2=40 for 250 teachers; the demo's ensembles are smaller).
-func demoMechanism(name string, k int) (config.Mechanism, error) {
-	K := float64(k)
-	round := func(x float64) float64 { return math.Max(1, math.Round(x*10)/10) }
-	switch name {
-	case "confident-gnmax":
-		return config.Mechanism{Name: name, Threshold: math.Round(0.66 * K), Sigma1: round(0.27 * K), Sigma2: round(0.13 * K)}, nil
-	case "gnmax":
-		return config.Mechanism{Name: name, Sigma: round(0.13 * K)}, nil
-	case "lnmax":
-		return config.Mechanism{Name: name, Scale: round(0.1 * K)}, nil
-	case "nzc":
-		// The paper's setting: a constant far above the noise.
-		return config.Mechanism{Name: name, Noise: "laplace", Scale: round(0.1 * K), Constant: 1000}, nil
-	case "nzc-svt":
-		// A session pays ε = 2/b once; its δ is small only when the
-		// threshold is far above the distance noise 2·K·b.
-		return config.Mechanism{Name: name, Threshold: math.Round(0.4 * K), Sigma1: 0.5, MaxRefusals: 3}, nil
+// demoMechanism returns the preset of the named mechanism
+// (mechanism.Preset) scaled to an ensemble of k teachers; the aggregator
+// learns the ensemble size itself, so it is left out.
+func demoMechanism(name string, k int) (mechanism.Params, error) {
+	p, err := mechanism.Preset(mechanism.Kind(name))
+	if err != nil {
+		return mechanism.Params{}, fmt.Errorf("--mechanism %q: %w", name, err)
 	}
-	return config.Mechanism{}, fmt.Errorf("--mechanism %q: use confident-gnmax, gnmax, lnmax, nzc or nzc-svt", name)
-}
-
-func mechanismText(m config.Mechanism) string {
-	switch m.Name {
-	case "confident-gnmax":
-		return fmt.Sprintf("T=%g σ1=%g σ2=%g", m.Threshold, m.Sigma1, m.Sigma2)
-	case "gnmax":
-		return fmt.Sprintf("σ=%g", m.Sigma)
-	case "lnmax":
-		return fmt.Sprintf("b=%g", m.Scale)
-	case "nzc":
-		return fmt.Sprintf("Laplace b=%g, c=%g", m.Scale, m.Constant)
-	case "nzc-svt":
-		return fmt.Sprintf("T=%g b=%g K=%d, one charge per session", m.Threshold, m.Sigma1, m.MaxRefusals)
-	}
-	return ""
+	p = p.ForEnsemble(k, 0)
+	p.Teachers = 0
+	return p, nil
 }
 
 type demo struct {
@@ -262,7 +236,7 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 	if err := d.train(ctx, hospitals); err != nil {
 		return nil, err
 	}
-	d.say("starting the aggregator (%s, %s) and the hospitals", mech.Name, mechanismText(mech))
+	d.say("starting the aggregator (%s, %s) and the hospitals", mech.Mechanism, mech)
 	if err := d.start(ctx, "aggregator", "nzc-aggregator", "run", "--config", filepath.Join(d.m.Dir, "aggregator.yaml")); err != nil {
 		return nil, err
 	}
@@ -364,7 +338,7 @@ func allFree(ps []int) bool {
 }
 
 // provision makes the federation and writes every party's configuration.
-func (d *demo) provision(mech config.Mechanism) error {
+func (d *demo) provision(mech mechanism.Params) error {
 	fed := filepath.Join(d.dir, "federation")
 	d.say("provisioning a federation in %s: CA, certificates, age and signing keys", fed)
 	m, err := crypto.Provision(fed, crypto.ProvisionSpec{Hospitals: d.o.hospitals, Auditors: 3, Students: 1})
@@ -600,8 +574,8 @@ func (d *demo) released(ctx context.Context) int {
 	return -1
 }
 
-func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, error) {
-	rep := &demoReport{Queries: d.o.queries, Mechanism: mech.Name, Parameters: mechanismText(mech), Teachers: d.o.hospitals * d.o.teachers}
+func (d *demo) label(ctx context.Context, mech mechanism.Params) (*demoReport, error) {
+	rep := &demoReport{Queries: d.o.queries, Mechanism: string(mech.Mechanism), Parameters: mech.String(), Teachers: d.o.hospitals * d.o.teachers}
 	st := d.m.ByRole(crypto.RoleStudent)[0]
 	stCfg := configFile(d.m, st)
 	data, _ := filepath.Abs(d.o.data)

@@ -21,7 +21,7 @@ func TestDemoMechanismsAreValid(t *testing.T) {
 			if err := agg.Validate(); err != nil {
 				t.Errorf("%s with %d teachers: the aggregator refuses %+v: %v", name, k, m, err)
 			}
-			if mechanismText(m) == "" {
+			if m.String() == "" {
 				t.Errorf("%s: no description", name)
 			}
 		}

@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -386,7 +384,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	hash := sha256.Sum256(plain)
 	charge := &ledger.Charge{
 		BatchID: batch, Student: student, Hospitals: voters, Session: session,
-		Mechanism: string(p.Mechanism), Params: ledgerParams(p),
+		Mechanism: string(p.Mechanism), Params: p.LedgerParams(),
 		Queries: uint64(processed), Answers: uint64(answered),
 		Curve: curve, Delta: delta, AnswersHash: hash,
 		Timestamp: a.cfg.Now().UnixNano(),
@@ -415,51 +413,20 @@ func (a *Aggregator) answer(p mechanism.Params, sum []mechanism.Histogram) (*nzc
 	if err != nil {
 		return nil, 0, fmt.Errorf("aggregator: mechanism: %w", err)
 	}
-	labels := &nzcpb.Labels{Labels: make([]int32, len(sum)), Refused: make([]bool, len(sum))}
-	answered := 0
-	for q, h := range sum {
-		o, err := mech.Answer(a.cfg.Rand, h)
-		if err != nil {
-			return nil, 0, fmt.Errorf("aggregator: mechanism on query %d: %w", q, err)
-		}
-		labels.Labels[q], labels.Refused[q] = int32(o.Label), o.Refused
-		if !o.Refused {
-			answered++
-		}
+	res, err := mechanism.AnswerBatch(mech, a.cfg.Rand, sum)
+	if err != nil {
+		return nil, 0, fmt.Errorf("aggregator: mechanism on %w", err)
 	}
-	return labels, answered, nil
+	return labelsOf(res), res.Answered, nil
 }
 
-// ledgerParams lists the mechanism's parameters as the ledger records them.
-func ledgerParams(p mechanism.Params) []ledger.Param {
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-	ps := []ledger.Param{{Key: "classes", Value: strconv.Itoa(p.Classes)}, {Key: "teachers", Value: strconv.Itoa(p.Teachers)}}
-	add := func(k string, v float64) {
-		if v != 0 {
-			ps = append(ps, ledger.Param{Key: k, Value: f(v)})
-		}
+// labelsOf is the released labels of a batch: −1 for a refused query.
+func labelsOf(res mechanism.BatchResult) *nzcpb.Labels {
+	labels := &nzcpb.Labels{Labels: make([]int32, len(res.Outcomes)), Refused: make([]bool, len(res.Outcomes))}
+	for q, o := range res.Outcomes {
+		labels.Labels[q], labels.Refused[q] = int32(o.Label), o.Refused
 	}
-	if p.Noise != "" {
-		ps = append(ps, ledger.Param{Key: "noise", Value: string(p.Noise)})
-	}
-	add("scale", p.Scale)
-	add("sigma", p.Sigma)
-	add("constant", p.Constant)
-	add("threshold", p.Threshold)
-	add("sigma1", p.Sigma1)
-	add("sigma2", p.Sigma2)
-	add("max_refusals", float64(p.MaxRefusals))
-	add("distance_scale", p.DistanceScale)
-	slices.SortFunc(ps, func(x, y ledger.Param) int {
-		switch {
-		case x.Key < y.Key:
-			return -1
-		case x.Key > y.Key:
-			return 1
-		}
-		return 0
-	})
-	return ps
+	return labels
 }
 
 type vote struct {

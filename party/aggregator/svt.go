@@ -3,7 +3,6 @@ package aggregator
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -58,7 +57,7 @@ func (a *Aggregator) session(ctx context.Context, student string, hospitals []st
 	}
 	id := "svt-" + hex.EncodeToString(rnd[:])
 	cmd, err := ledger.Sign(&ledger.OpenSession{SessionID: id, Student: student, Hospitals: hospitals, Mechanism: string(p.Mechanism),
-		Params: ledgerParams(p), MaxRefusals: uint64(p.MaxRefusals), Curve: cost.RDP.Values(), Delta: cost.Delta,
+		Params: p.LedgerParams(), MaxRefusals: uint64(p.MaxRefusals), Curve: cost.RDP.Values(), Delta: cost.Delta,
 		Timestamp: a.cfg.Now().UnixNano()}, a.cfg.ID, a.cfg.SigningKey)
 	if err != nil {
 		return nil, err
@@ -93,24 +92,12 @@ func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []str
 		return nil, 0, 0, "", err
 	}
 	defer s.mu.Unlock()
-	labels = &nzcpb.Labels{Labels: make([]int32, len(sum)), Refused: make([]bool, len(sum))}
-	for q := range labels.Labels {
-		labels.Labels[q], labels.Refused[q] = -1, true
+	res, err := mechanism.AnswerBatch(s.s, a.cfg.Rand, sum)
+	if err != nil {
+		return nil, 0, 0, "", fmt.Errorf("aggregator: mechanism on %w", err)
 	}
-	for q, h := range sum {
-		o, err := s.s.Answer(a.cfg.Rand, h)
-		if errors.Is(err, mechanism.ErrSessionExhausted) {
-			a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", processed, "of", len(sum))
-			break
-		}
-		if err != nil {
-			return nil, 0, 0, "", fmt.Errorf("aggregator: mechanism on query %d: %w", q, err)
-		}
-		processed++
-		if !o.Refused {
-			labels.Labels[q], labels.Refused[q] = int32(o.Label), false
-			answered++
-		}
+	if res.Stopped {
+		a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
 	}
-	return labels, processed, answered, s.id, nil
+	return labelsOf(res), res.Processed, res.Answered, s.id, nil
 }

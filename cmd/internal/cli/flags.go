@@ -27,7 +27,12 @@ func AddConfigFlags(cmd *cobra.Command, defaults any) {
 		usage += " (env " + EnvName(k.name) + ")"
 		name := FlagName(k.name)
 		fs := cmd.Flags()
-		switch val := dv.FieldByIndex(k.index).Interface().(type) {
+		fv := dv.FieldByIndex(k.index)
+		if fv.Kind() == reflect.String && fv.Type() != reflect.TypeFor[string]() {
+			fs.String(name, fv.String(), usage) // a named string type, e.g. mechanism.Kind
+			continue
+		}
+		switch val := fv.Interface().(type) {
 		case string:
 			fs.String(name, val, usage)
 		case int:

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 func validTLS() TLS { return TLS{CA: "ca.pem", Cert: "c.pem", Key: "c.key"} }
@@ -55,11 +57,15 @@ func TestValidate(t *testing.T) {
 		{"teacher bad log level", teacher(func(c *Teacher) { c.Log.Level = "loud" }), "log.level"},
 		{"aggregator valid", agg(func(*Aggregator) {}), ""},
 		{"aggregator no auditors", agg(func(c *Aggregator) { c.Auditors = nil }), "nothing is released without a ledger"},
-		{"aggregator unknown mechanism", agg(func(c *Aggregator) { c.Mechanism.Name = "magic" }), "mechanism.name"},
-		{"aggregator NaN sigma", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "gnmax", Sigma: math.NaN()} }), "mechanism.sigma: must be a finite non-negative"},
-		{"aggregator negative scale", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "lnmax", Scale: -1} }), "mechanism.scale"},
-		{"aggregator nzc needs noise", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "nzc", Scale: 1} }), "mechanism.noise"},
-		{"aggregator svt needs K", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "nzc-svt", Sigma1: 1} }), "mechanism.max_refusals"},
+		{"aggregator unknown mechanism", agg(func(c *Aggregator) { c.Mechanism.Mechanism = "magic" }), "mechanism.name"},
+		{"aggregator NaN sigma", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "gnmax", Sigma: math.NaN()} }), "mechanism.sigma: sigma = NaN: must be a finite number"},
+		{"aggregator negative scale", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "lnmax", Scale: -1} }), "mechanism.scale"},
+		{"aggregator nzc needs noise", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc", Scale: 1} }), "mechanism.noise"},
+		{"aggregator svt needs K", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1} }), "mechanism.max_refusals"},
+		{"aggregator svt has no sigma1", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Sigma1: 1, MaxRefusals: 2} }), "mechanism.sigma1: sigma1 = 1: is not a parameter of nzc-svt"},
+		{"aggregator svt distance scale", agg(func(c *Aggregator) {
+			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, MaxRefusals: 2, DistanceScale: -1}
+		}), "mechanism.distance_scale"},
 		{"aggregator bad delta", agg(func(c *Aggregator) { c.Delta = 1 }), "delta: must be in (0, 1)"},
 		{"aggregator zero deadline", agg(func(c *Aggregator) { c.BatchDeadline = 0 }), "batch_deadline"},
 		{"student valid", student(func(*Student) {}), ""},

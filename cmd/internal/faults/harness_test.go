@@ -28,6 +28,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/proctest"
@@ -259,7 +260,7 @@ func newFed(t *testing.T, bin string) *fed {
 	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, freeAddr(t)
 	f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
 	f.aggCfg.LedgerTimeout = ledgerTimeout
-	f.aggCfg.Mechanism = config.Mechanism{Name: "gnmax", Sigma: 2}
+	f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
 	writeYAML(t, f.aggPath, f.aggCfg)
 
 	for i, h := range m.ByRole(crypto.RoleHospital) {
