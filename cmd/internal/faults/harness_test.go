@@ -28,12 +28,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/config"
-	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/party/student"
 )
