@@ -58,7 +58,7 @@ func (f *federation) signedCharges(rep, n int) ([][]byte, error) {
 	for i := range out {
 		batch := fmt.Sprintf("bench-ledger-%d-%d", rep, i)
 		out[i], err = ledger.Sign(&ledger.Charge{BatchID: batch, Student: st, Hospitals: hs, Mechanism: string(gp.Mechanism),
-			Params: []ledger.Param{{Key: "sigma", Value: "40"}}, Queries: 256, Answers: 256, Curve: curve,
+			Params: gp.LedgerParams(), Queries: 256, Answers: 256, Curve: curve,
 			AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: time.Now().UnixNano()}, p.ID, key)
 		if err != nil {
 			return nil, err

@@ -60,6 +60,8 @@ const (
 	CodeSessionClosed    Code = 23 // the session is closed
 	CodeSessionMismatch  Code = 24 // the charge's student or hospitals differ from its session's
 	CodeSessionExhausted Code = 25 // the session's refusal bound K would be exceeded
+	CodeBadParams        Code = 26 // the mechanism or its parameters do not parse canonically, or do not fit the command
+	CodeUnderCost        Code = 27 // the stated curve or δ is below the cost the ledger derives from the mechanism and parameters
 )
 
 var codeNames = [...]string{
@@ -89,6 +91,8 @@ var codeNames = [...]string{
 	CodeSessionClosed:    "session-closed",
 	CodeSessionMismatch:  "session-mismatch",
 	CodeSessionExhausted: "session-exhausted",
+	CodeBadParams:        "bad-params",
+	CodeUnderCost:        "under-cost",
 }
 
 func (c Code) String() string {

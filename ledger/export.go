@@ -211,6 +211,7 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	} else {
 		r.add(Check{Name: "replay", OK: true, Detail: fmt.Sprintf("all %d entries decode, are in order, and replaying their commands reproduces them (signatures, caps, outcomes, recorded roots)", replayed)})
 	}
+	r.costs(x.Entries)
 	for _, b := range x.Entries[:replayed] {
 		en, _ := DecodeEntry(b)
 		switch en.Status {
@@ -380,6 +381,36 @@ func (r *Report) forks(exported, earlier [][]byte, st *State, trusted []string) 
 	}
 	if !found {
 		r.add(Check{Name: "fork", OK: true, Detail: fmt.Sprintf("no two of the %d signed checkpoints disagree", len(all))})
+	}
+}
+
+// costs recomputes the cost of every accepted charge and session from its
+// mechanism and parameters and names each entry that states less than it
+// costs (replay stops at the first; this names them all).
+func (r *Report) costs(entries [][]byte) {
+	checked, bad := 0, 0
+	for i, b := range entries {
+		en, err := DecodeEntry(b)
+		if err != nil || en.Status != StatusAccepted {
+			continue
+		}
+		c, err := DecodeCommand(en.Command)
+		if err != nil {
+			continue
+		}
+		switch c.Body.(type) {
+		case *Charge, *OpenSession:
+		default:
+			continue
+		}
+		checked++
+		if re := CostCheck(c); re != nil {
+			bad++
+			r.add(Check{Name: "cost", Entry: entryRef(int64(i)), Detail: fmt.Sprintf("accepted %s %s states less than its mechanism and parameters cost (%s): %s", c.Body.Kind(), re.Subject, re.Code, re.Message)})
+		}
+	}
+	if bad == 0 {
+		r.add(Check{Name: "cost", OK: true, Detail: fmt.Sprintf("each of the %d accepted charges and sessions states at least the cost recomputed from its mechanism and parameters", checked)})
 	}
 }
 

@@ -367,7 +367,7 @@ func (s *State) capCheck(hospitals []string, curve mechanism.Curve, delta float6
 		eps := epsilonAt(after, conv)
 		if eps > a.capEps {
 			spent, charge := epsilonAt(a.curve, conv), epsilonAt(curve, conv)
-			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
+			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this batch's worst case ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
 			r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = spent, charge, a.capEps
 			return r, false
 		}
@@ -430,33 +430,41 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if b.Answers > b.Queries {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s: %d answers for %d queries", b.BatchID, b.Answers, b.Queries), nil
 	}
-	if r, ok := s.studentQuota(b.Student, b.Answers); !ok {
+	// Admission at the batch's worst case: every query answered.
+	if r, ok := s.studentQuota(b.Student, b.Queries); !ok {
 		return r, nil
 	}
 	if b.Session != "" {
 		return s.sessionCharge(signer, b, digest, index)
 	}
-	r, curve, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
+	r, stated, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, curve, b.Delta); !ok {
+	cost, r, ok := deriveCharge(s.grid, b, stated)
+	if !ok {
+		return r, nil
+	}
+	if r, ok := s.capCheck(b.Hospitals, cost.admit, cost.admitDelta); !ok {
 		return r, nil
 	}
 	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
-		s.spend(b.Hospitals, curve, b.Delta, b.Answers)
+		s.spend(b.Hospitals, cost.charge, cost.chargeDelta, b.Answers)
 		s.students[b.Student].answers += b.Answers
 		s.batches[b.BatchID] = applied{digest: digest, index: index}
 	}
 }
 
-func (s *State) studentQuota(student string, answers uint64) (Result, bool) {
+// studentQuota admits a batch of queries against the student's quota at
+// its worst case, every query answered, so that the decision does not
+// depend on how many were.
+func (s *State) studentQuota(student string, queries uint64) (Result, bool) {
 	st, ok := s.students[student]
 	if !ok {
 		return refuse(CodeUnknownStudent, student, "%s is not a registered student", student), false
 	}
-	if st.maxAnswers > 0 && (answers > st.maxAnswers || st.answers > st.maxAnswers-answers) {
-		return refuse(CodeQuotaExceeded, student, "student %s has %d of its %d answers; %d more would exceed the quota", student, st.answers, st.maxAnswers, answers), false
+	if st.maxAnswers > 0 && (queries > st.maxAnswers || st.answers > st.maxAnswers-queries) {
+		return refuse(CodeQuotaExceeded, student, "student %s has %d of its %d answers; a batch of %d queries could exceed the quota", student, st.answers, st.maxAnswers, queries), false
 	}
 	return Result{}, true
 }
@@ -474,6 +482,9 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 	}
 	if ss.student != b.Student || !slices.Equal(ss.hospitals, b.Hospitals) {
 		return refuse(CodeSessionMismatch, b.Session, "batch %s names a student or hospitals other than session %s's", b.BatchID, b.Session), nil
+	}
+	if r, ok := sessionParams(b.BatchID, b.Mechanism, b.Params, ss.maxRefusals, true); !ok {
+		return r, nil
 	}
 	if len(b.Curve) != s.grid.Len() || slices.ContainsFunc(b.Curve, func(v float64) bool { return v != 0 }) || b.Delta != 0 {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s in session %s must carry a zero curve on the default grid and zero δ: the session paid its cost at opening", b.BatchID, b.Session), nil
@@ -504,15 +515,19 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 	if b.MaxRefusals == 0 {
 		return refuse(CodeBadCharge, b.SessionID, "session %s has no refusal bound; a sparse-vector session stops after K ≥ 1 refusals", b.SessionID), nil
 	}
-	r, curve, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
+	r, stated, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, curve, b.Delta); !ok {
+	cost, r, ok := deriveSession(s.grid, b, stated)
+	if !ok {
+		return r, nil
+	}
+	if r, ok := s.capCheck(b.Hospitals, cost.admit, cost.admitDelta); !ok {
 		return r, nil
 	}
 	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {
-		s.spend(b.Hospitals, curve, b.Delta, 0)
+		s.spend(b.Hospitals, cost.charge, cost.chargeDelta, 0)
 		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals}
 		s.opened[b.SessionID] = applied{digest: digest, index: index}
 	}

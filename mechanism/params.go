@@ -96,6 +96,42 @@ func (p Params) String() string {
 	return string(p.Mechanism)
 }
 
+// Trim returns p with every parameter its mechanism does not take set to
+// zero. A configuration is layered over defaults that are set for another
+// mechanism (confident-gnmax's threshold under a gnmax name, say); Trim
+// keeps what the named mechanism reads. An unknown mechanism is kept as it
+// is, for Validate to name.
+func (p Params) Trim() Params {
+	keys := ledgerKeys(p.Mechanism, p.Noise)
+	if keys == nil {
+		return p
+	}
+	out := Params{Mechanism: p.Mechanism, Teachers: p.Teachers, Classes: p.Classes}
+	for _, k := range keys {
+		switch k {
+		case keyNoise:
+			out.Noise = p.Noise
+		case keyConstant:
+			out.Constant = p.Constant
+		case keyDistanceScale:
+			out.DistanceScale = p.DistanceScale
+		case keyMaxRefusals:
+			out.MaxRefusals = p.MaxRefusals
+		case keyScale:
+			out.Scale = p.Scale
+		case keySigma:
+			out.Sigma = p.Sigma
+		case keySigma1:
+			out.Sigma1 = p.Sigma1
+		case keySigma2:
+			out.Sigma2 = p.Sigma2
+		case keyThreshold:
+			out.Threshold = p.Threshold
+		}
+	}
+	return out
+}
+
 // KV is one mechanism parameter as a ledger entry records it: a key and
 // its value in the one spelling ParseLedgerParams accepts.
 type KV struct {

@@ -223,3 +223,17 @@ func TestAnswerBatch(t *testing.T) {
 		}
 	})
 }
+
+func TestTrim(t *testing.T) {
+	layered := Params{Mechanism: GNMax, Teachers: 5, Sigma: 2, Threshold: 200, Sigma1: 150, Sigma2: 40}
+	if got, want := layered.Trim(), (Params{Mechanism: GNMax, Teachers: 5, Sigma: 2}); got != want {
+		t.Fatalf("Trim: %+v, want %+v", got, want)
+	}
+	svt := Params{Mechanism: NZCSVT, Scale: 1, Sigma1: 150, MaxRefusals: 2, DistanceScale: 3, Threshold: 4}
+	if got := svt.Trim(); got.Sigma1 != 0 || got.Scale != 1 || got.DistanceScale != 3 || got.MaxRefusals != 2 || got.Threshold != 4 {
+		t.Fatalf("Trim: %+v", got)
+	}
+	if got := (Params{Mechanism: "median", Sigma: 1}).Trim(); got.Sigma != 1 {
+		t.Fatal("Trim changed an unknown mechanism")
+	}
+}

@@ -63,7 +63,7 @@ once: retries and restarts deliver the stored answers.
 		reg := ops.NewRegistry()
 		a, err := aggregator.New(aggregator.Config{
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
-			Mechanism: cfg.Mechanism, Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
+			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
 			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, Logger: log, Registry: reg, Pause: node.PauseHook(log),
 		})
 		if err != nil {
@@ -76,7 +76,7 @@ once: retries and restarts deliver the stored answers.
 		defer l.Close()
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, a.Ready), log)
 		_, status := a.Ready()
-		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.Mechanism.String(), "quorum", cfg.Quorum, "status", status)
+		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.MechanismParams().String(), "quorum", cfg.Quorum, "status", status)
 		return a.Serve(cmd.Context(), l)
 	}
 	return cmd

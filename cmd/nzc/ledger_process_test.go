@@ -180,10 +180,10 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	// Four submitters, 15 charges each; the leader is killed once 20 are
 	// acknowledged.
 	student := m.ByRole(crypto.RoleStudent)[0].ID
-	curve := mechanism.RDPDataIndependentGaussian(mechanism.DefaultGrid(), 400).Values()
+	curve := mechanism.RDPDataIndependentGaussian(mechanism.DefaultGrid(), 400).Times(10).Values()
 	charge := func(batch string, i int) []byte {
 		cmd, err := ledger.Sign(&ledger.Charge{BatchID: batch, Student: student, Hospitals: hospitals, Mechanism: "gnmax",
-			Params: []ledger.Param{{Key: "sigma", Value: "400"}}, Queries: 10, Answers: 10, Curve: curve,
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 10, Answers: 10, Curve: curve,
 			AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: ts + int64(i)}, agg.ID, ed25519.PrivateKey(aggKey))
 		if err != nil {
 			t.Error(err)

@@ -128,7 +128,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 	for i := range cmds {
 		batch := fmt.Sprintf("batch-%d", i)
 		cmds[i] = sign(&ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
-			Params: []ledger.Param{{Key: "sigma", Value: "400"}}, Queries: 1, Answers: 1,
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
 			Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(10 + i)}, "agg")
 	}
 	var next atomic.Int64

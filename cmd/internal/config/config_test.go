@@ -62,7 +62,8 @@ func TestValidate(t *testing.T) {
 		{"aggregator negative scale", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "lnmax", Scale: -1} }), "mechanism.scale"},
 		{"aggregator nzc needs noise", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc", Scale: 1} }), "mechanism.noise"},
 		{"aggregator svt needs K", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1} }), "mechanism.max_refusals"},
-		{"aggregator svt has no sigma1", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Sigma1: 1, MaxRefusals: 2} }), "mechanism.sigma1: sigma1 = 1: is not a parameter of nzc-svt"},
+		{"aggregator svt threshold noise is scale", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Sigma1: 1, MaxRefusals: 2} }), "mechanism.scale"},
+		{"aggregator other mechanism's defaults ignored", agg(func(c *Aggregator) { c.Mechanism.Mechanism, c.Mechanism.Sigma = "gnmax", 40 }), ""},
 		{"aggregator svt distance scale", agg(func(c *Aggregator) {
 			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, MaxRefusals: 2, DistanceScale: -1}
 		}), "mechanism.distance_scale"},

@@ -99,9 +99,12 @@ func (t Teacher) Validate() error {
 }
 
 // checkMechanism reports the problems of the configured mechanism under
-// its configuration keys (mechanism.name, mechanism.sigma, …). The ensemble
-// size is not configured: a placeholder of one teacher stands in for it.
+// its configuration keys (mechanism.name, mechanism.sigma, …). Keys of other
+// mechanisms (the defaults') are ignored: see Aggregator.MechanismParams.
+// The ensemble size is not configured: a placeholder of one teacher stands
+// in for it.
 func checkMechanism(c *checker, m mechanism.Params) {
+	m = m.Trim()
 	m.Teachers, m.Classes = 1, 0
 	err := m.Validate()
 	if err == nil {
@@ -166,6 +169,10 @@ func DefaultAggregator() Aggregator {
 		Log:           defaultLog(),
 	}
 }
+
+// MechanismParams returns the configured mechanism with only the keys it
+// takes: the others may hold the defaults of another mechanism.
+func (a Aggregator) MechanismParams() mechanism.Params { return a.Mechanism.Trim() }
 
 // Validate reports every problem in the configuration.
 func (a Aggregator) Validate() error {

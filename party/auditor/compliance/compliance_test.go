@@ -73,7 +73,7 @@ func newFixture(t *testing.T, charges int) *fixture {
 	for i := range charges {
 		batch := fmt.Sprintf("b%d", i)
 		apply(&ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1", "h2"}, Mechanism: "gnmax",
-			Params: []ledger.Param{{Key: "sigma", Value: "400"}}, Queries: 1, Answers: 1, Curve: curve,
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1, Curve: curve,
 			AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: ts + int64(i)}, "agg")
 	}
 	return &fixture{st: st, cluster: &fakeCluster{st: st, signers: []string{"a1", "a2", "a3"}}}

@@ -1,0 +1,187 @@
+package ledger
+
+import (
+	"math"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// CostTolerance is the relative amount by which a stated RDP value or δ may
+// fall below the ledger's own recomputation and still be accepted. Such a
+// command is charged the recomputed cost, never the stated one, so the
+// tolerance only decides accept-or-refuse for costs that agree to nine
+// digits (recomputation on another machine may differ in the last bits:
+// see the package documentation); it never lets less be charged.
+const CostTolerance = 1e-9
+
+// latticeBits sets the lattice charged curves are rounded up onto:
+// multiples of 2^-40.
+const latticeBits = 40
+
+// latticeUp returns the least multiple of 2^-latticeBits that is ≥ v. Values
+// of 2^(52−latticeBits) and above are multiples already (their ulp is at
+// least 2^-latticeBits); 0 and +Inf are kept. The scaling by a power of two
+// is exact, so the result is the same on every machine.
+func latticeUp(v float64) float64 {
+	const q = 1 << latticeBits
+	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) || v >= 1<<(52-latticeBits) {
+		return v
+	}
+	return math.Ceil(float64(v*q)) / q
+}
+
+// below reports whether a stated value is under a recomputed one by more
+// than the tolerance. A +Inf recomputation is met only by +Inf.
+func below(stated, derived float64) bool {
+	if math.IsInf(derived, 1) {
+		return !math.IsInf(stated, 1)
+	}
+	return stated < float64(derived*(1-CostTolerance))
+}
+
+// derived is a command's cost as the ledger derives it: admit is composed
+// for the cap check (the data-independent worst case of the command), and
+// charge into the accounts (what the command's outcome cost). charge ≤
+// admit at every order, so an admitted command never takes an account over
+// its cap.
+type derived struct {
+	admit, charge           mechanism.Curve
+	admitDelta, chargeDelta float64
+}
+
+// maxLattice returns the order-wise maximum of a and b rounded up onto the
+// lattice.
+func maxLattice(a, b mechanism.Curve) mechanism.Curve {
+	av, bv := a.Values(), b.Values()
+	for i := range av {
+		av[i] = latticeUp(max(av[i], bv[i]))
+	}
+	c, _ := a.Grid().CurveOf(av) // same grid, non-negative values
+	return c
+}
+
+// underCost returns the refusal of a stated cost below the derived one.
+func underCost(g mechanism.Grid, id, what string, stated mechanism.Curve, statedDelta float64, want mechanism.Charge) (Result, bool) {
+	for i := range g.Len() {
+		if below(stated.At(i), want.RDP.At(i)) {
+			return refuse(CodeUnderCost, id, "%s states RDP %v at order %v, below the %v its mechanism and parameters cost; sign the cost mechanism.Params.Charge computes",
+				what, stated.At(i), g.Order(i), want.RDP.At(i)), false
+		}
+	}
+	if below(statedDelta, want.Delta) {
+		return refuse(CodeUnderCost, id, "%s states δ %v, below the %v its mechanism and parameters cost", what, statedDelta, want.Delta), false
+	}
+	return Result{}, true
+}
+
+func badParams(id, what string, err error) Result {
+	return refuse(CodeBadParams, id, "%s: %v; list the parameters as mechanism.Params.LedgerParams does", what, err)
+}
+
+// deriveCharge recomputes a per-query charge's cost from its mechanism,
+// parameters and counts: the realized cost of Answers answered and
+// Queries − Answers refused queries, and the worst case of all Queries
+// answered, which admission uses so that the decision does not depend on
+// how many were answered.
+func deriveCharge(g mechanism.Grid, b *Charge, stated mechanism.Curve) (derived, Result, bool) {
+	what := "batch " + b.BatchID
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(b.Mechanism), b.Params)
+	if err != nil {
+		return derived{}, badParams(b.BatchID, what, err), false
+	}
+	if p.Mechanism == mechanism.NZCSVT {
+		return derived{}, refuse(CodeBadParams, b.BatchID, "%s: nzc-svt is charged when its session opens; name the session", what), false
+	}
+	q, a := b.Queries, b.Answers
+	if q > math.MaxInt32 {
+		return derived{}, refuse(CodeBadCharge, b.BatchID, "%s: %d queries is more than one charge may cover", what, q), false
+	}
+	realized, err := p.Charge(g, int(a), int(q-a))
+	if err != nil {
+		return derived{}, badParams(b.BatchID, what, err), false
+	}
+	worst, err := p.Charge(g, int(q), 0)
+	if err != nil {
+		return derived{}, badParams(b.BatchID, what, err), false
+	}
+	if r, ok := underCost(g, b.BatchID, what, stated, b.Delta, realized); !ok {
+		return derived{}, r, false
+	}
+	return derived{
+		admit: maxLattice(stated, worst.RDP), admitDelta: max(b.Delta, worst.Delta),
+		charge: maxLattice(stated, realized.RDP), chargeDelta: max(b.Delta, realized.Delta),
+	}, Result{}, true
+}
+
+// deriveSession recomputes an nzc-svt session's fixed cost from its
+// parameters, whose K must be the session's.
+func deriveSession(g mechanism.Grid, b *OpenSession, stated mechanism.Curve) (derived, Result, bool) {
+	what := "session " + b.SessionID
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(b.Mechanism), b.Params)
+	if err != nil {
+		return derived{}, badParams(b.SessionID, what, err), false
+	}
+	if p.Mechanism != mechanism.NZCSVT {
+		return derived{}, refuse(CodeBadParams, b.SessionID, "%s: a session runs nzc-svt, not %s", what, p.Mechanism), false
+	}
+	if uint64(p.MaxRefusals) != b.MaxRefusals {
+		return derived{}, refuse(CodeBadParams, b.SessionID, "%s: refusal bound %d, but its parameters say max_refusals=%d", what, b.MaxRefusals, p.MaxRefusals), false
+	}
+	want, err := p.Charge(g, 0, 0)
+	if err != nil {
+		return derived{}, badParams(b.SessionID, what, err), false
+	}
+	if r, ok := underCost(g, b.SessionID, what, stated, b.Delta, want); !ok {
+		return derived{}, r, false
+	}
+	c := maxLattice(stated, want.RDP)
+	d := max(b.Delta, want.Delta)
+	return derived{admit: c, charge: c, admitDelta: d, chargeDelta: d}, Result{}, true
+}
+
+// sessionParams checks that a charge in a session names nzc-svt with
+// canonical parameters and the session's refusal bound.
+func sessionParams(batch, kind string, params []Param, k uint64, checkK bool) (Result, bool) {
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(kind), params)
+	if err != nil {
+		return badParams(batch, "batch "+batch, err), false
+	}
+	if p.Mechanism != mechanism.NZCSVT || (checkK && uint64(p.MaxRefusals) != k) {
+		return refuse(CodeBadParams, batch, "batch %s: a charge in a session names nzc-svt with the session's max_refusals=%d, not %s with %d", batch, k, p.Mechanism, p.MaxRefusals), false
+	}
+	return Result{}, true
+}
+
+// CostCheck recomputes the cost of an accepted charge or session from its
+// mechanism and parameters, as apply does, and returns the refusal apply
+// would give one that states less (or whose parameters do not parse); nil
+// for other commands and for costs that hold. Verification runs it on every
+// entry, so that an export names every under-costed entry, not only the
+// first one replay stops at.
+func CostCheck(c Command) *RefusalError {
+	g := mechanism.DefaultGrid()
+	var r Result
+	ok := true
+	switch b := c.Body.(type) {
+	case *Charge:
+		if b.Session != "" {
+			r, ok = sessionParams(b.BatchID, b.Mechanism, b.Params, 0, false)
+			break
+		}
+		stated, err := g.CurveOf(b.Curve)
+		if err != nil {
+			return &RefusalError{Code: CodeBadCurve, Subject: b.BatchID, Message: err.Error()}
+		}
+		_, r, ok = deriveCharge(g, b, stated)
+	case *OpenSession:
+		stated, err := g.CurveOf(b.Curve)
+		if err != nil {
+			return &RefusalError{Code: CodeBadCurve, Subject: b.SessionID, Message: err.Error()}
+		}
+		_, r, ok = deriveSession(g, b, stated)
+	}
+	if ok {
+		return nil
+	}
+	return r.Err().(*RefusalError)
+}
