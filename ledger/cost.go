@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math"
+	"strings"
 
 	"github.com/nzcfed/nzc/mechanism"
 )
@@ -78,39 +79,94 @@ func badParams(id, what string, err error) Result {
 	return refuse(CodeBadParams, id, "%s: %v; list the parameters as mechanism.Params.LedgerParams does", what, err)
 }
 
+// parsed is a parameter list as apply reads it: the parameters, and for a
+// per-query mechanism its per-query cost.
+type parsed struct {
+	p   mechanism.Params
+	qc  mechanism.QueryCost
+	err error
+}
+
+// costCache keeps the parsed parameter lists apply has seen, so that a
+// federation's stream of charges with the same parameters parses them and
+// computes their per-query cost once. It changes no result: an entry is
+// exactly what parseCost computes. At most maxCached lists are kept.
+type costCache map[string]parsed
+
+const maxCached = 256
+
+func parseCost(g mechanism.Grid, kind string, params []Param) parsed {
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(kind), params)
+	if err != nil {
+		return parsed{err: err}
+	}
+	if p.Mechanism == mechanism.NZCSVT {
+		return parsed{p: p}
+	}
+	qc, err := p.QueryCost(g)
+	return parsed{p: p, qc: qc, err: err}
+}
+
+// get returns the parsed list, from the cache when it holds it (a nil
+// cache computes every time).
+func (c costCache) get(g mechanism.Grid, kind string, params []Param) parsed {
+	if c == nil {
+		return parseCost(g, kind, params)
+	}
+	var b strings.Builder
+	b.WriteString(kind)
+	for _, kv := range params {
+		b.WriteString("\x00" + kv.Key + "\x00" + kv.Value)
+	}
+	key := b.String()
+	if v, ok := c[key]; ok {
+		return v
+	}
+	v := parseCost(g, kind, params)
+	if len(c) >= maxCached {
+		clear(c)
+	}
+	c[key] = v
+	return v
+}
+
 // deriveCharge recomputes a per-query charge's cost from its mechanism,
 // parameters and counts: the realized cost of Answers answered and
 // Queries − Answers refused queries, and the worst case of all Queries
 // answered, which admission uses so that the decision does not depend on
-// how many were answered.
-func deriveCharge(g mechanism.Grid, b *Charge, stated mechanism.Curve) (derived, Result, bool) {
+// how many were.
+func deriveCharge(g mechanism.Grid, cache costCache, b *Charge, stated mechanism.Curve) (derived, Result, bool) {
 	what := "batch " + b.BatchID
-	p, err := mechanism.ParseLedgerParams(mechanism.Kind(b.Mechanism), b.Params)
-	if err != nil {
-		return derived{}, badParams(b.BatchID, what, err), false
+	pc := cache.get(g, b.Mechanism, b.Params)
+	if pc.err != nil {
+		return derived{}, badParams(b.BatchID, what, pc.err), false
 	}
-	if p.Mechanism == mechanism.NZCSVT {
+	if pc.p.Mechanism == mechanism.NZCSVT {
 		return derived{}, refuse(CodeBadParams, b.BatchID, "%s: nzc-svt is charged when its session opens; name the session", what), false
 	}
 	q, a := b.Queries, b.Answers
 	if q > math.MaxInt32 {
 		return derived{}, refuse(CodeBadCharge, b.BatchID, "%s: %d queries is more than one charge may cover", what, q), false
 	}
-	realized, err := p.Charge(g, int(a), int(q-a))
+	realized, err := pc.qc.Charge(int(a), int(q-a))
 	if err != nil {
 		return derived{}, badParams(b.BatchID, what, err), false
 	}
-	worst, err := p.Charge(g, int(q), 0)
-	if err != nil {
-		return derived{}, badParams(b.BatchID, what, err), false
+	worst := realized
+	if a != q {
+		if worst, err = pc.qc.Charge(int(q), 0); err != nil {
+			return derived{}, badParams(b.BatchID, what, err), false
+		}
 	}
 	if r, ok := underCost(g, b.BatchID, what, stated, b.Delta, realized); !ok {
 		return derived{}, r, false
 	}
-	return derived{
-		admit: maxLattice(stated, worst.RDP), admitDelta: max(b.Delta, worst.Delta),
-		charge: maxLattice(stated, realized.RDP), chargeDelta: max(b.Delta, realized.Delta),
-	}, Result{}, true
+	d := derived{charge: maxLattice(stated, realized.RDP), chargeDelta: max(b.Delta, realized.Delta)}
+	d.admit, d.admitDelta = d.charge, d.chargeDelta
+	if a != q {
+		d.admit, d.admitDelta = maxLattice(stated, worst.RDP), max(b.Delta, worst.Delta)
+	}
+	return d, Result{}, true
 }
 
 // deriveSession recomputes an nzc-svt session's fixed cost from its
@@ -172,7 +228,7 @@ func CostCheck(c Command) *RefusalError {
 		if err != nil {
 			return &RefusalError{Code: CodeBadCurve, Subject: b.BatchID, Message: err.Error()}
 		}
-		_, r, ok = deriveCharge(g, b, stated)
+		_, r, ok = deriveCharge(g, nil, b, stated)
 	case *OpenSession:
 		stated, err := g.CurveOf(b.Curve)
 		if err != nil {

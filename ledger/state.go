@@ -115,6 +115,8 @@ type State struct {
 
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
+
+	costs costCache // parsed parameter lists; changes no result
 }
 
 // New returns an empty ledger. Its first accepted command must be a Genesis.
@@ -128,6 +130,7 @@ func New() *State {
 		batches:  map[string]applied{},
 		sessions: map[string]*session{},
 		opened:   map[string]applied{},
+		costs:    costCache{},
 	}
 }
 
@@ -441,7 +444,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if !ok {
 		return r, nil
 	}
-	cost, r, ok := deriveCharge(s.grid, b, stated)
+	cost, r, ok := deriveCharge(s.grid, s.costs, b, stated)
 	if !ok {
 		return r, nil
 	}
