@@ -114,6 +114,8 @@ type Aggregator struct {
 	classes   int // set by the first hospital; all must agree
 	batches   map[string]*batchLock
 
+	refused refusals // batches refused for budget, by student and batch id
+
 	svtMu    sync.Mutex
 	sessions map[string]*svtSession // by student
 }
@@ -178,7 +180,7 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
-		sessions: map[string]*svtSession{}}
+		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}}}
 	return a, nil
 }
 
@@ -301,6 +303,11 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 		}
 		return a.settle(ctx, rec, true, start)
 	}
+	if r, ok := a.refusedBefore(student, batch); ok {
+		// The same refusal as before, decided from public state: the
+		// retry asks no hospital and draws no noise.
+		return nil, a.refuse(r.reason, r.err)
+	}
 	rec, err = a.draw(ctx, student, batch, req)
 	if err != nil {
 		return nil, err
@@ -326,6 +333,13 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	if len(hs) < a.cfg.Quorum {
 		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
+	}
+	if perr := a.admit(ctx, batch, hs, classes, int(req.GetNumQueries())); perr != nil {
+		if perr.Code == protocol.CodeBudgetExhausted {
+			a.rememberRefusal(student, batch, reasonBudget, perr)
+			return nil, a.refuse(reasonBudget, perr)
+		}
+		return nil, a.refuse(reasonLedger, perr)
 	}
 	votes := a.collect(ctx, batch, req, hs, classes)
 	if len(votes) < a.cfg.Quorum {
@@ -526,13 +540,19 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 			go a.updateSpend(rec.Hospitals)
 			retry = retry || res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE
 		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
+			// The ledger decides at the batch's worst case, so its reason
+			// does not depend on the votes; a retry gets the same refusal.
 			a.forget(rec)
-			return nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
-				"the ledger refused the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason()))
+			perr := protocol.Errorf(protocol.CodeBudgetExhausted,
+				"the ledger refused the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason())
+			a.rememberRefusal(rec.Student, rec.BatchID, reasonBudget, perr)
+			return nil, a.refuse(reasonBudget, perr)
 		default:
 			a.forget(rec)
-			return nil, a.refuse(reasonRejected, protocol.Errorf(protocol.CodeBadRequest,
-				"the ledger rejected the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason()))
+			perr := protocol.Errorf(protocol.CodeBadRequest,
+				"the ledger rejected the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason())
+			a.rememberRefusal(rec.Student, rec.BatchID, reasonRejected, perr)
+			return nil, a.refuse(reasonRejected, perr)
 		}
 	}
 	id, err := hex.DecodeString(rec.BatchID)
