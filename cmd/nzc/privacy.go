@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -34,38 +35,45 @@ Histograms are a JSON array of arrays of non-negative integers, one histogram
 	return cmd
 }
 
-// mechFlags are the flags that describe a mechanism.
+// mechFlags are the flags that describe a mechanism: one per field of
+// mechanism.Params, named by its configuration key (max_refusals →
+// --max-refusals) with its help text, so that a parameter has one name here,
+// in the configuration and in the ledger.
 type mechFlags struct {
-	mechanism, noise                                  string
-	scale, sigma, constant, threshold, sigma1, sigma2 float64
-	distanceScale                                     float64
-	maxRefusals, teachers                             int
+	mechanism string
+	p         mechanism.Params
 }
 
 func addMechFlags(cmd *cobra.Command) *mechFlags {
 	f := &mechFlags{}
 	fs := cmd.Flags()
 	fs.StringVar(&f.mechanism, "mechanism", "gnmax", "aggregation mechanism: nzc, lnmax, gnmax, confident-gnmax or nzc-svt")
-	fs.StringVar(&f.noise, "noise", "", "noise of nzc: laplace (default) or gaussian")
-	fs.Float64Var(&f.scale, "scale", 0, "discrete Laplace scale b (nzc with laplace noise, lnmax; nzc-svt: threshold noise)")
-	fs.Float64Var(&f.sigma, "sigma", 0, "discrete Gaussian σ (nzc with gaussian noise, gnmax)")
-	fs.Float64Var(&f.constant, "constant", 0, "nzc: the whole number c added to the top vote count (the paper uses 1e100)")
-	fs.Float64Var(&f.threshold, "threshold", 0, "threshold T (confident-gnmax: on the noisy top count; nzc-svt: on the noisy distance to instability)")
-	fs.Float64Var(&f.sigma1, "sigma1", 0, "confident-gnmax: σ of the threshold test")
-	fs.Float64Var(&f.sigma2, "sigma2", 0, "confident-gnmax: σ of the answer")
-	fs.IntVar(&f.maxRefusals, "max-refusals", 0, "nzc-svt: refusals K after which a session stops")
-	fs.Float64Var(&f.distanceScale, "distance-scale", 0, "nzc-svt: Laplace scale on the distance (default 2·K·scale)")
-	fs.IntVar(&f.teachers, "teachers", 0, "number of teachers (default: the largest number of votes in any histogram)")
+	v := reflect.ValueOf(&f.p).Elem()
+	for i := range v.NumField() {
+		field := v.Type().Field(i)
+		key := field.Tag.Get("mapstructure")
+		if key == "-" || key == "name" {
+			continue
+		}
+		name, help := strings.ReplaceAll(key, "_", "-"), field.Tag.Get("help")
+		switch ptr := v.Field(i).Addr().Interface().(type) {
+		case *float64:
+			fs.Float64Var(ptr, name, 0, help)
+		case *int:
+			fs.IntVar(ptr, name, 0, help)
+		case *mechanism.Noise:
+			fs.StringVar((*string)(ptr), name, "", help+"; nzc defaults to laplace")
+		default:
+			panic(fmt.Sprintf("privacy: no flag type for mechanism parameter %s (%T)", key, ptr))
+		}
+	}
+	fs.IntVar(&f.p.Teachers, "teachers", 0, "number of teachers (default: the largest number of votes in any histogram)")
 	return f
 }
 
 func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
-	p := mechanism.Params{
-		Mechanism: mechanism.Kind(f.mechanism), Noise: mechanism.Noise(f.noise),
-		Scale: f.scale, Sigma: f.sigma, Constant: f.constant, Threshold: f.threshold,
-		Sigma1: f.sigma1, Sigma2: f.sigma2, MaxRefusals: f.maxRefusals, DistanceScale: f.distanceScale,
-		Teachers: f.teachers,
-	}
+	p := f.p
+	p.Mechanism = mechanism.Kind(f.mechanism)
 	if p.Mechanism == mechanism.NZC && p.Noise == "" {
 		p.Noise = mechanism.NoiseLaplace
 	}
