@@ -21,6 +21,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
@@ -251,6 +252,41 @@ func TestLedgerVerifyDetectsTampering(t *testing.T) {
 		out := f.fails(t, "--export", f.encode(t, f.export(t, st)), "--earlier", earlier)
 		if !strings.Contains(out, "FAIL fork: export checkpoint 0 (signed by [auditor-1 auditor-2 auditor-3]) and earlier checkpoint 0 (signed by [auditor-1 auditor-2]) are both size 4") {
 			t.Fatalf("no fork reported:\n%s", out)
+		}
+	})
+	t.Run("a charge that states less than it costs", func(t *testing.T) {
+		// A log written by a ledger that took stated costs on trust: 10,000
+		// GNMax answers at σ = 0.5 recorded as accepted with a zero curve.
+		st := f.log(t, 0)
+		agg := f.m.ByRole(crypto.RoleAggregator)[0]
+		reg, err := ledger.Sign(&ledger.RegisterParty{Party: ledger.Party{ID: agg.ID, Role: ledger.RoleAggregator,
+			PublicKey: f.key(t, agg).Public().(ed25519.PublicKey)}, Timestamp: 1}, "admin", adminKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.Apply(reg); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("register the aggregator: %v %+v", err, r)
+		}
+		x := f.export(t, st)
+		p := mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 0.5}
+		cmd, err := ledger.Sign(&ledger.Charge{BatchID: "free", Student: f.m.ByRole(crypto.RoleStudent)[0].ID,
+			Hospitals: []string{f.m.ByRole(crypto.RoleHospital)[0].ID}, Mechanism: string(p.Mechanism), Params: p.LedgerParams(),
+			Queries: 10_000, Answers: 10_000, Curve: make([]float64, mechanism.DefaultGrid().Len())}, agg.ID, f.key(t, agg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev, err := st.TreeHash(st.TreeSize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, err := ledger.Entry{Index: uint64(st.TreeSize()), PrevRoot: prev, Command: cmd, Outcome: ledger.Outcome{Status: ledger.StatusAccepted}}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Entries = append(x.Entries, forged)
+		out := f.fails(t, "--export", f.encode(t, x))
+		if !strings.Contains(out, "FAIL cost [entry 5]: accepted charge free states less than its mechanism and parameters cost (under-cost)") {
+			t.Fatalf("the under-costed entry is not named:\n%s", out)
 		}
 	})
 	t.Run("keys of another federation", func(t *testing.T) {
