@@ -117,7 +117,7 @@ type Aggregator struct {
 	refused refusals // batches refused for budget, by student and batch id
 
 	svtMu    sync.Mutex
-	sessions map[string]*svtSession // by student
+	sessions map[string]*svtSession // by student and hospital set (svtKey)
 }
 
 type hospitalEntry struct {

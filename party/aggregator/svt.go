@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,32 +15,66 @@ import (
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
-// svtSession is an open nzc-svt session: its whole cost was charged when
-// it opened, and every batch of its student answered by the same hospitals
-// runs in it until it has refused its K queries. Sessions live in memory:
-// after a restart the next batch opens (and pays for) a new one.
+// svtSession is an nzc-svt session: its whole cost is charged when it
+// opens, and every batch of its student answered by the same hospitals runs
+// in it until it has refused its K queries. Sessions are kept per student
+// and hospital set, so a set that returns finds its session again. They
+// live in memory: after a restart the next batch opens (and pays for) a new
+// one.
 type svtSession struct {
-	mu        sync.Mutex // held while a batch runs in the session
+	mu        sync.Mutex // held while the session opens or a batch runs in it
 	id        string
 	student   string
 	hospitals []string
 	teachers  int
 	classes   int
 	s         *mechanism.Session
+	// open is the signed OpenSession, kept until the ledger answers: a
+	// proposal whose outcome is unknown is proposed again byte for byte,
+	// so the ledger answers duplicate and the session is paid for once.
+	open   []byte
+	opened bool
 }
 
-// session returns the student's open session for these hospitals, opening
-// a new one — and charging its whole cost to the ledger — when there is
-// none or the last one is exhausted. It returns with the session locked.
+func svtKey(student string, hospitals []string) string {
+	return student + "\x00" + strings.Join(hospitals, "\x00")
+}
+
+// session returns the student's session for these hospitals, opening a new
+// one — and charging its whole cost to the ledger — when there is none, or
+// the last one is exhausted or was set for another ensemble. It returns
+// with the session locked. The proposal waits at most LedgerTimeout and
+// holds only this session's lock, so other students and hospital sets are
+// not held up.
 func (a *Aggregator) session(ctx context.Context, student string, hospitals []string, teachers, classes int) (*svtSession, error) {
-	a.svtMu.Lock()
-	defer a.svtMu.Unlock()
-	if s := a.sessions[student]; s != nil && slices.Equal(s.hospitals, hospitals) && s.teachers == teachers && s.classes == classes {
+	key := svtKey(student, hospitals)
+	for {
+		s, err := a.sessionFor(key, student, hospitals, teachers, classes)
+		if err != nil {
+			return nil, err
+		}
 		s.mu.Lock()
+		if !s.opened {
+			if err := a.openSession(ctx, key, s); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
+		}
 		if !s.s.Exhausted() {
 			return s, nil
 		}
+		// Another batch used it up while this one waited: open the next.
 		s.mu.Unlock()
+	}
+}
+
+// sessionFor returns the session kept for key, or a new, not yet opened one
+// when there is none usable.
+func (a *Aggregator) sessionFor(key, student string, hospitals []string, teachers, classes int) (*svtSession, error) {
+	a.svtMu.Lock()
+	defer a.svtMu.Unlock()
+	if s := a.sessions[key]; s != nil && s.teachers == teachers && s.classes == classes && !s.s.Exhausted() {
+		return s, nil
 	}
 	p := a.cfg.Mechanism
 	p.Teachers, p.Classes = teachers, classes
@@ -62,25 +97,45 @@ func (a *Aggregator) session(ctx context.Context, student string, hospitals []st
 	if err != nil {
 		return nil, err
 	}
-	res, err := a.cfg.Ledger.Submit(ctx, cmd)
+	s := &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
+	a.sessions[key] = s
+	return s, nil
+}
+
+// openSession proposes s's opening (s locked). An unknown outcome keeps s,
+// and its signed command, for the next batch to propose again; a refusal
+// drops it.
+func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession) error {
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
+	res, err := a.cfg.Ledger.Submit(sctx, s.open)
+	cancel()
 	if err != nil {
-		return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
-			Message: fmt.Sprintf("the ledger did not confirm the opening of an nzc-svt session (%v): nothing was released; retry the batch", err)})
+		return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the ledger did not confirm the opening of an nzc-svt session (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", err)})
 	}
+	var perr *protocol.Error
 	switch res.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+		s.opened = true
+		a.log.Info("opened an nzc-svt session, its whole cost charged", "session", s.id, "student", s.student, "hospitals", s.hospitals,
+			"max_refusals", a.cfg.Mechanism.MaxRefusals, "ledger_index", res.GetIndex())
+		return nil
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
-		return nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
-			"the ledger refused to open an nzc-svt session (its whole cost is charged at opening): %s; nothing was released", res.GetReason()))
+		perr = protocol.Errorf(protocol.CodeBudgetExhausted,
+			"the ledger refused to open an nzc-svt session (its whole cost is charged at opening): %s; nothing was released", res.GetReason())
 	default:
-		return nil, a.refuse(reasonRejected, protocol.Errorf(protocol.CodeBadRequest,
-			"the ledger rejected the opening of an nzc-svt session: %s; nothing was released", res.GetReason()))
+		perr = protocol.Errorf(protocol.CodeBadRequest,
+			"the ledger rejected the opening of an nzc-svt session: %s; nothing was released", res.GetReason())
 	}
-	a.log.Info("opened an nzc-svt session, its whole cost charged", "session", id, "student", student, "hospitals", hospitals, "max_refusals", p.MaxRefusals, "ledger_index", res.GetIndex())
-	s := &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms}
-	a.sessions[student] = s
-	s.mu.Lock()
-	return s, nil
+	a.svtMu.Lock()
+	if a.sessions[key] == s {
+		delete(a.sessions, key)
+	}
+	a.svtMu.Unlock()
+	if perr.Code == protocol.CodeBudgetExhausted {
+		return a.refuse(reasonBudget, perr)
+	}
+	return a.refuse(reasonRejected, perr)
 }
 
 // answerSVT answers a batch in the student's session. Queries after the
