@@ -255,3 +255,21 @@ func TestSessionChargeNamesItsMechanism(t *testing.T) {
 		t.Fatalf("a session whose K is not its parameters': %s", r.Code)
 	}
 }
+
+// A session that has refused its K queries is over: a batch without
+// refusals may not be recorded in it either, since the session's cost
+// covers no query after its K-th refusal.
+func TestExhaustedSessionAnswersNothingMore(t *testing.T) {
+	f := newFed(t)
+	f.must(openSession(t, "svt1", "s2", []string{"h1"}, 3), "agg")
+	zero := make([]float64, mechanism.DefaultGrid().Len())
+	in := func(batch string, q, a uint64) *Charge {
+		b := chargeBody(batch, []string{"h1"}, zero, a)
+		b.Session, b.Mechanism, b.Params, b.Queries = "svt1", "nzc-svt", svtParams(3).LedgerParams(), q
+		return b
+	}
+	f.must(in("b1", 10, 7), "agg") // the 3rd refusal ends the session
+	if r := f.apply(f.sign(in("b2", 5, 5), "agg")); r.Code != CodeSessionExhausted {
+		t.Fatalf("five answers after the session's 3rd refusal: %s/%s, want session-exhausted", r.Status, r.Code)
+	}
+}

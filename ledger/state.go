@@ -493,7 +493,10 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 		return refuse(CodeBadCharge, b.BatchID, "batch %s in session %s must carry a zero curve on the default grid and zero δ: the session paid its cost at opening", b.BatchID, b.Session), nil
 	}
 	refusals := b.Queries - b.Answers
-	if ss.queries-ss.answers > ss.maxRefusals || refusals > ss.maxRefusals-(ss.queries-ss.answers) {
+	// A session stops at its K-th refusal: once it has refused K queries it
+	// answers nothing more, not even a batch without refusals (its cost
+	// covers no query after the K-th refusal).
+	if ss.queries-ss.answers >= ss.maxRefusals || refusals > ss.maxRefusals-(ss.queries-ss.answers) {
 		return refuse(CodeSessionExhausted, b.Session, "session %s has refused %d of at most %d queries; %d more would exceed its bound", b.Session, ss.queries-ss.answers, ss.maxRefusals, refusals), nil
 	}
 	return accept("recorded batch %s (%d answers) in session %s at no further cost", b.BatchID, b.Answers, b.Session), func() {
