@@ -222,7 +222,7 @@ func (f *federation) startAuditors(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
+		if r, err := ledger.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
 			return fmt.Errorf("genesis command refused: %s %v", r.Message, err)
 		}
 	}

@@ -120,7 +120,7 @@ func submitAll(ctx context.Context, n *auditor.Node, cmds [][]byte, clients int)
 					return
 				}
 				lat[i] = time.Since(t0)
-				if r, err := auditor.DecodeResult(res); err != nil || r.Status != ledger.StatusAccepted {
+				if r, err := ledger.DecodeResult(res); err != nil || r.Status != ledger.StatusAccepted {
 					errs <- fmt.Errorf("charge %d not accepted: %s %s %v", i, r.Status, r.Message, err)
 					return
 				}

@@ -155,7 +155,7 @@ func applyGenesis(ctx context.Context, n *auditor.Node, led *auditor.Ledger, cmd
 			log.Error("could not apply the genesis; restart this auditor to try again", "command", i, "err", err)
 			return
 		}
-		r, err := auditor.DecodeResult(b)
+		r, err := ledger.DecodeResult(b)
 		if err != nil || r.Status == ledger.StatusRefused {
 			log.Warn("genesis command not accepted", "command", i, "index", idx, "result", r.Message, "err", err)
 			continue

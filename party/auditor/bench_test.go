@@ -118,7 +118,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r, _ := DecodeResult(res); r.Status != ledger.StatusAccepted {
+		if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
 			b.Fatalf("setup: %s %s", r.Status, r.Message)
 		}
 	}
@@ -151,7 +151,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 				return
 			}
 			local = append(local, time.Since(t0))
-			if r, _ := DecodeResult(res); r.Status != ledger.StatusAccepted {
+			if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
 				refused.Add(1)
 			}
 		}

@@ -92,7 +92,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := DecodeResult(res)
+		r, err := ledger.DecodeResult(res)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package auditor
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -55,7 +54,7 @@ func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey) (*
 // State is the replicated ledger, for reads (accounts, entries, proofs).
 func (l *Ledger) State() *ledger.State { return l.state }
 
-// Apply applies one encoded ledger command; the result is EncodeResult of
+// Apply applies one encoded ledger command; the result is ledger.EncodeResult of
 // the ledger's Result. A refusal by the ledger rules is a result, recorded in
 // the log like an acceptance, not an error.
 func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
@@ -63,7 +62,7 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return EncodeResult(r), nil
+	return ledger.EncodeResult(r), nil
 }
 
 // AppliedBatch signs a checkpoint of the log as it now stands.
@@ -238,58 +237,4 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		return signed, err
 	}
 	return signed, nil
-}
-
-// EncodeResult encodes a ledger result for the trip back to the submitter:
-//
-//	index u64 | status u8 | code u8 | original u64 | 3 × float64 bits
-//	  | uvarint len | subject | uvarint len | message
-func EncodeResult(r ledger.Result) []byte {
-	b := binary.BigEndian.AppendUint64(nil, r.Index)
-	b = append(b, byte(r.Status), byte(r.Code))
-	b = binary.BigEndian.AppendUint64(b, r.Original)
-	for _, f := range []float64{r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon} {
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
-	}
-	b = binary.AppendUvarint(b, uint64(len(r.Subject)))
-	b = append(b, r.Subject...)
-	b = binary.AppendUvarint(b, uint64(len(r.Message)))
-	return append(b, r.Message...)
-}
-
-// DecodeResult is the inverse of EncodeResult.
-func DecodeResult(b []byte) (ledger.Result, error) {
-	var r ledger.Result
-	const fixed = 8 + 2 + 8 + 3*8
-	if len(b) < fixed {
-		return r, errors.New("auditor: ledger result too short")
-	}
-	r.Index = binary.BigEndian.Uint64(b)
-	r.Status, r.Code = ledger.Status(b[8]), ledger.Code(b[9])
-	r.Original = binary.BigEndian.Uint64(b[10:])
-	fs := []*float64{&r.SpentEpsilon, &r.ChargeEpsilon, &r.CapEpsilon}
-	for i, f := range fs {
-		*f = math.Float64frombits(binary.BigEndian.Uint64(b[18+8*i:]))
-	}
-	b = b[fixed:]
-	str := func() (string, error) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return "", errors.New("auditor: malformed ledger result")
-		}
-		s := string(b[k : k+int(n)])
-		b = b[k+int(n):]
-		return s, nil
-	}
-	var err error
-	if r.Subject, err = str(); err != nil {
-		return r, err
-	}
-	if r.Message, err = str(); err != nil {
-		return r, err
-	}
-	if len(b) != 0 {
-		return r, errors.New("auditor: trailing bytes after ledger result")
-	}
-	return r, nil
 }

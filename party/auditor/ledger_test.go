@@ -72,7 +72,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := DecodeResult(res)
+		r, err := ledger.DecodeResult(res)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,40 +206,4 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	if err != nil || string(ca) != string(cb) {
 		t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
 	}
-}
-
-func TestResultEncodingRoundTrip(t *testing.T) {
-	for _, r := range []ledger.Result{
-		{},
-		{Index: 7, Outcome: ledger.Outcome{Status: ledger.StatusRefused, Code: 9, Subject: "h1", Original: 3},
-			Message: "over the cap", SpentEpsilon: 1.5, ChargeEpsilon: math.Inf(1), CapEpsilon: 2},
-	} {
-		got, err := DecodeResult(EncodeResult(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != r {
-			t.Fatalf("got %+v, want %+v", got, r)
-		}
-		enc := EncodeResult(r)
-		for cut := range len(enc) {
-			if _, err := DecodeResult(enc[:cut]); err == nil {
-				t.Fatalf("decoded a result cut to %d bytes", cut)
-			}
-		}
-	}
-}
-
-func FuzzDecodeResult(f *testing.F) {
-	f.Add(EncodeResult(ledger.Result{Index: 1, Message: "m"}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeResult(b)
-		if err != nil {
-			return
-		}
-		r2, err := DecodeResult(EncodeResult(r))
-		if err != nil || r2.Index != r.Index || r2.Subject != r.Subject || r2.Message != r.Message {
-			t.Fatalf("result does not round-trip: %v", err)
-		}
-	})
 }

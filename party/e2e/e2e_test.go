@@ -197,7 +197,7 @@ func startAuditors(t *testing.T, f *federation) {
 			}
 			b, _, err := f.nodes[1].Submit(t.Context(), c) // a follower: forwarded to the leader
 			if err == nil {
-				if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
+				if r, err := ledger.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
 					t.Fatalf("genesis command refused: %+v %v", r, err)
 				}
 				break

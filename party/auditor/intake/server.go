@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -73,7 +74,7 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 		}
 		return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
 	}
-	res, err := auditor.DecodeResult(data)
+	res, err := ledger.DecodeResult(data)
 	if err != nil {
 		return 0, nil, err
 	}
