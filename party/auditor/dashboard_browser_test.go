@@ -63,16 +63,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	bin := chromium(t)
 	auditors := []string{"hospital-a", "hospital-b", "regulator"}
 	hospitals := []string{"city-general", "north-clinic", "st-marys"}
-	var machines []StateMachine
-	var ledgers []*Ledger
-	for _, id := range auditors {
-		l, err := NewLedger(ledger.New(), id, ledgerKey(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		machines, ledgers = append(machines, l), append(ledgers, l)
-	}
-	c := newTLSClusterWith(t, 3, machines)
+	c := newTestCluster(t, auditors, nil)
+	ledgers := c.ledgers()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -88,7 +80,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	ts := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC).UnixNano()
 	submit := func(b ledger.Body, signer string) ledger.Result {
 		t.Helper()
-		res, _, err := c.nodes[len(ledgers)-1].Submit(ctx, signed(t, b, signer))
+		res, _, err := c.auds[len(ledgers)-1].Node().Submit(ctx, signed(t, b, signer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +133,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	st := ledgers[0].State()
-	d, err := dashboard.New(dashboard.LedgerSource(st, c.nodes[0].CosignCheckpoint), dashboard.Options{Auditor: auditors[0]})
+	d, err := dashboard.New(dashboard.LedgerSource(st, c.auds[0].CosignCheckpoint), dashboard.Options{Auditor: auditors[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,17 +5,20 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
-// Ledger is the auditor's StateMachine: the privacy ledger (ledger.State)
+// Ledger is the auditor's raftnode.StateMachine: the privacy ledger (ledger.State)
 // plus this auditor's checkpoint signing. After every applied batch (and
 // after a snapshot restore) it signs a checkpoint of the whole log with the
 // auditor's own key and keeps it to serve.
@@ -31,9 +34,9 @@ type Ledger struct {
 }
 
 var (
-	_ StateMachine       = (*Ledger)(nil)
-	_ BatchObserver      = (*Ledger)(nil)
-	_ CheckpointProvider = (*Ledger)(nil)
+	_ raftnode.StateMachine       = (*Ledger)(nil)
+	_ raftnode.BatchObserver      = (*Ledger)(nil)
+	_ raftnode.CheckpointProvider = (*Ledger)(nil)
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
@@ -68,10 +71,10 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 // AppliedBatch signs a checkpoint of the log as it now stands.
 func (l *Ledger) AppliedBatch(uint64) { l.sign() }
 
-// Snapshot implements StateMachine.
+// Snapshot implements raftnode.StateMachine.
 func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
 
-// Restore implements StateMachine and signs the restored log's checkpoint.
+// Restore implements raftnode.StateMachine and signs the restored log's checkpoint.
 func (l *Ledger) Restore(b []byte) error {
 	if err := l.state.Restore(b); err != nil {
 		return err
@@ -144,16 +147,12 @@ func (e *ForkError) Error() string {
 	return fmt.Sprintf("auditor: FORK: auditor at %s signed a different checkpoint for size %d (ours %q, theirs %q); stop releasing and investigate", e.Peer, e.Size, e.Ours, e.Theirs)
 }
 
-// CosignCheckpoint gathers the other auditors' signatures on this node's
-// latest checkpoint and returns it signed by every auditor that answered.
-// It returns a *ledger.QuorumError (with the partly signed checkpoint) if
-// fewer than a majority of the ledger's auditors signed before ctx ended,
-// and a *ForkError if any auditor signed a different root for the size.
-func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
-	l, ok := n.cfg.StateMachine.(*Ledger)
-	if !ok {
-		return nil, errors.New("auditor: cosigning needs the ledger state machine")
-	}
+// cosign gathers the other auditors' signatures on l's latest checkpoint
+// through n and returns it signed by every auditor that answered. It
+// returns a *ledger.QuorumError (with the partly signed checkpoint) if fewer
+// than a majority of the ledger's auditors signed before ctx ended, and a
+// *ForkError if any auditor signed a different root for the size.
+func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) ([]byte, error) {
 	own, err := l.Checkpoint(0)
 	if err != nil {
 		return nil, err
@@ -184,8 +183,9 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		sigs[s.Name] = s
 	}
 	pending := map[string]bool{}
-	for _, p := range n.Status().Peers {
-		if p.ID != n.cfg.NodeID {
+	st := n.Status()
+	for _, p := range st.Peers {
+		if p.ID != st.ID {
 			pending[p.Addr] = true
 		}
 	}
@@ -200,17 +200,17 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		}
 		return note.Sign(&note.Note{Text: mine.Text, Sigs: all})
 	}
-	b := backoff{}
+	wait := 5 * time.Millisecond
 	for {
 		for addr := range pending {
 			theirs, err := n.PeerCheckpoint(ctx, addr, uint64(cp.Size))
 			if err != nil {
-				n.log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
+				log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
 				continue
 			}
 			tn, err := note.Open(theirs, verifiers)
 			if err != nil {
-				n.log.Warn("peer checkpoint does not verify", "peer", addr, "error", err)
+				log.Warn("peer checkpoint does not verify", "peer", addr, "error", err)
 				delete(pending, addr)
 				continue
 			}
@@ -225,9 +225,10 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		if len(sigs) == len(vs) || len(pending) == 0 {
 			break
 		}
-		if b.wait(ctx) != nil {
+		if sleep(ctx, wait) != nil {
 			break
 		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 	signed, err := merged()
 	if err != nil {
@@ -237,4 +238,16 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		return signed, err
 	}
 	return signed, nil
+}
+
+// sleep waits d or until ctx ends, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

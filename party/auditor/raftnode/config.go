@@ -1,4 +1,4 @@
-package auditor
+package raftnode
 
 import (
 	"crypto/tls"
@@ -50,6 +50,13 @@ type Config struct {
 	// Logger receives structured logs, raft's included. Nil discards.
 	Logger *slog.Logger
 
+	// Tuning adjusts timeouts, snapshots and packing.
+	Tuning
+}
+
+// Tuning adjusts timeouts, snapshots and packing; the zero value takes the
+// defaults.
+type Tuning struct {
 	// ApplyTimeout bounds one Submit when its context has no deadline.
 	// Zero means 10s.
 	ApplyTimeout time.Duration
