@@ -207,16 +207,24 @@ func (a *Auditor) Ledger() *Ledger { return a.ledger }
 // ends (nil) or a part fails (its error), with everything closed.
 func (a *Auditor) Run(ctx context.Context) error {
 	defer a.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.node.Run(ctx) })
 	srv := &intake.Server{Node: a.node, Ledger: a.ledger, Logger: a.log}
 	g.Go(func() error { return srv.Serve(ctx, a.intake) })
 	if err := a.serveHTTP(ctx, g); err != nil {
+		cancel()
+		_ = g.Wait()
 		return err
 	}
 	if len(a.cfg.Genesis) > 0 {
 		g.Go(func() error {
-			if err := a.ApplyGenesis(ctx, a.cfg.Genesis); err != nil && ctx.Err() == nil {
+			var ge *GenesisError
+			switch err := a.ApplyGenesis(ctx, a.cfg.Genesis); {
+			case errors.As(err, &ge):
+				a.log.Warn("genesis commands not accepted", "err", err)
+			case err != nil && ctx.Err() == nil:
 				a.log.Error("could not apply the genesis; restart this auditor to try again", "err", err)
 			}
 			return nil
