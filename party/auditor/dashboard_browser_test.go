@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +62,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	bin := chromium(t)
 	auditors := []string{"hospital-a", "hospital-b", "regulator"}
 	hospitals := []string{"city-general", "north-clinic", "st-marys"}
-	c := newTestCluster(t, auditors, nil)
+	c := newTestCluster(t, auditors, func(c *Config) { c.DashboardAddr = "127.0.0.1:0" })
 	ledgers := c.ledgers()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -133,12 +132,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	st := ledgers[0].State()
-	d, err := dashboard.New(dashboard.LedgerSource(st, c.auds[0].CosignCheckpoint), dashboard.Options{Auditor: auditors[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d) // on 127.0.0.1
-	defer srv.Close()
+	url := "http://" + c.auds[0].Addrs().Dashboard + "/" // the dashboard auditor.New serves, on 127.0.0.1
 
 	// One run renders the page, dumps its DOM and takes the screenshot
 	// (chromium's start-up is most of the test's time).
@@ -147,7 +141,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "dashboard.png")
-	dom := string(headless(t, bin, srv.URL+"/", "--dump-dom", "--window-size=1280,1700", "--screenshot="+shot))
+	dom := string(headless(t, bin, url, "--dump-dom", "--window-size=1280,1700", "--screenshot="+shot))
 	has := func(what, pattern string) {
 		t.Helper()
 		if !regexp.MustCompile(pattern).MatchString(dom) {

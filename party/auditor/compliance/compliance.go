@@ -35,8 +35,8 @@ import (
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
-// Cluster is the auditor the API reports on and administers:
-// *auditor.Auditor.
+// Cluster is the auditor the API reports on and administers: its
+// *raftnode.Node with the ledger's cosigning (auditor.New assembles it).
 type Cluster interface {
 	Status() raftnode.Status
 	Ready() error

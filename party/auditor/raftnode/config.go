@@ -44,7 +44,7 @@ type Config struct {
 	// this node has no raft state. Any of them forwards to the leader.
 	Join []string
 
-	// StateMachine is the replicated state (the ledger). Required.
+	// StateMachine is the replicated state (in an auditor, the ledger). Required.
 	StateMachine StateMachine
 
 	// Logger receives structured logs, raft's included. Nil discards.
