@@ -55,7 +55,7 @@ func NewClient(addr string, ca *x509.Certificate, cred *crypto.Credential) *Clie
 // certificate of party as from the federation m.
 func NewClientAs(addr string, m *crypto.Manifest, as string) (*Client, error) {
 	if as == "" {
-		return nil, errors.New("name the party whose certificate to present (--as ID)")
+		return nil, errors.New("--as ID is required: the party whose certificate to present")
 	}
 	ca, err := crypto.LoadCert(m.Path(m.CACert))
 	if err != nil {
