@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/cputime"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
@@ -79,9 +80,9 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		// aggregator's outbox without any work.
 		d := &data.Dataset{X: append([]float32(nil), q.X...), Y: q.Y, Shape: q.Shape, Classes: q.Classes}
 		d.X[0] = float32(rep+1) / 1024
-		c0, ok0 := cpuTime()
+		c0, ok0 := cputime.Process()
 		in, err := inProcess(ctx, f, d, cfg.BatchSize)
-		c1, ok1 := cpuTime()
+		c1, ok1 := cputime.Process()
 		if err != nil {
 			return sec, fmt.Errorf("in-process pipeline: %w", err)
 		}
@@ -101,7 +102,7 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 			return sec, fmt.Errorf("federation: %w", err)
 		}
 		el := time.Since(start)
-		c2, ok2 := cpuTime()
+		c2, ok2 := cputime.Process()
 		if cpuOK = cpuOK && ok0 && ok1 && ok2; cpuOK {
 			perIn, perFed := ms(c1-c0)/float64(d.Len()), ms(c2-c1)/float64(d.Len())
 			inCPU, fedCPU, cpuRatio = append(inCPU, perIn), append(fedCPU, perFed), append(cpuRatio, perIn/perFed)
