@@ -54,22 +54,13 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		Mechanism: string(benchMechanism().Mechanism), BatchSize: cfg.BatchSize, Window: cfg.Window, Queries: cfg.E2EQueries}
 	q := all.Slice(0, cfg.E2EQueries)
 	sec.Data = what
-	stP := f.m.ByRole(crypto.RoleStudent)[0]
-	qc, err := f.net(stP)
+	stP, err := f.Party(crypto.RoleStudent, f.m.ByRole(crypto.RoleStudent)[0].ID, f.log)
 	if err != nil {
 		return sec, err
 	}
-	id, err := crypto.LoadIdentity(f.m.Path(stP.AgeIdentity))
+	recipients, err := f.HospitalRecipients()
 	if err != nil {
 		return sec, err
-	}
-	var recipients []*crypto.Recipient
-	for _, h := range f.m.ByRole(crypto.RoleHospital) {
-		hid, err := crypto.LoadIdentity(f.m.Path(h.AgeIdentity))
-		if err != nil {
-			return sec, err
-		}
-		recipients = append(recipients, hid.Recipient())
 	}
 	var fed, inproc, ratio, fedCPU, inCPU, cpuRatio []float64
 	cpuOK := true
@@ -90,9 +81,9 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		if err != nil {
 			return sec, err
 		}
-		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: qc, Identity: id, Hospitals: recipients,
+		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: stP.Net, Identity: stP.Identity, Hospitals: recipients,
 			BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: dir, Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
-			Logger: f.log.With("party", stP.ID)})
+			Logger: stP.Log})
 		if err != nil {
 			return sec, err
 		}

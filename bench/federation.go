@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/ensemble"
@@ -41,83 +41,49 @@ func benchMechanism() mechanism.Params {
 // directory) with their QUIC intakes, an aggregator, three hospitals and the
 // student's credentials.
 type federation struct {
+	*launch.Federation
 	dir      string
 	m        *crypto.Manifest
 	ca       *x509.Certificate
 	log      *slog.Logger
+	g        *launch.Group
 	machines []*auditor.Ledger
 	nodes    []*auditor.Node
 	intakes  []string
 	aggAddr  string
-	agg      *aggregator.Aggregator
+	agg      *launch.Aggregator
 	lc       *aggregator.LedgerClient
 	// hospitalNets are each hospital's teachers.
 	hospitalNets [][]*model.Network
-
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	errs   []error
-}
-
-func (f *federation) party(role crypto.Role, id string) (crypto.PartyFiles, error) {
-	p, ok := f.m.Party(role, id)
-	if !ok {
-		return p, fmt.Errorf("the bench federation has no %s %s", role, id)
-	}
-	return p, nil
 }
 
 func (f *federation) net(p crypto.PartyFiles) (quicnet.Config, error) {
-	cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
+	party, err := f.Party(p.Role, p.ID, f.log)
 	if err != nil {
 		return quicnet.Config{}, err
 	}
-	return quicnet.Config{CA: f.ca, Credential: cred, Logger: f.log.With("party", p.ID)}, nil
+	return party.Net, nil
 }
 
 // run starts fn in the background until close.
-func (f *federation) run(ctx context.Context, name string, fn func(ctx context.Context) error) {
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		if err := fn(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			f.mu.Lock()
-			f.errs = append(f.errs, fmt.Errorf("%s: %w", name, err))
-			f.mu.Unlock()
-		}
-	}()
+func (f *federation) run(_ context.Context, name string, fn func(ctx context.Context) error) {
+	f.g.Go(name, fn)
 }
 
 // close stops every party and removes the federation's directory.
 func (f *federation) close() error {
-	if f.cancel != nil {
-		f.cancel()
-	}
 	if f.lc != nil {
 		_ = f.lc.Close()
 	}
-	f.wg.Wait()
+	err := f.g.Close()
 	_ = os.RemoveAll(f.dir)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return errors.Join(f.errs...)
+	return err
 }
 
 // waitFor polls cond until it holds, ctx ends or within passes.
 func waitFor(ctx context.Context, within time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(within)
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", within, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	if err := launch.Poll(ctx, within, 10*time.Millisecond, cond); err != nil {
+		return fmt.Errorf("waiting %v for %s: %w", within, what, err)
 	}
 	return nil
 }
@@ -129,19 +95,16 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 	if err != nil {
 		return nil, err
 	}
-	f := &federation{dir: dir, log: log}
-	ctx, f.cancel = context.WithCancel(ctx)
+	f := &federation{dir: dir, log: log, g: launch.NewGroup(ctx)}
 	defer func() {
 		if err != nil {
 			_ = f.close()
 		}
 	}()
-	if f.m, err = crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
+	if f.Federation, err = launch.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
 		return nil, err
 	}
-	if f.ca, err = crypto.LoadCert(f.m.Path(f.m.CACert)); err != nil {
-		return nil, err
-	}
+	f.m, f.ca = f.M, f.CA
 	if err := f.startAuditors(ctx); err != nil {
 		return nil, err
 	}
@@ -229,43 +192,22 @@ func (f *federation) startAuditors(ctx context.Context) error {
 	return nil
 }
 
-func (f *federation) startAggregator(ctx context.Context) error {
-	p, err := f.party(crypto.RoleAggregator, "aggregator")
+func (f *federation) startAggregator(context.Context) error {
+	p, err := f.Party(crypto.RoleAggregator, "aggregator", f.log)
 	if err != nil {
 		return err
 	}
-	qc, err := f.net(p)
-	if err != nil {
+	if f.lc, err = aggregator.NewLedgerClient(p.Net, f.intakes); err != nil {
 		return err
 	}
-	if f.lc, err = aggregator.NewLedgerClient(qc, f.intakes); err != nil {
-		return err
-	}
-	id, err := crypto.LoadIdentity(f.m.Path(p.AgeIdentity))
-	if err != nil {
-		return err
-	}
-	key, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-	if err != nil {
-		return err
-	}
-	f.agg, err = aggregator.New(aggregator.Config{
-		ID: p.ID, Identity: id, SigningKey: key, OutboxDir: f.m.Path("bench-outbox"),
-		Mechanism: benchMechanism(), Quorum: hospitals, Hospitals: hospitals, BatchDeadline: 10 * time.Minute,
-		Ledger: f.lc, Logger: f.log.With("party", p.ID),
+	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
+		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: hospitals, Hospitals: hospitals,
+		BatchDeadline: 10 * time.Minute, Ledger: f.lc,
 	})
 	if err != nil {
 		return err
 	}
-	l, err := aggregator.Listen("127.0.0.1:0", qc)
-	if err != nil {
-		return err
-	}
-	f.aggAddr = l.Addr().String()
-	f.run(ctx, "aggregator", func(ctx context.Context) error {
-		defer l.Close()
-		return f.agg.Serve(ctx, l)
-	})
+	f.aggAddr = f.agg.Addr
 	return nil
 }
 
@@ -290,28 +232,17 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 		return err
 	}
 	backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-	for i, p := range f.m.ByRole(crypto.RoleHospital) {
+	for i, pf := range f.m.ByRole(crypto.RoleHospital) {
 		nets := all[i*len(all)/hospitals : (i+1)*len(all)/hospitals]
 		f.hospitalNets = append(f.hospitalNets, nets)
-		qc, err := f.net(p)
+		p, err := f.Party(crypto.RoleHospital, pf.ID, f.log)
 		if err != nil {
 			return err
 		}
-		id, err := crypto.LoadIdentity(f.m.Path(p.AgeIdentity))
-		if err != nil {
+		if err := launch.StartHospital(f.g, p, teacher.Config{Aggregator: f.aggAddr, CapEpsilon: capEpsilon, CapDelta: capDelta,
+			Voter: &netVoter{nets: nets}, Backoff: backoff}); err != nil {
 			return err
 		}
-		key, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-		if err != nil {
-			return err
-		}
-		n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: f.aggAddr, Net: qc, Identity: id, SigningKey: key,
-			CapEpsilon: capEpsilon, CapDelta: capDelta, Voter: &netVoter{nets: nets}, Backoff: backoff,
-			Logger: f.log.With("party", p.ID)})
-		if err != nil {
-			return err
-		}
-		f.run(ctx, p.ID, n.Run)
 	}
 	if err := waitFor(ctx, 60*time.Second, "3 hospitals to register with the aggregator", func() bool { ok, _ := f.agg.Ready(); return ok }); err != nil {
 		return err
