@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -247,6 +248,32 @@ func (c *complianceFlags) call(ctx context.Context, f func(context.Context, *com
 	return f(ctx, client)
 }
 
+// fetch calls one method of the compliance client under c.call.
+func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.Client, context.Context) (T, error)) (T, error) {
+	var v T
+	err := c.call(ctx, func(ctx context.Context, api *compliance.Client) (err error) {
+		v, err = get(api, ctx)
+		return err
+	})
+	return v, err
+}
+
+// download fetches a file with get, checks it, and writes it atomically to
+// out with permissions perm.
+func (c *complianceFlags) download(ctx context.Context, out string, perm fs.FileMode, get func(*compliance.Client, context.Context) ([]byte, error), check func([]byte) error) ([]byte, error) {
+	if out == "" {
+		return nil, errors.New("--out FILE is required")
+	}
+	b, err := fetch(ctx, c, get)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(b); err != nil {
+		return nil, err
+	}
+	return b, crypto.WriteFile(out, b, perm, true)
+}
+
 // exportSummary is what `nzc ledger export` prints about the file it wrote.
 type exportSummary struct {
 	Out         string              `json:"out"`
@@ -275,22 +302,14 @@ write it to --out. Nothing is trusted yet: verify it with 'nzc ledger verify'.`,
 		if err != nil {
 			return err
 		}
-		if *out == "" {
-			return errors.New("--out FILE is required")
-		}
-		var b []byte
-		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
-			b, err = api.Export(ctx)
-			return err
+		var x ledger.Export
+		b, err := c.download(cmd.Context(), *out, crypto.PublicFileMode, (*compliance.Client).Export, func(b []byte) (err error) {
+			if x, err = ledger.DecodeExport(b); err != nil {
+				return fmt.Errorf("the auditor sent something that is not a ledger export: %w", err)
+			}
+			return nil
 		})
 		if err != nil {
-			return err
-		}
-		x, err := ledger.DecodeExport(b)
-		if err != nil {
-			return fmt.Errorf("the auditor sent something that is not a ledger export: %w", err)
-		}
-		if err := crypto.WriteFile(*out, b, crypto.PublicFileMode, true); err != nil {
 			return err
 		}
 		s := exportSummary{Out: *out, Bytes: len(b), Entries: len(x.Entries)}
@@ -327,11 +346,7 @@ report recomputes the same accounts by replaying the log.`,
 		if err != nil {
 			return err
 		}
-		var accounts []ledger.Account
-		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
-			accounts, err = api.Accounts(ctx)
-			return err
-		})
+		accounts, err := fetch(cmd.Context(), c, (*compliance.Client).Accounts)
 		if err != nil {
 			return err
 		}

@@ -38,11 +38,7 @@ compliance and auditor roles, the verifier key the ledger registered for it.`,
 		if err != nil {
 			return err
 		}
-		var peers []compliance.PeerInfo
-		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
-			peers, err = api.Peers(ctx)
-			return err
-		})
+		peers, err := fetch(cmd.Context(), c, (*compliance.Client).Peers)
 		if err != nil {
 			return err
 		}
@@ -303,26 +299,18 @@ is written. It needs the auditor's own certificate (--as its id).`,
 		if err != nil {
 			return err
 		}
-		if *out == "" {
-			return errors.New("--out FILE is required")
-		}
-		var b []byte
-		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
-			b, err = api.Snapshot(ctx)
-			return err
+		var sf auditor.SnapshotFile
+		st := ledger.New()
+		b, err := c.download(cmd.Context(), *out, crypto.PrivateFileMode, (*compliance.Client).Snapshot, func(b []byte) (err error) {
+			if sf, err = auditor.DecodeSnapshotFile(b); err != nil {
+				return fmt.Errorf("the auditor sent no intact snapshot: %w", err)
+			}
+			if err := st.Restore(sf.State); err != nil {
+				return fmt.Errorf("the auditor's snapshot does not replay, nothing written: %w", err)
+			}
+			return nil
 		})
 		if err != nil {
-			return err
-		}
-		sf, err := auditor.DecodeSnapshotFile(b)
-		if err != nil {
-			return fmt.Errorf("the auditor sent no intact snapshot: %w", err)
-		}
-		st := ledger.New()
-		if err := st.Restore(sf.State); err != nil {
-			return fmt.Errorf("the auditor's snapshot does not replay, nothing written: %w", err)
-		}
-		if err := crypto.WriteFile(*out, b, crypto.PrivateFileMode, true); err != nil {
 			return err
 		}
 		s := summarizeSnapshot(*out, b, sf, st)
