@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -361,12 +360,7 @@ func printAccounts(w io.Writer, accounts []ledger.Account) error {
 		b.WriteString("no hospital has opened a budget account yet\n")
 	}
 	for _, a := range accounts {
-		eps := fmt.Sprintf("%.6g", a.Epsilon)
-		if math.IsInf(a.Epsilon, 1) {
-			eps = "unbounded"
-		}
-		fmt.Fprintf(&b, "hospital %s: ε=%s of cap %g at δ=%.3g (%.3g additive δ spent), %d charges, %d answers\n",
-			a.Hospital, eps, a.CapEpsilon, a.CapDelta-a.DeltaSpent, a.DeltaSpent, a.Charges, a.Answers)
+		fmt.Fprintln(&b, a)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
