@@ -257,6 +257,24 @@ func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.
 	return v, err
 }
 
+// readCommand makes cmd a read of the compliance API with get, printed as
+// --format says (text by text).
+func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(io.Writer, T) error) {
+	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		v, err := fetch(cmd.Context(), c, get)
+		if err != nil {
+			return err
+		}
+		return cli.Print(cmd.OutOrStdout(), f, v, func(w io.Writer) error { return text(w, v) })
+	}
+}
+
 // download fetches a file with get, checks it, and writes it atomically to
 // out with permissions perm.
 func (c *complianceFlags) download(ctx context.Context, out string, perm fs.FileMode, get func(*compliance.Client, context.Context) ([]byte, error), check func([]byte) error) ([]byte, error) {
@@ -338,19 +356,7 @@ report recomputes the same accounts by replaying the log.`,
   nzc ledger accounts --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		accounts, err := fetch(cmd.Context(), c, (*compliance.Client).Accounts)
-		if err != nil {
-			return err
-		}
-		return cli.Print(cmd.OutOrStdout(), f, accounts, func(w io.Writer) error { return printAccounts(w, accounts) })
-	}
+	readCommand(cmd, (*compliance.Client).Accounts, printAccounts)
 	return cmd
 }
 

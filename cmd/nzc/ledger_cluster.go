@@ -31,37 +31,27 @@ compliance and auditor roles, the verifier key the ledger registered for it.`,
   nzc ledger peers --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		peers, err := fetch(cmd.Context(), c, (*compliance.Client).Peers)
-		if err != nil {
-			return err
-		}
-		return cli.Print(cmd.OutOrStdout(), f, peers, func(w io.Writer) error {
-			var b strings.Builder
-			for _, p := range peers {
-				fmt.Fprintf(&b, "%s at %s", p.ID, p.Addr)
-				if p.Leader {
-					b.WriteString(" (leader)")
-				}
-				if !p.InLedger {
-					b.WriteString(", not registered in the ledger: its signature does not count")
-				}
-				if p.VerifierKey != "" {
-					fmt.Fprintf(&b, "\n  key %s", p.VerifierKey)
-				}
-				b.WriteString("\n")
-			}
-			_, err := io.WriteString(w, b.String())
-			return err
-		})
-	}
+	readCommand(cmd, (*compliance.Client).Peers, printPeers)
 	return cmd
+}
+
+func printPeers(w io.Writer, peers []compliance.PeerInfo) error {
+	var b strings.Builder
+	for _, p := range peers {
+		fmt.Fprintf(&b, "%s at %s", p.ID, p.Addr)
+		if p.Leader {
+			b.WriteString(" (leader)")
+		}
+		if !p.InLedger {
+			b.WriteString(", not registered in the ledger: its signature does not count")
+		}
+		if p.VerifierKey != "" {
+			fmt.Fprintf(&b, "\n  key %s", p.VerifierKey)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // entriesOutput is what `nzc ledger entries` prints as JSON.
