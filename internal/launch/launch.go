@@ -151,3 +151,34 @@ func Metric(ctx context.Context, addr, name string) float64 {
 	}
 	return -1
 }
+
+// Charge is an accepted charge and the index of its entry.
+type Charge struct {
+	Index uint64
+	*ledger.Charge
+}
+
+// Charges decodes encoded ledger entries and returns them with the
+// accepted charges among them, by batch id (a batch charged twice has two).
+func Charges(raw [][]byte) ([]ledger.Entry, map[string][]Charge, error) {
+	entries := make([]ledger.Entry, 0, len(raw))
+	charges := map[string][]Charge{}
+	for _, b := range raw {
+		e, err := ledger.DecodeEntry(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		entries = append(entries, e)
+		if e.Status != ledger.StatusAccepted {
+			continue
+		}
+		c, err := ledger.DecodeCommand(e.Command)
+		if err != nil {
+			return nil, nil, fmt.Errorf("accepted entry %d: %w", e.Index, err)
+		}
+		if ch, ok := c.Body.(*ledger.Charge); ok {
+			charges[ch.BatchID] = append(charges[ch.BatchID], Charge{e.Index, ch})
+		}
+	}
+	return entries, charges, nil
+}

@@ -276,22 +276,16 @@ func (f *federation) charges() map[string]*ledger.Charge {
 	if _, err := ledger.Replay(entries); err != nil {
 		f.t.Fatalf("the replicated ledger does not replay: %v", err)
 	}
+	_, charges, err := launch.Charges(entries)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	out := map[string]*ledger.Charge{}
-	for _, b := range entries {
-		e, err := ledger.DecodeEntry(b)
-		if err != nil {
-			f.t.Fatal(err)
+	for id, cs := range charges {
+		if len(cs) != 1 {
+			f.t.Fatalf("batch %s charged %d times", id, len(cs))
 		}
-		c, err := ledger.DecodeCommand(e.Command)
-		if err != nil || e.Status != ledger.StatusAccepted {
-			continue
-		}
-		if ch, ok := c.Body.(*ledger.Charge); ok {
-			if out[ch.BatchID] != nil {
-				f.t.Fatalf("batch %s charged twice", ch.BatchID)
-			}
-			out[ch.BatchID] = ch
-		}
+		out[id] = cs[0].Charge
 	}
 	return out
 }

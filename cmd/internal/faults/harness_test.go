@@ -409,16 +409,10 @@ func (f *fed) label(from, count int) *student.Result {
 	return f.startStudent(from, count, "").result(f.t, 2*time.Minute)
 }
 
-// charge is an accepted charge in the ledger.
-type charge struct {
-	index uint64
-	c     *ledger.Charge
-}
-
 // ledgerView is the exported, verified ledger.
 type ledgerView struct {
 	entries  []ledger.Entry
-	charges  map[string][]charge // accepted charges by batch id
+	charges  map[string][]launch.Charge // accepted charges by batch id
 	accounts []ledger.Account
 }
 
@@ -456,23 +450,9 @@ func (f *fed) verifiedLedgerAtLeast(t *testing.T, i int, size int) *ledgerView {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &ledgerView{charges: map[string][]charge{}}
-	for _, eb := range x.Entries {
-		e, err := ledger.DecodeEntry(eb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v.entries = append(v.entries, e)
-		if e.Status != ledger.StatusAccepted {
-			continue
-		}
-		c, err := ledger.DecodeCommand(e.Command)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ch, ok := c.Body.(*ledger.Charge); ok {
-			v.charges[ch.BatchID] = append(v.charges[ch.BatchID], charge{e.Index, ch})
-		}
+	v := &ledgerView{}
+	if v.entries, v.charges, err = launch.Charges(x.Entries); err != nil {
+		t.Fatal(err)
 	}
 	if v.accounts, err = f.accounts(i); err != nil {
 		t.Fatal(err)
@@ -519,11 +499,11 @@ func (f *fed) checkInvariants(t *testing.T, results []*student.Result, special m
 				continue
 			}
 			c := cs[0]
-			if c.index != b.LedgerIndex {
-				t.Errorf("batch %s…: the student was told ledger index %d, the charge is at %d", b.BatchID[:12], b.LedgerIndex, c.index)
+			if c.Index != b.LedgerIndex {
+				t.Errorf("batch %s…: the student was told ledger index %d, the charge is at %d", b.BatchID[:12], b.LedgerIndex, c.Index)
 			}
-			if hex.EncodeToString(c.c.AnswersHash[:]) != b.AnswersHash {
-				t.Errorf("batch %s…: the labels the student opened are not the ones charged (hash %s…, charged %x…)", b.BatchID[:12], b.AnswersHash[:12], c.c.AnswersHash[:6])
+			if hex.EncodeToString(c.AnswersHash[:]) != b.AnswersHash {
+				t.Errorf("batch %s…: the labels the student opened are not the ones charged (hash %s…, charged %x…)", b.BatchID[:12], b.AnswersHash[:12], c.AnswersHash[:6])
 			}
 			answered := uint64(0)
 			for _, l := range b.Labels {
@@ -531,29 +511,29 @@ func (f *fed) checkInvariants(t *testing.T, results []*student.Result, special m
 					answered++
 				}
 			}
-			if c.c.Answers != answered || c.c.Queries != uint64(len(b.Labels)) {
-				t.Errorf("batch %s…: charged %d answers of %d queries, the student holds %d of %d", b.BatchID[:12], c.c.Answers, c.c.Queries, answered, len(b.Labels))
+			if c.Answers != answered || c.Queries != uint64(len(b.Labels)) {
+				t.Errorf("batch %s…: charged %d answers of %d queries, the student holds %d of %d", b.BatchID[:12], c.Answers, c.Queries, answered, len(b.Labels))
 			}
 			if w, ok := special[b.BatchID]; ok && w.hospitals != nil {
-				if strings.Join(c.c.Hospitals, ",") != strings.Join(w.hospitals, ",") {
-					t.Errorf("batch %s…: charged to %v, want %v", b.BatchID[:12], c.c.Hospitals, w.hospitals)
+				if strings.Join(c.Hospitals, ",") != strings.Join(w.hospitals, ",") {
+					t.Errorf("batch %s…: charged to %v, want %v", b.BatchID[:12], c.Hospitals, w.hospitals)
 				}
-			} else if len(c.c.Hospitals) < quorum || !subset(c.c.Hospitals, all) {
+			} else if len(c.Hospitals) < quorum || !subset(c.Hospitals, all) {
 				// Whoever was connected voted; at least the quorum.
-				t.Errorf("batch %s…: charged to %v, want at least %d of %v", b.BatchID[:12], c.c.Hospitals, quorum, all)
+				t.Errorf("batch %s…: charged to %v, want at least %d of %v", b.BatchID[:12], c.Hospitals, quorum, all)
 			}
 		}
 	}
 	perHospital := map[string][2]uint64{}
 	for id, cs := range v.charges {
 		if !held[id] {
-			t.Errorf("batch %s…: charged at index %d but the student never received it", id[:12], cs[0].index)
+			t.Errorf("batch %s…: charged at index %d but the student never received it", id[:12], cs[0].Index)
 		}
 		for _, c := range cs {
-			for _, h := range c.c.Hospitals {
+			for _, h := range c.Hospitals {
 				s := perHospital[h]
 				s[0]++
-				s[1] += c.c.Answers
+				s[1] += c.Answers
 				perHospital[h] = s
 			}
 		}
