@@ -419,22 +419,8 @@ func (d *demo) opsAddr(id string) string {
 // waitReady waits for the aggregator to see every hospital and for every
 // hospital's budget account to be open in the ledger.
 func (d *demo) waitReady(ctx context.Context, hospitals int) error {
-	last := ""
-	err := launch.Poll(ctx, d.o.timeout, 250*time.Millisecond, func() bool {
-		ready, reason := launch.Ready(ctx, d.opsAddr("aggregator"))
-		accounts, _ := d.api[0].Accounts(ctx)
-		if ready && len(accounts) == hospitals {
-			d.say("aggregator %s; %d budget accounts open in the ledger", reason, len(accounts))
-			return true
-		}
-		if s := fmt.Sprintf("aggregator: %s; ledger: %d of %d budget accounts open", reason, len(accounts), hospitals); s != last {
-			d.say("%s", s)
-			last = s
-		}
-		return false
-	})
-	if err != nil {
-		return fmt.Errorf("the federation did not become ready (%s): see the logs in %s (use --keep to keep them)", last, d.ps.Logs)
+	if err := launch.WaitFederation(ctx, d.o.timeout, d.opsAddr("aggregator"), d.api[0], hospitals, func(s string) { d.say("%s", s) }); err != nil {
+		return fmt.Errorf("%w: see the logs in %s (use --keep to keep them)", err, d.ps.Logs)
 	}
 	return nil
 }

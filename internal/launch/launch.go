@@ -182,3 +182,31 @@ func Charges(raw [][]byte) ([]ledger.Entry, map[string][]Charge, error) {
 	}
 	return entries, charges, nil
 }
+
+// WaitFederation waits, at most within, until the aggregator at the
+// operations address aggOps has all the hospitals connected and the ledger,
+// read through api, has their budget accounts open. progress (when not nil)
+// hears each change of what it waits for.
+func WaitFederation(ctx context.Context, within time.Duration, aggOps string, api *compliance.Client, hospitals int, progress func(string)) error {
+	last := ""
+	err := Poll(ctx, within, 250*time.Millisecond, func() bool {
+		_, reason := Ready(ctx, aggOps)
+		connected := int(Metric(ctx, aggOps, "nzc_aggregator_hospitals_connected"))
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		accounts, _ := api.Accounts(actx)
+		cancel()
+		s := fmt.Sprintf("aggregator: %s; ledger: %d of %d budget accounts open", reason, len(accounts), hospitals)
+		if connected == hospitals && len(accounts) == hospitals {
+			s = fmt.Sprintf("aggregator %s; %d budget accounts open in the ledger", reason, len(accounts))
+		}
+		if s != last && progress != nil {
+			progress(s)
+		}
+		last = s
+		return connected == hospitals && len(accounts) == hospitals
+	})
+	if err != nil {
+		return fmt.Errorf("the federation did not become ready (%s): %w", last, err)
+	}
+	return nil
+}

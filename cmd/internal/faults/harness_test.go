@@ -331,13 +331,11 @@ func (f *fed) startAll() {
 	for _, h := range f.hospitals {
 		f.startHospital(h, "")
 	}
-	f.waitConnected(hospitals, 60*time.Second)
-	f.t.Logf("%s: %d hospitals connected", time.Now().Format("15:04:05.000"), hospitals)
-	proctest.WaitFor(f.t, 60*time.Second, "every hospital's budget account to open", func() bool {
-		accts, err := f.accounts(0)
-		return err == nil && len(accts) == hospitals
-	})
-	f.t.Logf("%s: every account open", time.Now().Format("15:04:05.000"))
+	if err := launch.WaitFederation(context.Background(), 60*time.Second, f.aggCfg.Ops.Listen, f.api[0], hospitals, func(s string) {
+		f.t.Logf("%s: %s", time.Now().Format("15:04:05.000"), s)
+	}); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // metric reads a value from the aggregator's /metrics (-1 when absent).
