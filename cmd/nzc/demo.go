@@ -22,6 +22,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/launch"
+	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
 
@@ -432,7 +433,9 @@ func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, e
 	labels := filepath.Join(d.dir, "labels.json")
 	d.say("the student asks for labels of %d test images, in batches of 100", d.o.queries)
 	done := make(chan struct{})
-	go func() {
+	bar := mlprogress.NewOrLines(d.log, nil)
+	var watching sync.WaitGroup
+	watching.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		last := 0
@@ -442,15 +445,17 @@ func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, e
 				return
 			case <-t.C:
 				if n := int(launch.Metric(ctx, d.opsAddr("aggregator"), "nzc_aggregator_labels_released_total")); n > last {
-					d.say("labels released so far: %d", n)
+					bar.Update("labels released", n, d.o.queries, "labels")
 					last = n
 				}
 			}
 		}
-	}()
+	})
 	out, lerr := d.output(ctx, "student-label", "nzc-student", "label", "--config", stCfg, "--data", data, "--split", "test",
 		"--from", "0", "--count", strconv.Itoa(d.o.queries), "--out", labels, "--format", "json")
 	close(done)
+	watching.Wait()
+	bar.Done()
 	var sum struct {
 		Queries, Answered, Refused, Batches int
 		Stopped                             string
