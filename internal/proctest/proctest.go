@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,26 +25,25 @@ import (
 	"github.com/nzcfed/nzc/internal/launch"
 )
 
-// Build compiles the main package pkg (an import path of this module, such
-// as "github.com/nzcfed/nzc/cmd/nzc-auditor") into a temporary directory and
-// returns the binary's path. When the test binary is built with -race, so is
-// the process, which also reuses the test's compiled packages.
+// Build compiles the main package pkg (an import path of this module's
+// cmd/, such as "github.com/nzcfed/nzc/cmd/nzc-auditor") into a temporary
+// directory and returns the binary's path. When the test binary is built
+// with -race, so is the process, which also reuses the test's compiled
+// packages.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go toolchain to build %s: %v", pkg, err)
 	}
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
+	dir := t.TempDir()
+	name, ok := strings.CutPrefix(pkg, "github.com/nzcfed/nzc/cmd/")
+	if !ok {
+		t.Fatalf("build %s: not a command of this module's cmd/", pkg)
 	}
-	cmd := exec.Command(goTool, append(args, pkg)...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	if err := launch.Build(context.Background(), dir, raceEnabled, name); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return filepath.Join(dir, name)
 }
 
 // FreeTCP returns n distinct loopback addresses (127.0.0.1:port) whose
