@@ -131,6 +131,18 @@ func (f *federation) load(p crypto.PartyFiles) *launch.Party {
 	return lp
 }
 
+// ledgerClient is the aggregator's client of the auditors' intakes, closed
+// when the test ends.
+func (f *federation) ledgerClient() *aggregator.LedgerClient {
+	f.t.Helper()
+	lc, err := aggregator.NewLedgerClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { lc.Close() })
+	return lc
+}
+
 // startAggregator starts the aggregator in g on addr ("127.0.0.1:0" for a
 // free port) with cfg, charging led.
 func (f *federation) startAggregator(g *launch.Group, addr string, led aggregator.Ledger, cfg aggregator.Config) *launch.Aggregator {
@@ -355,12 +367,7 @@ func TestFederation(t *testing.T) {
 	startAuditors(t, f)
 
 	// The aggregator, on a port it keeps across its restart.
-	aggP := f.party(crypto.RoleAggregator, "aggregator")
-	lc, err := aggregator.NewLedgerClient(f.net(aggP), f.intakes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lc.Close() })
+	lc := f.ledgerClient()
 	crashing := &crashingLedger{Ledger: lc, crashed: make(chan string, 1)}
 	aggCfg := aggregator.Config{
 		OutboxDir: t.TempDir(), Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},

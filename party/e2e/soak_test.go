@@ -259,14 +259,8 @@ func TestSoak(t *testing.T) {
 		f := &federation{t: t, m: m, ca: ca, log: log, raftTimeout: time.Second}
 		startAuditors(t, f)
 
-		aggP := f.party(crypto.RoleAggregator, "aggregator")
-		lc, err := aggregator.NewLedgerClient(f.net(aggP), f.intakes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lc.Close() })
 		g := group(t)
-		agg := f.startAggregator(g, "127.0.0.1:0", lc, aggregator.Config{OutboxDir: t.TempDir(),
+		agg := f.startAggregator(g, "127.0.0.1:0", f.ledgerClient(), aggregator.Config{OutboxDir: t.TempDir(),
 			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20}, Quorum: 3, Hospitals: 3, BatchDeadline: 30 * time.Second})
 		aggAddr := agg.Addr
 		hospitals := f.startHospitals(g, agg, 1e6, func(i int) teacher.Voter { return voters[i] })
