@@ -1,9 +1,17 @@
-// Package launch assembles a whole federation on this machine: it
-// provisions the federation in a directory, builds and runs the party
-// binaries as processes (each with its log, stopped, killed or restarted at
-// will, paused at a named point through the environment), and waits for the
-// parties through their operations endpoints and the auditors' compliance
-// API. `nzc demo` and the process-level fault tests run on it.
+// Package launch assembles a whole federation on this machine. It
+// provisions the federation in a directory and then runs its parties in
+// one of two modes:
+//
+//   - as processes (Processes): it builds the party binaries and starts,
+//     stops, kills and restarts them, each with its own log and extra
+//     environment (NZCTEST_PAUSE_AT stops one at a named point); `nzc demo`
+//     and the process-level fault tests run this way;
+//   - in this process (Group, StartAggregator, StartHospital): the same
+//     parties without processes, for `nzc bench` and the end-to-end tests.
+//
+// Either way it waits for the parties through their operations endpoints
+// (/readyz, /metrics) and the auditors' compliance API, and verifies the
+// ledger's export against the auditors' keys from the federation directory.
 package launch
 
 import (
