@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,13 +10,12 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/launch"
-	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
-	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
@@ -44,30 +42,16 @@ type federation struct {
 	*launch.Federation
 	dir      string
 	m        *crypto.Manifest
-	ca       *x509.Certificate
 	log      *slog.Logger
 	g        *launch.Group
+	auditors []*auditor.Auditor
 	machines []*auditor.Ledger
-	nodes    []*auditor.Node
-	intakes  []string
+	nodes    []*raftnode.Node
 	aggAddr  string
 	agg      *launch.Aggregator
 	lc       *aggregator.LedgerClient
 	// hospitalNets are each hospital's teachers.
 	hospitalNets [][]*model.Network
-}
-
-func (f *federation) net(p crypto.PartyFiles) (quicnet.Config, error) {
-	party, err := f.Party(p.Role, p.ID, f.log)
-	if err != nil {
-		return quicnet.Config{}, err
-	}
-	return party.Net, nil
-}
-
-// run starts fn in the background until close.
-func (f *federation) run(_ context.Context, name string, fn func(ctx context.Context) error) {
-	f.g.Go(name, fn)
 }
 
 // close stops every party and removes the federation's directory.
@@ -104,7 +88,7 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 	if f.Federation, err = launch.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
 		return nil, err
 	}
-	f.m, f.ca = f.M, f.CA
+	f.m = f.M
 	if err := f.startAuditors(ctx); err != nil {
 		return nil, err
 	}
@@ -117,79 +101,14 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 	return f, nil
 }
 
-func (f *federation) startAuditors(ctx context.Context) error {
-	var first string
-	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
-		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
-		if err != nil {
-			return err
-		}
-		key, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-		if err != nil {
-			return err
-		}
-		m, err := auditor.NewLedger(ledger.New(), p.ID, key)
-		if err != nil {
-			return err
-		}
-		c := auditor.Config{
-			DataDir: f.m.Path("bench-" + p.ID), NodeID: p.ID, BindAddr: "127.0.0.1:0",
-			ServerTLS:    crypto.ServerTLS(f.ca, cred),
-			ClientTLS:    crypto.ClientTLS(f.ca, cred),
-			StateMachine: m, Logger: f.log.With("auditor", p.ID),
-		}
-		if i == 0 {
-			c.Bootstrap = true
-		} else {
-			c.Join = []string{first}
-		}
-		n, err := auditor.New(c)
-		if err != nil {
-			return err
-		}
-		f.run(ctx, p.ID, n.Run)
-		if i == 0 {
-			first = n.Addr()
-			if err := waitFor(ctx, 30*time.Second, "the first auditor to lead", func() bool { return n.Status().State == "Leader" }); err != nil {
-				return err
-			}
-		}
-		qc, err := f.net(p)
-		if err != nil {
-			return err
-		}
-		l, err := intake.Listen("127.0.0.1:0", qc)
-		if err != nil {
-			return err
-		}
-		srv := &intake.Server{Node: n, Ledger: m, Logger: f.log}
-		f.run(ctx, p.ID+" intake", func(ctx context.Context) error {
-			defer l.Close()
-			return srv.Serve(ctx, l)
-		})
-		f.machines, f.nodes, f.intakes = append(f.machines, m), append(f.nodes, n), append(f.intakes, l.Addr().String())
+func (f *federation) startAuditors(ctx context.Context) (err error) {
+	f.auditors, err = f.StartAuditors(ctx, f.g, launch.AuditorOptions{
+		DataDir: func(id string) string { return f.m.Path("bench-" + id) }, Origin: "bench.nzc/ledger", Log: f.log,
+	})
+	for _, a := range f.auditors {
+		f.machines, f.nodes = append(f.machines, a.Ledger()), append(f.nodes, a.Node())
 	}
-	if err := waitFor(ctx, 30*time.Second, "three auditors in the cluster", func() bool { return len(f.nodes[0].Status().Peers) == auditors }); err != nil {
-		return err
-	}
-	caKey, err := crypto.LoadPrivateKey(f.m.Path(f.m.CAKey))
-	if err != nil {
-		return err
-	}
-	cmds, err := intake.GenesisCommands(f.m, caKey, "bench.nzc/ledger", time.Now())
-	if err != nil {
-		return err
-	}
-	for _, c := range cmds {
-		b, _, err := f.nodes[0].Submit(ctx, c)
-		if err != nil {
-			return err
-		}
-		if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
-			return fmt.Errorf("genesis command refused: %s %v", r.Message, err)
-		}
-	}
-	return nil
+	return err
 }
 
 func (f *federation) startAggregator(context.Context) error {
@@ -197,7 +116,7 @@ func (f *federation) startAggregator(context.Context) error {
 	if err != nil {
 		return err
 	}
-	if f.lc, err = aggregator.NewLedgerClient(p.Net, f.intakes); err != nil {
+	if f.lc, err = aggregator.NewLedgerClient(p.Net, launch.Intakes(f.auditors)); err != nil {
 		return err
 	}
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
@@ -251,8 +170,8 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 }
 
 // leader returns the auditor that leads the cluster now.
-func (f *federation) leader(ctx context.Context) (*auditor.Node, error) {
-	var l *auditor.Node
+func (f *federation) leader(ctx context.Context) (*raftnode.Node, error) {
+	var l *raftnode.Node
 	err := waitFor(ctx, 30*time.Second, "a leader", func() bool {
 		for _, n := range f.nodes {
 			if n.Status().State == "Leader" {

@@ -13,8 +13,8 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 const adminAsHelp = "the auditor whose API --api is: administration needs that auditor's own certificate"
@@ -151,7 +151,7 @@ func printEntries(w io.Writer, out entriesOutput) error {
 
 // printMembers writes the cluster membership an administrative command
 // left.
-func printMembers(w io.Writer, what string, s auditor.Status) error {
+func printMembers(w io.Writer, what string, s raftnode.Status) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s; the cluster (leader %s) is now:\n", what, s.LeaderID)
 	for _, p := range s.Peers {
@@ -189,7 +189,7 @@ membership and the ledger's auditors are separate on purpose.`,
 		if *id == "" || *addr == "" {
 			return errors.New("--id ID and --addr HOST:PORT of the joining auditor are required")
 		}
-		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (auditor.Status, error) {
+		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (raftnode.Status, error) {
 			return api.Join(ctx, *id, *addr)
 		}, fmt.Sprintf("auditor %s at %s is a member", *id, *addr))
 	}
@@ -221,15 +221,15 @@ auditors the ledger registered.`,
 		if *id == "" {
 			return errors.New("--id ID of the auditor to remove is required")
 		}
-		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (auditor.Status, error) {
+		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (raftnode.Status, error) {
 			return api.Remove(ctx, *id)
 		}, fmt.Sprintf("auditor %s is not a member", *id))
 	}
 	return cmd
 }
 
-func adminMembership(cmd *cobra.Command, c *complianceFlags, format string, change func(context.Context, *compliance.Client) (auditor.Status, error), done string) error {
-	var s auditor.Status
+func adminMembership(cmd *cobra.Command, c *complianceFlags, format string, change func(context.Context, *compliance.Client) (raftnode.Status, error), done string) error {
+	var s raftnode.Status
 	err := c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
 		s, err = change(ctx, api)
 		return err
@@ -257,15 +257,15 @@ directory by such a file, for disaster recovery.`,
 
 // snapshotSummary is what the snapshot commands print.
 type snapshotSummary struct {
-	File    string                 `json:"file"`
-	Bytes   int                    `json:"bytes"`
-	Meta    auditor.SnapshotMeta   `json:"meta"`
-	Entries int64                  `json:"entries"`
-	Root    string                 `json:"root"`
-	Restore *auditor.RestoreResult `json:"restore,omitempty"`
+	File    string                  `json:"file"`
+	Bytes   int                     `json:"bytes"`
+	Meta    raftnode.SnapshotMeta   `json:"meta"`
+	Entries int64                   `json:"entries"`
+	Root    string                  `json:"root"`
+	Restore *raftnode.RestoreResult `json:"restore,omitempty"`
 }
 
-func summarizeSnapshot(file string, b []byte, f auditor.SnapshotFile, st *ledger.State) snapshotSummary {
+func summarizeSnapshot(file string, b []byte, f raftnode.SnapshotFile, st *ledger.State) snapshotSummary {
 	return snapshotSummary{File: file, Bytes: len(b), Meta: f.Meta, Entries: st.TreeSize(), Root: st.RootHash().String()}
 }
 
@@ -289,10 +289,10 @@ is written. It needs the auditor's own certificate (--as its id).`,
 		if err != nil {
 			return err
 		}
-		var sf auditor.SnapshotFile
+		var sf raftnode.SnapshotFile
 		st := ledger.New()
 		b, err := c.download(cmd.Context(), *out, crypto.PrivateFileMode, (*compliance.Client).Snapshot, func(b []byte) (err error) {
-			if sf, err = auditor.DecodeSnapshotFile(b); err != nil {
+			if sf, err = raftnode.DecodeSnapshotFile(b); err != nil {
 				return fmt.Errorf("the auditor sent no intact snapshot: %w", err)
 			}
 			if err := st.Restore(sf.State); err != nil {
@@ -313,7 +313,7 @@ is written. It needs the auditor's own certificate (--as its id).`,
 	return cmd
 }
 
-func peerList(ps []auditor.Peer) string {
+func peerList(ps []raftnode.Peer) string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.ID+"="+p.Addr)
@@ -369,12 +369,12 @@ reports a fork when it gathers their checkpoint signatures.`,
 		if err != nil {
 			return fmt.Errorf("read the snapshot: %w", err)
 		}
-		sf, err := auditor.DecodeSnapshotFile(b)
+		sf, err := raftnode.DecodeSnapshotFile(b)
 		if err != nil {
 			return fmt.Errorf("%s: %w", *in, err)
 		}
 		st := ledger.New()
-		res, err := auditor.RestoreDataDir(*dataDir, sf, replayCheck{st})
+		res, err := raftnode.RestoreDataDir(*dataDir, sf, replayCheck{st})
 		if err != nil {
 			return err
 		}

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/party/aggregator"
+	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
@@ -151,4 +155,82 @@ func (f *Federation) HospitalRecipients() ([]*crypto.Recipient, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// AuditorOptions say how StartAuditors runs the auditors.
+type AuditorOptions struct {
+	// DataDir is where the auditor id keeps its raft state.
+	DataDir func(id string) string
+	// Raft tunes replication (zero: raftnode's defaults).
+	Raft raftnode.Tuning
+	// Origin names the ledger in its genesis.
+	Origin string
+	// Log is every auditor's logger (with its id).
+	Log *slog.Logger
+}
+
+// StartAuditors starts every auditor of the federation in g on free
+// loopback ports (raft, intake): the first founds the cluster, the others
+// join it. Once all are members it applies the federation's genesis,
+// signed with the CA key, through the last one (a follower forwards to the
+// leader). It returns the auditors in manifest order.
+func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptions) ([]*auditor.Auditor, error) {
+	ps := f.M.ByRole(crypto.RoleAuditor)
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("the federation in %s has no auditors", f.M.Dir)
+	}
+	var as []*auditor.Auditor
+	for i, pf := range ps {
+		p, err := f.Party(crypto.RoleAuditor, pf.ID, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		cfg := auditor.Config{
+			ID: p.ID, DataDir: o.DataDir(p.ID), RaftAddr: "127.0.0.1:0", IntakeAddr: "127.0.0.1:0",
+			CA: f.CA, Credential: p.Net.Credential, SigningKey: p.SigningKey, Logger: o.Log.With("auditor", p.ID), Raft: o.Raft,
+		}
+		if i == 0 {
+			cfg.Bootstrap = true
+		} else {
+			cfg.Join = []string{as[0].Addrs().Raft}
+		}
+		a, err := auditor.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		g.Go(p.ID, a.Run)
+		as = append(as, a)
+		if i == 0 {
+			if err := Poll(ctx, 30*time.Second, 10*time.Millisecond, func() bool { return a.Node().Status().State == "Leader" }); err != nil {
+				return nil, fmt.Errorf("waiting for %s to lead: %w", p.ID, err)
+			}
+		}
+	}
+	if err := Poll(ctx, 30*time.Second, 10*time.Millisecond, func() bool { return len(as[0].Node().Status().Peers) == len(as) }); err != nil {
+		return nil, fmt.Errorf("waiting for %d auditors in the cluster: %w", len(as), err)
+	}
+	caKey, err := crypto.LoadPrivateKey(f.M.Path(f.M.CAKey))
+	if err != nil {
+		return nil, err
+	}
+	cmds, err := intake.GenesisCommands(f.M, caKey, o.Origin, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := as[len(as)-1].ApplyGenesis(ctx, cmds); err != nil {
+		return nil, err
+	}
+	return as, nil
+}
+
+// Intakes returns the auditors' charge intake addresses, for the
+// aggregator's ledger client.
+func Intakes(as []*auditor.Auditor) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.Addrs().Intake
+	}
+	return out
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 // maxResponse bounds what the client reads of one answer (an export of a
@@ -129,12 +129,12 @@ func (c *Client) Export(ctx context.Context) ([]byte, error) {
 
 // Join is POST /v1/admin/join (the auditor's own certificate only); it
 // returns the membership the auditor then knows.
-func (c *Client) Join(ctx context.Context, id, addr string) (auditor.Status, error) {
+func (c *Client) Join(ctx context.Context, id, addr string) (raftnode.Status, error) {
 	return c.admin(ctx, "/v1/admin/join", JoinRequest{ID: id, Addr: addr})
 }
 
 // Remove is POST /v1/admin/remove (the auditor's own certificate only).
-func (c *Client) Remove(ctx context.Context, id string) (auditor.Status, error) {
+func (c *Client) Remove(ctx context.Context, id string) (raftnode.Status, error) {
 	return c.admin(ctx, "/v1/admin/remove", JoinRequest{ID: id})
 }
 
@@ -144,14 +144,14 @@ func (c *Client) Snapshot(ctx context.Context) ([]byte, error) {
 	return c.do(ctx, http.MethodPost, "/v1/admin/snapshot", nil)
 }
 
-func (c *Client) admin(ctx context.Context, path string, req JoinRequest) (auditor.Status, error) {
+func (c *Client) admin(ctx context.Context, path string, req JoinRequest) (raftnode.Status, error) {
 	b, err := c.do(ctx, http.MethodPost, path, req)
 	if err != nil {
-		return auditor.Status{}, err
+		return raftnode.Status{}, err
 	}
-	var s auditor.Status
+	var s raftnode.Status
 	if err := json.Unmarshal(b, &s); err != nil {
-		return auditor.Status{}, fmt.Errorf("POST %s%s: the answer is not the auditor's status: %w", c.base, path, err)
+		return raftnode.Status{}, fmt.Errorf("POST %s%s: the answer is not the auditor's status: %w", c.base, path, err)
 	}
 	return s, nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 // tlsServer serves the API over the fixture as nzc-auditor does: HTTPS
@@ -117,7 +117,7 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sf, err := auditor.DecodeSnapshotFile(snap); err != nil || sf.Meta.Index != 9 {
+	if sf, err := raftnode.DecodeSnapshotFile(snap); err != nil || sf.Meta.Index != 9 {
 		t.Fatalf("snapshot: %v %+v", err, sf.Meta)
 	}
 }
