@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 
@@ -442,12 +441,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "balances below are after the first %d entries only: replay stopped there\n", r.Replayed)
 	}
 	for _, a := range r.Accounts {
-		eps := fmt.Sprintf("%.6g", a.Epsilon)
-		if math.IsInf(a.Epsilon, 1) {
-			eps = "unbounded"
-		}
-		fmt.Fprintf(&b, "hospital %s: ε=%s of cap %g at δ=%.3g (%.3g additive δ spent), %d charges, %d answers\n",
-			a.Hospital, eps, a.CapEpsilon, a.CapDelta-a.DeltaSpent, a.DeltaSpent, a.Charges, a.Answers)
+		fmt.Fprintln(&b, a)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

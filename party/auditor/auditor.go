@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
@@ -279,7 +280,7 @@ const pollEvery = 50 * time.Millisecond
 // poll waits until cond holds or ctx ends.
 func poll(ctx context.Context, cond func() bool) error {
 	for !cond() {
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := backoff.Wait(ctx, pollEvery); err != nil {
 			return err
 		}
 	}

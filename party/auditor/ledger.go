@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
@@ -225,7 +226,7 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) 
 		if len(sigs) == len(vs) || len(pending) == 0 {
 			break
 		}
-		if sleep(ctx, wait) != nil {
+		if backoff.Wait(ctx, wait) != nil {
 			break
 		}
 		wait = min(2*wait, 200*time.Millisecond)
@@ -238,16 +239,4 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) 
 		return signed, err
 	}
 	return signed, nil
-}
-
-// sleep waits d or until ctx ends, whichever is first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

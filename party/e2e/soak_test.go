@@ -259,44 +259,12 @@ func TestSoak(t *testing.T) {
 		f := &federation{t: t, m: m, ca: ca, log: log, raftTimeout: time.Second}
 		startAuditors(t, f)
 
-		aggP := f.party(crypto.RoleAggregator, "aggregator")
-		lc, err := aggregator.NewLedgerClient(f.net(aggP), f.intakes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lc.Close() })
-		agg, err := aggregator.New(aggregator.Config{
-			ID: aggP.ID, Identity: f.identity(aggP), SigningKey: f.signingKey(aggP), OutboxDir: t.TempDir(),
-			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20},
-			Quorum:    3, Hospitals: 3, BatchDeadline: 30 * time.Second, Ledger: lc, Logger: log.With("party", "aggregator"),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := aggregator.Listen("127.0.0.1:0", f.net(aggP))
-		if err != nil {
-			t.Fatal(err)
-		}
-		aggAddr := l.Addr().String()
-		run(t, "aggregator", func(ctx context.Context) error {
-			defer l.Close()
-			return agg.Serve(ctx, l)
-		})
-
+		g := group(t)
+		agg := f.startAggregator(g, "127.0.0.1:0", f.ledgerClient(), aggregator.Config{OutboxDir: t.TempDir(),
+			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20}, Quorum: 3, Hospitals: 3, BatchDeadline: 30 * time.Second})
+		aggAddr := agg.Addr
+		hospitals := f.startHospitals(g, agg, 1e6, func(i int) teacher.Voter { return voters[i] })
 		backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-		var hospitals []*crypto.Recipient
-		for i, p := range m.ByRole(crypto.RoleHospital) {
-			n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
-				SigningKey: f.signingKey(p), CapEpsilon: 1e6, CapDelta: 1e-5, Voter: voters[i], Backoff: backoff,
-				Logger: log.With("party", p.ID)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run(t, p.ID, n.Run)
-			hospitals = append(hospitals, f.identity(p).Recipient())
-		}
-		waitFor(t, 20*time.Second, "3 hospitals to register", func() bool { ok, _ := agg.Ready(); return ok })
-		waitFor(t, 20*time.Second, "3 budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == 3 })
 
 		var done atomic.Int64 // batches labelled, over every student
 		warmAt := int64(math.Ceil(soakWarmUp * float64(queries) / soakBatch))

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -410,11 +411,7 @@ func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, 
 // transient fault (the aggregator restarting, hospitals reconnecting, a
 // ledger election) does not stop a long run.
 func retryWait(attempt int, retryAfter time.Duration) time.Duration {
-	wait := maxRetryWait
-	if attempt < 8 {
-		wait = min(maxRetryWait, 500*time.Millisecond<<max(0, attempt-1))
-	}
-	return max(wait, retryAfter)
+	return max(backoff.Ceiling(attempt, 500*time.Millisecond, maxRetryWait), retryAfter)
 }
 
 const maxRetryWait = 10 * time.Second

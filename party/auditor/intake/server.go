@@ -41,29 +41,12 @@ func Listen(addr string, cfg quicnet.Config) (*quicnet.Listener, error) {
 
 // Serve accepts connections on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l *quicnet.Listener) error {
-	log := s.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	aggOnly := []crypto.Role{crypto.RoleAggregator}
 	mux := quicnet.Mux{
 		protocol.TypeLedgerSubmit:  {Roles: aggOnly, Handle: s.submit},
 		protocol.TypeBudgetRequest: {Roles: aggOnly, Handle: s.budget},
 	}
-	for {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		go func() {
-			if err := c.Serve(ctx, mux); err != nil {
-				log.Debug("intake connection ended", "peer", c.Peer().String(), "err", err)
-			}
-		}()
-	}
+	return l.Serve(ctx, mux, s.Logger)
 }
 
 func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	retry "github.com/nzcfed/nzc/internal/backoff"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
@@ -693,20 +695,9 @@ func (n *Node) localCheckpoint(body []byte) ([]byte, error) {
 }
 
 // backoff waits between retries: 5ms doubling to 200ms.
-type backoff struct{ d time.Duration }
+type backoff struct{ attempt int }
 
 func (b *backoff) wait(ctx context.Context) error {
-	if b.d == 0 {
-		b.d = 5 * time.Millisecond
-	} else {
-		b.d = min(2*b.d, 200*time.Millisecond)
-	}
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	b.attempt++
+	return retry.Wait(ctx, retry.Ceiling(b.attempt, 5*time.Millisecond, 200*time.Millisecond))
 }
