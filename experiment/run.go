@@ -143,21 +143,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 			spec, _ = model.Preset(cfg.SweepTeacherModel, train.Shape, classes)
 			tc = cfg.SweepTeacherTrain
 		}
-		log.Info("training teachers", "teachers", k, "model", spec.String())
-		parts, err := data.Partition(train.Len(), []int{k}, cfg.Seed)
-		if err != nil {
-			return nil, err
-		}
-		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{
-			Spec: spec, Train: tc, Seed: cfg.Seed ^ uint64(k)<<32,
-			CacheDir: cfg.CacheDir, Progress: cfg.Progress, Clock: now, Logger: log,
-		}, train, parts[0])
-		if err != nil {
-			return nil, err
-		}
-		// Every teacher labels every student example: the queries for the
-		// votes, all of them for the single-teacher accuracy.
-		preds, err := ensemble.Predictions(ctx, teachers, test.X)
+		preds, err := teacherPredictions(ctx, cfg, spec, tc, k, classes, now, log)
 		if err != nil {
 			return nil, err
 		}
@@ -225,6 +211,48 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	rep.WallSeconds = now().Sub(start).Seconds()
 	return rep, nil
+}
+
+// teacherPredictions trains (or loads) the ensemble of k teachers and
+// returns every teacher's prediction for every student example: the
+// queries for the votes, all of them for the single-teacher accuracy. With
+// a cache directory the predictions themselves are cached, keyed by
+// everything that determines them, so a later run with the same teachers
+// and data neither loads nor runs the networks.
+func teacherPredictions(ctx context.Context, cfg Config, spec model.Spec, tc model.TrainConfig, k, classes int, now func() time.Time, log *slog.Logger) ([][]int, error) {
+	train, test := cfg.Data.Train, cfg.Data.Test
+	seed := cfg.Seed ^ uint64(k)<<32
+	var path string
+	if cfg.CacheDir != "" {
+		path = votesKey{Format: votesFormat, Model: model.FormatVersion, Train: train.Hash(), Test: test.Hash(),
+			Spec: spec, Training: tc, Seed: seed, Teachers: k}.path(cfg.CacheDir)
+		if p := loadVotes(path, classes, k, test.Len()); p != nil {
+			log.Info("teacher votes loaded from cache", "teachers", k, "model", spec.String())
+			return p, nil
+		}
+	}
+	log.Info("training teachers", "teachers", k, "model", spec.String())
+	parts, err := data.Partition(train.Len(), []int{k}, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{
+		Spec: spec, Train: tc, Seed: seed,
+		CacheDir: cfg.CacheDir, Progress: cfg.Progress, Clock: now, Logger: log,
+	}, train, parts[0])
+	if err != nil {
+		return nil, err
+	}
+	preds, err := ensemble.Predictions(ctx, teachers, test.X)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if err := saveVotes(path, preds); err != nil {
+			return nil, err
+		}
+	}
+	return preds, nil
 }
 
 // paramString describes a mechanism's parameters for the table.
