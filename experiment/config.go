@@ -226,13 +226,6 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// DefaultConsistency is the consistency training of the paper-mnist
-// student (see docs/ML.md for how it was chosen).
-func DefaultConsistency() model.Consistency {
-	return model.Consistency{Threshold: 0.9, Weight: 1, Ratio: 3, Epochs: 6,
-		Strong: model.Augment{Rotate: 12, Scale: 0.1, Shift: 3, Cutout: 8}}
-}
-
 // Preset names.
 const (
 	PresetQuick      = "quick"

@@ -14,6 +14,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/experiment"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/ml/selection"
 )
@@ -148,7 +149,7 @@ holding the four standard idx files works.`,
 		case "":
 		case "on":
 			if !cfg.Consistency.Enabled() {
-				cfg.Consistency = experiment.DefaultConsistency()
+				cfg.Consistency = ensemble.DefaultConsistency()
 			}
 		case "off":
 			cfg.Consistency = model.Consistency{}
