@@ -11,4 +11,58 @@
 // Snapshot/Restore for its snapshots.
 //
 // docs/LEDGER.md describes the encoding, the rules and the verification.
+//
+// # The cap gate is sound under adaptive composition
+//
+// A hospital's account sees a sequence of charges whose mechanisms, sizes
+// and — for confident-GNMax — realized costs depend on labels released
+// before them: the student picks its next batch after reading the last
+// one, and a confident-GNMax query pays for its answer only when its
+// private threshold test passes. The usual RDP composition theorem fixes
+// the sequence of costs in advance, so it does not cover this account, and
+// neither does converting the running total with the tight conversion as if
+// it were one fixed composition. The gate uses instead the conversion of
+// mechanism.Curve.FilterEpsilon, and the argument is this.
+//
+// Fix neighbouring datasets, let L_t be the privacy loss of the first t
+// released outputs (log of the ratio of their probabilities under the two
+// datasets, with outputs drawn from the first), and S_t(α) the sum of the
+// curves charged for them at order α. Each charge's curve is fixed before
+// its mechanism runs (admission uses the batch's data-independent worst
+// case; a confident-GNMax query's answer cost is a second step taken only
+// after its test's output), and each mechanism is α-RDP at that value
+// conditionally on the past, so E[exp((α−1)ℓ_t) | past] ≤ exp((α−1)ρ_t(α)).
+// Hence M_t(α) = exp((α−1)(L_t − S_t(α))) is a non-negative supermartingale
+// with M_0 = 1, for every α at once. This holds for every mix of mechanisms:
+// a pure ε-DP mechanism (lnmax, the paper's Laplace nzc, an nzc-svt session)
+// is charged mechanism.PureDP, a valid RDP curve at every order, and a
+// Gaussian one its Gaussian curve; nothing requires the curves to share a
+// shape, which is what the fixed-order filters of Feldman and Zrnic (2021)
+// would need to extend across orders.
+//
+// Let τ be the last released output (a bounded stopping time: each release
+// is decided from public state). The gate released it only if, for the
+// account's remaining conversion δ and cap ε, some order α_j of the m filter
+// orders has S_τ(α_j) ≤ s_j, where s_j is the RDP value whose tight
+// conversion at order α_j and δ/m is ε. The tight conversion's pointwise
+// bound (Canonne, Kamath and Steinke 2020, Proposition 12) says
+// (1 − e^(ε−L))₊ ≤ (δ/m)·exp((α_j−1)(L − s_j)) for every L — that is
+// what choosing s_j by the conversion means. On the event S_τ(α_j) ≤ s_j the
+// right side is at most (δ/m)·M_τ(α_j); the gate puts every release in one
+// of these events, so
+//
+//	E[(1 − e^(ε−L_τ))₊] ≤ Σ_j (δ/m)·E[M_τ(α_j)] ≤ δ
+//
+// by optional stopping. The left side is the hockey-stick divergence of the
+// whole transcript, so the transcript is (ε, δ)-DP. The additive δ of
+// mechanisms that have one (an nzc-svt session's stability test) is a
+// failure event of probability at most that δ on top, so the gate converts
+// at the cap's δ less every additive δ already charged, and the guarantee
+// is (cap ε, cap δ). The price of adaptivity is the log(m)/(α−1) in the
+// conversion, m = 17 orders of the default grid; TestGateMixedMechanisms
+// drives an account through lnmax answers, nzc-svt sessions and gnmax
+// answers and checks the gate against this rule, including a charge that a
+// fixed-sequence conversion would have admitted. The guarantee is for the
+// cap in force when the last output was released; a hospital that raises
+// its cap extends the same account, and the bound then is for the new cap.
 package ledger

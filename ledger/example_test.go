@@ -72,5 +72,5 @@ func Example() {
 	// accepted
 	// refused cap-exceeded hosp-a
 	// verified: true entries: 5
-	// hosp-a: ε = 1.478 of 2
+	// hosp-a: ε = 1.707 of 2
 }

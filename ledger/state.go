@@ -387,7 +387,7 @@ func convert(c mechanism.Curve, delta float64) mechanism.Conversion {
 	if c.IsZero() && delta > 0 && delta < 1 {
 		return mechanism.Conversion{Epsilon: 0, Delta: delta}
 	}
-	conv, err := c.Epsilon(delta)
+	conv, err := c.FilterEpsilon(delta)
 	if err != nil {
 		return mechanism.Conversion{Epsilon: math.Inf(1), Delta: delta}
 	}

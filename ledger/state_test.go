@@ -219,8 +219,8 @@ func TestCapExceededReportsFigures(t *testing.T) {
 	g := mechanism.DefaultGrid()
 	spent, _ := g.CurveOf(gaussCurve(20, 10))
 	charge, _ := g.CurveOf(gaussCurve(5, 10))
-	wantSpent, _ := spent.Epsilon(1e-6)
-	wantCharge, _ := charge.Epsilon(1e-6)
+	wantSpent, _ := spent.FilterEpsilon(1e-6)
+	wantCharge, _ := charge.FilterEpsilon(1e-6)
 	if re.SpentEpsilon != wantSpent.Epsilon || re.ChargeEpsilon != wantCharge.Epsilon || re.CapEpsilon != 2 {
 		t.Fatalf("refusal figures spent %v charge %v cap %v, want %v %v 2", re.SpentEpsilon, re.ChargeEpsilon, re.CapEpsilon, wantSpent.Epsilon, wantCharge.Epsilon)
 	}
@@ -280,7 +280,7 @@ func TestEpsilonAgreesWithMechanism(t *testing.T) {
 	}
 	caps := map[string]float64{"h1": 1e-5, "h2": 1e-6, "h3": 1e-5}
 	for _, a := range f.st.Accounts() {
-		conv, err := want[a.Hospital].Epsilon(caps[a.Hospital] - deltas[a.Hospital])
+		conv, err := want[a.Hospital].FilterEpsilon(caps[a.Hospital] - deltas[a.Hospital])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,8 +303,8 @@ func TestCapAtHospitalDelta(t *testing.T) {
 	curve := gaussCurve(20, 40)
 	g := mechanism.DefaultGrid()
 	c, _ := g.CurveOf(curve)
-	at5, _ := c.Epsilon(1e-5)
-	at10, _ := c.Epsilon(1e-10)
+	at5, _ := c.FilterEpsilon(1e-5)
+	at10, _ := c.FilterEpsilon(1e-10)
 	if !(at5.Epsilon < 2.5 && at10.Epsilon > 2.5) {
 		t.Fatalf("test curve must straddle the cap: ε=%v at 1e-5, %v at 1e-10", at5.Epsilon, at10.Epsilon)
 	}
@@ -332,7 +332,7 @@ func TestSVTSession(t *testing.T) {
 	h1, h3 := epsOf()
 	g := mechanism.DefaultGrid()
 	c, _ := g.CurveOf(cost)
-	want, _ := c.Epsilon(1e-5)
+	want, _ := c.FilterEpsilon(1e-5)
 	if h1 != want.Epsilon || h3 != want.Epsilon {
 		t.Fatalf("after opening ε = %v, %v; want the session's whole cost %v", h1, h3, want.Epsilon)
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/bench"
+	"github.com/nzcfed/nzc/cmd/internal/cli"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 )
 

@@ -18,25 +18,126 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 )
 
-// Pair is a pair of neighbouring histograms: D2 is D with one teacher's vote
-// moved from one class to another.
+// Pair is a pair of neighbouring inputs: D2 is D with one teacher's vote
+// moved from one class to another, on every query. A per-query mechanism is
+// audited on one query; an nzc-svt session on a sequence of queries, asked
+// in order within one session.
 type Pair struct {
 	Name  string
-	D, D2 mechanism.Histogram
+	D, D2 []mechanism.Histogram
 }
 
-// WorstCasePairs returns the audited neighbours for two classes and the
-// given number of teachers t (at least 4): the top-two gap of D is 0, 1, 2,
-// about t/2 (where nzc-svt's default threshold t/4 sits on the distance to
-// instability) and t, and one teacher moves from class 0 to class 1.
+func onePair(name string, d, d2 mechanism.Histogram) Pair {
+	return Pair{Name: name, D: []mechanism.Histogram{d}, D2: []mechanism.Histogram{d2}}
+}
+
+// WorstCasePairs returns the fixed neighbours for two classes and the given
+// number of teachers t (at least 4): the top-two gap of D is 0, 1, 2,
+// about t/2 and t, and one teacher moves from class 0 to class 1.
 func WorstCasePairs(teachers int) []Pair {
 	h := teachers / 2
 	return []Pair{
-		{"gap 0", mechanism.Histogram{h, h}, mechanism.Histogram{h - 1, h + 1}},
-		{"gap 1", mechanism.Histogram{h, h - 1}, mechanism.Histogram{h - 1, h}},
-		{"gap 2", mechanism.Histogram{h + 1, h - 1}, mechanism.Histogram{h, h}},
-		{"gap " + fmt.Sprint(2*(teachers/4)), mechanism.Histogram{teachers - teachers/4, teachers / 4}, mechanism.Histogram{teachers - teachers/4 - 1, teachers/4 + 1}},
-		{"gap " + fmt.Sprint(teachers), mechanism.Histogram{teachers, 0}, mechanism.Histogram{teachers - 1, 1}},
+		onePair("gap 0", mechanism.Histogram{h, h}, mechanism.Histogram{h - 1, h + 1}),
+		onePair("gap 1", mechanism.Histogram{h, h - 1}, mechanism.Histogram{h - 1, h}),
+		onePair("gap 2", mechanism.Histogram{h + 1, h - 1}, mechanism.Histogram{h, h}),
+		onePair("gap "+fmt.Sprint(2*(teachers/4)), mechanism.Histogram{teachers - teachers/4, teachers / 4}, mechanism.Histogram{teachers - teachers/4 - 1, teachers/4 + 1}),
+		onePair("gap "+fmt.Sprint(teachers), mechanism.Histogram{teachers, 0}, mechanism.Histogram{teachers - 1, 1}),
+	}
+}
+
+// gapPair returns the two-class pair whose first histogram has top-two gap
+// at least g (the nearest the ensemble's parity allows, at most t).
+func gapPair(t, g int) (Pair, bool) {
+	a := (t + g + 1) / 2
+	if a > t || a < 1 {
+		return Pair{}, false
+	}
+	return onePair(fmt.Sprintf("gap %d", 2*a-t), mechanism.Histogram{a, t - a}, mechanism.Histogram{a - 1, t - a + 1}), true
+}
+
+// CasePairs returns the neighbours on which p's mechanism is audited. For a
+// per-query mechanism: top-two gaps 0, 1 and 2, gaps of 1 to 8 noise scales
+// (σ for Gaussian noise, b for Laplace; where the loss of a noisy argmax
+// peaks), and the pair where the exact two-class analysis finds the largest
+// loss. For nzc-svt: sessions of several queries whose distances sit at the
+// threshold, so that refusals happen and the refusal limit is reached, with
+// and without an unstable query whose label differs between D and D'.
+func CasePairs(p mechanism.Params) []Pair {
+	t := p.Teachers
+	if p.Mechanism == mechanism.NZCSVT {
+		return sessionPairs(p)
+	}
+	scale := p.Sigma
+	switch p.Mechanism {
+	case mechanism.LNMax:
+		scale = p.Scale
+	case mechanism.NZC:
+		if p.Noise == mechanism.NoiseLaplace {
+			scale = p.Scale
+		}
+	case mechanism.ConfidentGNMax:
+		scale = p.Sigma2
+	}
+	var out []Pair
+	seen := map[string]bool{}
+	add := func(pr Pair, ok bool) {
+		if ok && !seen[pr.Name] {
+			seen[pr.Name] = true
+			out = append(out, pr)
+		}
+	}
+	for _, g := range []int{0, 1, 2} {
+		add(gapPair(t, g))
+	}
+	for k := 1; k <= 8; k++ {
+		add(gapPair(t, int(math.Ceil(float64(k)*scale))))
+	}
+	if ex, err := ExactTwoClass(p, 1e-5); err == nil && ex.A >= 1 {
+		a := ex.A
+		pr := onePair(fmt.Sprintf("gap %d", 2*a-t), mechanism.Histogram{a, t - a}, mechanism.Histogram{a - 1, t - a + 1})
+		add(pr, true)
+	}
+	return out
+}
+
+// distanceHist returns a two-class histogram of t votes whose distance to
+// instability is d (class 0 on top), clipped to what t allows.
+func distanceHist(t, d int) mechanism.Histogram {
+	a := min(t, (t+2*d+1)/2)
+	return mechanism.Histogram{a, t - a}
+}
+
+// sessionPairs are nzc-svt's audited sessions: K+2 queries (at most 5) at
+// the threshold's distance, so that a session refuses, reaches its limit
+// and stops; the same with an unstable last query; and queries just above
+// the threshold.
+func sessionPairs(p mechanism.Params) []Pair {
+	t, T := p.Teachers, int(math.Floor(p.Threshold))
+	q := min(p.MaxRefusals+2, 5)
+	seq := func(name string, ds []int, unstableLast bool) Pair {
+		var pr Pair
+		pr.Name = name
+		for i, d := range ds {
+			h := distanceHist(t, d)
+			h2 := mechanism.Histogram{h[0] - 1, h[1] + 1}
+			if unstableLast && i == len(ds)-1 {
+				half := t / 2
+				h, h2 = mechanism.Histogram{half, t - half - (t % 2)}, mechanism.Histogram{half - 1, t - half - (t % 2) + 1}
+			}
+			pr.D, pr.D2 = append(pr.D, h), append(pr.D2, h2)
+		}
+		return pr
+	}
+	at := make([]int, q)
+	above := make([]int, q)
+	for i := range q {
+		at[i] = max(T, 1)
+		above[i] = max(T+2, 1)
+	}
+	return []Pair{
+		seq(fmt.Sprintf("session of %d queries at distance %d", q, at[0]), at, false),
+		seq(fmt.Sprintf("session of %d queries, the last unstable", q), at, true),
+		seq(fmt.Sprintf("session of %d queries at distance %d", q, above[0]), above, false),
 	}
 }
 
@@ -67,16 +168,23 @@ func DefaultCases(teachers int) []Case {
 
 // Config sets the size and confidence of an audit.
 type Config struct {
-	Trials     int     // runs of the mechanism per histogram
+	Trials     int     // runs of the mechanism (or session) per input
 	Confidence float64 // probability that every reported lower bound holds, e.g. 0.95
 	// Delta is the δ at which the accounted ε of a mechanism without a pure
-	// ε is computed (tight RDP conversion); the lower bound uses the same δ.
+	// ε is computed (tight RDP conversion); the lower bound and the exact
+	// two-class ε use the same δ.
 	Delta float64
+	// Accountant computes the (ε, δ) the accounting charges; nil means
+	// Accounted. Tests put a deliberately wrong one here to show that the
+	// audit catches it.
+	Accountant func(p mechanism.Params, delta float64) (eps, d float64, err error)
 }
 
 // Result is the audit of one Case.
 type Result struct {
 	Params mechanism.Params
+	// Pairs are the inputs the mechanism ran on.
+	Pairs []Pair
 	// EpsilonAccounted is the per-query ε the accounting charges at
 	// DeltaAccounted (pure ε and δ = 0 when the mechanism has one; for
 	// nzc-svt the session's ε and δ).
@@ -86,12 +194,15 @@ type Result struct {
 	// the true ε at DeltaAccounted. 0 when no event gives a positive bound.
 	EpsilonLowerBound float64
 	// Witness names the pair, direction and output event that gave the bound.
-	Witness    string
+	Witness string
+	// Exact is the exact two-class ε at DeltaAccounted (nil for nzc-svt,
+	// which only the sampled audit covers).
+	Exact      *Exact
 	PaperClaim *float64
-	// OK is EpsilonAccounted ≥ EpsilonLowerBound.
+	// OK is EpsilonAccounted ≥ EpsilonLowerBound, and ≥ Exact.Epsilon.
 	OK bool
-	// Counts[i] are the output counts on Pairs[i].D and .D2: index = label,
-	// last = refused.
+	// Counts[i] are the output counts on Pairs[i].D and .D2, indexed by
+	// outcome (see Outcomes).
 	Counts [][2][]int
 }
 
@@ -124,29 +235,107 @@ func Accounted(p mechanism.Params, delta float64) (eps, d float64, err error) {
 	return max(conv.Epsilon, conv2.Epsilon), conv.Delta, nil
 }
 
-// Run audits one case on the given pairs. progress, if not nil, is called
-// after each batch of runs with the number done so far.
+// outcomes is the number of outcomes of one query with the given number of
+// classes: a label, a refusal, or (in a session) not asked because the
+// session had stopped.
+func outcomes(classes int) int { return classes + 2 }
+
+// OutcomeName names outcome index i of a run over q queries of the given
+// number of classes: one symbol per query, a label, "⊥" for a refusal and
+// "·" for a query not asked after the session stopped.
+func OutcomeName(i, q, classes int) string {
+	base := outcomes(classes)
+	out := make([]byte, 0, 2*q)
+	syms := make([]string, q)
+	for k := q - 1; k >= 0; k-- {
+		o := i % base
+		i /= base
+		switch {
+		case o < classes:
+			syms[k] = fmt.Sprint(o)
+		case o == classes:
+			syms[k] = "⊥"
+		default:
+			syms[k] = "·"
+		}
+	}
+	for k, s := range syms {
+		if k > 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, s...)
+	}
+	return string(out)
+}
+
+// runOnce runs the mechanism once over the queries hs (one fresh session for
+// nzc-svt) and returns the outcome index.
+func runOnce(src mechanism.Source, p mechanism.Params, hs []mechanism.Histogram) (int, error) {
+	base := outcomes(len(hs[0]))
+	idx := 0
+	m, err := mechanism.New(p)
+	if err != nil {
+		return 0, err
+	}
+	stopped := false
+	for _, h := range hs {
+		o := len(h) + 1 // not asked
+		if !stopped {
+			out, err := m.Answer(src, h)
+			if errors.Is(err, mechanism.ErrSessionExhausted) {
+				stopped = true
+			} else if err != nil {
+				return 0, err
+			} else if out.Refused {
+				o = len(h)
+			} else {
+				o = out.Label
+			}
+		}
+		idx = idx*base + o
+	}
+	return idx, nil
+}
+
+// Run audits one case on the given pairs (CasePairs(c.Params) when pairs is
+// nil). progress, if not nil, is called after each batch of runs with the
+// number done so far.
 func Run(ctx context.Context, src mechanism.Source, c Case, pairs []Pair, cfg Config, progress func(done int)) (Result, error) {
 	if cfg.Trials < 1 || !(cfg.Confidence > 0 && cfg.Confidence < 1) || !(cfg.Delta >= 0 && cfg.Delta < 1) {
 		return Result{}, ErrBadConfig
 	}
-	res := Result{Params: c.Params, PaperClaim: c.PaperClaim}
+	if pairs == nil {
+		pairs = CasePairs(c.Params)
+	}
+	res := Result{Params: c.Params, PaperClaim: c.PaperClaim, Pairs: pairs}
+	account := cfg.Accountant
+	if account == nil {
+		account = Accounted
+	}
 	var err error
-	if res.EpsilonAccounted, res.DeltaAccounted, err = Accounted(c.Params, max(cfg.Delta, 1e-300)); err != nil {
+	if res.EpsilonAccounted, res.DeltaAccounted, err = account(c.Params, max(cfg.Delta, 1e-300)); err != nil {
 		return res, err
 	}
 	if math.IsInf(mustPure(c.Params), 1) && cfg.Delta == 0 {
 		return res, fmt.Errorf("%w: %s has no pure ε; give δ > 0", ErrBadConfig, c.Params.Mechanism)
 	}
+	if ex, err := ExactTwoClass(c.Params, res.DeltaAccounted); err == nil {
+		res.Exact = &ex
+	} else if !errors.Is(err, ErrNoExact) {
+		return res, err
+	}
 	done := 0
 	for _, pr := range pairs {
+		if len(pr.D) == 0 || len(pr.D) != len(pr.D2) {
+			return res, fmt.Errorf("%w: pair %q needs the same number of queries on both sides", ErrBadConfig, pr.Name)
+		}
+		size := 1
+		for range pr.D {
+			size *= outcomes(len(pr.D[0]))
+		}
 		var counts [2][]int
-		for side, h := range []mechanism.Histogram{pr.D, pr.D2} {
-			cnt := make([]int, len(h)+1)
-			m, err := mechanism.New(c.Params)
-			if err != nil {
-				return res, err
-			}
+		for side, hs := range [][]mechanism.Histogram{pr.D, pr.D2} {
+			cnt := make([]int, size)
 			for i := range cfg.Trials {
 				if i%4096 == 0 {
 					if err := ctx.Err(); err != nil {
@@ -156,21 +345,11 @@ func Run(ctx context.Context, src mechanism.Source, c Case, pairs []Pair, cfg Co
 						progress(done)
 					}
 				}
-				if c.Params.Mechanism == mechanism.NZCSVT {
-					// One query per session: a fresh session each run.
-					if m, err = mechanism.New(c.Params); err != nil {
-						return res, err
-					}
-				}
-				o, err := m.Answer(src, h)
+				o, err := runOnce(src, c.Params, hs)
 				if err != nil {
 					return res, err
 				}
-				if o.Refused {
-					cnt[len(h)]++
-				} else {
-					cnt[o.Label]++
-				}
+				cnt[o]++
 				done++
 			}
 			counts[side] = cnt
@@ -199,21 +378,34 @@ func Run(ctx context.Context, src mechanism.Source, c Case, pairs []Pair, cfg Co
 				}
 				if e := math.Log((lo - res.DeltaAccounted) / hi); e > res.EpsilonLowerBound {
 					res.EpsilonLowerBound = e
-					name := "refused"
-					if ev < len(a)-1 {
-						name = fmt.Sprintf("label %d", ev)
-					}
 					from, to := "D", "D'"
 					if dir == 1 {
 						from, to = to, from
 					}
+					name := OutcomeName(ev, len(pairs[i].D), len(pairs[i].D[0]))
 					res.Witness = fmt.Sprintf("%s: P[%s | %s] vs P[%s | %s]", pairs[i].Name, name, from, name, to)
 				}
 			}
 		}
 	}
 	res.OK = res.EpsilonAccounted >= res.EpsilonLowerBound
+	if res.Exact != nil && exceeds(res.Exact.Epsilon, res.EpsilonAccounted) {
+		res.OK = false
+	}
 	return res, nil
+}
+
+// resolvable is the largest ε the exact analysis resolves: probabilities
+// below e^-resolvable underflow a float64, so beyond it an exact ε reads +Inf.
+const resolvable = 700
+
+// exceeds reports whether an exact ε is above the accounted one, allowing
+// for rounding, and treating every ε beyond what a float64 resolves as equal.
+func exceeds(exact, accounted float64) bool {
+	if accounted >= resolvable {
+		return false
+	}
+	return exact > accounted*(1+1e-9)+1e-12
 }
 
 func mustPure(p mechanism.Params) float64 {

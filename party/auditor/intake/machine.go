@@ -51,7 +51,7 @@ func Budgets(s *ledger.State, req *nzcpb.BudgetRequest) *nzcpb.BudgetResponse {
 			if c, err := grid.CurveOf(a.Curve); err == nil {
 				if c.IsZero() {
 					b.EpsilonSpent = 0
-				} else if conv, err := c.Epsilon(d); err == nil {
+				} else if conv, err := c.FilterEpsilon(d); err == nil {
 					b.EpsilonSpent = conv.Epsilon
 				}
 			}
