@@ -108,18 +108,30 @@ var ErrConfig = errors.New("invalid experiment configuration")
 // (Laplace scale 20) and NZC (c = 1e100, γ = 1e10, i.e. Laplace scale
 // 1e-10), and PATE 2018's MNIST settings for GNMax (σ = 40) and
 // Confident-GNMax (T = 200, σ1 = 150, σ2 = 40). nzc-svt uses one session
-// with K = 2 refusals, threshold 100 on the distance to instability, b_ρ = 2
-// and b_ν = 4: ε = 1.5 at δ ≈ 1e-5 for the whole session (the setting that
-// answered the most queries at ε ≤ 2 with 250 small-CNN teachers, tuned on
-// the queries).
+// of ε = 1 (see svtSession).
 func DefaultMechanisms() map[string]mechanism.Params {
 	return map[string]mechanism.Params{
 		string(mechanism.LNMax):          {Mechanism: mechanism.LNMax, Scale: 20},
 		string(mechanism.NZC):            {Mechanism: mechanism.NZC, Noise: mechanism.NoiseLaplace, Scale: 1e-10, Constant: 1e100},
 		string(mechanism.GNMax):          {Mechanism: mechanism.GNMax, Sigma: 40},
 		string(mechanism.ConfidentGNMax): {Mechanism: mechanism.ConfidentGNMax, Threshold: 200, Sigma1: 150, Sigma2: 40},
-		string(mechanism.NZCSVT):         {Mechanism: mechanism.NZCSVT, Scale: 2, Threshold: 100, MaxRefusals: 2, DistanceScale: 4},
+		string(mechanism.NZCSVT):         svtSession(),
 	}
+}
+
+// svtSession is the nzc-svt session of the presets: one session of pure
+// ε = 1 with its own δ at most 5e-6 (half the presets' δ) and K = 1, the
+// lowest threshold mechanism.PlanSession finds for 250 teachers (T = 71,
+// b_ρ ≈ 2.67, b_ν = 3.2). With the student's typical-first order one
+// refusal is enough: it ends the session once the queries its teachers
+// agree on run out.
+func svtSession() mechanism.Params {
+	p, err := mechanism.PlanSession(1, 5e-6, 1, ReferenceTeachers, 10)
+	if err != nil {
+		panic("experiment: the preset's nzc-svt session cannot be planned: " + err.Error())
+	}
+	p.Teachers, p.Classes = 0, 0
+	return p
 }
 
 // ParamsFor returns p adapted to an ensemble of k teachers. The paper's
