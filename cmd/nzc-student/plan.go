@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/student"
 )
 
@@ -33,19 +32,8 @@ typical so that an nzc-svt session spends its refusals last.`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
-	var p mechanism.Params
-	name := fs.String("mechanism", "", "the aggregator's mechanism: lnmax, gnmax, confident-gnmax, nzc-svt or nzc")
-	fs.Float64Var(&p.Scale, "scale", 0, "Laplace scale (lnmax, nzc) or the threshold noise b_ρ (nzc-svt)")
-	fs.Float64Var(&p.Sigma, "sigma", 0, "Gaussian σ (gnmax, nzc with Gaussian noise)")
-	fs.Float64Var(&p.Threshold, "threshold", 0, "threshold (confident-gnmax, nzc-svt)")
-	fs.Float64Var(&p.Sigma1, "sigma1", 0, "confident-gnmax: σ of the threshold test")
-	fs.Float64Var(&p.Sigma2, "sigma2", 0, "confident-gnmax: σ of the answer")
-	fs.IntVar(&p.MaxRefusals, "max-refusals", 0, "nzc-svt: refusals per session (K)")
-	fs.Float64Var(&p.DistanceScale, "distance-scale", 0, "nzc-svt: noise on the distance to instability b_ν (0: 2·K·b_ρ)")
-	fs.Float64Var(&p.Constant, "constant", 0, "nzc: the constant added to the top vote")
-	noise := fs.String("noise", "", "nzc: laplace or gaussian")
-	fs.IntVar(&p.Teachers, "teachers", 0, "teachers voting on each query, over all hospitals")
-	fs.IntVar(&p.Classes, "classes", 10, "classes")
+	mf := cli.AddMechanismFlags(cmd, "", "teachers voting on each query, over all hospitals")
+	classes := fs.Int("classes", 10, "classes")
 	target := fs.Float64("target-epsilon", 0, "ε per hospital the plan must stay within")
 	delta := fs.Float64("delta", 1e-5, "δ per hospital")
 	maxQ := fs.Int("max-queries", 9000, "queries the student holds")
@@ -55,7 +43,8 @@ typical so that an nzc-svt session spends its refusals last.`,
 		if err != nil {
 			return err
 		}
-		p.Mechanism, p.Noise = mechanism.Kind(*name), mechanism.Noise(*noise)
+		p := mf.Params()
+		p.Classes = *classes
 		plan, err := student.PlanQueries(p, *target, *delta, *maxQ)
 		if err != nil {
 			return err

@@ -35,40 +35,14 @@ Histograms are a JSON array of arrays of non-negative integers, one histogram
 }
 
 // mechFlags are the flags that describe a mechanism.
-type mechFlags struct {
-	mechanism, noise                                  string
-	scale, sigma, constant, threshold, sigma1, sigma2 float64
-	distanceScale                                     float64
-	maxRefusals, teachers                             int
-}
+type mechFlags struct{ *cli.MechanismFlags }
 
 func addMechFlags(cmd *cobra.Command) *mechFlags {
-	f := &mechFlags{}
-	fs := cmd.Flags()
-	fs.StringVar(&f.mechanism, "mechanism", "gnmax", "aggregation mechanism: nzc, lnmax, gnmax, confident-gnmax or nzc-svt")
-	fs.StringVar(&f.noise, "noise", "", "noise of nzc: laplace (default) or gaussian")
-	fs.Float64Var(&f.scale, "scale", 0, "discrete Laplace scale b (nzc with laplace noise, lnmax; nzc-svt: threshold noise)")
-	fs.Float64Var(&f.sigma, "sigma", 0, "discrete Gaussian σ (nzc with gaussian noise, gnmax)")
-	fs.Float64Var(&f.constant, "constant", 0, "nzc: the whole number c added to the top vote count (the paper uses 1e100)")
-	fs.Float64Var(&f.threshold, "threshold", 0, "threshold T (confident-gnmax: on the noisy top count; nzc-svt: on the noisy distance to instability)")
-	fs.Float64Var(&f.sigma1, "sigma1", 0, "confident-gnmax: σ of the threshold test")
-	fs.Float64Var(&f.sigma2, "sigma2", 0, "confident-gnmax: σ of the answer")
-	fs.IntVar(&f.maxRefusals, "max-refusals", 0, "nzc-svt: refusals K after which a session stops")
-	fs.Float64Var(&f.distanceScale, "distance-scale", 0, "nzc-svt: Laplace scale on the distance (default 2·K·scale)")
-	fs.IntVar(&f.teachers, "teachers", 0, "number of teachers (default: the largest number of votes in any histogram)")
-	return f
+	return &mechFlags{cli.AddMechanismFlags(cmd, "gnmax", "number of teachers (default: the largest number of votes in any histogram)")}
 }
 
 func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
-	p := mechanism.Params{
-		Mechanism: mechanism.Kind(f.mechanism), Noise: mechanism.Noise(f.noise),
-		Scale: f.scale, Sigma: f.sigma, Constant: f.constant, Threshold: f.threshold,
-		Sigma1: f.sigma1, Sigma2: f.sigma2, MaxRefusals: f.maxRefusals, DistanceScale: f.distanceScale,
-		Teachers: f.teachers,
-	}
-	if p.Mechanism == mechanism.NZC && p.Noise == "" {
-		p.Noise = mechanism.NoiseLaplace
-	}
+	p := f.Params()
 	if p.Teachers == 0 {
 		for _, h := range hs {
 			s := 0
