@@ -289,3 +289,21 @@ func TestProvenEpsilon(t *testing.T) {
 		})
 	}
 }
+
+// Rows of earlier results.json files read with the proven ε as their ε.
+func TestLegacyRow(t *testing.T) {
+	old := `{"aggregator":"gnmax","params":"σ=40","teachers":250,"queries":100,"answered":100,"epsilon":0.864,` +
+		`"epsilon_data_independent":1.478,"delta":1e-05,"epsilon_source":"smooth-sensitivity release at order 20","epsilon_data_dependent":0.791}`
+	var r Row
+	if err := json.Unmarshal([]byte(old), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Epsilon != 1.478 || r.EstimateSmoothSensitivity != 0.864 || !r.EstimateSeeded || r.EpsilonSource != proven || r.EpsilonDataDependent != 0.791 {
+		t.Fatalf("legacy row read as %+v", r)
+	}
+	b, _ := json.Marshal(r)
+	var again Row
+	if err := json.Unmarshal(b, &again); err != nil || again != r {
+		t.Fatalf("re-encoded row %s reads as %+v, want %+v (%v)", b, again, r, err)
+	}
+}

@@ -46,7 +46,7 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Student accuracy against proven ε (δ as in the table, %d teachers)", r.Teachers)
-	p.X.Label.Text = "proven, data-independent ε (log scale)"
+	p.X.Label.Text = "proven ε (log scale)"
 	p.Y.Label.Text = "student accuracy (%)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{}

@@ -49,17 +49,31 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	}{plain(r), jnum(r.Epsilon)})
 }
 
-// UnmarshalJSON decodes what MarshalJSON writes.
+// UnmarshalJSON decodes what MarshalJSON writes, and the rows of earlier
+// results.json files, whose "epsilon" was the smaller of the proven ε and
+// a smooth-sensitivity release drawn with seeded noise: there the proven ε
+// is "epsilon_data_independent", and a released value becomes a seeded
+// estimate.
 func (r *Row) UnmarshalJSON(b []byte) error {
 	type plain Row
 	j := struct {
 		*plain
-		Epsilon jnum `json:"epsilon"`
+		Epsilon jnum  `json:"epsilon"`
+		Legacy  *jnum `json:"epsilon_data_independent"`
 	}{plain: (*plain)(r)}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
 	r.Epsilon = float64(j.Epsilon)
+	if j.Legacy != nil {
+		if strings.HasPrefix(r.EpsilonSource, "smooth-sensitivity") {
+			r.EstimateSmoothSensitivity, r.EstimateSeeded = r.Epsilon, true
+		}
+		r.Epsilon = float64(*j.Legacy)
+		if r.EpsilonSource != notPrivate {
+			r.EpsilonSource = proven
+		}
+	}
 	return nil
 }
 
