@@ -16,6 +16,7 @@ import (
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
+	"github.com/nzcfed/nzc/ml/selection"
 )
 
 // Row names that are not mechanisms.
@@ -62,14 +63,32 @@ type Config struct {
 	// privacy (post-processing of the released labels). Rounds = 0 turns it
 	// off.
 	SelfTraining ensemble.SelfTraining
+	// Consistency, when enabled, trains every student by consistency on
+	// its unlabelled queries (model.Consistency, the FixMatch family) in
+	// place of self-training; like self-training it applies to every row
+	// alike and costs no privacy.
+	Consistency model.Consistency
+	// Selection is the order in which the student asks its queries (the
+	// first n of that order are "n queries"); it reads only the student's
+	// own examples, so it costs no privacy. CompareSelections lists more
+	// strategies under which the aggregators in CompareAggregators also
+	// run, at the largest query count and with the primary ensemble, for
+	// the comparison of selection on and off.
+	Selection          selection.Config
+	CompareSelections  []selection.Strategy
+	CompareAggregators []string
 
 	Delta float64 // δ of every (ε, δ) figure
 	// SSOrder and SSSigma parameterise the smooth-sensitivity release of
 	// the data-dependent cost of gnmax and confident-gnmax. The order is
 	// fixed in advance, never chosen from the votes.
 	SSOrder, SSSigma float64
-	Seed             uint64
-	CacheDir         string // trained teachers are kept here ("" = no cache)
+	// SeededEstimates draws the smooth-sensitivity releases' noise from
+	// Seed instead of a cryptographic source: reproducible, and then the
+	// published estimates are not private (the table says so).
+	SeededEstimates bool
+	Seed            uint64
+	CacheDir        string // trained teachers are kept here ("" = no cache)
 	// StudentWorkers is how many students train at once (0: one per
 	// core). The results do not depend on it.
 	StudentWorkers int
@@ -156,6 +175,22 @@ func (c *Config) Validate() error {
 	if err := c.SelfTraining.Validate(); err != nil {
 		return fmt.Errorf("%w: student: %w", ErrConfig, err)
 	}
+	if err := c.Consistency.Validate(); err != nil {
+		return fmt.Errorf("%w: student: %w", ErrConfig, err)
+	}
+	if err := c.Selection.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, s := range c.CompareSelections {
+		if err := (selection.Config{Strategy: s}).Validate(); err != nil {
+			return fmt.Errorf("%w: compared selections: %w", ErrConfig, err)
+		}
+	}
+	for _, a := range c.CompareAggregators {
+		if !slices.Contains(c.Aggregators, a) {
+			return fmt.Errorf("%w: compared aggregator %q is not among the aggregators %v", ErrConfig, a, c.Aggregators)
+		}
+	}
 	return nil
 }
 
@@ -187,6 +222,12 @@ func Preset(name string) (Config, error) {
 		SSOrder:          20,
 		SSSigma:          10,
 		Seed:             1,
+		// The student asks for its most typical examples first; nzc-svt
+		// also runs in the pool's own order, to show what the order is
+		// worth.
+		Selection:          selection.Config{Strategy: selection.Typical, Seed: 1},
+		CompareSelections:  []selection.Strategy{selection.Sequential},
+		CompareAggregators: []string{string(mechanism.NZCSVT)},
 	}
 	switch name {
 	case PresetPaperMNIST:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/internal/synth"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
@@ -52,9 +53,10 @@ func TestRunSynthetic(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Primary ensemble: lnmax, gnmax and confident-gnmax at 100 and 500, nzc
-	// and nzc-svt at 500, clean; the other full ensemble: the five
-	// aggregators at 500 and clean; plus ground truth.
-	if want := (6 + 2 + 1) + (5 + 1) + 1; len(rep.Rows) != want {
+	// and nzc-svt at 500, nzc-svt in the pool's order, clean; the other
+	// full ensemble: the five aggregators at 500 and clean; plus ground
+	// truth.
+	if want := (6 + 2 + 1 + 1) + (5 + 1) + 1; len(rep.Rows) != want {
 		t.Fatalf("%d rows, want %d", len(rep.Rows), want)
 	}
 	if len(rep.Ensembles) != 3 || rep.Teachers != 30 {
@@ -76,15 +78,20 @@ func TestRunSynthetic(t *testing.T) {
 	if nzc.LabelAccuracy != clean.LabelAccuracy || nzc.StudentAccuracy != clean.StudentAccuracy {
 		t.Fatalf("nzc %+v differs from clean votes %+v", nzc, clean)
 	}
-	if nzc.EpsilonDataIndependent < 1e100 || nzc.EpsilonClaimed == nil || *nzc.EpsilonClaimed != 0 {
+	if nzc.Epsilon < 1e100 || nzc.EpsilonClaimed == nil || *nzc.EpsilonClaimed != 0 {
 		t.Fatalf("nzc must be charged its true cost beside the claimed 0: %+v", nzc)
 	}
 	if gt.StudentAccuracy < 0.85 || !math.IsInf(gt.Epsilon, 1) {
 		t.Fatalf("ground truth row %+v", gt)
 	}
 	for _, r := range rep.Rows {
-		if r.Epsilon > r.EpsilonDataIndependent {
-			t.Errorf("%s: released ε %v above the data-independent %v", r.Aggregator, r.Epsilon, r.EpsilonDataIndependent)
+		// Every row's ε is the proven one at the experiment's δ, or inf.
+		private := r.Aggregator != CleanVotes && r.Aggregator != GroundTruth
+		if private && (r.EpsilonSource != proven || r.Delta != cfg.Delta) {
+			t.Errorf("%s: ε %v from %q at δ %v, want the proven ε at δ %v", r.Aggregator, r.Epsilon, r.EpsilonSource, r.Delta, cfg.Delta)
+		}
+		if compared := r.Aggregator == "nzc-svt" && r.Selection == "sequential" && r.Teachers == 30; r.Selection != string(cfg.Selection.Strategy) && !compared {
+			t.Errorf("%s: selection %q, want %q", r.Aggregator, r.Selection, cfg.Selection.Strategy)
 		}
 		if r.Answered > r.Queries {
 			t.Errorf("%s: %d answered of %d", r.Aggregator, r.Answered, r.Queries)
@@ -95,6 +102,9 @@ func TestRunSynthetic(t *testing.T) {
 		if got := r.EpsilonDataDependent > 0 && r.EpsilonReleaseNoiseSD >= 0 && !math.IsInf(r.EpsilonDataDependent, 0); got != released {
 			t.Errorf("%s: data-dependent ε %v ± %v", r.Aggregator, r.EpsilonDataDependent, r.EpsilonReleaseNoiseSD)
 		}
+		if got := r.EstimateSmoothSensitivity > 0 && !r.EstimateSeeded; got != released {
+			t.Errorf("%s: smooth-sensitivity estimate %v (seeded %v)", r.Aggregator, r.EstimateSmoothSensitivity, r.EstimateSeeded)
+		}
 	}
 
 	// JSON: the documented keys, unbounded ε as "inf", and it decodes back.
@@ -102,7 +112,7 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"student_self_training":{"rounds":1`, `"dataset":"blobs"`, `"teachers":30`, `"epsilon":"inf"`, `"epsilon_claimed":0`, `"teacher_mean_accuracy"`, `"clean_votes_label_accuracy"`, `"epsilon_data_independent"`, `"epsilon_data_dependent"`, `"epsilon_release_noise_sd"`} {
+	for _, key := range []string{`"student_self_training":{"rounds":1`, `"dataset":"blobs"`, `"teachers":30`, `"epsilon":"inf"`, `"epsilon_claimed":0`, `"teacher_mean_accuracy"`, `"clean_votes_label_accuracy"`, `"estimate_smooth_sensitivity"`, `"selection":"typical"`, `"epsilon_data_dependent"`, `"epsilon_release_noise_sd"`} {
 		if !bytes.Contains(js, []byte(key)) {
 			t.Errorf("JSON lacks %s", key)
 		}
@@ -142,6 +152,13 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The smooth-sensitivity estimates draw cryptographic noise unless
+	// asked for a seed: they alone differ.
+	for _, rows := range [][]Row{rep.Rows, again.Rows} {
+		for i := range rows {
+			rows[i].EstimateSmoothSensitivity = 0
+		}
+	}
 	a, _ := json.Marshal(rep.Rows)
 	b, _ := json.Marshal(again.Rows)
 	if !bytes.Equal(a, b) {
@@ -159,8 +176,8 @@ func TestTrainAllStopsOnError(t *testing.T) {
 	st.spec, _ = model.Preset(cfg.StudentModel, queries.Shape, 4)
 	rows := make([]Row, 3)
 	for i := range rows {
-		labels := slices.Clone(queries.Y[:100*(i+1)])
-		st.add(i, itoa(i), labels)
+		n := 100 * (i + 1)
+		st.add(i, itoa(i), scatter(500, identity(n), slices.Clone(queries.Y[:n])))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -173,6 +190,14 @@ func TestTrainAllStopsOnError(t *testing.T) {
 			t.Errorf("row %d got student accuracy %v from a failed run", i, r.StudentAccuracy)
 		}
 	}
+}
+
+func identity(n int) []int {
+	o := make([]int, n)
+	for i := range o {
+		o[i] = i
+	}
+	return o
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
@@ -231,5 +256,54 @@ func TestPaperClaims(t *testing.T) {
 		if !strings.HasSuffix(lines[4+i], want) {
 			t.Errorf("markdown row %d: %q does not end with %q", i, lines[4+i], want)
 		}
+	}
+}
+
+// A row's ε is the proven one at the experiment's total δ: a mechanism's
+// own δ is taken out of it, and at or above it there is no guarantee.
+func TestProvenEpsilon(t *testing.T) {
+	g := mechanism.DefaultGrid()
+	tests := []struct {
+		name     string
+		ownDelta float64
+		inf      bool
+	}{
+		{"no own δ", 0, false},
+		{"own δ below", 1e-6, false},
+		{"own δ equal", 1e-5, true},
+		{"own δ above", 1.01e-5, true},
+	}
+	base, err := provenEpsilon(mechanism.Charge{RDP: mechanism.PureDP(g, 1), PureEpsilon: math.Inf(1)}, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := provenEpsilon(mechanism.Charge{RDP: mechanism.PureDP(g, 1), Delta: tt.ownDelta, PureEpsilon: 1}, 1e-5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.IsInf(e, 1) != tt.inf || (!tt.inf && e != min(base, 1)) {
+				t.Fatalf("ε = %v (pure ε 1, own δ %v, total 1e-5; with no own δ %v)", e, tt.ownDelta, base)
+			}
+		})
+	}
+}
+
+// Rows of earlier results.json files read with the proven ε as their ε.
+func TestLegacyRow(t *testing.T) {
+	old := `{"aggregator":"gnmax","params":"σ=40","teachers":250,"queries":100,"answered":100,"epsilon":0.864,` +
+		`"epsilon_data_independent":1.478,"delta":1e-05,"epsilon_source":"smooth-sensitivity release at order 20","epsilon_data_dependent":0.791}`
+	var r Row
+	if err := json.Unmarshal([]byte(old), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Epsilon != 1.478 || r.EstimateSmoothSensitivity != 0.864 || !r.EstimateSeeded || r.EpsilonSource != proven || r.EpsilonDataDependent != 0.791 {
+		t.Fatalf("legacy row read as %+v", r)
+	}
+	b, _ := json.Marshal(r)
+	var again Row
+	if err := json.Unmarshal(b, &again); err != nil || again != r {
+		t.Fatalf("re-encoded row %s reads as %+v, want %+v (%v)", b, again, r, err)
 	}
 }

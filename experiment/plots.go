@@ -45,17 +45,24 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 
 func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Student accuracy against ε (δ as in the table, %d teachers)", r.Teachers)
-	p.X.Label.Text = "ε (log scale)"
+	p.Title.Text = fmt.Sprintf("Student accuracy against proven ε (δ as in the table, %d teachers)", r.Teachers)
+	p.X.Label.Text = "proven ε (log scale)"
 	p.Y.Label.Text = "student accuracy (%)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{}
 	p.Legend.Top = false
 	p.Legend.Left = false
+	// One line per aggregator and query order (selection on and off).
+	key := func(row Row) string {
+		if row.Selection == "" {
+			return row.Aggregator
+		}
+		return row.Aggregator + ", " + row.Selection
+	}
 	var aggs []string
 	for _, row := range r.Rows {
-		if row.Teachers == r.Teachers && !slices.Contains(aggs, row.Aggregator) && row.Aggregator != CleanVotes && row.Aggregator != GroundTruth {
-			aggs = append(aggs, row.Aggregator)
+		if row.Teachers == r.Teachers && !slices.Contains(aggs, key(row)) && row.Aggregator != CleanVotes && row.Aggregator != GroundTruth {
+			aggs = append(aggs, key(row))
 		}
 	}
 	plotted := 0
@@ -64,7 +71,7 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 		var pts plotter.XYs
 		var off []string
 		for _, row := range r.Rows {
-			if row.Aggregator != a || row.Teachers != r.Teachers {
+			if key(row) != a || row.Teachers != r.Teachers {
 				continue
 			}
 			if math.IsInf(row.Epsilon, 0) || row.Epsilon > maxPlottedEpsilon || row.Epsilon <= 0 {

@@ -40,39 +40,40 @@ func (f *jnum) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-type jsonRow struct {
-	Aggregator             string   `json:"aggregator"`
-	Params                 string   `json:"params"`
-	Teachers               int      `json:"teachers,omitempty"`
-	Queries                int      `json:"queries"`
-	Answered               int      `json:"answered"`
-	LabelAccuracy          float64  `json:"label_accuracy"`
-	StudentAccuracy        float64  `json:"student_accuracy"`
-	Epsilon                jnum     `json:"epsilon"`
-	EpsilonDataIndependent jnum     `json:"epsilon_data_independent"`
-	Delta                  float64  `json:"delta"`
-	EpsilonClaimed         *float64 `json:"epsilon_claimed"`
-	EpsilonSource          string   `json:"epsilon_source,omitempty"`
-	EpsilonDataDependent   float64  `json:"epsilon_data_dependent,omitempty"`
-	EpsilonReleaseNoiseSD  float64  `json:"epsilon_release_noise_sd,omitempty"`
-}
-
 // MarshalJSON encodes unbounded ε as "inf".
 func (r Row) MarshalJSON() ([]byte, error) {
-	return json.Marshal(jsonRow{r.Aggregator, r.Params, r.Teachers, r.Queries, r.Answered, r.LabelAccuracy, r.StudentAccuracy,
-		jnum(r.Epsilon), jnum(r.EpsilonDataIndependent), r.Delta, r.EpsilonClaimed, r.EpsilonSource,
-		r.EpsilonDataDependent, r.EpsilonReleaseNoiseSD})
+	type plain Row
+	return json.Marshal(struct {
+		plain
+		Epsilon jnum `json:"epsilon"`
+	}{plain(r), jnum(r.Epsilon)})
 }
 
-// UnmarshalJSON decodes what MarshalJSON writes.
+// UnmarshalJSON decodes what MarshalJSON writes, and the rows of earlier
+// results.json files, whose "epsilon" was the smaller of the proven ε and
+// a smooth-sensitivity release drawn with seeded noise: there the proven ε
+// is "epsilon_data_independent", and a released value becomes a seeded
+// estimate.
 func (r *Row) UnmarshalJSON(b []byte) error {
-	var j jsonRow
+	type plain Row
+	j := struct {
+		*plain
+		Epsilon jnum  `json:"epsilon"`
+		Legacy  *jnum `json:"epsilon_data_independent"`
+	}{plain: (*plain)(r)}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*r = Row{j.Aggregator, j.Params, j.Teachers, j.Queries, j.Answered, j.LabelAccuracy, j.StudentAccuracy,
-		float64(j.Epsilon), float64(j.EpsilonDataIndependent), j.Delta, j.EpsilonClaimed, j.EpsilonSource,
-		j.EpsilonDataDependent, j.EpsilonReleaseNoiseSD}
+	r.Epsilon = float64(j.Epsilon)
+	if j.Legacy != nil {
+		if strings.HasPrefix(r.EpsilonSource, "smooth-sensitivity") {
+			r.EstimateSmoothSensitivity, r.EstimateSeeded = r.Epsilon, true
+		}
+		r.Epsilon = float64(*j.Legacy)
+		if r.EpsilonSource != notPrivate {
+			r.EpsilonSource = proven
+		}
+	}
 	return nil
 }
 
@@ -156,8 +157,8 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels%s, evaluated on %d held-out examples.\n\n",
 		r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut)
-	hdr := "| aggregator | parameters | teachers | queries | answered | label acc. % | student acc. % | ε | ε source | ε data-independent | ε data-dependent ± release noise sd (not publishable) | δ |"
-	sep := "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+	hdr := "| aggregator | parameters | selection | teachers | queries | answered | label acc. % | student acc. % | ε (proven) | δ | estimate: ε smooth-sens. release | ε data-dependent ± release sd (raw votes, not publishable) |"
+	sep := "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	if paper {
 		hdr += " paper: student % | paper: label % | paper: ε claimed |"
 		sep += "---:|---:|---:|"
@@ -172,12 +173,8 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 		if row.Delta == 0 {
 			delta = "—"
 		}
-		dd := "—"
-		if row.EpsilonDataDependent > 0 {
-			dd = fmtEps(row.EpsilonDataDependent) + " ± " + fmtEps(row.EpsilonReleaseNoiseSD)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, k, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), row.EpsilonSource, fmtEps(row.EpsilonDataIndependent), dd, delta)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, orDash(row.Selection), k, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), delta, row.estimateText(), row.dataDependentText())
 		if paper {
 			if p := paperFor(row); p != nil {
 				lab := "—"
@@ -195,6 +192,9 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("\nε (proven) is a data-independent bound at the total δ shown (a mechanism's own additive δ included); inf when there is none. The estimates are not bounds" +
+		" and never a row's ε: the smooth-sensitivity release is PATE 2018's private estimate of the data-dependent ε (\"seeded\": its noise came from the seed, so it is not private);" +
+		" the data-dependent value and its release noise are computed from the raw votes.\n")
 	b.WriteString("\nEnsembles (accuracy on all student examples; clean-vote label accuracy on the queries):\n\n")
 	if paper {
 		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % | paper: mean single-teacher acc. % |\n|---:|---|---:|---:|---:|\n")
@@ -217,7 +217,39 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	return err
 }
 
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// estimateText is the smooth-sensitivity estimate of a row, or "—".
+func (r Row) estimateText() string {
+	if r.EstimateSmoothSensitivity == 0 {
+		return "—"
+	}
+	t := fmtEps(r.EstimateSmoothSensitivity)
+	if r.EstimateSeeded {
+		t += " (seeded)"
+	}
+	return t
+}
+
+// dataDependentText is the unperturbed data-dependent ε ± the release's
+// noise sd, or "—".
+func (r Row) dataDependentText() string {
+	if r.EpsilonDataDependent <= 0 {
+		return "—"
+	}
+	return fmtEps(r.EpsilonDataDependent) + " ± " + fmtEps(r.EpsilonReleaseNoiseSD)
+}
+
 func (r *Report) selfTrainingText() string {
+	if c := r.StudentConsistency; c != nil {
+		return fmt.Sprintf(" and by consistency on its unlabelled queries (threshold %g, weight %g, %d unlabelled per labelled, %d passes; every row alike)",
+			c.Threshold, c.Weight, c.Ratio, c.Epochs)
+	}
 	if r.StudentSelfTraining.Rounds == 0 {
 		return ""
 	}
@@ -232,16 +264,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, e := range r.Ensembles {
 		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
 	}
-	fmt.Fprintf(&b, "%-16s %8s %7s %8s %10s %10s %12s %12s %18s %9s\n", "aggregator", "teachers", "queries", "answered", "label acc%", "student%", "epsilon", "eps (d.i.)", "eps (d.d.) ± sd *", "delta")
+	fmt.Fprintf(&b, "%-16s %-10s %8s %7s %8s %10s %10s %12s %9s %18s %18s\n", "aggregator", "selection", "teachers", "queries", "answered", "label acc%", "student%", "eps (proven)", "delta", "estimate (s.s.) *", "eps (d.d.) ± sd **")
 	for _, row := range r.Rows {
-		dd := "—"
-		if row.EpsilonDataDependent > 0 {
-			dd = fmtEps(row.EpsilonDataDependent) + " ± " + fmtEps(row.EpsilonReleaseNoiseSD)
-		}
-		fmt.Fprintf(&b, "%-16s %8d %7d %8d %10s %10s %12s %12s %18s %9.3g\n", row.Aggregator, row.Teachers, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), fmtEps(row.EpsilonDataIndependent), dd, row.Delta)
+		fmt.Fprintf(&b, "%-16s %-10s %8d %7d %8d %10s %10s %12s %9.3g %18s %18s\n", row.Aggregator, orDash(row.Selection), row.Teachers, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), row.Delta, row.estimateText(), row.dataDependentText())
 	}
-	b.WriteString("* the unperturbed data-dependent ε the smooth-sensitivity release estimates, and its noise: computed from the raw votes, not publishable in a deployment\n")
+	b.WriteString("* smooth-sensitivity release of the data-dependent ε: a private estimate, not a bound (\"seeded\": not private)\n")
+	b.WriteString("** the unperturbed data-dependent ε the release estimates, and its noise: computed from the raw votes, not publishable in a deployment\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

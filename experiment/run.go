@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -11,7 +12,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -23,38 +23,47 @@ import (
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/ml/progress"
+	"github.com/nzcfed/nzc/ml/selection"
 )
 
 // Row is one line of the table: an aggregator (or clean votes, or ground
 // truth) at one number of queries.
 type Row struct {
-	Aggregator      string  `json:"aggregator"`
-	Params          string  `json:"params"`
+	Aggregator string `json:"aggregator"`
+	Params     string `json:"params"`
+	// Selection names the order in which the student asked its queries
+	// (selection.Strategy).
+	Selection       string  `json:"selection,omitempty"`
 	Teachers        int     `json:"teachers"`
 	Queries         int     `json:"queries"`
 	Answered        int     `json:"answered"`
 	LabelAccuracy   float64 `json:"label_accuracy"`
 	StudentAccuracy float64 `json:"student_accuracy"`
-	// Epsilon is the tightest figure the privacy core can release: for
-	// gnmax and confident-gnmax the smaller of the data-independent ε and
-	// the smooth-sensitivity release of the data-dependent ε, otherwise the
-	// data-independent ε. +Inf when unbounded; NaN for ground truth (not a
-	// private release at all), printed as "inf".
-	Epsilon                float64  `json:"epsilon"`
-	EpsilonDataIndependent float64  `json:"epsilon_data_independent"`
-	Delta                  float64  `json:"delta"`
-	EpsilonClaimed         *float64 `json:"epsilon_claimed"`
-	// EpsilonSource says where Epsilon comes from.
+	// Epsilon is the row's ε: the proven, data-independent bound at the
+	// total δ Delta (the experiment's δ, which includes a mechanism's own
+	// additive δ). +Inf when unbounded, when the mechanism's own δ reaches
+	// the experiment's δ (no guarantee at all), or when the labels are not
+	// a private release (clean votes, ground truth).
+	Epsilon        float64  `json:"epsilon"`
+	Delta          float64  `json:"delta"`
+	EpsilonClaimed *float64 `json:"epsilon_claimed"`
+	// EpsilonSource says what Epsilon is.
 	EpsilonSource string `json:"epsilon_source,omitempty"`
-	// For gnmax and confident-gnmax: EpsilonDataDependent is the
-	// unperturbed data-dependent ε (with the release's own cost) that the
-	// smooth-sensitivity release publishes a noisy estimate of, and
-	// EpsilonReleaseNoiseSD the standard deviation of that estimate's noise
-	// (in ε, at the release's order). Both are computed from the raw votes:
+	// Estimates, never a row's ε. For gnmax and confident-gnmax:
+	// EstimateSmoothSensitivity is the data-dependent ε published through
+	// smooth sensitivity (PATE 2018; a private estimate, not a bound), and
+	// EstimateSeeded says its noise came from the experiment's seed instead
+	// of a cryptographic source, so the published value is not private.
+	// EpsilonDataDependent is the unperturbed data-dependent ε (with the
+	// release's own cost) that the release estimates and
+	// EpsilonReleaseNoiseSD the standard deviation of the release's noise
+	// (in ε, at the release's order): both are computed from the raw votes;
 	// a research table on public data may show them, a deployment must not
 	// publish them. Zero elsewhere.
-	EpsilonDataDependent  float64 `json:"epsilon_data_dependent,omitempty"`
-	EpsilonReleaseNoiseSD float64 `json:"epsilon_release_noise_sd,omitempty"`
+	EstimateSmoothSensitivity float64 `json:"estimate_smooth_sensitivity,omitempty"`
+	EstimateSeeded            bool    `json:"estimate_seeded,omitempty"`
+	EpsilonDataDependent      float64 `json:"epsilon_data_dependent,omitempty"`
+	EpsilonReleaseNoiseSD     float64 `json:"epsilon_release_noise_sd,omitempty"`
 }
 
 // Ensemble summarises one ensemble size.
@@ -84,7 +93,12 @@ type Report struct {
 	HeldOut                 int                   `json:"held_out"`
 	Seed                    uint64                `json:"seed"`
 	StudentSelfTraining     ensemble.SelfTraining `json:"student_self_training"`
-	WallSeconds             float64               `json:"wall_seconds"`
+	// StudentConsistency is the consistency training of every student,
+	// when on (it replaces self-training).
+	StudentConsistency *model.Consistency `json:"student_consistency,omitempty"`
+	// Selection is the query order of the rows that do not name another.
+	Selection   selection.Config `json:"selection"`
+	WallSeconds float64          `json:"wall_seconds"`
 	// CPUSeconds is the process's CPU time (user + system), when the caller
 	// measured it: on a shared machine it says more than the wall time.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
@@ -126,7 +140,29 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	counts = slices.Compact(counts)
 	tSpec, _ := model.Preset(cfg.TeacherModel, train.Shape, classes)
 	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
-	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed, StudentSelfTraining: cfg.SelfTraining}
+	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
+	if cfg.Consistency.Enabled() {
+		cc := cfg.Consistency
+		rep.StudentConsistency = &cc
+		rep.StudentSelfTraining = ensemble.SelfTraining{}
+	}
+	// The orders in which the student asks: the primary one and the
+	// compared ones, all from the student's own examples only.
+	orders := map[selection.Strategy][]int{}
+	for _, strat := range append([]selection.Strategy{cfg.Selection.Strategy}, cfg.CompareSelections...) {
+		if _, ok := orders[strat]; ok {
+			continue
+		}
+		sc := cfg.Selection
+		sc.Strategy = strat
+		o, err := selection.Order(ctx, sc, queries)
+		if err != nil {
+			return nil, fmt.Errorf("query selection: %w", err)
+		}
+		orders[strat] = o
+		log.Info("queries ordered", "selection", strat)
+	}
+	primary := orders[cfg.Selection.Strategy]
 
 	st := &students{cfg: cfg, spec: sSpec, queries: queries, holdout: holdout, now: now, log: log}
 
@@ -143,21 +179,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 			spec, _ = model.Preset(cfg.SweepTeacherModel, train.Shape, classes)
 			tc = cfg.SweepTeacherTrain
 		}
-		log.Info("training teachers", "teachers", k, "model", spec.String())
-		parts, err := data.Partition(train.Len(), []int{k}, cfg.Seed)
-		if err != nil {
-			return nil, err
-		}
-		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{
-			Spec: spec, Train: tc, Seed: cfg.Seed ^ uint64(k)<<32,
-			CacheDir: cfg.CacheDir, Progress: cfg.Progress, Clock: now, Logger: log,
-		}, train, parts[0])
-		if err != nil {
-			return nil, err
-		}
-		// Every teacher labels every student example: the queries for the
-		// votes, all of them for the single-teacher accuracy.
-		preds, err := ensemble.Predictions(ctx, teachers, test.X)
+		preds, err := teacherPredictions(ctx, cfg, spec, tc, k, classes, now, log)
 		if err != nil {
 			return nil, err
 		}
@@ -168,16 +190,16 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		}
 		qpreds := make([][]int, len(preds))
 		for t, p := range preds {
-			qpreds[t] = p[:maxQ]
+			qpreds[t] = p[:nq]
 		}
-		hist, err := ensemble.Histograms(qpreds, maxQ, classes)
+		hist, err := ensemble.Histograms(qpreds, nq, classes)
 		if err != nil {
 			return nil, err
 		}
 		clean := ensemble.Plurality(hist)
-		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(clean, queries.Y[:maxQ])
+		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(clean[:maxQ], queries.Y[:maxQ])
 		ens.GapCounts = make([]int, k+1)
-		for _, g := range ensemble.TopTwoGap(hist) {
+		for _, g := range ensemble.TopTwoGap(hist[:maxQ]) {
 			ens.GapCounts[g]++
 		}
 		log.Info("ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy, "clean_votes_label_accuracy", ens.CleanVotesLabelAccuracy)
@@ -188,33 +210,64 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		if !full {
 			continue
 		}
-		hs := make([]mechanism.Histogram, maxQ)
-		for q := range hs {
-			hs[q] = mechanism.Histogram(hist[q])
+		type run struct {
+			agg   string
+			strat selection.Strategy
+			n     int
 		}
+		var runs []run
 		for _, agg := range cfg.Aggregators {
 			for _, n := range counts {
 				if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
 					continue
 				}
-				row, labels, err := release(cfg, agg, k, classes, hs[:n])
-				if err != nil {
-					return nil, fmt.Errorf("%s with %d teachers, %d queries: %w", agg, k, n, err)
+				runs = append(runs, run{agg, cfg.Selection.Strategy, n})
+			}
+			if k != cfg.Teachers[0] || !slices.Contains(cfg.CompareAggregators, agg) {
+				continue
+			}
+			for _, strat := range cfg.CompareSelections {
+				if strat != cfg.Selection.Strategy {
+					runs = append(runs, run{agg, strat, maxQ})
 				}
-				row.LabelAccuracy, _ = metrics.Accuracy(labels, queries.Y[:n])
-				log.Info("released", "aggregator", agg, "teachers", k, "queries", n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-				st.add(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d", agg, k, n), labels)
-				rep.Rows = append(rep.Rows, row)
 			}
 		}
-		cleanRow := Row{Aggregator: CleanVotes, Params: "noiseless plurality", Teachers: k, Queries: maxQ, Answered: maxQ,
-			LabelAccuracy: ens.CleanVotesLabelAccuracy, Epsilon: math.Inf(1), EpsilonDataIndependent: math.Inf(1), Delta: 0, EpsilonSource: "not private"}
-		st.add(len(rep.Rows), fmt.Sprintf("clean k=%d", k), clean)
+		for _, ru := range runs {
+			order := orders[ru.strat][:ru.n]
+			hs := make([]mechanism.Histogram, ru.n)
+			truth := make([]int, ru.n)
+			for j, q := range order {
+				hs[j], truth[j] = mechanism.Histogram(hist[q]), queries.Y[q]
+			}
+			row, labels, err := release(cfg, ru.agg, k, classes, ru.strat, hs)
+			if err != nil {
+				return nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", ru.agg, k, ru.n, ru.strat, err)
+			}
+			row.Selection = string(ru.strat)
+			row.LabelAccuracy, _ = metrics.Accuracy(labels, truth)
+			log.Info("released", "aggregator", ru.agg, "selection", ru.strat, "teachers", k, "queries", ru.n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+			st.add(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", ru.agg, k, ru.n, ru.strat), scatter(nq, order, labels))
+			rep.Rows = append(rep.Rows, row)
+		}
+		first := primary[:maxQ]
+		cleanLabels := make([]int, maxQ)
+		for j, q := range first {
+			cleanLabels[j] = clean[q]
+		}
+		cleanRow := Row{Aggregator: CleanVotes, Params: "noiseless plurality", Selection: string(cfg.Selection.Strategy), Teachers: k, Queries: maxQ, Answered: maxQ,
+			Epsilon: math.Inf(1), Delta: 0, EpsilonSource: notPrivate}
+		cleanRow.LabelAccuracy = labelAccuracy(cleanLabels, first, queries.Y)
+		st.add(len(rep.Rows), fmt.Sprintf("clean k=%d", k), scatter(nq, first, cleanLabels))
 		rep.Rows = append(rep.Rows, cleanRow)
 	}
-	gt := Row{Aggregator: GroundTruth, Params: "true labels", Queries: maxQ, Answered: maxQ, LabelAccuracy: 1,
-		Epsilon: math.Inf(1), EpsilonDataIndependent: math.Inf(1), EpsilonSource: "not private"}
-	st.add(len(rep.Rows), "ground truth", queries.Y[:maxQ])
+	first := primary[:maxQ]
+	truth := make([]int, maxQ)
+	for j, q := range first {
+		truth[j] = queries.Y[q]
+	}
+	gt := Row{Aggregator: GroundTruth, Params: "true labels", Selection: string(cfg.Selection.Strategy), Queries: maxQ, Answered: maxQ, LabelAccuracy: 1,
+		Epsilon: math.Inf(1), EpsilonSource: notPrivate}
+	st.add(len(rep.Rows), "ground truth", scatter(nq, first, truth))
 	rep.Rows = append(rep.Rows, gt)
 	if err := st.trainAll(ctx, rep.Rows); err != nil {
 		return nil, err
@@ -227,15 +280,85 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	return rep, nil
 }
 
+// teacherPredictions trains (or loads) the ensemble of k teachers and
+// returns every teacher's prediction for every student example: the
+// queries for the votes, all of them for the single-teacher accuracy. With
+// a cache directory the predictions themselves are cached, keyed by
+// everything that determines them, so a later run with the same teachers
+// and data neither loads nor runs the networks.
+func teacherPredictions(ctx context.Context, cfg Config, spec model.Spec, tc model.TrainConfig, k, classes int, now func() time.Time, log *slog.Logger) ([][]int, error) {
+	train, test := cfg.Data.Train, cfg.Data.Test
+	seed := cfg.Seed ^ uint64(k)<<32
+	var path string
+	if cfg.CacheDir != "" {
+		path = votesKey{Format: votesFormat, Model: model.FormatVersion, Train: train.Hash(), Test: test.Hash(),
+			Spec: spec, Training: tc, Seed: seed, Teachers: k}.path(cfg.CacheDir)
+		if p := loadVotes(path, classes, k, test.Len()); p != nil {
+			log.Info("teacher votes loaded from cache", "teachers", k, "model", spec.String())
+			return p, nil
+		}
+	}
+	log.Info("training teachers", "teachers", k, "model", spec.String())
+	parts, err := data.Partition(train.Len(), []int{k}, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{
+		Spec: spec, Train: tc, Seed: seed,
+		CacheDir: cfg.CacheDir, Progress: cfg.Progress, Clock: now, Logger: log,
+	}, train, parts[0])
+	if err != nil {
+		return nil, err
+	}
+	preds, err := ensemble.Predictions(ctx, teachers, test.X)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if err := saveVotes(path, preds); err != nil {
+			return nil, err
+		}
+	}
+	return preds, nil
+}
+
+// scatter returns n labels, labels[j] at order[j] and metrics.Refused
+// elsewhere.
+func scatter(n int, order, labels []int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = metrics.Refused
+	}
+	for j, q := range order {
+		out[q] = labels[j]
+	}
+	return out
+}
+
+// labelAccuracy is the accuracy of labels[j] as the label of example
+// order[j] (truth indexed by example).
+func labelAccuracy(labels, order, truth []int) float64 {
+	t := make([]int, len(order))
+	for j, q := range order {
+		t[j] = truth[q]
+	}
+	a, _ := metrics.Accuracy(labels, t)
+	return a
+}
+
 // release answers the histograms with one aggregator and accounts for it.
-func release(cfg Config, agg string, k, classes int, hs []mechanism.Histogram) (Row, []int, error) {
+func release(cfg Config, agg string, k, classes int, strat selection.Strategy, hs []mechanism.Histogram) (Row, []int, error) {
 	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
 	row := Row{Aggregator: agg, Params: p.String(), Teachers: k, Queries: len(hs)}
 	m, err := mechanism.New(p)
 	if err != nil {
 		return row, nil, err
 	}
-	src := source(cfg.Seed, fmt.Sprintf("answer/%s/%d/%d", agg, k, len(hs)))
+	stream := fmt.Sprintf("answer/%s/%d/%d", agg, k, len(hs))
+	if strat != selection.Sequential {
+		stream += "/" + string(strat)
+	}
+	src := source(cfg.Seed, stream)
 	res, err := mechanism.AnswerBatch(m, src, hs)
 	if err != nil {
 		return row, nil, err
@@ -254,29 +377,49 @@ func release(cfg Config, agg string, k, classes int, hs []mechanism.Histogram) (
 	if err != nil {
 		return row, nil, err
 	}
-	conv, err := ch.Epsilon(cfg.Delta)
-	if err != nil {
+	if row.Epsilon, err = provenEpsilon(ch, cfg.Delta); err != nil {
 		return row, nil, err
 	}
-	row.EpsilonDataIndependent, row.Epsilon, row.Delta = conv.Epsilon, conv.Epsilon, conv.Delta
-	row.EpsilonSource = "data-independent"
+	row.Delta, row.EpsilonSource = cfg.Delta, proven
 	if p.Mechanism == mechanism.NZC {
 		zero := 0.0
 		row.EpsilonClaimed = &zero
 	}
 	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {
-		rel, err := mechanism.ReleaseSmoothSensitivity(source(cfg.Seed, "ss/"+agg+"/"+strconv.Itoa(k)+"/"+strconv.Itoa(len(hs))), p, hs,
+		var src mechanism.Source = cryptorand.Reader
+		if cfg.SeededEstimates {
+			src = source(cfg.Seed, "ss/"+stream)
+		}
+		rel, err := mechanism.ReleaseSmoothSensitivity(src, p, hs,
 			mechanism.SmoothSensitivityParams{Order: cfg.SSOrder, Sigma: cfg.SSSigma}, cfg.Delta)
 		if err != nil {
 			return row, nil, fmt.Errorf("smooth-sensitivity release: %w", err)
 		}
+		row.EstimateSmoothSensitivity, row.EstimateSeeded = rel.Epsilon, cfg.SeededEstimates
 		row.EpsilonDataDependent, row.EpsilonReleaseNoiseSD = rel.UnsafeDataDependentEpsilon(), rel.UnsafeNoiseSD()
-		if rel.Epsilon < row.Epsilon {
-			row.Epsilon = rel.Epsilon
-			row.EpsilonSource = fmt.Sprintf("smooth-sensitivity release at order %g", cfg.SSOrder)
-		}
 	}
 	return row, labels, nil
+}
+
+// What a row's ε is.
+const (
+	proven     = "proven, data-independent"
+	notPrivate = "not private"
+)
+
+// provenEpsilon is the ε of a charge at total δ = delta: the smaller of
+// its pure ε (valid at the charge's own δ) and its RDP curve converted at
+// delta minus the charge's own additive δ. A charge whose own δ reaches
+// delta guarantees nothing at that δ: +Inf.
+func provenEpsilon(ch mechanism.Charge, delta float64) (float64, error) {
+	if !(ch.Delta < delta) {
+		return math.Inf(1), nil
+	}
+	conv, err := ch.RDP.Epsilon(delta - ch.Delta)
+	if err != nil {
+		return 0, err
+	}
+	return min(conv.Epsilon, ch.PureEpsilon), nil
 }
 
 // students trains and scores one student per row, after every release is
@@ -302,14 +445,9 @@ type studentJob struct {
 	acc    float64
 }
 
-// add schedules a student trained on labels (the first len(labels)
-// queries; the rest are unlabelled) for the row at index row.
-func (s *students) add(row int, what string, labels []int) {
-	full := make([]int, s.queries.Len())
-	for i := range full {
-		full[i] = metrics.Refused
-	}
-	copy(full, labels)
+// add schedules a student trained on labels (one per query;
+// metrics.Refused where none was released) for the row at index row.
+func (s *students) add(row int, what string, full []int) {
 	h := sha256.New()
 	for _, l := range full {
 		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(int64(l))))
@@ -374,9 +512,19 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
 	bar := progress.New(s.cfg.Progress, s.now)
 	defer bar.Done()
-	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, func(done, total int) {
-		bar.Update(label, done, total, "samples")
-	})
+	prog := func(done, total int) { bar.Update(label, done, total, "samples") }
+	if s.cfg.Consistency.Enabled() {
+		n, res, err := ensemble.TrainStudentConsistency(ctx, s.spec, s.cfg.StudentTrain, s.cfg.Consistency, s.cfg.Seed, s.queries, labels, prog)
+		if errors.Is(err, ensemble.ErrNoLabels) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		s.log.Info("student consistency-trained", "for", label, "released_labels", res.Labelled, "unlabelled", res.Unlabeled, "masked", res.Masked)
+		return n.Accuracy(s.holdout)
+	}
+	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, prog)
 	if errors.Is(err, ensemble.ErrNoLabels) {
 		return 0, nil
 	}

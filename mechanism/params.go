@@ -17,21 +17,36 @@ const ReferenceTeachers = 250
 // presets are the parameters of each mechanism for ReferenceTeachers
 // teachers: the paper's LNMax (Laplace scale 20) and NZC (c = 1e100,
 // γ = 1e10, i.e. Laplace scale 1e-10), PATE 2018's MNIST settings for GNMax
-// (σ = 40) and Confident-GNMax (T = 200, σ1 = 150, σ2 = 40), and an nzc-svt
-// session with K = 2 refusals, threshold 100 on the distance to
-// instability, b_ρ = 2 and b_ν = 4 (ε = 1.5 at δ ≈ 1e-5 for the whole
-// session).
+// (σ = 40) and Confident-GNMax (T = 200, σ1 = 150, σ2 = 40). nzc-svt's
+// preset is planned rather than listed: see svtPreset.
 var presets = [...]Params{
 	{Mechanism: NZC, Noise: NoiseLaplace, Scale: 1e-10, Constant: 1e100},
 	{Mechanism: LNMax, Scale: 20},
 	{Mechanism: GNMax, Sigma: 40},
 	{Mechanism: ConfidentGNMax, Threshold: 200, Sigma1: 150, Sigma2: 40},
-	{Mechanism: NZCSVT, Scale: 2, Threshold: 100, MaxRefusals: 2, DistanceScale: 4},
+}
+
+// svtPreset is nzc-svt's preset: one session of pure ε = 1 with its own δ
+// at most 5e-6 and K = 1 refusal, the lowest threshold PlanSession finds for
+// ReferenceTeachers teachers and 10 classes (T = 71, b_ρ ≈ 2.67,
+// b_ν = 3.2). A student that asks first about the queries its teachers
+// agree on needs one refusal: it ends the session once those run out.
+func svtPreset() Params {
+	p, err := PlanSession(1, 5e-6, 1, ReferenceTeachers, 10)
+	if err != nil {
+		// The inputs are constants PlanSession accepts; TestPresetsAndEnsemble checks.
+		panic("mechanism: the nzc-svt preset cannot be planned: " + err.Error())
+	}
+	p.Teachers, p.Classes = 0, 0
+	return p
 }
 
 // Preset returns the preset parameters of mechanism k for ReferenceTeachers
 // teachers (Teachers and Classes unset). Scale them with ForEnsemble.
 func Preset(k Kind) (Params, error) {
+	if k == NZCSVT {
+		return svtPreset(), nil
+	}
 	for _, p := range presets {
 		if p.Mechanism == k {
 			return p, nil
@@ -42,10 +57,11 @@ func Preset(k Kind) (Params, error) {
 
 // Presets returns the preset parameters of every mechanism, by name.
 func Presets() map[string]Params {
-	out := make(map[string]Params, len(presets))
+	out := make(map[string]Params, len(presets)+1)
 	for _, p := range presets {
 		out[string(p.Mechanism)] = p
 	}
+	out[string(NZCSVT)] = svtPreset()
 	return out
 }
 

@@ -22,3 +22,31 @@ func TestLabelNeedsData(t *testing.T) {
 		t.Fatalf("label without --data: %v", err)
 	}
 }
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // in the output, or in the error when bad
+		bad  bool
+	}{
+		{"gnmax", []string{"--mechanism", "gnmax", "--sigma", "40", "--teachers", "250", "--target-epsilon", "2"}, "134 queries of gnmax", false},
+		{"nzc-svt", []string{"--mechanism", "nzc-svt", "--threshold", "71", "--scale", "2.667", "--distance-scale", "3.2", "--max-refusals", "1", "--teachers", "250", "--target-epsilon", "2.1", "--format", "json"}, `"sessions": 2`, false},
+		{"out of budget", []string{"--mechanism", "lnmax", "--scale", "20", "--teachers", "250", "--target-epsilon", "0.05"}, "no query fits", true},
+		{"no σ", []string{"--mechanism", "gnmax", "--teachers", "250", "--target-epsilon", "2"}, "sigma", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := clitest.Execute(t, newRootCommand(), append([]string{"plan"}, tt.args...)...)
+			if tt.bad {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("plan %v: %v, want an error naming %q", tt.args, err, tt.want)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(out, tt.want) {
+				t.Fatalf("plan %v: %v\n%s\nwant %q", tt.args, err, out, tt.want)
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/ml/progress"
+	"github.com/nzcfed/nzc/ml/selection"
 	"github.com/nzcfed/nzc/party/student"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -82,7 +83,7 @@ func (d *dataFlags) load() (*data.Dataset, error) {
 	return ds.Slice(d.from, to), nil
 }
 
-func newClient(cmd *cobra.Command, cfg config.Student) (*student.Client, error) {
+func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config) (*student.Client, error) {
 	log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
 	netCfg, err := node.NetConfig(cfg.TLS, log)
 	if err != nil {
@@ -101,7 +102,7 @@ func newClient(cmd *cobra.Command, cfg config.Student) (*student.Client, error) 
 		hs = append(hs, rc)
 	}
 	return student.New(student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs,
-		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Logger: log})
+		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Selection: sel, Logger: log})
 }
 
 func newLabelCommand() *cobra.Command {
@@ -127,6 +128,7 @@ with the labels received so far.`,
 	cli.AddConfigFlags(cmd, config.DefaultStudent())
 	df := addDataFlags(cmd, 1000)
 	out := cmd.Flags().String("out", "labels.json", "where to write the labels (JSON)")
+	sel := cmd.Flags().String("selection", "sequential", "order in which to ask: sequential, random or typical (the examples nearest the centres of clusters of the student's own data first: with nzc-svt, the queries the teachers agree on, answered before the session's refusals run out); costs no privacy")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -141,7 +143,7 @@ with the labels received so far.`,
 		if err != nil {
 			return err
 		}
-		c, err := newClient(cmd, cfg)
+		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1})
 		if err != nil {
 			return err
 		}
@@ -210,6 +212,7 @@ func newTrainCommand() *cobra.Command {
 	arch := cmd.Flags().String("model", "mlp", "softmax, mlp or cnn")
 	epochs := cmd.Flags().Int("epochs", 20, "training epochs")
 	seed := cmd.Flags().Uint64("seed", 1, "training seed")
+	consistency := cmd.Flags().Bool("consistency", false, "also learn from the examples without a label, by consistency training (FixMatch family; post-processing, no privacy cost)")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -227,7 +230,7 @@ func newTrainCommand() *cobra.Command {
 		if r.DataHash != student.FeatureHash(d) || len(r.Labels) != d.Len() {
 			return fmt.Errorf("the labels in %s were asked for other data than --data/--from/--count select: give the same data as to `label`", *labels)
 		}
-		n, used, err := trainStudent(cmd, d, r.Labels, *arch, *epochs, *seed)
+		n, used, err := trainStudent(cmd, d, r.Labels, *arch, *epochs, *seed, *consistency)
 		if err != nil {
 			return err
 		}
@@ -246,7 +249,7 @@ func newTrainCommand() *cobra.Command {
 	return cmd
 }
 
-func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string, epochs int, seed uint64) (*model.Network, int, error) {
+func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string, epochs int, seed uint64, consistency bool) (*model.Network, int, error) {
 	spec, err := model.Preset(arch, d.Shape, d.Classes)
 	if err != nil {
 		return nil, 0, err
@@ -254,7 +257,13 @@ func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string
 	bar := progress.New(cmd.ErrOrStderr(), time.Now)
 	defer bar.Done()
 	tc := model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: epochs, MinSteps: 300, Cosine: true}
-	return ensemble.TrainStudent(cmd.Context(), spec, tc, seed, d, labels, func(done, total int) { bar.Update("training", done, total, "steps") })
+	prog := func(done, total int) { bar.Update("training", done, total, "examples") }
+	if !consistency {
+		return ensemble.TrainStudent(cmd.Context(), spec, tc, seed, d, labels, prog)
+	}
+	tc.Shift = 1
+	n, res, err := ensemble.TrainStudentConsistency(cmd.Context(), spec, tc, ensemble.DefaultConsistency(), seed, d, labels, prog)
+	return n, res.Labelled, err
 }
 
 func newEvaluateCommand() *cobra.Command {
@@ -318,7 +327,7 @@ func newBudgetCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		c, err := newClient(cmd, cfg)
+		c, err := newClient(cmd, cfg, selection.Config{})
 		if err != nil {
 			return err
 		}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -35,48 +34,15 @@ Histograms are a JSON array of arrays of non-negative integers, one histogram
 	return cmd
 }
 
-// mechFlags are the flags that describe a mechanism: one per field of
-// mechanism.Params, named by its configuration key (max_refusals →
-// --max-refusals) with its help text, so that a parameter has one name here,
-// in the configuration and in the ledger.
-type mechFlags struct {
-	mechanism string
-	p         mechanism.Params
-}
+// mechFlags are the flags that describe a mechanism.
+type mechFlags struct{ *cli.MechanismFlags }
 
 func addMechFlags(cmd *cobra.Command) *mechFlags {
-	f := &mechFlags{}
-	fs := cmd.Flags()
-	fs.StringVar(&f.mechanism, "mechanism", "gnmax", "aggregation mechanism: nzc, lnmax, gnmax, confident-gnmax or nzc-svt")
-	v := reflect.ValueOf(&f.p).Elem()
-	for i := range v.NumField() {
-		field := v.Type().Field(i)
-		key := field.Tag.Get("mapstructure")
-		if key == "-" || key == "name" {
-			continue
-		}
-		name, help := strings.ReplaceAll(key, "_", "-"), field.Tag.Get("help")
-		switch ptr := v.Field(i).Addr().Interface().(type) {
-		case *float64:
-			fs.Float64Var(ptr, name, 0, help)
-		case *int:
-			fs.IntVar(ptr, name, 0, help)
-		case *mechanism.Noise:
-			fs.StringVar((*string)(ptr), name, "", help+"; nzc defaults to laplace")
-		default:
-			panic(fmt.Sprintf("privacy: no flag type for mechanism parameter %s (%T)", key, ptr))
-		}
-	}
-	fs.IntVar(&f.p.Teachers, "teachers", 0, "number of teachers (default: the largest number of votes in any histogram)")
-	return f
+	return &mechFlags{cli.AddMechanismFlags(cmd, "gnmax", "number of teachers (default: the largest number of votes in any histogram)")}
 }
 
 func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
-	p := f.p
-	p.Mechanism = mechanism.Kind(f.mechanism)
-	if p.Mechanism == mechanism.NZC && p.Noise == "" {
-		p.Noise = mechanism.NoiseLaplace
-	}
+	p := f.Params()
 	if p.Teachers == 0 {
 		for _, h := range hs {
 			s := 0

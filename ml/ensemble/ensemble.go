@@ -219,12 +219,16 @@ func trainOne(ctx context.Context, cfg Config, train *data.Dataset, dataHash str
 			return nil, fmt.Errorf("teacher cache: %w", err)
 		}
 	}
-	return n, nil
+	// A trained network keeps its last minibatch's activations and
+	// gradients; a clone holds the weights only, which is what an ensemble
+	// of hundreds of teachers should keep in memory.
+	return n.Clone(), nil
 }
 
 // Predictions returns each teacher's predicted class for each query:
 // out[t][q]. Teachers are spread over the cores; each runs its queries in
-// large batches (one GEMM per layer per batch).
+// large batches (one GEMM per layer per batch). The teachers themselves are
+// left as they were (no scratch memory grows in them).
 func Predictions(ctx context.Context, teachers []*model.Network, x []float32) ([][]int, error) {
 	out := make([][]int, len(teachers))
 	errs := make([]error, len(teachers))
@@ -239,7 +243,11 @@ func Predictions(ctx context.Context, teachers []*model.Network, x []float32) ([
 				if t >= len(teachers) || ctx.Err() != nil {
 					return
 				}
-				out[t], errs[t] = teachers[t].Predict(x)
+				// A clone's inference buffers (the unrolled input of every
+				// convolution, for batches of up to 256 examples) are
+				// dropped with it: kept by every teacher of a large
+				// ensemble, they would take gigabytes.
+				out[t], errs[t] = teachers[t].Clone().Predict(x)
 			}
 		}()
 	}

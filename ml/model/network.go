@@ -178,14 +178,21 @@ func argmax(v []float32) int {
 // lossGrad runs one forward and backward pass on a batch and leaves the
 // gradient of the mean cross-entropy in the parameters' g. It returns the
 // summed loss over the batch.
-func (n *Network) lossGrad(x []float32, y []int) float64 {
+func (n *Network) lossGrad(x []float32, y []int) float64 { return n.weightedLossGrad(x, y, nil) }
+
+// weightedLossGrad is lossGrad with the loss Σ w[i]·CE(i) in place of the
+// mean (w nil: w[i] = 1/batch). It returns the unweighted summed loss.
+func (n *Network) weightedLossGrad(x []float32, y []int, w []float32) float64 {
 	batch := len(y)
 	logits := n.forward(x, batch)
 	k := n.spec.Classes
 	n.probs = grow(n.probs, batch*k)
 	loss := 0.0
-	inv := float32(1) / float32(batch)
 	for i := range batch {
+		inv := float32(1) / float32(batch)
+		if w != nil {
+			inv = w[i]
+		}
 		row := logits[i*k : (i+1)*k]
 		p := n.probs[i*k : (i+1)*k]
 		m := row[argmax(row)]

@@ -28,6 +28,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/selection"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 	"github.com/nzcfed/nzc/protocol/quicnet"
@@ -52,9 +53,15 @@ type Config struct {
 	// Window is how many batches are asked at once: with 2, the hospitals
 	// vote on the next batch while the previous one's charge is being
 	// committed. Answers are recorded and reported in batch order. 0 means 1.
-	Window  int
-	Backoff quicnet.Backoff
-	Logger  *slog.Logger
+	Window int
+	// Selection is the order in which the queries are asked (empty or
+	// sequential: the data's own order). It is computed from the student's
+	// own features only, so it costs no privacy; with an nzc-svt
+	// aggregator, typical asks first about the queries the teachers are
+	// likely to agree on, which the session answers without ending.
+	Selection selection.Config
+	Backoff   quicnet.Backoff
+	Logger    *slog.Logger
 }
 
 // Client labels data through the aggregator.
@@ -82,6 +89,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = 1
+	}
+	if cfg.Selection.Strategy == "" {
+		cfg.Selection.Strategy = selection.Sequential
+	}
+	if err := cfg.Selection.Validate(); err != nil {
+		return nil, fmt.Errorf("student: %w", err)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -135,10 +148,13 @@ func (c *Client) save(hash string, index int, bt *Batch) error {
 
 // Result is a labelling run.
 type Result struct {
-	Student  string   `json:"student"`
-	DataHash string   `json:"data_hash"`
-	Queries  int      `json:"queries"`
-	Labels   []int    `json:"labels"` // −1 where refused or not asked
+	Student  string `json:"student"`
+	DataHash string `json:"data_hash"`
+	Queries  int    `json:"queries"`
+	Labels   []int  `json:"labels"` // −1 where refused or not asked
+	// Order is the order in which the queries were asked, when not the
+	// data's own (Config.Selection); Batch.From indexes it.
+	Order    []int    `json:"order,omitempty"`
 	Answered int      `json:"answered"`
 	Refused  int      `json:"refused"`
 	Batches  []*Batch `json:"batches"`
@@ -199,8 +215,38 @@ func validLabels(ls []int32, classes int) bool {
 // protocol sentinel, e.g. protocol.ErrBudgetExhausted).
 func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) (*Result, error) {
 	hash := FeatureHash(d)
+	if c.cfg.Selection.Strategy == selection.Sequential {
+		return c.label(ctx, d, hash, hash, progress)
+	}
+	// Ask in the selected order: label the reordered data, whose batches
+	// are named after the data and the order, and put every label back
+	// where its query is.
+	order, err := selection.Order(ctx, c.cfg.Selection, d)
+	if err != nil {
+		return nil, err
+	}
+	sel, _ := json.Marshal(c.cfg.Selection)
+	res, err := c.label(ctx, d.Subset(order), hash, hash+"/"+string(sel), progress)
+	if res != nil {
+		labels := make([]int, len(res.Labels))
+		for j, q := range order {
+			labels[q] = res.Labels[j]
+		}
+		res.Labels, res.Order = labels, order
+	}
+	return res, err
+}
+
+// label labels d in its own order; dataHash is reported, batchHash names
+// its batches and state.
+func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash string, progress Progress) (*Result, error) {
+	hash := batchHash
+	if batchHash != dataHash {
+		h := sha256.Sum256([]byte(batchHash))
+		hash = hex.EncodeToString(h[:])
+	}
 	n := d.Len()
-	res := &Result{Student: c.cfg.ID, DataHash: hash, Queries: n, Labels: make([]int, n)}
+	res := &Result{Student: c.cfg.ID, DataHash: dataHash, Queries: n, Labels: make([]int, n)}
 	for i := range res.Labels {
 		res.Labels[i] = -1
 	}

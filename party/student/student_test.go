@@ -2,8 +2,12 @@ package student
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ml/selection"
 )
 
 func TestBatchIDIsDeterministicAndDistinct(t *testing.T) {
@@ -53,5 +57,35 @@ func TestRetryWaitBacksOffAndHonoursRetryAfter(t *testing.T) {
 	// its hospitals' reconnection (about 15s).
 	if total < 45*time.Second || total > 2*time.Minute {
 		t.Errorf("10 attempts wait %v in all, want between 45s and 2m", total)
+	}
+}
+
+func TestNewChecksSelection(t *testing.T) {
+	id, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Config{ID: "s1", Identity: id, Hospitals: []*crypto.Recipient{id.Recipient()}, BatchSize: 8, StateDir: t.TempDir()}
+	tests := []struct {
+		name string
+		sel  selection.Config
+		ok   bool
+	}{
+		{"default: the data's order", selection.Config{}, true},
+		{"typical", selection.Config{Strategy: selection.Typical}, true},
+		{"unknown", selection.Config{Strategy: "smart"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base
+			cfg.Selection = tt.sel
+			c, err := New(cfg)
+			if (err == nil) != tt.ok || (err != nil && !errors.Is(err, selection.ErrConfig)) {
+				t.Fatalf("New: %v, want ok=%v", err, tt.ok)
+			}
+			if err == nil && c.cfg.Selection.Strategy == "" {
+				t.Fatal("no strategy set")
+			}
+		})
 	}
 }

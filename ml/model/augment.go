@@ -1,0 +1,100 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/nzcfed/nzc/ml/data"
+)
+
+// Augment is a random distortion of an example, the "strong" view of
+// consistency training: a network should give a distorted example the class
+// it gives the original. For images (height and width above 1) it applies,
+// in order, a random affine map (rotation, scaling, translation; bilinear
+// sampling, zero outside), a cutout (a square of zeros at a random place)
+// and additive noise; for other data, the noise only.
+type Augment struct {
+	Rotate float64 `json:"rotate,omitempty"` // largest rotation, degrees
+	Scale  float64 `json:"scale,omitempty"`  // largest relative change of size, in [0, 0.5]
+	Shift  float64 `json:"shift,omitempty"`  // largest translation, pixels
+	Cutout int     `json:"cutout,omitempty"` // side of the zeroed square, pixels
+	// Noise is the standard deviation of Gaussian noise added to every
+	// feature.
+	Noise float64 `json:"noise,omitempty"`
+}
+
+// Validate checks the settings.
+func (a Augment) Validate() error {
+	switch {
+	case !(a.Rotate >= 0 && a.Rotate <= 180):
+		return fmt.Errorf("%w: rotation %v must be in [0,180] degrees", ErrConfig, a.Rotate)
+	case !(a.Scale >= 0 && a.Scale <= 0.5):
+		return fmt.Errorf("%w: scale %v must be in [0,0.5]", ErrConfig, a.Scale)
+	case !(a.Shift >= 0 && a.Shift <= 64):
+		return fmt.Errorf("%w: shift %v must be in [0,64] pixels", ErrConfig, a.Shift)
+	case a.Cutout < 0 || a.Cutout > 64:
+		return fmt.Errorf("%w: cutout %d must be in [0,64] pixels", ErrConfig, a.Cutout)
+	case !(a.Noise >= 0 && a.Noise <= 10):
+		return fmt.Errorf("%w: noise %v must be in [0,10]", ErrConfig, a.Noise)
+	}
+	return nil
+}
+
+// Apply writes a random distortion of src (one example of shape sh) into
+// dst, drawing from r. dst and src must not overlap.
+func (a Augment) Apply(dst, src []float32, sh data.Shape, r *rand.Rand) {
+	image := sh.Height > 1 && sh.Width > 1
+	if !image || (a.Rotate == 0 && a.Scale == 0 && a.Shift == 0) {
+		copy(dst, src)
+	} else {
+		a.affine(dst, src, sh, r)
+	}
+	if image && a.Cutout > 0 {
+		c := a.Cutout
+		y0, x0 := r.IntN(sh.Height)-c/2, r.IntN(sh.Width)-c/2
+		for y := max(0, y0); y < min(sh.Height, y0+c); y++ {
+			lo, hi := max(0, x0), min(sh.Width, x0+c)
+			if lo < hi {
+				clear(dst[(y*sh.Width+lo)*sh.Channels : (y*sh.Width+hi)*sh.Channels])
+			}
+		}
+	}
+	if a.Noise > 0 {
+		for i := range dst {
+			dst[i] += float32(a.Noise * r.NormFloat64())
+		}
+	}
+}
+
+// affine samples src through a random rotation, scaling and translation
+// about the image's centre (bilinear, zero outside).
+func (a Augment) affine(dst, src []float32, sh data.Shape, r *rand.Rand) {
+	uni := func(m float64) float64 { return (2*r.Float64() - 1) * m }
+	th := uni(a.Rotate) * math.Pi / 180
+	s := 1 + uni(a.Scale)
+	ty, tx := uni(a.Shift), uni(a.Shift)
+	// Inverse map: output pixel (y, x) reads input at R(-θ)·((y,x)-c-t)/s + c.
+	cos, sin := math.Cos(th)/s, math.Sin(th)/s
+	H, W, C := sh.Height, sh.Width, sh.Channels
+	cy, cx := float64(H-1)/2, float64(W-1)/2
+	at := func(y, x, ch int) float64 {
+		if y < 0 || y >= H || x < 0 || x >= W {
+			return 0
+		}
+		return float64(src[(y*W+x)*C+ch])
+	}
+	for y := range H {
+		for x := range W {
+			dy, dx := float64(y)-cy-ty, float64(x)-cx-tx
+			sy := cos*dy + sin*dx + cy
+			sx := -sin*dy + cos*dx + cx
+			y0, x0 := int(math.Floor(sy)), int(math.Floor(sx))
+			fy, fx := sy-float64(y0), sx-float64(x0)
+			for ch := range C {
+				v := (1-fy)*((1-fx)*at(y0, x0, ch)+fx*at(y0, x0+1, ch)) + fy*((1-fx)*at(y0+1, x0, ch)+fx*at(y0+1, x0+1, ch))
+				dst[(y*W+x)*C+ch] = float32(v)
+			}
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/nzcfed/nzc/ml/data"
+)
+
+func TestAugmentValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		a    Augment
+		ok   bool
+	}{
+		{"none", Augment{}, true},
+		{"all", Augment{Rotate: 15, Scale: 0.1, Shift: 2, Cutout: 4, Noise: 0.1}, true},
+		{"rotate", Augment{Rotate: 181}, false},
+		{"scale", Augment{Scale: 0.6}, false},
+		{"shift", Augment{Shift: -1}, false},
+		{"cutout", Augment{Cutout: -1}, false},
+		{"noise", Augment{Noise: math.NaN()}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.a.Validate(); (err == nil) != tt.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestAugmentApply(t *testing.T) {
+	sh := data.Shape{Height: 6, Width: 6, Channels: 1}
+	src := make([]float32, sh.Size())
+	for i := range src {
+		src[i] = 1 + float32(i)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	dst := make([]float32, len(src))
+	tests := []struct {
+		name  string
+		a     Augment
+		check func(t *testing.T, dst []float32)
+	}{
+		{"identity", Augment{}, func(t *testing.T, dst []float32) {
+			if !slices.Equal(dst, src) {
+				t.Fatalf("got %v, want the input", dst)
+			}
+		}},
+		{"affine with nothing to do", Augment{Rotate: 0, Scale: 0, Shift: 1e-12}, func(t *testing.T, dst []float32) {
+			for i := range dst {
+				if math.Abs(float64(dst[i]-src[i])) > 1e-6 {
+					t.Fatalf("pixel %d: %v, want %v", i, dst[i], src[i])
+				}
+			}
+		}},
+		{"cutout", Augment{Cutout: 2}, func(t *testing.T, dst []float32) {
+			zero := 0
+			for i := range dst {
+				switch dst[i] {
+				case 0:
+					zero++
+				case src[i]:
+				default:
+					t.Fatalf("pixel %d: %v, want %v or 0", i, dst[i], src[i])
+				}
+			}
+			if zero < 1 || zero > 4 {
+				t.Fatalf("%d pixels cut out, want 1..4", zero)
+			}
+		}},
+		{"rotation by up to 90° keeps the mass near", Augment{Rotate: 90}, func(t *testing.T, dst []float32) {
+			var a, b float64
+			for i := range dst {
+				a += float64(src[i])
+				b += float64(dst[i])
+			}
+			if b < 0.5*a || b > 1.5*a {
+				t.Fatalf("mass %v after rotation, %v before", b, a)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 {
+				tt.a.Apply(dst, src, sh, r)
+				tt.check(t, dst)
+			}
+		})
+	}
+}
+
+// A pure rotation by exactly 90° (Rotate is a bound; draw until the angle
+// is close) turns a horizontal bar into a vertical one.
+func TestAugmentRotatesBars(t *testing.T) {
+	sh := data.Shape{Height: 5, Width: 5, Channels: 1}
+	bar := make([]float32, 25)
+	for x := range 5 {
+		bar[2*5+x] = 1
+	}
+	dst := make([]float32, 25)
+	Augment{Rotate: 90}.affine(dst, bar, sh, rand.New(rand.NewChaCha8([32]byte{})))
+	// Whatever the angle, the centre stays lit.
+	if dst[12] < 0.99 {
+		t.Fatalf("centre %v after a rotation about it, want 1", dst[12])
+	}
+}
+
+func TestTrainConsistencyDeterministic(t *testing.T) {
+	sh := data.Shape{Height: 4, Width: 4, Channels: 1}
+	r := rand.New(rand.NewPCG(3, 4))
+	mk := func(n int) *data.Dataset {
+		d := &data.Dataset{Shape: sh, Classes: 2}
+		for range n {
+			c := r.IntN(2)
+			for p := range 16 {
+				v := r.NormFloat64() * 0.3
+				if (p%4 < 2) == (c == 0) {
+					v++
+				}
+				d.X = append(d.X, float32(v))
+			}
+			d.Y = append(d.Y, c)
+		}
+		return d
+	}
+	lab, unl := mk(8), mk(200)
+	spec := Spec{Kind: KindMLP, Input: sh, Classes: 2, Hidden: []int{8}}
+	tc := TrainConfig{Optimizer: Adam, LearnRate: 1e-2, BatchSize: 4, Epochs: 1, MinSteps: 50, Shift: 1, Seed: 9}
+	cc := Consistency{Threshold: 0.7, Weight: 1, Ratio: 3, Epochs: 2, Strong: Augment{Shift: 1, Noise: 0.1}}
+	var bins [][]byte
+	for range 2 {
+		n, err := New(spec, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := n.TrainConsistency(context.Background(), lab, unl, tc, cc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Steps != 50 || res.Masked < 0 || res.Masked > 1 {
+			t.Fatalf("result %+v, want 50 steps (the labelled minimum beats 2 passes of 17 over 200 unlabelled)", res)
+		}
+		b, _ := n.MarshalBinary()
+		bins = append(bins, b)
+	}
+	if !slices.Equal(bins[0], bins[1]) {
+		t.Fatal("two runs with the same seed differ")
+	}
+	bad := cc
+	bad.Epochs = 0
+	n, _ := New(spec, 5)
+	if _, err := n.TrainConsistency(context.Background(), lab, unl, tc, bad, nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("0 epochs: %v, want ErrConfig", err)
+	}
+}

@@ -1,0 +1,228 @@
+// Package selection orders a student's unlabelled pool: which queries to
+// ask first. It looks only at the student's own data (and, for the
+// confidence order, at a network trained on labels already released), so
+// the order is post-processing of earlier releases and costs no privacy.
+//
+// The order matters most to the nzc-svt aggregator, which answers a query
+// for free when its teachers agree and ends its session after K refusals:
+// a student that asks first about the examples its teachers will surely
+// agree on (typical examples of each kind) receives many exact labels
+// before its first refusal. For the other aggregators a balanced,
+// representative order gives the student more to learn from per label.
+package selection
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/nzcfed/nzc/ml/data"
+)
+
+// Strategy names an order.
+type Strategy string
+
+// Strategies.
+const (
+	// Sequential asks in the pool's own order.
+	Sequential Strategy = "sequential"
+	// Random asks in a seeded random order.
+	Random Strategy = "random"
+	// Typical clusters the pool (k-means on the features) and asks first
+	// for the examples nearest their cluster's centre, relative to the
+	// cluster's own spread: every cluster contributes in proportion to its
+	// size at every point of the order, the most typical first.
+	Typical Strategy = "typical"
+)
+
+// Strategies lists the strategies Order accepts.
+func Strategies() []Strategy { return []Strategy{Sequential, Random, Typical} }
+
+// ErrConfig reports settings that cannot work.
+var ErrConfig = errors.New("invalid query selection")
+
+// Config is how the pool is ordered.
+type Config struct {
+	Strategy Strategy `json:"strategy"`
+	// Clusters for Typical (0: 10 per class of the pool, at most a tenth
+	// of the pool).
+	Clusters int `json:"clusters,omitempty"`
+	// Iterations of k-means for Typical (0: 20).
+	Iterations int    `json:"iterations,omitempty"`
+	Seed       uint64 `json:"seed"`
+}
+
+// Validate checks the settings.
+func (c Config) Validate() error {
+	if !slices.Contains(Strategies(), c.Strategy) {
+		names := make([]string, 0, 3)
+		for _, s := range Strategies() {
+			names = append(names, string(s))
+		}
+		return fmt.Errorf("%w: strategy %q, want one of %s", ErrConfig, c.Strategy, strings.Join(names, ", "))
+	}
+	if c.Clusters < 0 || c.Iterations < 0 || c.Iterations > 1000 {
+		return fmt.Errorf("%w: %d clusters and %d iterations, want non-negative (iterations at most 1000)", ErrConfig, c.Clusters, c.Iterations)
+	}
+	return nil
+}
+
+// Order returns a permutation of the pool's indices: the order in which to
+// ask. The pool's labels are never read.
+func Order(ctx context.Context, cfg Config, pool *data.Dataset) ([]int, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := pool.Len()
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	switch cfg.Strategy {
+	case Sequential:
+		return order, nil
+	case Random:
+		r := rand.New(rand.NewPCG(cfg.Seed, 0x72616e646f6d))
+		r.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+		return order, nil
+	}
+	k := cfg.Clusters
+	if k == 0 {
+		k = min(10*max(1, pool.Classes), n/10)
+	}
+	k = max(1, min(k, n))
+	it := cfg.Iterations
+	if it == 0 {
+		it = 20
+	}
+	assign, dist, err := kmeans(ctx, pool, k, it, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	// Typicality: distance to the centre over the median distance of the
+	// cluster's members.
+	byC := make([][]float64, k)
+	for i, c := range assign {
+		byC[c] = append(byC[c], dist[i])
+	}
+	med := make([]float64, k)
+	for c, d := range byC {
+		if len(d) == 0 {
+			continue
+		}
+		slices.Sort(d)
+		med[c] = d[len(d)/2]
+	}
+	score := make([]float64, n)
+	for i, c := range assign {
+		score[i] = dist[i] / math.Max(med[c], 1e-12)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(score[a], score[b]) })
+	return order, nil
+}
+
+// kmeans clusters the pool's rows with k-means++ seeding and Lloyd's
+// iterations; it returns each row's cluster and its Euclidean distance to
+// the cluster's centre.
+func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uint64) ([]int, []float64, error) {
+	n, dim := pool.Len(), pool.Dim()
+	if n == 0 {
+		return nil, nil, nil
+	}
+	r := rand.New(rand.NewPCG(seed, 0x6b6d65616e73))
+	cent := make([]float64, k*dim)
+	d2 := make([]float64, n)
+	setCentre := func(c, i int) {
+		for j, v := range pool.Row(i) {
+			cent[c*dim+j] = float64(v)
+		}
+	}
+	sq := func(i, c int) float64 {
+		s := 0.0
+		for j, v := range pool.Row(i) {
+			d := float64(v) - cent[c*dim+j]
+			s += d * d
+		}
+		return s
+	}
+	setCentre(0, r.IntN(n))
+	for i := range d2 {
+		d2[i] = sq(i, 0)
+	}
+	for c := 1; c < k; c++ {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		total := 0.0
+		for _, v := range d2 {
+			total += v
+		}
+		pick := n - 1
+		if total > 0 {
+			u := r.Float64() * total
+			for i, v := range d2 {
+				if u -= v; u < 0 {
+					pick = i
+					break
+				}
+			}
+		} else {
+			pick = r.IntN(n)
+		}
+		setCentre(c, pick)
+		for i := range d2 {
+			d2[i] = min(d2[i], sq(i, c))
+		}
+	}
+	assign := make([]int, n)
+	sum := make([]float64, k*dim)
+	count := make([]int, k)
+	for it := 0; ; it++ {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		changed := false
+		for i := range n {
+			best, bd := 0, math.Inf(1)
+			for c := range k {
+				if d := sq(i, c); d < bd {
+					best, bd = c, d
+				}
+			}
+			if assign[i] != best || it == 0 {
+				changed = changed || assign[i] != best
+				assign[i] = best
+			}
+			d2[i] = bd
+		}
+		if (!changed && it > 0) || it == iterations {
+			break
+		}
+		clear(sum)
+		clear(count)
+		for i, c := range assign {
+			count[c]++
+			for j, v := range pool.Row(i) {
+				sum[c*dim+j] += float64(v)
+			}
+		}
+		for c := range k {
+			if count[c] == 0 {
+				continue // an empty cluster keeps its centre
+			}
+			for j := range dim {
+				cent[c*dim+j] = sum[c*dim+j] / float64(count[c])
+			}
+		}
+	}
+	dist := make([]float64, n)
+	for i, v := range d2 {
+		dist[i] = math.Sqrt(v)
+	}
+	return assign, dist, nil
+}

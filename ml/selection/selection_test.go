@@ -1,0 +1,141 @@
+package selection
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/nzcfed/nzc/internal/synth"
+	"github.com/nzcfed/nzc/ml/data"
+)
+
+func pool() *data.Dataset {
+	return synth.Blobs{Classes: 4, Dim: 6, Spread: 3, CentreSeed: [2]uint64{1, 2}}.Make(3, 800)
+}
+
+func TestOrderIsAPermutation(t *testing.T) {
+	p := pool()
+	for _, s := range Strategies() {
+		t.Run(string(s), func(t *testing.T) {
+			cfg := Config{Strategy: s, Seed: 4}
+			a, err := Order(context.Background(), cfg, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Sorted(slices.Values(a)); !slices.Equal(got, identity(p.Len())) {
+				t.Fatal("not a permutation of the pool")
+			}
+			b, _ := Order(context.Background(), cfg, p)
+			if !slices.Equal(a, b) {
+				t.Fatal("two orders with one seed differ")
+			}
+			// The pool's labels are never read.
+			q := *p
+			q.Y = make([]int, len(p.Y))
+			c, _ := Order(context.Background(), cfg, &q)
+			if !slices.Equal(a, c) {
+				t.Fatal("the order depends on the labels")
+			}
+		})
+	}
+	if s, _ := Order(context.Background(), Config{Strategy: Sequential}, p); !slices.Equal(s, identity(p.Len())) {
+		t.Fatal("sequential is not the pool's order")
+	}
+}
+
+func identity(n int) []int {
+	o := make([]int, n)
+	for i := range o {
+		o[i] = i
+	}
+	return o
+}
+
+// Typical asks first about examples near their class's centre (which it
+// does not know: it finds them by clustering), from every class.
+func TestTypicalAsksCentralExamplesFirst(t *testing.T) {
+	p := pool()
+	dim := p.Dim()
+	centre := make([][]float64, p.Classes)
+	count := make([]int, p.Classes)
+	for k := range centre {
+		centre[k] = make([]float64, dim)
+	}
+	for i, y := range p.Y {
+		count[y]++
+		for j, v := range p.Row(i) {
+			centre[y][j] += float64(v)
+		}
+	}
+	for k := range centre {
+		for j := range centre[k] {
+			centre[k][j] /= float64(count[k])
+		}
+	}
+	dist := func(i int) float64 {
+		s := 0.0
+		for j, v := range p.Row(i) {
+			d := float64(v) - centre[p.Y[i]][j]
+			s += d * d
+		}
+		return s
+	}
+	mean := func(idx []int) float64 {
+		s := 0.0
+		for _, i := range idx {
+			s += dist(i)
+		}
+		return s / float64(len(idx))
+	}
+	for _, s := range []Strategy{Typical, Random} {
+		o, err := Order(context.Background(), Config{Strategy: s, Seed: 1}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, last := mean(o[:160]), mean(o[640:])
+		t.Logf("%s: mean squared distance to the class centre, first fifth %.2f, last fifth %.2f", s, first, last)
+		if s == Typical && first > 0.5*last {
+			t.Fatalf("typical: first fifth %.2f, last fifth %.2f: want the first at most half", first, last)
+		}
+		if s == Random && (first < 0.7*last || first > 1.3*last) {
+			t.Fatalf("random: first fifth %.2f, last fifth %.2f: want about equal", first, last)
+		}
+		if s == Typical {
+			seen := map[int]int{}
+			for _, i := range o[:80] {
+				seen[p.Y[i]]++
+			}
+			for k := range p.Classes {
+				if seen[k] < 5 {
+					t.Fatalf("typical: class %d has %d of the first 80 queries, want ≥ 5 (%v)", k, seen[k], seen)
+				}
+			}
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"typical", Config{Strategy: Typical}, true},
+		{"unknown", Config{Strategy: "best"}, false},
+		{"empty", Config{}, false},
+		{"negative clusters", Config{Strategy: Typical, Clusters: -1}, false},
+		{"too many iterations", Config{Strategy: Typical, Iterations: 1001}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrConfig)) {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
+			}
+			if _, err := Order(context.Background(), tt.cfg, pool()); (err == nil) != tt.ok {
+				t.Fatalf("Order: %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
