@@ -199,7 +199,7 @@ func (f *federation) startAuditors(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		srv := &intake.Server{Node: n, Ledger: m, Logger: f.log}
+		srv := &intake.Server{Node: n, Ledger: m, Receipts: intake.NewReceipts(m.State(), n.CosignCheckpoint, 0), Logger: f.log}
 		f.run(ctx, p.ID+" intake", func(ctx context.Context) error {
 			defer l.Close()
 			return srv.Serve(ctx, l)

@@ -54,29 +54,60 @@ func (s *State) Receipt(index int64, signedCheckpoint []byte) (Receipt, error) {
 // accepted command whose digest (Command.Digest) is want: a refused or
 // duplicate entry, or another command, is not a receipt for it.
 func VerifyReceipt(r Receipt, auditorKeys []string, want [32]byte) (Entry, SignedCheckpoint, error) {
-	sc, err := OpenCheckpoint(r.Checkpoint, auditorKeys)
+	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
 	if err != nil {
-		return Entry{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
-	}
-	en, err := DecodeEntry(r.Entry)
-	if err != nil {
-		return Entry{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
-	}
-	if err := VerifyInclusion(r.Entry, int64(en.Index), sc.Checkpoint, r.Proof); err != nil {
-		return Entry{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
-	}
-	if en.Status != StatusAccepted {
-		return Entry{}, sc, fmt.Errorf("%w: entry %d is %s (%s), not an accepted command", ErrReceipt, en.Index, en.Status, en.Code)
-	}
-	cmd, err := DecodeCommand(en.Command)
-	if err != nil {
-		return Entry{}, sc, fmt.Errorf("%w: entry %d: %w", ErrReceipt, en.Index, err)
+		return Entry{}, sc, err
 	}
 	got, err := cmd.Digest()
 	if err != nil || got != want {
 		return Entry{}, sc, fmt.Errorf("%w: entry %d holds another command than the one submitted", ErrReceipt, en.Index)
 	}
 	return en, sc, nil
+}
+
+// VerifyChargeReceipt checks a receipt as a student can, knowing its batch
+// rather than the signed command: the receipt must prove an accepted charge
+// of batch batchID for student, of the given number of queries, committing
+// to answers whose SHA-256 is answersHash. It returns the charge.
+func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
+	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
+	if err != nil {
+		return nil, Entry{}, sc, err
+	}
+	ch, ok := cmd.Body.(*Charge)
+	switch {
+	case !ok:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d is a %s, not a charge", ErrReceipt, en.Index, cmd.Body.Kind())
+	case ch.BatchID != batchID || ch.Student != student:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
+	case ch.Queries != queries || ch.AnswersHash != answersHash:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
+	}
+	return ch, en, sc, nil
+}
+
+// verifyCommitted checks the checkpoint's quorum, the entry's inclusion and
+// that the entry accepted its command, and returns the entry and command.
+func verifyCommitted(r Receipt, auditorKeys []string) (Entry, Command, SignedCheckpoint, error) {
+	sc, err := OpenCheckpoint(r.Checkpoint, auditorKeys)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	en, err := DecodeEntry(r.Entry)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	if err := VerifyInclusion(r.Entry, int64(en.Index), sc.Checkpoint, r.Proof); err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	if en.Status != StatusAccepted {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d is %s (%s), not an accepted command", ErrReceipt, en.Index, en.Status, en.Code)
+	}
+	cmd, err := DecodeCommand(en.Command)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d: %w", ErrReceipt, en.Index, err)
+	}
+	return en, cmd, sc, nil
 }
 
 // receiptJSON is the JSON form of a receipt: what a student keeps beside its

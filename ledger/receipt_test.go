@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -70,6 +71,25 @@ func TestReceipt(t *testing.T) {
 				t.Fatalf("verified: %v", err)
 			}
 		})
+	}
+	// What a student checks: its own batch, size and answers.
+	hash := sha256.Sum256([]byte("b1"))
+	if _, _, _, err := VerifyChargeReceipt(good, keys, "b1", "s2", 10, hash); err != nil {
+		t.Fatalf("the student's check: %v", err)
+	}
+	for _, c := range []struct {
+		name, batch, student string
+		queries              uint64
+		hash                 [32]byte
+	}{
+		{"another batch", "b9", "s2", 10, hash},
+		{"another student", "b1", "s1", 10, hash},
+		{"another size", "b1", "s2", 11, hash},
+		{"other answers", "b1", "s2", 10, [32]byte{7}},
+	} {
+		if _, _, _, err := VerifyChargeReceipt(good, keys, c.batch, c.student, c.queries, c.hash); !errors.Is(err, ErrReceipt) {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 	if _, err := f.st.Receipt(f.st.TreeSize(), majority); !errors.Is(err, ErrReceipt) {
 		t.Fatalf("a receipt beyond the checkpoint: %v", err)

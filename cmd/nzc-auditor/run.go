@@ -95,7 +95,7 @@ take snapshots (see 'nzc ledger --help').`,
 			return fmt.Errorf("charge intake: %w (choose a free address with --listen)", err)
 		}
 		defer l.Close()
-		srv := &intake.Server{Node: n, Ledger: led, Logger: log}
+		srv := &intake.Server{Node: n, Ledger: led, Receipts: intake.NewReceipts(led.State(), n.CosignCheckpoint, 0), Logger: log}
 		go func() {
 			if err := srv.Serve(ctx, l); err != nil {
 				log.Error("charge intake stopped", "err", err)

@@ -168,7 +168,7 @@ func startAuditors(t *testing.T, f *federation) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		srv := &intake.Server{Node: n, Ledger: m, Logger: f.logger()}
+		srv := &intake.Server{Node: n, Ledger: m, Receipts: intake.NewReceipts(m.State(), n.CosignCheckpoint, 0), Logger: f.logger()}
 		run(t, p.ID+" intake", func(ctx context.Context) error { return srv.Serve(ctx, l) })
 		f.machines, f.nodes, f.intakes = append(f.machines, m), append(f.nodes, n), append(f.intakes, l.Addr().String())
 	}

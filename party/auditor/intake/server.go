@@ -21,7 +21,10 @@ type Submitter interface {
 type Server struct {
 	Node   Submitter
 	Ledger *auditor.Ledger
-	Logger *slog.Logger
+	// Receipts makes the proof of each commit that the aggregator checks
+	// before it releases anything. Required.
+	Receipts *Receipts
+	Logger   *slog.Logger
 }
 
 // Listen opens the intake listener: only the aggregator may connect.
@@ -80,6 +83,15 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 	out := ToWire(res)
 	if cp, err := s.Ledger.Checkpoint(0); err == nil {
 		out.Checkpoint = cp
+	}
+	switch out.GetCode() {
+	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+		rec, err := s.Receipts.For(ctx, int64(out.GetIndex()))
+		if err != nil {
+			return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable,
+				"the charge is entry %d, but its receipt is not ready (%v); retry the same command, which is not charged twice", out.GetIndex(), err)
+		}
+		out.Receipt = protocol.ReceiptToWire(rec)
 	}
 	return quicnet.Reply(out)
 }
