@@ -89,7 +89,7 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		if err != nil {
 			return sec, err
 		}
-		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: qc, Identity: id, Hospitals: recipients,
+		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: qc, Identity: id, Hospitals: recipients, AuditorKeys: f.auditorKeys,
 			BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: dir, Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
 			Logger: f.log.With("party", stP.ID)})
 		if err != nil {

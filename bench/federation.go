@@ -48,9 +48,12 @@ type federation struct {
 	machines []*auditor.Ledger
 	nodes    []*auditor.Node
 	intakes  []string
-	aggAddr  string
-	agg      *aggregator.Aggregator
-	lc       *aggregator.LedgerClient
+	// auditorKeys are the auditors' checkpoint verifier keys, pinned by the
+	// aggregator and the students.
+	auditorKeys []string
+	aggAddr     string
+	agg         *aggregator.Aggregator
+	lc          *aggregator.LedgerClient
 	// hospitalNets are each hospital's teachers.
 	hospitalNets [][]*model.Network
 
@@ -249,10 +252,13 @@ func (f *federation) startAggregator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if f.auditorKeys, err = intake.AuditorKeys(f.m); err != nil {
+		return err
+	}
 	f.agg, err = aggregator.New(aggregator.Config{
 		ID: p.ID, Identity: id, SigningKey: key, OutboxDir: f.m.Path("bench-outbox"),
 		Mechanism: benchMechanism(), Quorum: hospitals, Hospitals: hospitals, BatchDeadline: 10 * time.Minute,
-		Ledger: f.lc, Logger: f.log.With("party", p.ID),
+		Ledger: f.lc, AuditorKeys: f.auditorKeys, Logger: f.log.With("party", p.ID),
 	})
 	if err != nil {
 		return err

@@ -67,8 +67,10 @@ func VerifyReceipt(r Receipt, auditorKeys []string, want [32]byte) (Entry, Signe
 
 // VerifyChargeReceipt checks a receipt as a student can, knowing its batch
 // rather than the signed command: the receipt must prove an accepted charge
-// of batch batchID for student, of the given number of queries, committing
-// to answers whose SHA-256 is answersHash. It returns the charge.
+// of batch batchID for student, of at most the batch's queries (an nzc-svt
+// batch whose session stopped part-way charges the queries it ran and
+// refuses the rest), committing to answers whose SHA-256 is answersHash. It
+// returns the charge.
 func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
 	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
 	if err != nil {
@@ -80,7 +82,7 @@ func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student strin
 		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d is a %s, not a charge", ErrReceipt, en.Index, cmd.Body.Kind())
 	case ch.BatchID != batchID || ch.Student != student:
 		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
-	case ch.Queries != queries || ch.AnswersHash != answersHash:
+	case ch.Queries > queries || ch.AnswersHash != answersHash:
 		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
 	}
 	return ch, en, sc, nil

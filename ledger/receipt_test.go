@@ -84,7 +84,7 @@ func TestReceipt(t *testing.T) {
 	}{
 		{"another batch", "b9", "s2", 10, hash},
 		{"another student", "b1", "s1", 10, hash},
-		{"another size", "b1", "s2", 11, hash},
+		{"a smaller batch", "b1", "s2", 9, hash},
 		{"other answers", "b1", "s2", 10, [32]byte{7}},
 	} {
 		if _, _, _, err := VerifyChargeReceipt(good, keys, c.batch, c.student, c.queries, c.hash); !errors.Is(err, ErrReceipt) {

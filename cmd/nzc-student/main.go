@@ -32,6 +32,7 @@ environment variables and a YAML file made by 'nzc init'.`,
 		newTrainCommand(),
 		newEvaluateCommand(),
 		newBudgetCommand(),
+		newProofsCommand(),
 		cli.VersionCommand("nzc-student"),
 		cli.ConfigCommand("nzc-student", config.DefaultStudent()),
 	)

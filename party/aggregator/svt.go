@@ -70,6 +70,11 @@ func (a *Aggregator) session(ctx context.Context, student string, hospitals []st
 	}
 	switch res.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+		if _, _, err := a.checkReceipt(&Record{Command: cmd}, res); err != nil {
+			a.met.receiptsRejected.Inc()
+			return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+				Message: fmt.Sprintf("the ledger's answer to the opening of an nzc-svt session carries no valid proof that a majority of the auditors committed it (%v): nothing was released; retry the batch", err)})
+		}
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
 		return nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
 			"the ledger refused to open an nzc-svt session (its whole cost is charged at opening): %s; nothing was released", res.GetReason()))

@@ -326,7 +326,8 @@ func TestFederation(t *testing.T) {
 		a, err := aggregator.New(aggregator.Config{
 			ID: aggP.ID, Identity: f.identity(aggP), SigningKey: f.signingKey(aggP), OutboxDir: outbox,
 			Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},
-			Quorum:    3, Hospitals: 3, BatchDeadline: 10 * time.Second, Ledger: led, Logger: logger(t).With("party", "aggregator"),
+			Quorum:    3, Hospitals: 3, BatchDeadline: 10 * time.Second, Ledger: led, AuditorKeys: f.auditorKeys(),
+			Logger: logger(t).With("party", "aggregator"),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -365,7 +366,7 @@ func TestFederation(t *testing.T) {
 	waitFor(t, 20*time.Second, "3 budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == 3 })
 
 	stP := f.party(crypto.RoleStudent, "student-1")
-	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 		Hospitals: hospitals, BatchSize: 8, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50, Logger: logger(t).With("party", "student")})
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +411,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
-		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
 			Logger: logger(t).With("party", "student")})
 		if err != nil {
@@ -483,7 +484,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("a batch over a hospital's cap is refused and not charged", func(t *testing.T) {
-		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 			Hospitals: hospitals, BatchSize: 400, StateDir: t.TempDir(), Backoff: backoff})
 		if err != nil {
 			t.Fatal(err)
@@ -594,4 +595,15 @@ func TestFederation(t *testing.T) {
 			return false
 		})
 	})
+}
+
+// auditorKeys are the auditors' checkpoint verifier keys, as the aggregator
+// and the students pin them.
+func (f *federation) auditorKeys() []string {
+	f.t.Helper()
+	keys, err := intake.AuditorKeys(f.m)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return keys
 }

@@ -268,7 +268,8 @@ func TestSoak(t *testing.T) {
 		agg, err := aggregator.New(aggregator.Config{
 			ID: aggP.ID, Identity: f.identity(aggP), SigningKey: f.signingKey(aggP), OutboxDir: t.TempDir(),
 			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20},
-			Quorum:    3, Hospitals: 3, BatchDeadline: 30 * time.Second, Ledger: lc, Logger: log.With("party", "aggregator"),
+			Quorum:    3, Hospitals: 3, BatchDeadline: 30 * time.Second, Ledger: lc, AuditorKeys: f.auditorKeys(),
+			Logger: log.With("party", "aggregator"),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +311,7 @@ func TestSoak(t *testing.T) {
 		start := time.Now()
 		var wg sync.WaitGroup
 		for i, p := range m.ByRole(crypto.RoleStudent) {
-			st, err := student.New(student.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
+			st, err := student.New(student.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p), AuditorKeys: f.auditorKeys(),
 				Hospitals: hospitals, BatchSize: soakBatch, StateDir: t.TempDir(), Backoff: backoff, Logger: log.With("party", p.ID)})
 			if err != nil {
 				t.Fatal(err)
