@@ -81,6 +81,15 @@ func (c *Config) Validate() error {
 	case len(c.SigningKey) != ed25519.PrivateKeySize:
 		return &raftnode.ConfigError{Field: "SigningKey", Reason: "must be this auditor's ed25519 checkpoint key"}
 	}
+	// The raft id is the certificate's: an auditor cannot run, and speak to
+	// its peers, under another auditor's id.
+	p, err := c.Credential.Peer()
+	if err != nil {
+		return &raftnode.ConfigError{Field: "Credential", Reason: err.Error()}
+	}
+	if p.Role != crypto.RoleAuditor || p.ID != c.ID {
+		return &raftnode.ConfigError{Field: "ID", Reason: fmt.Sprintf("is %q, but the certificate names %s: an auditor runs under the id of its own certificate", c.ID, p)}
+	}
 	return nil
 }
 

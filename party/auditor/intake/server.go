@@ -96,6 +96,9 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 	}
 	switch out.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+		if !needsReceipt(req.GetCommand()) {
+			break
+		}
 		rec, err := s.Receipts.For(ctx, int64(out.GetIndex()))
 		if err != nil {
 			return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable,
@@ -112,4 +115,20 @@ func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType
 		return 0, nil, err
 	}
 	return quicnet.Reply(Budgets(s.Ledger.State(), &req))
+}
+
+// needsReceipt says whether a command's commit is proven with a receipt:
+// charges and sparse-vector session openings, whose commit releases labels
+// and which a retry re-proposes as a duplicate. The hospitals' own account
+// commands the aggregator relays are answered without one.
+func needsReceipt(cmd []byte) bool {
+	c, err := ledger.DecodeCommand(cmd)
+	if err != nil {
+		return false
+	}
+	switch c.Body.(type) {
+	case *ledger.Charge, *ledger.OpenSession:
+		return true
+	}
+	return false
 }
