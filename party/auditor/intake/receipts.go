@@ -48,6 +48,10 @@ func NewReceipts(state *ledger.State, cosign func(ctx context.Context) ([]byte, 
 // auditor. It reuses the newest cosigned checkpoint when that covers the
 // entry, and otherwise joins or starts a round of cosigning.
 func (r *Receipts) For(ctx context.Context, index int64) (ledger.Receipt, error) {
+	// On a follower the entry is committed before it is applied here.
+	if err := r.applied(ctx, index); err != nil {
+		return ledger.Receipt{}, err
+	}
 	for {
 		r.mu.Lock()
 		if r.latest != nil && index < r.size {
@@ -72,16 +76,27 @@ func (r *Receipts) For(ctx context.Context, index int64) (ledger.Receipt, error)
 		if rd.err != nil {
 			return ledger.Receipt{}, rd.err
 		}
-		if index >= rd.size {
-			// The round began before this entry was applied here: the
-			// next one covers it. Entries are applied before Submit
-			// returns, so this happens at most once per caller.
-			if int64(index) >= r.state.TreeSize() {
-				return ledger.Receipt{}, fmt.Errorf("%w: entry %d is not applied on this auditor (size %d)", ledger.ErrReceipt, index, r.state.TreeSize())
-			}
-			continue
-		}
+		// Covered now, unless the round began before this entry was
+		// applied here: then the next one covers it.
 	}
+}
+
+// applied waits until entry index is applied on this auditor: at once on
+// the leader, which applies before Submit returns; within a heartbeat or
+// two on a follower.
+func (r *Receipts) applied(ctx context.Context, index int64) error {
+	wait := time.Millisecond
+	for index >= r.state.TreeSize() {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: entry %d is not yet applied on this auditor (size %d): %w", ledger.ErrReceipt, index, r.state.TreeSize(), ctx.Err())
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+	return nil
 }
 
 func (r *Receipts) run(ctx context.Context, rd *round) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -160,7 +161,17 @@ func TestReceiptsWithoutAMajority(t *testing.T) {
 	if _, _, err := ledger.VerifyReceipt(r, rl.keys, digest); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rs.For(t.Context(), rl.st.TreeSize()); !errors.Is(err, ledger.ErrReceipt) {
+	// An entry not yet applied here is waited for, within the context.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := rs.For(ctx, rl.st.TreeSize()); !errors.Is(err, ledger.ErrReceipt) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an entry not applied here: %v", err)
+	}
+	next := rl.st.TreeSize()
+	done := make(chan error, 1)
+	go func() { _, err := rs.For(t.Context(), next); done <- err }()
+	rl.registerStudent(t, "s2")
+	if err := <-done; err != nil {
+		t.Fatalf("an entry applied while its receipt was asked for: %v", err)
 	}
 }
