@@ -15,6 +15,7 @@ import (
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
 	"github.com/nzcfed/nzc/protocol/quicnet"
@@ -50,6 +51,9 @@ type federation struct {
 	aggAddr  string
 	agg      *launch.Aggregator
 	lc       *aggregator.LedgerClient
+	// auditorKeys are the auditors' checkpoint verifier keys, pinned by the
+	// aggregator and the students.
+	auditorKeys []string
 	// hospitalNets are each hospital's teachers.
 	hospitalNets [][]*model.Network
 }
@@ -119,9 +123,12 @@ func (f *federation) startAggregator(context.Context) error {
 	if f.lc, err = aggregator.NewLedgerClient(p.Net, launch.Intakes(f.auditors)); err != nil {
 		return err
 	}
+	if f.auditorKeys, err = intake.AuditorKeys(f.m); err != nil {
+		return err
+	}
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
 		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: hospitals, Hospitals: hospitals,
-		BatchDeadline: 10 * time.Minute, Ledger: f.lc,
+		BatchDeadline: 10 * time.Minute, Ledger: f.lc, AuditorKeys: f.auditorKeys,
 	})
 	if err != nil {
 		return err

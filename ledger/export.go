@@ -92,6 +92,14 @@ type VerifyOptions struct {
 	// Earlier are signed checkpoints the verifier kept from earlier audits;
 	// the export must extend each of them.
 	Earlier [][]byte
+	// Directory, when set, pins the federation's parties as the verifier
+	// knows them independently: the genesis must be signed by an
+	// administrator of the directory with its key, and every party the log
+	// registers must be in the directory with the same role and key.
+	Directory []Party
+	// GenesisHash, when set, pins the genesis command: the SHA-256 of its
+	// bytes.
+	GenesisHash []byte
 }
 
 // Check is one verification step and its outcome.
@@ -228,6 +236,8 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 		r.add(Check{Name: "genesis", Detail: "the log has no accepted genesis, so no origin and no auditors"})
 		return r
 	}
+
+	r.pinFederation(st, x.Entries[:replayed], opts)
 
 	// Keys: the export's and the verifier's must be the log's auditors.
 	logKeys, _ := st.AuditorKeys(st.TreeSize())

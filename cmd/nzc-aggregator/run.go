@@ -64,7 +64,8 @@ once: retries and restarts deliver the stored answers.
 		a, err := aggregator.New(aggregator.Config{
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
 			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
-			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, Logger: log, Registry: reg, Pause: node.PauseHook(log),
+			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, AuditorKeys: cfg.AuditorKeys,
+			Logger: log, Registry: reg, Pause: node.PauseHook(log),
 		})
 		if err != nil {
 			return err

@@ -33,6 +33,7 @@ environment variables and a YAML file made by 'nzc init'.`,
 		newEvaluateCommand(),
 		newBudgetCommand(),
 		newPlanCommand(),
+		newProofsCommand(),
 		cli.VersionCommand("nzc-student"),
 		cli.ConfigCommand("nzc-student", config.DefaultStudent()),
 	)

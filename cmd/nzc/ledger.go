@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // ErrLedgerNotVerified is returned by `nzc ledger verify` when any check
@@ -69,7 +72,9 @@ export, and that no two checkpoints of the same size disagree (a fork).
 
 The auditors' keys come from outside the export, so a wholly fabricated log
 is detected: from a federation directory (each auditor's sign.pub, named by
-federation.json), or from --keys, each a note verifier key
+federation.json; with it, the genesis must also be signed by the federation's
+administrator, the CA's key, and every party the log registers must be the
+directory's, with its key), or from --keys, each a note verifier key
 ("auditor-1+1a2b3c4d+AbC…"), a file of such keys (one a line), or an
 auditor's sign.pub (the auditor's ID is the name of its directory).
 
@@ -90,6 +95,7 @@ when any fails.`,
 	fedDir := cmd.Flags().String("federation", "", "federation directory whose auditors' sign.pub are the trusted keys")
 	keys := cmd.Flags().StringSlice("keys", nil, "trusted auditor keys: verifier keys, files of verifier keys, or auditors' sign.pub files (repeat or separate with commas)")
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
+	genesisHash := cmd.Flags().String("genesis-hash", "", "the SHA-256 (hex) of the federation's genesis command, pinned: the log must start from it")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -118,7 +124,18 @@ when any fails.`,
 			}
 			earlierCps = append(earlierCps, b)
 		}
-		r := ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps})
+		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps}
+		if *fedDir != "" {
+			if opts.Directory, err = federationDirectory(*fedDir); err != nil {
+				return err
+			}
+		}
+		if *genesisHash != "" {
+			if opts.GenesisHash, err = hex.DecodeString(*genesisHash); err != nil || len(opts.GenesisHash) != sha256.Size {
+				return fmt.Errorf("--genesis-hash %q: want the 64 hex digits of a SHA-256", *genesisHash)
+			}
+		}
+		r := ledger.Verify(export, opts)
 		if err := cli.Print(cmd.OutOrStdout(), f, r, r.WriteText); err != nil {
 			return err
 		}
@@ -128,6 +145,25 @@ when any fails.`,
 		return nil
 	}
 	return cmd
+}
+
+// federationDirectory returns the parties of a federation directory as its
+// genesis registers them, with the CA's key as the administrator's: what
+// verify pins the log's genesis signer and parties to.
+func federationDirectory(fedDir string) ([]ledger.Party, error) {
+	m, err := crypto.LoadManifest(fedDir)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	if err != nil {
+		return nil, err
+	}
+	admin, ok := ca.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("federation %s: the CA certificate has no ed25519 key", fedDir)
+	}
+	return intake.Directory(m, admin)
 }
 
 // trustedKeys returns the note verifier keys of the auditors named by a

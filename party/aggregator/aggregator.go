@@ -60,6 +60,12 @@ type Config struct {
 	BatchDeadline time.Duration
 	// Ledger is where charges are committed. Required.
 	Ledger Ledger
+	// AuditorKeys are the note verifier keys of the ledger's auditors
+	// (ledger.VerifierKey), pinned in the configuration. A batch is released
+	// only with a receipt of its charge whose checkpoint a majority of them
+	// signed: one auditor's word that a charge committed is not enough.
+	// Required.
+	AuditorKeys []string
 	// LedgerTimeout bounds one proposal of a batch's charge: when the
 	// ledger has not answered by then (its auditors have no majority, or
 	// are unreachable), the batch stays pending and the student is refused
@@ -144,6 +150,8 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, errors.New("aggregator: no ed25519 signing key configured: it signs ledger charges")
 	case cfg.Ledger == nil:
 		return nil, errors.New("aggregator: no ledger configured; nothing may be released without one")
+	case len(cfg.AuditorKeys) == 0:
+		return nil, errors.New("aggregator: no auditor keys configured: a release needs a majority of the auditors' signatures, checked against their pinned keys")
 	case cfg.Quorum < 1:
 		return nil, fmt.Errorf("aggregator: quorum %d: at least one hospital must vote on a batch", cfg.Quorum)
 	case cfg.BatchDeadline <= 0:
@@ -513,7 +521,9 @@ func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.Qu
 // settle proposes a record's charge (again, if it was proposed before) and
 // returns the labels once the ledger has committed it.
 func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start time.Time) (*nzcpb.LabelResponse, error) {
-	if rec.State == StatePending {
+	// A committed record without a receipt (written before receipts were
+	// kept) is proposed again: the ledger answers duplicate, with one.
+	if rec.State == StatePending || rec.Receipt == nil {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
 		res, err := a.cfg.Ledger.Submit(sctx, rec.Command)
 		cancel()
@@ -524,8 +534,15 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 		}
 		switch res.GetCode() {
 		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+			rcpt, index, err := a.checkReceipt(rec, res)
+			if err != nil {
+				a.met.receiptsRejected.Inc()
+				a.log.Error("the ledger answered committed without a majority's proof; nothing is released", "batch", rec.BatchID, "err", err)
+				return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+					Message: fmt.Sprintf("the ledger's answer for batch %s carries no valid proof that a majority of the auditors committed it (%v): nothing was released; retry the same batch", rec.BatchID, err)})
+			}
 			a.pause(ctx, PauseLedgerAnswered)
-			rec.State, rec.LedgerIndex = StateCommitted, res.GetIndex()
+			rec.State, rec.LedgerIndex, rec.Receipt = StateCommitted, index, &rcpt
 			if err := a.outbox.Put(rec); err != nil {
 				// The charge is committed; a later retry re-proposes the
 				// identical command and the ledger answers duplicate.
@@ -560,7 +577,35 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 		return nil, fmt.Errorf("%w: batch id %q", ErrCorruptOutbox, rec.BatchID)
 	}
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
-		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry}, nil
+		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry,
+		Receipt: protocol.ReceiptToWire(*rec.Receipt)}, nil
+}
+
+// checkReceipt verifies the receipt a ledger result carries against the
+// pinned auditor keys: a checkpoint signed by a majority, holding the
+// accepted entry of exactly this batch's signed charge. It returns the
+// receipt and the entry's index.
+func (a *Aggregator) checkReceipt(rec *Record, res *nzcpb.LedgerResult) (ledger.Receipt, uint64, error) {
+	r, ok, err := protocol.ReceiptFromWire(res.GetReceipt())
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	if !ok {
+		return ledger.Receipt{}, 0, errors.New("the answer has no receipt")
+	}
+	cmd, err := ledger.DecodeCommand(rec.Command)
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	digest, err := cmd.Digest()
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	en, _, err := ledger.VerifyReceipt(r, a.cfg.AuditorKeys, digest)
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	return r, en.Index, nil
 }
 
 func (a *Aggregator) pause(ctx context.Context, point string) {

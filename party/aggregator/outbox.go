@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nzcfed/nzc/ledger"
+
 	"github.com/nzcfed/nzc/crypto"
 )
 
@@ -41,6 +43,9 @@ type Record struct {
 	SealedLabels []byte   `json:"sealed_labels"`
 	AnswersHash  []byte   `json:"answers_hash"`
 	LedgerIndex  uint64   `json:"ledger_index,omitempty"`
+	// Receipt proves the commit (committed records): what the student is
+	// given with the labels.
+	Receipt *ledger.Receipt `json:"receipt,omitempty"`
 }
 
 // ErrCorruptOutbox is matched by errors reading a damaged outbox record.

@@ -116,6 +116,11 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession)
 	var perr *protocol.Error
 	switch res.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+		if _, _, err := a.checkReceipt(&Record{Command: s.open}, res); err != nil {
+			a.met.receiptsRejected.Inc()
+			return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+				Message: fmt.Sprintf("the ledger's answer to the opening of an nzc-svt session carries no valid proof that a majority of the auditors committed it (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", err)})
+		}
 		s.opened = true
 		a.log.Info("opened an nzc-svt session, its whole cost charged", "session", s.id, "student", s.student, "hospitals", s.hospitals,
 			"max_refusals", a.cfg.Mechanism.MaxRefusals, "ledger_index", res.GetIndex())

@@ -223,6 +223,9 @@ func TestConfigValidate(t *testing.T) {
 		{"DataDir", func(c *Config) { c.DataDir = "" }},
 		{"BindAddr", func(c *Config) { c.RaftAddr = "no-port" }},
 		{"Peers", func(c *Config) { c.Peers = []raftnode.Peer{{ID: "a2", Addr: "127.0.0.1:7501"}} }},
+		// Another auditor's id with a1's certificate: the raft id is the
+		// certificate's.
+		{"ID", func(c *Config) { c.ID = "a2" }},
 	} {
 		cfg := c.config("a1")
 		tt.edit(&cfg)

@@ -148,7 +148,7 @@ func (f *federation) ledgerClient() *aggregator.LedgerClient {
 // free port) with cfg, charging led.
 func (f *federation) startAggregator(g *launch.Group, addr string, led aggregator.Ledger, cfg aggregator.Config) *launch.Aggregator {
 	f.t.Helper()
-	cfg.Ledger = led
+	cfg.Ledger, cfg.AuditorKeys = led, f.auditorKeys()
 	a, err := launch.StartAggregator(g, f.load(f.party(crypto.RoleAggregator, "aggregator")), addr, cfg)
 	if err != nil {
 		f.t.Fatal(err)
@@ -318,7 +318,7 @@ func TestFederation(t *testing.T) {
 	hospitals := f.startHospitals(g, agg, capEps, func(int) teacher.Voter { return voter{} })
 
 	stP := f.party(crypto.RoleStudent, "student-1")
-	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 		Hospitals: hospitals, BatchSize: 8, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50, Logger: logger(t).With("party", "student")})
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +363,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
-		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
 			Logger: logger(t).With("party", "student")})
 		if err != nil {
@@ -436,7 +436,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("a batch over a hospital's cap is refused and not charged", func(t *testing.T) {
-		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 			Hospitals: hospitals, BatchSize: 400, StateDir: t.TempDir(), Backoff: backoff})
 		if err != nil {
 			t.Fatal(err)
@@ -547,4 +547,15 @@ func TestFederation(t *testing.T) {
 			return false
 		})
 	})
+}
+
+// auditorKeys are the auditors' checkpoint verifier keys, as the aggregator
+// and the students pin them.
+func (f *federation) auditorKeys() []string {
+	f.t.Helper()
+	keys, err := intake.AuditorKeys(f.m)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return keys
 }

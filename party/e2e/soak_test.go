@@ -278,7 +278,7 @@ func TestSoak(t *testing.T) {
 		start := time.Now()
 		var wg sync.WaitGroup
 		for i, p := range m.ByRole(crypto.RoleStudent) {
-			st, err := student.New(student.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
+			st, err := student.New(student.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p), AuditorKeys: f.auditorKeys(),
 				Hospitals: hospitals, BatchSize: soakBatch, StateDir: t.TempDir(), Backoff: backoff, Logger: log.With("party", p.ID)})
 			if err != nil {
 				t.Fatal(err)

@@ -132,6 +132,7 @@ func checkMechanism(c *checker, m mechanism.Params) {
 type Aggregator struct {
 	Listen        string           `mapstructure:"listen" yaml:"listen" json:"listen" help:"QUIC address hospitals and students dial"`
 	Auditors      []string         `mapstructure:"auditors" yaml:"auditors" json:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
+	AuditorKeys   []string         `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); a batch is released only on a receipt a majority of them signed"`
 	TLS           TLS              `mapstructure:"tls" yaml:"tls" json:"tls"`
 	AgeIdentity   string           `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens vote histograms"`
 	SigningKey    string           `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"signs ledger charges"`
@@ -181,6 +182,7 @@ func (a Aggregator) Validate() error {
 	if len(a.Auditors) == 0 {
 		c.add("auditors", "required: at least one auditor address; nothing is released without a ledger")
 	}
+	c.verifierKeys("auditor_keys", a.AuditorKeys, "a batch is released only on a receipt signed by a majority of the auditors")
 	for _, addr := range a.Auditors {
 		c.address("auditors", addr, true, "an auditor's address")
 	}
@@ -216,10 +218,13 @@ type Student struct {
 	// Hospitals are the age recipients (age1…) query features are sealed
 	// to, from the federation manifest.
 	Hospitals []string `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"age recipients (age1…) of the hospitals, from federation.json"`
-	BatchSize int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
-	Window    int      `mapstructure:"window" yaml:"window" json:"window" help:"label requests in flight at once (2 lets the hospitals vote on the next batch while the last one's charge commits)"`
-	State     string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
-	Log       Log      `mapstructure:"log" yaml:"log" json:"log"`
+	// AuditorKeys are the auditors' checkpoint verifier keys: labels are
+	// accepted only with a receipt a majority of them signed.
+	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); labels are accepted only with a receipt a majority of them signed"`
+	BatchSize   int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
+	Window      int      `mapstructure:"window" yaml:"window" json:"window" help:"label requests in flight at once (2 lets the hospitals vote on the next batch while the last one's charge commits)"`
+	State       string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
+	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
 }
 
 // DefaultStudent returns the defaults of nzc-student.
@@ -234,6 +239,7 @@ func (s Student) Validate() error {
 	c.address("aggregator", s.Aggregator, true, "the aggregator's address")
 	s.TLS.check(&c)
 	c.required("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
+	c.verifierKeys("auditor_keys", s.AuditorKeys, "labels are accepted only with a receipt signed by a majority of the auditors")
 	if len(s.Hospitals) == 0 {
 		c.add("hospitals", "required: the hospitals' age recipients (age1…), as listed in federation.json; query features are sealed to them")
 	}
