@@ -48,6 +48,11 @@ func below(stated, derived float64) bool {
 type derived struct {
 	admit, charge           mechanism.Curve
 	admitDelta, chargeDelta float64
+	// admitPure and chargePure are the pure ε of the same two costs
+	// (+Inf when the mechanism is not pure DP), rounded up onto the lattice:
+	// an account also composes them by addition, which holds under
+	// adaptive composition for pure DP, and the smaller bound stands.
+	admitPure, chargePure float64
 }
 
 // maxLattice returns the order-wise maximum of a and b rounded up onto the
@@ -161,10 +166,10 @@ func deriveCharge(g mechanism.Grid, cache costCache, b *Charge, stated mechanism
 	if r, ok := underCost(g, b.BatchID, what, stated, b.Delta, realized); !ok {
 		return derived{}, r, false
 	}
-	d := derived{charge: maxLattice(stated, realized.RDP), chargeDelta: max(b.Delta, realized.Delta)}
-	d.admit, d.admitDelta = d.charge, d.chargeDelta
+	d := derived{charge: maxLattice(stated, realized.RDP), chargeDelta: max(b.Delta, realized.Delta), chargePure: latticeUp(realized.PureEpsilon)}
+	d.admit, d.admitDelta, d.admitPure = d.charge, d.chargeDelta, d.chargePure
 	if a != q {
-		d.admit, d.admitDelta = maxLattice(stated, worst.RDP), max(b.Delta, worst.Delta)
+		d.admit, d.admitDelta, d.admitPure = maxLattice(stated, worst.RDP), max(b.Delta, worst.Delta), latticeUp(worst.PureEpsilon)
 	}
 	return d, Result{}, true
 }
@@ -192,7 +197,8 @@ func deriveSession(g mechanism.Grid, b *OpenSession, stated mechanism.Curve) (de
 	}
 	c := maxLattice(stated, want.RDP)
 	d := max(b.Delta, want.Delta)
-	return derived{admit: c, charge: c, admitDelta: d, chargeDelta: d}, Result{}, true
+	pure := latticeUp(want.PureEpsilon)
+	return derived{admit: c, charge: c, admitDelta: d, chargeDelta: d, admitPure: pure, chargePure: pure}, Result{}, true
 }
 
 // sessionParams checks that a charge in a session names nzc-svt with

@@ -115,7 +115,16 @@
 //	E[(1 − e^(ε−L_τ))₊] ≤ Σ_j (δ/m)·E[M_τ(α_j)] ≤ δ
 //
 // by optional stopping. The left side is the hockey-stick divergence of the
-// whole transcript, so the transcript is (ε, δ)-DP. The additive δ of
+// whole transcript, so the transcript is (ε, δ)-DP.
+//
+// The gate also releases when every charge so far was pure DP and their pure
+// ε add up to at most the cap: each step's loss is then at most its ε
+// (outside the additive δ events below), so L_τ ≤ Σ ε_i ≤ ε and
+// (1 − e^(ε−L_τ))₊ = 0 on that event — a further event of the union that
+// costs nothing (basic composition holds for adaptively chosen pure-DP
+// steps). An account's ε is therefore the smaller of the filter conversion
+// and the pure-ε sum, which for an account of nzc-svt sessions is the sum of
+// their ε exactly; the sum is kept on the lattice below, rounded up. The additive δ of
 // mechanisms that have one (an nzc-svt session's stability test) is a
 // failure event of probability at most that δ on top, so the gate converts
 // at the cap's δ less every additive δ already charged, and the guarantee

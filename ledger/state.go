@@ -63,9 +63,12 @@ type account struct {
 	capVersion       uint64
 	curve            mechanism.Curve
 	deltaSpent       float64
-	charges          uint64
-	answers          uint64
-	opened           uint64
+	// pure is the sum of the charges' pure ε, on the lattice (+Inf once a
+	// charge without one was composed).
+	pure    float64
+	charges uint64
+	answers uint64
+	opened  uint64
 }
 
 // conversionDelta is the δ left for converting the RDP curve to ε once the
@@ -356,7 +359,8 @@ func (s *State) checkCost(student string, hospitals []string, values []float64, 
 // capCheck refuses a cost that would exhaust any hospital's δ or push its ε
 // over its cap. Hospitals are checked in their sorted order, so the refusal
 // names the first one that fails.
-func (s *State) capCheck(hospitals []string, curve mechanism.Curve, delta float64) (Result, bool) {
+func (s *State) capCheck(hospitals []string, cost derived) (Result, bool) {
+	curve, delta := cost.admit, cost.admitDelta
 	for _, h := range hospitals {
 		a := s.accounts[h]
 		conv := a.capDelta - (a.deltaSpent + delta)
@@ -367,9 +371,9 @@ func (s *State) capCheck(hospitals []string, curve mechanism.Curve, delta float6
 		if err != nil {
 			return refuse(CodeBadCurve, h, "%v", err), false
 		}
-		eps := epsilonAt(after, conv)
+		eps := min(epsilonAt(after, conv), addPure(a.pure, cost.admitPure))
 		if eps > a.capEps {
-			spent, charge := epsilonAt(a.curve, conv), epsilonAt(curve, conv)
+			spent, charge := min(epsilonAt(a.curve, conv), a.pure), min(epsilonAt(curve, conv), cost.admitPure)
 			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this batch's worst case ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
 			r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = spent, charge, a.capEps
 			return r, false
@@ -397,11 +401,15 @@ func convert(c mechanism.Curve, delta float64) mechanism.Conversion {
 	return conv
 }
 
-func (s *State) spend(hospitals []string, curve mechanism.Curve, delta float64, answers uint64) {
+// addPure adds two pure ε on the lattice: exact below 2^12, +Inf beyond.
+func addPure(a, b float64) float64 { return latticeUp(a + b) }
+
+func (s *State) spend(hospitals []string, cost derived, answers uint64) {
 	for _, h := range hospitals {
 		a := s.accounts[h]
-		a.curve, _ = a.curve.Compose(curve) // same grid: checked in capCheck
-		a.deltaSpent += delta
+		a.curve, _ = a.curve.Compose(cost.charge) // same grid: checked in capCheck
+		a.pure = addPure(a.pure, cost.chargePure)
+		a.deltaSpent += cost.chargeDelta
 		a.charges++
 		a.answers += answers
 	}
@@ -448,11 +456,11 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost.admit, cost.admitDelta); !ok {
+	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
 		return r, nil
 	}
 	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
-		s.spend(b.Hospitals, cost.charge, cost.chargeDelta, b.Answers)
+		s.spend(b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
 		s.batches[b.BatchID] = applied{digest: digest, index: index}
 	}
@@ -529,11 +537,11 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost.admit, cost.admitDelta); !ok {
+	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
 		return r, nil
 	}
 	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {
-		s.spend(b.Hospitals, cost.charge, cost.chargeDelta, 0)
+		s.spend(b.Hospitals, cost, 0)
 		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals}
 		s.opened[b.SessionID] = applied{digest: digest, index: index}
 	}
@@ -613,8 +621,10 @@ type Account struct {
 	DeltaSpent float64 `json:"delta_spent"`
 	// Epsilon is the composed curve's ε at CapDelta − DeltaSpent (+Inf when
 	// nothing is left of δ or the curve is unbounded).
+	// It is the smaller of the filter conversion of the curve and the sum
+	// of the charges' pure ε, when every charge had one.
 	Epsilon float64   `json:"epsilon"`
-	Order   float64   `json:"order"` // the order attaining Epsilon
+	Order   float64   `json:"order"` // the order attaining Epsilon; 0 when the pure-ε sum is smaller
 	Curve   []float64 `json:"curve"`
 	Charges uint64    `json:"charges"` // accepted charges and sessions
 	Answers uint64    `json:"answers"`
@@ -650,6 +660,9 @@ func (s *State) accountOf(h string) Account {
 	if d := a.conversionDelta(); d > 0 {
 		conv := convert(a.curve, d)
 		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
+		if a.pure < acc.Epsilon {
+			acc.Epsilon, acc.Order = a.pure, 0
+		}
 	}
 	return acc
 }

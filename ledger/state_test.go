@@ -335,8 +335,12 @@ func TestSVTSession(t *testing.T) {
 	g := mechanism.DefaultGrid()
 	c, _ := g.CurveOf(cost)
 	want, _ := c.FilterEpsilon(1e-5 - open.Delta)
-	if !near(h1, want.Epsilon) || !near(h3, want.Epsilon) {
-		t.Fatalf("after opening ε = %v, %v; want the session's whole cost %v", h1, h3, want.Epsilon)
+	// A session is pure DP: its ε is the smaller of the curve's filter
+	// conversion and its own pure ε.
+	pure, _ := svtParams(3).Charge(g, 0, 0)
+	wantEps := min(want.Epsilon, pure.PureEpsilon)
+	if !near(h1, wantEps) || !near(h3, wantEps) || wantEps != pure.PureEpsilon {
+		t.Fatalf("after opening ε = %v, %v; want the session's whole cost %v (its pure ε %v, filter %v)", h1, h3, wantEps, pure.PureEpsilon, want.Epsilon)
 	}
 	if r := f.apply(f.sign(open, "agg")); r.Status != StatusDuplicate || r.Original != first.Index {
 		t.Fatalf("reopening: %s original %d", r.Status, r.Original)
