@@ -407,15 +407,18 @@ const (
 	notPrivate = "not private"
 )
 
-// provenEpsilon is the ε of a charge at total δ = delta: the smaller of
-// its pure ε (valid at the charge's own δ) and its RDP curve converted at
-// delta minus the charge's own additive δ. A charge whose own δ reaches
-// delta guarantees nothing at that δ: +Inf.
+// provenEpsilon is the ε of a charge at total δ = delta, as the ledger's
+// gate proves it: the smaller of its pure ε (valid at the charge's own δ)
+// and its RDP curve converted with the filter conversion at delta minus the
+// charge's own additive δ (a confident-GNMax charge pays for the answers
+// its private test let through, so its cost is chosen adaptively; see
+// mechanism.Curve.FilterEpsilon). A charge whose own δ reaches delta
+// guarantees nothing at that δ: +Inf.
 func provenEpsilon(ch mechanism.Charge, delta float64) (float64, error) {
 	if !(ch.Delta < delta) {
 		return math.Inf(1), nil
 	}
-	conv, err := ch.RDP.Epsilon(delta - ch.Delta)
+	conv, err := ch.RDP.FilterEpsilon(delta - ch.Delta)
 	if err != nil {
 		return 0, err
 	}
