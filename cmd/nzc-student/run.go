@@ -163,17 +163,22 @@ with the labels received so far.`,
 			return lerr
 		}
 		summary := struct {
-			Queries  int    `json:"queries"`
-			Answered int    `json:"answered"`
-			Refused  int    `json:"refused"`
-			Batches  int    `json:"batches"`
-			Resumed  int    `json:"resumed"`
-			Stopped  string `json:"stopped,omitempty"`
-			Out      string `json:"out"`
-		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.Stopped, *out}
+			Queries  int `json:"queries"`
+			Answered int `json:"answered"`
+			Refused  int `json:"refused"`
+			Batches  int `json:"batches"`
+			Resumed  int `json:"resumed"`
+			// ProofsVerified counts the batches whose receipt — a
+			// checkpoint a majority of the auditors signed, holding the
+			// charge of exactly these labels — verified against the
+			// pinned auditor keys.
+			ProofsVerified int    `json:"proofs_verified"`
+			Stopped        string `json:"stopped,omitempty"`
+			Out            string `json:"out"`
+		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, *out}
 		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed); labels in %s\n",
-				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, *out)
+			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed, %d with a verified proof of their charge); labels in %s\n",
+				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, summary.ProofsVerified, *out)
 			if err == nil && summary.Stopped != "" {
 				_, err = fmt.Fprintf(w, "stopped early: %s\n", summary.Stopped)
 			}

@@ -44,6 +44,12 @@ type demoReport struct {
 	StudentAccuracy float64        `json:"student_accuracy"`
 	Hospitals       []demoHospital `json:"hospitals"`
 	LedgerVerified  bool           `json:"ledger_verified"`
+	// StudentBatches and StudentProofsVerified: the batches the student
+	// received, and how many of them came with a receipt of their charge
+	// that the student verified against the auditors' keys itself.
+	StudentBatches        int  `json:"student_batches"`
+	StudentProofsVerified int  `json:"student_proofs_verified"`
+	StudentVerifiedProofs bool `json:"student_verified_every_proof"`
 
 	Queries       int      `json:"queries"`
 	Mechanism     string   `json:"mechanism"`
@@ -432,6 +438,7 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*demoReport, e
 	bar.Done()
 	var sum struct {
 		Queries, Answered, Refused, Batches int
+		ProofsVerified                      int `json:"proofs_verified"`
 		Stopped                             string
 	}
 	if err := json.Unmarshal(out, &sum); err != nil {
@@ -441,6 +448,8 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*demoReport, e
 		return nil, fmt.Errorf("student label: unreadable summary: %w", err)
 	}
 	rep.Labels, rep.Refused, rep.Stopped = sum.Answered, sum.Refused, sum.Stopped
+	rep.StudentBatches, rep.StudentProofsVerified = sum.Batches, sum.ProofsVerified
+	rep.StudentVerifiedProofs = sum.Batches > 0 && sum.ProofsVerified == sum.Batches
 	if sum.Stopped != "" {
 		rep.Refused = d.o.queries - sum.Answered
 		d.say("the federation stopped answering: %s", sum.Stopped)
@@ -533,7 +542,8 @@ func (r *demoReport) text(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "  student accuracy   - (no labels to train on)\n")
 	}
-	fmt.Fprintf(&b, "  privacy spent      as the ledger accounts it (RDP composition, tight conversion, δ = 1e-5):\n")
+	fmt.Fprintf(&b, "  proofs             the student verified a majority's receipt of the charge for %d of %d batches\n", r.StudentProofsVerified, r.StudentBatches)
+	fmt.Fprintf(&b, "  privacy spent      proven, as the ledger accounts it (RDP composed under adaptive choice, δ = 1e-5):\n")
 	for _, h := range r.Hospitals {
 		fmt.Fprintf(&b, "    %-12s ε = %-8.3f of its cap %g (%d answers charged)\n", h.ID, h.Epsilon, h.Cap, h.Answers)
 	}
