@@ -30,6 +30,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // Federation is a provisioned federation: its manifest and CA.
@@ -66,29 +67,25 @@ func (f *Federation) Compliance(addr string) (*compliance.Client, error) {
 // AuditorKeys returns the note verifier keys of the federation's auditors,
 // from their public keys in the federation directory: the keys a verifier
 // trusts, from outside any export.
-func (f *Federation) AuditorKeys() ([]string, error) {
-	var keys []string
-	for _, a := range f.M.ByRole(crypto.RoleAuditor) {
-		pub, err := crypto.LoadPublicKey(f.M.Path(a.VerifyingKey))
-		if err != nil {
-			return nil, fmt.Errorf("auditor %s: %w", a.ID, err)
-		}
-		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
-		if err != nil {
-			return nil, fmt.Errorf("auditor %s: %w", a.ID, err)
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
+func (f *Federation) AuditorKeys() ([]string, error) { return intake.AuditorKeys(f.M) }
 
-// Verify verifies a ledger export against the federation's auditors' keys.
+// Verify verifies a ledger export as a compliance officer holding the
+// federation directory does: against the auditors' keys, with the genesis
+// signer and every party pinned to the directory.
 func (f *Federation) Verify(export []byte) (*ledger.Report, error) {
 	keys, err := f.AuditorKeys()
 	if err != nil {
 		return nil, err
 	}
-	return ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: keys}), nil
+	admin, ok := f.CA.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return nil, errors.New("launch: the federation CA has no ed25519 key")
+	}
+	dir, err := intake.Directory(f.M, admin)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: keys, Directory: dir}), nil
 }
 
 // ErrTimeout is returned by Poll when the condition did not hold in time.
