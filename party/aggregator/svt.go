@@ -34,6 +34,9 @@ type svtSession struct {
 	// so the ledger answers duplicate and the session is paid for once.
 	open   []byte
 	opened bool
+	// inflight counts the batches answered in the session whose charges
+	// are not yet settled.
+	inflight sync.WaitGroup
 }
 
 func svtKey(student string, hospitals []string) string {
@@ -49,12 +52,16 @@ func svtKey(student string, hospitals []string) string {
 func (a *Aggregator) session(ctx context.Context, student string, hospitals []string, teachers, classes int) (*svtSession, error) {
 	key := svtKey(student, hospitals)
 	for {
-		s, err := a.sessionFor(key, student, hospitals, teachers, classes)
+		s, old, err := a.sessionFor(key, student, hospitals, teachers, classes)
 		if err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
 		if !s.opened {
+			if err := a.settled(ctx, old); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
 			if err := a.openSession(ctx, key, s); err != nil {
 				s.mu.Unlock()
 				return nil, err
@@ -69,37 +76,62 @@ func (a *Aggregator) session(ctx context.Context, student string, hospitals []st
 }
 
 // sessionFor returns the session kept for key, or a new, not yet opened one
-// when there is none usable.
-func (a *Aggregator) sessionFor(key, student string, hospitals []string, teachers, classes int) (*svtSession, error) {
+// when there is none usable, with the session it replaces (nil if none).
+func (a *Aggregator) sessionFor(key, student string, hospitals []string, teachers, classes int) (s, old *svtSession, err error) {
 	a.svtMu.Lock()
 	defer a.svtMu.Unlock()
-	if s := a.sessions[key]; s != nil && s.teachers == teachers && s.classes == classes && !s.s.Exhausted() {
-		return s, nil
+	old = a.sessions[key]
+	if old != nil && old.teachers == teachers && old.classes == classes && !old.s.Exhausted() {
+		return old, nil, nil
 	}
 	p := a.cfg.Mechanism
 	p.Teachers, p.Classes = teachers, classes
 	ms, err := mechanism.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("aggregator: open an nzc-svt session: %w", err)
+		return nil, nil, fmt.Errorf("aggregator: open an nzc-svt session: %w", err)
 	}
 	cost, err := p.Charge(a.grid, 0, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var rnd [16]byte
 	if _, err := a.cfg.Rand.Read(rnd[:]); err != nil {
-		return nil, fmt.Errorf("aggregator: session id: %w", err)
+		return nil, nil, fmt.Errorf("aggregator: session id: %w", err)
 	}
 	id := "svt-" + hex.EncodeToString(rnd[:])
 	cmd, err := ledger.Sign(&ledger.OpenSession{SessionID: id, Student: student, Hospitals: hospitals, Mechanism: string(p.Mechanism),
 		Params: p.LedgerParams(), MaxRefusals: uint64(p.MaxRefusals), Curve: cost.RDP.Values(), Delta: cost.Delta,
 		Timestamp: a.cfg.Now().UnixNano()}, a.cfg.ID, a.cfg.SigningKey)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s := &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
+	s = &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
 	a.sessions[key] = s
-	return s, nil
+	return s, old, nil
+}
+
+// settled waits until every batch answered in old (which s replaces) has
+// its charge settled, at most LedgerTimeout: the ledger refuses charges
+// naming a session once its replacement opens.
+func (a *Aggregator) settled(ctx context.Context, old *svtSession) error {
+	if old == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		old.inflight.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(a.cfg.LedgerTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+		Message: "the charges of the student's last nzc-svt session were not settled in time, so its replacement was not opened: nothing was released; retry the batch"})
 }
 
 // openSession proposes s's opening (s locked). An unknown outcome keeps s,
@@ -140,19 +172,23 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession)
 
 // answerSVT answers a batch in the student's session. Queries after the
 // session's K-th refusal are not looked at: they are refused and left out
-// of the charge (the next batch opens a new session).
-func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []string, teachers, classes int, sum []mechanism.Histogram) (labels *nzcpb.Labels, processed, answered int, session string, err error) {
+// of the charge (the next batch opens a new session). done must be called
+// once the batch's charge is settled (committed, refused or left pending):
+// a session that replaces this one is not opened before, because the
+// ledger refuses charges naming a replaced session.
+func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []string, teachers, classes int, sum []mechanism.Histogram) (labels *nzcpb.Labels, processed, answered int, session string, done func(), err error) {
 	s, err := a.session(ctx, student, voters, teachers, classes)
 	if err != nil {
-		return nil, 0, 0, "", err
+		return nil, 0, 0, "", nil, err
 	}
 	defer s.mu.Unlock()
 	res, err := mechanism.AnswerBatch(s.s, a.cfg.Rand, sum)
 	if err != nil {
-		return nil, 0, 0, "", fmt.Errorf("aggregator: mechanism on %w", err)
+		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: mechanism on %w", err)
 	}
 	if res.Stopped {
 		a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
 	}
-	return labelsOf(res), res.Processed, res.Answered, s.id, nil
+	s.inflight.Add(1)
+	return labelsOf(res), res.Processed, res.Answered, s.id, sync.OnceFunc(s.inflight.Done), nil
 }
