@@ -181,6 +181,9 @@ func New(cfg Config) (*Aggregator, error) {
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}}}
+	if err := a.loadSessions(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

@@ -3,12 +3,15 @@ package aggregator
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
@@ -18,9 +21,8 @@ import (
 // svtSession is an nzc-svt session: its whole cost is charged when it
 // opens, and every batch of its student answered by the same hospitals runs
 // in it until it has refused its K queries. Sessions are kept per student
-// and hospital set, so a set that returns finds its session again. They
-// live in memory: after a restart the next batch opens (and pays for) a new
-// one.
+// and hospital set, so a set that returns finds its session again, and
+// kept in the outbox (SessionRecord), so that a restart resumes them.
 type svtSession struct {
 	mu        sync.Mutex // held while the session opens or a batch runs in it
 	id        string
@@ -106,8 +108,96 @@ func (a *Aggregator) sessionFor(key, student string, hospitals []string, teacher
 		return nil, nil, err
 	}
 	s = &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
+	if err := a.saveSession(s); err != nil {
+		return nil, nil, err
+	}
 	a.sessions[key] = s
 	return s, old, nil
+}
+
+// saveSession writes s's record to the outbox (s locked, or not yet
+// shared): its signed opening, whether the ledger committed it, and its
+// sealed state.
+func (a *Aggregator) saveSession(s *svtSession) error {
+	st, err := json.Marshal(s.s.State())
+	if err != nil {
+		return err
+	}
+	sealed, err := crypto.Seal(st, a.cfg.Identity.Recipient())
+	if err != nil {
+		return err
+	}
+	if err := a.outbox.PutSession(&SessionRecord{SessionID: s.id, Student: s.student, Hospitals: s.hospitals, Teachers: s.teachers,
+		Classes: s.classes, Open: s.open, Opened: s.opened, SealedState: sealed}); err != nil {
+		return fmt.Errorf("aggregator: keep nzc-svt session %s in the outbox (nothing was proposed or released): %w", s.id, err)
+	}
+	return nil
+}
+
+// loadSessions resumes the sessions an earlier run kept in the outbox: an
+// opening the ledger had not confirmed is kept, to be proposed again byte
+// for byte; a committed one is resumed with its noise and refusals. A
+// session that is exhausted, or was opened for parameters other than the
+// configured ones, is over: its record is removed (the ledger refuses
+// charges naming it once it is exhausted or replaced).
+func (a *Aggregator) loadSessions() error {
+	recs, err := a.outbox.Sessions()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		s, err := a.resume(r)
+		if err != nil {
+			a.log.Info("nzc-svt session of an earlier run is over", "session", r.SessionID, "reason", err)
+			if err := a.outbox.DeleteSession(r.SessionID); err != nil {
+				return err
+			}
+			continue
+		}
+		key := svtKey(s.student, s.hospitals)
+		if prev := a.sessions[key]; prev != nil && prev.id > s.id {
+			continue // one session per key: keep either, the other is replaced
+		}
+		a.sessions[key] = s
+	}
+	return nil
+}
+
+func (a *Aggregator) resume(r *SessionRecord) (*svtSession, error) {
+	c, err := ledger.DecodeCommand(r.Open)
+	if err != nil {
+		return nil, err
+	}
+	o, ok := c.Body.(*ledger.OpenSession)
+	if !ok || o.SessionID != r.SessionID {
+		return nil, fmt.Errorf("the record's opening is not session %s's", r.SessionID)
+	}
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(o.Mechanism), o.Params)
+	if err != nil {
+		return nil, err
+	}
+	want := a.cfg.Mechanism
+	want.Teachers, want.Classes = p.Teachers, p.Classes
+	if want.Mechanism != mechanism.NZCSVT || !slices.Equal(want.LedgerParams(), o.Params) {
+		return nil, errors.New("opened for other parameters than the configured ones")
+	}
+	plain, err := crypto.Open(r.SealedState, a.cfg.Identity)
+	if err != nil {
+		return nil, err
+	}
+	var st mechanism.SessionState
+	if err := json.Unmarshal(plain, &st); err != nil {
+		return nil, err
+	}
+	ms, err := mechanism.ResumeSession(p, st)
+	if err != nil {
+		return nil, err
+	}
+	if ms.Exhausted() {
+		return nil, errors.New("exhausted")
+	}
+	return &svtSession{id: r.SessionID, student: r.Student, hospitals: r.Hospitals, teachers: r.Teachers, classes: r.Classes,
+		s: ms, open: r.Open, opened: r.Opened}, nil
 }
 
 // settled waits until every batch answered in old (which s replaces) has
@@ -149,6 +239,9 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession)
 	switch res.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
 		s.opened = true
+		if err := a.saveSession(s); err != nil {
+			a.log.Error("could not record the session's opening in the outbox; a restart proposes it again, and the ledger answers duplicate", "session", s.id, "err", err)
+		}
 		a.log.Info("opened an nzc-svt session, its whole cost charged", "session", s.id, "student", s.student, "hospitals", s.hospitals,
 			"max_refusals", a.cfg.Mechanism.MaxRefusals, "ledger_index", res.GetIndex())
 		return nil
@@ -164,6 +257,9 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession)
 		delete(a.sessions, key)
 	}
 	a.svtMu.Unlock()
+	if err := a.outbox.DeleteSession(s.id); err != nil {
+		a.log.Error("could not drop a refused session from the outbox", "session", s.id, "err", err)
+	}
 	if perr.Code == protocol.CodeBudgetExhausted {
 		return a.refuse(reasonBudget, perr)
 	}
@@ -188,6 +284,16 @@ func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []str
 	}
 	if res.Stopped {
 		a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
+	}
+	// Keep the state before anything leaves: a restart resumes the session
+	// with the refusals it has made. An exhausted session is over.
+	if s.s.Exhausted() {
+		err = a.outbox.DeleteSession(s.id)
+	} else {
+		err = a.saveSession(s)
+	}
+	if err != nil {
+		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep nzc-svt session %s in the outbox (nothing was released): %w", s.id, err)
 	}
 	s.inflight.Add(1)
 	return labelsOf(res), res.Processed, res.Answered, s.id, sync.OnceFunc(s.inflight.Done), nil

@@ -123,3 +123,72 @@ func TestSessionOpeningRetriedIdentically(t *testing.T) {
 		t.Fatalf("%d openings proposed, want the same command twice", len(sub))
 	}
 }
+
+// A restarted aggregator resumes the sessions it kept in its outbox instead
+// of opening, and paying for, new ones.
+func TestSessionResumedAfterRestart(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	b := f.start(t, cfg) // the same outbox: a restart
+	req, _ = f.request(t, 2, 4)
+	if _, err := b.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := f.led.openings(t); n != 1 {
+		t.Fatalf("%d sessions opened across a restart, want 1", n)
+	}
+	chs := f.led.charges(t)
+	if len(chs) != 2 {
+		t.Fatalf("%d charges, want 2", len(chs))
+	}
+	var sessions []string
+	for _, ch := range chs {
+		sessions = append(sessions, ch.Session)
+	}
+	if sessions[0] == "" || sessions[0] != sessions[1] {
+		t.Fatalf("the batches ran in sessions %v, want one", sessions)
+	}
+}
+
+// An opening is kept in the outbox before it is proposed: after a restart
+// whose predecessor never learnt the ledger's answer, the same signed
+// opening is proposed again and the session is paid for once.
+func TestSessionOpeningSurvivesRestart(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	f.led.set(false, true)
+	if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrLedgerUnavailable) {
+		t.Fatalf("got %v, want ledger-unavailable", err)
+	}
+	f.led.set(false, false)
+	b := f.start(t, cfg)
+	req, _ = f.request(t, 2, 4)
+	if _, err := b.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	sub, n := f.led.openings(t)
+	if n != 1 || len(sub) != 2 || !bytes.Equal(sub[0], sub[1]) {
+		t.Fatalf("%d sessions opened from %d proposals, want 1 from the same command twice", n, len(sub))
+	}
+}
+
+// An exhausted session is over: its record leaves the outbox.
+func TestExhaustedSessionLeavesTheOutbox(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	a := f.start(t, cfg)
+	for _, h := range f.hospitals {
+		h.split = true // every query unstable: refused
+	}
+	req, _ := f.request(t, 1, 8)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := a.outbox.Sessions(); err != nil || len(recs) != 0 {
+		t.Fatalf("%d session records after the session was exhausted (%v), want none", len(recs), err)
+	}
+}
