@@ -101,29 +101,6 @@ func TestSessionOpeningBoundedByLedgerTimeout(t *testing.T) {
 	}
 }
 
-// An opening whose outcome is unknown (the ledger applied it, the reply was
-// lost) is proposed again byte for byte: the session is paid for once.
-func TestSessionOpeningRetriedIdentically(t *testing.T) {
-	f, cfg := svtFixture(t, 2)
-	a := f.start(t, cfg)
-	req, _ := f.request(t, 1, 4)
-	f.led.set(false, true)
-	if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrLedgerUnavailable) {
-		t.Fatalf("got %v, want ledger-unavailable", err)
-	}
-	f.led.set(false, false)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
-	sub, n := f.led.openings(t)
-	if n != 1 {
-		t.Fatalf("%d sessions opened, want 1", n)
-	}
-	if len(sub) != 2 || !bytes.Equal(sub[0], sub[1]) {
-		t.Fatalf("%d openings proposed, want the same command twice", len(sub))
-	}
-}
-
 // A restarted aggregator resumes the sessions it kept in its outbox instead
 // of opening, and paying for, new ones.
 func TestSessionResumedAfterRestart(t *testing.T) {
@@ -154,26 +131,30 @@ func TestSessionResumedAfterRestart(t *testing.T) {
 	}
 }
 
-// An opening is kept in the outbox before it is proposed: after a restart
-// whose predecessor never learnt the ledger's answer, the same signed
-// opening is proposed again and the session is paid for once.
-func TestSessionOpeningSurvivesRestart(t *testing.T) {
-	f, cfg := svtFixture(t, 2)
-	a := f.start(t, cfg)
-	req, _ := f.request(t, 1, 4)
-	f.led.set(false, true)
-	if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrLedgerUnavailable) {
-		t.Fatalf("got %v, want ledger-unavailable", err)
-	}
-	f.led.set(false, false)
-	b := f.start(t, cfg)
-	req, _ = f.request(t, 2, 4)
-	if _, err := b.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
-	sub, n := f.led.openings(t)
-	if n != 1 || len(sub) != 2 || !bytes.Equal(sub[0], sub[1]) {
-		t.Fatalf("%d sessions opened from %d proposals, want 1 from the same command twice", n, len(sub))
+// An opening whose outcome is unknown (the ledger applied it, the reply was
+// lost) is proposed again byte for byte, by the same aggregator or, since
+// it is kept in the outbox before it is proposed, by a restarted one: the
+// session is paid for once.
+func TestSessionOpeningRetriedIdentically(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		f, cfg := svtFixture(t, 2)
+		a := f.start(t, cfg)
+		req, _ := f.request(t, 1, 4)
+		f.led.set(false, true)
+		if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrLedgerUnavailable) {
+			t.Fatalf("restart %v: got %v, want ledger-unavailable", restart, err)
+		}
+		f.led.set(false, false)
+		if restart {
+			a = f.start(t, cfg) // the same outbox
+		}
+		if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+			t.Fatalf("restart %v: %v", restart, err)
+		}
+		sub, n := f.led.openings(t)
+		if n != 1 || len(sub) != 2 || !bytes.Equal(sub[0], sub[1]) {
+			t.Fatalf("restart %v: %d sessions opened from %d proposals, want 1 from the same command twice", restart, n, len(sub))
+		}
 	}
 }
 
