@@ -273,3 +273,24 @@ func TestExhaustedSessionAnswersNothingMore(t *testing.T) {
 		t.Fatalf("five answers after the session's 3rd refusal: %s/%s, want session-exhausted", r.Status, r.Code)
 	}
 }
+
+// Opening a session for the same aggregator, student and hospitals
+// replaces the open one: no charge may name the old session afterwards.
+func TestSupersededSessionRecordsNothing(t *testing.T) {
+	f := newFed(t)
+	f.must(openSession(t, "svt1", "s2", []string{"h1"}, 3), "agg")
+	f.must(openSession(t, "svt-other-set", "s2", []string{"h1", "h3"}, 3), "agg")
+	zero := make([]float64, mechanism.DefaultGrid().Len())
+	in := func(batch, session string, hospitals []string) *Charge {
+		b := chargeBody(batch, hospitals, zero, 1)
+		b.Session, b.Mechanism, b.Params = session, "nzc-svt", svtParams(3).LedgerParams()
+		return b
+	}
+	f.must(in("b1", "svt1", []string{"h1"}), "agg") // another hospital set replaces nothing
+	f.must(openSession(t, "svt2", "s2", []string{"h1"}, 3), "agg")
+	if r := f.apply(f.sign(in("b2", "svt1", []string{"h1"}), "agg")); r.Code != CodeSessionSuperseded {
+		t.Fatalf("a batch in the replaced session: %s/%s, want session-superseded", r.Status, r.Code)
+	}
+	f.must(in("b3", "svt2", []string{"h1"}), "agg")
+	f.must(in("b4", "svt-other-set", []string{"h1", "h3"}), "agg")
+}

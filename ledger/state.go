@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -90,6 +91,14 @@ type session struct {
 	closed      bool
 	closeDigest [32]byte
 	closeIndex  uint64
+	// supersededBy is the later session of the same aggregator, student
+	// and hospitals that replaced this one; no charge may name it then.
+	supersededBy string
+}
+
+// sessionKey names the sessions one replaces another among.
+func sessionKey(aggregator, student string, hospitals []string) string {
+	return aggregator + "\x00" + student + "\x00" + strings.Join(hospitals, "\x00")
 }
 
 type applied struct {
@@ -115,6 +124,7 @@ type State struct {
 	batches  map[string]applied
 	sessions map[string]*session
 	opened   map[string]applied // session ID → the OpenSession that opened it
+	latest   map[string]string  // sessionKey → the ID of the session opened last
 
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
@@ -133,6 +143,7 @@ func New() *State {
 		batches:  map[string]applied{},
 		sessions: map[string]*session{},
 		opened:   map[string]applied{},
+		latest:   map[string]string{},
 		costs:    costCache{},
 	}
 }
@@ -491,6 +502,9 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 	if ss.aggregator != signer.ID {
 		return refuse(CodeWrongSigner, signer.ID, "session %s belongs to aggregator %s, not %s", b.Session, ss.aggregator, signer.ID), nil
 	}
+	if ss.supersededBy != "" {
+		return refuse(CodeSessionSuperseded, b.Session, "session %s was replaced by session %s of the same student and hospitals; charge the batch in the open session", b.Session, ss.supersededBy), nil
+	}
 	if ss.student != b.Student || !slices.Equal(ss.hospitals, b.Hospitals) {
 		return refuse(CodeSessionMismatch, b.Session, "batch %s names a student or hospitals other than session %s's", b.BatchID, b.Session), nil
 	}
@@ -544,6 +558,11 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 		s.spend(b.Hospitals, cost, 0)
 		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals}
 		s.opened[b.SessionID] = applied{digest: digest, index: index}
+		key := sessionKey(signer.ID, b.Student, b.Hospitals)
+		if prev, ok := s.latest[key]; ok {
+			s.sessions[prev].supersededBy = b.SessionID
+		}
+		s.latest[key] = b.SessionID
 	}
 }
 

@@ -124,28 +124,46 @@ func (p Params) Trim() Params {
 	}
 	out := Params{Mechanism: p.Mechanism, Teachers: p.Teachers, Classes: p.Classes}
 	for _, k := range keys {
-		switch k {
-		case keyNoise:
-			out.Noise = p.Noise
-		case keyConstant:
-			out.Constant = p.Constant
-		case keyDistanceScale:
-			out.DistanceScale = p.DistanceScale
-		case keyMaxRefusals:
-			out.MaxRefusals = p.MaxRefusals
-		case keyScale:
-			out.Scale = p.Scale
-		case keySigma:
-			out.Sigma = p.Sigma
-		case keySigma1:
-			out.Sigma1 = p.Sigma1
-		case keySigma2:
-			out.Sigma2 = p.Sigma2
-		case keyThreshold:
-			out.Threshold = p.Threshold
+		switch dst := out.field(k).(type) {
+		case *float64:
+			*dst = *p.field(k).(*float64)
+		case *int:
+			*dst = *p.field(k).(*int)
+		case *Noise:
+			*dst = *p.field(k).(*Noise)
 		}
 	}
 	return out
+}
+
+// field returns a pointer to the field of p that holds the key k: an *int,
+// a *float64 or a *Noise; nil for an unknown key.
+func (p *Params) field(k string) any {
+	switch k {
+	case keyClasses:
+		return &p.Classes
+	case keyTeachers:
+		return &p.Teachers
+	case keyMaxRefusals:
+		return &p.MaxRefusals
+	case keyNoise:
+		return &p.Noise
+	case keyConstant:
+		return &p.Constant
+	case keyDistanceScale:
+		return &p.DistanceScale
+	case keyScale:
+		return &p.Scale
+	case keySigma:
+		return &p.Sigma
+	case keySigma1:
+		return &p.Sigma1
+	case keySigma2:
+		return &p.Sigma2
+	case keyThreshold:
+		return &p.Threshold
+	}
+	return nil
 }
 
 // KV is one mechanism parameter as a ledger entry records it: a key and
@@ -207,32 +225,19 @@ func formatFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) 
 // leaves it zero). p should be valid (Validate).
 func (p Params) LedgerParams() []KV {
 	keys := ledgerKeys(p.Mechanism, p.Noise)
+	if p.Mechanism == NZCSVT {
+		p.DistanceScale = p.svtDistanceScale()
+	}
 	out := make([]KV, 0, len(keys))
 	for _, k := range keys {
 		var v string
-		switch k {
-		case keyClasses:
-			v = strconv.Itoa(p.Classes)
-		case keyTeachers:
-			v = strconv.Itoa(p.Teachers)
-		case keyMaxRefusals:
-			v = strconv.Itoa(p.MaxRefusals)
-		case keyNoise:
-			v = string(p.Noise)
-		case keyConstant:
-			v = formatFloat(p.Constant)
-		case keyDistanceScale:
-			v = formatFloat(p.svtDistanceScale())
-		case keyScale:
-			v = formatFloat(p.Scale)
-		case keySigma:
-			v = formatFloat(p.Sigma)
-		case keySigma1:
-			v = formatFloat(p.Sigma1)
-		case keySigma2:
-			v = formatFloat(p.Sigma2)
-		case keyThreshold:
-			v = formatFloat(p.Threshold)
+		switch f := p.field(k).(type) {
+		case *int:
+			v = strconv.Itoa(*f)
+		case *float64:
+			v = formatFloat(*f)
+		case *Noise:
+			v = string(*f)
 		}
 		out = append(out, KV{Key: k, Value: v})
 	}
@@ -266,29 +271,13 @@ func ParseLedgerParams(kind Kind, kvs []KV) (Params, error) {
 	}
 	for _, kv := range kvs {
 		var err error
-		switch kv.Key {
-		case keyClasses:
-			p.Classes, err = parseInt(kv)
-		case keyTeachers:
-			p.Teachers, err = parseInt(kv)
-		case keyMaxRefusals:
-			p.MaxRefusals, err = parseInt(kv)
-		case keyNoise:
-			p.Noise = Noise(kv.Value)
-		case keyConstant:
-			p.Constant, err = parseFloat(kv)
-		case keyDistanceScale:
-			p.DistanceScale, err = parseFloat(kv)
-		case keyScale:
-			p.Scale, err = parseFloat(kv)
-		case keySigma:
-			p.Sigma, err = parseFloat(kv)
-		case keySigma1:
-			p.Sigma1, err = parseFloat(kv)
-		case keySigma2:
-			p.Sigma2, err = parseFloat(kv)
-		case keyThreshold:
-			p.Threshold, err = parseFloat(kv)
+		switch f := p.field(kv.Key).(type) {
+		case *int:
+			*f, err = parseInt(kv)
+		case *float64:
+			*f, err = parseFloat(kv)
+		case *Noise:
+			*f = Noise(kv.Value)
 		}
 		if err != nil {
 			return Params{}, err

@@ -237,3 +237,33 @@ func TestTrim(t *testing.T) {
 		t.Fatal("Trim changed an unknown mechanism")
 	}
 }
+
+// A resumed session answers exactly as the session it was saved from.
+func TestSessionResumes(t *testing.T) {
+	p := Params{Mechanism: NZCSVT, Teachers: 10, Scale: 1, Threshold: 2, MaxRefusals: 20}
+	hs := []Histogram{{10, 0}, {5, 5}, {6, 4}, {7, 3}, {5, 5}, {9, 1}, {4, 6}, {5, 5}}
+	a, _ := Open(p)
+	src := seeded(5)
+	if _, err := AnswerBatch(a, src, hs[:3]); err != nil {
+		t.Fatal(err)
+	}
+	st := a.State()
+	if st.Rho == "" {
+		t.Fatal("no ρ after three queries")
+	}
+	b, err := ResumeSession(p, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src2 := *src // the same noise for both from here on
+	ra, _ := AnswerBatch(a, src, hs[3:])
+	rb, _ := AnswerBatch(b, &src2, hs[3:])
+	if !reflect.DeepEqual(ra, rb) || a.State() != b.State() {
+		t.Fatalf("resumed session differs: %+v vs %+v", ra, rb)
+	}
+	for _, bad := range []SessionState{{Rho: "1.5"}, {Rho: "007"}, {Refusals: 21}, {Refusals: -1}} {
+		if _, err := ResumeSession(p, bad); !errors.Is(err, ErrBadParams) {
+			t.Errorf("state %+v: %v", bad, err)
+		}
+	}
+}

@@ -189,6 +189,9 @@ func New(cfg Config) (*Aggregator, error) {
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}}}
+	if err := a.loadSessions(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -316,16 +319,26 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 		// retry asks no hospital and draws no noise.
 		return nil, a.refuse(r.reason, r.err)
 	}
-	rec, err = a.draw(ctx, student, batch, req)
+	rec, done, err := a.draw(ctx, student, batch, req)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	return a.settle(ctx, rec, false, start)
 }
 
 // draw collects the votes, runs the mechanism, signs the charge and writes
 // the pending record. Nothing leaves the aggregator here.
-func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (*Record, error) {
+func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (rec *Record, done func(), err error) {
+	done = func() {}
+	defer func() {
+		if err != nil && done != nil {
+			done() // the batch ends here: its session may be replaced
+		}
+		if err != nil {
+			done = nil
+		}
+	}()
 	a.mu.Lock()
 	recipient := a.students[student]
 	hs := make([]*hospitalEntry, 0, len(a.hospitals))
@@ -335,23 +348,23 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	classes := a.classes
 	a.mu.Unlock()
 	if recipient == nil {
-		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "student %s has not sent Hello with its age recipient on this connection: register first", student))
+		return nil, nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "student %s has not sent Hello with its age recipient on this connection: register first", student))
 	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
 	if len(hs) < a.cfg.Quorum {
-		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
 	}
 	if perr := a.admit(ctx, batch, hs, classes, int(req.GetNumQueries())); perr != nil {
 		if perr.Code == protocol.CodeBudgetExhausted {
 			a.rememberRefusal(student, batch, reasonBudget, perr)
-			return nil, a.refuse(reasonBudget, perr)
+			return nil, nil, a.refuse(reasonBudget, perr)
 		}
-		return nil, a.refuse(reasonLedger, perr)
+		return nil, nil, a.refuse(reasonLedger, perr)
 	}
 	votes := a.collect(ctx, batch, req, hs, classes)
 	if len(votes) < a.cfg.Quorum {
-		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum)})
 	}
 	nq := int(req.GetNumQueries())
@@ -380,28 +393,27 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		session             string
 		curve               []float64
 		delta               float64
-		err                 error
 	)
 	if p.Mechanism == mechanism.NZCSVT {
-		labels, processed, answered, session, err = a.answerSVT(ctx, student, voters, teachers, classes, sum)
+		labels, processed, answered, session, done, err = a.answerSVT(ctx, student, voters, teachers, classes, sum)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		curve = make([]float64, a.grid.Len()) // paid when the session opened
 	} else {
 		if labels, answered, err = a.answer(p, sum); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		processed = nq
 		cost, err := p.Charge(a.grid, answered, nq-answered)
 		if err != nil {
-			return nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
+			return nil, nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
 		}
 		curve, delta = cost.RDP.Values(), cost.Delta
 	}
 	plain, err := protocol.Marshal(labels)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hash := sha256.Sum256(plain)
 	charge := &ledger.Charge{
@@ -413,20 +425,20 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	}
 	cmd, err := ledger.Sign(charge, a.cfg.ID, a.cfg.SigningKey)
 	if err != nil {
-		return nil, fmt.Errorf("aggregator: sign the charge of batch %s: %w", batch, err)
+		return nil, nil, fmt.Errorf("aggregator: sign the charge of batch %s: %w", batch, err)
 	}
 	sealed, err := crypto.Seal(plain, recipient)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rec := &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
+	rec = &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
 		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, Command: cmd,
 		SealedLabels: sealed, AnswersHash: hash[:]}
 	if err := a.outbox.Put(rec); err != nil {
-		return nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
+		return nil, nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
 	}
 	a.pause(ctx, PausePendingWritten)
-	return rec, nil
+	return rec, done, nil
 }
 
 // answer runs a per-query mechanism on every histogram of a batch.

@@ -101,25 +101,75 @@ func TestSessionOpeningBoundedByLedgerTimeout(t *testing.T) {
 	}
 }
 
-// An opening whose outcome is unknown (the ledger applied it, the reply was
-// lost) is proposed again byte for byte: the session is paid for once.
-func TestSessionOpeningRetriedIdentically(t *testing.T) {
+// A restarted aggregator resumes the sessions it kept in its outbox instead
+// of opening, and paying for, new ones.
+func TestSessionResumedAfterRestart(t *testing.T) {
 	f, cfg := svtFixture(t, 2)
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 1, 4)
-	f.led.set(false, true)
-	if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrLedgerUnavailable) {
-		t.Fatalf("got %v, want ledger-unavailable", err)
-	}
-	f.led.set(false, false)
 	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
 		t.Fatal(err)
 	}
-	sub, n := f.led.openings(t)
-	if n != 1 {
-		t.Fatalf("%d sessions opened, want 1", n)
+	b := f.start(t, cfg) // the same outbox: a restart
+	req, _ = f.request(t, 2, 4)
+	if _, err := b.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
 	}
-	if len(sub) != 2 || !bytes.Equal(sub[0], sub[1]) {
-		t.Fatalf("%d openings proposed, want the same command twice", len(sub))
+	if _, n := f.led.openings(t); n != 1 {
+		t.Fatalf("%d sessions opened across a restart, want 1", n)
+	}
+	chs := f.led.charges(t)
+	if len(chs) != 2 {
+		t.Fatalf("%d charges, want 2", len(chs))
+	}
+	var sessions []string
+	for _, ch := range chs {
+		sessions = append(sessions, ch.Session)
+	}
+	if sessions[0] == "" || sessions[0] != sessions[1] {
+		t.Fatalf("the batches ran in sessions %v, want one", sessions)
+	}
+}
+
+// An opening whose outcome is unknown (the ledger applied it, the reply was
+// lost) is proposed again byte for byte, by the same aggregator or, since
+// it is kept in the outbox before it is proposed, by a restarted one: the
+// session is paid for once.
+func TestSessionOpeningRetriedIdentically(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		f, cfg := svtFixture(t, 2)
+		a := f.start(t, cfg)
+		req, _ := f.request(t, 1, 4)
+		f.led.set(false, true)
+		if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrLedgerUnavailable) {
+			t.Fatalf("restart %v: got %v, want ledger-unavailable", restart, err)
+		}
+		f.led.set(false, false)
+		if restart {
+			a = f.start(t, cfg) // the same outbox
+		}
+		if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+			t.Fatalf("restart %v: %v", restart, err)
+		}
+		sub, n := f.led.openings(t)
+		if n != 1 || len(sub) != 2 || !bytes.Equal(sub[0], sub[1]) {
+			t.Fatalf("restart %v: %d sessions opened from %d proposals, want 1 from the same command twice", restart, n, len(sub))
+		}
+	}
+}
+
+// An exhausted session is over: its record leaves the outbox.
+func TestExhaustedSessionLeavesTheOutbox(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	a := f.start(t, cfg)
+	for _, h := range f.hospitals {
+		h.split = true // every query unstable: refused
+	}
+	req, _ := f.request(t, 1, 8)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := a.outbox.Sessions(); err != nil || len(recs) != 0 {
+		t.Fatalf("%d session records after the session was exhausted (%v), want none", len(recs), err)
 	}
 }
