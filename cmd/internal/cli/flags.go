@@ -125,3 +125,12 @@ YAML file given with --config, then defaults. Unknown keys in the file are error
 	parent.AddCommand(show, keys)
 	return parent
 }
+
+// ServiceRoot completes the root command of a party's binary: its own
+// commands, then the `version` and `config` commands every binary has, for
+// the configuration defaults.
+func ServiceRoot[T Validator](root *cobra.Command, defaults T, cmds ...*cobra.Command) *cobra.Command {
+	root.AddCommand(cmds...)
+	root.AddCommand(VersionCommand(root.Use), ConfigCommand(root.Use, defaults))
+	return root
+}
