@@ -111,9 +111,11 @@ type Auditor struct {
 	dashboard net.Listener // nil when DashboardAddr is empty
 	ops       net.Listener // nil when OpsAddr is empty
 
-	startLast uint64 // the raft log's last index when New opened it
-	closeOnce sync.Once
-	closeErr  error
+	// genesisDone is closed when Run's application of Config.Genesis has
+	// ended (at once when there is none).
+	genesisDone chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // Addrs are the addresses an Auditor listens on; empty when not served.
@@ -140,7 +142,10 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Auditor{cfg: cfg, log: log, ledger: led}
+	a := &Auditor{cfg: cfg, log: log, ledger: led, genesisDone: make(chan struct{})}
+	if len(cfg.Genesis) == 0 {
+		close(a.genesisDone)
+	}
 	a.node, err = raftnode.New(raftnode.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.ID, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseAddr,
 		ServerTLS: crypto.ServerTLS(cfg.CA, cfg.Credential), ClientTLS: crypto.ClientTLS(cfg.CA, cfg.Credential),
@@ -150,7 +155,6 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.startLast = a.node.Status().LastIndex
 	if err := a.listen(); err != nil {
 		_ = a.Close()
 		return nil, err
@@ -230,6 +234,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 	}
 	if len(a.cfg.Genesis) > 0 {
 		g.Go(func() error {
+			defer close(a.genesisDone)
 			var ge *GenesisError
 			switch err := a.ApplyGenesis(ctx, a.cfg.Genesis); {
 			case errors.As(err, &ge):
@@ -269,9 +274,23 @@ func (a *Auditor) Close() error {
 	return a.closeErr
 }
 
-// WaitReady waits until this auditor serves reads: it knows a leader and
-// has applied everything committed when it learned of one.
+// WaitReady waits until this auditor serves reads — it knows a leader and
+// has applied everything committed when it learned of one — and, with a
+// Config.Genesis, until Run has applied it (or found it applied).
 func (a *Auditor) WaitReady(ctx context.Context) error {
+	if err := a.waitLeader(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-a.genesisDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitLeader waits until the node knows a leader and has caught up.
+func (a *Auditor) waitLeader(ctx context.Context) error {
 	return poll(ctx, func() bool { return a.node.Ready() == nil })
 }
 
