@@ -126,11 +126,6 @@ func group(t *testing.T) *launch.Group {
 	return g
 }
 
-// run starts fn in the background until the test ends.
-func run(t *testing.T, name string, fn func(ctx context.Context) error) func() {
-	return group(t).Start(name, fn)
-}
-
 // load returns the key material of party p, with the federation's logger.
 func (f *federation) load(p crypto.PartyFiles) *launch.Party {
 	f.t.Helper()
@@ -530,7 +525,7 @@ func TestFederation(t *testing.T) {
 			t.Fatalf("hospital-1 relaying %s's registration: %v, want unauthorized", p.ID, err)
 		}
 
-		stop := run(t, p.ID, newTeacher(reg).Run)
+		stop := group(t).Start(p.ID, newTeacher(reg).Run)
 		defer stop()
 		waitFor(t, 20*time.Second, p.ID+"'s budget account", func() bool {
 			for _, a := range f.machines[0].State().Accounts() {
