@@ -165,17 +165,9 @@ func (f *federation) startAggregator(g *launch.Group, addr string, led aggregato
 // accounts are open, and returns their age recipients.
 func (f *federation) startHospitals(g *launch.Group, agg *launch.Aggregator, capEps float64, voter func(i int) teacher.Voter) []*crypto.Recipient {
 	f.t.Helper()
-	backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-	hs := f.m.ByRole(crypto.RoleHospital)
-	for i, p := range hs {
-		err := launch.StartHospital(g, f.load(p), teacher.Config{Aggregator: agg.Addr, CapEpsilon: capEps, CapDelta: 1e-5,
-			Voter: voter(i), Backoff: backoff})
-		if err != nil {
-			f.t.Fatal(err)
-		}
+	if err := f.fed.StartHospitals(f.t.Context(), g, agg, f.machines[0], 20*time.Second, f.logger(), teacher.Config{CapEpsilon: capEps, CapDelta: 1e-5}, voter); err != nil {
+		f.t.Fatal(err)
 	}
-	waitFor(f.t, 20*time.Second, "the hospitals to register", func() bool { ok, _ := agg.Ready(); return ok })
-	waitFor(f.t, 20*time.Second, "the hospitals' budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == len(hs) })
 	rs, err := f.fed.HospitalRecipients()
 	if err != nil {
 		f.t.Fatal(err)
