@@ -18,7 +18,6 @@ import (
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
-	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 const (
@@ -157,23 +156,11 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-	for i, pf := range f.m.ByRole(crypto.RoleHospital) {
-		nets := all[i*len(all)/hospitals : (i+1)*len(all)/hospitals]
-		f.hospitalNets = append(f.hospitalNets, nets)
-		p, err := f.Party(crypto.RoleHospital, pf.ID, f.log)
-		if err != nil {
-			return err
-		}
-		if err := launch.StartHospital(f.g, p, teacher.Config{Aggregator: f.aggAddr, CapEpsilon: capEpsilon, CapDelta: capDelta,
-			Voter: &netVoter{nets: nets}, Backoff: backoff}); err != nil {
-			return err
-		}
+	for i := range hospitals {
+		f.hospitalNets = append(f.hospitalNets, all[i*len(all)/hospitals:(i+1)*len(all)/hospitals])
 	}
-	if err := waitFor(ctx, 60*time.Second, "3 hospitals to register with the aggregator", func() bool { ok, _ := f.agg.Ready(); return ok }); err != nil {
-		return err
-	}
-	return waitFor(ctx, 60*time.Second, "3 budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == hospitals })
+	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta},
+		func(i int) teacher.Voter { return &netVoter{nets: f.hospitalNets[i]} })
 }
 
 // leader returns the auditor that leads the cluster now.

@@ -10,6 +10,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/ops"
+	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/party/aggregator"
 )
 
@@ -65,7 +66,7 @@ once: retries and restarts deliver the stored answers.
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
 			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
 			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, AuditorKeys: cfg.AuditorKeys,
-			Logger: log, Registry: reg, Pause: node.PauseHook(log),
+			Logger: log, Registry: reg, Pause: pause.Hook(log),
 		})
 		if err != nil {
 			return err

@@ -131,15 +131,32 @@ func StartAggregator(g *Group, p *Party, addr string, cfg aggregator.Config) (*A
 	return &Aggregator{Aggregator: a, Addr: l.Addr().String(), Stop: stop}, nil
 }
 
-// StartHospital starts the hospital p in g; cfg's identity, keys and
-// logger come from p.
-func StartHospital(g *Group, p *Party, cfg teacher.Config) error {
-	cfg.ID, cfg.Net, cfg.Identity, cfg.SigningKey, cfg.Logger = p.ID, p.Net, p.Identity, p.SigningKey, p.Log
-	n, err := teacher.New(cfg)
-	if err != nil {
-		return err
+// StartHospitals starts every hospital of the federation in g with cfg,
+// the i-th voting with voter(i), reconnecting to agg quickly; and waits,
+// at most within, until agg has them all and the ledger replica led holds
+// their budget accounts.
+func (f *Federation) StartHospitals(ctx context.Context, g *Group, agg *Aggregator, led *auditor.Ledger, within time.Duration, log *slog.Logger, cfg teacher.Config, voter func(i int) teacher.Voter) error {
+	hs := f.M.ByRole(crypto.RoleHospital)
+	for i, pf := range hs {
+		p, err := f.Party(crypto.RoleHospital, pf.ID, log)
+		if err != nil {
+			return err
+		}
+		c := cfg
+		c.ID, c.Net, c.Identity, c.SigningKey, c.Logger = p.ID, p.Net, p.Identity, p.SigningKey, p.Log
+		c.Aggregator, c.Voter, c.Backoff = agg.Addr, voter(i), quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
+		n, err := teacher.New(c)
+		if err != nil {
+			return err
+		}
+		g.Go(p.ID, n.Run)
 	}
-	g.Go(p.ID, n.Run)
+	if err := Poll(ctx, within, 10*time.Millisecond, func() bool { ok, _ := agg.Ready(); return ok }); err != nil {
+		return fmt.Errorf("waiting for %d hospitals to register with the aggregator: %w", len(hs), err)
+	}
+	if err := Poll(ctx, within, 10*time.Millisecond, func() bool { return len(led.State().Accounts()) == len(hs) }); err != nil {
+		return fmt.Errorf("waiting for %d budget accounts: %w", len(hs), err)
+	}
 	return nil
 }
 

@@ -4,10 +4,11 @@
 //
 //   - as processes (Processes): it builds the party binaries and starts,
 //     stops, kills and restarts them, each with its own log and extra
-//     environment (NZCTEST_PAUSE_AT stops one at a named point); `nzc demo`
+//     environment (pause.At stops one at a named point); `nzc demo`
 //     and the process-level fault tests run this way;
-//   - in this process (Group, StartAggregator, StartHospital): the same
-//     parties without processes, for `nzc bench` and the end-to-end tests.
+//   - in this process (Group, StartAuditors, StartAggregator,
+//     StartHospitals): the same parties without processes, for `nzc bench`
+//     and the end-to-end tests.
 //
 // Either way it waits for the parties through their operations endpoints
 // (/readyz, /metrics) and the auditors' compliance API, and verifies the

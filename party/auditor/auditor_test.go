@@ -150,11 +150,10 @@ func TestAuditorAssembled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtls := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: crypto.ClientTLS(c.ca.Cert, officer)}}
-	var cs compliance.Status
-	if code, body := httpGet(t, mtls, "https://"+addrs.API+"/v1/status"); code != 200 || json.Unmarshal([]byte(body), &cs) != nil ||
-		cs.Origin != "test.nzc/assembled" || cs.Auditor.ID != "a1" {
-		t.Fatalf("/v1/status: %d %s", code, body)
+	api := compliance.NewClient(addrs.API, c.ca.Cert, officer)
+	defer api.Close()
+	if cs, err := api.Status(ctx); err != nil || cs.Origin != "test.nzc/assembled" || cs.Auditor.ID != "a1" {
+		t.Fatalf("/v1/status: %+v %v", cs, err)
 	}
 
 	// A restarted auditor keeps its ledger and does not apply the genesis

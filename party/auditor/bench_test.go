@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/internal/cputime"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 )
@@ -74,7 +75,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 	var lat []time.Duration
 	var refused atomic.Int64
 	first := leader.Status().LastIndex
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := cputime.Process()
 	b.SetParallelism(32)
 	b.ResetTimer()
 	start := time.Now()
@@ -102,7 +103,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 	if refused.Load() > 0 {
 		b.Fatalf("%d charges refused", refused.Load())
 	}
-	if cpu1, ok := cpuTime(); ok && cpuOK {
+	if cpu1, ok := cputime.Process(); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/charge")
 	}
 	if entries := leader.Status().LastIndex - first; entries > 0 {

@@ -49,6 +49,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 
 type federation struct {
 	t        *testing.T
+	fed      *launch.Federation
 	m        *crypto.Manifest
 	ca       *x509.Certificate
 	auditors []*auditor.Auditor
@@ -60,6 +61,18 @@ type federation struct {
 	// raftTimeout, when set, replaces the fast raft heartbeat and election
 	// timeouts of the tests (200ms).
 	raftTimeout time.Duration
+}
+
+// newFederation provisions a federation of 3 hospitals, 3 auditors and
+// the given number of students in a temporary directory; log, when not
+// nil, is every party's logger.
+func newFederation(t *testing.T, students int, log *slog.Logger) *federation {
+	t.Helper()
+	fed, err := launch.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: students})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &federation{t: t, fed: fed, m: fed.M, ca: fed.CA, log: log}
 }
 
 func (f *federation) logger() *slog.Logger {
@@ -113,19 +126,10 @@ func group(t *testing.T) *launch.Group {
 	return g
 }
 
-// run starts fn in the background until the test ends.
-func run(t *testing.T, name string, fn func(ctx context.Context) error) func() {
-	return group(t).Start(name, fn)
-}
-
 // load returns the key material of party p, with the federation's logger.
 func (f *federation) load(p crypto.PartyFiles) *launch.Party {
 	f.t.Helper()
-	fed, err := launch.Open(f.m)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	lp, err := fed.Party(p.Role, p.ID, f.logger())
+	lp, err := f.fed.Party(p.Role, p.ID, f.logger())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -161,22 +165,10 @@ func (f *federation) startAggregator(g *launch.Group, addr string, led aggregato
 // accounts are open, and returns their age recipients.
 func (f *federation) startHospitals(g *launch.Group, agg *launch.Aggregator, capEps float64, voter func(i int) teacher.Voter) []*crypto.Recipient {
 	f.t.Helper()
-	backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-	hs := f.m.ByRole(crypto.RoleHospital)
-	for i, p := range hs {
-		err := launch.StartHospital(g, f.load(p), teacher.Config{Aggregator: agg.Addr, CapEpsilon: capEps, CapDelta: 1e-5,
-			Voter: voter(i), Backoff: backoff})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	waitFor(f.t, 20*time.Second, "the hospitals to register", func() bool { ok, _ := agg.Ready(); return ok })
-	waitFor(f.t, 20*time.Second, "the hospitals' budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == len(hs) })
-	fed, err := launch.Open(f.m)
-	if err != nil {
+	if err := f.fed.StartHospitals(f.t.Context(), g, agg, f.machines[0], 20*time.Second, f.logger(), teacher.Config{CapEpsilon: capEps, CapDelta: 1e-5}, voter); err != nil {
 		f.t.Fatal(err)
 	}
-	rs, err := fed.HospitalRecipients()
+	rs, err := f.fed.HospitalRecipients()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -190,11 +182,8 @@ func startAuditors(t *testing.T, f *federation) {
 	if f.raftTimeout > 0 {
 		timeout = f.raftTimeout
 	}
-	fed, err := launch.Open(f.m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.auditors, err = fed.StartAuditors(t.Context(), group(t), launch.AuditorOptions{
+	var err error
+	f.auditors, err = f.fed.StartAuditors(t.Context(), group(t), launch.AuditorOptions{
 		DataDir: func(string) string { return t.TempDir() }, Origin: "nzc.e2e/ledger", Log: f.logger(),
 		Raft: raftnode.Tuning{HeartbeatTimeout: timeout, ElectionTimeout: timeout, ApplyTimeout: 5 * time.Second},
 	})
@@ -290,16 +279,8 @@ func (l *crashingLedger) Submit(ctx context.Context, cmd []byte) (*nzcpb.LedgerR
 }
 
 func TestFederation(t *testing.T) {
-	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &federation{t: t, m: m, ca: ca}
+	f := newFederation(t, 1, nil)
+	m := f.m
 	startAuditors(t, f)
 
 	// The aggregator, on a port it keeps across its restart.
@@ -536,7 +517,7 @@ func TestFederation(t *testing.T) {
 			t.Fatalf("hospital-1 relaying %s's registration: %v, want unauthorized", p.ID, err)
 		}
 
-		stop := run(t, p.ID, newTeacher(reg).Run)
+		stop := group(t).Start(p.ID, newTeacher(reg).Run)
 		defer stop()
 		waitFor(t, 20*time.Second, p.ID+"'s budget account", func() bool {
 			for _, a := range f.machines[0].State().Accounts() {

@@ -245,18 +245,11 @@ func TestSoak(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), bound)
 		defer cancel()
 		log := slog.New(countingHandler{slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}), &warnings, &errs})
-		dir := t.TempDir()
-		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: soakStudents})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ca, err := crypto.LoadCert(m.Path(m.CACert))
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Raft runs with the auditors' production timeouts (1s): the
 		// tests' fast ones make elections churn on a loaded machine.
-		f := &federation{t: t, m: m, ca: ca, log: log, raftTimeout: time.Second}
+		f := newFederation(t, soakStudents, log)
+		f.raftTimeout = time.Second
+		m := f.m
 		startAuditors(t, f)
 
 		g := group(t)

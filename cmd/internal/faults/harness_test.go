@@ -21,9 +21,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/config"
-	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ledger"
@@ -306,19 +306,11 @@ func (f *fed) startAuditor(n *auditorNode) {
 // startAggregator starts the aggregator; pauseAt, when not empty, makes it
 // stop at that point of the release path the first time it gets there.
 func (f *fed) startAggregator(pauseAt string) {
-	var env []string
-	if pauseAt != "" {
-		env = []string{node.PauseEnv + "=" + pauseAt}
-	}
-	f.agg = f.start("aggregator", "nzc-aggregator", env, "run", "--config", f.aggPath)
+	f.agg = f.start("aggregator", "nzc-aggregator", pause.At(pauseAt), "run", "--config", f.aggPath)
 }
 
 func (f *fed) startHospital(h *hospitalNode, pauseAt string) {
-	var env []string
-	if pauseAt != "" {
-		env = []string{node.PauseEnv + "=" + pauseAt}
-	}
-	h.p = f.start(h.id, "nzc-teacher", env, "run", "--config", h.cfgPath)
+	h.p = f.start(h.id, "nzc-teacher", pause.At(pauseAt), "run", "--config", h.cfgPath)
 }
 
 // startAll starts the auditors, the aggregator and the hospitals and
