@@ -48,7 +48,9 @@ type Client struct {
 // NewClient returns a client of the API at addr (HOST:PORT) presenting
 // cred, trusting only ca.
 func NewClient(addr string, ca *x509.Certificate, cred *crypto.Credential) *Client {
-	return &Client{base: "https://" + addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLS(ca, cred)}}}
+	// The server must be an auditor: the CA alone would let any party of
+	// the federation answer for the ledger.
+	return &Client{base: "https://" + addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLSTo(ca, cred, crypto.RoleAuditor, "")}}}
 }
 
 // NewClientAs returns a client of the API at addr presenting the

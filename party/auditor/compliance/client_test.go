@@ -21,6 +21,13 @@ import (
 // certificate required.
 func tlsServer(t *testing.T, f *fixture) (*crypto.Manifest, *httptest.Server) {
 	t.Helper()
+	return tlsServerAs(t, f, crypto.RoleAuditor)
+}
+
+// tlsServerAs is tlsServer with the certificate of the federation's first
+// party of the given role.
+func tlsServerAs(t *testing.T, f *fixture, role crypto.Role) (*crypto.Manifest, *httptest.Server) {
+	t.Helper()
 	m, err := crypto.Provision(filepath.Join(t.TempDir(), "fed"), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +36,7 @@ func tlsServer(t *testing.T, f *fixture) (*crypto.Manifest, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := m.ByRole(crypto.RoleAuditor)[0]
+	a := m.ByRole(role)[0]
 	cred, err := crypto.LoadCredential(m.Path(a.Cert), m.Path(a.Key))
 	if err != nil {
 		t.Fatal(err)
@@ -161,5 +168,18 @@ func TestClientErrors(t *testing.T) {
 	srv.Close()
 	if _, err := c.Status(ctx); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("closed server: %v, want ErrUnreachable", err)
+	}
+}
+
+// A server of the federation that is not an auditor — here one holding a
+// student's certificate — is refused before anything is read from it: the
+// CA and host-name checks alone would accept it.
+func TestClientRefusesANonAuditorServer(t *testing.T) {
+	f := newFixture(t, 1)
+	m, srv := tlsServerAs(t, f, crypto.RoleStudent)
+	c := clientAs(t, m, srv, "compliance")
+	_, err := c.Status(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "not the auditor asked for") {
+		t.Fatalf("a student's server was accepted as an auditor: %v", err)
 	}
 }
