@@ -14,6 +14,7 @@ import (
 	"github.com/nzcfed/nzc/internal/cputime"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // BenchmarkSubmitLedgerTLSCluster is raftnode's BenchmarkSubmitTLSCluster with the real
@@ -26,12 +27,16 @@ func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
 	for _, bc := range []struct {
 		name      string
 		maxPacked int
-	}{{"packed", 0}, {"unpacked", 1}} {
-		b.Run(bc.name, func(b *testing.B) { benchSubmitLedger(b, bc.maxPacked) })
+		receipts  bool
+	}{{"packed", 0, false}, {"unpacked", 1, false}, {"packed+receipt", 0, true}} {
+		b.Run(bc.name, func(b *testing.B) { benchSubmitLedger(b, bc.maxPacked, bc.receipts) })
 	}
 }
 
-func benchSubmitLedger(b *testing.B, maxPacked int) {
+// benchSubmitLedger commits charges on a 3-auditor cluster; with receipts
+// each charge also waits for its receipt (inclusion proof and a checkpoint
+// a majority cosigned), as the intake answers the aggregator.
+func benchSubmitLedger(b *testing.B, maxPacked int, receipts bool) {
 	c := newTestCluster(b, []string{"hospital-a", "hospital-b", "regulator"}, func(c *Config) { c.Raft.MaxPacked = maxPacked })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -62,6 +67,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 		}
 	}
 	leader := c.auds[0].Node()
+	rs := intake.NewReceipts(c.auds[0].Ledger().State(), c.auds[0].CosignQuorum, 0)
 	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 400).Values()
 	cmds := make([][]byte, b.N)
 	for i := range cmds {
@@ -89,10 +95,16 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 				b.Error(err)
 				return
 			}
-			local = append(local, time.Since(t0))
-			if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
+			r, _ := ledger.DecodeResult(res)
+			if r.Status != ledger.StatusAccepted {
 				refused.Add(1)
+			} else if receipts {
+				if _, err := rs.For(ctx, int64(r.Index)); err != nil {
+					b.Error(err)
+					return
+				}
 			}
+			local = append(local, time.Since(t0))
 		}
 		mu.Lock()
 		lat = append(lat, local...)
