@@ -114,10 +114,10 @@ func TestClient(t *testing.T) {
 	}
 
 	self := clientAs(t, m, srv, "auditor-1")
-	if s, err := self.Join(ctx, "a4", "127.0.0.1:7504"); err != nil || s.ID != "a1" || f.cluster.joined[0] != (JoinRequest{ID: "a4", Addr: "127.0.0.1:7504"}) {
+	if s, err := self.Join(ctx, "auditor-1", "127.0.0.1:7501"); err != nil || s.ID != "a1" || f.cluster.joined[0] != (JoinRequest{ID: "auditor-1", Addr: "127.0.0.1:7501"}) {
 		t.Fatalf("join: %+v %v %v", s, err, f.cluster.joined)
 	}
-	if _, err := self.Remove(ctx, "a3"); err != nil || f.cluster.removed[0] != "a3" {
+	if _, err := self.Remove(ctx, "auditor-1"); err != nil || f.cluster.removed[0] != "auditor-1" {
 		t.Fatalf("remove: %v %v", err, f.cluster.removed)
 	}
 	snap, err := self.Snapshot(ctx)

@@ -177,7 +177,7 @@ func TestRoles(t *testing.T) {
 		cases = append(cases,
 			tc{"other auditor " + p, "POST", p, "auditor", "a2", `{"id":"a4","addr":"127.0.0.1:7504"}`, 403, "only its own operator may, with the certificate of nzc://auditor/a1"},
 			tc{"compliance " + p, "POST", p, "compliance", "compliance", `{"id":"a4","addr":"127.0.0.1:7504"}`, 403, "may not administer auditor a1"},
-			tc{"self " + p, "POST", p, "auditor", "a1", `{"id":"a4","addr":"127.0.0.1:7504"}`, 200, ""},
+			tc{"self " + p, "POST", p, "auditor", "a1", `{"id":"a1","addr":"127.0.0.1:7501"}`, 200, ""},
 		)
 	}
 	cases = append(cases, tc{"compliance reads with POST", "POST", "/v1/accounts", "compliance", "compliance", "", 405, ""})
@@ -385,12 +385,24 @@ func TestReadsVerify(t *testing.T) {
 func TestAdmin(t *testing.T) {
 	f := newFixture(t, 1)
 	h := (&API{Cluster: f.cluster, Ledger: f.st, Self: "a1"}).Handler()
-	code, body := serve(h, as("POST", "/v1/admin/join", "auditor", "a1", `{"id":"a4","addr":"127.0.0.1:7504"}`))
-	if code != 200 || len(f.cluster.joined) != 1 || f.cluster.joined[0] != (JoinRequest{ID: "a4", Addr: "127.0.0.1:7504"}) {
-		t.Fatalf("join: %d %s %v", code, body, f.cluster.joined)
+	// One auditor's certificate may not add or remove another auditor.
+	for _, req := range []struct{ path, body string }{
+		{"/v1/admin/join", `{"id":"a4","addr":"127.0.0.1:7504"}`},
+		{"/v1/admin/remove", `{"id":"a3"}`},
+	} {
+		if code, body := serve(h, as("POST", req.path, "auditor", "a1", req.body)); code != http.StatusForbidden || !strings.Contains(string(body), "only its own membership") {
+			t.Fatalf("%s %s: %d %s", req.path, req.body, code, body)
+		}
+	}
+	if len(f.cluster.joined)+len(f.cluster.removed) != 0 {
+		t.Fatalf("a refused change reached the cluster: %v %v", f.cluster.joined, f.cluster.removed)
+	}
+	code, body := serve(h, as("POST", "/v1/admin/join", "auditor", "a1", `{"id":"a1","addr":"127.0.0.1:7501"}`))
+	if code != 200 || len(f.cluster.joined) != 1 || f.cluster.joined[0] != (JoinRequest{ID: "a1", Addr: "127.0.0.1:7501"}) {
+		t.Fatalf("join itself: %d %s %v", code, body, f.cluster.joined)
 	}
 	f.cluster.err = raftnode.ErrNoLeader
-	code, body = serve(h, as("POST", "/v1/admin/remove", "auditor", "a1", `{"id":"a3"}`))
+	code, body = serve(h, as("POST", "/v1/admin/remove", "auditor", "a1", `{"id":"a1"}`))
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "remove: ") {
 		t.Fatalf("remove without a leader: %d %s", code, body)
 	}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -467,6 +468,47 @@ func TestTLSLeaderLossWithForwarding(t *testing.T) {
 		count, distinct, reordered := c.sms[i].snapshotCount()
 		if count != writers*perWriter || distinct != writers*perWriter || reordered {
 			t.Fatalf("%s: %d applied, %d distinct, reordered=%v; want %d", c.ids(i), count, distinct, reordered, writers*perWriter)
+		}
+	}
+}
+
+// One auditor's certificate cannot change the membership of others: the
+// forwarding channel serves join and remove only for the auditor whose
+// certificate the connection presents. (With this, a rogue voter "rogue-1"
+// was joined and two auditors removed with a third's certificate alone.)
+func TestForwardedMembershipOnlyForItself(t *testing.T) {
+	c := newTLSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	leader := c.addrs[0]
+	rogue := c.nodes[2] // "regulator", a follower
+	for _, tc := range []struct {
+		name string
+		op   byte
+		body []byte
+	}{
+		{"join a made-up voter", opJoin, encodePair("rogue-1", "127.0.0.1:1")},
+		{"remove the leader", opRemove, []byte(c.ids(0))},
+		{"remove another follower", opRemove, []byte(c.ids(1))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := rogue.fwd.call(ctx, leader, tc.op, tc.body)
+			if err == nil || !strings.Contains(err.Error(), "only for itself") {
+				t.Fatalf("the leader served it: %v", err)
+			}
+		})
+	}
+	// Through the node's own API, forwarded to the leader: the same.
+	if err := rogue.Remove(ctx, c.ids(1)); err == nil {
+		t.Fatal("a follower removed another auditor through the leader")
+	}
+	peers := c.nodes[0].Status().Peers
+	if len(peers) != 3 {
+		t.Fatalf("membership changed: %+v", peers)
+	}
+	for _, p := range peers {
+		if p.ID == "rogue-1" {
+			t.Fatalf("a made-up voter joined: %+v", peers)
 		}
 	}
 }
