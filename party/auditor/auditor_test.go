@@ -15,6 +15,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
@@ -91,7 +92,7 @@ func TestAuditorAssembled(t *testing.T) {
 
 	// Every auditor applies the genesis at once; each command is accepted
 	// exactly once, whoever got there first.
-	waitFor(t, 15*time.Second, "every auditor to apply the whole genesis", func() bool {
+	auditortest.WaitFor(t, 15*time.Second, "every auditor to apply the whole genesis", func() bool {
 		for _, a := range c.auds {
 			if len(accepted(t, a.Ledger().State())) != len(genesis) {
 				return false
@@ -171,7 +172,7 @@ func TestAuditorAssembled(t *testing.T) {
 	if err := again.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the restarted auditor to replay its log", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "the restarted auditor to replay its log", func() bool {
 		return again.Ledger().State().TreeSize() == size
 	})
 	if err := again.ApplyGenesis(ctx, genesis); err != nil {

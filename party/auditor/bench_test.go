@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // BenchmarkSubmitLedgerTLSCluster is raftnode's BenchmarkSubmitTLSCluster with the real
@@ -108,19 +108,5 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 	if entries := leader.Status().LastIndex - first; entries > 0 {
 		b.ReportMetric(float64(b.N)/float64(entries), "charges/entry")
 	}
-	reportLatency(b, lat, elapsed)
-}
-
-func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op")
+	auditortest.ReportLatency(b, lat, elapsed)
 }

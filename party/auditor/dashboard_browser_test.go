@@ -18,6 +18,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/dashboard"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // chromium returns Debian's chromium, or skips the test without it —
@@ -118,7 +119,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	size := ledgers[0].State().TreeSize()
-	waitFor(t, 10*time.Second, "every auditor to apply and sign the whole log", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "every auditor to apply and sign the whole log", func() bool {
 		for _, l := range ledgers {
 			cp, err := l.Checkpoint(0)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 func ledgerKey(name string) ed25519.PrivateKey {
@@ -97,7 +98,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		t.Fatalf("over-cap charge: %+v", r)
 	}
 
-	waitFor(t, 10*time.Second, "every ledger to hold the same log", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "every ledger to hold the same log", func() bool {
 		for _, l := range ledgers[1:] {
 			if l.State().TreeSize() != ledgers[0].State().TreeSize() || l.State().RootHash() != ledgers[0].State().RootHash() {
 				return false
@@ -110,7 +111,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each auditor signed the latest checkpoint with its own key.
-	waitFor(t, 5*time.Second, "every auditor to sign size 6", func() bool {
+	auditortest.WaitFor(t, 5*time.Second, "every auditor to sign size 6", func() bool {
 		for _, l := range ledgers {
 			cp, err := l.Checkpoint(0)
 			if err != nil {

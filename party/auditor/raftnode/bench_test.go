@@ -2,11 +2,12 @@ package raftnode
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // BenchmarkSubmitTLSCluster measures committed submissions per second and
@@ -19,7 +20,7 @@ func BenchmarkSubmitTLSCluster(b *testing.B) {
 		b.Run("via-"+via, func(b *testing.B) {
 			c := newTLSCluster(b, 3)
 			leader := -1
-			waitFor(b, 10*time.Second, "a leader", func() bool {
+			auditortest.WaitFor(b, 10*time.Second, "a leader", func() bool {
 				for i, n := range c.nodes {
 					if n.Status().State == "Leader" {
 						leader = i
@@ -57,21 +58,7 @@ func BenchmarkSubmitTLSCluster(b *testing.B) {
 			})
 			elapsed := time.Since(start)
 			b.StopTimer()
-			reportLatency(b, lat, elapsed)
+			auditortest.ReportLatency(b, lat, elapsed)
 		})
 	}
-}
-
-func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,29 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
-
-// testLogger logs raft's chatter only with NZC_TEST_LOG=1.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("NZC_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-tick.C
-	}
-}
 
 // inmemCluster is a raft cluster on in-memory transports and stores.
 type inmemCluster struct {
@@ -106,7 +84,7 @@ func (c *inmemCluster) addMember() int {
 
 func (c *inmemCluster) start(i int, snapshotThreshold uint64) {
 	c.t.Helper()
-	cfg := fastConfig(c.ids[i], c.sms[i], testLogger(c.t).With("node", c.ids[i]))
+	cfg := fastConfig(c.ids[i], c.sms[i], auditortest.Logger(c.t).With("node", c.ids[i]))
 	cfg.SnapshotThreshold = snapshotThreshold
 	d := c.tuning
 	d.logs, d.stable, d.snaps, d.trans = c.logs[i], c.logs[i], c.snaps[i], c.trans[i]
@@ -148,7 +126,7 @@ func (c *inmemCluster) leader() int {
 func (c *inmemCluster) waitLeader() int {
 	c.t.Helper()
 	var l int
-	waitFor(c.t, 10*time.Second, "a leader", func() bool { l = c.leader(); return l >= 0 })
+	auditortest.WaitFor(c.t, 10*time.Second, "a leader", func() bool { l = c.leader(); return l >= 0 })
 	return l
 }
 
@@ -204,7 +182,7 @@ func (c *inmemCluster) describe() string {
 func (c *inmemCluster) waitConverged(within time.Duration) [32]byte {
 	c.t.Helper()
 	var h [32]byte
-	waitFor(c.t, within, "all live nodes to converge", func() bool {
+	auditortest.WaitFor(c.t, within, "all live nodes to converge", func() bool {
 		first := true
 		var idx uint64
 		for i, n := range c.nodes {
@@ -330,7 +308,7 @@ func TestPartitionAndHeal(t *testing.T) {
 	}
 
 	var nl int
-	waitFor(t, 10*time.Second, "a new leader in the majority", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "a new leader in the majority", func() bool {
 		for i, n := range c.nodes {
 			if i != old && n.raft.State() == raft.Leader {
 				nl = i

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -72,7 +73,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if err := n.Register(reg); err == nil {
 		t.Fatal("registering the same node twice succeeded")
 	}
-	waitFor(t, 5*time.Second, "the leader to be ready", func() bool { return n.Ready() == nil })
+	auditortest.WaitFor(t, 5*time.Second, "the leader to be ready", func() bool { return n.Ready() == nil })
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()

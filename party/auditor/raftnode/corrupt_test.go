@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -134,7 +135,7 @@ func TestCorruptDataDirRefusesToStart(t *testing.T) {
 			n, err := New(Config{
 				DataDir: dir, NodeID: "hospital-a", BindAddr: "127.0.0.1:0",
 				ServerTLS: server, ClientTLS: client, StateMachine: newChainSM(),
-				Logger: testLogger(t),
+				Logger: auditortest.Logger(t),
 			})
 			if err == nil {
 				n.Close()
@@ -157,7 +158,7 @@ func TestRestartFromIntactDataDir(t *testing.T) {
 	sm := newChainSM()
 	n, err := New(Config{
 		DataDir: dir, NodeID: "hospital-a", BindAddr: "127.0.0.1:0", Bootstrap: true,
-		ServerTLS: server, ClientTLS: client, StateMachine: sm, Logger: testLogger(t),
+		ServerTLS: server, ClientTLS: client, StateMachine: sm, Logger: auditortest.Logger(t),
 		Tuning: Tuning{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond},
 	})
 	if err != nil {
@@ -170,7 +171,7 @@ func TestRestartFromIntactDataDir(t *testing.T) {
 	}
 	// The node's address changed (port 0), so as a one-node cluster it can
 	// no longer elect itself; its state comes from its own disk.
-	waitFor(t, 5*time.Second, "the snapshot and log to be replayed", func() bool {
+	auditortest.WaitFor(t, 5*time.Second, "the snapshot and log to be replayed", func() bool {
 		c, _, _ := sm.snapshotCount()
 		return c >= 30
 	})

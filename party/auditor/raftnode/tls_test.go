@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // testCA issues certificates like the federation CA: the party's role and
@@ -129,7 +131,7 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		ServerTLS:    server,
 		ClientTLS:    client,
 		StateMachine: c.machine(i),
-		Logger:       testLogger(c.t).With("node", c.ids(i)),
+		Logger:       auditortest.Logger(c.t).With("node", c.ids(i)),
 		Tuning: Tuning{
 			HeartbeatTimeout: 500 * time.Millisecond,
 			ElectionTimeout:  500 * time.Millisecond,
@@ -209,11 +211,11 @@ func newTLSClusterPacked(t testing.TB, size int, machines []StateMachine, maxPac
 		}
 	})
 	c.run(0, c.config(0, "127.0.0.1:0", nil))
-	waitFor(t, 10*time.Second, "the bootstrap node to lead", func() bool { return c.nodes[0].Status().State == "Leader" })
+	auditortest.WaitFor(t, 10*time.Second, "the bootstrap node to lead", func() bool { return c.nodes[0].Status().State == "Leader" })
 	for i := 1; i < size; i++ {
 		c.run(i, c.config(i, "127.0.0.1:0", []string{c.addrs[0]}))
 	}
-	waitFor(t, 15*time.Second, "every node to join", func() bool {
+	auditortest.WaitFor(t, 15*time.Second, "every node to join", func() bool {
 		return len(c.nodes[0].Status().Peers) == size
 	})
 	return c
@@ -227,7 +229,7 @@ func (c *tlsCluster) waitConverged(within time.Duration) {
 // waitConvergedNodes waits until the given nodes hold the same state.
 func (c *tlsCluster) waitConvergedNodes(within time.Duration, nodes []*Node) {
 	c.t.Helper()
-	waitFor(c.t, within, "the nodes to converge", func() bool {
+	auditortest.WaitFor(c.t, within, "the nodes to converge", func() bool {
 		var h [32]byte
 		var idx uint64
 		first := true
@@ -459,7 +461,7 @@ func TestTLSLeaderLossWithForwarding(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the leader to be stopped", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "the leader to be stopped", func() bool {
 		return followers[0].Status().LeaderID != c.ids(leader) || followers[1].Status().LeaderID != c.ids(leader)
 	})
 	c.waitConvergedNodes(10*time.Second, followers)
