@@ -102,11 +102,19 @@ func TestConnectCancelledWhileWaiting(t *testing.T) {
 	}
 }
 
-func TestConnectDoesNotRetryRefusal(t *testing.T) {
+// hospitalsAggregator starts an aggregator that accepts hospitals only and
+// keeps accepting them until the test ends.
+func hospitalsAggregator(t *testing.T) (*federation, context.Context, *Listener) {
+	t.Helper()
 	f := newFederation(t)
 	ctx := testContext(t)
 	l := listen(t, f.config(t, "aggregator"), crypto.RoleHospital)
 	acceptAll(ctx, l)
+	return f, ctx, l
+}
+
+func TestConnectDoesNotRetryRefusal(t *testing.T) {
+	f, ctx, l := hospitalsAggregator(t)
 	clock := newFakeClock()
 	_, err := Connect(ctx, f.config(t, "student-1"), Target{Name: "aggregator", Addr: l.Addr().String(), Role: crypto.RoleAggregator},
 		Backoff{Rand: rand.New(seeded(7)), Clock: clock})
@@ -175,10 +183,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 // TestKeepConnectedBacksOffShortSessions: a peer that accepts and drops
 // the connection at once makes the waits grow instead of staying at Min.
 func TestKeepConnectedBacksOffShortSessions(t *testing.T) {
-	f := newFederation(t)
-	ctx := testContext(t)
-	l := listen(t, f.config(t, "aggregator"), crypto.RoleHospital)
-	acceptAll(ctx, l)
+	f, ctx, l := hospitalsAggregator(t)
 	clock := newFakeClock() // Now never moves: every session is short
 	b := Backoff{Min: 100 * time.Millisecond, Max: time.Hour, Rand: rand.New(seeded(10)), Clock: clock}
 	kctx, stop := context.WithCancel(ctx)
