@@ -16,10 +16,7 @@ import (
 	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
-func ledgerKey(name string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("auditor test key " + name))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
+func ledgerKey(name string) ed25519.PrivateKey { return auditortest.Key("auditor test key " + name) }
 
 func ledgerParty(id string, role ledger.Role) ledger.Party {
 	return ledger.Party{ID: id, Role: role, PublicKey: ledgerKey(id).Public().(ed25519.PublicKey)}

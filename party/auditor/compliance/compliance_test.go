@@ -23,13 +23,11 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
-func testKey(name string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("compliance test " + name))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
+func testKey(name string) ed25519.PrivateKey { return auditortest.Key("compliance test " + name) }
 
 func pub(name string) ed25519.PublicKey { return testKey(name).Public().(ed25519.PublicKey) }
 

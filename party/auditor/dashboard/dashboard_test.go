@@ -19,12 +19,10 @@ import (
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
-func key(name string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("dashboard test key " + name))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
+func key(name string) ed25519.PrivateKey { return auditortest.Key("dashboard test key " + name) }
 
 func party(id string, role ledger.Role) ledger.Party {
 	return ledger.Party{ID: id, Role: role, PublicKey: key(id).Public().(ed25519.PublicKey)}
