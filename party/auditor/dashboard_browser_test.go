@@ -80,15 +80,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	ts := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC).UnixNano()
 	submit := func(b ledger.Body, signer string) ledger.Result {
 		t.Helper()
-		res, _, err := c.auds[len(ledgers)-1].Node().Submit(ctx, signed(t, b, signer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ledger.DecodeResult(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return submitTo(ctx, t, c.auds[len(ledgers)-1], b, signer)
 	}
 	next := func() int64 { ts += int64(7 * time.Minute); return ts }
 	must := func(b ledger.Body, signer string) {

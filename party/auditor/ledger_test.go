@@ -31,6 +31,21 @@ func signed(t *testing.T, b ledger.Body, signer string) []byte {
 	return cmd
 }
 
+// submitTo submits b, signed by signer, through a's raft node and returns
+// the ledger's result.
+func submitTo(ctx context.Context, t *testing.T, a *Auditor, b ledger.Body, signer string) ledger.Result {
+	t.Helper()
+	res, _, err := a.Node().Submit(ctx, signed(t, b, signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ledger.DecodeResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestLedgerOverTLSCluster(t *testing.T) {
 	auditors := []string{"hospital-a", "hospital-b", "regulator"}
 	c := newTestCluster(t, auditors, nil)
@@ -59,15 +74,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	submit := func(node int, b ledger.Body, signer string) ledger.Result {
 		t.Helper()
 		ts++
-		res, _, err := c.auds[node].Node().Submit(ctx, signed(t, b, signer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ledger.DecodeResult(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return submitTo(ctx, t, c.auds[node], b, signer)
 	}
 	must := func(node int, b ledger.Body, signer string) {
 		t.Helper()
