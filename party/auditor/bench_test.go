@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,36 +68,14 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
 			Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(10 + i)}, "agg")
 	}
-	var next atomic.Int64
-	var mu sync.Mutex
-	var lat []time.Duration
 	var refused atomic.Int64
 	first := leader.Status().LastIndex
 	cpu0, cpuOK := cpuTime()
-	b.SetParallelism(32)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		local := make([]time.Duration, 0, 1024)
-		for pb.Next() {
-			cmd := cmds[next.Add(1)-1]
-			t0 := time.Now()
-			res, _, err := leader.Submit(ctx, cmd)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			local = append(local, time.Since(t0))
-			if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
-				refused.Add(1)
-			}
+	auditortest.SubmitParallel(ctx, b, leader, func(i uint64) []byte { return cmds[i-1] }, func(res []byte) {
+		if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
+			refused.Add(1)
 		}
-		mu.Lock()
-		lat = append(lat, local...)
-		mu.Unlock()
 	})
-	elapsed := time.Since(start)
-	b.StopTimer()
 	if refused.Load() > 0 {
 		b.Fatalf("%d charges refused", refused.Load())
 	}
@@ -108,5 +85,4 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 	if entries := leader.Status().LastIndex - first; entries > 0 {
 		b.ReportMetric(float64(b.N)/float64(entries), "charges/entry")
 	}
-	auditortest.ReportLatency(b, lat, elapsed)
 }

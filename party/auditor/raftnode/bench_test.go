@@ -2,8 +2,6 @@ package raftnode
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,30 +33,9 @@ func BenchmarkSubmitTLSCluster(b *testing.B) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			var next atomic.Uint64
-			var mu sync.Mutex
-			var lat []time.Duration
-			b.SetParallelism(32)
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				local := make([]time.Duration, 0, 1024)
-				for pb.Next() {
-					cmd := chainCmd(next.Add(1), "charge-0123456789abcdef0123456789abcdef")
-					t0 := time.Now()
-					if _, _, err := target.Submit(ctx, cmd); err != nil {
-						b.Error(err)
-						return
-					}
-					local = append(local, time.Since(t0))
-				}
-				mu.Lock()
-				lat = append(lat, local...)
-				mu.Unlock()
-			})
-			elapsed := time.Since(start)
-			b.StopTimer()
-			auditortest.ReportLatency(b, lat, elapsed)
+			auditortest.SubmitParallel(ctx, b, target, func(i uint64) []byte {
+				return chainCmd(i, "charge-0123456789abcdef0123456789abcdef")
+			}, nil)
 		})
 	}
 }

@@ -5,11 +5,14 @@
 package auditortest
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -38,10 +41,51 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-// ReportLatency reports the throughput and the median and 99th-percentile
+// Submitter is a raft node as the benchmarks use it.
+type Submitter interface {
+	Submit(ctx context.Context, cmd []byte) (result []byte, index uint64, err error)
+}
+
+// SubmitParallel submits cmd(i) for i = 1..b.N through target from 32
+// goroutines per GOMAXPROCS, times each Submit, stops the timer and reports
+// the throughput and latencies (see reportLatency). check, when not nil,
+// sees each result outside the timing. A failed Submit is reported with
+// b.Error and ends its goroutine.
+func SubmitParallel(ctx context.Context, b *testing.B, target Submitter, cmd func(i uint64) []byte, check func(result []byte)) {
+	var next atomic.Uint64
+	var mu sync.Mutex
+	var lat []time.Duration
+	b.SetParallelism(32)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		local := make([]time.Duration, 0, 1024)
+		for pb.Next() {
+			c := cmd(next.Add(1))
+			t0 := time.Now()
+			res, _, err := target.Submit(ctx, c)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			local = append(local, time.Since(t0))
+			if check != nil {
+				check(res)
+			}
+		}
+		mu.Lock()
+		lat = append(lat, local...)
+		mu.Unlock()
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportLatency(b, lat, elapsed)
+}
+
+// reportLatency reports the throughput and the median and 99th-percentile
 // latency of the commits timed in lat over elapsed, in place of ns/op.
 // It sorts lat.
-func ReportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
+func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
 	if len(lat) == 0 {
 		return
 	}
