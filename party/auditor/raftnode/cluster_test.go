@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,26 +178,37 @@ func (c *inmemCluster) describe() string {
 	return b.String()
 }
 
+// converged reports whether the live nodes among nodes (nil ones are
+// skipped) have applied the same index and hold the same state, and returns
+// that state's hash. all and sms are the whole cluster's nodes and their
+// state machines, in the same order.
+func converged(nodes, all []*Node, sms []*chainSM) ([32]byte, bool) {
+	var h [32]byte
+	var idx uint64
+	first := true
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		hi, ai := sms[slices.Index(all, n)].stateHash(), n.raft.AppliedIndex()
+		if first {
+			h, idx, first = hi, ai, false
+		} else if hi != h || ai != idx {
+			return h, false
+		}
+	}
+	return h, true
+}
+
 // waitConverged waits until every live node has applied the same index and
 // holds the same state, and returns that state's hash.
 func (c *inmemCluster) waitConverged(within time.Duration) [32]byte {
 	c.t.Helper()
 	var h [32]byte
 	auditortest.WaitFor(c.t, within, "all live nodes to converge", func() bool {
-		first := true
-		var idx uint64
-		for i, n := range c.nodes {
-			if n == nil {
-				continue
-			}
-			hi, ai := c.sms[i].stateHash(), n.raft.AppliedIndex()
-			if first {
-				h, idx, first = hi, ai, false
-			} else if hi != h || ai != idx {
-				return false
-			}
-		}
-		return true
+		var ok bool
+		h, ok = converged(c.nodes, c.nodes, c.sms)
+		return ok
 	})
 	return h
 }

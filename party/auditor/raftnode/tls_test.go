@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,22 +229,8 @@ func (c *tlsCluster) waitConverged(within time.Duration) {
 func (c *tlsCluster) waitConvergedNodes(within time.Duration, nodes []*Node) {
 	c.t.Helper()
 	auditortest.WaitFor(c.t, within, "the nodes to converge", func() bool {
-		var h [32]byte
-		var idx uint64
-		first := true
-		for _, n := range nodes {
-			if n == nil {
-				continue
-			}
-			i := slices.Index(c.nodes, n)
-			hi, ai := c.sms[i].stateHash(), n.raft.AppliedIndex()
-			if first {
-				h, idx, first = hi, ai, false
-			} else if hi != h || ai != idx {
-				return false
-			}
-		}
-		return true
+		_, ok := converged(nodes, c.nodes, c.sms)
+		return ok
 	})
 }
 
