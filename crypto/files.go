@@ -118,52 +118,48 @@ func ParseCertPEM(data []byte) (*x509.Certificate, error) {
 
 // EncodeKeyPEM returns an ed25519 private key as a PKCS #8 PEM block.
 func EncodeKeyPEM(key ed25519.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode private key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemPrivateKey, Bytes: der}), nil
+	return encodeKeyPEM(key, pemPrivateKey, "private key", x509.MarshalPKCS8PrivateKey)
 }
 
 // ParseKeyPEM parses a PKCS #8 PEM ed25519 private key.
 func ParseKeyPEM(data []byte) (ed25519.PrivateKey, error) {
-	b, _ := pem.Decode(data)
-	if b == nil || b.Type != pemPrivateKey {
-		return nil, errors.New("no PRIVATE KEY PEM block found")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("parse private key: %w", err)
-	}
-	ek, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("private key is a %T, want ed25519", k)
-	}
-	return ek, nil
+	return parseKeyPEM[ed25519.PrivateKey](data, pemPrivateKey, "private key", x509.ParsePKCS8PrivateKey)
 }
 
 // EncodePublicKeyPEM returns an ed25519 public key as a PKIX PEM block.
 func EncodePublicKeyPEM(key ed25519.PublicKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode public key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemPublicKey, Bytes: der}), nil
+	return encodeKeyPEM(key, pemPublicKey, "public key", x509.MarshalPKIXPublicKey)
 }
 
 // ParsePublicKeyPEM parses a PKIX PEM ed25519 public key.
 func ParsePublicKeyPEM(data []byte) (ed25519.PublicKey, error) {
-	b, _ := pem.Decode(data)
-	if b == nil || b.Type != pemPublicKey {
-		return nil, errors.New("no PUBLIC KEY PEM block found")
-	}
-	k, err := x509.ParsePKIXPublicKey(b.Bytes)
+	return parseKeyPEM[ed25519.PublicKey](data, pemPublicKey, "public key", x509.ParsePKIXPublicKey)
+}
+
+// encodeKeyPEM marshals key, the what of the error messages, with marshal
+// into a PEM block of type typ.
+func encodeKeyPEM(key any, typ, what string, marshal func(any) ([]byte, error)) ([]byte, error) {
+	der, err := marshal(key)
 	if err != nil {
-		return nil, fmt.Errorf("parse public key: %w", err)
+		return nil, fmt.Errorf("encode %s: %w", what, err)
 	}
-	ek, ok := k.(ed25519.PublicKey)
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), nil
+}
+
+// parseKeyPEM parses the first PEM block of data, which must be of type
+// typ, with parse, and checks that it holds an ed25519 key of type K.
+func parseKeyPEM[K ed25519.PrivateKey | ed25519.PublicKey](data []byte, typ, what string, parse func([]byte) (any, error)) (K, error) {
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != typ {
+		return nil, errors.New("no " + typ + " PEM block found")
+	}
+	k, err := parse(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", what, err)
+	}
+	ek, ok := k.(K)
 	if !ok {
-		return nil, fmt.Errorf("public key is a %T, want ed25519", k)
+		return nil, fmt.Errorf("%s is a %T, want ed25519", what, k)
 	}
 	return ek, nil
 }
