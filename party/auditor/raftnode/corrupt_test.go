@@ -74,38 +74,20 @@ func TestCorruptDataDirRefusesToStart(t *testing.T) {
 			return p
 		}},
 		{"raft.db overwritten", func(t *testing.T, dir string) string {
-			p := filepath.Join(dir, raftDBFile)
-			f, err := os.OpenFile(p, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
 			junk := make([]byte, 8192)
 			for i := range junk {
 				junk[i] = byte(i*7 + 3)
 			}
-			if _, err := f.WriteAt(junk, 0); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			return p
+			return overwriteStart(t, filepath.Join(dir, raftDBFile), junk)
 		}},
 		{"raft.db first meta page overwritten", func(t *testing.T, dir string) string {
 			// bbolt opens the file from its second meta page; its own
 			// check would then panic on the first.
-			p := filepath.Join(dir, raftDBFile)
-			f, err := os.OpenFile(p, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
 			junk := make([]byte, os.Getpagesize())
 			for i := range junk {
 				junk[i] = 0xA5
 			}
-			if _, err := f.WriteAt(junk, 0); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			return p
+			return overwriteStart(t, filepath.Join(dir, raftDBFile), junk)
 		}},
 		{"snapshot state flipped", func(t *testing.T, dir string) string {
 			p := snapshotStateFile(t, dir)
@@ -178,4 +160,18 @@ func TestRestartFromIntactDataDir(t *testing.T) {
 	if sm.restores != 1 {
 		t.Fatalf("restored %d snapshots, want 1", sm.restores)
 	}
+}
+
+// overwriteStart writes junk over the start of the file at p and returns p.
+func overwriteStart(t *testing.T, p string, junk []byte) string {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(junk, 0); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
