@@ -171,60 +171,64 @@ func WriteCert(path string, cert *x509.Certificate, force bool) error {
 
 // LoadCert reads a PEM certificate file.
 func LoadCert(path string) (*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read certificate: %w", err)
-	}
-	c, err := ParseCertPEM(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return loadPEM(path, readPublic("certificate"), ParseCertPEM)
 }
 
 // WritePrivateKey writes an ed25519 private key as PKCS #8 PEM (mode 0600).
 func WritePrivateKey(path string, key ed25519.PrivateKey, force bool) error {
-	data, err := EncodeKeyPEM(key)
-	if err != nil {
-		return err
-	}
-	return WriteFile(path, data, PrivateFileMode, force)
+	return writeKeyPEM(path, key, EncodeKeyPEM, PrivateFileMode, force)
 }
 
 // LoadPrivateKey reads an ed25519 PKCS #8 PEM private key after checking the
 // file's permissions.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	data, err := ReadPrivateFile(path)
-	if err != nil {
-		return nil, err
-	}
-	k, err := ParseKeyPEM(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return k, nil
+	return loadPEM(path, ReadPrivateFile, ParseKeyPEM)
 }
 
 // WritePublicKey writes an ed25519 public key as PKIX PEM (mode 0644).
 func WritePublicKey(path string, key ed25519.PublicKey, force bool) error {
-	data, err := EncodePublicKeyPEM(key)
-	if err != nil {
-		return err
-	}
-	return WriteFile(path, data, PublicFileMode, force)
+	return writeKeyPEM(path, key, EncodePublicKeyPEM, PublicFileMode, force)
 }
 
 // LoadPublicKey reads an ed25519 PKIX PEM public key.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
-	data, err := os.ReadFile(path)
+	return loadPEM(path, readPublic("public key"), ParsePublicKeyPEM)
+}
+
+// writeKeyPEM encodes key with encode and writes it to path with mode perm.
+func writeKeyPEM[K any](path string, key K, encode func(K) ([]byte, error), perm fs.FileMode, force bool) error {
+	data, err := encode(key)
 	if err != nil {
-		return nil, fmt.Errorf("read public key: %w", err)
+		return err
 	}
-	k, err := ParsePublicKeyPEM(data)
+	return WriteFile(path, data, perm, force)
+}
+
+// readPublic returns a reader of files anyone may read whose errors say
+// that the file was to hold what.
+func readPublic(what string) func(path string) ([]byte, error) {
+	return func(path string) ([]byte, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		return data, nil
+	}
+}
+
+// loadPEM reads the file at path with read and parses it with parse,
+// naming the file in a parse error.
+func loadPEM[T any](path string, read func(string) ([]byte, error), parse func([]byte) (T, error)) (T, error) {
+	var zero T
+	data, err := read(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return zero, err
 	}
-	return k, nil
+	v, err := parse(data)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 // LoadCredential reads a party's certificate and private key and checks that
