@@ -23,10 +23,10 @@ import (
 // a hospital and a student, and the student's registration.
 func testGenesis(t testing.TB, ids []string) [][]byte {
 	t.Helper()
-	parties := []ledger.Party{ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
-		ledgerParty("h1", ledger.RoleHospital), ledgerParty("s1", ledger.RoleStudent)}
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("agg", ledger.RoleAggregator),
+		ledgerKeys.Party("h1", ledger.RoleHospital), ledgerKeys.Party("s1", ledger.RoleStudent)}
 	for _, id := range ids {
-		parties = append(parties, ledgerParty(id, ledger.RoleAuditor))
+		parties = append(parties, ledgerKeys.Party(id, ledger.RoleAuditor))
 	}
 	slices.SortFunc(parties, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
 	var out [][]byte
@@ -34,7 +34,7 @@ func testGenesis(t testing.TB, ids []string) [][]byte {
 		&ledger.Genesis{Origin: "test.nzc/assembled", Parties: parties, Timestamp: 1},
 		&ledger.RegisterStudent{Student: "s1", Timestamp: 2},
 	} {
-		cmd, err := ledger.Sign(b, "admin", ledgerKey("admin"))
+		cmd, err := ledger.Sign(b, "admin", ledgerKeys.Key("admin"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,8 +188,8 @@ func TestAuditorAssembled(t *testing.T) {
 // command, and leaves the ledger without a genesis.
 func TestApplyGenesisRefused(t *testing.T) {
 	c := newTestCluster(t, []string{"solo"}, nil)
-	forged, err := ledger.Sign(&ledger.Genesis{Origin: "forged", Parties: []ledger.Party{ledgerParty("admin", ledger.RoleAdmin),
-		ledgerParty("solo", ledger.RoleAuditor)}, Timestamp: 1}, "admin", ledgerKey("mallory"))
+	forged, err := ledger.Sign(&ledger.Genesis{Origin: "forged", Parties: []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin),
+		ledgerKeys.Party("solo", ledger.RoleAuditor)}, Timestamp: 1}, "admin", ledgerKeys.Key("mallory"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,17 +34,17 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sign := func(body ledger.Body, signer string) []byte {
-		cmd, err := ledger.Sign(body, signer, ledgerKey(signer))
+		cmd, err := ledger.Sign(body, signer, ledgerKeys.Key(signer))
 		if err != nil {
 			b.Fatal(err)
 		}
 		return cmd
 	}
 	parties := []ledger.Party{
-		ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
-		ledgerParty("h1", ledger.RoleHospital),
-		ledgerParty("hospital-a", ledger.RoleAuditor), ledgerParty("hospital-b", ledger.RoleAuditor),
-		ledgerParty("regulator", ledger.RoleAuditor), ledgerParty("s1", ledger.RoleStudent),
+		ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("agg", ledger.RoleAggregator),
+		ledgerKeys.Party("h1", ledger.RoleHospital),
+		ledgerKeys.Party("hospital-a", ledger.RoleAuditor), ledgerKeys.Party("hospital-b", ledger.RoleAuditor),
+		ledgerKeys.Party("regulator", ledger.RoleAuditor), ledgerKeys.Party("s1", ledger.RoleStudent),
 	}
 	for _, cmd := range [][]byte{
 		sign(&ledger.Genesis{Origin: "bench.nzc/ledger", Parties: parties, Timestamp: 1}, "admin"),

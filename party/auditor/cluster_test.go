@@ -53,7 +53,7 @@ func newTestCluster(t testing.TB, ids []string, edit func(*Config)) *testCluster
 	return c
 }
 
-// config is the Config of auditor id, signing checkpoints with ledgerKey(id).
+// config is the Config of auditor id, signing checkpoints with ledgerKeys.Key(id).
 func (c *testCluster) config(id string) Config {
 	c.t.Helper()
 	now := time.Now()
@@ -64,7 +64,7 @@ func (c *testCluster) config(id string) Config {
 	}
 	return Config{
 		ID: id, DataDir: c.t.TempDir(), RaftAddr: "127.0.0.1:0", IntakeAddr: "127.0.0.1:0",
-		CA: c.ca.Cert, Credential: cred, SigningKey: ledgerKey(id), Logger: auditortest.Logger(c.t).With("auditor", id),
+		CA: c.ca.Cert, Credential: cred, SigningKey: ledgerKeys.Key(id), Logger: auditortest.Logger(c.t).With("auditor", id),
 		Raft: fastTuning,
 	}
 }

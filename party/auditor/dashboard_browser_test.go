@@ -68,13 +68,13 @@ func TestDashboardInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	parties := []ledger.Party{ledgerParty("admin", ledger.RoleAdmin), ledgerParty("aggregator", ledger.RoleAggregator),
-		ledgerParty("student-1", ledger.RoleStudent)}
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("aggregator", ledger.RoleAggregator),
+		ledgerKeys.Party("student-1", ledger.RoleStudent)}
 	for _, id := range auditors {
-		parties = append(parties, ledgerParty(id, ledger.RoleAuditor))
+		parties = append(parties, ledgerKeys.Party(id, ledger.RoleAuditor))
 	}
 	for _, id := range hospitals {
-		parties = append(parties, ledgerParty(id, ledger.RoleHospital))
+		parties = append(parties, ledgerKeys.Party(id, ledger.RoleHospital))
 	}
 	slices.SortFunc(parties, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
 	ts := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC).UnixNano()

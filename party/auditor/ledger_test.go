@@ -2,7 +2,6 @@ package auditor
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
 	"math"
@@ -14,17 +13,15 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
+	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
 )
 
-func ledgerKey(name string) ed25519.PrivateKey { return auditortest.Key("auditor test key " + name) }
-
-func ledgerParty(id string, role ledger.Role) ledger.Party {
-	return ledger.Party{ID: id, Role: role, PublicKey: ledgerKey(id).Public().(ed25519.PublicKey)}
-}
+// ledgerKeys are the parties' keys.
+const ledgerKeys = fedtest.Keys("auditor test key ")
 
 func signed(t *testing.T, b ledger.Body, signer string) []byte {
 	t.Helper()
-	cmd, err := ledger.Sign(b, signer, ledgerKey(signer))
+	cmd, err := ledger.Sign(b, signer, ledgerKeys.Key(signer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +56,10 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	defer cancel()
 
 	parties := []ledger.Party{
-		ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
-		ledgerParty("h1", ledger.RoleHospital),
-		ledgerParty("hospital-a", ledger.RoleAuditor), ledgerParty("hospital-b", ledger.RoleAuditor),
-		ledgerParty("regulator", ledger.RoleAuditor), ledgerParty("s1", ledger.RoleStudent),
+		ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("agg", ledger.RoleAggregator),
+		ledgerKeys.Party("h1", ledger.RoleHospital),
+		ledgerKeys.Party("hospital-a", ledger.RoleAuditor), ledgerKeys.Party("hospital-b", ledger.RoleAuditor),
+		ledgerKeys.Party("regulator", ledger.RoleAuditor), ledgerKeys.Party("s1", ledger.RoleStudent),
 	}
 	slices.SortFunc(parties, func(a, b ledger.Party) int {
 		if a.ID < b.ID {
@@ -193,8 +190,8 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 }
 
 func TestLedgerSnapshotRestoreSigns(t *testing.T) {
-	a, _ := NewLedger(ledger.New(), "regulator", ledgerKey("regulator"))
-	parties := []ledger.Party{ledgerParty("admin", ledger.RoleAdmin), ledgerParty("regulator", ledger.RoleAuditor)}
+	a, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
 	if _, err := a.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +200,7 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewLedger(ledger.New(), "regulator", ledgerKey("regulator"))
+	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
 	if err := b.Restore(snap); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ package auditortest
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"log/slog"
 	"os"
 	"slices"
@@ -97,11 +95,4 @@ func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
-}
-
-// Key derives a fixed signing key from seed, so that a test's keys, and the
-// golden files made with them, are the same on every run.
-func Key(seed string) ed25519.PrivateKey {
-	s := sha256.Sum256([]byte(seed))
-	return ed25519.NewKeyFromSeed(s[:])
 }
