@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -387,24 +386,10 @@ func TestAdmin(t *testing.T) {
 // request; a federation certificate with a wrong role gets 403.
 func TestTLS(t *testing.T) {
 	m, srv := tlsServer(t, newFixture(t, 1))
-	other, err := crypto.Provision(filepath.Join(t.TempDir(), "other"), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred := func(m *crypto.Manifest, role crypto.Role) *crypto.Credential {
-		p := m.ByRole(role)[0]
-		c, err := crypto.LoadCredential(m.Path(p.Cert), m.Path(p.Key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	other := provision(t, "other")
+	cred := func(m *crypto.Manifest, role crypto.Role) *crypto.Credential { return credential(t, m, role) }
 	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	pool.AddCert(caCert(t, m))
 
 	get := func(c *crypto.Credential) (int, string, error) {
 		conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
