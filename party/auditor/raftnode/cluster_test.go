@@ -178,6 +178,17 @@ func (c *inmemCluster) describe() string {
 	return b.String()
 }
 
+// submitIDs submits chainCmd(id, payload) for each id from from to to
+// through submit, and fails the test on the first error.
+func submitIDs(ctx context.Context, t testing.TB, submit func(context.Context, []byte) ([]byte, uint64, error), from, to uint64, payload string) {
+	t.Helper()
+	for id := from; id <= to; id++ {
+		if _, _, err := submit(ctx, chainCmd(id, payload)); err != nil {
+			t.Fatalf("submitting command %d: %v", id, err)
+		}
+	}
+}
+
 // converged reports whether the live nodes among nodes (nil ones are
 // skipped) have applied the same index and hold the same state, and returns
 // that state's hash. all and sms are the whole cluster's nodes and their
@@ -299,11 +310,7 @@ func TestPartitionAndHeal(t *testing.T) {
 	c := newInmemCluster(t, 3, deps{}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 20; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "before")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 1, 20, "before")
 	old := c.leader()
 	c.isolate(old)
 
@@ -329,11 +336,7 @@ func TestPartitionAndHeal(t *testing.T) {
 		}
 		return false
 	})
-	for id := uint64(21); id <= 40; id++ {
-		if _, _, err := c.nodes[nl].Submit(ctx, chainCmd(id, "during")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.nodes[nl].Submit, 21, 40, "during")
 	c.heal(old)
 	c.waitConverged(10 * time.Second)
 	for i := range c.nodes {
@@ -350,11 +353,7 @@ func TestSnapshotRestoreEquivalence(t *testing.T) {
 	c := newInmemCluster(t, 3, deps{trailingLogs: 5}, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 100; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 1, 100, "x")
 	l := c.leader()
 	if err := c.nodes[l].raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
@@ -362,11 +361,7 @@ func TestSnapshotRestoreEquivalence(t *testing.T) {
 	if first, _ := c.logs[l].FirstIndex(); first <= 1 {
 		t.Fatalf("log not compacted after snapshot: first index %d", first)
 	}
-	for id := uint64(101); id <= 110; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 101, 110, "x")
 
 	// A new node can only be brought up to date from the snapshot.
 	i := c.addMember()
@@ -382,11 +377,7 @@ func TestSnapshotRestoreEquivalence(t *testing.T) {
 	if after := c.nodes[l].raft.LastIndex(); after != before {
 		t.Fatalf("second join appended %d entries", after-before)
 	}
-	for id := uint64(111); id <= 120; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 111, 120, "x")
 	c.waitConverged(10 * time.Second)
 	if c.sms[i].restores == 0 {
 		t.Fatal("the new node was not restored from a snapshot")

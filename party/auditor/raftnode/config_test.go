@@ -60,11 +60,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	c := newInmemCluster(t, 3, deps{}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 5; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 1, 5, "x")
 	n := c.nodes[c.leader()]
 	reg := prometheus.NewRegistry()
 	if err := n.Register(reg); err != nil {

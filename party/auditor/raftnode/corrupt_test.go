@@ -19,19 +19,11 @@ func seedDataDir(t *testing.T) (string, *testCA) {
 	c := newTLSCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 30; id++ {
-		if _, _, err := c.nodes[0].Submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.nodes[0].Submit, 1, 30, "x")
 	if err := c.nodes[0].raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	for id := uint64(31); id <= 40; id++ {
-		if _, _, err := c.nodes[0].Submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.nodes[0].Submit, 31, 40, "x")
 	c.stop(0)
 	return c.dirs[0], c.ca
 }
