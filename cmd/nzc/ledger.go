@@ -426,8 +426,10 @@ with the auditors that cosigned it, over the compliance API (HTTPS, with the
 client certificate of --as from the federation directory).
 
 With --save-checkpoint the checkpoint, when a majority of the auditors
-cosigned it, is written to a file: keep it, and give it to a later
-'nzc ledger verify --earlier' to prove that the log was only ever extended.`,
+cosigned it — checked here against the federation's auditor keys, not taken
+from the auditor's word — is written to a file: keep it, and give it to a
+later 'nzc ledger verify --earlier' to prove that the log was only ever
+extended.`,
 		Example: `  nzc ledger status --api 127.0.0.1:7700 --federation fed
   nzc ledger status --api 127.0.0.1:7700 --federation fed --save-checkpoint 2026-11.checkpoint --format json`,
 		Args: cobra.NoArgs,
@@ -462,6 +464,15 @@ cosigned it, is written to a file: keep it, and give it to a later
 		if *save != "" {
 			if !cp.QuorumMet {
 				return fmt.Errorf("the checkpoint of %d entries is cosigned by fewer than %d auditors: nothing saved (are a majority of the auditors up?)", cp.Size, cp.Quorum)
+			}
+			// The auditor's word that a majority signed is not enough:
+			// the note must verify against the federation's auditor keys.
+			keys, err := trustedKeys(c.fed, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := ledger.OpenCheckpoint([]byte(cp.Note), keys); err != nil {
+				return fmt.Errorf("the auditor says its checkpoint of %d entries is cosigned by a majority, but it does not verify against the federation's auditor keys: %w; nothing saved", cp.Size, err)
 			}
 			if err := crypto.WriteFile(*save, []byte(cp.Note), crypto.PublicFileMode, true); err != nil {
 				return err

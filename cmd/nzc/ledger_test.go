@@ -358,6 +358,13 @@ func (c *fakeCluster) SaveSnapshot(context.Context) (raftnode.SnapshotFile, erro
 // client's identity.
 func (f *ledgerFixture) complianceAPI(t *testing.T, st *ledger.State, signers int) (addr string, cluster *fakeCluster, clients func() []string) {
 	t.Helper()
+	return f.complianceAPIWith(t, st, signers, nil)
+}
+
+// complianceAPIWith is complianceAPI with the API's handler wrapped by
+// wrap, when not nil: an auditor that lies about what it serves.
+func (f *ledgerFixture) complianceAPIWith(t *testing.T, st *ledger.State, signers int, wrap func(http.Handler) http.Handler) (addr string, cluster *fakeCluster, clients func() []string) {
+	t.Helper()
 	ca, err := crypto.LoadCert(f.m.Path(f.m.CACert))
 	if err != nil {
 		t.Fatal(err)
@@ -372,6 +379,9 @@ func (f *ledgerFixture) complianceAPI(t *testing.T, st *ledger.State, signers in
 	)
 	cluster = &fakeCluster{t: t, f: f, st: st, signers: signers}
 	api := (&compliance.API{Cluster: cluster, Ledger: st, Self: "auditor-1"}).Handler()
+	if wrap != nil {
+		api = wrap(api)
+	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = append(seen, r.TLS.PeerCertificates[0].Subject.String())
@@ -495,6 +505,31 @@ func TestLedgerStatus(t *testing.T) {
 	}
 	if text, err := runNZC(t, "ledger", "status", "--api", addr, "--federation", f.dir); err != nil || !strings.Contains(text, "NOT a majority") {
 		t.Fatalf("%v\n%s", err, text)
+	}
+
+	// An auditor that says a majority signed when one did: the note is
+	// checked against the federation's keys, and nothing is saved.
+	liar, _, _ := f.complianceAPIWith(t, older, 1, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/checkpoint" {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			var cp compliance.CheckpointInfo
+			if err := json.Unmarshal(rec.Body.Bytes(), &cp); err != nil {
+				t.Error(err)
+			}
+			cp.QuorumMet = true
+			_ = json.NewEncoder(w).Encode(cp)
+		})
+	})
+	if text, err := runNZC(t, "ledger", "status", "--api", liar, "--federation", f.dir, "--save-checkpoint", lone); err == nil || !strings.Contains(err.Error(), "does not verify against the federation's auditor keys") {
+		t.Fatalf("saving a checkpoint on the auditor's word: %v\n%s", err, text)
+	}
+	if _, err := os.Stat(lone); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a checkpoint one auditor signed was saved on its word (%v)", err)
 	}
 
 	if _, err := runNZC(t, "ledger", "status"); err == nil || !strings.Contains(err.Error(), "--api HOST:PORT and --federation DIR are required") {
