@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
@@ -45,8 +45,9 @@ type federation struct {
 	m        *crypto.Manifest
 	ca       *x509.Certificate
 	log      *slog.Logger
+	auditors []*auditor.Auditor
 	machines []*auditor.Ledger
-	nodes    []*auditor.Node
+	nodes    []*raftnode.Node
 	intakes  []string
 	aggAddr  string
 	agg      *aggregator.Aggregator
@@ -155,7 +156,6 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 }
 
 func (f *federation) startAuditors(ctx context.Context) error {
-	var first string
 	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
 		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
 		if err != nil {
@@ -165,46 +165,27 @@ func (f *federation) startAuditors(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		m, err := auditor.NewLedger(ledger.New(), p.ID, key)
-		if err != nil {
-			return err
-		}
 		c := auditor.Config{
-			DataDir: f.m.Path("bench-" + p.ID), NodeID: p.ID, BindAddr: "127.0.0.1:0",
-			ServerTLS:    crypto.ServerTLS(f.ca, cred),
-			ClientTLS:    crypto.ClientTLS(f.ca, cred),
-			StateMachine: m, Logger: f.log.With("auditor", p.ID),
+			ID: p.ID, DataDir: f.m.Path("bench-" + p.ID), RaftAddr: "127.0.0.1:0", IntakeAddr: "127.0.0.1:0",
+			CA: f.ca, Credential: cred, SigningKey: key, Logger: f.log.With("auditor", p.ID),
 		}
 		if i == 0 {
 			c.Bootstrap = true
 		} else {
-			c.Join = []string{first}
+			c.Join = []string{f.auditors[0].Addrs().Raft}
 		}
-		n, err := auditor.New(c)
+		a, err := auditor.New(c)
 		if err != nil {
 			return err
 		}
-		f.run(ctx, p.ID, n.Run)
+		f.run(ctx, p.ID, a.Run)
 		if i == 0 {
-			first = n.Addr()
-			if err := waitFor(ctx, 30*time.Second, "the first auditor to lead", func() bool { return n.Status().State == "Leader" }); err != nil {
+			if err := waitFor(ctx, 30*time.Second, "the first auditor to lead", func() bool { return a.Node().Status().State == "Leader" }); err != nil {
 				return err
 			}
 		}
-		qc, err := f.net(p)
-		if err != nil {
-			return err
-		}
-		l, err := intake.Listen("127.0.0.1:0", qc)
-		if err != nil {
-			return err
-		}
-		srv := &intake.Server{Node: n, Ledger: m, Logger: f.log}
-		f.run(ctx, p.ID+" intake", func(ctx context.Context) error {
-			defer l.Close()
-			return srv.Serve(ctx, l)
-		})
-		f.machines, f.nodes, f.intakes = append(f.machines, m), append(f.nodes, n), append(f.intakes, l.Addr().String())
+		f.auditors, f.machines, f.nodes = append(f.auditors, a), append(f.machines, a.Ledger()), append(f.nodes, a.Node())
+		f.intakes = append(f.intakes, a.Addrs().Intake)
 	}
 	if err := waitFor(ctx, 30*time.Second, "three auditors in the cluster", func() bool { return len(f.nodes[0].Status().Peers) == auditors }); err != nil {
 		return err
@@ -217,16 +198,7 @@ func (f *federation) startAuditors(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range cmds {
-		b, _, err := f.nodes[0].Submit(ctx, c)
-		if err != nil {
-			return err
-		}
-		if r, err := auditor.DecodeResult(b); err != nil || r.Status != ledger.StatusAccepted {
-			return fmt.Errorf("genesis command refused: %s %v", r.Message, err)
-		}
-	}
-	return nil
+	return f.auditors[0].ApplyGenesis(ctx, cmds)
 }
 
 func (f *federation) startAggregator(ctx context.Context) error {
@@ -320,8 +292,8 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 }
 
 // leader returns the auditor that leads the cluster now.
-func (f *federation) leader(ctx context.Context) (*auditor.Node, error) {
-	var l *auditor.Node
+func (f *federation) leader(ctx context.Context) (*raftnode.Node, error) {
+	var l *raftnode.Node
 	err := waitFor(ctx, 30*time.Second, "a leader", func() bool {
 		for _, n := range f.nodes {
 			if n.Status().State == "Leader" {

@@ -12,7 +12,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 // LedgerSection is the replicated ledger's speed: signed charges committed
@@ -98,7 +98,7 @@ func runLedger(ctx context.Context, cfg Config, f *federation, progress Progress
 // submitAll submits every command from the given number of concurrent
 // clients and returns the committed commands per second and the median and
 // 99th-percentile latency in milliseconds. Every command must be accepted.
-func submitAll(ctx context.Context, n *auditor.Node, cmds [][]byte, clients int) (rate, p50, p99 float64, err error) {
+func submitAll(ctx context.Context, n *raftnode.Node, cmds [][]byte, clients int) (rate, p50, p99 float64, err error) {
 	lat := make([]time.Duration, len(cmds))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -120,7 +120,7 @@ func submitAll(ctx context.Context, n *auditor.Node, cmds [][]byte, clients int)
 					return
 				}
 				lat[i] = time.Since(t0)
-				if r, err := auditor.DecodeResult(res); err != nil || r.Status != ledger.StatusAccepted {
+				if r, err := ledger.DecodeResult(res); err != nil || r.Status != ledger.StatusAccepted {
 					errs <- fmt.Errorf("charge %d not accepted: %s %s %v", i, r.Status, r.Message, err)
 					return
 				}

@@ -14,8 +14,8 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 const adminAsHelp = "the auditor whose API --api is: administration needs that auditor's own certificate"
@@ -157,7 +157,7 @@ func printEntries(w io.Writer, out entriesOutput) error {
 
 // printMembers writes the cluster membership an administrative command
 // left.
-func printMembers(w io.Writer, what string, s auditor.Status) error {
+func printMembers(w io.Writer, what string, s raftnode.Status) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s; the cluster (leader %s) is now:\n", what, s.LeaderID)
 	for _, p := range s.Peers {
@@ -235,7 +235,7 @@ func adminMembership(cmd *cobra.Command, c *complianceFlags, format, path string
 	if err != nil {
 		return err
 	}
-	var s auditor.Status
+	var s raftnode.Status
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("POST %s: the auditor's answer is not its status: %w", path, err)
 	}
@@ -259,15 +259,15 @@ directory by such a file, for disaster recovery.`,
 
 // snapshotSummary is what the snapshot commands print.
 type snapshotSummary struct {
-	File    string                 `json:"file"`
-	Bytes   int                    `json:"bytes"`
-	Meta    auditor.SnapshotMeta   `json:"meta"`
-	Entries int64                  `json:"entries"`
-	Root    string                 `json:"root"`
-	Restore *auditor.RestoreResult `json:"restore,omitempty"`
+	File    string                  `json:"file"`
+	Bytes   int                     `json:"bytes"`
+	Meta    raftnode.SnapshotMeta   `json:"meta"`
+	Entries int64                   `json:"entries"`
+	Root    string                  `json:"root"`
+	Restore *raftnode.RestoreResult `json:"restore,omitempty"`
 }
 
-func summarizeSnapshot(file string, b []byte, f auditor.SnapshotFile, st *ledger.State) snapshotSummary {
+func summarizeSnapshot(file string, b []byte, f raftnode.SnapshotFile, st *ledger.State) snapshotSummary {
 	return snapshotSummary{File: file, Bytes: len(b), Meta: f.Meta, Entries: st.TreeSize(), Root: st.RootHash().String()}
 }
 
@@ -298,7 +298,7 @@ is written. It needs the auditor's own certificate (--as its id).`,
 		if err != nil {
 			return err
 		}
-		sf, err := auditor.DecodeSnapshotFile(b)
+		sf, err := raftnode.DecodeSnapshotFile(b)
 		if err != nil {
 			return fmt.Errorf("the auditor sent no intact snapshot: %w", err)
 		}
@@ -319,7 +319,7 @@ is written. It needs the auditor's own certificate (--as its id).`,
 	return cmd
 }
 
-func peerList(ps []auditor.Peer) string {
+func peerList(ps []raftnode.Peer) string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.ID+"="+p.Addr)
@@ -375,12 +375,12 @@ reports a fork when it gathers their checkpoint signatures.`,
 		if err != nil {
 			return fmt.Errorf("read the snapshot: %w", err)
 		}
-		sf, err := auditor.DecodeSnapshotFile(b)
+		sf, err := raftnode.DecodeSnapshotFile(b)
 		if err != nil {
 			return fmt.Errorf("%s: %w", *in, err)
 		}
 		st := ledger.New()
-		res, err := auditor.RestoreDataDir(*dataDir, sf, replayCheck{st})
+		res, err := raftnode.RestoreDataDir(*dataDir, sf, replayCheck{st})
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 func TestLedgerPeersAndEntries(t *testing.T) {
@@ -73,7 +73,7 @@ func TestLedgerJoinAndRemove(t *testing.T) {
 		t.Fatalf("join: %v\n%s", err, text)
 	}
 	text, err = runNZC(t, append([]string{"ledger", "remove-peer", "--as", "auditor-1", "--id", "auditor-3", "--format", "json"}, api...)...)
-	var s auditor.Status
+	var s raftnode.Status
 	if err != nil || json.Unmarshal([]byte(text), &s) != nil || s.LeaderID != "auditor-1" {
 		t.Fatalf("remove-peer: %v\n%s", err, text)
 	}
@@ -132,7 +132,7 @@ func TestLedgerSnapshotSaveRestore(t *testing.T) {
 	// A damaged file or a log that does not replay changes nothing.
 	b, _ := os.ReadFile(file)
 	damaged := f.write(t, "damaged.snapshot", append(slices.Clone(b[:len(b)-1]), b[len(b)-1]^1))
-	sf, _ := auditor.DecodeSnapshotFile(b)
+	sf, _ := raftnode.DecodeSnapshotFile(b)
 	entries, _ := st.Entries(0, st.TreeSize())
 	entries[2][len(entries[2])-1] ^= 1
 	sf.State, _ = encodeSnapshotEntries(t, entries)

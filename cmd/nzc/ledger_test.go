@@ -21,8 +21,8 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 // ledgerFixture is a provisioned federation and a log built with the
@@ -296,10 +296,10 @@ type fakeCluster struct {
 	removed []string
 }
 
-func (c *fakeCluster) Status() auditor.Status {
-	return auditor.Status{ID: "auditor-1", Addr: "127.0.0.1:7500", State: "Leader", LeaderID: "auditor-1",
+func (c *fakeCluster) Status() raftnode.Status {
+	return raftnode.Status{ID: "auditor-1", Addr: "127.0.0.1:7500", State: "Leader", LeaderID: "auditor-1",
 		LeaderAddr: "127.0.0.1:7500", Term: 3, LastIndex: 9, CommitIndex: 9, AppliedIndex: 9,
-		Peers: []auditor.Peer{{ID: "auditor-1", Addr: "127.0.0.1:7500"}, {ID: "auditor-2", Addr: "127.0.0.1:7501"}, {ID: "auditor-3", Addr: "127.0.0.1:7502"}}}
+		Peers: []raftnode.Peer{{ID: "auditor-1", Addr: "127.0.0.1:7500"}, {ID: "auditor-2", Addr: "127.0.0.1:7501"}, {ID: "auditor-3", Addr: "127.0.0.1:7502"}}}
 }
 func (c *fakeCluster) Ready() error { return nil }
 func (c *fakeCluster) CosignCheckpoint(context.Context) ([]byte, error) {
@@ -322,9 +322,9 @@ func (c *fakeCluster) Remove(_ context.Context, id string) error {
 	c.removed = append(c.removed, id)
 	return nil
 }
-func (c *fakeCluster) SaveSnapshot(context.Context) (auditor.SnapshotFile, error) {
+func (c *fakeCluster) SaveSnapshot(context.Context) (raftnode.SnapshotFile, error) {
 	b, err := c.st.Snapshot()
-	return auditor.SnapshotFile{State: b, Meta: auditor.SnapshotMeta{ID: "3-9-1", Node: "auditor-1", Index: 9, Term: 3, Peers: c.Status().Peers, ConfigIndex: 1}}, err
+	return raftnode.SnapshotFile{State: b, Meta: raftnode.SnapshotMeta{ID: "3-9-1", Node: "auditor-1", Index: 9, Term: 3, Peers: c.Status().Peers, ConfigIndex: 1}}, err
 }
 
 // complianceAPI serves the compliance API of package compliance over HTTPS

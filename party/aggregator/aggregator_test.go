@@ -41,7 +41,7 @@ func (l *fakeLedger) Submit(_ context.Context, cmd []byte) (*nzcpb.LedgerResult,
 	if err != nil {
 		return nil, err
 	}
-	r, err := auditor.DecodeResult(b)
+	r, err := ledger.DecodeResult(b)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := auditor.DecodeResult(b)
+		r, err := ledger.DecodeResult(b)
 		if err != nil || r.Status != ledger.StatusAccepted {
 			t.Fatalf("setup command refused: %+v %v", r, err)
 		}

@@ -15,60 +15,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 )
 
-// BenchmarkSubmitTLSCluster measures committed submissions per second and
-// the commit latency on a 3-node cluster on loopback mutual TLS with
-// durable bbolt stores. Each operation is one Submit acknowledged after a
-// majority has made it durable and the leader has applied it; 64 submitters
-// run concurrently, so raft commits them in groups.
-func BenchmarkSubmitTLSCluster(b *testing.B) {
-	for _, via := range []string{"leader", "follower"} {
-		b.Run("via-"+via, func(b *testing.B) {
-			c := newTLSCluster(b, 3)
-			leader := -1
-			waitFor(b, 10*time.Second, "a leader", func() bool {
-				for i, n := range c.nodes {
-					if n.Status().State == "Leader" {
-						leader = i
-						return true
-					}
-				}
-				return false
-			})
-			target := c.nodes[leader]
-			if via == "follower" {
-				target = c.nodes[(leader+1)%3]
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			var next atomic.Uint64
-			var mu sync.Mutex
-			var lat []time.Duration
-			b.SetParallelism(32)
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				local := make([]time.Duration, 0, 1024)
-				for pb.Next() {
-					cmd := chainCmd(next.Add(1), "charge-0123456789abcdef0123456789abcdef")
-					t0 := time.Now()
-					if _, _, err := target.Submit(ctx, cmd); err != nil {
-						b.Error(err)
-						return
-					}
-					local = append(local, time.Since(t0))
-				}
-				mu.Lock()
-				lat = append(lat, local...)
-				mu.Unlock()
-			})
-			elapsed := time.Since(start)
-			b.StopTimer()
-			reportLatency(b, lat, elapsed)
-		})
-	}
-}
-
-// BenchmarkSubmitLedgerTLSCluster is BenchmarkSubmitTLSCluster with the real
+// BenchmarkSubmitLedgerTLSCluster is raftnode's BenchmarkSubmitTLSCluster with the real
 // state machine: each operation is one signed ledger charge, verified and
 // accounted by every auditor, which then signs a checkpoint per batch.
 //
@@ -84,16 +31,7 @@ func BenchmarkSubmitLedgerTLSCluster(b *testing.B) {
 }
 
 func benchSubmitLedger(b *testing.B, maxPacked int) {
-	auditors := []string{"hospital-a", "hospital-b", "regulator"}
-	var machines []StateMachine
-	for _, id := range auditors {
-		l, err := NewLedger(ledger.New(), id, ledgerKey(id))
-		if err != nil {
-			b.Fatal(err)
-		}
-		machines = append(machines, l)
-	}
-	c := newTLSClusterPacked(b, 3, machines, maxPacked)
+	c := newTestCluster(b, []string{"hospital-a", "hospital-b", "regulator"}, func(c *Config) { c.Raft.MaxPacked = maxPacked })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sign := func(body ledger.Body, signer string) []byte {
@@ -114,15 +52,15 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 		sign(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 1e6, CapDelta: 1e-5, Timestamp: 2}, "h1"),
 		sign(&ledger.RegisterStudent{Student: "s1", Timestamp: 3}, "admin"),
 	} {
-		res, _, err := c.nodes[0].Submit(ctx, cmd)
+		res, _, err := c.auds[0].Node().Submit(ctx, cmd)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r, _ := DecodeResult(res); r.Status != ledger.StatusAccepted {
+		if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
 			b.Fatalf("setup: %s %s", r.Status, r.Message)
 		}
 	}
-	leader := c.nodes[0]
+	leader := c.auds[0].Node()
 	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 400).Values()
 	cmds := make([][]byte, b.N)
 	for i := range cmds {
@@ -151,7 +89,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int) {
 				return
 			}
 			local = append(local, time.Since(t0))
-			if r, _ := DecodeResult(res); r.Status != ledger.StatusAccepted {
+			if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
 				refused.Add(1)
 			}
 		}

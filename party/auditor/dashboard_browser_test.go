@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,16 +62,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	bin := chromium(t)
 	auditors := []string{"hospital-a", "hospital-b", "regulator"}
 	hospitals := []string{"city-general", "north-clinic", "st-marys"}
-	var machines []StateMachine
-	var ledgers []*Ledger
-	for _, id := range auditors {
-		l, err := NewLedger(ledger.New(), id, ledgerKey(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		machines, ledgers = append(machines, l), append(ledgers, l)
-	}
-	c := newTLSClusterWith(t, 3, machines)
+	c := newTestCluster(t, auditors, func(c *Config) { c.DashboardAddr = "127.0.0.1:0" })
+	ledgers := c.ledgers()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -88,11 +79,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	ts := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC).UnixNano()
 	submit := func(b ledger.Body, signer string) ledger.Result {
 		t.Helper()
-		res, _, err := c.nodes[len(ledgers)-1].Submit(ctx, signed(t, b, signer))
+		res, _, err := c.auds[len(ledgers)-1].Node().Submit(ctx, signed(t, b, signer))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := DecodeResult(res)
+		r, err := ledger.DecodeResult(res)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,12 +132,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	st := ledgers[0].State()
-	d, err := dashboard.New(dashboard.LedgerSource(st, c.nodes[0].CosignCheckpoint), dashboard.Options{Auditor: auditors[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d) // on 127.0.0.1
-	defer srv.Close()
+	url := "http://" + c.auds[0].Addrs().Dashboard + "/" // the dashboard auditor.New serves, on 127.0.0.1
 
 	// One run renders the page, dumps its DOM and takes the screenshot
 	// (chromium's start-up is most of the test's time).
@@ -155,7 +141,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "dashboard.png")
-	dom := string(headless(t, bin, srv.URL+"/", "--dump-dom", "--window-size=1280,1700", "--screenshot="+shot))
+	dom := string(headless(t, bin, url, "--dump-dom", "--window-size=1280,1700", "--screenshot="+shot))
 	has := func(what, pattern string) {
 		t.Helper()
 		if !regexp.MustCompile(pattern).MatchString(dom) {

@@ -3,20 +3,22 @@ package auditor
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
-// Ledger is the auditor's StateMachine: the privacy ledger (ledger.State)
+// Ledger is the auditor's raftnode.StateMachine: the privacy ledger (ledger.State)
 // plus this auditor's checkpoint signing. After every applied batch (and
 // after a snapshot restore) it signs a checkpoint of the whole log with the
 // auditor's own key and keeps it to serve.
@@ -32,9 +34,9 @@ type Ledger struct {
 }
 
 var (
-	_ StateMachine       = (*Ledger)(nil)
-	_ BatchObserver      = (*Ledger)(nil)
-	_ CheckpointProvider = (*Ledger)(nil)
+	_ raftnode.StateMachine       = (*Ledger)(nil)
+	_ raftnode.BatchObserver      = (*Ledger)(nil)
+	_ raftnode.CheckpointProvider = (*Ledger)(nil)
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
@@ -55,7 +57,7 @@ func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey) (*
 // State is the replicated ledger, for reads (accounts, entries, proofs).
 func (l *Ledger) State() *ledger.State { return l.state }
 
-// Apply applies one encoded ledger command; the result is EncodeResult of
+// Apply applies one encoded ledger command; the result is ledger.EncodeResult of
 // the ledger's Result. A refusal by the ledger rules is a result, recorded in
 // the log like an acceptance, not an error.
 func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
@@ -63,16 +65,16 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return EncodeResult(r), nil
+	return ledger.EncodeResult(r), nil
 }
 
 // AppliedBatch signs a checkpoint of the log as it now stands.
 func (l *Ledger) AppliedBatch(uint64) { l.sign() }
 
-// Snapshot implements StateMachine.
+// Snapshot implements raftnode.StateMachine.
 func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
 
-// Restore implements StateMachine and signs the restored log's checkpoint.
+// Restore implements raftnode.StateMachine and signs the restored log's checkpoint.
 func (l *Ledger) Restore(b []byte) error {
 	if err := l.state.Restore(b); err != nil {
 		return err
@@ -145,16 +147,12 @@ func (e *ForkError) Error() string {
 	return fmt.Sprintf("auditor: FORK: auditor at %s signed a different checkpoint for size %d (ours %q, theirs %q); stop releasing and investigate", e.Peer, e.Size, e.Ours, e.Theirs)
 }
 
-// CosignCheckpoint gathers the other auditors' signatures on this node's
-// latest checkpoint and returns it signed by every auditor that answered.
-// It returns a *ledger.QuorumError (with the partly signed checkpoint) if
-// fewer than a majority of the ledger's auditors signed before ctx ended,
-// and a *ForkError if any auditor signed a different root for the size.
-func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
-	l, ok := n.cfg.StateMachine.(*Ledger)
-	if !ok {
-		return nil, errors.New("auditor: cosigning needs the ledger state machine")
-	}
+// cosign gathers the other auditors' signatures on l's latest checkpoint
+// through n and returns it signed by every auditor that answered. It
+// returns a *ledger.QuorumError (with the partly signed checkpoint) if fewer
+// than a majority of the ledger's auditors signed before ctx ended, and a
+// *ForkError if any auditor signed a different root for the size.
+func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) ([]byte, error) {
 	own, err := l.Checkpoint(0)
 	if err != nil {
 		return nil, err
@@ -185,8 +183,9 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		sigs[s.Name] = s
 	}
 	pending := map[string]bool{}
-	for _, p := range n.Status().Peers {
-		if p.ID != n.cfg.NodeID {
+	st := n.Status()
+	for _, p := range st.Peers {
+		if p.ID != st.ID {
 			pending[p.Addr] = true
 		}
 	}
@@ -201,17 +200,17 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		}
 		return note.Sign(&note.Note{Text: mine.Text, Sigs: all})
 	}
-	b := backoff{}
+	wait := 5 * time.Millisecond
 	for {
 		for addr := range pending {
 			theirs, err := n.PeerCheckpoint(ctx, addr, uint64(cp.Size))
 			if err != nil {
-				n.log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
+				log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
 				continue
 			}
 			tn, err := note.Open(theirs, verifiers)
 			if err != nil {
-				n.log.Warn("peer checkpoint does not verify", "peer", addr, "error", err)
+				log.Warn("peer checkpoint does not verify", "peer", addr, "error", err)
 				delete(pending, addr)
 				continue
 			}
@@ -226,9 +225,10 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 		if len(sigs) == len(vs) || len(pending) == 0 {
 			break
 		}
-		if b.wait(ctx) != nil {
+		if sleep(ctx, wait) != nil {
 			break
 		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 	signed, err := merged()
 	if err != nil {
@@ -240,56 +240,14 @@ func (n *Node) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 	return signed, nil
 }
 
-// EncodeResult encodes a ledger result for the trip back to the submitter:
-//
-//	index u64 | status u8 | code u8 | original u64 | 3 × float64 bits
-//	  | uvarint len | subject | uvarint len | message
-func EncodeResult(r ledger.Result) []byte {
-	b := binary.BigEndian.AppendUint64(nil, r.Index)
-	b = append(b, byte(r.Status), byte(r.Code))
-	b = binary.BigEndian.AppendUint64(b, r.Original)
-	for _, f := range []float64{r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon} {
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
+// sleep waits d or until ctx ends, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	b = binary.AppendUvarint(b, uint64(len(r.Subject)))
-	b = append(b, r.Subject...)
-	b = binary.AppendUvarint(b, uint64(len(r.Message)))
-	return append(b, r.Message...)
-}
-
-// DecodeResult is the inverse of EncodeResult.
-func DecodeResult(b []byte) (ledger.Result, error) {
-	var r ledger.Result
-	const fixed = 8 + 2 + 8 + 3*8
-	if len(b) < fixed {
-		return r, errors.New("auditor: ledger result too short")
-	}
-	r.Index = binary.BigEndian.Uint64(b)
-	r.Status, r.Code = ledger.Status(b[8]), ledger.Code(b[9])
-	r.Original = binary.BigEndian.Uint64(b[10:])
-	fs := []*float64{&r.SpentEpsilon, &r.ChargeEpsilon, &r.CapEpsilon}
-	for i, f := range fs {
-		*f = math.Float64frombits(binary.BigEndian.Uint64(b[18+8*i:]))
-	}
-	b = b[fixed:]
-	str := func() (string, error) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return "", errors.New("auditor: malformed ledger result")
-		}
-		s := string(b[k : k+int(n)])
-		b = b[k+int(n):]
-		return s, nil
-	}
-	var err error
-	if r.Subject, err = str(); err != nil {
-		return r, err
-	}
-	if r.Message, err = str(); err != nil {
-		return r, err
-	}
-	if len(b) != 0 {
-		return r, errors.New("auditor: trailing bytes after ledger result")
-	}
-	return r, nil
 }

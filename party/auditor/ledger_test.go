@@ -35,20 +35,13 @@ func signed(t *testing.T, b ledger.Body, signer string) []byte {
 
 func TestLedgerOverTLSCluster(t *testing.T) {
 	auditors := []string{"hospital-a", "hospital-b", "regulator"}
-	var machines []StateMachine
-	var ledgers []*Ledger
-	for _, id := range auditors {
-		l, err := NewLedger(ledger.New(), id, ledgerKey(id))
-		if err != nil {
-			t.Fatal(err)
-		}
+	c := newTestCluster(t, auditors, nil)
+	ledgers := c.ledgers()
+	for _, l := range ledgers {
 		if _, err := l.Checkpoint(0); !errors.Is(err, ErrNoCheckpoint) {
 			t.Fatalf("checkpoint before genesis: %v", err)
 		}
-		machines = append(machines, l)
-		ledgers = append(ledgers, l)
 	}
-	c := newTLSClusterWith(t, 3, machines)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -68,11 +61,11 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	submit := func(node int, b ledger.Body, signer string) ledger.Result {
 		t.Helper()
 		ts++
-		res, _, err := c.nodes[node].Submit(ctx, signed(t, b, signer))
+		res, _, err := c.auds[node].Node().Submit(ctx, signed(t, b, signer))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := DecodeResult(res)
+		r, err := ledger.DecodeResult(res)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,20 +130,28 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 			t.Fatalf("auditor %s's own checkpoint: %v, want one signature by itself", auditors[i], err)
 		}
 	}
-	// The handler serves the latest checkpoint.
+	// The operations endpoint serves the latest checkpoint.
+	h2, err := c.auds[2].opsHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := c.auds[1].opsHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := httptest.NewRecorder()
-	c.nodes[2].Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/checkpoint", nil))
+	h2.ServeHTTP(rec, httptest.NewRequest("GET", "/checkpoint", nil))
 	if p, err := ledger.PeekCheckpoint(rec.Body.Bytes()); rec.Code != 200 || err != nil || p.Size != 6 {
 		t.Fatalf("GET /checkpoint: %d %v %+v", rec.Code, err, p)
 	}
 	rec = httptest.NewRecorder()
-	c.nodes[1].Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/checkpoint/cosigned", nil))
+	h1.ServeHTTP(rec, httptest.NewRequest("GET", "/checkpoint/cosigned", nil))
 	if sc, err := ledger.OpenCheckpoint(rec.Body.Bytes(), keys); rec.Code != 200 || err != nil || len(sc.Signers) != 3 {
 		t.Fatalf("GET /checkpoint/cosigned: %d %v %+v", rec.Code, err, sc)
 	}
 	// Any auditor gathers the others' signatures over mutual TLS.
-	for i := range c.nodes {
-		cos, err := c.nodes[i].CosignCheckpoint(ctx)
+	for i, a := range c.auds {
+		cos, err := a.CosignCheckpoint(ctx)
 		if err != nil {
 			t.Fatalf("cosign on %s: %v", auditors[i], err)
 		}
@@ -163,7 +164,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		}
 	}
 	// A past size is signed on request and matches the tree.
-	old, err := c.nodes[1].PeerCheckpoint(ctx, c.addrs[2], 3)
+	old, err := c.auds[1].Node().PeerCheckpoint(ctx, c.auds[2].Addrs().Raft, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,15 +172,15 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	if root, _ := ledgers[0].State().TreeHash(3); p.Size != 3 || p.Root != root {
 		t.Fatalf("checkpoint of size 3: %+v", p)
 	}
-	if _, err := c.nodes[1].PeerCheckpoint(ctx, c.addrs[2], 99); err == nil {
+	if _, err := c.auds[1].Node().PeerCheckpoint(ctx, c.auds[2].Addrs().Raft, 99); err == nil {
 		t.Fatal("a peer signed a size it has not applied")
 	}
 	// With two of three auditors down there is no majority to sign.
-	c.stop(1)
-	c.stop(2)
+	_ = c.stop[1]()
+	_ = c.stop[2]()
 	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer scancel()
-	partial, err := c.nodes[0].CosignCheckpoint(sctx)
+	partial, err := c.auds[0].CosignCheckpoint(sctx)
 	var qe *ledger.QuorumError
 	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil {
 		t.Fatalf("cosign with two auditors down: %v, want a QuorumError with one signer", err)
@@ -206,40 +207,4 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	if err != nil || string(ca) != string(cb) {
 		t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
 	}
-}
-
-func TestResultEncodingRoundTrip(t *testing.T) {
-	for _, r := range []ledger.Result{
-		{},
-		{Index: 7, Outcome: ledger.Outcome{Status: ledger.StatusRefused, Code: 9, Subject: "h1", Original: 3},
-			Message: "over the cap", SpentEpsilon: 1.5, ChargeEpsilon: math.Inf(1), CapEpsilon: 2},
-	} {
-		got, err := DecodeResult(EncodeResult(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != r {
-			t.Fatalf("got %+v, want %+v", got, r)
-		}
-		enc := EncodeResult(r)
-		for cut := range len(enc) {
-			if _, err := DecodeResult(enc[:cut]); err == nil {
-				t.Fatalf("decoded a result cut to %d bytes", cut)
-			}
-		}
-	}
-}
-
-func FuzzDecodeResult(f *testing.F) {
-	f.Add(EncodeResult(ledger.Result{Index: 1, Message: "m"}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeResult(b)
-		if err != nil {
-			return
-		}
-		r2, err := DecodeResult(EncodeResult(r))
-		if err != nil || r2.Index != r.Index || r2.Subject != r.Subject || r2.Message != r.Message {
-			t.Fatalf("result does not round-trip: %v", err)
-		}
-	})
 }

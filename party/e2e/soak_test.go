@@ -365,7 +365,7 @@ func TestSoak(t *testing.T) {
 		if len(charges) != report.batches {
 			t.Errorf("%d charges in the ledger for %d delivered batches", len(charges), report.batches)
 		}
-		cp, err := f.nodes[0].CosignCheckpoint(ctx)
+		cp, err := f.auditors[0].CosignCheckpoint(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

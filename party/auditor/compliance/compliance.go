@@ -32,18 +32,18 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
-// Cluster is the auditor node the API reports on and administers:
-// *auditor.Node.
+// Cluster is the auditor the API reports on and administers: its
+// *raftnode.Node with the ledger's cosigning (auditor.New assembles it).
 type Cluster interface {
-	Status() auditor.Status
+	Status() raftnode.Status
 	Ready() error
 	CosignCheckpoint(ctx context.Context) ([]byte, error)
 	Join(ctx context.Context, id, addr string) error
 	Remove(ctx context.Context, id string) error
-	SaveSnapshot(ctx context.Context) (auditor.SnapshotFile, error)
+	SaveSnapshot(ctx context.Context) (raftnode.SnapshotFile, error)
 }
 
 // Limits of /v1/entries.
@@ -66,12 +66,12 @@ type API struct {
 
 // Status is GET /v1/status.
 type Status struct {
-	Auditor auditor.Status `json:"auditor"`
-	Ready   bool           `json:"ready"`
-	NotYet  string         `json:"not_ready,omitempty"` // why not ready
-	Origin  string         `json:"origin"`
-	Size    int64          `json:"size"` // entries applied here
-	Root    tlog.Hash      `json:"root"`
+	Auditor raftnode.Status `json:"auditor"`
+	Ready   bool            `json:"ready"`
+	NotYet  string          `json:"not_ready,omitempty"` // why not ready
+	Origin  string          `json:"origin"`
+	Size    int64           `json:"size"` // entries applied here
+	Root    tlog.Hash       `json:"root"`
 }
 
 // PeerInfo is one element of GET /v1/peers.
@@ -477,12 +477,12 @@ func readJoin(w http.ResponseWriter, r *http.Request, needAddr bool) (JoinReques
 
 // adminStatus maps a cluster error to an HTTP status.
 func adminStatus(err error) int {
-	var ce *auditor.ConfigError
+	var ce *raftnode.ConfigError
 	switch {
 	case errors.As(err, &ce):
 		return http.StatusBadRequest
-	case errors.Is(err, auditor.ErrNoLeader), errors.Is(err, auditor.ErrShutdown), errors.Is(err, auditor.ErrTimeout),
-		errors.Is(err, auditor.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, raftnode.ErrNoLeader), errors.Is(err, raftnode.ErrShutdown), errors.Is(err, raftnode.ErrTimeout),
+		errors.Is(err, raftnode.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -24,7 +24,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 func testKey(name string) ed25519.PrivateKey {
@@ -89,9 +89,9 @@ type fakeCluster struct {
 	err     error
 }
 
-func (c *fakeCluster) Status() auditor.Status {
-	return auditor.Status{ID: "a1", Addr: "127.0.0.1:7501", State: "Leader", LeaderID: "a1", LeaderAddr: "127.0.0.1:7501",
-		Peers: []auditor.Peer{{ID: "a1", Addr: "127.0.0.1:7501"}, {ID: "a2", Addr: "127.0.0.1:7502"}, {ID: "a3", Addr: "127.0.0.1:7503"}}}
+func (c *fakeCluster) Status() raftnode.Status {
+	return raftnode.Status{ID: "a1", Addr: "127.0.0.1:7501", State: "Leader", LeaderID: "a1", LeaderAddr: "127.0.0.1:7501",
+		Peers: []raftnode.Peer{{ID: "a1", Addr: "127.0.0.1:7501"}, {ID: "a2", Addr: "127.0.0.1:7502"}, {ID: "a3", Addr: "127.0.0.1:7503"}}}
 }
 func (c *fakeCluster) Ready() error { return nil }
 func (c *fakeCluster) CosignCheckpoint(context.Context) ([]byte, error) {
@@ -125,9 +125,9 @@ func (c *fakeCluster) Remove(_ context.Context, id string) error {
 	c.removed = append(c.removed, id)
 	return c.err
 }
-func (c *fakeCluster) SaveSnapshot(context.Context) (auditor.SnapshotFile, error) {
+func (c *fakeCluster) SaveSnapshot(context.Context) (raftnode.SnapshotFile, error) {
 	b, err := c.st.Snapshot()
-	return auditor.SnapshotFile{State: b, Meta: auditor.SnapshotMeta{ID: "2-9-1", Node: "a1", Index: 9, Term: 2, Peers: c.Status().Peers}}, err
+	return raftnode.SnapshotFile{State: b, Meta: raftnode.SnapshotMeta{ID: "2-9-1", Node: "a1", Index: 9, Term: 2, Peers: c.Status().Peers}}, err
 }
 
 // as returns a request from the party role/id, as the TLS layer hands it
@@ -390,7 +390,7 @@ func TestAdmin(t *testing.T) {
 	if code != 200 || len(f.cluster.joined) != 1 || f.cluster.joined[0] != (JoinRequest{ID: "a4", Addr: "127.0.0.1:7504"}) {
 		t.Fatalf("join: %d %s %v", code, body, f.cluster.joined)
 	}
-	f.cluster.err = auditor.ErrNoLeader
+	f.cluster.err = raftnode.ErrNoLeader
 	code, body = serve(h, as("POST", "/v1/admin/remove", "auditor", "a1", `{"id":"a3"}`))
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "remove: ") {
 		t.Fatalf("remove without a leader: %d %s", code, body)
@@ -399,7 +399,7 @@ func TestAdmin(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("snapshot: %d %s", code, body)
 	}
-	sf, err := auditor.DecodeSnapshotFile(body)
+	sf, err := raftnode.DecodeSnapshotFile(body)
 	if err != nil || sf.Meta.Index != 9 {
 		t.Fatalf("snapshot file: %v %+v", err, sf.Meta)
 	}

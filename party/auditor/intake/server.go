@@ -6,21 +6,31 @@ import (
 	"log/slog"
 
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
-// Submitter replicates a command: *auditor.Node.
+// Submitter replicates a command: *raftnode.Node.
 type Submitter interface {
 	Submit(ctx context.Context, cmd []byte) ([]byte, uint64, error)
+}
+
+// Ledger is this auditor's replica of the ledger: *auditor.Ledger.
+type Ledger interface {
+	// Checkpoint returns this auditor's signed checkpoint; 0 asks for the
+	// latest.
+	Checkpoint(treeSize uint64) ([]byte, error)
+	// State is the ledger, for budget reads.
+	State() *ledger.State
 }
 
 // Server answers the aggregator's ledger requests on one auditor.
 type Server struct {
 	Node   Submitter
-	Ledger *auditor.Ledger
+	Ledger Ledger
 	Logger *slog.Logger
 }
 
@@ -63,8 +73,8 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 	}
 	data, _, err := s.Node.Submit(ctx, req.GetCommand())
 	if err != nil {
-		var rej *auditor.RejectedError
-		var nl *auditor.NotLeaderError
+		var rej *raftnode.RejectedError
+		var nl *raftnode.NotLeaderError
 		switch {
 		case errors.As(err, &rej):
 			return quicnet.Reply(&nzcpb.LedgerResult{Index: rej.Index, Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Err.Error()})
@@ -73,7 +83,7 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 		}
 		return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
 	}
-	res, err := auditor.DecodeResult(data)
+	res, err := ledger.DecodeResult(data)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,28 +1,25 @@
-package auditor
+package raftnode
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are this node's Prometheus collectors, in a registry of its own.
+// metrics are this node's Prometheus collectors; Register adds them to the
+// service's registry.
 type metrics struct {
-	reg       *prometheus.Registry
-	submitDur prometheus.Histogram
-	submits   *prometheus.CounterVec
-	batch     prometheus.Histogram
+	collectors []prometheus.Collector
+	submitDur  prometheus.Histogram
+	submits    *prometheus.CounterVec
+	batch      prometheus.Histogram
 }
 
 func newMetrics(n *Node) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{}
 	m.submitDur = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "nzc_auditor_submit_seconds",
 		Help:    "Time from Submit to the command being applied on the leader (or the error).",
@@ -40,7 +37,7 @@ func newMetrics(n *Node) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	m.reg.MustRegister(
+	m.collectors = append(m.collectors,
 		m.submitDur, m.submits, m.batch,
 		gauge("nzc_auditor_raft_state", "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.",
 			func() float64 { return float64(n.raft.State()) }),
@@ -88,54 +85,14 @@ func outcome(err error) string {
 	}
 }
 
-// cosignTimeout bounds the gathering of signatures for one request.
-const cosignTimeout = 5 * time.Second
-
-// Handler serves /livez, /readyz, /metrics, /status (JSON), /checkpoint
-// (this auditor's latest signed checkpoint note) and /checkpoint/cosigned
-// (the same checkpoint signed by every auditor that answers; 503 without a
-// majority) for this node. Mount it on
-// the operator's HTTP(S) server.
-func (n *Node) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
-		if n.lifetime.Err() != nil {
-			http.Error(w, ErrShutdown.Error(), http.StatusServiceUnavailable)
-			return
+// Register adds this node's collectors (submissions, apply batches and raft
+// state, all named nzc_auditor_*) to reg, the registry the service serves
+// on its /metrics.
+func (n *Node) Register(reg prometheus.Registerer) error {
+	for _, c := range n.met.collectors {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("auditor: register raft metrics: %w", err)
 		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := n.Ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(n.Status())
-	})
-	mux.HandleFunc("GET /checkpoint", func(w http.ResponseWriter, _ *http.Request) {
-		cp, err := n.Checkpoint(0)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write(cp)
-	})
-	mux.HandleFunc("GET /checkpoint/cosigned", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), cosignTimeout)
-		defer cancel()
-		cp, err := n.CosignCheckpoint(ctx)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write(cp)
-	})
-	return mux
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package auditor
+package raftnode
 
 import (
 	"context"
@@ -158,7 +158,7 @@ func TestRestartFromIntactDataDir(t *testing.T) {
 	n, err := New(Config{
 		DataDir: dir, NodeID: "hospital-a", BindAddr: "127.0.0.1:0", Bootstrap: true,
 		ServerTLS: server, ClientTLS: client, StateMachine: sm, Logger: testLogger(t),
-		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+		Tuning: Tuning{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package auditor
+package raftnode
 
 import (
 	"context"
@@ -123,17 +123,19 @@ type tlsCluster struct {
 func (c *tlsCluster) config(i int, bind string, join []string) Config {
 	server, client := c.ca.tlsPair(c.t, "auditor", c.ids(i))
 	cfg := Config{
-		DataDir:          c.dirs[i],
-		NodeID:           c.ids(i),
-		BindAddr:         bind,
-		ServerTLS:        server,
-		ClientTLS:        client,
-		StateMachine:     c.machine(i),
-		Logger:           testLogger(c.t).With("node", c.ids(i)),
-		HeartbeatTimeout: 500 * time.Millisecond,
-		ElectionTimeout:  500 * time.Millisecond,
-		ApplyTimeout:     5 * time.Second,
-		MaxPacked:        c.maxPacked,
+		DataDir:      c.dirs[i],
+		NodeID:       c.ids(i),
+		BindAddr:     bind,
+		ServerTLS:    server,
+		ClientTLS:    client,
+		StateMachine: c.machine(i),
+		Logger:       testLogger(c.t).With("node", c.ids(i)),
+		Tuning: Tuning{
+			HeartbeatTimeout: 500 * time.Millisecond,
+			ElectionTimeout:  500 * time.Millisecond,
+			ApplyTimeout:     5 * time.Second,
+			MaxPacked:        c.maxPacked,
+		},
 	}
 	if i == 0 && join == nil {
 		cfg.Bootstrap = true

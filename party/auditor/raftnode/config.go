@@ -1,4 +1,4 @@
-package auditor
+package raftnode
 
 import (
 	"crypto/tls"
@@ -44,12 +44,19 @@ type Config struct {
 	// this node has no raft state. Any of them forwards to the leader.
 	Join []string
 
-	// StateMachine is the replicated state (the ledger). Required.
+	// StateMachine is the replicated state (in an auditor, the ledger). Required.
 	StateMachine StateMachine
 
 	// Logger receives structured logs, raft's included. Nil discards.
 	Logger *slog.Logger
 
+	// Tuning adjusts timeouts, snapshots and packing.
+	Tuning
+}
+
+// Tuning adjusts timeouts, snapshots and packing; the zero value takes the
+// defaults.
+type Tuning struct {
 	// ApplyTimeout bounds one Submit when its context has no deadline.
 	// Zero means 10s.
 	ApplyTimeout time.Duration

@@ -1,14 +1,16 @@
-package auditor
+package raftnode
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -53,7 +55,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestHandler(t *testing.T) {
+func TestMetricsAndReadiness(t *testing.T) {
 	c := newInmemCluster(t, 3, deps{}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,38 +64,30 @@ func TestHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := c.nodes[c.leader()].Handler()
-	get := func(path string) (int, string) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		b, _ := io.ReadAll(rec.Result().Body)
-		return rec.Code, string(b)
+	n := c.nodes[c.leader()]
+	reg := prometheus.NewRegistry()
+	if err := n.Register(reg); err != nil {
+		t.Fatal(err)
 	}
-	if code, _ := get("/livez"); code != 200 {
-		t.Fatalf("livez %d", code)
+	if err := n.Register(reg); err == nil {
+		t.Fatal("registering the same node twice succeeded")
 	}
-	waitFor(t, 5*time.Second, "readyz", func() bool { code, _ := get("/readyz"); return code == 200 })
-	code, body := get("/metrics")
-	if code != 200 {
-		t.Fatalf("metrics %d", code)
-	}
+	waitFor(t, 5*time.Second, "the leader to be ready", func() bool { return n.Ready() == nil })
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
 	for _, want := range []string{"nzc_auditor_raft_leader 1", "nzc_auditor_submit_seconds_count 5", `nzc_auditor_submits_total{outcome="ok"} 5`, "nzc_auditor_apply_batch_commands_count", "nzc_auditor_raft_applied_index"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	if code, body := get("/status"); code != 200 || !strings.Contains(body, `"state":"Leader"`) {
-		t.Fatalf("status %d %s", code, body)
+	if st := n.Status(); st.State != "Leader" || len(st.Peers) != 3 {
+		t.Fatalf("status %+v", st)
 	}
-	if code, _ := get("/checkpoint"); code != 404 {
-		t.Fatalf("checkpoint without a signing state machine: %d, want 404", code)
+	if _, err := n.Checkpoint(0); err == nil {
+		t.Fatal("a state machine that signs nothing gave a checkpoint")
 	}
-	l := c.leader()
-	n := c.nodes[l]
-	c.stop(l)
-	if code, _ := get("/livez"); code != 503 {
-		t.Fatalf("livez on a stopped node: %d", code)
-	}
+	c.stop(c.leader())
 	if err := n.Ready(); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("ready on a stopped node: %v", err)
 	}

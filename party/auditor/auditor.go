@@ -1,0 +1,287 @@
+package auditor
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+// Config is everything an Auditor needs; New validates it. Every address
+// may be "127.0.0.1:0" (a free port, read back with Addrs).
+type Config struct {
+	// ID is this auditor's id: the <id> of its certificate's
+	// nzc://auditor/<id>, its raft server id and its party in the ledger.
+	ID string
+	// DataDir holds the raft log and snapshots (see raftnode).
+	DataDir string
+
+	// RaftAddr is where raft and the forwarding RPC listen; AdvertiseAddr is
+	// what other auditors dial (empty: the bound address).
+	RaftAddr      string
+	AdvertiseAddr string
+	// IntakeAddr is where the aggregator submits charges over QUIC.
+	IntakeAddr string
+	// APIAddr serves the compliance API over HTTPS, DashboardAddr the
+	// dashboard over plain HTTP (keep it on loopback) and OpsAddr /livez,
+	// /readyz, /metrics, /status and the checkpoints. Empty serves nothing.
+	APIAddr       string
+	DashboardAddr string
+	OpsAddr       string
+
+	// Bootstrap founds a cluster whose voters are Peers; otherwise a node
+	// without raft state asks the auditors at Join to add it.
+	Bootstrap bool
+	Peers     []raftnode.Peer
+	Join      []string
+
+	// CA is the federation CA and Credential this auditor's certificate and
+	// key: every listener and every dial uses mutual TLS built from them.
+	CA         *x509.Certificate
+	Credential *crypto.Credential
+	// SigningKey is this auditor's ed25519 checkpoint key.
+	SigningKey ed25519.PrivateKey
+
+	// Genesis holds the signed commands that start an empty ledger (see
+	// intake.GenesisCommands); Run applies them once, in the background.
+	Genesis [][]byte
+
+	// Logger receives structured logs; nil discards.
+	Logger *slog.Logger
+	// Raft tunes the replication; the zero value takes raftnode's defaults.
+	Raft raftnode.Tuning
+}
+
+// Validate reports the first problem with c as a *raftnode.ConfigError.
+// What raft itself needs is checked by raftnode.
+func (c *Config) Validate() error {
+	switch {
+	case c.ID == "":
+		return &raftnode.ConfigError{Field: "ID", Reason: "is required: this auditor's id, as named in its certificate"}
+	case c.IntakeAddr == "":
+		return &raftnode.ConfigError{Field: "IntakeAddr", Reason: "is required: the address the aggregator submits charges to"}
+	case c.CA == nil:
+		return &raftnode.ConfigError{Field: "CA", Reason: "is required: the federation CA certificate"}
+	case c.Credential == nil:
+		return &raftnode.ConfigError{Field: "Credential", Reason: "is required: this auditor's federation certificate and key"}
+	case len(c.SigningKey) != ed25519.PrivateKeySize:
+		return &raftnode.ConfigError{Field: "SigningKey", Reason: "must be this auditor's ed25519 checkpoint key"}
+	}
+	return nil
+}
+
+// Auditor is one member of the auditor cluster, assembled: the raft node,
+// the ledger it replicates, the charge intake, the compliance API, the
+// dashboard, the operations endpoint and the genesis.
+//
+// New opens the data directory and binds every address; Run serves until
+// its context ends. Close releases what New took when Run is never called.
+type Auditor struct {
+	cfg    Config
+	log    *slog.Logger
+	node   *raftnode.Node
+	ledger *Ledger
+
+	intake    *quicnet.Listener
+	api       net.Listener // nil when APIAddr is empty
+	dashboard net.Listener // nil when DashboardAddr is empty
+	ops       net.Listener // nil when OpsAddr is empty
+
+	startLast uint64 // the raft log's last index when New opened it
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Addrs are the addresses an Auditor listens on; empty when not served.
+type Addrs struct {
+	Raft      string // what other auditors dial
+	Intake    string
+	API       string
+	Dashboard string
+	Ops       string
+}
+
+// New validates cfg, opens the data directory, starts raft and binds every
+// listener, so the addresses are known (Addrs) before Run. A damaged data
+// directory gives a *raftnode.CorruptDataError naming the file.
+func New(cfg Config) (*Auditor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey)
+	if err != nil {
+		return nil, err
+	}
+	a := &Auditor{cfg: cfg, log: log, ledger: led}
+	a.node, err = raftnode.New(raftnode.Config{
+		DataDir: cfg.DataDir, NodeID: cfg.ID, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseAddr,
+		ServerTLS: crypto.ServerTLS(cfg.CA, cfg.Credential), ClientTLS: crypto.ClientTLS(cfg.CA, cfg.Credential),
+		Bootstrap: cfg.Bootstrap, Peers: cfg.Peers, Join: cfg.Join,
+		StateMachine: led, Logger: log, Tuning: cfg.Raft,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.startLast = a.node.Status().LastIndex
+	if err := a.listen(); err != nil {
+		_ = a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Auditor) listen() error {
+	var err error
+	qc := quicnet.Config{CA: a.cfg.CA, Credential: a.cfg.Credential, Logger: a.log}
+	if a.intake, err = intake.Listen(a.cfg.IntakeAddr, qc); err != nil {
+		return fmt.Errorf("charge intake: listen on %s: %w (choose a free address with --listen)", a.cfg.IntakeAddr, err)
+	}
+	if a.api, err = listenTCP("compliance API", a.cfg.APIAddr, "--api"); err != nil {
+		return err
+	}
+	if a.api != nil {
+		a.api = tls.NewListener(a.api, crypto.ServerTLS(a.cfg.CA, a.cfg.Credential))
+	}
+	if a.dashboard, err = listenTCP("dashboard", a.cfg.DashboardAddr, "--dashboard, or --dashboard '' to turn it off"); err != nil {
+		return err
+	}
+	if a.ops, err = listenTCP("ops endpoint", a.cfg.OpsAddr, "ops.listen"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// listenTCP listens on addr, or returns a nil listener for an empty addr.
+func listenTCP(what, addr, flag string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on %s: %w (choose a free address with %s)", what, addr, err, flag)
+	}
+	return ln, nil
+}
+
+// Addrs reports the bound addresses.
+func (a *Auditor) Addrs() Addrs {
+	s := Addrs{Raft: a.node.Addr(), Intake: a.intake.Addr().String()}
+	for _, l := range []struct {
+		ln  net.Listener
+		out *string
+	}{{a.api, &s.API}, {a.dashboard, &s.Dashboard}, {a.ops, &s.Ops}} {
+		if l.ln != nil {
+			*l.out = l.ln.Addr().String()
+		}
+	}
+	return s
+}
+
+// Node is the raft node, for status and cluster administration.
+func (a *Auditor) Node() *raftnode.Node { return a.node }
+
+// Ledger is this auditor's replica of the ledger.
+func (a *Auditor) Ledger() *Ledger { return a.ledger }
+
+// Run bootstraps or joins the cluster as configured, serves the intake,
+// the compliance API, the dashboard and the operations endpoint, applies
+// the genesis (if any) once the cluster has a leader, and returns when ctx
+// ends (nil) or a part fails (its error), with everything closed.
+func (a *Auditor) Run(ctx context.Context) error {
+	defer a.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.node.Run(ctx) })
+	srv := &intake.Server{Node: a.node, Ledger: a.ledger, Logger: a.log}
+	g.Go(func() error { return srv.Serve(ctx, a.intake) })
+	if err := a.serveHTTP(ctx, g); err != nil {
+		cancel()
+		_ = g.Wait()
+		return err
+	}
+	if len(a.cfg.Genesis) > 0 {
+		g.Go(func() error {
+			var ge *GenesisError
+			switch err := a.ApplyGenesis(ctx, a.cfg.Genesis); {
+			case errors.As(err, &ge):
+				a.log.Warn("genesis commands not accepted", "err", err)
+			case err != nil && ctx.Err() == nil:
+				a.log.Error("could not apply the genesis; restart this auditor to try again", "err", err)
+			}
+			return nil
+		})
+	}
+	a.log.Info("auditor starting", "raft", a.node.Addr(), "intake", a.intake.Addr().String(), "bootstrap", a.cfg.Bootstrap)
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Close stops the node and closes every listener. Run calls it on return;
+// call it yourself only when Run is never called.
+func (a *Auditor) Close() error {
+	a.closeOnce.Do(func() {
+		errs := []error{a.node.Close()}
+		if a.intake != nil {
+			errs = append(errs, a.intake.Close())
+		}
+		for _, ln := range []net.Listener{a.api, a.dashboard, a.ops} {
+			if ln == nil {
+				continue
+			}
+			if err := ln.Close(); !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+		a.closeErr = errors.Join(errs...)
+	})
+	return a.closeErr
+}
+
+// WaitReady waits until this auditor serves reads: it knows a leader and
+// has applied everything committed when it learned of one.
+func (a *Auditor) WaitReady(ctx context.Context) error {
+	return poll(ctx, func() bool { return a.node.Ready() == nil })
+}
+
+// CosignCheckpoint returns this auditor's latest checkpoint signed by every
+// auditor that answers before ctx ends: a *ledger.QuorumError (with the
+// partly signed checkpoint) if fewer than a majority did, a *ForkError if
+// any signed a different root for the size.
+func (a *Auditor) CosignCheckpoint(ctx context.Context) ([]byte, error) {
+	return cosign(ctx, a.node, a.ledger, a.log)
+}
+
+// pollEvery is how often poll checks its condition.
+const pollEvery = 50 * time.Millisecond
+
+// poll waits until cond holds or ctx ends.
+func poll(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		if err := sleep(ctx, pollEvery); err != nil {
+			return err
+		}
+	}
+	return nil
+}
