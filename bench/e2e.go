@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/cputime"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
@@ -53,22 +54,13 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		Mechanism: string(benchMechanism().Mechanism), BatchSize: cfg.BatchSize, Window: cfg.Window, Queries: cfg.E2EQueries}
 	q := all.Slice(0, cfg.E2EQueries)
 	sec.Data = what
-	stP := f.m.ByRole(crypto.RoleStudent)[0]
-	qc, err := f.net(stP)
+	stP, err := f.Party(crypto.RoleStudent, f.m.ByRole(crypto.RoleStudent)[0].ID, f.log)
 	if err != nil {
 		return sec, err
 	}
-	id, err := crypto.LoadIdentity(f.m.Path(stP.AgeIdentity))
+	recipients, err := f.HospitalRecipients()
 	if err != nil {
 		return sec, err
-	}
-	var recipients []*crypto.Recipient
-	for _, h := range f.m.ByRole(crypto.RoleHospital) {
-		hid, err := crypto.LoadIdentity(f.m.Path(h.AgeIdentity))
-		if err != nil {
-			return sec, err
-		}
-		recipients = append(recipients, hid.Recipient())
 	}
 	var fed, inproc, ratio, fedCPU, inCPU, cpuRatio []float64
 	cpuOK := true
@@ -79,9 +71,9 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		// aggregator's outbox without any work.
 		d := &data.Dataset{X: append([]float32(nil), q.X...), Y: q.Y, Shape: q.Shape, Classes: q.Classes}
 		d.X[0] = float32(rep+1) / 1024
-		c0, ok0 := cpuTime()
+		c0, ok0 := cputime.Process()
 		in, err := inProcess(ctx, f, d, cfg.BatchSize)
-		c1, ok1 := cpuTime()
+		c1, ok1 := cputime.Process()
 		if err != nil {
 			return sec, fmt.Errorf("in-process pipeline: %w", err)
 		}
@@ -89,9 +81,9 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		if err != nil {
 			return sec, err
 		}
-		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: qc, Identity: id, Hospitals: recipients,
+		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: stP.Net, Identity: stP.Identity, Hospitals: recipients, AuditorKeys: f.auditorKeys,
 			BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: dir, Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
-			Logger: f.log.With("party", stP.ID)})
+			Logger: stP.Log})
 		if err != nil {
 			return sec, err
 		}
@@ -101,7 +93,7 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 			return sec, fmt.Errorf("federation: %w", err)
 		}
 		el := time.Since(start)
-		c2, ok2 := cpuTime()
+		c2, ok2 := cputime.Process()
 		if cpuOK = cpuOK && ok0 && ok1 && ok2; cpuOK {
 			perIn, perFed := ms(c1-c0)/float64(d.Len()), ms(c2-c1)/float64(d.Len())
 			inCPU, fedCPU, cpuRatio = append(inCPU, perIn), append(fedCPU, perFed), append(cpuRatio, perIn/perFed)

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
@@ -19,7 +18,6 @@ import (
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
-	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 const (
@@ -41,84 +39,38 @@ func benchMechanism() mechanism.Params {
 // directory) with their QUIC intakes, an aggregator, three hospitals and the
 // student's credentials.
 type federation struct {
+	*launch.Federation
 	dir      string
 	m        *crypto.Manifest
-	ca       *x509.Certificate
 	log      *slog.Logger
+	g        *launch.Group
 	auditors []*auditor.Auditor
 	machines []*auditor.Ledger
 	nodes    []*raftnode.Node
-	intakes  []string
 	aggAddr  string
-	agg      *aggregator.Aggregator
+	agg      *launch.Aggregator
 	lc       *aggregator.LedgerClient
+	// auditorKeys are the auditors' checkpoint verifier keys, pinned by the
+	// aggregator and the students.
+	auditorKeys []string
 	// hospitalNets are each hospital's teachers.
 	hospitalNets [][]*model.Network
-
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	errs   []error
-}
-
-func (f *federation) party(role crypto.Role, id string) (crypto.PartyFiles, error) {
-	p, ok := f.m.Party(role, id)
-	if !ok {
-		return p, fmt.Errorf("the bench federation has no %s %s", role, id)
-	}
-	return p, nil
-}
-
-func (f *federation) net(p crypto.PartyFiles) (quicnet.Config, error) {
-	cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
-	if err != nil {
-		return quicnet.Config{}, err
-	}
-	return quicnet.Config{CA: f.ca, Credential: cred, Logger: f.log.With("party", p.ID)}, nil
-}
-
-// run starts fn in the background until close.
-func (f *federation) run(ctx context.Context, name string, fn func(ctx context.Context) error) {
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		if err := fn(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			f.mu.Lock()
-			f.errs = append(f.errs, fmt.Errorf("%s: %w", name, err))
-			f.mu.Unlock()
-		}
-	}()
 }
 
 // close stops every party and removes the federation's directory.
 func (f *federation) close() error {
-	if f.cancel != nil {
-		f.cancel()
-	}
 	if f.lc != nil {
 		_ = f.lc.Close()
 	}
-	f.wg.Wait()
+	err := f.g.Close()
 	_ = os.RemoveAll(f.dir)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return errors.Join(f.errs...)
+	return err
 }
 
 // waitFor polls cond until it holds, ctx ends or within passes.
 func waitFor(ctx context.Context, within time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(within)
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", within, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	if err := launch.Poll(ctx, within, 10*time.Millisecond, cond); err != nil {
+		return fmt.Errorf("waiting %v for %s: %w", within, what, err)
 	}
 	return nil
 }
@@ -130,19 +82,16 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 	if err != nil {
 		return nil, err
 	}
-	f := &federation{dir: dir, log: log}
-	ctx, f.cancel = context.WithCancel(ctx)
+	f := &federation{dir: dir, log: log, g: launch.NewGroup(ctx)}
 	defer func() {
 		if err != nil {
 			_ = f.close()
 		}
 	}()
-	if f.m, err = crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
+	if f.Federation, err = launch.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
 		return nil, err
 	}
-	if f.ca, err = crypto.LoadCert(f.m.Path(f.m.CACert)); err != nil {
-		return nil, err
-	}
+	f.m = f.M
 	if err := f.startAuditors(ctx); err != nil {
 		return nil, err
 	}
@@ -155,89 +104,35 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 	return f, nil
 }
 
-func (f *federation) startAuditors(ctx context.Context) error {
-	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
-		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
-		if err != nil {
-			return err
-		}
-		key, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-		if err != nil {
-			return err
-		}
-		c := auditor.Config{
-			ID: p.ID, DataDir: f.m.Path("bench-" + p.ID), RaftAddr: "127.0.0.1:0", IntakeAddr: "127.0.0.1:0",
-			CA: f.ca, Credential: cred, SigningKey: key, Logger: f.log.With("auditor", p.ID),
-		}
-		if i == 0 {
-			c.Bootstrap = true
-		} else {
-			c.Join = []string{f.auditors[0].Addrs().Raft}
-		}
-		a, err := auditor.New(c)
-		if err != nil {
-			return err
-		}
-		f.run(ctx, p.ID, a.Run)
-		if i == 0 {
-			if err := waitFor(ctx, 30*time.Second, "the first auditor to lead", func() bool { return a.Node().Status().State == "Leader" }); err != nil {
-				return err
-			}
-		}
-		f.auditors, f.machines, f.nodes = append(f.auditors, a), append(f.machines, a.Ledger()), append(f.nodes, a.Node())
-		f.intakes = append(f.intakes, a.Addrs().Intake)
+func (f *federation) startAuditors(ctx context.Context) (err error) {
+	f.auditors, err = f.StartAuditors(ctx, f.g, launch.AuditorOptions{
+		DataDir: func(id string) string { return f.m.Path("bench-" + id) }, Origin: "bench.nzc/ledger", Log: f.log,
+	})
+	for _, a := range f.auditors {
+		f.machines, f.nodes = append(f.machines, a.Ledger()), append(f.nodes, a.Node())
 	}
-	if err := waitFor(ctx, 30*time.Second, "three auditors in the cluster", func() bool { return len(f.nodes[0].Status().Peers) == auditors }); err != nil {
-		return err
-	}
-	caKey, err := crypto.LoadPrivateKey(f.m.Path(f.m.CAKey))
-	if err != nil {
-		return err
-	}
-	cmds, err := intake.GenesisCommands(f.m, caKey, "bench.nzc/ledger", time.Now())
-	if err != nil {
-		return err
-	}
-	return f.auditors[0].ApplyGenesis(ctx, cmds)
+	return err
 }
 
-func (f *federation) startAggregator(ctx context.Context) error {
-	p, err := f.party(crypto.RoleAggregator, "aggregator")
+func (f *federation) startAggregator(context.Context) error {
+	p, err := f.Party(crypto.RoleAggregator, "aggregator", f.log)
 	if err != nil {
 		return err
 	}
-	qc, err := f.net(p)
-	if err != nil {
+	if f.lc, err = aggregator.NewLedgerClient(p.Net, launch.Intakes(f.auditors)); err != nil {
 		return err
 	}
-	if f.lc, err = aggregator.NewLedgerClient(qc, f.intakes); err != nil {
+	if f.auditorKeys, err = intake.AuditorKeys(f.m); err != nil {
 		return err
 	}
-	id, err := crypto.LoadIdentity(f.m.Path(p.AgeIdentity))
-	if err != nil {
-		return err
-	}
-	key, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-	if err != nil {
-		return err
-	}
-	f.agg, err = aggregator.New(aggregator.Config{
-		ID: p.ID, Identity: id, SigningKey: key, OutboxDir: f.m.Path("bench-outbox"),
-		Mechanism: benchMechanism(), Quorum: hospitals, Hospitals: hospitals, BatchDeadline: 10 * time.Minute,
-		Ledger: f.lc, Logger: f.log.With("party", p.ID),
+	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
+		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: hospitals, Hospitals: hospitals,
+		BatchDeadline: 10 * time.Minute, Ledger: f.lc, AuditorKeys: f.auditorKeys,
 	})
 	if err != nil {
 		return err
 	}
-	l, err := aggregator.Listen("127.0.0.1:0", qc)
-	if err != nil {
-		return err
-	}
-	f.aggAddr = l.Addr().String()
-	f.run(ctx, "aggregator", func(ctx context.Context) error {
-		defer l.Close()
-		return f.agg.Serve(ctx, l)
-	})
+	f.aggAddr = f.agg.Addr
 	return nil
 }
 
@@ -261,34 +156,11 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-	for i, p := range f.m.ByRole(crypto.RoleHospital) {
-		nets := all[i*len(all)/hospitals : (i+1)*len(all)/hospitals]
-		f.hospitalNets = append(f.hospitalNets, nets)
-		qc, err := f.net(p)
-		if err != nil {
-			return err
-		}
-		id, err := crypto.LoadIdentity(f.m.Path(p.AgeIdentity))
-		if err != nil {
-			return err
-		}
-		key, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-		if err != nil {
-			return err
-		}
-		n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: f.aggAddr, Net: qc, Identity: id, SigningKey: key,
-			CapEpsilon: capEpsilon, CapDelta: capDelta, Voter: &netVoter{nets: nets}, Backoff: backoff,
-			Logger: f.log.With("party", p.ID)})
-		if err != nil {
-			return err
-		}
-		f.run(ctx, p.ID, n.Run)
+	for i := range hospitals {
+		f.hospitalNets = append(f.hospitalNets, all[i*len(all)/hospitals:(i+1)*len(all)/hospitals])
 	}
-	if err := waitFor(ctx, 60*time.Second, "3 hospitals to register with the aggregator", func() bool { ok, _ := f.agg.Ready(); return ok }); err != nil {
-		return err
-	}
-	return waitFor(ctx, 60*time.Second, "3 budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == hospitals })
+	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta},
+		func(i int) teacher.Voter { return &netVoter{nets: f.hospitalNets[i]} })
 }
 
 // leader returns the auditor that leads the cluster now.

@@ -33,11 +33,7 @@ type LedgerSection struct {
 // signedCharges returns n charges of a 256-query GNMax batch to every
 // hospital, signed by the federation's aggregator.
 func (f *federation) signedCharges(rep, n int) ([][]byte, error) {
-	p, err := f.party(crypto.RoleAggregator, "aggregator")
-	if err != nil {
-		return nil, err
-	}
-	key, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
+	p, err := f.Party(crypto.RoleAggregator, "aggregator", f.log)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +54,8 @@ func (f *federation) signedCharges(rep, n int) ([][]byte, error) {
 	for i := range out {
 		batch := fmt.Sprintf("bench-ledger-%d-%d", rep, i)
 		out[i], err = ledger.Sign(&ledger.Charge{BatchID: batch, Student: st, Hospitals: hs, Mechanism: string(gp.Mechanism),
-			Params: []ledger.Param{{Key: "sigma", Value: "40"}}, Queries: 256, Answers: 256, Curve: curve,
-			AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: time.Now().UnixNano()}, p.ID, key)
+			Params: gp.LedgerParams(), Queries: 256, Answers: 256, Curve: curve,
+			AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: time.Now().UnixNano()}, p.ID, p.SigningKey)
 		if err != nil {
 			return nil, err
 		}

@@ -29,17 +29,24 @@ type AnalysisFigures struct {
 	GNMaxDataDependentMs Figure `json:"gnmax_data_dependent_ms"`
 }
 
-// benchMechanisms are the mechanisms measured, at the settings the
-// experiments use for 250 teachers.
+// benchMechanisms are the mechanisms measured: the presets
+// (mechanism.Presets) for the given ensemble of 10-class voters, nzc also
+// with Gaussian noise, and an nzc-svt session whose K is large enough never
+// to stop during the run.
 func benchMechanisms(teachers int) map[string]mechanism.Params {
-	return map[string]mechanism.Params{
-		"nzc-laplace":     {Mechanism: mechanism.NZC, Teachers: teachers, Noise: mechanism.NoiseLaplace, Scale: 1e-10, Constant: 1e100},
-		"nzc-gaussian":    {Mechanism: mechanism.NZC, Teachers: teachers, Noise: mechanism.NoiseGaussian, Sigma: 1e-10, Constant: 1e100},
-		"lnmax":           {Mechanism: mechanism.LNMax, Teachers: teachers, Scale: 20},
-		"gnmax":           {Mechanism: mechanism.GNMax, Teachers: teachers, Sigma: 40},
-		"confident-gnmax": {Mechanism: mechanism.ConfidentGNMax, Teachers: teachers, Threshold: float64(teachers) * 0.8, Sigma1: 150, Sigma2: 40},
-		"nzc-svt":         {Mechanism: mechanism.NZCSVT, Teachers: teachers, Scale: 1, Threshold: 20, MaxRefusals: 1 << 30},
+	out := map[string]mechanism.Params{}
+	for name, p := range mechanism.Presets() {
+		out[name] = p.ForEnsemble(teachers, 10)
 	}
+	lap := out[string(mechanism.NZC)]
+	gauss := lap
+	gauss.Noise, gauss.Sigma, gauss.Scale = mechanism.NoiseGaussian, lap.Scale, 0
+	delete(out, string(mechanism.NZC))
+	out["nzc-laplace"], out["nzc-gaussian"] = lap, gauss
+	svt := out[string(mechanism.NZCSVT)]
+	svt.MaxRefusals = 1 << 30
+	out[string(mechanism.NZCSVT)] = svt
+	return out
 }
 
 // histograms returns n 10-class histograms of the given number of teachers
@@ -59,18 +66,6 @@ func histograms(n, teachers int, seed uint64) []mechanism.Histogram {
 	return hs
 }
 
-// answerer is a mechanism.Mechanism or an nzc-svt session.
-type answerer interface {
-	Answer(src mechanism.Source, h mechanism.Histogram) (mechanism.Outcome, error)
-}
-
-func newAnswerer(p mechanism.Params) (answerer, error) {
-	if p.Mechanism == mechanism.NZCSVT {
-		return mechanism.Open(p)
-	}
-	return mechanism.New(p)
-}
-
 func runMechanism(ctx context.Context, cfg Config, progress Progress) (MechanismSection, error) {
 	const teachers = 250
 	sec := MechanismSection{Teachers: teachers, Classes: 10, AnswersPerS: map[string]Figure{}, AnalysisCount: cfg.AnalysisQueries}
@@ -81,15 +76,13 @@ func runMechanism(ctx context.Context, cfg Config, progress Progress) (Mechanism
 	for i, name := range names {
 		progress("mechanism "+name, i, total)
 		f, err := repeat(ctx, cfg.Reps, func(int) (float64, error) {
-			m, err := newAnswerer(params[name])
+			m, err := mechanism.New(params[name])
 			if err != nil {
 				return 0, err
 			}
 			start := time.Now()
-			for _, h := range hs {
-				if _, err := m.Answer(rand.Reader, h); err != nil {
-					return 0, fmt.Errorf("%s: %w", name, err)
-				}
+			if _, err := mechanism.AnswerBatch(m, rand.Reader, hs); err != nil {
+				return 0, fmt.Errorf("%s: %w", name, err)
 			}
 			return float64(len(hs)) / time.Since(start).Seconds(), nil
 		})

@@ -9,7 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/nzcfed/nzc/internal/atomicfile"
 )
 
 // File permissions of what this package writes.
@@ -45,57 +46,17 @@ func (e *PermissionError) Is(target error) bool { return target == ErrInsecurePe
 // old or the new content, never a mix. Without force it refuses, with an
 // error matching ErrExists, to replace an existing file.
 func WriteFile(path string, data []byte, perm fs.FileMode, force bool) error {
-	dir := filepath.Dir(path)
 	if !force {
 		if _, err := os.Lstat(path); err == nil {
 			return fmt.Errorf("%w: %s (use force to replace it)", ErrExists, path)
 		}
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	name := tmp.Name()
-	defer os.Remove(name) // no-op after a successful rename or link+remove
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if force {
-		if err := os.Rename(name, path); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
+	if err := atomicfile.Write(path, data, perm, force); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %s (use force to replace it)", ErrExists, path)
 		}
-	} else {
-		// A hard link fails if path appeared meanwhile: never clobber.
-		if err := os.Link(name, path); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("%w: %s (use force to replace it)", ErrExists, path)
-			}
-			return fmt.Errorf("write %s: %w", path, err)
-		}
+		return err
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	// Some file systems cannot sync directories; the rename is still atomic.
-	_ = d.Sync()
 	return nil
 }
 

@@ -97,63 +97,19 @@ type Config struct {
 }
 
 // ReferenceTeachers is the ensemble size the default mechanism parameters
-// are set for (the paper's 250). Parameters measured in votes (σ, T,
-// thresholds) scale with the ensemble size; see ParamsFor.
-const ReferenceTeachers = 250
+// are set for; see mechanism.ReferenceTeachers and ParamsFor.
+const ReferenceTeachers = mechanism.ReferenceTeachers
 
 // ErrConfig reports an experiment that cannot run as configured.
 var ErrConfig = errors.New("invalid experiment configuration")
 
-// DefaultMechanisms are the parameters for 250 teachers: the paper's LNMax
-// (Laplace scale 20) and NZC (c = 1e100, γ = 1e10, i.e. Laplace scale
-// 1e-10), and PATE 2018's MNIST settings for GNMax (σ = 40) and
-// Confident-GNMax (T = 200, σ1 = 150, σ2 = 40). nzc-svt uses one session
-// of ε = 1 (see svtSession).
-func DefaultMechanisms() map[string]mechanism.Params {
-	return map[string]mechanism.Params{
-		string(mechanism.LNMax):          {Mechanism: mechanism.LNMax, Scale: 20},
-		string(mechanism.NZC):            {Mechanism: mechanism.NZC, Noise: mechanism.NoiseLaplace, Scale: 1e-10, Constant: 1e100},
-		string(mechanism.GNMax):          {Mechanism: mechanism.GNMax, Sigma: 40},
-		string(mechanism.ConfidentGNMax): {Mechanism: mechanism.ConfidentGNMax, Threshold: 200, Sigma1: 150, Sigma2: 40},
-		string(mechanism.NZCSVT):         svtSession(),
-	}
-}
+// DefaultMechanisms are the parameters for 250 teachers: the mechanism
+// package's presets (mechanism.Presets).
+func DefaultMechanisms() map[string]mechanism.Params { return mechanism.Presets() }
 
-// svtSession is the nzc-svt session of the presets: one session of pure
-// ε = 1 with its own δ at most 5e-6 (half the presets' δ) and K = 1, the
-// lowest threshold mechanism.PlanSession finds for 250 teachers (T = 71,
-// b_ρ ≈ 2.67, b_ν = 3.2). With the student's typical-first order one
-// refusal is enough: it ends the session once the queries its teachers
-// agree on run out.
-func svtSession() mechanism.Params {
-	p, err := mechanism.PlanSession(1, 5e-6, 1, ReferenceTeachers, 10)
-	if err != nil {
-		panic("experiment: the preset's nzc-svt session cannot be planned: " + err.Error())
-	}
-	p.Teachers, p.Classes = 0, 0
-	return p
-}
-
-// ParamsFor returns p adapted to an ensemble of k teachers. The paper's
-// rows (lnmax, nzc) keep their parameters, as the paper did. For gnmax,
-// confident-gnmax and nzc-svt the parameters measured in votes (σ, T, σ1,
-// σ2, the svt threshold) scale by k/250 so that the mechanism sees the same
-// vote fractions; the privacy cost then changes, and is reported as it is.
-func ParamsFor(p mechanism.Params, k, classes int) mechanism.Params {
-	p.Teachers, p.Classes = k, classes
-	f := float64(k) / ReferenceTeachers
-	switch p.Mechanism {
-	case mechanism.GNMax:
-		p.Sigma *= f
-	case mechanism.ConfidentGNMax:
-		p.Threshold *= f
-		p.Sigma1 *= f
-		p.Sigma2 *= f
-	case mechanism.NZCSVT:
-		p.Threshold = float64(int(p.Threshold * f))
-	}
-	return p
-}
+// ParamsFor returns p adapted to an ensemble of k teachers voting on the
+// given number of classes (mechanism.Params.ForEnsemble).
+func ParamsFor(p mechanism.Params, k, classes int) mechanism.Params { return p.ForEnsemble(k, classes) }
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -347,35 +346,10 @@ func labelAccuracy(labels, order, truth []int) float64 {
 	return a
 }
 
-// paramString describes a mechanism's parameters for the table.
-func paramString(p mechanism.Params) string {
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
-	switch p.Mechanism {
-	case mechanism.NZC:
-		if p.Noise == mechanism.NoiseLaplace {
-			return fmt.Sprintf("c=%s, Laplace b=%s", f(p.Constant), f(p.Scale))
-		}
-		return fmt.Sprintf("c=%s, Gaussian σ=%s", f(p.Constant), f(p.Sigma))
-	case mechanism.LNMax:
-		return "Laplace b=" + f(p.Scale)
-	case mechanism.GNMax:
-		return "σ=" + f(p.Sigma)
-	case mechanism.ConfidentGNMax:
-		return fmt.Sprintf("T=%s, σ1=%s, σ2=%s", f(p.Threshold), f(p.Sigma1), f(p.Sigma2))
-	case mechanism.NZCSVT:
-		ds := p.DistanceScale
-		if ds == 0 {
-			ds = 2 * float64(p.MaxRefusals) * p.Scale
-		}
-		return fmt.Sprintf("T=%s, K=%d, b_ρ=%s, b_ν=%s", f(p.Threshold), p.MaxRefusals, f(p.Scale), f(ds))
-	}
-	return ""
-}
-
 // release answers the histograms with one aggregator and accounts for it.
 func release(cfg Config, agg string, k, classes int, strat selection.Strategy, hs []mechanism.Histogram) (Row, []int, error) {
 	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
-	row := Row{Aggregator: agg, Params: paramString(p), Teachers: k, Queries: len(hs)}
+	row := Row{Aggregator: agg, Params: p.String(), Teachers: k, Queries: len(hs)}
 	m, err := mechanism.New(p)
 	if err != nil {
 		return row, nil, err
@@ -385,28 +359,19 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 		stream += "/" + string(strat)
 	}
 	src := source(cfg.Seed, stream)
+	res, err := mechanism.AnswerBatch(m, src, hs)
+	if err != nil {
+		return row, nil, err
+	}
 	labels := make([]int, len(hs))
-	refused := 0
-	for q, h := range hs {
-		o, err := m.Answer(src, h)
-		if errors.Is(err, mechanism.ErrSessionExhausted) {
-			// The nzc-svt session is over: the remaining queries go unanswered.
-			for r := q; r < len(hs); r++ {
-				labels[r] = metrics.Refused
-			}
-			break
-		}
-		if err != nil {
-			return row, nil, err
-		}
+	for q, o := range res.Outcomes {
+		labels[q] = o.Label
 		if o.Refused {
 			labels[q] = metrics.Refused
-			refused++
-			continue
 		}
-		labels[q] = o.Label
-		row.Answered++
 	}
+	row.Answered = res.Answered
+	refused := res.Refused
 	g := mechanism.DefaultGrid()
 	ch, err := p.Charge(g, row.Answered, refused)
 	if err != nil {
@@ -442,15 +407,18 @@ const (
 	notPrivate = "not private"
 )
 
-// provenEpsilon is the ε of a charge at total δ = delta: the smaller of
-// its pure ε (valid at the charge's own δ) and its RDP curve converted at
-// delta minus the charge's own additive δ. A charge whose own δ reaches
-// delta guarantees nothing at that δ: +Inf.
+// provenEpsilon is the ε of a charge at total δ = delta, as the ledger's
+// gate proves it: the smaller of its pure ε (valid at the charge's own δ)
+// and its RDP curve converted with the filter conversion at delta minus the
+// charge's own additive δ (a confident-GNMax charge pays for the answers
+// its private test let through, so its cost is chosen adaptively; see
+// mechanism.Curve.FilterEpsilon). A charge whose own δ reaches delta
+// guarantees nothing at that δ: +Inf.
 func provenEpsilon(ch mechanism.Charge, delta float64) (float64, error) {
 	if !(ch.Delta < delta) {
 		return math.Inf(1), nil
 	}
-	conv, err := ch.RDP.Epsilon(delta - ch.Delta)
+	conv, err := ch.RDP.FilterEpsilon(delta - ch.Delta)
 	if err != nil {
 		return 0, err
 	}

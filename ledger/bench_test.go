@@ -3,6 +3,8 @@ package ledger
 import (
 	"fmt"
 	"testing"
+
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 // benchFed is a federation whose caps no benchmark charge reaches.
@@ -45,6 +47,30 @@ func BenchmarkApplyCharge(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "charges/s")
+}
+
+// BenchmarkDeriveCost measures the recomputation step of applying the same
+// charge alone, as apply runs it: look the parameters up (parsed once per
+// parameter list), compose the realized and the worst-case cost with
+// mechanism, compare with the stated curve and round onto the lattice. Its time over BenchmarkApplyCharge's is the share of
+// apply that deriving costs takes (docs/PERFORMANCE.md).
+func BenchmarkDeriveCost(b *testing.B) {
+	c, err := DecodeCommand(signedCharges(b, 1)[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch := c.Body.(*Charge)
+	g := mechanism.DefaultGrid()
+	stated, err := g.CurveOf(ch.Curve)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cache := costCache{}
+	for b.Loop() {
+		if _, r, ok := deriveCharge(g, cache, ch, stated); !ok {
+			b.Fatalf("%s %s", r.Code, r.Message)
+		}
+	}
 }
 
 // BenchmarkVerify10k measures the full offline verification of a

@@ -76,7 +76,7 @@ func goldenLog(t testing.TB) *fed {
 	f.apply(f.sign(chargeBody("b2", []string{"h2"}, gaussCurve(1, 10), 10), "agg")) // refused: cap
 	f.apply(f.sign(chargeBody("b1", []string{"h1", "h3"}, gaussCurve(40, 10), 10), "agg"))
 	f.apply([]byte("garbage"))
-	f.must(&OpenSession{SessionID: "svt1", Student: "s1", Hospitals: []string{"h1"}, Mechanism: "nzc-svt", MaxRefusals: 5, Curve: gaussCurve(20, 2)}, "agg")
+	f.must(openSession(t, "svt1", "s1", []string{"h1"}, 5), "agg")
 	f.must(&CloseSession{SessionID: "svt1", Queries: 10, Answers: 8}, "agg")
 	return f
 }

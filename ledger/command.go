@@ -4,6 +4,8 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
+
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 // Version is the encoding version of commands, entries, snapshots and
@@ -86,11 +88,10 @@ type Party struct {
 }
 
 // Param is one mechanism parameter. Parameters are a list sorted by key with
-// no repeated key, so that their encoding is canonical.
-type Param struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
+// no repeated key, so that their encoding is canonical; a charge's list is
+// the mechanism's own (mechanism.Params.LedgerParams), which apply parses
+// back with mechanism.ParseLedgerParams.
+type Param = mechanism.KV
 
 // Body is the content of a command. It is implemented by Genesis,
 // RegisterParty, OpenAccount, ChangeCap, RegisterStudent, Charge, OpenSession

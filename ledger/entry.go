@@ -34,61 +34,67 @@ type Code uint8
 
 // The refusal codes.
 const (
-	CodeOK               Code = 0
-	CodeMalformed        Code = 1  // the command bytes do not decode
-	CodeNoGenesis        Code = 2  // a command before the genesis was accepted
-	CodeGenesisRepeated  Code = 3  // a genesis after the genesis was accepted
-	CodeUnknownSigner    Code = 4  // the signer is not a registered party
-	CodeBadSignature     Code = 5  // the signature does not verify with the signer's registered key
-	CodeWrongSigner      Code = 6  // the signer's role (or identity) may not issue this command
-	CodeBadGenesis       Code = 7  // genesis lacks an administrator or an auditor
-	CodePartyExists      Code = 8  // the party ID is already registered
-	CodeUnknownHospital  Code = 9  // a named hospital is not a registered hospital
-	CodeNoAccount        Code = 10 // a named hospital has not opened its account
-	CodeAccountExists    Code = 11 // the hospital's account is already open
-	CodeBadCap           Code = 12 // a cap ε not finite and > 0, or a cap δ not in (0, 1)
-	CodeStaleCapVersion  Code = 13 // a cap change whose version is not the next one
-	CodeUnknownStudent   Code = 14 // the student is not registered as a student
-	CodeStudentExists    Code = 15 // the student is already registered
-	CodeQuotaExceeded    Code = 16 // the student's answer quota would be exceeded
-	CodeBadCharge        Code = 17 // the charge is inconsistent (counts, δ, hospitals, session cost)
-	CodeBadCurve         Code = 18 // the RDP curve is not on the default grid or has a negative value
-	CodeDeltaExhausted   Code = 19 // a hospital's δ would be all spent by additive δ, leaving none for the conversion
-	CodeCapExceeded      Code = 20 // a hospital's ε would exceed its cap
-	CodeConflict         Code = 21 // the batch or session ID was used for a different command
-	CodeUnknownSession   Code = 22 // the session is not open in this ledger
-	CodeSessionClosed    Code = 23 // the session is closed
-	CodeSessionMismatch  Code = 24 // the charge's student or hospitals differ from its session's
-	CodeSessionExhausted Code = 25 // the session's refusal bound K would be exceeded
+	CodeOK                Code = 0
+	CodeMalformed         Code = 1  // the command bytes do not decode
+	CodeNoGenesis         Code = 2  // a command before the genesis was accepted
+	CodeGenesisRepeated   Code = 3  // a genesis after the genesis was accepted
+	CodeUnknownSigner     Code = 4  // the signer is not a registered party
+	CodeBadSignature      Code = 5  // the signature does not verify with the signer's registered key
+	CodeWrongSigner       Code = 6  // the signer's role (or identity) may not issue this command
+	CodeBadGenesis        Code = 7  // genesis lacks an administrator or an auditor
+	CodePartyExists       Code = 8  // the party ID is already registered
+	CodeUnknownHospital   Code = 9  // a named hospital is not a registered hospital
+	CodeNoAccount         Code = 10 // a named hospital has not opened its account
+	CodeAccountExists     Code = 11 // the hospital's account is already open
+	CodeBadCap            Code = 12 // a cap ε not finite and > 0, or a cap δ not in (0, 1)
+	CodeStaleCapVersion   Code = 13 // a cap change whose version is not the next one
+	CodeUnknownStudent    Code = 14 // the student is not registered as a student
+	CodeStudentExists     Code = 15 // the student is already registered
+	CodeQuotaExceeded     Code = 16 // the student's answer quota would be exceeded
+	CodeBadCharge         Code = 17 // the charge is inconsistent (counts, δ, hospitals, session cost)
+	CodeBadCurve          Code = 18 // the RDP curve is not on the default grid or has a negative value
+	CodeDeltaExhausted    Code = 19 // a hospital's δ would be all spent by additive δ, leaving none for the conversion
+	CodeCapExceeded       Code = 20 // a hospital's ε would exceed its cap
+	CodeConflict          Code = 21 // the batch or session ID was used for a different command
+	CodeUnknownSession    Code = 22 // the session is not open in this ledger
+	CodeSessionClosed     Code = 23 // the session is closed
+	CodeSessionMismatch   Code = 24 // the charge's student or hospitals differ from its session's
+	CodeSessionExhausted  Code = 25 // the session's refusal bound K would be exceeded
+	CodeBadParams         Code = 26 // the mechanism or its parameters do not parse canonically, or do not fit the command
+	CodeUnderCost         Code = 27 // the stated curve or δ is below the cost the ledger derives from the mechanism and parameters
+	CodeSessionSuperseded Code = 28 // the session was replaced by a later one of the same aggregator, student and hospitals
 )
 
 var codeNames = [...]string{
-	CodeOK:               "ok",
-	CodeMalformed:        "malformed",
-	CodeNoGenesis:        "no-genesis",
-	CodeGenesisRepeated:  "genesis-repeated",
-	CodeUnknownSigner:    "unknown-signer",
-	CodeBadSignature:     "bad-signature",
-	CodeWrongSigner:      "wrong-signer",
-	CodeBadGenesis:       "bad-genesis",
-	CodePartyExists:      "party-exists",
-	CodeUnknownHospital:  "unknown-hospital",
-	CodeNoAccount:        "no-account",
-	CodeAccountExists:    "account-exists",
-	CodeBadCap:           "bad-cap",
-	CodeStaleCapVersion:  "stale-cap-version",
-	CodeUnknownStudent:   "unknown-student",
-	CodeStudentExists:    "student-exists",
-	CodeQuotaExceeded:    "quota-exceeded",
-	CodeBadCharge:        "bad-charge",
-	CodeBadCurve:         "bad-curve",
-	CodeDeltaExhausted:   "delta-exhausted",
-	CodeCapExceeded:      "cap-exceeded",
-	CodeConflict:         "conflict",
-	CodeUnknownSession:   "unknown-session",
-	CodeSessionClosed:    "session-closed",
-	CodeSessionMismatch:  "session-mismatch",
-	CodeSessionExhausted: "session-exhausted",
+	CodeOK:                "ok",
+	CodeMalformed:         "malformed",
+	CodeNoGenesis:         "no-genesis",
+	CodeGenesisRepeated:   "genesis-repeated",
+	CodeUnknownSigner:     "unknown-signer",
+	CodeBadSignature:      "bad-signature",
+	CodeWrongSigner:       "wrong-signer",
+	CodeBadGenesis:        "bad-genesis",
+	CodePartyExists:       "party-exists",
+	CodeUnknownHospital:   "unknown-hospital",
+	CodeNoAccount:         "no-account",
+	CodeAccountExists:     "account-exists",
+	CodeBadCap:            "bad-cap",
+	CodeStaleCapVersion:   "stale-cap-version",
+	CodeUnknownStudent:    "unknown-student",
+	CodeStudentExists:     "student-exists",
+	CodeQuotaExceeded:     "quota-exceeded",
+	CodeBadCharge:         "bad-charge",
+	CodeBadCurve:          "bad-curve",
+	CodeDeltaExhausted:    "delta-exhausted",
+	CodeCapExceeded:       "cap-exceeded",
+	CodeConflict:          "conflict",
+	CodeUnknownSession:    "unknown-session",
+	CodeSessionClosed:     "session-closed",
+	CodeSessionMismatch:   "session-mismatch",
+	CodeSessionExhausted:  "session-exhausted",
+	CodeBadParams:         "bad-params",
+	CodeUnderCost:         "under-cost",
+	CodeSessionSuperseded: "session-superseded",
 }
 
 func (c Code) String() string {

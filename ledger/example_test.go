@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
-	"math"
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
@@ -45,16 +44,23 @@ func Example() {
 	apply(&ledger.OpenAccount{Hospital: "hosp-a", CapEpsilon: 2, CapDelta: 1e-5}, "hosp-a")
 	apply(&ledger.RegisterStudent{Student: "student"}, "admin")
 
-	// 100 GNMax answers with σ = 40, accounted by mechanism.
+	// 100 GNMax answers with σ = 40 by 250 teachers, accounted by
+	// mechanism; the ledger derives the same cost from the parameters.
 	grid := mechanism.DefaultGrid()
-	curve := mechanism.Gaussian(grid, math.Sqrt2, 40).Times(100)
+	p := mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 40}
+	cost, err := p.Charge(grid, 100, 0)
+	if err != nil {
+		panic(err)
+	}
 	charge := func(batch string, c mechanism.Curve) ledger.Result {
 		return apply(&ledger.Charge{BatchID: batch, Student: "student", Hospitals: []string{"hosp-a"},
-			Mechanism: "gnmax", Params: []ledger.Param{{Key: "sigma", Value: "40"}},
+			Mechanism: string(p.Mechanism), Params: p.LedgerParams(),
 			Queries: 100, Answers: 100, Curve: c.Values(), AnswersHash: sha256.Sum256([]byte(batch))}, "agg")
 	}
-	fmt.Println(charge("batch-1", curve).Status)
-	r := charge("batch-2", curve.Times(10))
+	fmt.Println(charge("batch-1", cost.RDP).Status)
+	// A charge may state more than its cost (it is charged what it states),
+	// never less.
+	r := charge("batch-2", cost.RDP.Times(10))
 	fmt.Println(r.Status, r.Code, r.Subject)
 
 	// Two of three auditors sign the checkpoint; an officer verifies.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 
@@ -93,6 +92,14 @@ type VerifyOptions struct {
 	// Earlier are signed checkpoints the verifier kept from earlier audits;
 	// the export must extend each of them.
 	Earlier [][]byte
+	// Directory, when set, pins the federation's parties as the verifier
+	// knows them independently: the genesis must be signed by an
+	// administrator of the directory with its key, and every party the log
+	// registers must be in the directory with the same role and key.
+	Directory []Party
+	// GenesisHash, when set, pins the genesis command: the SHA-256 of its
+	// bytes.
+	GenesisHash []byte
 }
 
 // Check is one verification step and its outcome.
@@ -211,6 +218,7 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	} else {
 		r.add(Check{Name: "replay", OK: true, Detail: fmt.Sprintf("all %d entries decode, are in order, and replaying their commands reproduces them (signatures, caps, outcomes, recorded roots)", replayed)})
 	}
+	r.costs(x.Entries)
 	for _, b := range x.Entries[:replayed] {
 		en, _ := DecodeEntry(b)
 		switch en.Status {
@@ -228,6 +236,8 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 		r.add(Check{Name: "genesis", Detail: "the log has no accepted genesis, so no origin and no auditors"})
 		return r
 	}
+
+	r.pinFederation(st, x.Entries[:replayed], opts)
 
 	// Keys: the export's and the verifier's must be the log's auditors.
 	logKeys, _ := st.AuditorKeys(st.TreeSize())
@@ -383,6 +393,36 @@ func (r *Report) forks(exported, earlier [][]byte, st *State, trusted []string) 
 	}
 }
 
+// costs recomputes the cost of every accepted charge and session from its
+// mechanism and parameters and names each entry that states less than it
+// costs (replay stops at the first; this names them all).
+func (r *Report) costs(entries [][]byte) {
+	checked, bad := 0, 0
+	for i, b := range entries {
+		en, err := DecodeEntry(b)
+		if err != nil || en.Status != StatusAccepted {
+			continue
+		}
+		c, err := DecodeCommand(en.Command)
+		if err != nil {
+			continue
+		}
+		switch c.Body.(type) {
+		case *Charge, *OpenSession:
+		default:
+			continue
+		}
+		checked++
+		if re := CostCheck(c); re != nil {
+			bad++
+			r.add(Check{Name: "cost", Entry: entryRef(int64(i)), Detail: fmt.Sprintf("accepted %s %s states less than its mechanism and parameters cost (%s): %s", c.Body.Kind(), re.Subject, re.Code, re.Message)})
+		}
+	}
+	if bad == 0 {
+		r.add(Check{Name: "cost", OK: true, Detail: fmt.Sprintf("each of the %d accepted charges and sessions states at least the cost recomputed from its mechanism and parameters", checked)})
+	}
+}
+
 // WriteText writes the report for people: one line per check, then the
 // recomputed accounts.
 func (r *Report) WriteText(w io.Writer) error {
@@ -411,12 +451,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "balances below are after the first %d entries only: replay stopped there\n", r.Replayed)
 	}
 	for _, a := range r.Accounts {
-		eps := fmt.Sprintf("%.6g", a.Epsilon)
-		if math.IsInf(a.Epsilon, 1) {
-			eps = "unbounded"
-		}
-		fmt.Fprintf(&b, "hospital %s: ε=%s of cap %g at δ=%.3g (%.3g additive δ spent), %d charges, %d answers\n",
-			a.Hospital, eps, a.CapEpsilon, a.CapDelta-a.DeltaSpent, a.DeltaSpent, a.Charges, a.Answers)
+		fmt.Fprintln(&b, a)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

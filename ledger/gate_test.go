@@ -32,44 +32,55 @@ func TestGateMixedMechanisms(t *testing.T) {
 		}
 		return conv.Epsilon
 	}
-	// admit runs the gate on one charge and spends it when admitted.
-	admit := func(c mechanism.Curve, delta float64) bool {
+	// admit runs the gate on one charge (with its pure ε, +Inf for a
+	// Gaussian one) and spends it when admitted.
+	admit := func(c mechanism.Curve, delta, pure float64) bool {
 		t.Helper()
-		_, ok := f.st.capCheck([]string{h}, c, delta)
+		cost := derived{admit: c, charge: c, admitDelta: delta, chargeDelta: delta, admitPure: pure, chargePure: pure}
+		_, ok := f.st.capCheck([]string{h}, cost)
 		after, _ := acct.curve.Compose(c)
-		within := filterEps(after, acct.deltaSpent+delta) <= acct.capEps
-		if ok != within {
-			t.Fatalf("gate admitted=%v, but the filter ε after the charge is %v against the cap %v", ok, filterEps(after, acct.deltaSpent+delta), acct.capEps)
+		bound := min(filterEps(after, acct.deltaSpent+delta), acct.pure+pure)
+		if within := bound <= acct.capEps; ok != within {
+			t.Fatalf("gate admitted=%v, but the proven ε after the charge is %v against the cap %v", ok, bound, acct.capEps)
 		}
 		if ok {
-			f.st.spend([]string{h}, c, delta, 1)
+			f.st.spend([]string{h}, cost, 1)
 		}
 		return ok
 	}
 
+	inf := math.Inf(1)
 	steps := []struct {
-		name  string
-		curve mechanism.Curve
-		delta float64
-		times int
+		name        string
+		curve       mechanism.Curve
+		delta, pure float64
+		times       int
 	}{
-		{"lnmax answers", lnmax, 0, 10},
-		{"an nzc-svt session", svt, svtDelta, 1},
-		{"gnmax answers", gnmax, 0, 50},
-		{"another nzc-svt session", svt, svtDelta, 1},
-		{"lnmax answers", lnmax, 0, 5},
+		{"lnmax answers", lnmax, 0, 0.1, 10},
+		{"an nzc-svt session", svt, svtDelta, 1, 1},
+		{"gnmax answers", gnmax, 0, inf, 50},
+		{"another nzc-svt session", svt, svtDelta, 1, 1},
+		{"lnmax answers", lnmax, 0, 0.1, 5},
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		for range s.times {
-			if !admit(s.curve, s.delta) {
+			if !admit(s.curve, s.delta, s.pure) {
 				t.Fatalf("%s refused at filter ε %v of cap %v: the test's budget is too small", s.name, filterEps(acct.curve, acct.deltaSpent), acct.capEps)
 			}
 		}
+		// Before the first Gaussian charge the pure-ε sum is the bound: two
+		// pure steps sum exactly (10 × 0.1 + 1 = 2).
+		if i == 1 && (acct.pure < 2 || acct.pure > 2+1e-9) {
+			t.Fatalf("pure ε after lnmax and a session: %v, want 2", acct.pure)
+		}
+	}
+	if !math.IsInf(acct.pure, 1) {
+		t.Fatalf("pure ε after gnmax answers: %v, want +Inf", acct.pure)
 	}
 	// Now gnmax answers until the gate refuses; each admitted state is
 	// checked inside admit.
 	n := 0
-	for admit(gnmax, 0) {
+	for admit(gnmax, 0, inf) {
 		n++
 		if n > 100000 {
 			t.Fatal("the gate never refused")
@@ -98,7 +109,7 @@ func TestGateMixedMechanisms(t *testing.T) {
 	if between.Grid().Len() == 0 {
 		t.Fatal("no charge found that the tight conversion admits")
 	}
-	if admit(between, 0) {
+	if admit(between, 0, inf) {
 		t.Fatal("the gate admitted a charge that only the fixed-sequence conversion allows")
 	}
 }

@@ -97,7 +97,7 @@ func chargeBody(batch string, hospitals []string, curve []float64, answers uint6
 		Student:     "s2",
 		Hospitals:   hospitals,
 		Mechanism:   "gnmax",
-		Params:      []Param{{Key: "sigma", Value: "40"}},
+		Params:      gnmaxParams(40),
 		Queries:     answers,
 		Answers:     answers,
 		Curve:       curve,
@@ -110,3 +110,27 @@ type (
 	noteSigner  = note.Signer
 	edPublicKey = ed25519.PublicKey
 )
+
+// gnmaxParams are the ledger parameters of GNMax with noise σ for 250
+// teachers voting on 10 classes.
+func gnmaxParams(sigma float64) []Param {
+	return mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: sigma}.LedgerParams()
+}
+
+// svtParams are the ledger parameters of an nzc-svt session with K = k for
+// 250 teachers voting on 10 classes: ε = 2, δ below 1e-9 for k ≤ 5.
+func svtParams(k int) mechanism.Params {
+	return mechanism.Params{Mechanism: mechanism.NZCSVT, Teachers: 250, Classes: 10, Scale: 1, Threshold: 240, MaxRefusals: k}
+}
+
+// openSession is a session of svtParams(k) stating its true cost.
+func openSession(t testing.TB, id, student string, hospitals []string, k int) *OpenSession {
+	t.Helper()
+	p := svtParams(k)
+	c, err := p.Charge(mechanism.DefaultGrid(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &OpenSession{SessionID: id, Student: student, Hospitals: hospitals, Mechanism: string(p.Mechanism),
+		Params: p.LedgerParams(), MaxRefusals: uint64(k), Curve: c.RDP.Values(), Delta: c.Delta}
+}

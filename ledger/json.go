@@ -6,13 +6,13 @@ import (
 	"math"
 )
 
-// jsonFloat is a float64 that JSON carries even when infinite, as "+Inf" or
+// JSONFloat is a float64 that JSON carries even when infinite, as "+Inf" or
 // "-Inf". An unbounded ε is a real answer ("this spends everything") and
 // must survive the trip to a report or a dashboard; encoding/json refuses
 // infinities.
-type jsonFloat float64
+type JSONFloat float64
 
-func (f jsonFloat) MarshalJSON() ([]byte, error) {
+func (f JSONFloat) MarshalJSON() ([]byte, error) {
 	switch v := float64(f); {
 	case math.IsInf(v, 1):
 		return []byte(`"+Inf"`), nil
@@ -22,35 +22,35 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(float64(f))
 }
 
-func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+func (f *JSONFloat) UnmarshalJSON(b []byte) error {
 	switch string(b) {
 	case `"+Inf"`:
-		*f = jsonFloat(math.Inf(1))
+		*f = JSONFloat(math.Inf(1))
 		return nil
 	case `"-Inf"`:
-		*f = jsonFloat(math.Inf(-1))
+		*f = JSONFloat(math.Inf(-1))
 		return nil
 	}
 	var v float64
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("ledger: %s is not a number, \"+Inf\" or \"-Inf\"", b)
 	}
-	*f = jsonFloat(v)
+	*f = JSONFloat(v)
 	return nil
 }
 
-func toJSONFloats(vs []float64) []jsonFloat {
+func toJSONFloats(vs []float64) []JSONFloat {
 	if vs == nil {
 		return nil
 	}
-	out := make([]jsonFloat, len(vs))
+	out := make([]JSONFloat, len(vs))
 	for i, v := range vs {
-		out[i] = jsonFloat(v)
+		out[i] = JSONFloat(v)
 	}
 	return out
 }
 
-func fromJSONFloats(vs []jsonFloat) []float64 {
+func fromJSONFloats(vs []JSONFloat) []float64 {
 	if vs == nil {
 		return nil
 	}
@@ -63,15 +63,15 @@ func fromJSONFloats(vs []jsonFloat) []float64 {
 
 type accountJSON struct {
 	plainAccount
-	Epsilon jsonFloat   `json:"epsilon"`
-	Curve   []jsonFloat `json:"curve"`
+	Epsilon JSONFloat   `json:"epsilon"`
+	Curve   []JSONFloat `json:"curve"`
 }
 
 type plainAccount Account
 
 // MarshalJSON writes the account with infinite values as "+Inf".
 func (a Account) MarshalJSON() ([]byte, error) {
-	return json.Marshal(accountJSON{plainAccount(a), jsonFloat(a.Epsilon), toJSONFloats(a.Curve)})
+	return json.Marshal(accountJSON{plainAccount(a), JSONFloat(a.Epsilon), toJSONFloats(a.Curve)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -89,14 +89,14 @@ type plainResult Result
 
 type resultJSON struct {
 	plainResult
-	SpentEpsilon  jsonFloat `json:"spent_epsilon,omitempty"`
-	ChargeEpsilon jsonFloat `json:"charge_epsilon,omitempty"`
-	CapEpsilon    jsonFloat `json:"cap_epsilon,omitempty"`
+	SpentEpsilon  JSONFloat `json:"spent_epsilon,omitempty"`
+	ChargeEpsilon JSONFloat `json:"charge_epsilon,omitempty"`
+	CapEpsilon    JSONFloat `json:"cap_epsilon,omitempty"`
 }
 
 // MarshalJSON writes the result with infinite figures as "+Inf".
 func (r Result) MarshalJSON() ([]byte, error) {
-	return json.Marshal(resultJSON{plainResult(r), jsonFloat(r.SpentEpsilon), jsonFloat(r.ChargeEpsilon), jsonFloat(r.CapEpsilon)})
+	return json.Marshal(resultJSON{plainResult(r), JSONFloat(r.SpentEpsilon), JSONFloat(r.ChargeEpsilon), JSONFloat(r.CapEpsilon)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.

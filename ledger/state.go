@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -63,9 +64,12 @@ type account struct {
 	capVersion       uint64
 	curve            mechanism.Curve
 	deltaSpent       float64
-	charges          uint64
-	answers          uint64
-	opened           uint64
+	// pure is the sum of the charges' pure ε, on the lattice (+Inf once a
+	// charge without one was composed).
+	pure    float64
+	charges uint64
+	answers uint64
+	opened  uint64
 }
 
 // conversionDelta is the δ left for converting the RDP curve to ε once the
@@ -87,6 +91,14 @@ type session struct {
 	closed      bool
 	closeDigest [32]byte
 	closeIndex  uint64
+	// supersededBy is the later session of the same aggregator, student
+	// and hospitals that replaced this one; no charge may name it then.
+	supersededBy string
+}
+
+// sessionKey names the sessions one replaces another among.
+func sessionKey(aggregator, student string, hospitals []string) string {
+	return aggregator + "\x00" + student + "\x00" + strings.Join(hospitals, "\x00")
 }
 
 type applied struct {
@@ -112,9 +124,12 @@ type State struct {
 	batches  map[string]applied
 	sessions map[string]*session
 	opened   map[string]applied // session ID → the OpenSession that opened it
+	latest   map[string]string  // sessionKey → the ID of the session opened last
 
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
+
+	costs costCache // parsed parameter lists; changes no result
 }
 
 // New returns an empty ledger. Its first accepted command must be a Genesis.
@@ -128,6 +143,8 @@ func New() *State {
 		batches:  map[string]applied{},
 		sessions: map[string]*session{},
 		opened:   map[string]applied{},
+		latest:   map[string]string{},
+		costs:    costCache{},
 	}
 }
 
@@ -353,7 +370,8 @@ func (s *State) checkCost(student string, hospitals []string, values []float64, 
 // capCheck refuses a cost that would exhaust any hospital's δ or push its ε
 // over its cap. Hospitals are checked in their sorted order, so the refusal
 // names the first one that fails.
-func (s *State) capCheck(hospitals []string, curve mechanism.Curve, delta float64) (Result, bool) {
+func (s *State) capCheck(hospitals []string, cost derived) (Result, bool) {
+	curve, delta := cost.admit, cost.admitDelta
 	for _, h := range hospitals {
 		a := s.accounts[h]
 		conv := a.capDelta - (a.deltaSpent + delta)
@@ -364,10 +382,10 @@ func (s *State) capCheck(hospitals []string, curve mechanism.Curve, delta float6
 		if err != nil {
 			return refuse(CodeBadCurve, h, "%v", err), false
 		}
-		eps := epsilonAt(after, conv)
+		eps := min(epsilonAt(after, conv), addPure(a.pure, cost.admitPure))
 		if eps > a.capEps {
-			spent, charge := epsilonAt(a.curve, conv), epsilonAt(curve, conv)
-			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
+			spent, charge := min(epsilonAt(a.curve, conv), a.pure), min(epsilonAt(curve, conv), cost.admitPure)
+			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this batch's worst case ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
 			r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = spent, charge, a.capEps
 			return r, false
 		}
@@ -394,11 +412,15 @@ func convert(c mechanism.Curve, delta float64) mechanism.Conversion {
 	return conv
 }
 
-func (s *State) spend(hospitals []string, curve mechanism.Curve, delta float64, answers uint64) {
+// addPure adds two pure ε on the lattice: exact below 2^12, +Inf beyond.
+func addPure(a, b float64) float64 { return latticeUp(a + b) }
+
+func (s *State) spend(hospitals []string, cost derived, answers uint64) {
 	for _, h := range hospitals {
 		a := s.accounts[h]
-		a.curve, _ = a.curve.Compose(curve) // same grid: checked in capCheck
-		a.deltaSpent += delta
+		a.curve, _ = a.curve.Compose(cost.charge) // same grid: checked in capCheck
+		a.pure = addPure(a.pure, cost.chargePure)
+		a.deltaSpent += cost.chargeDelta
 		a.charges++
 		a.answers += answers
 	}
@@ -430,33 +452,41 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if b.Answers > b.Queries {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s: %d answers for %d queries", b.BatchID, b.Answers, b.Queries), nil
 	}
-	if r, ok := s.studentQuota(b.Student, b.Answers); !ok {
+	// Admission at the batch's worst case: every query answered.
+	if r, ok := s.studentQuota(b.Student, b.Queries); !ok {
 		return r, nil
 	}
 	if b.Session != "" {
 		return s.sessionCharge(signer, b, digest, index)
 	}
-	r, curve, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
+	r, stated, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, curve, b.Delta); !ok {
+	cost, r, ok := deriveCharge(s.grid, s.costs, b, stated)
+	if !ok {
+		return r, nil
+	}
+	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
 		return r, nil
 	}
 	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
-		s.spend(b.Hospitals, curve, b.Delta, b.Answers)
+		s.spend(b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
 		s.batches[b.BatchID] = applied{digest: digest, index: index}
 	}
 }
 
-func (s *State) studentQuota(student string, answers uint64) (Result, bool) {
+// studentQuota admits a batch of queries against the student's quota at
+// its worst case, every query answered, so that the decision does not
+// depend on how many were.
+func (s *State) studentQuota(student string, queries uint64) (Result, bool) {
 	st, ok := s.students[student]
 	if !ok {
 		return refuse(CodeUnknownStudent, student, "%s is not a registered student", student), false
 	}
-	if st.maxAnswers > 0 && (answers > st.maxAnswers || st.answers > st.maxAnswers-answers) {
-		return refuse(CodeQuotaExceeded, student, "student %s has %d of its %d answers; %d more would exceed the quota", student, st.answers, st.maxAnswers, answers), false
+	if st.maxAnswers > 0 && (queries > st.maxAnswers || st.answers > st.maxAnswers-queries) {
+		return refuse(CodeQuotaExceeded, student, "student %s has %d of its %d answers; a batch of %d queries could exceed the quota", student, st.answers, st.maxAnswers, queries), false
 	}
 	return Result{}, true
 }
@@ -472,14 +502,23 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 	if ss.aggregator != signer.ID {
 		return refuse(CodeWrongSigner, signer.ID, "session %s belongs to aggregator %s, not %s", b.Session, ss.aggregator, signer.ID), nil
 	}
+	if ss.supersededBy != "" {
+		return refuse(CodeSessionSuperseded, b.Session, "session %s was replaced by session %s of the same student and hospitals; charge the batch in the open session", b.Session, ss.supersededBy), nil
+	}
 	if ss.student != b.Student || !slices.Equal(ss.hospitals, b.Hospitals) {
 		return refuse(CodeSessionMismatch, b.Session, "batch %s names a student or hospitals other than session %s's", b.BatchID, b.Session), nil
+	}
+	if r, ok := sessionParams(b.BatchID, b.Mechanism, b.Params, ss.maxRefusals, true); !ok {
+		return r, nil
 	}
 	if len(b.Curve) != s.grid.Len() || slices.ContainsFunc(b.Curve, func(v float64) bool { return v != 0 }) || b.Delta != 0 {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s in session %s must carry a zero curve on the default grid and zero δ: the session paid its cost at opening", b.BatchID, b.Session), nil
 	}
 	refusals := b.Queries - b.Answers
-	if ss.queries-ss.answers > ss.maxRefusals || refusals > ss.maxRefusals-(ss.queries-ss.answers) {
+	// A session stops at its K-th refusal: once it has refused K queries it
+	// answers nothing more, not even a batch without refusals (its cost
+	// covers no query after the K-th refusal).
+	if ss.queries-ss.answers >= ss.maxRefusals || refusals > ss.maxRefusals-(ss.queries-ss.answers) {
 		return refuse(CodeSessionExhausted, b.Session, "session %s has refused %d of at most %d queries; %d more would exceed its bound", b.Session, ss.queries-ss.answers, ss.maxRefusals, refusals), nil
 	}
 	return accept("recorded batch %s (%d answers) in session %s at no further cost", b.BatchID, b.Answers, b.Session), func() {
@@ -504,17 +543,26 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 	if b.MaxRefusals == 0 {
 		return refuse(CodeBadCharge, b.SessionID, "session %s has no refusal bound; a sparse-vector session stops after K ≥ 1 refusals", b.SessionID), nil
 	}
-	r, curve, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
+	r, stated, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, curve, b.Delta); !ok {
+	cost, r, ok := deriveSession(s.grid, b, stated)
+	if !ok {
+		return r, nil
+	}
+	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
 		return r, nil
 	}
 	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {
-		s.spend(b.Hospitals, curve, b.Delta, 0)
+		s.spend(b.Hospitals, cost, 0)
 		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals}
 		s.opened[b.SessionID] = applied{digest: digest, index: index}
+		key := sessionKey(signer.ID, b.Student, b.Hospitals)
+		if prev, ok := s.latest[key]; ok {
+			s.sessions[prev].supersededBy = b.SessionID
+		}
+		s.latest[key] = b.SessionID
 	}
 }
 
@@ -592,8 +640,10 @@ type Account struct {
 	DeltaSpent float64 `json:"delta_spent"`
 	// Epsilon is the composed curve's ε at CapDelta − DeltaSpent (+Inf when
 	// nothing is left of δ or the curve is unbounded).
+	// It is the smaller of the filter conversion of the curve and the sum
+	// of the charges' pure ε, when every charge had one.
 	Epsilon float64   `json:"epsilon"`
-	Order   float64   `json:"order"` // the order attaining Epsilon
+	Order   float64   `json:"order"` // the order attaining Epsilon; 0 when the pure-ε sum is smaller
 	Curve   []float64 `json:"curve"`
 	Charges uint64    `json:"charges"` // accepted charges and sessions
 	Answers uint64    `json:"answers"`
@@ -629,6 +679,9 @@ func (s *State) accountOf(h string) Account {
 	if d := a.conversionDelta(); d > 0 {
 		conv := convert(a.curve, d)
 		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
+		if a.pure < acc.Epsilon {
+			acc.Epsilon, acc.Order = a.pure, 0
+		}
 	}
 	return acc
 }

@@ -143,6 +143,16 @@ func (p Params) Charge(g Grid, answered, refused int) (Charge, error) {
 	if err != nil {
 		return Charge{}, err
 	}
+	return qc.Charge(answered, refused)
+}
+
+// Charge returns the cost of answering `answered` queries and refusing
+// `refused` ones at this per-query cost: Params.Charge for every mechanism
+// but nzc-svt, without recomputing the per-query cost.
+func (qc QueryCost) Charge(answered, refused int) (Charge, error) {
+	if answered < 0 || refused < 0 {
+		return Charge{}, fmt.Errorf("%w: negative query counts (%d answered, %d refused)", ErrBadParams, answered, refused)
+	}
 	rdp, err := sumUp(scaleUp(qc.Answered, answered), scaleUp(qc.Refused, refused))
 	if err != nil {
 		return Charge{}, err

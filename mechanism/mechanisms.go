@@ -64,25 +64,28 @@ func (e *ParamError) Unwrap() error { return ErrBadParams }
 // Params are a mechanism and its parameters. Only the fields of the chosen
 // mechanism may be set; the others must be zero.
 type Params struct {
-	Mechanism Kind `json:"mechanism"`
+	// Mechanism is the configuration key "name" (mechanism.name in a
+	// party's configuration); the ledger records it beside the parameters.
+	Mechanism Kind `mapstructure:"name" yaml:"name" json:"mechanism" help:"nzc, lnmax, gnmax, confident-gnmax or nzc-svt"`
 	// Teachers is the number of teachers that vote; histograms may hold at
 	// most this many votes. Classes, when positive, is the number of classes
-	// every histogram must have.
-	Teachers int `json:"teachers"`
-	Classes  int `json:"classes,omitempty"`
+	// every histogram must have. A federation learns both from the
+	// hospitals, so they are no configuration keys.
+	Teachers int `mapstructure:"-" yaml:"-" json:"teachers"`
+	Classes  int `mapstructure:"-" yaml:"-" json:"classes,omitempty"`
 
-	Noise       Noise   `json:"noise,omitempty"`        // nzc
-	Scale       float64 `json:"scale,omitempty"`        // discrete Laplace scale b: nzc (laplace), lnmax; nzc-svt: threshold noise
-	Sigma       float64 `json:"sigma,omitempty"`        // discrete Gaussian σ: nzc (gaussian), gnmax
-	Constant    float64 `json:"constant,omitempty"`     // nzc: the constant c added to the top count (a whole number)
-	Threshold   float64 `json:"threshold,omitempty"`    // confident-gnmax, nzc-svt
-	Sigma1      float64 `json:"sigma1,omitempty"`       // confident-gnmax: threshold test noise
-	Sigma2      float64 `json:"sigma2,omitempty"`       // confident-gnmax: answer noise
-	MaxRefusals int     `json:"max_refusals,omitempty"` // nzc-svt: K
+	Noise       Noise   `mapstructure:"noise" yaml:"noise,omitempty" json:"noise,omitempty" help:"laplace or gaussian (nzc only)"`
+	Scale       float64 `mapstructure:"scale" yaml:"scale,omitempty" json:"scale,omitempty" help:"discrete Laplace scale b (nzc with laplace noise, lnmax); nzc-svt: the threshold noise b_ρ"`
+	Sigma       float64 `mapstructure:"sigma" yaml:"sigma,omitempty" json:"sigma,omitempty" help:"discrete Gaussian σ (nzc with gaussian noise, gnmax)"`
+	Constant    float64 `mapstructure:"constant" yaml:"constant,omitempty" json:"constant,omitempty" help:"the paper's constant c, a whole number (nzc only)"`
+	Threshold   float64 `mapstructure:"threshold" yaml:"threshold,omitempty" json:"threshold,omitempty" help:"threshold T (confident-gnmax: on the noisy top count; nzc-svt: on the noisy distance to instability)"`
+	Sigma1      float64 `mapstructure:"sigma1" yaml:"sigma1,omitempty" json:"sigma1,omitempty" help:"confident-gnmax: σ1 of the threshold test"`
+	Sigma2      float64 `mapstructure:"sigma2" yaml:"sigma2,omitempty" json:"sigma2,omitempty" help:"confident-gnmax: σ2 of the answer"`
+	MaxRefusals int     `mapstructure:"max_refusals" yaml:"max_refusals,omitempty" json:"max_refusals,omitempty" help:"nzc-svt: K, the refusals after which a session stops"`
 	// DistanceScale is nzc-svt's noise scale on the distance to instability;
 	// zero means 2·K·Scale, which splits the session's ε equally between the
 	// threshold and the distances.
-	DistanceScale float64 `json:"distance_scale,omitempty"`
+	DistanceScale float64 `mapstructure:"distance_scale" yaml:"distance_scale,omitempty" json:"distance_scale,omitempty" help:"nzc-svt: Laplace scale b_ν on the distance to instability (0: 2·K·scale)"`
 }
 
 func fstr(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

@@ -252,6 +252,9 @@ func Validate(m proto.Message) error {
 		if len(m.GetAnswersHash()) != 32 {
 			return bad("answers hash of %d bytes, want 32 (SHA-256)", len(m.GetAnswersHash()))
 		}
+		if err := checkReceipt(m.GetReceipt()); err != nil {
+			return err
+		}
 	case *nzcpb.BudgetRequest:
 		if d := m.GetDelta(); d < 0 || d >= 1 || math.IsNaN(d) {
 			return bad("delta %v outside [0, 1)", d)
@@ -279,6 +282,9 @@ func Validate(m proto.Message) error {
 	case *nzcpb.LedgerResult:
 		if m.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_UNSPECIFIED || nzcpb.LedgerResultCode_name[int32(m.GetCode())] == "" {
 			return bad("ledger result without a known code")
+		}
+		if err := checkReceipt(m.GetReceipt()); err != nil {
+			return err
 		}
 	case *nzcpb.Features:
 		if m.GetNumQueries() < 1 || m.GetNumQueries() > MaxBatchQueries {

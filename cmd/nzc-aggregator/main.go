@@ -13,7 +13,7 @@ import (
 func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
 
 func newRootCommand() *cobra.Command {
-	root := &cobra.Command{
+	return cli.ServiceRoot(&cobra.Command{
 		Use:   "nzc-aggregator",
 		Short: "The aggregator: sums votes, runs the DP mechanism, charges the ledger, releases labels",
 		Long: `nzc-aggregator accepts label requests from students, fans the queries out to the
@@ -31,11 +31,7 @@ environment variables and a YAML file made by 'nzc init'.`,
 
   # Try another mechanism without editing the file:
   nzc-aggregator config show --config federation/aggregator.yaml --mechanism-name gnmax --mechanism-sigma 40`,
-	}
-	root.AddCommand(
+	}, config.DefaultAggregator(),
 		newRunCommand(),
-		cli.VersionCommand("nzc-aggregator"),
-		cli.ConfigCommand("nzc-aggregator", config.DefaultAggregator()),
 	)
-	return root
 }

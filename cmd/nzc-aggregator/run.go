@@ -10,33 +10,9 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/ops"
-	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/party/aggregator"
 )
-
-// mechanismParams turns the configured mechanism into the mechanism
-// package's parameters (the ensemble size is set per batch).
-func mechanismParams(m config.Mechanism) mechanism.Params {
-	p := mechanism.Params{Mechanism: mechanism.Kind(m.Name)}
-	switch p.Mechanism {
-	case mechanism.NZC:
-		p.Noise, p.Constant = mechanism.Noise(m.Noise), m.Constant
-		if p.Noise == mechanism.NoiseLaplace {
-			p.Scale = m.Scale
-		} else {
-			p.Sigma = m.Sigma
-		}
-	case mechanism.LNMax:
-		p.Scale = m.Scale
-	case mechanism.GNMax:
-		p.Sigma = m.Sigma
-	case mechanism.ConfidentGNMax:
-		p.Threshold, p.Sigma1, p.Sigma2 = m.Threshold, m.Sigma1, m.Sigma2
-	case mechanism.NZCSVT:
-		p.Threshold, p.Scale, p.MaxRefusals = m.Threshold, m.Sigma1, m.MaxRefusals
-	}
-	return p
-}
 
 func newRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -88,8 +64,9 @@ once: retries and restarts deliver the stored answers.
 		reg := ops.NewRegistry()
 		a, err := aggregator.New(aggregator.Config{
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
-			Mechanism: mechanismParams(cfg.Mechanism), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
-			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, Logger: log, Registry: reg, Pause: node.PauseHook(log),
+			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
+			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, AuditorKeys: cfg.AuditorKeys,
+			Logger: log, Registry: reg, Pause: pause.Hook(log),
 		})
 		if err != nil {
 			return err
@@ -101,7 +78,7 @@ once: retries and restarts deliver the stored answers.
 		defer l.Close()
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, a.Ready), log)
 		_, status := a.Ready()
-		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Name, "quorum", cfg.Quorum, "status", status)
+		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.MechanismParams().String(), "quorum", cfg.Quorum, "status", status)
 		return a.Serve(cmd.Context(), l)
 	}
 	return cmd

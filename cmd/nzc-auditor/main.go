@@ -13,7 +13,7 @@ import (
 func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
 
 func newRootCommand() *cobra.Command {
-	root := &cobra.Command{
+	return cli.ServiceRoot(&cobra.Command{
 		Use:   "nzc-auditor",
 		Short: "An auditor: one raft member of the replicated, tamper-evident privacy ledger",
 		Long: `nzc-auditor runs one member of the auditor cluster. Together the auditors keep a
@@ -31,11 +31,7 @@ environment variables and a YAML file made by 'nzc init'.`,
 
   # List every key with its flag and environment variable:
   nzc-auditor config keys`,
-	}
-	root.AddCommand(
+	}, config.DefaultAuditor(),
 		newRunCommand(),
-		cli.VersionCommand("nzc-auditor"),
-		cli.ConfigCommand("nzc-auditor", config.DefaultAuditor()),
 	)
-	return root
 }

@@ -13,7 +13,7 @@ import (
 func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
 
 func newRootCommand() *cobra.Command {
-	root := &cobra.Command{
+	return cli.ServiceRoot(&cobra.Command{
 		Use:   "nzc-student",
 		Short: "The student: sends unlabeled data, receives private labels, trains its model",
 		Long: `nzc-student sends unlabeled data to the aggregator in batches, receives labels
@@ -26,15 +26,12 @@ environment variables and a YAML file made by 'nzc init'.`,
 
   # Use smaller batches for this run:
   NZC_BATCH_SIZE=64 nzc-student config show --config federation/s1.yaml --format json`,
-	}
-	root.AddCommand(
+	}, config.DefaultStudent(),
 		newLabelCommand(),
 		newTrainCommand(),
 		newEvaluateCommand(),
 		newBudgetCommand(),
 		newPlanCommand(),
-		cli.VersionCommand("nzc-student"),
-		cli.ConfigCommand("nzc-student", config.DefaultStudent()),
+		newProofsCommand(),
 	)
-	return root
 }

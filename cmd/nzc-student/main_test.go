@@ -13,7 +13,7 @@ func TestBinary(t *testing.T) { clitest.CheckBinary(t, newRootCommand, "nzc-stud
 
 func TestLabelNeedsData(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.yaml")
-	cfg := "id: student-1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\n"
+	cfg := "id: student-1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\nauditor_keys: [a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop]\n"
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

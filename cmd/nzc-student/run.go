@@ -101,7 +101,7 @@ func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config) (*s
 		}
 		hs = append(hs, rc)
 	}
-	return student.New(student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs,
+	return student.New(student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs, AuditorKeys: cfg.AuditorKeys,
 		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Selection: sel, Logger: log})
 }
 
@@ -163,17 +163,22 @@ with the labels received so far.`,
 			return lerr
 		}
 		summary := struct {
-			Queries  int    `json:"queries"`
-			Answered int    `json:"answered"`
-			Refused  int    `json:"refused"`
-			Batches  int    `json:"batches"`
-			Resumed  int    `json:"resumed"`
-			Stopped  string `json:"stopped,omitempty"`
-			Out      string `json:"out"`
-		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.Stopped, *out}
+			Queries  int `json:"queries"`
+			Answered int `json:"answered"`
+			Refused  int `json:"refused"`
+			Batches  int `json:"batches"`
+			Resumed  int `json:"resumed"`
+			// ProofsVerified counts the batches whose receipt — a
+			// checkpoint a majority of the auditors signed, holding the
+			// charge of exactly these labels — verified against the
+			// pinned auditor keys.
+			ProofsVerified int    `json:"proofs_verified"`
+			Stopped        string `json:"stopped,omitempty"`
+			Out            string `json:"out"`
+		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, *out}
 		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed); labels in %s\n",
-				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, *out)
+			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed, %d with a verified proof of their charge); labels in %s\n",
+				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, summary.ProofsVerified, *out)
 			if err == nil && summary.Stopped != "" {
 				_, err = fmt.Fprintf(w, "stopped early: %s\n", summary.Stopped)
 			}
@@ -371,6 +376,53 @@ func newBudgetCommand() *cobra.Command {
 			_, err := fmt.Fprintf(w, "ledger size %d entries; ε at δ = each hospital's remaining cap δ\n", out.LedgerSize)
 			return err
 		})
+	}
+	return cmd
+}
+
+func newProofsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "proofs",
+		Short: "Verify again the receipt of every labelled batch against the auditors' keys",
+		Long: `proofs re-verifies, offline, the receipt kept with every batch in the state
+directory: a checkpoint signed by a majority of the auditors (checked against
+the auditor_keys of the configuration), the inclusion of the charge's entry
+in it, and that the entry is the accepted charge of exactly that batch, for
+this student, committing to exactly the labels recorded. It needs no
+connection, and trusts neither the aggregator nor any one auditor. It exits
+non-zero unless every recorded batch verifies.`,
+		Example: `  nzc-student proofs --config federation/student-1.yaml
+  nzc-student proofs --config federation/student-1.yaml --format json`,
+		Args: cobra.NoArgs,
+	}
+	cli.AddConfigFlags(cmd, config.DefaultStudent())
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
+		if err != nil {
+			return err
+		}
+		cfg, err := cli.Load(cmd, config.DefaultStudent())
+		if err != nil {
+			return err
+		}
+		rep, verr := student.VerifyState(cfg.State, cfg.ID, cfg.AuditorKeys)
+		if rep.Batches == 0 {
+			return verr
+		}
+		if err := cli.Print(cmd.OutOrStdout(), f, rep, func(w io.Writer) error {
+			fmt.Fprintf(w, "%d of %d recorded batches carry a receipt a majority of the %d auditors signed\n", rep.Verified, rep.Batches, len(cfg.AuditorKeys))
+			for _, s := range rep.NoReceipt {
+				fmt.Fprintf(w, "  no receipt: %s\n", s)
+			}
+			for _, s := range rep.Failed {
+				fmt.Fprintf(w, "  FAILED: %s\n", s)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return verr
 	}
 	return cmd
 }

@@ -13,7 +13,7 @@ import (
 func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
 
 func newRootCommand() *cobra.Command {
-	root := &cobra.Command{
+	return cli.ServiceRoot(&cobra.Command{
 		Use:   "nzc-teacher",
 		Short: "A hospital's teacher node: trains teachers on local data and votes on queries",
 		Long: `nzc-teacher runs at each hospital. It trains teacher models on disjoint shards
@@ -32,13 +32,9 @@ environment variables and a YAML file made by 'nzc init'.`,
 
   # Override one key from the environment and print JSON:
   NZC_AGGREGATOR=127.0.0.1:7400 nzc-teacher config show --config federation/h1.yaml --format json`,
-	}
-	root.AddCommand(
+	}, config.DefaultTeacher(),
 		newTrainCommand(),
 		newRunCommand(),
 		newStatusCommand(),
-		cli.VersionCommand("nzc-teacher"),
-		cli.ConfigCommand("nzc-teacher", config.DefaultTeacher()),
 	)
-	return root
 }

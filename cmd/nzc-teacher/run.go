@@ -15,6 +15,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/ops"
+	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/party/teacher"
 )
 
@@ -118,7 +119,7 @@ certificate.`,
 		}
 		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
 			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log,
-			Pause: node.PauseHook(log)})
+			Pause: pause.Hook(log)})
 		if errors.Is(err, teacher.ErrBadRegistration) {
 			return fmt.Errorf("registration %s: %w", cfg.Registration, err)
 		}

@@ -73,7 +73,7 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 	mf := addMechFlags(cmd)
 	trials := cmd.Flags().Int("trials", 200000, "runs per histogram")
 	cmd.Flags().Lookup("teachers").Usage = "number of teachers of the audited histograms, at least 4 (default 100)"
-	teachers := &mf.Teachers
+	teachers := &mf.P.Teachers
 	confidence := cmd.Flags().Float64("confidence", 0.95, "probability that each mechanism's lower bound holds")
 	delta := cmd.Flags().Float64("delta", 1e-5, "δ for mechanisms without a pure ε")
 	seed := cmd.Flags().Uint64("seed", 0, "seed of a deterministic noise source (default: crypto/rand)")

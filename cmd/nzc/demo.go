@@ -1,20 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +21,10 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/mechanism"
+	mlprogress "github.com/nzcfed/nzc/ml/progress"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
 
 // demoOptions are the flags of `nzc demo`.
@@ -45,6 +44,12 @@ type demoReport struct {
 	StudentAccuracy float64        `json:"student_accuracy"`
 	Hospitals       []demoHospital `json:"hospitals"`
 	LedgerVerified  bool           `json:"ledger_verified"`
+	// StudentBatches and StudentProofsVerified: the batches the student
+	// received, and how many of them came with a receipt of their charge
+	// that the student verified against the auditors' keys itself.
+	StudentBatches        int  `json:"student_batches"`
+	StudentProofsVerified int  `json:"student_proofs_verified"`
+	StudentVerifiedProofs bool `json:"student_verified_every_proof"`
 
 	Queries       int      `json:"queries"`
 	Mechanism     string   `json:"mechanism"`
@@ -149,44 +154,17 @@ func (o demoOptions) check() error {
 	return nil
 }
 
-// demoMechanism returns the mechanism for an ensemble of k teachers, its
-// parameters scaled with k (PATE 2018's MNIST settings are T=200, σ1=150,
-// σ2=40 for 250 teachers; the demo's ensembles are smaller).
-func demoMechanism(name string, k int) (config.Mechanism, error) {
-	K := float64(k)
-	round := func(x float64) float64 { return math.Max(1, math.Round(x*10)/10) }
-	switch name {
-	case "confident-gnmax":
-		return config.Mechanism{Name: name, Threshold: math.Round(0.66 * K), Sigma1: round(0.27 * K), Sigma2: round(0.13 * K)}, nil
-	case "gnmax":
-		return config.Mechanism{Name: name, Sigma: round(0.13 * K)}, nil
-	case "lnmax":
-		return config.Mechanism{Name: name, Scale: round(0.1 * K)}, nil
-	case "nzc":
-		// The paper's setting: a constant far above the noise.
-		return config.Mechanism{Name: name, Noise: "laplace", Scale: round(0.1 * K), Constant: 1000}, nil
-	case "nzc-svt":
-		// A session pays ε = 2/b once; its δ is small only when the
-		// threshold is far above the distance noise 2·K·b.
-		return config.Mechanism{Name: name, Threshold: math.Round(0.4 * K), Sigma1: 0.5, MaxRefusals: 3}, nil
+// demoMechanism returns the preset of the named mechanism
+// (mechanism.Preset) scaled to an ensemble of k teachers; the aggregator
+// learns the ensemble size itself, so it is left out.
+func demoMechanism(name string, k int) (mechanism.Params, error) {
+	p, err := mechanism.Preset(mechanism.Kind(name))
+	if err != nil {
+		return mechanism.Params{}, fmt.Errorf("--mechanism %q: %w", name, err)
 	}
-	return config.Mechanism{}, fmt.Errorf("--mechanism %q: use confident-gnmax, gnmax, lnmax, nzc or nzc-svt", name)
-}
-
-func mechanismText(m config.Mechanism) string {
-	switch m.Name {
-	case "confident-gnmax":
-		return fmt.Sprintf("T=%g σ1=%g σ2=%g", m.Threshold, m.Sigma1, m.Sigma2)
-	case "gnmax":
-		return fmt.Sprintf("σ=%g", m.Sigma)
-	case "lnmax":
-		return fmt.Sprintf("b=%g", m.Scale)
-	case "nzc":
-		return fmt.Sprintf("Laplace b=%g, c=%g", m.Scale, m.Constant)
-	case "nzc-svt":
-		return fmt.Sprintf("T=%g b=%g K=%d, one charge per session", m.Threshold, m.Sigma1, m.MaxRefusals)
-	}
-	return ""
+	p = p.ForEnsemble(k, 0)
+	p.Teachers = 0
+	return p, nil
 }
 
 type demo struct {
@@ -194,21 +172,10 @@ type demo struct {
 	log   io.Writer
 	began time.Time
 	dir   string
-	bin   string
-	m     *crypto.Manifest
+	fed   *launch.Federation
 	pt    ports
-
-	// api reads the auditors' compliance API (HTTPS, federation CA).
-	api *http.Client
-
-	mu    sync.Mutex
-	procs []*proc
-}
-
-// proc is a running party.
-type proc struct {
-	c    *exec.Cmd
-	done chan struct{} // closed when it has exited
+	ps    *launch.Processes
+	api   []*compliance.Client // the auditors' compliance APIs, read as the compliance party
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -229,8 +196,12 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 	if d.dir, err = filepath.Abs(d.dir); err != nil {
 		return nil, err
 	}
+	d.ps = &launch.Processes{Dir: d.dir, Logs: filepath.Join(d.dir, "logs")}
 	defer func() {
-		d.stopAll()
+		d.ps.StopAll()
+		for _, c := range d.api {
+			c.Close()
+		}
 		if d.o.keep {
 			d.say("kept %s (configurations, logs in logs/, ledger data)", d.dir)
 			if rep != nil {
@@ -240,7 +211,7 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 			os.RemoveAll(d.dir)
 		}
 	}()
-	if err := os.MkdirAll(filepath.Join(d.dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(d.ps.Logs, 0o755); err != nil {
 		return nil, err
 	}
 	if err := d.binaries(ctx); err != nil {
@@ -250,24 +221,25 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 	if err := d.provision(mech); err != nil {
 		return nil, err
 	}
-	auditors := d.m.ByRole(crypto.RoleAuditor)
+	m := d.fed.M
+	auditors := m.ByRole(crypto.RoleAuditor)
 	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), loopback(d.pt.dashboard(0)))
 	for _, a := range auditors {
-		if err := d.start(ctx, a.ID, "nzc-auditor", "run", "--config", configFile(d.m, a)); err != nil {
+		if _, err := d.ps.Start(a.ID, "nzc-auditor", nil, "run", "--config", configFile(m, a)); err != nil {
 			return nil, err
 		}
 	}
-	hospitals := d.m.ByRole(crypto.RoleHospital)
+	hospitals := m.ByRole(crypto.RoleHospital)
 	d.say("training %d teachers at each of %d hospitals on their own part of MNIST", d.o.teachers, len(hospitals))
 	if err := d.train(ctx, hospitals); err != nil {
 		return nil, err
 	}
-	d.say("starting the aggregator (%s, %s) and the hospitals", mech.Name, mechanismText(mech))
-	if err := d.start(ctx, "aggregator", "nzc-aggregator", "run", "--config", filepath.Join(d.m.Dir, "aggregator.yaml")); err != nil {
+	d.say("starting the aggregator (%s, %s) and the hospitals", mech.Mechanism, mech)
+	if _, err := d.ps.Start("aggregator", "nzc-aggregator", nil, "run", "--config", filepath.Join(m.Dir, "aggregator.yaml")); err != nil {
 		return nil, err
 	}
 	for _, h := range hospitals {
-		if err := d.start(ctx, h.ID, "nzc-teacher", "run", "--config", configFile(d.m, h)); err != nil {
+		if _, err := d.ps.Start(h.ID, "nzc-teacher", nil, "run", "--config", configFile(m, h)); err != nil {
 			return nil, err
 		}
 	}
@@ -296,33 +268,20 @@ func (d *demo) ensureData(ctx context.Context) error {
 	return nil
 }
 
-// demoBinaries are the party binaries the demo runs.
-func demoBinaries() []string {
-	return []string{"nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-student"}
-}
-
 // binaries builds the party binaries once, or uses --bin.
 func (d *demo) binaries(ctx context.Context) error {
-	if d.o.bin != "" {
-		d.bin = d.o.bin
-		for _, b := range demoBinaries() {
-			if _, err := os.Stat(filepath.Join(d.bin, b)); err != nil {
-				return fmt.Errorf("--bin %s lacks %s: %w", d.bin, b, err)
+	if d.ps.Bin = d.o.bin; d.ps.Bin != "" {
+		for _, b := range launch.Binaries {
+			if _, err := os.Stat(filepath.Join(d.ps.Bin, b)); err != nil {
+				return fmt.Errorf("--bin %s lacks %s: %w", d.ps.Bin, b, err)
 			}
 		}
 		return nil
 	}
-	d.bin = filepath.Join(d.dir, "bin")
-	d.say("building %s into %s", strings.Join(demoBinaries(), ", "), d.bin)
-	args := []string{"build", "-o", d.bin + string(filepath.Separator)}
-	for _, b := range demoBinaries() {
-		args = append(args, "github.com/nzcfed/nzc/cmd/"+b)
-	}
-	c := exec.CommandContext(ctx, "go", args...)
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Run(); err != nil {
-		return fmt.Errorf("could not build the party binaries (%v: %s): run nzc demo from the NZC source tree with a Go toolchain, or give --bin with the four binaries", err, strings.TrimSpace(out.String()))
+	d.ps.Bin = filepath.Join(d.dir, "bin")
+	d.say("building %s into %s", strings.Join(launch.Binaries, ", "), d.ps.Bin)
+	if err := launch.Build(ctx, d.ps.Bin, false, launch.Binaries...); err != nil {
+		return fmt.Errorf("%w, or give --bin with the four binaries", err)
 	}
 	return nil
 }
@@ -339,58 +298,33 @@ func freePorts(parties int) (ports, error) {
 		for k := 1; k <= parties; k++ {
 			need = append(need, p.ops(k))
 		}
-		if allFree(need) {
+		if !slices.ContainsFunc(need, func(port int) bool { return !launch.Free(loopback(port)) }) {
 			return p, nil
 		}
 	}
 	return ports{}, errors.New("no free range of loopback ports found; free some ports or try again")
 }
 
-func allFree(ps []int) bool {
-	for _, p := range ps {
-		addr := loopback(p)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return false
-		}
-		l.Close()
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		u.Close()
-	}
-	return true
-}
-
 // provision makes the federation and writes every party's configuration.
-func (d *demo) provision(mech config.Mechanism) error {
+func (d *demo) provision(mech mechanism.Params) (err error) {
 	fed := filepath.Join(d.dir, "federation")
 	d.say("provisioning a federation in %s: CA, certificates, age and signing keys", fed)
-	m, err := crypto.Provision(fed, crypto.ProvisionSpec{Hospitals: d.o.hospitals, Auditors: 3, Students: 1})
-	if err != nil {
+	if d.fed, err = launch.Provision(fed, crypto.ProvisionSpec{Hospitals: d.o.hospitals, Auditors: 3, Students: 1}); err != nil {
 		return err
 	}
-	d.m = m
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		return err
-	}
-	// The compliance API reads the ledger for the compliance party only.
-	cp, ok := m.Party(crypto.RoleCompliance, string(crypto.RoleCompliance))
-	if !ok {
-		return errors.New("the federation has no compliance party")
-	}
-	cred, err := crypto.LoadCredential(m.Path(cp.Cert), m.Path(cp.Key))
-	if err != nil {
-		return err
-	}
-	d.api = &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLS(ca, cred)}}
+	m := d.fed.M
 	if err := writeGenesis(m); err != nil {
 		return err
 	}
 	if d.pt, err = freePorts(len(m.Parties)); err != nil {
 		return err
+	}
+	for i := range m.ByRole(crypto.RoleAuditor) {
+		c, err := d.fed.Compliance(loopback(d.pt.api(i)))
+		if err != nil {
+			return err
+		}
+		d.api = append(d.api, c)
 	}
 	cfgs, err := partyConfigs(m, d.pt)
 	if err != nil {
@@ -426,78 +360,9 @@ func (d *demo) provision(mech config.Mechanism) error {
 	return err
 }
 
-// command returns a party command whose output goes to logs/<name>.log.
-func (d *demo) command(ctx context.Context, name, bin string, args ...string) (*exec.Cmd, *os.File, error) {
-	logf, err := os.OpenFile(filepath.Join(d.dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := exec.CommandContext(ctx, filepath.Join(d.bin, bin), args...)
-	c.Dir = d.dir
-	c.Stderr = logf
-	c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
-	c.WaitDelay = 10 * time.Second
-	return c, logf, nil
-}
-
-// start runs a long-lived party until the demo ends.
-func (d *demo) start(ctx context.Context, name, bin string, args ...string) error {
-	c, logf, err := d.command(ctx, name, bin, args...)
-	if err != nil {
-		return err
-	}
-	c.Stdout = logf
-	if err := c.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{c: c, done: make(chan struct{})}
-	d.mu.Lock()
-	d.procs = append(d.procs, p)
-	d.mu.Unlock()
-	go func() {
-		_ = c.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	return nil
-}
-
-// stopAll interrupts the parties, newest first, and waits for them.
-func (d *demo) stopAll() {
-	d.mu.Lock()
-	procs := d.procs
-	d.procs = nil
-	d.mu.Unlock()
-	for i := len(procs) - 1; i >= 0; i-- {
-		_ = procs[i].c.Process.Signal(os.Interrupt)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			_ = p.c.Process.Kill()
-			<-p.done
-		}
-	}
-}
-
 // output runs a one-shot party command and returns its standard output.
 func (d *demo) output(ctx context.Context, name, bin string, args ...string) ([]byte, error) {
-	c, logf, err := d.command(ctx, name, bin, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	var out bytes.Buffer
-	c.Stdout = &out
-	err = c.Run()
-	if err != nil {
-		err = fmt.Errorf("%s %s: %w (see %s)", bin, args[0], err, filepath.Join(d.dir, "logs", name+".log"))
-	}
-	return out.Bytes(), err
+	return d.ps.Run(ctx, name, bin, nil, args...)
 }
 
 func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
@@ -505,7 +370,7 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 	var wg sync.WaitGroup
 	for i, h := range hospitals {
 		wg.Go(func() {
-			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", configFile(d.m, h), "--format", "json")
+			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", configFile(d.fed.M, h), "--format", "json")
 			if err != nil {
 				errs[i] = err
 				return
@@ -522,28 +387,11 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 	return errors.Join(errs...)
 }
 
-func (d *demo) get(ctx context.Context, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	client := http.DefaultClient
-	if strings.HasPrefix(url, "https://") {
-		client = d.api
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
-func (d *demo) opsURL(id, path string) string {
-	for k, p := range d.m.Parties {
+// opsAddr is the operations address of party id.
+func (d *demo) opsAddr(id string) string {
+	for k, p := range d.fed.M.Parties {
 		if p.ID == id {
-			return "http://" + loopback(d.pt.ops(k+1)) + path
+			return loopback(d.pt.ops(k + 1))
 		}
 	}
 	return ""
@@ -552,63 +400,22 @@ func (d *demo) opsURL(id, path string) string {
 // waitReady waits for the aggregator to see every hospital and for every
 // hospital's budget account to be open in the ledger.
 func (d *demo) waitReady(ctx context.Context, hospitals int) error {
-	last := ""
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		code, body, err := d.get(ctx, d.opsURL("aggregator", "/readyz"))
-		reason := strings.TrimSpace(string(body))
-		if err != nil {
-			reason = "aggregator starting"
-		}
-		accounts := 0
-		if _, b, err := d.get(ctx, "https://"+loopback(d.pt.api(0))+"/v1/accounts"); err == nil {
-			var as []json.RawMessage
-			if json.Unmarshal(b, &as) == nil {
-				accounts = len(as)
-			}
-		}
-		if code == http.StatusOK && accounts == hospitals {
-			d.say("aggregator %s; %d budget accounts open in the ledger", reason, accounts)
-			return nil
-		}
-		if s := fmt.Sprintf("aggregator: %s; ledger: %d of %d budget accounts open", reason, accounts, hospitals); s != last {
-			d.say("%s", s)
-			last = s
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the federation did not become ready (%s): see the logs in %s (use --keep to keep them)", last, filepath.Join(d.dir, "logs"))
-		case <-tick.C:
-		}
+	if err := launch.WaitFederation(ctx, d.o.timeout, d.opsAddr("aggregator"), d.api[0], hospitals, func(s string) { d.say("%s", s) }); err != nil {
+		return fmt.Errorf("%w: see the logs in %s (use --keep to keep them)", err, d.ps.Logs)
 	}
+	return nil
 }
 
-// released reads the aggregator's count of released labels.
-func (d *demo) released(ctx context.Context) int {
-	_, b, err := d.get(ctx, d.opsURL("aggregator", "/metrics"))
-	if err != nil {
-		return -1
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "nzc_aggregator_labels_released_total "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return int(f)
-		}
-	}
-	return -1
-}
-
-func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, error) {
-	rep := &demoReport{Queries: d.o.queries, Mechanism: mech.Name, Parameters: mechanismText(mech), Teachers: d.o.hospitals * d.o.teachers}
-	st := d.m.ByRole(crypto.RoleStudent)[0]
-	stCfg := configFile(d.m, st)
+func (d *demo) label(ctx context.Context, mech mechanism.Params) (*demoReport, error) {
+	rep := &demoReport{Queries: d.o.queries, Mechanism: string(mech.Mechanism), Parameters: mech.String(), Teachers: d.o.hospitals * d.o.teachers}
+	stCfg := configFile(d.fed.M, d.fed.M.ByRole(crypto.RoleStudent)[0])
 	data, _ := filepath.Abs(d.o.data)
 	labels := filepath.Join(d.dir, "labels.json")
 	d.say("the student asks for labels of %d test images, in batches of 100", d.o.queries)
 	done := make(chan struct{})
-	go func() {
+	bar := mlprogress.NewOrLines(d.log, nil)
+	var watching sync.WaitGroup
+	watching.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		last := 0
@@ -617,18 +424,21 @@ func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, e
 			case <-done:
 				return
 			case <-t.C:
-				if n := d.released(ctx); n > last {
-					d.say("labels released so far: %d", n)
+				if n := int(launch.Metric(ctx, d.opsAddr("aggregator"), "nzc_aggregator_labels_released_total")); n > last {
+					bar.Update("labels released", n, d.o.queries, "labels")
 					last = n
 				}
 			}
 		}
-	}()
+	})
 	out, lerr := d.output(ctx, "student-label", "nzc-student", "label", "--config", stCfg, "--data", data, "--split", "test",
 		"--from", "0", "--count", strconv.Itoa(d.o.queries), "--out", labels, "--format", "json")
 	close(done)
+	watching.Wait()
+	bar.Done()
 	var sum struct {
 		Queries, Answered, Refused, Batches int
+		ProofsVerified                      int `json:"proofs_verified"`
 		Stopped                             string
 	}
 	if err := json.Unmarshal(out, &sum); err != nil {
@@ -638,6 +448,8 @@ func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, e
 		return nil, fmt.Errorf("student label: unreadable summary: %w", err)
 	}
 	rep.Labels, rep.Refused, rep.Stopped = sum.Answered, sum.Refused, sum.Stopped
+	rep.StudentBatches, rep.StudentProofsVerified = sum.Batches, sum.ProofsVerified
+	rep.StudentVerifiedProofs = sum.Batches > 0 && sum.ProofsVerified == sum.Batches
 	if sum.Stopped != "" {
 		rep.Refused = d.o.queries - sum.Answered
 		d.say("the federation stopped answering: %s", sum.Stopped)
@@ -693,24 +505,15 @@ func (d *demo) label(ctx context.Context, mech config.Mechanism) (*demoReport, e
 // verify checks the final ledger independently: it fetches the export from
 // an auditor and verifies it against the auditors' keys from the manifest.
 func (d *demo) verify(ctx context.Context, rep *demoReport) error {
-	code, b, err := d.get(ctx, "https://"+loopback(d.pt.api(1))+"/v1/export")
-	if err != nil || code != http.StatusOK {
-		rep.LedgerChecks = append(rep.LedgerChecks, fmt.Sprintf("export unavailable: %v %s", err, strings.TrimSpace(string(b))))
+	b, err := d.api[1].Export(ctx)
+	if err != nil {
+		rep.LedgerChecks = append(rep.LedgerChecks, fmt.Sprintf("export unavailable: %v", err))
 		return nil
 	}
-	var keys []string
-	for _, a := range d.m.ByRole(crypto.RoleAuditor) {
-		pub, err := crypto.LoadPublicKey(d.m.Path(a.VerifyingKey))
-		if err != nil {
-			return err
-		}
-		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
+	r, err := d.fed.Verify(b)
+	if err != nil {
+		return err
 	}
-	r := ledger.Verify(b, ledger.VerifyOptions{TrustedKeys: keys})
 	rep.LedgerVerified, rep.LedgerEntries = r.OK, r.Entries
 	for _, c := range r.Checks {
 		mark := "ok"
@@ -739,7 +542,8 @@ func (r *demoReport) text(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "  student accuracy   - (no labels to train on)\n")
 	}
-	fmt.Fprintf(&b, "  privacy spent      as the ledger accounts it (RDP composition, tight conversion, δ = 1e-5):\n")
+	fmt.Fprintf(&b, "  proofs             the student verified a majority's receipt of the charge for %d of %d batches\n", r.StudentProofsVerified, r.StudentBatches)
+	fmt.Fprintf(&b, "  privacy spent      proven, as the ledger accounts it (RDP composed under adaptive choice, δ = 1e-5):\n")
 	for _, h := range r.Hospitals {
 		fmt.Fprintf(&b, "    %-12s ε = %-8.3f of its cap %g (%d answers charged)\n", h.ID, h.Epsilon, h.Cap, h.Answers)
 	}

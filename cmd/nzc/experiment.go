@@ -14,6 +14,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/experiment"
+	"github.com/nzcfed/nzc/internal/cputime"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
@@ -185,12 +186,12 @@ holding the four standard idx files works.`,
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return fmt.Errorf("create --out: %w", err)
 		}
-		cpu0 := cpuSeconds()
+		cpu0 := cputime.Seconds()
 		rep, err := experiment.Run(cmd.Context(), cfg, nil)
 		if err != nil {
 			return err
 		}
-		rep.CPUSeconds = cpuSeconds() - cpu0
+		rep.CPUSeconds = cputime.Seconds() - cpu0
 		if rep.Dataset == "mnist" {
 			rep.AddPaperClaims()
 		}

@@ -75,7 +75,10 @@ func TestExperimentCommand(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
 	}
-	if rep.Teachers != 10 || len(rep.Rows) != 6+2+1+1 {
+	// lnmax, gnmax and confident-gnmax at both query counts, nzc and
+	// nzc-svt at the larger, nzc-svt again in the data's own order, the
+	// clean votes and the ground truth.
+	if rep.Teachers != 10 || len(rep.Rows) != 6+2+1+1+1 {
 		t.Fatalf("unexpected report: %+v", rep)
 	}
 	for _, f := range []string{"results.json", "results.md", "student-accuracy-vs-epsilon.png", "vote-gaps.png", "ensemble-accuracy.png"} {

@@ -54,6 +54,10 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		intakes = append(intakes, loopback(pt.intake(i)))
 		peers = append(peers, a.ID+"="+loopback(pt.raft(i)))
 	}
+	auditorKeys, err := intake.AuditorKeys(m)
+	if err != nil {
+		return nil, err
+	}
 	var recipients []string
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		recipients = append(recipients, h.AgeRecipient)
@@ -73,6 +77,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		case crypto.RoleAggregator:
 			c := config.DefaultAggregator()
 			c.Listen, c.Auditors, c.TLS = loopback(pt.aggregator()), intakes, tlsOf(p)
+			c.AuditorKeys = auditorKeys
 			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
@@ -81,7 +86,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		case crypto.RoleStudent:
 			c := config.DefaultStudent()
 			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, loopback(pt.aggregator()), tlsOf(p), abs(p.AgeIdentity)
-			c.Hospitals = recipients
+			c.Hospitals, c.AuditorKeys = recipients, auditorKeys
 			c.State = filepath.Join(m.Dir, p.ID, "state")
 			out[p.ID] = c
 		case crypto.RoleAuditor:

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"net/http"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +22,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // ErrLedgerNotVerified is returned by `nzc ledger verify` when any check
@@ -71,7 +72,9 @@ export, and that no two checkpoints of the same size disagree (a fork).
 
 The auditors' keys come from outside the export, so a wholly fabricated log
 is detected: from a federation directory (each auditor's sign.pub, named by
-federation.json), or from --keys, each a note verifier key
+federation.json; with it, the genesis must also be signed by the federation's
+administrator, the CA's key, and every party the log registers must be the
+directory's, with its key), or from --keys, each a note verifier key
 ("auditor-1+1a2b3c4d+AbC…"), a file of such keys (one a line), or an
 auditor's sign.pub (the auditor's ID is the name of its directory).
 
@@ -92,6 +95,7 @@ when any fails.`,
 	fedDir := cmd.Flags().String("federation", "", "federation directory whose auditors' sign.pub are the trusted keys")
 	keys := cmd.Flags().StringSlice("keys", nil, "trusted auditor keys: verifier keys, files of verifier keys, or auditors' sign.pub files (repeat or separate with commas)")
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
+	genesisHash := cmd.Flags().String("genesis-hash", "", "the SHA-256 (hex) of the federation's genesis command, pinned: the log must start from it")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -120,7 +124,18 @@ when any fails.`,
 			}
 			earlierCps = append(earlierCps, b)
 		}
-		r := ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps})
+		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps}
+		if *fedDir != "" {
+			if opts.Directory, err = federationDirectory(*fedDir); err != nil {
+				return err
+			}
+		}
+		if *genesisHash != "" {
+			if opts.GenesisHash, err = hex.DecodeString(*genesisHash); err != nil || len(opts.GenesisHash) != sha256.Size {
+				return fmt.Errorf("--genesis-hash %q: want the 64 hex digits of a SHA-256", *genesisHash)
+			}
+		}
+		r := ledger.Verify(export, opts)
 		if err := cli.Print(cmd.OutOrStdout(), f, r, r.WriteText); err != nil {
 			return err
 		}
@@ -130,6 +145,25 @@ when any fails.`,
 		return nil
 	}
 	return cmd
+}
+
+// federationDirectory returns the parties of a federation directory as its
+// genesis registers them, with the CA's key as the administrator's: what
+// verify pins the log's genesis signer and parties to.
+func federationDirectory(fedDir string) ([]ledger.Party, error) {
+	m, err := crypto.LoadManifest(fedDir)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	if err != nil {
+		return nil, err
+	}
+	admin, ok := ca.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("federation %s: the CA certificate has no ed25519 key", fedDir)
+	}
+	return intake.Directory(m, admin)
 }
 
 // trustedKeys returns the note verifier keys of the auditors named by a
@@ -229,92 +263,68 @@ func addComplianceFlags(cmd *cobra.Command, as string, asHelp string) *complianc
 
 const readerAsHelp = "the party whose client certificate to present (compliance, an auditor, or a hospital, which reads only aggregates)"
 
-// get fetches path from the compliance API.
-func (c *complianceFlags) get(ctx context.Context, path string) ([]byte, error) {
-	return c.do(ctx, http.MethodGet, path, nil)
-}
-
-// getJSON fetches path and decodes its JSON into v.
-func (c *complianceFlags) getJSON(ctx context.Context, path string, v any) error {
-	b, err := c.get(ctx, path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("GET %s: the auditor's answer is not the expected JSON: %w", path, err)
-	}
-	return nil
-}
-
-// do sends a request to the compliance API over HTTPS, checking the
-// auditor's certificate against the federation CA and presenting the
-// client certificate of c.as from the federation directory.
-func (c *complianceFlags) do(ctx context.Context, method, path string, body any) ([]byte, error) {
+// call runs f with a client of the compliance API at --api presenting the
+// certificate of --as from the federation directory, bounded by --timeout.
+func (c *complianceFlags) call(ctx context.Context, f func(context.Context, *compliance.Client) error) error {
 	if c.api == "" || c.fed == "" {
-		return nil, errors.New("--api HOST:PORT and --federation DIR are required")
-	}
-	if c.as == "" {
-		return nil, errors.New("--as ID is required: the party whose certificate to present")
+		return errors.New("--api HOST:PORT and --federation DIR are required")
 	}
 	m, err := crypto.LoadManifest(c.fed)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	client, err := compliance.NewClientAs(c.api, m, c.as)
 	if err != nil {
-		return nil, fmt.Errorf("federation CA: %w", err)
+		return err
 	}
-	var party *crypto.PartyFiles
-	for i, p := range m.Parties {
-		if p.ID == c.as {
-			party = &m.Parties[i]
-		}
-	}
-	if party == nil {
-		return nil, fmt.Errorf("federation %s has no party %q: pass --as with a party ID from %s", c.fed, c.as, crypto.ManifestFile)
-	}
-	cred, err := crypto.LoadCredential(m.Path(party.Cert), m.Path(party.Key))
-	if err != nil {
-		return nil, fmt.Errorf("%s's certificate: %w", c.as, err)
-	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLS(ca, cred)}}
-	defer client.CloseIdleConnections()
+	defer client.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	url := "https://" + c.api + path
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	return f(ctx, client)
+}
+
+// fetch calls one method of the compliance client under c.call.
+func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.Client, context.Context) (T, error)) (T, error) {
+	var v T
+	err := c.call(ctx, func(ctx context.Context, api *compliance.Client) (err error) {
+		v, err = get(api, ctx)
+		return err
+	})
+	return v, err
+}
+
+// readCommand makes cmd a read of the compliance API with get, printed as
+// --format says (text by text).
+func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(io.Writer, T) error) {
+	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
+	format := cli.AddFormatFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := format()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return nil, fmt.Errorf("--api %q: %w", c.api, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w (is an auditor's compliance API listening there?)", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg := strings.TrimSpace(string(b))
-		var e compliance.Error
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			msg = e.Error
+		v, err := fetch(cmd.Context(), c, get)
+		if err != nil {
+			return err
 		}
-		return nil, fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, msg)
+		return cli.Print(cmd.OutOrStdout(), f, v, func(w io.Writer) error { return text(w, v) })
 	}
-	return b, nil
+}
+
+// download fetches a file with get, checks it, and writes it atomically to
+// out with permissions perm.
+func (c *complianceFlags) download(ctx context.Context, out string, perm fs.FileMode, get func(*compliance.Client, context.Context) ([]byte, error), check func([]byte) error) ([]byte, error) {
+	if out == "" {
+		return nil, errors.New("--out FILE is required")
+	}
+	b, err := fetch(ctx, c, get)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(b); err != nil {
+		return nil, err
+	}
+	return b, crypto.WriteFile(out, b, perm, true)
 }
 
 // exportSummary is what `nzc ledger export` prints about the file it wrote.
@@ -345,18 +355,14 @@ write it to --out. Nothing is trusted yet: verify it with 'nzc ledger verify'.`,
 		if err != nil {
 			return err
 		}
-		if *out == "" {
-			return errors.New("--out FILE is required")
-		}
-		b, err := c.get(cmd.Context(), "/v1/export")
+		var x ledger.Export
+		b, err := c.download(cmd.Context(), *out, crypto.PublicFileMode, (*compliance.Client).Export, func(b []byte) (err error) {
+			if x, err = ledger.DecodeExport(b); err != nil {
+				return fmt.Errorf("the auditor sent something that is not a ledger export: %w", err)
+			}
+			return nil
+		})
 		if err != nil {
-			return err
-		}
-		x, err := ledger.DecodeExport(b)
-		if err != nil {
-			return fmt.Errorf("the auditor sent something that is not a ledger export: %w", err)
-		}
-		if err := crypto.WriteFile(*out, b, crypto.PublicFileMode, true); err != nil {
 			return err
 		}
 		s := exportSummary{Out: *out, Bytes: len(b), Entries: len(x.Entries)}
@@ -386,23 +392,7 @@ report recomputes the same accounts by replaying the log.`,
   nzc ledger accounts --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		b, err := c.get(cmd.Context(), "/v1/accounts")
-		if err != nil {
-			return err
-		}
-		var accounts []ledger.Account
-		if err := json.Unmarshal(b, &accounts); err != nil {
-			return fmt.Errorf("the auditor's accounts are not the expected JSON: %w", err)
-		}
-		return cli.Print(cmd.OutOrStdout(), f, accounts, func(w io.Writer) error { return printAccounts(w, accounts) })
-	}
+	readCommand(cmd, (*compliance.Client).Accounts, printAccounts)
 	return cmd
 }
 
@@ -412,12 +402,7 @@ func printAccounts(w io.Writer, accounts []ledger.Account) error {
 		b.WriteString("no hospital has opened a budget account yet\n")
 	}
 	for _, a := range accounts {
-		eps := fmt.Sprintf("%.6g", a.Epsilon)
-		if math.IsInf(a.Epsilon, 1) {
-			eps = "unbounded"
-		}
-		fmt.Fprintf(&b, "hospital %s: ε=%s of cap %g at δ=%.3g (%.3g additive δ spent), %d charges, %d answers\n",
-			a.Hospital, eps, a.CapEpsilon, a.CapDelta-a.DeltaSpent, a.DeltaSpent, a.Charges, a.Answers)
+		fmt.Fprintln(&b, a)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -455,19 +440,24 @@ cosigned it, is written to a file: keep it, and give it to a later
 		if err != nil {
 			return err
 		}
-		ctx := cmd.Context()
 		var s ledgerStatus
-		if err := c.getJSON(ctx, "/v1/status", &s.Status); err != nil {
-			return err
-		}
 		var cp compliance.CheckpointInfo
-		if err := c.getJSON(ctx, "/v1/checkpoint", &cp); err != nil {
-			if *save != "" {
+		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
+			if s.Status, err = api.Status(ctx); err != nil {
 				return err
 			}
-			s.NoCheckpoint = err.Error()
-		} else {
-			s.Checkpoint = &cp
+			if cp, err = api.Checkpoint(ctx); err != nil {
+				if *save != "" {
+					return err
+				}
+				s.NoCheckpoint = err.Error()
+			} else {
+				s.Checkpoint = &cp
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if *save != "" {
 			if !cp.QuorumMet {

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 
@@ -32,37 +31,27 @@ compliance and auditor roles, the verifier key the ledger registered for it.`,
   nzc ledger peers --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		var peers []compliance.PeerInfo
-		if err := c.getJSON(cmd.Context(), "/v1/peers", &peers); err != nil {
-			return err
-		}
-		return cli.Print(cmd.OutOrStdout(), f, peers, func(w io.Writer) error {
-			var b strings.Builder
-			for _, p := range peers {
-				fmt.Fprintf(&b, "%s at %s", p.ID, p.Addr)
-				if p.Leader {
-					b.WriteString(" (leader)")
-				}
-				if !p.InLedger {
-					b.WriteString(", not registered in the ledger: its signature does not count")
-				}
-				if p.VerifierKey != "" {
-					fmt.Fprintf(&b, "\n  key %s", p.VerifierKey)
-				}
-				b.WriteString("\n")
-			}
-			_, err := io.WriteString(w, b.String())
-			return err
-		})
-	}
+	readCommand(cmd, (*compliance.Client).Peers, printPeers)
 	return cmd
+}
+
+func printPeers(w io.Writer, peers []compliance.PeerInfo) error {
+	var b strings.Builder
+	for _, p := range peers {
+		fmt.Fprintf(&b, "%s at %s", p.ID, p.Addr)
+		if p.Leader {
+			b.WriteString(" (leader)")
+		}
+		if !p.InLedger {
+			b.WriteString(", not registered in the ledger: its signature does not count")
+		}
+		if p.VerifierKey != "" {
+			fmt.Fprintf(&b, "\n  key %s", p.VerifierKey)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // entriesOutput is what `nzc ledger entries` prints as JSON.
@@ -99,19 +88,24 @@ the log and verify it.`,
 			return fmt.Errorf("--start must be ≥ 0 and --limit ≥ 1 (got %d, %d)", *start, *limit)
 		}
 		out := entriesOutput{Entries: []compliance.Entry{}}
-		next := *start
-		for int64(len(out.Entries)) < *limit {
-			page := min(*limit-int64(len(out.Entries)), compliance.MaxLimit)
-			var p compliance.Entries
-			if err := c.getJSON(cmd.Context(), fmt.Sprintf("/v1/entries?start=%d&limit=%d", next, page), &p); err != nil {
-				return err
+		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) error {
+			next := *start
+			for int64(len(out.Entries)) < *limit {
+				p, err := api.Entries(ctx, next, min(*limit-int64(len(out.Entries)), compliance.MaxLimit))
+				if err != nil {
+					return err
+				}
+				out.Size, out.Next = p.Size, p.Next
+				out.Entries = append(out.Entries, p.Entries...)
+				if p.Next == nil || len(p.Entries) == 0 {
+					break
+				}
+				next = *p.Next
 			}
-			out.Size, out.Next = p.Size, p.Next
-			out.Entries = append(out.Entries, p.Entries...)
-			if p.Next == nil || len(p.Entries) == 0 {
-				break
-			}
-			next = *p.Next
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error { return printEntries(w, out) })
 	}
@@ -195,7 +189,9 @@ membership and the ledger's auditors are separate on purpose.`,
 		if *id == "" || *addr == "" {
 			return errors.New("--id ID and --addr HOST:PORT of the joining auditor are required")
 		}
-		return adminMembership(cmd, c, f, "/v1/admin/join", compliance.JoinRequest{ID: *id, Addr: *addr}, fmt.Sprintf("auditor %s at %s is a member", *id, *addr))
+		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (raftnode.Status, error) {
+			return api.Join(ctx, *id, *addr)
+		}, fmt.Sprintf("auditor %s at %s is a member", *id, *addr))
 	}
 	return cmd
 }
@@ -225,19 +221,21 @@ auditors the ledger registered.`,
 		if *id == "" {
 			return errors.New("--id ID of the auditor to remove is required")
 		}
-		return adminMembership(cmd, c, f, "/v1/admin/remove", compliance.JoinRequest{ID: *id}, fmt.Sprintf("auditor %s is not a member", *id))
+		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (raftnode.Status, error) {
+			return api.Remove(ctx, *id)
+		}, fmt.Sprintf("auditor %s is not a member", *id))
 	}
 	return cmd
 }
 
-func adminMembership(cmd *cobra.Command, c *complianceFlags, format, path string, req compliance.JoinRequest, done string) error {
-	b, err := c.do(cmd.Context(), http.MethodPost, path, req)
+func adminMembership(cmd *cobra.Command, c *complianceFlags, format string, change func(context.Context, *compliance.Client) (raftnode.Status, error), done string) error {
+	var s raftnode.Status
+	err := c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
+		s, err = change(ctx, api)
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	var s raftnode.Status
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("POST %s: the auditor's answer is not its status: %w", path, err)
 	}
 	return cli.Print(cmd.OutOrStdout(), format, s, func(w io.Writer) error { return printMembers(w, done, s) })
 }
@@ -291,22 +289,18 @@ is written. It needs the auditor's own certificate (--as its id).`,
 		if err != nil {
 			return err
 		}
-		if *out == "" {
-			return errors.New("--out FILE is required")
-		}
-		b, err := c.do(cmd.Context(), http.MethodPost, "/v1/admin/snapshot", nil)
-		if err != nil {
-			return err
-		}
-		sf, err := raftnode.DecodeSnapshotFile(b)
-		if err != nil {
-			return fmt.Errorf("the auditor sent no intact snapshot: %w", err)
-		}
+		var sf raftnode.SnapshotFile
 		st := ledger.New()
-		if err := st.Restore(sf.State); err != nil {
-			return fmt.Errorf("the auditor's snapshot does not replay, nothing written: %w", err)
-		}
-		if err := crypto.WriteFile(*out, b, crypto.PrivateFileMode, true); err != nil {
+		b, err := c.download(cmd.Context(), *out, crypto.PrivateFileMode, (*compliance.Client).Snapshot, func(b []byte) (err error) {
+			if sf, err = raftnode.DecodeSnapshotFile(b); err != nil {
+				return fmt.Errorf("the auditor sent no intact snapshot: %w", err)
+			}
+			if err := st.Restore(sf.State); err != nil {
+				return fmt.Errorf("the auditor's snapshot does not replay, nothing written: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 		s := summarizeSnapshot(*out, b, sf, st)

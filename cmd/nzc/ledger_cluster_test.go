@@ -32,7 +32,7 @@ func TestLedgerPeersAndEntries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	for _, want := range []string{"     0  accepted   genesis          by admin", "open-account     by hospital-1", "cap ε=8 δ=1e-05", "register-student", "4 entries listed; the log has 4"} {
+	for _, want := range []string{"     0  accepted   genesis          by federation-admin", "open-account     by hospital-1", "cap ε=8 δ=1e-05", "register-student", "4 entries listed; the log has 4"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("entries lack %q:\n%s", want, text)
 		}

@@ -32,15 +32,13 @@ type auditorProcess struct {
 	id, raft, intake, api, ops string
 	dashboard                  string
 	p                          *proctest.Process
-	reader                     *complianceFlags
+	reader                     *compliance.Client
 }
 
 func (a *auditorProcess) status(ctx context.Context) (compliance.Status, error) {
-	var s compliance.Status
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	err := a.reader.getJSON(ctx, "/v1/status", &s)
-	return s, err
+	return a.reader.Status(ctx)
 }
 
 // TestAuditorProcessesSurviveLeaderKill runs three nzc-auditor processes
@@ -84,7 +82,10 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	var peers []string
 	for i, p := range parties {
 		a := &auditorProcess{id: p.ID, raft: tcp[4*i], api: tcp[4*i+1], ops: tcp[4*i+2], dashboard: tcp[4*i+3], intake: udp[i]}
-		a.reader = &complianceFlags{api: a.api, fed: dir, as: string(crypto.RoleCompliance), timeout: 5 * time.Second}
+		if a.reader, err = compliance.NewClientAs(a.api, m, string(crypto.RoleCompliance)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.reader.Close)
 		auditors = append(auditors, a)
 		peers = append(peers, p.ID+"="+a.raft)
 	}
@@ -180,10 +181,10 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	// Four submitters, 15 charges each; the leader is killed once 20 are
 	// acknowledged.
 	student := m.ByRole(crypto.RoleStudent)[0].ID
-	curve := mechanism.RDPDataIndependentGaussian(mechanism.DefaultGrid(), 400).Values()
+	curve := mechanism.RDPDataIndependentGaussian(mechanism.DefaultGrid(), 400).Times(10).Values()
 	charge := func(batch string, i int) []byte {
 		cmd, err := ledger.Sign(&ledger.Charge{BatchID: batch, Student: student, Hospitals: hospitals, Mechanism: "gnmax",
-			Params: []ledger.Param{{Key: "sigma", Value: "400"}}, Queries: 10, Answers: 10, Curve: curve,
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 10, Answers: 10, Curve: curve,
 			AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: ts + int64(i)}, agg.ID, ed25519.PrivateKey(aggKey))
 		if err != nil {
 			t.Error(err)
@@ -322,8 +323,8 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	if len(ackedID) != submitters*perSubmitter || len(accepted) != len(ackedID) {
 		t.Fatalf("%d charges acknowledged, %d accepted in the log; want %d", len(ackedID), len(accepted), submitters*perSubmitter)
 	}
-	var accounts []ledger.Account
-	if err := leader.reader.getJSON(ctx, "/v1/accounts", &accounts); err != nil {
+	accounts, err := leader.reader.Accounts(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, acc := range accounts {

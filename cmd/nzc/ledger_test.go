@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -21,7 +20,9 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
@@ -52,28 +53,25 @@ func (f *ledgerFixture) key(t *testing.T, p crypto.PartyFiles) ed25519.PrivateKe
 	return k
 }
 
-func adminKey() ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("nzc ledger command test admin"))
-	return ed25519.NewKeyFromSeed(seed[:])
+// adminKey is the federation administrator's key: the CA's.
+func (f *ledgerFixture) adminKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	ca, err := crypto.LoadCA(f.m.Path(f.m.CACert), f.m.Path(f.m.CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca.Key()
 }
 
 // log builds a log of four entries: genesis, both hospitals' accounts and
 // the student's registration with the given quota.
 func (f *ledgerFixture) log(t *testing.T, quota uint64) *ledger.State {
 	t.Helper()
-	parties := []ledger.Party{{ID: "admin", Role: ledger.RoleAdmin, PublicKey: adminKey().Public().(ed25519.PublicKey)}}
-	for _, p := range f.m.Parties {
-		role := map[crypto.Role]ledger.Role{crypto.RoleAuditor: ledger.RoleAuditor, crypto.RoleHospital: ledger.RoleHospital, crypto.RoleStudent: ledger.RoleStudent}[p.Role]
-		if role == 0 {
-			continue
-		}
-		pub := adminKey().Public().(ed25519.PublicKey) // students sign nothing
-		if p.SigningKey != "" {
-			pub = f.key(t, p).Public().(ed25519.PublicKey)
-		}
-		parties = append(parties, ledger.Party{ID: p.ID, Role: role, PublicKey: pub})
+	admin := f.adminKey(t)
+	parties, err := intake.Directory(f.m, admin.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.SortFunc(parties, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
 	st := ledger.New()
 	ts := int64(1_700_000_000_000_000_000)
 	apply := func(b ledger.Body, signer string, key ed25519.PrivateKey) {
@@ -87,11 +85,11 @@ func (f *ledgerFixture) log(t *testing.T, quota uint64) *ledger.State {
 			t.Fatalf("%s: %v %+v", b.Kind(), err, r)
 		}
 	}
-	apply(&ledger.Genesis{Origin: "nzc.test/cli", Parties: parties, Timestamp: ts}, "admin", adminKey())
+	apply(&ledger.Genesis{Origin: "nzc.test/cli", Parties: parties, Timestamp: ts}, intake.AdminID, admin)
 	for i, h := range f.m.ByRole(crypto.RoleHospital) {
 		apply(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: 8, CapDelta: 1e-5, Timestamp: ts + int64(i+1)}, h.ID, f.key(t, h))
 	}
-	apply(&ledger.RegisterStudent{Student: f.m.ByRole(crypto.RoleStudent)[0].ID, MaxAnswers: quota, Timestamp: ts + 10}, "admin", adminKey())
+	apply(&ledger.RegisterStudent{Student: f.m.ByRole(crypto.RoleStudent)[0].ID, MaxAnswers: quota, Timestamp: ts + 10}, intake.AdminID, admin)
 	return st
 }
 
@@ -251,6 +249,33 @@ func TestLedgerVerifyDetectsTampering(t *testing.T) {
 		out := f.fails(t, "--export", f.encode(t, f.export(t, st)), "--earlier", earlier)
 		if !strings.Contains(out, "FAIL fork: export checkpoint 0 (signed by [auditor-1 auditor-2 auditor-3]) and earlier checkpoint 0 (signed by [auditor-1 auditor-2]) are both size 4") {
 			t.Fatalf("no fork reported:\n%s", out)
+		}
+	})
+	t.Run("a charge that states less than it costs", func(t *testing.T) {
+		// A log written by a ledger that took stated costs on trust: 10,000
+		// GNMax answers at σ = 0.5 recorded as accepted with a zero curve.
+		st := f.log(t, 0)
+		agg := f.m.ByRole(crypto.RoleAggregator)[0] // registered by the genesis
+		x := f.export(t, st)
+		p := mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 0.5}
+		cmd, err := ledger.Sign(&ledger.Charge{BatchID: "free", Student: f.m.ByRole(crypto.RoleStudent)[0].ID,
+			Hospitals: []string{f.m.ByRole(crypto.RoleHospital)[0].ID}, Mechanism: string(p.Mechanism), Params: p.LedgerParams(),
+			Queries: 10_000, Answers: 10_000, Curve: make([]float64, mechanism.DefaultGrid().Len())}, agg.ID, f.key(t, agg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev, err := st.TreeHash(st.TreeSize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, err := ledger.Entry{Index: uint64(st.TreeSize()), PrevRoot: prev, Command: cmd, Outcome: ledger.Outcome{Status: ledger.StatusAccepted}}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Entries = append(x.Entries, forged)
+		out := f.fails(t, "--export", f.encode(t, x))
+		if !strings.Contains(out, "FAIL cost [entry 4]: accepted charge free states less than its mechanism and parameters cost (under-cost)") {
+			t.Fatalf("the under-costed entry is not named:\n%s", out)
 		}
 	})
 	t.Run("keys of another federation", func(t *testing.T) {

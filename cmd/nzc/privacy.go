@@ -182,13 +182,19 @@ type analysis struct {
 	RDPDataIndependent []jfloat `json:"rdp_data_independent"`
 	// Per query: the curve of an answered and of a refused query (absent
 	// for nzc-svt, whose session has one fixed cost).
-	RDPPerAnswered              []jfloat `json:"rdp_data_independent_per_answered_query,omitempty"`
-	RDPPerRefused               []jfloat `json:"rdp_data_independent_per_refused_query,omitempty"`
+	RDPPerAnswered []jfloat `json:"rdp_data_independent_per_answered_query,omitempty"`
+	RDPPerRefused  []jfloat `json:"rdp_data_independent_per_refused_query,omitempty"`
+	// EpsilonLedger is the proven ε of an account holding only this
+	// charge, as the ledger's gate converts: the smaller of the filter
+	// conversion and the pure-ε sum. EpsilonDataIndependent is the tight
+	// conversion, valid only for a composition fixed in advance.
+	EpsilonLedger               jfloat   `json:"epsilon_ledger"`
 	EpsilonDataIndependent      jfloat   `json:"epsilon_data_independent"`
 	OrderDataIndependent        float64  `json:"epsilon_data_independent_order,omitempty"`
 	EpsilonClassic              jfloat   `json:"epsilon_data_independent_classic"`
 	DeltaTotal                  jfloat   `json:"delta_total"`
 	MechanismDelta              jfloat   `json:"delta_mechanism"`
+	DeltaNote                   string   `json:"delta_note,omitempty"`
 	EpsilonPure                 jfloat   `json:"epsilon_pure"`
 	PaperClaimEpsilon           *float64 `json:"paper_claim_epsilon,omitempty"`
 	RDPDataDependent            []jfloat `json:"rdp_data_dependent,omitempty"`
@@ -295,11 +301,21 @@ func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 	if err != nil {
 		return nil, err
 	}
-	conv, err := ch.Epsilon(delta)
-	if err != nil {
-		return nil, err
+	// delta is the whole δ: the mechanism's own additive δ comes out of it,
+	// and when that is not below delta nothing is guaranteed at delta.
+	inf := mechanism.Conversion{Epsilon: math.Inf(1), Delta: delta}
+	conv, classic, filter, pure := inf, inf, inf, math.Inf(1)
+	if rest := delta - ch.Delta; rest > 0 {
+		if conv, err = ch.RDP.Epsilon(rest); err != nil {
+			return nil, err
+		}
+		classic, _ = ch.RDP.EpsilonClassic(rest)
+		filter, _ = ch.RDP.FilterEpsilon(rest)
+		pure = ch.PureEpsilon
+	} else {
+		a.DeltaNote = fmt.Sprintf("the mechanism's own δ %.3g is not below δ = %g: no ε holds at that δ", ch.Delta, delta)
 	}
-	classic, _ := ch.RDP.EpsilonClassic(delta)
+	a.EpsilonLedger = jfloat(min(filter.Epsilon, pure))
 	a.RDPDataIndependent = jfloats(ch.RDP.Values())
 	if p.Mechanism != mechanism.NZCSVT {
 		qc, err := p.QueryCost(g)
@@ -310,8 +326,8 @@ func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 	}
 	a.EpsilonDataIndependent, a.OrderDataIndependent = jfloat(conv.Epsilon), conv.Order
 	a.EpsilonClassic = jfloat(classic.Epsilon)
-	a.DeltaTotal, a.MechanismDelta = jfloat(conv.Delta), jfloat(ch.Delta)
-	a.EpsilonPure = jfloat(ch.PureEpsilon)
+	a.DeltaTotal, a.MechanismDelta = jfloat(delta), jfloat(ch.Delta)
+	a.EpsilonPure = jfloat(pure)
 	switch p.Mechanism {
 	case mechanism.NZC:
 		zero := 0.0
@@ -385,10 +401,15 @@ func printAnalysis(w io.Writer, a *analysis) error {
 	fmt.Fprintf(bw, "queries        %d\n", a.Queries)
 	fmt.Fprintf(bw, "orders         %d (%v … %v)\n", len(a.Orders), a.Orders[0], a.Orders[len(a.Orders)-1])
 	fmt.Fprintf(bw, "\ndata-independent (what the ledger charges)\n")
-	fmt.Fprintf(bw, "  ε = %s at δ = %s (tight conversion, order %v)\n", ftext(float64(a.EpsilonDataIndependent)), ftext(float64(a.DeltaTotal)), a.OrderDataIndependent)
-	fmt.Fprintf(bw, "  ε = %s at δ = %s (classic conversion)\n", ftext(float64(a.EpsilonClassic)), ftext(float64(a.DeltaTotal)))
-	if !math.IsInf(float64(a.EpsilonPure), 1) {
-		fmt.Fprintf(bw, "  ε = %s at δ = %s (pure DP, summed)\n", ftext(float64(a.EpsilonPure)), ftext(float64(a.MechanismDelta)))
+	if a.DeltaNote != "" {
+		fmt.Fprintf(bw, "  ε = inf at δ = %s: %s\n", ftext(float64(a.DeltaTotal)), a.DeltaNote)
+	} else {
+		fmt.Fprintf(bw, "  ε = %s at δ = %s (proven, as the ledger's gate converts an account's charges)\n", ftext(float64(a.EpsilonLedger)), ftext(float64(a.DeltaTotal)))
+		fmt.Fprintf(bw, "  ε = %s at δ = %s (tight conversion, order %v: holds only for a composition fixed in advance)\n", ftext(float64(a.EpsilonDataIndependent)), ftext(float64(a.DeltaTotal)), a.OrderDataIndependent)
+		fmt.Fprintf(bw, "  ε = %s at δ = %s (classic conversion)\n", ftext(float64(a.EpsilonClassic)), ftext(float64(a.DeltaTotal)))
+		if !math.IsInf(float64(a.EpsilonPure), 1) {
+			fmt.Fprintf(bw, "  ε = %s at δ = %s (pure DP, summed; the mechanism's own δ is %s)\n", ftext(float64(a.EpsilonPure)), ftext(float64(a.DeltaTotal)), ftext(float64(a.MechanismDelta)))
+		}
 	}
 	if a.PaperClaimEpsilon != nil {
 		fmt.Fprintf(bw, "  the paper claims ε ≈ %v: false\n", *a.PaperClaimEpsilon)

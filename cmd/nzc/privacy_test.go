@@ -60,6 +60,32 @@ func TestPrivacyAnalyzeUnboundedIsInf(t *testing.T) {
 	}
 }
 
+// A mechanism whose own δ is not below --delta guarantees nothing there: no
+// finite ε is shown beside that δ (an nzc-svt session of 5 teachers whose
+// threshold sits at its noise has δ ≈ 0.4).
+func TestPrivacyAnalyzeNoEpsilonAtATooSmallDelta(t *testing.T) {
+	out, err := runNZCIn(t, "[[3,2]]", "privacy", "analyze", "--mechanism", "nzc-svt", "--scale", "1", "--threshold", "2", "--max-refusals", "1", "--format", "json", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"epsilon_ledger", "epsilon_data_independent", "epsilon_data_independent_classic", "epsilon_pure"} {
+		if m[k] != "inf" {
+			t.Errorf("%s = %v beside δ = %v, want inf", k, m[k], m["delta_total"])
+		}
+	}
+	if m["delta_total"] != 1e-5 || m["delta_note"] == nil {
+		t.Fatalf("δ %v, note %v", m["delta_total"], m["delta_note"])
+	}
+	text, err := runNZCIn(t, "[[3,2]]", "privacy", "analyze", "--mechanism", "nzc-svt", "--scale", "1", "--threshold", "2", "--max-refusals", "1", "-")
+	if err != nil || !strings.Contains(text, "ε = inf at δ = 1e-05") || strings.Contains(text, "at δ = 0.39") {
+		t.Fatalf("text output: %v\n%s", err, text)
+	}
+}
+
 func TestPrivacyAnalyzeSmoothSensitivity(t *testing.T) {
 	out, err := runNZCIn(t, "[[200,30,20],[150,60,40]]", "privacy", "analyze", "--mechanism", "gnmax", "--sigma", "40", "--smooth-sensitivity", "--ss-order", "20", "--seed", "3", "--format", "json", "-")
 	if err != nil {

@@ -10,81 +10,56 @@ package proctest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/internal/launch"
 )
 
-// Build compiles the main package pkg (an import path of this module, such
-// as "github.com/nzcfed/nzc/cmd/nzc-auditor") into a temporary directory and
-// returns the binary's path. When the test binary is built with -race, so is
-// the process, which also reuses the test's compiled packages.
+// Build compiles the main package pkg (an import path of this module's
+// cmd/, such as "github.com/nzcfed/nzc/cmd/nzc-auditor") into a temporary
+// directory and returns the binary's path. When the test binary is built
+// with -race, so is the process, which also reuses the test's compiled
+// packages.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go toolchain to build %s: %v", pkg, err)
 	}
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
+	dir := t.TempDir()
+	name, ok := strings.CutPrefix(pkg, "github.com/nzcfed/nzc/cmd/")
+	if !ok {
+		t.Fatalf("build %s: not a command of this module's cmd/", pkg)
 	}
-	cmd := exec.Command(goTool, append(args, pkg)...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	if err := launch.Build(context.Background(), dir, raceEnabled, name); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return filepath.Join(dir, name)
 }
 
-// FreeTCP returns n distinct loopback addresses (127.0.0.1:port) whose TCP
-// ports were free a moment ago.
+// FreeTCP returns n distinct loopback addresses (127.0.0.1:port) whose
+// TCP ports were free a moment ago.
 func FreeTCP(t testing.TB, n int) []string {
 	t.Helper()
-	var out []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
+	addrs, err := launch.FreeAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	return out
+	return addrs
 }
 
 // FreeUDP returns n distinct loopback addresses whose UDP ports (for QUIC)
 // were free a moment ago.
-func FreeUDP(t testing.TB, n int) []string {
-	t.Helper()
-	var out []string
-	var cs []net.PacketConn
-	for range n {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
-		out = append(out, c.LocalAddr().String())
-	}
-	for _, c := range cs {
-		_ = c.Close()
-	}
-	return out
-}
+func FreeUDP(t testing.TB, n int) []string { return FreeTCP(t, n) }
 
 // Process is a running (or exited) child process.
 type Process struct {
@@ -231,8 +206,8 @@ func (p *Process) Stop(grace time.Duration) error {
 // Output returns everything the process wrote so far, across restarts.
 func (p *Process) Output() string { return p.out.String() }
 
-// ErrTimeout is returned by WaitFor when the condition did not hold in time.
-var ErrTimeout = errors.New("proctest: condition not met in time")
+// ErrTimeout is returned by Poll when the condition did not hold in time.
+var ErrTimeout = launch.ErrTimeout
 
 // WaitFor polls cond every 20ms until it returns true, and fails the test
 // naming what it waited for if it does not within the given time.
@@ -246,21 +221,7 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 // Poll calls cond every 20ms until it returns true, ctx ends, or within
 // passes (ErrTimeout).
 func Poll(ctx context.Context, within time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return ErrTimeout
-			}
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return nil
+	return launch.Poll(ctx, within, 20*time.Millisecond, cond)
 }
 
 // WaitHTTP waits until GET url answers 200, using client (nil: the default

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
 	"os"
-	"path/filepath"
+
+	"github.com/nzcfed/nzc/internal/atomicfile"
 )
 
 // The saved-model format, version 1 (all integers little-endian):
@@ -203,32 +203,9 @@ func Load(path string) (*Network, error) {
 	return n, nil
 }
 
-// WriteFileAtomic writes b to path through a temporary file in the same
-// directory and a rename, so readers never see a half-written file.
-func WriteFileAtomic(path string, b []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = io.Copy(f, bytes.NewReader(b)); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+// WriteFileAtomic writes b to path durably (readable by its owner only):
+// readers never see a half-written file, and once it returns the file
+// survives a crash.
+func WriteFileAtomic(path string, b []byte) error {
+	return atomicfile.Write(path, b, 0o600, true)
 }

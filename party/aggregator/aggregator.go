@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -62,6 +60,12 @@ type Config struct {
 	BatchDeadline time.Duration
 	// Ledger is where charges are committed. Required.
 	Ledger Ledger
+	// AuditorKeys are the note verifier keys of the ledger's auditors
+	// (ledger.VerifierKey), pinned in the configuration. A batch is released
+	// only with a receipt of its charge whose checkpoint a majority of them
+	// signed: one auditor's word that a charge committed is not enough.
+	// Required.
+	AuditorKeys []string
 	// LedgerTimeout bounds one proposal of a batch's charge: when the
 	// ledger has not answered by then (its auditors have no majority, or
 	// are unreachable), the batch stays pending and the student is refused
@@ -116,8 +120,10 @@ type Aggregator struct {
 	classes   int // set by the first hospital; all must agree
 	batches   map[string]*batchLock
 
+	refused refusals // batches refused for budget, by student and batch id
+
 	svtMu    sync.Mutex
-	sessions map[string]*svtSession // by student
+	sessions map[string]*svtSession // by student and hospital set (svtKey)
 }
 
 type hospitalEntry struct {
@@ -144,6 +150,8 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, errors.New("aggregator: no ed25519 signing key configured: it signs ledger charges")
 	case cfg.Ledger == nil:
 		return nil, errors.New("aggregator: no ledger configured; nothing may be released without one")
+	case len(cfg.AuditorKeys) == 0:
+		return nil, errors.New("aggregator: no auditor keys configured: a release needs a majority of the auditors' signatures, checked against their pinned keys")
 	case cfg.Quorum < 1:
 		return nil, fmt.Errorf("aggregator: quorum %d: at least one hospital must vote on a batch", cfg.Quorum)
 	case cfg.BatchDeadline <= 0:
@@ -180,7 +188,10 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
-		sessions: map[string]*svtSession{}}
+		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}}}
+	if err := a.loadSessions(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -303,16 +314,31 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 		}
 		return a.settle(ctx, rec, true, start)
 	}
-	rec, err = a.draw(ctx, student, batch, req)
+	if r, ok := a.refusedBefore(student, batch); ok {
+		// The same refusal as before, decided from public state: the
+		// retry asks no hospital and draws no noise.
+		return nil, a.refuse(r.reason, r.err)
+	}
+	rec, done, err := a.draw(ctx, student, batch, req)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	return a.settle(ctx, rec, false, start)
 }
 
 // draw collects the votes, runs the mechanism, signs the charge and writes
 // the pending record. Nothing leaves the aggregator here.
-func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (*Record, error) {
+func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (rec *Record, done func(), err error) {
+	done = func() {}
+	defer func() {
+		if err != nil && done != nil {
+			done() // the batch ends here: its session may be replaced
+		}
+		if err != nil {
+			done = nil
+		}
+	}()
 	a.mu.Lock()
 	recipient := a.students[student]
 	hs := make([]*hospitalEntry, 0, len(a.hospitals))
@@ -322,16 +348,23 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	classes := a.classes
 	a.mu.Unlock()
 	if recipient == nil {
-		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "student %s has not sent Hello with its age recipient on this connection: register first", student))
+		return nil, nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "student %s has not sent Hello with its age recipient on this connection: register first", student))
 	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
 	if len(hs) < a.cfg.Quorum {
-		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
+	}
+	if perr := a.admit(ctx, batch, hs, classes, int(req.GetNumQueries())); perr != nil {
+		if perr.Code == protocol.CodeBudgetExhausted {
+			a.rememberRefusal(student, batch, reasonBudget, perr)
+			return nil, nil, a.refuse(reasonBudget, perr)
+		}
+		return nil, nil, a.refuse(reasonLedger, perr)
 	}
 	votes := a.collect(ctx, batch, req, hs, classes)
 	if len(votes) < a.cfg.Quorum {
-		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum)})
 	}
 	nq := int(req.GetNumQueries())
@@ -360,53 +393,52 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		session             string
 		curve               []float64
 		delta               float64
-		err                 error
 	)
 	if p.Mechanism == mechanism.NZCSVT {
-		labels, processed, answered, session, err = a.answerSVT(ctx, student, voters, teachers, classes, sum)
+		labels, processed, answered, session, done, err = a.answerSVT(ctx, student, voters, teachers, classes, sum)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		curve = make([]float64, a.grid.Len()) // paid when the session opened
 	} else {
 		if labels, answered, err = a.answer(p, sum); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		processed = nq
 		cost, err := p.Charge(a.grid, answered, nq-answered)
 		if err != nil {
-			return nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
+			return nil, nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
 		}
 		curve, delta = cost.RDP.Values(), cost.Delta
 	}
 	plain, err := protocol.Marshal(labels)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hash := sha256.Sum256(plain)
 	charge := &ledger.Charge{
 		BatchID: batch, Student: student, Hospitals: voters, Session: session,
-		Mechanism: string(p.Mechanism), Params: ledgerParams(p),
+		Mechanism: string(p.Mechanism), Params: p.LedgerParams(),
 		Queries: uint64(processed), Answers: uint64(answered),
 		Curve: curve, Delta: delta, AnswersHash: hash,
 		Timestamp: a.cfg.Now().UnixNano(),
 	}
 	cmd, err := ledger.Sign(charge, a.cfg.ID, a.cfg.SigningKey)
 	if err != nil {
-		return nil, fmt.Errorf("aggregator: sign the charge of batch %s: %w", batch, err)
+		return nil, nil, fmt.Errorf("aggregator: sign the charge of batch %s: %w", batch, err)
 	}
 	sealed, err := crypto.Seal(plain, recipient)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rec := &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
+	rec = &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
 		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, Command: cmd,
 		SealedLabels: sealed, AnswersHash: hash[:]}
 	if err := a.outbox.Put(rec); err != nil {
-		return nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
+		return nil, nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
 	}
 	a.pause(ctx, PausePendingWritten)
-	return rec, nil
+	return rec, done, nil
 }
 
 // answer runs a per-query mechanism on every histogram of a batch.
@@ -415,51 +447,20 @@ func (a *Aggregator) answer(p mechanism.Params, sum []mechanism.Histogram) (*nzc
 	if err != nil {
 		return nil, 0, fmt.Errorf("aggregator: mechanism: %w", err)
 	}
-	labels := &nzcpb.Labels{Labels: make([]int32, len(sum)), Refused: make([]bool, len(sum))}
-	answered := 0
-	for q, h := range sum {
-		o, err := mech.Answer(a.cfg.Rand, h)
-		if err != nil {
-			return nil, 0, fmt.Errorf("aggregator: mechanism on query %d: %w", q, err)
-		}
-		labels.Labels[q], labels.Refused[q] = int32(o.Label), o.Refused
-		if !o.Refused {
-			answered++
-		}
+	res, err := mechanism.AnswerBatch(mech, a.cfg.Rand, sum)
+	if err != nil {
+		return nil, 0, fmt.Errorf("aggregator: mechanism on %w", err)
 	}
-	return labels, answered, nil
+	return labelsOf(res), res.Answered, nil
 }
 
-// ledgerParams lists the mechanism's parameters as the ledger records them.
-func ledgerParams(p mechanism.Params) []ledger.Param {
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-	ps := []ledger.Param{{Key: "classes", Value: strconv.Itoa(p.Classes)}, {Key: "teachers", Value: strconv.Itoa(p.Teachers)}}
-	add := func(k string, v float64) {
-		if v != 0 {
-			ps = append(ps, ledger.Param{Key: k, Value: f(v)})
-		}
+// labelsOf is the released labels of a batch: −1 for a refused query.
+func labelsOf(res mechanism.BatchResult) *nzcpb.Labels {
+	labels := &nzcpb.Labels{Labels: make([]int32, len(res.Outcomes)), Refused: make([]bool, len(res.Outcomes))}
+	for q, o := range res.Outcomes {
+		labels.Labels[q], labels.Refused[q] = int32(o.Label), o.Refused
 	}
-	if p.Noise != "" {
-		ps = append(ps, ledger.Param{Key: "noise", Value: string(p.Noise)})
-	}
-	add("scale", p.Scale)
-	add("sigma", p.Sigma)
-	add("constant", p.Constant)
-	add("threshold", p.Threshold)
-	add("sigma1", p.Sigma1)
-	add("sigma2", p.Sigma2)
-	add("max_refusals", float64(p.MaxRefusals))
-	add("distance_scale", p.DistanceScale)
-	slices.SortFunc(ps, func(x, y ledger.Param) int {
-		switch {
-		case x.Key < y.Key:
-			return -1
-		case x.Key > y.Key:
-			return 1
-		}
-		return 0
-	})
-	return ps
+	return labels
 }
 
 type vote struct {
@@ -532,7 +533,9 @@ func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.Qu
 // settle proposes a record's charge (again, if it was proposed before) and
 // returns the labels once the ledger has committed it.
 func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start time.Time) (*nzcpb.LabelResponse, error) {
-	if rec.State == StatePending {
+	// A committed record without a receipt (written before receipts were
+	// kept) is proposed again: the ledger answers duplicate, with one.
+	if rec.State == StatePending || rec.Receipt == nil {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
 		res, err := a.cfg.Ledger.Submit(sctx, rec.Command)
 		cancel()
@@ -543,8 +546,15 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 		}
 		switch res.GetCode() {
 		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+			rcpt, index, err := a.checkReceipt(rec, res)
+			if err != nil {
+				a.met.receiptsRejected.Inc()
+				a.log.Error("the ledger answered committed without a majority's proof; nothing is released", "batch", rec.BatchID, "err", err)
+				return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+					Message: fmt.Sprintf("the ledger's answer for batch %s carries no valid proof that a majority of the auditors committed it (%v): nothing was released; retry the same batch", rec.BatchID, err)})
+			}
 			a.pause(ctx, PauseLedgerAnswered)
-			rec.State, rec.LedgerIndex = StateCommitted, res.GetIndex()
+			rec.State, rec.LedgerIndex, rec.Receipt = StateCommitted, index, &rcpt
 			if err := a.outbox.Put(rec); err != nil {
 				// The charge is committed; a later retry re-proposes the
 				// identical command and the ledger answers duplicate.
@@ -559,13 +569,19 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 			go a.updateSpend(rec.Hospitals)
 			retry = retry || res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE
 		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
+			// The ledger decides at the batch's worst case, so its reason
+			// does not depend on the votes; a retry gets the same refusal.
 			a.forget(rec)
-			return nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
-				"the ledger refused the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason()))
+			perr := protocol.Errorf(protocol.CodeBudgetExhausted,
+				"the ledger refused the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason())
+			a.rememberRefusal(rec.Student, rec.BatchID, reasonBudget, perr)
+			return nil, a.refuse(reasonBudget, perr)
 		default:
 			a.forget(rec)
-			return nil, a.refuse(reasonRejected, protocol.Errorf(protocol.CodeBadRequest,
-				"the ledger rejected the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason()))
+			perr := protocol.Errorf(protocol.CodeBadRequest,
+				"the ledger rejected the charge of batch %s: %s; nothing was released", rec.BatchID, res.GetReason())
+			a.rememberRefusal(rec.Student, rec.BatchID, reasonRejected, perr)
+			return nil, a.refuse(reasonRejected, perr)
 		}
 	}
 	id, err := hex.DecodeString(rec.BatchID)
@@ -573,7 +589,35 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 		return nil, fmt.Errorf("%w: batch id %q", ErrCorruptOutbox, rec.BatchID)
 	}
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
-		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry}, nil
+		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry,
+		Receipt: protocol.ReceiptToWire(*rec.Receipt)}, nil
+}
+
+// checkReceipt verifies the receipt a ledger result carries against the
+// pinned auditor keys: a checkpoint signed by a majority, holding the
+// accepted entry of exactly this batch's signed charge. It returns the
+// receipt and the entry's index.
+func (a *Aggregator) checkReceipt(rec *Record, res *nzcpb.LedgerResult) (ledger.Receipt, uint64, error) {
+	r, ok, err := protocol.ReceiptFromWire(res.GetReceipt())
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	if !ok {
+		return ledger.Receipt{}, 0, errors.New("the answer has no receipt")
+	}
+	cmd, err := ledger.DecodeCommand(rec.Command)
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	digest, err := cmd.Digest()
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	en, _, err := ledger.VerifyReceipt(r, a.cfg.AuditorKeys, digest)
+	if err != nil {
+		return ledger.Receipt{}, 0, err
+	}
+	return r, en.Index, nil
 }
 
 func (a *Aggregator) pause(ctx context.Context, point string) {

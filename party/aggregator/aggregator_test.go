@@ -3,11 +3,14 @@ package aggregator
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
@@ -23,6 +26,12 @@ import (
 // unreachable (before applying) or "crashes" after applying.
 type fakeLedger struct {
 	m *auditor.Ledger
+	// cosigners add their signatures to m's checkpoint in receipts: with
+	// m's own, a majority of the federation's three auditors.
+	cosigners []note.Signer
+	// receipts is how the fake answers a commit: "" with a majority's
+	// receipt, "none" without one, "alone" with one auditor's signature.
+	receipts string
 
 	mu        sync.Mutex
 	submitted [][]byte
@@ -48,7 +57,24 @@ func (l *fakeLedger) Submit(_ context.Context, cmd []byte) (*nzcpb.LedgerResult,
 	if l.lostReply {
 		return nil, errors.New("connection lost after the charge was sent")
 	}
-	return intake.ToWire(r), nil
+	out := intake.ToWire(r)
+	if c := out.GetCode(); (c == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED || c == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE) && l.receipts != "none" {
+		cp, err := l.m.Checkpoint(uint64(l.m.State().TreeSize()))
+		if err != nil {
+			return nil, err
+		}
+		if l.receipts != "alone" {
+			if cp, err = ledger.AddSignatures(cp, l.cosigners...); err != nil {
+				return nil, err
+			}
+		}
+		rcpt, err := l.m.State().Receipt(int64(out.GetIndex()), cp)
+		if err != nil {
+			return nil, err
+		}
+		out.Receipt = protocol.ReceiptToWire(rcpt)
+	}
+	return out, nil
 }
 
 func (l *fakeLedger) Budget(_ context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
@@ -161,7 +187,7 @@ const classes = 4
 func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 1, Students: 1})
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +232,20 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{m: m, led: &fakeLedger{m: mach}}
+	aud2 := m.ByRole(crypto.RoleAuditor)[1]
+	aud2Key, err := crypto.LoadPrivateKey(m.Path(aud2.SigningKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditorKeys, err := intake.AuditorKeys(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{m: m, led: &fakeLedger{m: mach, cosigners: []note.Signer{cosigner}}}
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		key, err := crypto.LoadPrivateKey(m.Path(h.SigningKey))
 		if err != nil {
@@ -232,7 +271,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	f.cfg = Config{
 		ID: agg.ID, Identity: aggID, SigningKey: aggKey, OutboxDir: t.TempDir(),
 		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
-		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led,
+		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led, AuditorKeys: auditorKeys,
 		Rand: rand.NewChaCha8([32]byte{7}), Now: func() time.Time { return now },
 	}
 	return f
@@ -290,6 +329,14 @@ func (f *fixture) open(t *testing.T, resp *nzcpb.LabelResponse) *nzcpb.Labels {
 	h := sha256.Sum256(plain)
 	if string(h[:]) != string(resp.GetAnswersHash()) {
 		t.Fatal("answers hash in the response does not match the labels")
+	}
+	// The student's own check: a majority's receipt of exactly this charge.
+	rcpt, ok, err := protocol.ReceiptFromWire(resp.GetReceipt())
+	if err != nil || !ok {
+		t.Fatalf("no receipt with the labels: %v", err)
+	}
+	if _, _, _, err := ledger.VerifyChargeReceipt(rcpt, f.cfg.AuditorKeys, hex.EncodeToString(resp.GetBatchId()), "student-1", uint64(resp.GetNumQueries()), h); err != nil {
+		t.Fatalf("the student cannot verify the receipt: %v", err)
 	}
 	return &l
 }
@@ -424,6 +471,42 @@ func TestReadinessSaysWhatItWaitsFor(t *testing.T) {
 	}
 	if _, err := a.AddHospital("hospital-2", 20, classes+1, f.hospitals[1]); !errors.Is(err, protocol.ErrBadRequest) {
 		t.Errorf("a hospital with another class count: %v", err)
+	}
+}
+
+// One auditor's word is not a commit: an auditor (or a modified binary)
+// that answers COMMITTED without a receipt, or with a checkpoint only it
+// signed, gets nothing released. The batch stays pending and, once a
+// majority's receipt comes back, the student gets the same answers with a
+// receipt it can check itself, charged once.
+func TestReleaseNeedsAMajorityReceipt(t *testing.T) {
+	for _, mode := range []string{"none", "alone"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t, 2, 50)
+			a := f.start(t, f.cfg)
+			req, _ := f.request(t, 9, 6)
+			f.led.receipts = mode
+			resp, err := a.Label(t.Context(), "student-1", req)
+			if !errors.Is(err, protocol.ErrLedgerUnavailable) || resp != nil {
+				t.Fatalf("released on one auditor's word: %v, %v", resp, err)
+			}
+			p, _ := a.outbox.Pending()
+			if len(p) != 1 {
+				t.Fatalf("%d pending batches, want the refused one kept", len(p))
+			}
+			f.led.receipts = ""
+			resp, err = a.Label(t.Context(), "student-1", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(resp.GetSealedLabels()) != string(p[0].SealedLabels) {
+				t.Error("the retry drew fresh answers instead of the pending ones")
+			}
+			f.open(t, resp) // checks the receipt as the student does
+			if n := len(f.led.charges(t)); n != 1 {
+				t.Errorf("%d charges, want 1", n)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,9 @@ type metrics struct {
 	batchSeconds prometheus.Histogram
 	epsilon      *prometheus.GaugeVec
 	hospitals    prometheus.Gauge
+	// receiptsRejected counts ledger answers of "committed" whose receipt
+	// did not verify: an auditor's word without a majority's proof.
+	receiptsRejected prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -22,9 +25,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "ε spent per hospital, as the ledger reports it after each charge."}, []string{"hospital"}),
 		hospitals: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nzc_aggregator_hospitals_connected",
 			Help: "Hospitals connected and registered."}),
+		receiptsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "nzc_aggregator_receipts_rejected_total",
+			Help: "Ledger answers of committed whose receipt did not verify against the pinned auditor keys; nothing was released for them."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.released, m.refusals, m.batchSeconds, m.epsilon, m.hospitals)
+		reg.MustRegister(m.released, m.refusals, m.batchSeconds, m.epsilon, m.hospitals, m.receiptsRejected)
 	}
 	return m
 }

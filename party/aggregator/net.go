@@ -35,21 +35,7 @@ func (a *Aggregator) Serve(ctx context.Context, l *quicnet.Listener) error {
 			a.log.Error("could not read the outbox", "err", err)
 		}
 	}()
-	mux := a.mux()
-	for {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		go func() {
-			if err := c.Serve(ctx, mux); err != nil {
-				a.log.Debug("connection ended", "peer", c.Peer().String(), "err", err)
-			}
-		}()
-	}
+	return l.Serve(ctx, a.mux(), a.log)
 }
 
 // Listen opens the aggregator's QUIC listener: only hospitals and students

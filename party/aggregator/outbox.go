@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nzcfed/nzc/ledger"
+
 	"github.com/nzcfed/nzc/crypto"
 )
 
@@ -41,6 +43,9 @@ type Record struct {
 	SealedLabels []byte   `json:"sealed_labels"`
 	AnswersHash  []byte   `json:"answers_hash"`
 	LedgerIndex  uint64   `json:"ledger_index,omitempty"`
+	// Receipt proves the commit (committed records): what the student is
+	// given with the labels.
+	Receipt *ledger.Receipt `json:"receipt,omitempty"`
 }
 
 // ErrCorruptOutbox is matched by errors reading a damaged outbox record.
@@ -105,7 +110,7 @@ func (o *Outbox) Pending() ([]*Record, error) {
 	var out []*Record
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasPrefix(name, sessionPrefix) || !strings.HasSuffix(name, ".json") {
 			continue
 		}
 		r, ok, err := o.Get(strings.TrimSuffix(name, ".json"))
@@ -117,5 +122,77 @@ func (o *Outbox) Pending() ([]*Record, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].BatchID < out[j].BatchID })
+	return out, nil
+}
+
+// sessionPrefix starts the file names of session records; batch ids are
+// hex, so the two never meet.
+const sessionPrefix = "session-"
+
+// SessionRecord is an nzc-svt session kept across restarts: written before
+// its opening is proposed, so that a restarted aggregator proposes the same
+// signed opening again (the ledger answers duplicate and the session is
+// paid for once) and, once the ledger committed it, resumes the session
+// instead of paying for another.
+type SessionRecord struct {
+	Version   int      `json:"version"`
+	SessionID string   `json:"session_id"`
+	Student   string   `json:"student"`
+	Hospitals []string `json:"hospitals"`
+	Teachers  int      `json:"teachers"`
+	Classes   int      `json:"classes"`
+	Open      []byte   `json:"open"` // the signed OpenSession
+	Opened    bool     `json:"opened"`
+	// SealedState is the session's mechanism.SessionState (its secret
+	// threshold noise and refusals), sealed to the aggregator's own age
+	// recipient: the outbox never holds noise in the clear.
+	SealedState []byte `json:"sealed_state"`
+}
+
+func (o *Outbox) sessionPath(id string) string { return filepath.Join(o.dir, sessionPrefix+id+".json") }
+
+// PutSession writes a session record atomically.
+func (o *Outbox) PutSession(r *SessionRecord) error {
+	r.Version = outboxVersion
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return crypto.WriteFile(o.sessionPath(r.SessionID), b, 0o600, true)
+}
+
+// DeleteSession removes a session record (the session is over).
+func (o *Outbox) DeleteSession(id string) error {
+	err := os.Remove(o.sessionPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Sessions returns the session records, by session id.
+func (o *Outbox) Sessions() ([]*SessionRecord, error) {
+	ents, err := os.ReadDir(o.dir)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: list outbox: %w", err)
+	}
+	var out []*SessionRecord
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !strings.HasPrefix(name, sessionPrefix) || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(name, sessionPrefix), ".json")
+		b, err := os.ReadFile(o.sessionPath(id))
+		if err != nil {
+			return nil, fmt.Errorf("aggregator: read outbox: %w", err)
+		}
+		var r SessionRecord
+		if err := json.Unmarshal(b, &r); err != nil || r.Version != outboxVersion || r.SessionID != id || len(r.Open) == 0 {
+			return nil, fmt.Errorf("%w: %s: restore it from a backup or move it away (its session will then be replaced, and paid for again)", ErrCorruptOutbox, o.sessionPath(id))
+		}
+		out = append(out, &r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SessionID < out[j].SessionID })
 	return out, nil
 }

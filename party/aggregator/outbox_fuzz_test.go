@@ -48,3 +48,36 @@ func FuzzOutboxRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOutboxSession feeds arbitrary session record files to the outbox: each
+// is a record of its own session with an opening, or an error matching
+// ErrCorruptOutbox, never a panic; batch records are not disturbed.
+func FuzzOutboxSession(f *testing.F) {
+	const id = "svt-00aa"
+	good, _ := json.Marshal(&SessionRecord{Version: outboxVersion, SessionID: id, Student: "student-1", Hospitals: []string{"hospital-1"},
+		Teachers: 10, Classes: 2, Open: []byte{1, 2}, Opened: true, SealedState: []byte("age")})
+	f.Add(good)
+	f.Add([]byte(`{"version":1,"session_id":"svt-00ab","open":"AQI="}`))
+	f.Add([]byte(`{"version":1,"session_id":"svt-00aa"}`))
+	f.Add([]byte(`{"version":1,`))
+	ob, err := OpenOutbox(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, file []byte) {
+		if err := os.WriteFile(ob.sessionPath(id), file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := ob.Sessions()
+		if err != nil {
+			if !errors.Is(err, ErrCorruptOutbox) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+		} else if len(recs) != 1 || recs[0].SessionID != id || len(recs[0].Open) == 0 {
+			t.Fatalf("Sessions accepted %+v", recs)
+		}
+		if p, err := ob.Pending(); err != nil || len(p) != 0 {
+			t.Fatalf("a session record disturbs the batches: %v %v", p, err)
+		}
+	})
+}

@@ -3,114 +3,303 @@ package aggregator
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
-// svtSession is an open nzc-svt session: its whole cost was charged when
-// it opened, and every batch of its student answered by the same hospitals
-// runs in it until it has refused its K queries. Sessions live in memory:
-// after a restart the next batch opens (and pays for) a new one.
+// svtSession is an nzc-svt session: its whole cost is charged when it
+// opens, and every batch of its student answered by the same hospitals runs
+// in it until it has refused its K queries. Sessions are kept per student
+// and hospital set, so a set that returns finds its session again, and
+// kept in the outbox (SessionRecord), so that a restart resumes them.
 type svtSession struct {
-	mu        sync.Mutex // held while a batch runs in the session
+	mu        sync.Mutex // held while the session opens or a batch runs in it
 	id        string
 	student   string
 	hospitals []string
 	teachers  int
 	classes   int
 	s         *mechanism.Session
+	// open is the signed OpenSession, kept until the ledger answers: a
+	// proposal whose outcome is unknown is proposed again byte for byte,
+	// so the ledger answers duplicate and the session is paid for once.
+	open   []byte
+	opened bool
+	// inflight counts the batches answered in the session whose charges
+	// are not yet settled.
+	inflight sync.WaitGroup
 }
 
-// session returns the student's open session for these hospitals, opening
-// a new one — and charging its whole cost to the ledger — when there is
-// none or the last one is exhausted. It returns with the session locked.
+func svtKey(student string, hospitals []string) string {
+	return student + "\x00" + strings.Join(hospitals, "\x00")
+}
+
+// session returns the student's session for these hospitals, opening a new
+// one — and charging its whole cost to the ledger — when there is none, or
+// the last one is exhausted or was set for another ensemble. It returns
+// with the session locked. The proposal waits at most LedgerTimeout and
+// holds only this session's lock, so other students and hospital sets are
+// not held up.
 func (a *Aggregator) session(ctx context.Context, student string, hospitals []string, teachers, classes int) (*svtSession, error) {
-	a.svtMu.Lock()
-	defer a.svtMu.Unlock()
-	if s := a.sessions[student]; s != nil && slices.Equal(s.hospitals, hospitals) && s.teachers == teachers && s.classes == classes {
+	key := svtKey(student, hospitals)
+	for {
+		s, old, err := a.sessionFor(key, student, hospitals, teachers, classes)
+		if err != nil {
+			return nil, err
+		}
 		s.mu.Lock()
+		if !s.opened {
+			if err := a.settled(ctx, old); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
+			if err := a.openSession(ctx, key, s); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
+		}
 		if !s.s.Exhausted() {
 			return s, nil
 		}
+		// Another batch used it up while this one waited: open the next.
 		s.mu.Unlock()
+	}
+}
+
+// sessionFor returns the session kept for key, or a new, not yet opened one
+// when there is none usable, with the session it replaces (nil if none).
+func (a *Aggregator) sessionFor(key, student string, hospitals []string, teachers, classes int) (s, old *svtSession, err error) {
+	a.svtMu.Lock()
+	defer a.svtMu.Unlock()
+	old = a.sessions[key]
+	if old != nil && old.teachers == teachers && old.classes == classes && !old.s.Exhausted() {
+		return old, nil, nil
 	}
 	p := a.cfg.Mechanism
 	p.Teachers, p.Classes = teachers, classes
 	ms, err := mechanism.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("aggregator: open an nzc-svt session: %w", err)
+		return nil, nil, fmt.Errorf("aggregator: open an nzc-svt session: %w", err)
 	}
 	cost, err := p.Charge(a.grid, 0, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var rnd [16]byte
 	if _, err := a.cfg.Rand.Read(rnd[:]); err != nil {
-		return nil, fmt.Errorf("aggregator: session id: %w", err)
+		return nil, nil, fmt.Errorf("aggregator: session id: %w", err)
 	}
 	id := "svt-" + hex.EncodeToString(rnd[:])
 	cmd, err := ledger.Sign(&ledger.OpenSession{SessionID: id, Student: student, Hospitals: hospitals, Mechanism: string(p.Mechanism),
-		Params: ledgerParams(p), MaxRefusals: uint64(p.MaxRefusals), Curve: cost.RDP.Values(), Delta: cost.Delta,
+		Params: p.LedgerParams(), MaxRefusals: uint64(p.MaxRefusals), Curve: cost.RDP.Values(), Delta: cost.Delta,
 		Timestamp: a.cfg.Now().UnixNano()}, a.cfg.ID, a.cfg.SigningKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	s = &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
+	if err := a.saveSession(s); err != nil {
+		return nil, nil, err
+	}
+	a.sessions[key] = s
+	return s, old, nil
+}
+
+// saveSession writes s's record to the outbox (s locked, or not yet
+// shared): its signed opening, whether the ledger committed it, and its
+// sealed state.
+func (a *Aggregator) saveSession(s *svtSession) error {
+	st, err := json.Marshal(s.s.State())
+	if err != nil {
+		return err
+	}
+	sealed, err := crypto.Seal(st, a.cfg.Identity.Recipient())
+	if err != nil {
+		return err
+	}
+	if err := a.outbox.PutSession(&SessionRecord{SessionID: s.id, Student: s.student, Hospitals: s.hospitals, Teachers: s.teachers,
+		Classes: s.classes, Open: s.open, Opened: s.opened, SealedState: sealed}); err != nil {
+		return fmt.Errorf("aggregator: keep nzc-svt session %s in the outbox (nothing was proposed or released): %w", s.id, err)
+	}
+	return nil
+}
+
+// loadSessions resumes the sessions an earlier run kept in the outbox: an
+// opening the ledger had not confirmed is kept, to be proposed again byte
+// for byte; a committed one is resumed with its noise and refusals. A
+// session that is exhausted, or was opened for parameters other than the
+// configured ones, is over: its record is removed (the ledger refuses
+// charges naming it once it is exhausted or replaced).
+func (a *Aggregator) loadSessions() error {
+	recs, err := a.outbox.Sessions()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		s, err := a.resume(r)
+		if err != nil {
+			a.log.Info("nzc-svt session of an earlier run is over", "session", r.SessionID, "reason", err)
+			if err := a.outbox.DeleteSession(r.SessionID); err != nil {
+				return err
+			}
+			continue
+		}
+		key := svtKey(s.student, s.hospitals)
+		if prev := a.sessions[key]; prev != nil && prev.id > s.id {
+			continue // one session per key: keep either, the other is replaced
+		}
+		a.sessions[key] = s
+	}
+	return nil
+}
+
+func (a *Aggregator) resume(r *SessionRecord) (*svtSession, error) {
+	c, err := ledger.DecodeCommand(r.Open)
 	if err != nil {
 		return nil, err
 	}
-	res, err := a.cfg.Ledger.Submit(ctx, cmd)
-	if err != nil {
-		return nil, a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
-			Message: fmt.Sprintf("the ledger did not confirm the opening of an nzc-svt session (%v): nothing was released; retry the batch", err)})
+	o, ok := c.Body.(*ledger.OpenSession)
+	if !ok || o.SessionID != r.SessionID {
+		return nil, fmt.Errorf("the record's opening is not session %s's", r.SessionID)
 	}
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(o.Mechanism), o.Params)
+	if err != nil {
+		return nil, err
+	}
+	want := a.cfg.Mechanism
+	want.Teachers, want.Classes = p.Teachers, p.Classes
+	if want.Mechanism != mechanism.NZCSVT || !slices.Equal(want.LedgerParams(), o.Params) {
+		return nil, errors.New("opened for other parameters than the configured ones")
+	}
+	plain, err := crypto.Open(r.SealedState, a.cfg.Identity)
+	if err != nil {
+		return nil, err
+	}
+	var st mechanism.SessionState
+	if err := json.Unmarshal(plain, &st); err != nil {
+		return nil, err
+	}
+	ms, err := mechanism.ResumeSession(p, st)
+	if err != nil {
+		return nil, err
+	}
+	if ms.Exhausted() {
+		return nil, errors.New("exhausted")
+	}
+	return &svtSession{id: r.SessionID, student: r.Student, hospitals: r.Hospitals, teachers: r.Teachers, classes: r.Classes,
+		s: ms, open: r.Open, opened: r.Opened}, nil
+}
+
+// settled waits until every batch answered in old (which s replaces) has
+// its charge settled, at most LedgerTimeout: the ledger refuses charges
+// naming a session once its replacement opens.
+func (a *Aggregator) settled(ctx context.Context, old *svtSession) error {
+	if old == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		old.inflight.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(a.cfg.LedgerTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+		Message: "the charges of the student's last nzc-svt session were not settled in time, so its replacement was not opened: nothing was released; retry the batch"})
+}
+
+// openSession proposes s's opening (s locked). An unknown outcome keeps s,
+// and its signed command, for the next batch to propose again; a refusal
+// drops it.
+func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession) error {
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
+	res, err := a.cfg.Ledger.Submit(sctx, s.open)
+	cancel()
+	if err != nil {
+		return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the ledger did not confirm the opening of an nzc-svt session (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", err)})
+	}
+	var perr *protocol.Error
 	switch res.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+		if _, _, err := a.checkReceipt(&Record{Command: s.open}, res); err != nil {
+			a.met.receiptsRejected.Inc()
+			return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+				Message: fmt.Sprintf("the ledger's answer to the opening of an nzc-svt session carries no valid proof that a majority of the auditors committed it (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", err)})
+		}
+		s.opened = true
+		if err := a.saveSession(s); err != nil {
+			a.log.Error("could not record the session's opening in the outbox; a restart proposes it again, and the ledger answers duplicate", "session", s.id, "err", err)
+		}
+		a.log.Info("opened an nzc-svt session, its whole cost charged", "session", s.id, "student", s.student, "hospitals", s.hospitals,
+			"max_refusals", a.cfg.Mechanism.MaxRefusals, "ledger_index", res.GetIndex())
+		return nil
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
-		return nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
-			"the ledger refused to open an nzc-svt session (its whole cost is charged at opening): %s; nothing was released", res.GetReason()))
+		perr = protocol.Errorf(protocol.CodeBudgetExhausted,
+			"the ledger refused to open an nzc-svt session (its whole cost is charged at opening): %s; nothing was released", res.GetReason())
 	default:
-		return nil, a.refuse(reasonRejected, protocol.Errorf(protocol.CodeBadRequest,
-			"the ledger rejected the opening of an nzc-svt session: %s; nothing was released", res.GetReason()))
+		perr = protocol.Errorf(protocol.CodeBadRequest,
+			"the ledger rejected the opening of an nzc-svt session: %s; nothing was released", res.GetReason())
 	}
-	a.log.Info("opened an nzc-svt session, its whole cost charged", "session", id, "student", student, "hospitals", hospitals, "max_refusals", p.MaxRefusals, "ledger_index", res.GetIndex())
-	s := &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms}
-	a.sessions[student] = s
-	s.mu.Lock()
-	return s, nil
+	a.svtMu.Lock()
+	if a.sessions[key] == s {
+		delete(a.sessions, key)
+	}
+	a.svtMu.Unlock()
+	if err := a.outbox.DeleteSession(s.id); err != nil {
+		a.log.Error("could not drop a refused session from the outbox", "session", s.id, "err", err)
+	}
+	if perr.Code == protocol.CodeBudgetExhausted {
+		return a.refuse(reasonBudget, perr)
+	}
+	return a.refuse(reasonRejected, perr)
 }
 
 // answerSVT answers a batch in the student's session. Queries after the
 // session's K-th refusal are not looked at: they are refused and left out
-// of the charge (the next batch opens a new session).
-func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []string, teachers, classes int, sum []mechanism.Histogram) (labels *nzcpb.Labels, processed, answered int, session string, err error) {
+// of the charge (the next batch opens a new session). done must be called
+// once the batch's charge is settled (committed, refused or left pending):
+// a session that replaces this one is not opened before, because the
+// ledger refuses charges naming a replaced session.
+func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []string, teachers, classes int, sum []mechanism.Histogram) (labels *nzcpb.Labels, processed, answered int, session string, done func(), err error) {
 	s, err := a.session(ctx, student, voters, teachers, classes)
 	if err != nil {
-		return nil, 0, 0, "", err
+		return nil, 0, 0, "", nil, err
 	}
 	defer s.mu.Unlock()
-	labels = &nzcpb.Labels{Labels: make([]int32, len(sum)), Refused: make([]bool, len(sum))}
-	for q := range labels.Labels {
-		labels.Labels[q], labels.Refused[q] = -1, true
+	res, err := mechanism.AnswerBatch(s.s, a.cfg.Rand, sum)
+	if err != nil {
+		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: mechanism on %w", err)
 	}
-	for q, h := range sum {
-		o, err := s.s.Answer(a.cfg.Rand, h)
-		if errors.Is(err, mechanism.ErrSessionExhausted) {
-			a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", processed, "of", len(sum))
-			break
-		}
-		if err != nil {
-			return nil, 0, 0, "", fmt.Errorf("aggregator: mechanism on query %d: %w", q, err)
-		}
-		processed++
-		if !o.Refused {
-			labels.Labels[q], labels.Refused[q] = int32(o.Label), false
-			answered++
-		}
+	if res.Stopped {
+		a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
 	}
-	return labels, processed, answered, s.id, nil
+	// Keep the state before anything leaves: a restart resumes the session
+	// with the refusals it has made. An exhausted session is over.
+	if s.s.Exhausted() {
+		err = a.outbox.DeleteSession(s.id)
+	} else {
+		err = a.saveSession(s)
+	}
+	if err != nil {
+		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep nzc-svt session %s in the outbox (nothing was released): %w", s.id, err)
+	}
+	s.inflight.Add(1)
+	return labelsOf(res), res.Processed, res.Answered, s.id, sync.OnceFunc(s.inflight.Done), nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
@@ -81,6 +82,15 @@ func (c *Config) Validate() error {
 	case len(c.SigningKey) != ed25519.PrivateKeySize:
 		return &raftnode.ConfigError{Field: "SigningKey", Reason: "must be this auditor's ed25519 checkpoint key"}
 	}
+	// The raft id is the certificate's: an auditor cannot run, and speak to
+	// its peers, under another auditor's id.
+	p, err := c.Credential.Peer()
+	if err != nil {
+		return &raftnode.ConfigError{Field: "Credential", Reason: err.Error()}
+	}
+	if p.Role != crypto.RoleAuditor || p.ID != c.ID {
+		return &raftnode.ConfigError{Field: "ID", Reason: fmt.Sprintf("is %q, but the certificate names %s: an auditor runs under the id of its own certificate", c.ID, p)}
+	}
 	return nil
 }
 
@@ -101,9 +111,11 @@ type Auditor struct {
 	dashboard net.Listener // nil when DashboardAddr is empty
 	ops       net.Listener // nil when OpsAddr is empty
 
-	startLast uint64 // the raft log's last index when New opened it
-	closeOnce sync.Once
-	closeErr  error
+	// genesisDone is closed when Run's application of Config.Genesis has
+	// ended (at once when there is none).
+	genesisDone chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // Addrs are the addresses an Auditor listens on; empty when not served.
@@ -130,7 +142,10 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Auditor{cfg: cfg, log: log, ledger: led}
+	a := &Auditor{cfg: cfg, log: log, ledger: led, genesisDone: make(chan struct{})}
+	if len(cfg.Genesis) == 0 {
+		close(a.genesisDone)
+	}
 	a.node, err = raftnode.New(raftnode.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.ID, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseAddr,
 		ServerTLS: crypto.ServerTLS(cfg.CA, cfg.Credential), ClientTLS: crypto.ClientTLS(cfg.CA, cfg.Credential),
@@ -140,7 +155,6 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.startLast = a.node.Status().LastIndex
 	if err := a.listen(); err != nil {
 		_ = a.Close()
 		return nil, err
@@ -211,7 +225,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.node.Run(ctx) })
-	srv := &intake.Server{Node: a.node, Ledger: a.ledger, Logger: a.log}
+	srv := &intake.Server{Node: a.node, Ledger: a.ledger, Receipts: intake.NewReceipts(a.ledger.State(), a.CosignQuorum, 0), Logger: a.log}
 	g.Go(func() error { return srv.Serve(ctx, a.intake) })
 	if err := a.serveHTTP(ctx, g); err != nil {
 		cancel()
@@ -220,6 +234,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 	}
 	if len(a.cfg.Genesis) > 0 {
 		g.Go(func() error {
+			defer close(a.genesisDone)
 			var ge *GenesisError
 			switch err := a.ApplyGenesis(ctx, a.cfg.Genesis); {
 			case errors.As(err, &ge):
@@ -259,9 +274,23 @@ func (a *Auditor) Close() error {
 	return a.closeErr
 }
 
-// WaitReady waits until this auditor serves reads: it knows a leader and
-// has applied everything committed when it learned of one.
+// WaitReady waits until this auditor serves reads — it knows a leader and
+// has applied everything committed when it learned of one — and, with a
+// Config.Genesis, until Run has applied it (or found it applied).
 func (a *Auditor) WaitReady(ctx context.Context) error {
+	if err := a.waitLeader(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-a.genesisDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitLeader waits until the node knows a leader and has caught up.
+func (a *Auditor) waitLeader(ctx context.Context) error {
 	return poll(ctx, func() bool { return a.node.Ready() == nil })
 }
 
@@ -270,7 +299,14 @@ func (a *Auditor) WaitReady(ctx context.Context) error {
 // partly signed checkpoint) if fewer than a majority did, a *ForkError if
 // any signed a different root for the size.
 func (a *Auditor) CosignCheckpoint(ctx context.Context) ([]byte, error) {
-	return cosign(ctx, a.node, a.ledger, a.log)
+	return cosign(ctx, a.node, a.ledger, a.log, true)
+}
+
+// CosignQuorum is CosignCheckpoint that returns as soon as a majority of
+// the auditors signed: what a receipt needs, without waiting on an auditor
+// that is down.
+func (a *Auditor) CosignQuorum(ctx context.Context) ([]byte, error) {
+	return cosign(ctx, a.node, a.ledger, a.log, false)
 }
 
 // pollEvery is how often poll checks its condition.
@@ -279,7 +315,7 @@ const pollEvery = 50 * time.Millisecond
 // poll waits until cond holds or ctx ends.
 func poll(ctx context.Context, cond func() bool) error {
 	for !cond() {
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := backoff.Wait(ctx, pollEvery); err != nil {
 			return err
 		}
 	}

@@ -104,7 +104,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	charge := func(batch string, hs []string, answers int, sigma float64) ledger.Result {
 		curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, sigma).Times(answers)
 		return submit(&ledger.Charge{BatchID: batch, Student: "student-1", Hospitals: hs, Mechanism: "gnmax",
-			Params: []ledger.Param{{Key: "sigma", Value: fmt.Sprint(sigma)}}, Queries: uint64(answers), Answers: uint64(answers),
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: sigma}.LedgerParams(), Queries: uint64(answers), Answers: uint64(answers),
 			Curve: curve.Values(), AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: next()}, "aggregator")
 	}
 	for i, hs := range [][]string{hospitals, hospitals[1:], hospitals, {hospitals[0], hospitals[2]}, hospitals[2:], hospitals} {

@@ -29,26 +29,28 @@ func (e *GenesisError) Error() string {
 // once the cluster has a leader. It is the one place a genesis is applied.
 //
 // A ledger that has its genesis is left alone, so restarts change nothing:
-// the node first waits until it has applied the log it had on disk when it
-// started, since after a restart it can know a leader before it has
-// replayed its own entries (if those entries were never committed and a new
-// leader drops them, the wait ends after a minute and the ledger's own
-// state decides). The tree may hold entries without a genesis: commands
+// the node first waits until the ledger has applied the commands it had on
+// disk when it started (raftnode's Replayed), since after a restart it can
+// know a leader, and raft's applied index can pass those commands, before
+// the ledger holds them (if they were never committed and a new leader
+// drops them, the wait ends after a minute and the ledger's own state
+// decides). The tree may hold entries without a genesis: commands
 // that reached the ledger before it (a hospital opening its account as soon
 // as it connects) are refused and recorded, and do not stop the genesis.
 //
 // Every auditor of a federation may apply the same genesis at once: a
-// command refused because the log already holds it accepted counts as
-// applied. When a leader change leaves a submission's outcome unknown, it
+// command the log already holds accepted is skipped, or, when another
+// auditor got there between the look and the submission, refused and
+// recorded (harmlessly) and counted as applied. When a leader change leaves a submission's outcome unknown, it
 // waits for a leader and looks in the log before proposing the command
 // again. Commands the ledger refuses give a *GenesisError after the rest
 // have been tried.
 func (a *Auditor) ApplyGenesis(ctx context.Context, cmds [][]byte) error {
-	if err := a.WaitReady(ctx); err != nil {
+	if err := a.waitLeader(ctx); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, replayWait)
-	_ = poll(rctx, func() bool { return a.node.Status().AppliedIndex >= a.startLast })
+	_ = poll(rctx, a.node.Replayed)
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -58,6 +60,9 @@ func (a *Auditor) ApplyGenesis(ctx context.Context, cmds [][]byte) error {
 	}
 	var refused []error
 	for i, c := range cmds {
+		if a.holds(c) { // another auditor applied it meanwhile
+			continue
+		}
 		r, err := a.submitOnce(ctx, c)
 		if err != nil {
 			return fmt.Errorf("auditor: apply genesis command %d: %w", i, err)
@@ -87,7 +92,7 @@ func (a *Auditor) submitOnce(ctx context.Context, c []byte) (ledger.Result, erro
 			return ledger.Result{}, err
 		}
 		a.log.Warn("genesis command outcome unknown; waiting for a leader", "err", err)
-		if err := a.WaitReady(ctx); err != nil {
+		if err := a.waitLeader(ctx); err != nil {
 			return ledger.Result{}, err
 		}
 		if a.holds(c) {

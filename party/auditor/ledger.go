@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
@@ -152,7 +153,7 @@ func (e *ForkError) Error() string {
 // returns a *ledger.QuorumError (with the partly signed checkpoint) if fewer
 // than a majority of the ledger's auditors signed before ctx ended, and a
 // *ForkError if any auditor signed a different root for the size.
-func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) ([]byte, error) {
+func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, all bool) ([]byte, error) {
 	own, err := l.Checkpoint(0)
 	if err != nil {
 		return nil, err
@@ -182,11 +183,11 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) 
 	for _, s := range mine.Sigs {
 		sigs[s.Name] = s
 	}
-	pending := map[string]bool{}
+	var peers []string
 	st := n.Status()
 	for _, p := range st.Peers {
 		if p.ID != st.ID {
-			pending[p.Addr] = true
+			peers = append(peers, p.Addr)
 		}
 	}
 	merged := func() ([]byte, error) {
@@ -200,35 +201,62 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) 
 		}
 		return note.Sign(&note.Note{Text: mine.Text, Sigs: all})
 	}
-	wait := 5 * time.Millisecond
-	for {
-		for addr := range pending {
-			theirs, err := n.PeerCheckpoint(ctx, addr, uint64(cp.Size))
-			if err != nil {
+	// Ask every peer at once, each until it has applied the size (a
+	// follower may lag by a few entries) or ctx ends, so that a dead or
+	// slow auditor delays nobody once enough have answered.
+	target := len(vs)
+	if !all {
+		target = ledger.Quorum(len(vs))
+	}
+	type answer struct {
+		addr string
+		note []byte
+	}
+	askCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan answer)
+	for _, addr := range peers {
+		go func() {
+			wait := 5 * time.Millisecond
+			for {
+				theirs, err := n.PeerCheckpoint(askCtx, addr, uint64(cp.Size))
+				if err == nil {
+					select {
+					case answers <- answer{addr, theirs}:
+					case <-askCtx.Done():
+					}
+					return
+				}
 				log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
-				continue
+				if backoff.Wait(askCtx, wait) != nil {
+					return
+				}
+				wait = min(2*wait, 200*time.Millisecond)
 			}
-			tn, err := note.Open(theirs, verifiers)
-			if err != nil {
-				log.Warn("peer checkpoint does not verify", "peer", addr, "error", err)
-				delete(pending, addr)
-				continue
-			}
-			if tn.Text != mine.Text {
-				return nil, &ForkError{Size: cp.Size, Peer: addr, Ours: mine.Text, Theirs: tn.Text}
-			}
-			for _, s := range tn.Sigs {
-				sigs[s.Name] = s
-			}
-			delete(pending, addr)
-		}
-		if len(sigs) == len(vs) || len(pending) == 0 {
+		}()
+	}
+collect:
+	for range peers {
+		if len(sigs) >= target {
 			break
 		}
-		if sleep(ctx, wait) != nil {
-			break
+		var a answer
+		select {
+		case a = <-answers:
+		case <-ctx.Done():
+			break collect
 		}
-		wait = min(2*wait, 200*time.Millisecond)
+		tn, err := note.Open(a.note, verifiers)
+		if err != nil {
+			log.Warn("peer checkpoint does not verify", "peer", a.addr, "error", err)
+			continue
+		}
+		if tn.Text != mine.Text {
+			return nil, &ForkError{Size: cp.Size, Peer: a.addr, Ours: mine.Text, Theirs: tn.Text}
+		}
+		for _, s := range tn.Sigs {
+			sigs[s.Name] = s
+		}
 	}
 	signed, err := merged()
 	if err != nil {
@@ -238,16 +266,4 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger) 
 		return signed, err
 	}
 	return signed, nil
-}
-
-// sleep waits d or until ctx ends, whichever is first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

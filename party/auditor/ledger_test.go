@@ -83,7 +83,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 40).Times(100)
 	charge := func(batch string, cv mechanism.Curve) *ledger.Charge {
 		return &ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
-			Params: []ledger.Param{{Key: "sigma", Value: "40"}}, Queries: 100, Answers: 100,
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 40}.LedgerParams(), Queries: 100, Answers: 100,
 			Curve: cv.Values(), AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: 1_700_000_001_000_000_000}
 	}
 	must(1, charge("batch-1", curve), "agg")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
@@ -42,17 +44,12 @@ func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.WaitFor(t, within, what, cond)
 }
 
 type federation struct {
 	t        *testing.T
+	fed      *launch.Federation
 	m        *crypto.Manifest
 	ca       *x509.Certificate
 	auditors []*auditor.Auditor
@@ -64,6 +61,18 @@ type federation struct {
 	// raftTimeout, when set, replaces the fast raft heartbeat and election
 	// timeouts of the tests (200ms).
 	raftTimeout time.Duration
+}
+
+// newFederation provisions a federation of 3 hospitals, 3 auditors and
+// the given number of students in a temporary directory; log, when not
+// nil, is every party's logger.
+func newFederation(t *testing.T, students int, log *slog.Logger) *federation {
+	t.Helper()
+	fed, err := launch.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: students})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &federation{t: t, fed: fed, m: fed.M, ca: fed.CA, log: log}
 }
 
 func (f *federation) logger() *slog.Logger {
@@ -105,22 +114,65 @@ func (f *federation) signingKey(p crypto.PartyFiles) []byte {
 	return k
 }
 
-// run starts fn in the background until the test ends.
-func run(t *testing.T, name string, fn func(ctx context.Context) error) context.CancelFunc {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("%s: %v", name, err)
-			}
-		})
+// group returns a group of in-process parties that run until the test
+// ends; their errors fail it.
+func group(t *testing.T) *launch.Group {
+	g := launch.NewGroup(context.Background())
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return g
+}
+
+// load returns the key material of party p, with the federation's logger.
+func (f *federation) load(p crypto.PartyFiles) *launch.Party {
+	f.t.Helper()
+	lp, err := f.fed.Party(p.Role, p.ID, f.logger())
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	t.Cleanup(stop)
-	return stop
+	return lp
+}
+
+// ledgerClient is the aggregator's client of the auditors' intakes, closed
+// when the test ends.
+func (f *federation) ledgerClient() *aggregator.LedgerClient {
+	f.t.Helper()
+	lc, err := aggregator.NewLedgerClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { lc.Close() })
+	return lc
+}
+
+// startAggregator starts the aggregator in g on addr ("127.0.0.1:0" for a
+// free port) with cfg, charging led.
+func (f *federation) startAggregator(g *launch.Group, addr string, led aggregator.Ledger, cfg aggregator.Config) *launch.Aggregator {
+	f.t.Helper()
+	cfg.Ledger, cfg.AuditorKeys = led, f.auditorKeys()
+	a, err := launch.StartAggregator(g, f.load(f.party(crypto.RoleAggregator, "aggregator")), addr, cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return a
+}
+
+// startHospitals starts every hospital in g, the i-th voting with
+// voter(i), waits until the aggregator has them all and their budget
+// accounts are open, and returns their age recipients.
+func (f *federation) startHospitals(g *launch.Group, agg *launch.Aggregator, capEps float64, voter func(i int) teacher.Voter) []*crypto.Recipient {
+	f.t.Helper()
+	if err := f.fed.StartHospitals(f.t.Context(), g, agg, f.machines[0], 20*time.Second, f.logger(), teacher.Config{CapEpsilon: capEps, CapDelta: 1e-5}, voter); err != nil {
+		f.t.Fatal(err)
+	}
+	rs, err := f.fed.HospitalRecipients()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rs
 }
 
 // startAuditors runs three auditors (raft over mutual TLS, their QUIC
@@ -130,46 +182,18 @@ func startAuditors(t *testing.T, f *federation) {
 	if f.raftTimeout > 0 {
 		timeout = f.raftTimeout
 	}
-	for i, p := range f.m.ByRole(crypto.RoleAuditor) {
-		cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := auditor.Config{
-			ID: p.ID, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", IntakeAddr: "127.0.0.1:0",
-			CA: f.ca, Credential: cred, SigningKey: f.signingKey(p), Logger: f.logger().With("auditor", p.ID),
-			Raft: raftnode.Tuning{HeartbeatTimeout: timeout, ElectionTimeout: timeout, ApplyTimeout: 5 * time.Second},
-		}
-		if i == 0 {
-			cfg.Bootstrap = true
-		} else {
-			cfg.Join = []string{f.auditors[0].Addrs().Raft}
-		}
-		a, err := auditor.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run(t, p.ID, a.Run)
-		if i == 0 {
-			waitFor(t, 15*time.Second, "the first auditor to lead", func() bool { return a.Node().Status().State == "Leader" })
-		}
-		f.auditors, f.machines, f.nodes = append(f.auditors, a), append(f.machines, a.Ledger()), append(f.nodes, a.Node())
-		f.intakes = append(f.intakes, a.Addrs().Intake)
-	}
-	waitFor(t, 15*time.Second, "three auditors in the cluster", func() bool { return len(f.nodes[0].Status().Peers) == 3 })
-	caKey, err := crypto.LoadPrivateKey(f.m.Path(f.m.CAKey))
+	var err error
+	f.auditors, err = f.fed.StartAuditors(t.Context(), group(t), launch.AuditorOptions{
+		DataDir: func(string) string { return t.TempDir() }, Origin: "nzc.e2e/ledger", Log: f.logger(),
+		Raft: raftnode.Tuning{HeartbeatTimeout: timeout, ElectionTimeout: timeout, ApplyTimeout: 5 * time.Second},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds, err := intake.GenesisCommands(f.m, caKey, "nzc.e2e/ledger", time.Now())
-	if err != nil {
-		t.Fatal(err)
+	for _, a := range f.auditors {
+		f.machines, f.nodes = append(f.machines, a.Ledger()), append(f.nodes, a.Node())
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	if err := f.auditors[1].ApplyGenesis(ctx, cmds); err != nil {
-		t.Fatal(err)
-	}
+	f.intakes = launch.Intakes(f.auditors)
 }
 
 // charges returns the accepted charges of the ledger as every auditor
@@ -189,22 +213,16 @@ func (f *federation) charges() map[string]*ledger.Charge {
 	if _, err := ledger.Replay(entries); err != nil {
 		f.t.Fatalf("the replicated ledger does not replay: %v", err)
 	}
+	_, charges, err := launch.Charges(entries)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	out := map[string]*ledger.Charge{}
-	for _, b := range entries {
-		e, err := ledger.DecodeEntry(b)
-		if err != nil {
-			f.t.Fatal(err)
+	for id, cs := range charges {
+		if len(cs) != 1 {
+			f.t.Fatalf("batch %s charged %d times", id, len(cs))
 		}
-		c, err := ledger.DecodeCommand(e.Command)
-		if err != nil || e.Status != ledger.StatusAccepted {
-			continue
-		}
-		if ch, ok := c.Body.(*ledger.Charge); ok {
-			if out[ch.BatchID] != nil {
-				f.t.Fatalf("batch %s charged twice", ch.BatchID)
-			}
-			out[ch.BatchID] = ch
-		}
+		out[id] = cs[0].Charge
 	}
 	return out
 }
@@ -261,72 +279,27 @@ func (l *crashingLedger) Submit(ctx context.Context, cmd []byte) (*nzcpb.LedgerR
 }
 
 func TestFederation(t *testing.T) {
-	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &federation{t: t, m: m, ca: ca}
+	f := newFederation(t, 1, nil)
+	m := f.m
 	startAuditors(t, f)
 
 	// The aggregator, on a port it keeps across its restart.
-	aggP := f.party(crypto.RoleAggregator, "aggregator")
-	outbox := t.TempDir()
-	lc, err := aggregator.NewLedgerClient(f.net(aggP), f.intakes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lc.Close() })
+	lc := f.ledgerClient()
 	crashing := &crashingLedger{Ledger: lc, crashed: make(chan string, 1)}
-	aggAddr := ""
-	startAggregator := func(led aggregator.Ledger) (context.CancelFunc, *aggregator.Aggregator) {
-		a, err := aggregator.New(aggregator.Config{
-			ID: aggP.ID, Identity: f.identity(aggP), SigningKey: f.signingKey(aggP), OutboxDir: outbox,
-			Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},
-			Quorum:    3, Hospitals: 3, BatchDeadline: 10 * time.Second, Ledger: led, Logger: logger(t).With("party", "aggregator"),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := aggAddr
-		if addr == "" {
-			addr = "127.0.0.1:0"
-		}
-		l, err := aggregator.Listen(addr, f.net(aggP))
-		if err != nil {
-			t.Fatal(err)
-		}
-		aggAddr = l.Addr().String()
-		stop := run(t, "aggregator", func(ctx context.Context) error {
-			defer l.Close()
-			return a.Serve(ctx, l)
-		})
-		return stop, a
+	aggCfg := aggregator.Config{
+		OutboxDir: t.TempDir(), Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},
+		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second,
 	}
-	stopAgg, agg := startAggregator(crashing)
-	crashing.crash = stopAgg
+	g := group(t)
+	agg := f.startAggregator(g, "127.0.0.1:0", crashing, aggCfg)
+	aggAddr := agg.Addr
+	crashing.crash = agg.Stop
 
 	backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-	var hospitals []*crypto.Recipient
-	for _, p := range m.ByRole(crypto.RoleHospital) {
-		n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
-			SigningKey: f.signingKey(p), CapEpsilon: capEps, CapDelta: 1e-5, Voter: voter{}, Backoff: backoff,
-			Logger: logger(t).With("party", p.ID)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run(t, p.ID, n.Run)
-		hospitals = append(hospitals, f.identity(p).Recipient())
-	}
-	waitFor(t, 20*time.Second, "3 hospitals to register", func() bool { ok, _ := agg.Ready(); return ok })
-	waitFor(t, 20*time.Second, "3 budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == 3 })
+	hospitals := f.startHospitals(g, agg, capEps, func(int) teacher.Voter { return voter{} })
 
 	stP := f.party(crypto.RoleStudent, "student-1")
-	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 		Hospitals: hospitals, BatchSize: 8, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50, Logger: logger(t).With("party", "student")})
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +344,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
-		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
 			Logger: logger(t).With("party", "student")})
 		if err != nil {
@@ -429,7 +402,7 @@ func TestFederation(t *testing.T) {
 			t.Fatal("the charge was not committed before the crash")
 		}
 		// Restart on the same outbox and port, with the plain ledger client.
-		_, agg = startAggregator(lc)
+		agg = f.startAggregator(g, aggAddr, lc, aggCfg)
 		o := <-done
 		if o.err != nil {
 			t.Fatal(o.err)
@@ -444,7 +417,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("a batch over a hospital's cap is refused and not charged", func(t *testing.T) {
-		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP),
+		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
 			Hospitals: hospitals, BatchSize: 400, StateDir: t.TempDir(), Backoff: backoff})
 		if err != nil {
 			t.Fatal(err)
@@ -544,7 +517,7 @@ func TestFederation(t *testing.T) {
 			t.Fatalf("hospital-1 relaying %s's registration: %v, want unauthorized", p.ID, err)
 		}
 
-		stop := run(t, p.ID, newTeacher(reg).Run)
+		stop := group(t).Start(p.ID, newTeacher(reg).Run)
 		defer stop()
 		waitFor(t, 20*time.Second, p.ID+"'s budget account", func() bool {
 			for _, a := range f.machines[0].State().Accounts() {
@@ -555,4 +528,15 @@ func TestFederation(t *testing.T) {
 			return false
 		})
 	})
+}
+
+// auditorKeys are the auditors' checkpoint verifier keys, as the aggregator
+// and the students pin them.
+func (f *federation) auditorKeys() []string {
+	f.t.Helper()
+	keys, err := intake.AuditorKeys(f.m)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return keys
 }

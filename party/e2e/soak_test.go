@@ -245,58 +245,19 @@ func TestSoak(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), bound)
 		defer cancel()
 		log := slog.New(countingHandler{slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}), &warnings, &errs})
-		dir := t.TempDir()
-		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: soakStudents})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ca, err := crypto.LoadCert(m.Path(m.CACert))
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Raft runs with the auditors' production timeouts (1s): the
 		// tests' fast ones make elections churn on a loaded machine.
-		f := &federation{t: t, m: m, ca: ca, log: log, raftTimeout: time.Second}
+		f := newFederation(t, soakStudents, log)
+		f.raftTimeout = time.Second
+		m := f.m
 		startAuditors(t, f)
 
-		aggP := f.party(crypto.RoleAggregator, "aggregator")
-		lc, err := aggregator.NewLedgerClient(f.net(aggP), f.intakes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lc.Close() })
-		agg, err := aggregator.New(aggregator.Config{
-			ID: aggP.ID, Identity: f.identity(aggP), SigningKey: f.signingKey(aggP), OutboxDir: t.TempDir(),
-			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20},
-			Quorum:    3, Hospitals: 3, BatchDeadline: 30 * time.Second, Ledger: lc, Logger: log.With("party", "aggregator"),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := aggregator.Listen("127.0.0.1:0", f.net(aggP))
-		if err != nil {
-			t.Fatal(err)
-		}
-		aggAddr := l.Addr().String()
-		run(t, "aggregator", func(ctx context.Context) error {
-			defer l.Close()
-			return agg.Serve(ctx, l)
-		})
-
+		g := group(t)
+		agg := f.startAggregator(g, "127.0.0.1:0", f.ledgerClient(), aggregator.Config{OutboxDir: t.TempDir(),
+			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20}, Quorum: 3, Hospitals: 3, BatchDeadline: 30 * time.Second})
+		aggAddr := agg.Addr
+		hospitals := f.startHospitals(g, agg, 1e6, func(i int) teacher.Voter { return voters[i] })
 		backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
-		var hospitals []*crypto.Recipient
-		for i, p := range m.ByRole(crypto.RoleHospital) {
-			n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
-				SigningKey: f.signingKey(p), CapEpsilon: 1e6, CapDelta: 1e-5, Voter: voters[i], Backoff: backoff,
-				Logger: log.With("party", p.ID)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run(t, p.ID, n.Run)
-			hospitals = append(hospitals, f.identity(p).Recipient())
-		}
-		waitFor(t, 20*time.Second, "3 hospitals to register", func() bool { ok, _ := agg.Ready(); return ok })
-		waitFor(t, 20*time.Second, "3 budget accounts", func() bool { return len(f.machines[0].State().Accounts()) == 3 })
 
 		var done atomic.Int64 // batches labelled, over every student
 		warmAt := int64(math.Ceil(soakWarmUp * float64(queries) / soakBatch))
@@ -310,7 +271,7 @@ func TestSoak(t *testing.T) {
 		start := time.Now()
 		var wg sync.WaitGroup
 		for i, p := range m.ByRole(crypto.RoleStudent) {
-			st, err := student.New(student.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
+			st, err := student.New(student.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p), AuditorKeys: f.auditorKeys(),
 				Hospitals: hospitals, BatchSize: soakBatch, StateDir: t.TempDir(), Backoff: backoff, Logger: log.With("party", p.ID)})
 			if err != nil {
 				t.Fatal(err)

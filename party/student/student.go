@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/backoff"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/selection"
 	"github.com/nzcfed/nzc/protocol"
@@ -41,7 +43,11 @@ type Config struct {
 	Identity   *crypto.Identity // opens released labels
 	// Hospitals are the age recipients query features are sealed to.
 	Hospitals []*crypto.Recipient
-	BatchSize int
+	// AuditorKeys are the auditors' checkpoint verifier keys
+	// (ledger.VerifierKey): labels are accepted only with a receipt of their
+	// charge whose checkpoint a majority of them signed. Required.
+	AuditorKeys []string
+	BatchSize   int
 	// StateDir records labelled batches, for resumable runs.
 	StateDir string
 	// Attempts bounds how often one batch is asked when the answer is a
@@ -82,6 +88,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("student: batch size %d", cfg.BatchSize)
 	case cfg.StateDir == "":
 		return nil, errors.New("student: no state directory configured")
+	case len(cfg.AuditorKeys) == 0:
+		return nil, errors.New("student: no auditor keys configured: labels are accepted only with a receipt a majority of the auditors signed")
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = 10
@@ -132,6 +140,10 @@ type Batch struct {
 	LedgerIndex uint64  `json:"ledger_index"`
 	AnswersHash string  `json:"answers_hash"`
 	Replayed    bool    `json:"replayed"`
+	// Receipt proves the batch's charge was committed by a majority of the
+	// auditors; it was verified when the labels were accepted and can be
+	// verified again (VerifyBatch).
+	Receipt *ledger.Receipt `json:"receipt,omitempty"`
 
 	fresh bool // asked in this run, not loaded from the state directory
 }
@@ -163,6 +175,10 @@ type Result struct {
 	Stopped string `json:"stopped,omitempty"`
 	// Resumed is the number of batches found already labelled.
 	Resumed int `json:"resumed"`
+	// ProofsVerified is the number of batches whose receipt was verified
+	// against the pinned auditor keys in this run (every batch received,
+	// and every resumed batch that kept its receipt).
+	ProofsVerified int `json:"proofs_verified"`
 }
 
 // ErrStopped is matched by Label's error when the aggregator refused a
@@ -310,6 +326,15 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 			}
 			return res, err
 		}
+		switch {
+		case bt.fresh: // its receipt was verified when it was received
+			res.ProofsVerified++
+		case bt.Receipt != nil:
+			if err := VerifyBatch(bt, c.cfg.ID, c.cfg.AuditorKeys); err != nil {
+				return res, fmt.Errorf("the recorded batch %d: %w", i, err)
+			}
+			res.ProofsVerified++
+		}
 		if !bt.fresh {
 			res.Resumed++
 		}
@@ -456,11 +481,7 @@ func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, 
 // transient fault (the aggregator restarting, hospitals reconnecting, a
 // ledger election) does not stop a long run.
 func retryWait(attempt int, retryAfter time.Duration) time.Duration {
-	wait := maxRetryWait
-	if attempt < 8 {
-		wait = min(maxRetryWait, 500*time.Millisecond<<max(0, attempt-1))
-	}
-	return max(wait, retryAfter)
+	return max(backoff.Ceiling(attempt, 500*time.Millisecond, maxRetryWait), retryAfter)
 }
 
 const maxRetryWait = 10 * time.Second
@@ -477,6 +498,14 @@ func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int)
 	if string(h[:]) != string(resp.GetAnswersHash()) {
 		return nil, errors.New("the labels do not match the answers hash the ledger committed: refusing them")
 	}
+	rcpt, ok, err := protocol.ReceiptFromWire(resp.GetReceipt())
+	if err != nil || !ok {
+		return nil, fmt.Errorf("%w: the aggregator sent no proof that the auditors committed the charge (%v): refusing the labels", ErrNoProof, err)
+	}
+	_, _, _, err = ledger.VerifyChargeReceipt(rcpt, c.cfg.AuditorKeys, hex.EncodeToString(id), c.cfg.ID, uint64(nq), h)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w: refusing the labels", ErrNoProof, err)
+	}
 	var l nzcpb.Labels
 	if err := protocol.DecodePlain(plain, &l); err != nil {
 		return nil, err
@@ -485,7 +514,42 @@ func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int)
 		return nil, fmt.Errorf("%d labels for %d queries", len(l.GetLabels()), nq)
 	}
 	return &Batch{Index: index, BatchID: hex.EncodeToString(id), From: from, Labels: l.GetLabels(),
-		LedgerIndex: resp.GetLedgerIndex(), AnswersHash: hex.EncodeToString(h[:]), Replayed: resp.GetReplayed()}, nil
+		LedgerIndex: resp.GetLedgerIndex(), AnswersHash: hex.EncodeToString(h[:]), Replayed: resp.GetReplayed(),
+		Receipt: &rcpt}, nil
+}
+
+func refusedOf(labels []int32) []bool {
+	out := make([]bool, len(labels))
+	for i, l := range labels {
+		out[i] = l < 0
+	}
+	return out
+}
+
+// ErrNoProof is matched by the error of a batch whose labels came without a
+// receipt that verifies against the pinned auditor keys: the labels are
+// refused, as if never received.
+var ErrNoProof = errors.New("no proof of the charge")
+
+// VerifyBatch checks a recorded batch's receipt against the auditors' keys:
+// a checkpoint signed by a majority holding the accepted charge of this
+// batch, for this student, committing to exactly these labels.
+func VerifyBatch(bt *Batch, student string, auditorKeys []string) error {
+	if bt.Receipt == nil {
+		return fmt.Errorf("%w: batch %s has no receipt", ErrNoProof, bt.BatchID)
+	}
+	plain, err := protocol.Marshal(&nzcpb.Labels{Labels: bt.Labels, Refused: refusedOf(bt.Labels)})
+	if err != nil {
+		return err
+	}
+	h := sha256.Sum256(plain)
+	if hex.EncodeToString(h[:]) != bt.AnswersHash {
+		return fmt.Errorf("%w: batch %s: its labels do not hash to the recorded answers hash", ErrNoProof, bt.BatchID)
+	}
+	if _, _, _, err := ledger.VerifyChargeReceipt(*bt.Receipt, auditorKeys, bt.BatchID, student, uint64(len(bt.Labels)), h); err != nil {
+		return fmt.Errorf("%w: batch %s: %w", ErrNoProof, bt.BatchID, err)
+	}
+	return nil
 }
 
 // Budget asks the ledger, through the aggregator, what the hospitals have

@@ -65,7 +65,8 @@ func TestNewChecksSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := Config{ID: "s1", Identity: id, Hospitals: []*crypto.Recipient{id.Recipient()}, BatchSize: 8, StateDir: t.TempDir()}
+	base := Config{ID: "s1", Identity: id, Hospitals: []*crypto.Recipient{id.Recipient()}, BatchSize: 8, StateDir: t.TempDir(),
+		AuditorKeys: []string{"a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"}}
 	tests := []struct {
 		name string
 		sel  selection.Config

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -208,15 +209,14 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 // keepOpeningAccount tries to open the account until it is open (the
 // ledger may not have its genesis yet when the hospital first connects).
 func (n *Node) keepOpeningAccount(ctx context.Context, c *quicnet.Conn) {
-	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 15*time.Second) {
+	for attempt := 1; ; attempt++ {
 		err := n.openAccount(ctx, c)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
+		wait := backoff.Ceiling(attempt, 500*time.Millisecond, 15*time.Second)
 		n.log.Warn("could not open the budget account yet; charges to this hospital are refused until it is open", "err", err, "retry_in", wait)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if backoff.Wait(ctx, wait) != nil {
 			return
 		}
 	}

@@ -841,7 +841,11 @@ type LabelResponse struct {
 	// committed in the ledger entry.
 	AnswersHash []byte `protobuf:"bytes,5,opt,name=answers_hash,json=answersHash,proto3" json:"answers_hash,omitempty"`
 	// True when this answers a retry: the same answers, no new charge.
-	Replayed      bool `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// The proof that a majority of the auditors committed the charge, which
+	// the student verifies against the auditors' keys before it accepts the
+	// labels.
+	Receipt       *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -916,6 +920,13 @@ func (x *LabelResponse) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *LabelResponse) GetReceipt() *Receipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
 }
 
 // Labels is the plaintext of sealed_labels: one entry per query. Where
@@ -1227,7 +1238,11 @@ type LedgerResult struct {
 	Code   LedgerResultCode       `protobuf:"varint,2,opt,name=code,proto3,enum=nzc.v1.LedgerResultCode" json:"code,omitempty"`
 	Reason string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The auditor's signed checkpoint (a signed note) after applying.
-	Checkpoint    []byte `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Checkpoint []byte `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// For a committed or duplicate charge: the proof that a majority of the
+	// auditors committed it (the accepted entry, its inclusion proof and a
+	// checkpoint covering it cosigned by a majority).
+	Receipt       *Receipt `protobuf:"bytes,5,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1290,6 +1305,79 @@ func (x *LedgerResult) GetCheckpoint() []byte {
 	return nil
 }
 
+func (x *LedgerResult) GetReceipt() *Receipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+// Receipt proves a ledger commit to anyone who pins the auditors' keys
+// (ledger.Receipt).
+type Receipt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The accepted entry, canonically encoded.
+	Entry []byte `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// The entry's RFC 6962 inclusion proof: 32-byte hashes.
+	Proof [][]byte `protobuf:"bytes,2,rep,name=proof,proto3" json:"proof,omitempty"`
+	// A checkpoint of a tree holding the entry, as a signed note with the
+	// auditors' cosignatures.
+	Checkpoint    []byte `protobuf:"bytes,3,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Receipt) Reset() {
+	*x = Receipt{}
+	mi := &file_nzc_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Receipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Receipt) ProtoMessage() {}
+
+func (x *Receipt) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
+func (*Receipt) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Receipt) GetEntry() []byte {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *Receipt) GetProof() [][]byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
+
+func (x *Receipt) GetCheckpoint() []byte {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
 // Error is the response to any request that failed.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1306,7 +1394,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1406,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1419,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{15}
+	return file_nzc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1424,7 +1512,7 @@ const file_nzc_proto_rawDesc = "" +
 	"numQueries\x12\x1f\n" +
 	"\vfeature_dim\x18\x03 \x01(\rR\n" +
 	"featureDim\x12'\n" +
-	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xd2\x01\n" +
+	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xfd\x01\n" +
 	"\rLabelResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
@@ -1432,7 +1520,8 @@ const file_nzc_proto_rawDesc = "" +
 	"\rsealed_labels\x18\x03 \x01(\fR\fsealedLabels\x12!\n" +
 	"\fledger_index\x18\x04 \x01(\x04R\vledgerIndex\x12!\n" +
 	"\fanswers_hash\x18\x05 \x01(\fR\vanswersHash\x12\x1a\n" +
-	"\breplayed\x18\x06 \x01(\bR\breplayed\":\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed\x12)\n" +
+	"\areceipt\x18\a \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\":\n" +
 	"\x06Labels\x12\x16\n" +
 	"\x06labels\x18\x01 \x03(\x05R\x06labels\x12\x18\n" +
 	"\arefused\x18\x02 \x03(\bR\arefused\"H\n" +
@@ -1454,13 +1543,20 @@ const file_nzc_proto_rawDesc = "" +
 	"\x10queries_answered\x18\x06 \x01(\x04R\x0fqueriesAnswered\x12\x18\n" +
 	"\acharges\x18\a \x01(\x04R\acharges\"(\n" +
 	"\fLedgerSubmit\x12\x18\n" +
-	"\acommand\x18\x01 \x01(\fR\acommand\"\x8a\x01\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\"\xb5\x01\n" +
 	"\fLedgerResult\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12,\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x18.nzc.v1.LedgerResultCodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x04 \x01(\fR\n" +
+	"checkpoint\x12)\n" +
+	"\areceipt\x18\x05 \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\"U\n" +
+	"\aReceipt\x12\x14\n" +
+	"\x05entry\x18\x01 \x01(\fR\x05entry\x12\x14\n" +
+	"\x05proof\x18\x02 \x03(\fR\x05proof\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x03 \x01(\fR\n" +
 	"checkpoint\"\x95\x01\n" +
 	"\x05Error\x12%\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x11.nzc.v1.ErrorCodeR\x04code\x12\x18\n" +
@@ -1507,7 +1603,7 @@ func file_nzc_proto_rawDescGZIP() []byte {
 }
 
 var file_nzc_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_nzc_proto_goTypes = []any{
 	(Role)(0),              // 0: nzc.v1.Role
 	(LedgerResultCode)(0),  // 1: nzc.v1.LedgerResultCode
@@ -1527,19 +1623,22 @@ var file_nzc_proto_goTypes = []any{
 	(*HospitalBudget)(nil), // 15: nzc.v1.HospitalBudget
 	(*LedgerSubmit)(nil),   // 16: nzc.v1.LedgerSubmit
 	(*LedgerResult)(nil),   // 17: nzc.v1.LedgerResult
-	(*Error)(nil),          // 18: nzc.v1.Error
+	(*Receipt)(nil),        // 18: nzc.v1.Receipt
+	(*Error)(nil),          // 19: nzc.v1.Error
 }
 var file_nzc_proto_depIdxs = []int32{
 	0,  // 0: nzc.v1.Hello.role:type_name -> nzc.v1.Role
 	4,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
-	15, // 2: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
-	1,  // 3: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
-	2,  // 4: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
-	5,  // [5:5] is the sub-list for method output_type
-	5,  // [5:5] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	18, // 2: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
+	15, // 3: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
+	1,  // 4: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
+	18, // 5: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
+	2,  // 6: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_nzc_proto_init() }
@@ -1553,7 +1652,7 @@ func file_nzc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nzc_proto_rawDesc), len(file_nzc_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,12 +1,14 @@
 package quicnet
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -148,6 +150,27 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 		}
 		c.log.Info("accepted connection")
 		return c, nil
+	}
+}
+
+// Serve accepts parties until ctx ends (then it returns nil) and serves
+// each connection's requests with mux; log (the connection's own logger
+// when nil) hears when a connection ends.
+func (l *Listener) Serve(ctx context.Context, mux Mux, log *slog.Logger) error {
+	for {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			if err := c.Serve(ctx, mux); err != nil {
+				log := cmp.Or(log, c.log)
+				log.Debug("connection ended", "peer", c.Peer().String(), "err", err)
+			}
+		}()
 	}
 }
 

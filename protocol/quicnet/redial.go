@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/backoff"
 )
 
 // Clock is the time source of the reconnecting dialer.
@@ -49,14 +50,7 @@ const (
 
 // Delay returns the wait before retry n (n ≥ 1), drawn from r.
 func (b Backoff) Delay(n int, r *rand.Rand) time.Duration {
-	lo, hi := orDefault(b.Min, DefaultBackoffMin), orDefault(b.Max, DefaultBackoffMax)
-	ceiling := hi
-	if n < 1 {
-		n = 1
-	}
-	if n-1 < 62 && lo <= hi>>(n-1) {
-		ceiling = lo << (n - 1)
-	}
+	ceiling := backoff.Ceiling(n, orDefault(b.Min, DefaultBackoffMin), orDefault(b.Max, DefaultBackoffMax))
 	return time.Duration(r.Int64N(int64(ceiling) + 1))
 }
 

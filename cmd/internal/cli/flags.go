@@ -27,7 +27,12 @@ func AddConfigFlags(cmd *cobra.Command, defaults any) {
 		usage += " (env " + EnvName(k.name) + ")"
 		name := FlagName(k.name)
 		fs := cmd.Flags()
-		switch val := dv.FieldByIndex(k.index).Interface().(type) {
+		fv := dv.FieldByIndex(k.index)
+		if fv.Kind() == reflect.String && fv.Type() != reflect.TypeFor[string]() {
+			fs.String(name, fv.String(), usage) // a named string type, e.g. mechanism.Kind
+			continue
+		}
+		switch val := fv.Interface().(type) {
 		case string:
 			fs.String(name, val, usage)
 		case int:
@@ -119,4 +124,13 @@ YAML file given with --config, then defaults. Unknown keys in the file are error
 	}
 	parent.AddCommand(show, keys)
 	return parent
+}
+
+// ServiceRoot completes the root command of a party's binary: its own
+// commands, then the `version` and `config` commands every binary has, for
+// the configuration defaults.
+func ServiceRoot[T Validator](root *cobra.Command, defaults T, cmds ...*cobra.Command) *cobra.Command {
+	root.AddCommand(cmds...)
+	root.AddCommand(VersionCommand(root.Use), ConfigCommand(root.Use, defaults))
+	return root
 }

@@ -151,7 +151,10 @@ func keysOf(t reflect.Type) []key {
 				continue
 			}
 			name := f.Tag.Get("mapstructure")
-			if name == "" || name == "-" {
+			if name == "-" {
+				continue // not a configuration key
+			}
+			if name == "" {
 				name = strings.ToLower(f.Name)
 			}
 			full := name

@@ -155,8 +155,8 @@ func TestLoadErrors(t *testing.T) {
 func TestRealConfigsLoad(t *testing.T) {
 	files := map[string]string{
 		"teacher":    "id: h1\ntls: {ca: ca.pem, cert: h1.pem, key: h1.key}\nage_identity: h1.age\n",
-		"aggregator": "auditors: [127.0.0.1:7600]\ntls: {ca: ca.pem, cert: a.pem, key: a.key}\nage_identity: a.age\nsigning_key: a.sig\n",
-		"student":    "id: s1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\n",
+		"aggregator": "auditors: [127.0.0.1:7600]\nauditor_keys: [a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop]\ntls: {ca: ca.pem, cert: a.pem, key: a.key}\nage_identity: a.age\nsigning_key: a.sig\n",
+		"student":    "id: s1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\nauditor_keys: [a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop]\n",
 		"auditor":    "id: a1\ntls: {ca: ca.pem, cert: a.pem, key: a.key}\nsigning_key: a.sig\nbootstrap: true\npeers: [a1=127.0.0.1:7500]\n",
 	}
 	check := func(t *testing.T, name string, load func(*cobra.Command) error, add func(*cobra.Command)) {

@@ -1,48 +1,58 @@
 package cli
 
 import (
+	"fmt"
+	"reflect"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/mechanism"
 )
 
-// MechanismFlags are the flags that describe an aggregation mechanism and
-// its parameters.
+// MechanismFlags are the flags that describe an aggregation mechanism: one
+// per field of mechanism.Params, named by its configuration key
+// (max_refusals → --max-refusals) with its help text, so that a parameter
+// has one name in a flag, a configuration file and the ledger.
 type MechanismFlags struct {
-	Mechanism, Noise                                  string
-	Scale, Sigma, Constant, Threshold, Sigma1, Sigma2 float64
-	DistanceScale                                     float64
-	MaxRefusals, Teachers                             int
+	Mechanism string
+	P         mechanism.Params
 }
 
 // AddMechanismFlags adds the mechanism flags to cmd: --mechanism (default
-// def) and every parameter; teachersHelp is the help of --teachers.
+// def), every parameter, and --teachers with help teachersHelp.
 func AddMechanismFlags(cmd *cobra.Command, def, teachersHelp string) *MechanismFlags {
 	f := &MechanismFlags{}
 	fs := cmd.Flags()
 	fs.StringVar(&f.Mechanism, "mechanism", def, "aggregation mechanism: nzc, lnmax, gnmax, confident-gnmax or nzc-svt")
-	fs.StringVar(&f.Noise, "noise", "", "noise of nzc: laplace (default) or gaussian")
-	fs.Float64Var(&f.Scale, "scale", 0, "discrete Laplace scale b (nzc with laplace noise, lnmax; nzc-svt: threshold noise)")
-	fs.Float64Var(&f.Sigma, "sigma", 0, "discrete Gaussian σ (nzc with gaussian noise, gnmax)")
-	fs.Float64Var(&f.Constant, "constant", 0, "nzc: the whole number c added to the top vote count (the paper uses 1e100)")
-	fs.Float64Var(&f.Threshold, "threshold", 0, "threshold T (confident-gnmax: on the noisy top count; nzc-svt: on the noisy distance to instability)")
-	fs.Float64Var(&f.Sigma1, "sigma1", 0, "confident-gnmax: σ of the threshold test")
-	fs.Float64Var(&f.Sigma2, "sigma2", 0, "confident-gnmax: σ of the answer")
-	fs.IntVar(&f.MaxRefusals, "max-refusals", 0, "nzc-svt: refusals K after which a session stops")
-	fs.Float64Var(&f.DistanceScale, "distance-scale", 0, "nzc-svt: Laplace scale on the distance (default 2·K·scale)")
-	fs.IntVar(&f.Teachers, "teachers", 0, teachersHelp)
+	v := reflect.ValueOf(&f.P).Elem()
+	for i := range v.NumField() {
+		field := v.Type().Field(i)
+		key := field.Tag.Get("mapstructure")
+		if key == "-" || key == "name" {
+			continue
+		}
+		name, help := strings.ReplaceAll(key, "_", "-"), field.Tag.Get("help")
+		switch ptr := v.Field(i).Addr().Interface().(type) {
+		case *float64:
+			fs.Float64Var(ptr, name, 0, help)
+		case *int:
+			fs.IntVar(ptr, name, 0, help)
+		case *mechanism.Noise:
+			fs.StringVar((*string)(ptr), name, "", help+"; nzc defaults to laplace")
+		default:
+			panic(fmt.Sprintf("cli: no flag type for mechanism parameter %s (%T)", key, ptr))
+		}
+	}
+	fs.IntVar(&f.P.Teachers, "teachers", 0, teachersHelp)
 	return f
 }
 
 // Params returns the mechanism's parameters as given (nzc's noise defaults
 // to Laplace); the class count is left to the caller.
 func (f *MechanismFlags) Params() mechanism.Params {
-	p := mechanism.Params{
-		Mechanism: mechanism.Kind(f.Mechanism), Noise: mechanism.Noise(f.Noise),
-		Scale: f.Scale, Sigma: f.Sigma, Constant: f.Constant, Threshold: f.Threshold,
-		Sigma1: f.Sigma1, Sigma2: f.Sigma2, MaxRefusals: f.MaxRefusals, DistanceScale: f.DistanceScale,
-		Teachers: f.Teachers,
-	}
+	p := f.P
+	p.Mechanism = mechanism.Kind(f.Mechanism)
 	if p.Mechanism == mechanism.NZC && p.Noise == "" {
 		p.Noise = mechanism.NoiseLaplace
 	}

@@ -14,6 +14,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"golang.org/x/mod/sumdb/note"
 )
 
 // FieldError is one problem with one configuration key.
@@ -62,6 +64,27 @@ func (c *checker) err() error {
 func (c *checker) required(key, value, what string) {
 	if strings.TrimSpace(value) == "" {
 		c.add(key, "required: %s", what)
+	}
+}
+
+// verifierKeys checks a list of note verifier keys (auditor+hash+key), one
+// per auditor, at least one.
+func (c *checker) verifierKeys(key string, keys []string, why string) {
+	if len(keys) == 0 {
+		c.add(key, "required: the auditors' verifier keys, as nzc init writes them (%s)", why)
+		return
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		v, err := note.NewVerifier(k)
+		if err != nil {
+			c.add(key, "%q is not a verifier key (auditor+hash+key): %v", k, err)
+			continue
+		}
+		if seen[v.Name()] {
+			c.add(key, "two keys for auditor %s", v.Name())
+		}
+		seen[v.Name()] = true
 	}
 }
 

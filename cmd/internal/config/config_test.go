@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 func validTLS() TLS { return TLS{CA: "ca.pem", Cert: "c.pem", Key: "c.key"} }
@@ -19,6 +21,7 @@ func TestValidate(t *testing.T) {
 	agg := func(f func(*Aggregator)) Validator {
 		c := DefaultAggregator()
 		c.Auditors, c.TLS, c.AgeIdentity, c.SigningKey = []string{"127.0.0.1:7600"}, validTLS(), "a.age", "a.sig"
+		c.AuditorKeys = []string{testAuditorKey}
 		f(&c)
 		return c
 	}
@@ -26,6 +29,7 @@ func TestValidate(t *testing.T) {
 		c := DefaultStudent()
 		c.ID, c.TLS, c.AgeIdentity = "s1", validTLS(), "s.age"
 		c.Hospitals = []string{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}
+		c.AuditorKeys = []string{testAuditorKey}
 		f(&c)
 		return c
 	}
@@ -55,11 +59,19 @@ func TestValidate(t *testing.T) {
 		{"teacher bad log level", teacher(func(c *Teacher) { c.Log.Level = "loud" }), "log.level"},
 		{"aggregator valid", agg(func(*Aggregator) {}), ""},
 		{"aggregator no auditors", agg(func(c *Aggregator) { c.Auditors = nil }), "nothing is released without a ledger"},
-		{"aggregator unknown mechanism", agg(func(c *Aggregator) { c.Mechanism.Name = "magic" }), "mechanism.name"},
-		{"aggregator NaN sigma", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "gnmax", Sigma: math.NaN()} }), "mechanism.sigma: must be a finite non-negative"},
-		{"aggregator negative scale", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "lnmax", Scale: -1} }), "mechanism.scale"},
-		{"aggregator nzc needs noise", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "nzc", Scale: 1} }), "mechanism.noise"},
-		{"aggregator svt needs K", agg(func(c *Aggregator) { c.Mechanism = Mechanism{Name: "nzc-svt", Sigma1: 1} }), "mechanism.max_refusals"},
+		{"aggregator no auditor keys", agg(func(c *Aggregator) { c.AuditorKeys = nil }), "receipt signed by a majority"},
+		{"aggregator bad auditor key", agg(func(c *Aggregator) { c.AuditorKeys = []string{"a1+00+xx"} }), "not a verifier key"},
+		{"student no auditor keys", student(func(c *Student) { c.AuditorKeys = nil }), "receipt signed by a majority"},
+		{"aggregator unknown mechanism", agg(func(c *Aggregator) { c.Mechanism.Mechanism = "magic" }), "mechanism.name"},
+		{"aggregator NaN sigma", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "gnmax", Sigma: math.NaN()} }), "mechanism.sigma: sigma = NaN: must be a finite number"},
+		{"aggregator negative scale", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "lnmax", Scale: -1} }), "mechanism.scale"},
+		{"aggregator nzc needs noise", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc", Scale: 1} }), "mechanism.noise"},
+		{"aggregator svt needs K", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1} }), "mechanism.max_refusals"},
+		{"aggregator svt threshold noise is scale", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Sigma1: 1, MaxRefusals: 2} }), "mechanism.scale"},
+		{"aggregator other mechanism's defaults ignored", agg(func(c *Aggregator) { c.Mechanism.Mechanism, c.Mechanism.Sigma = "gnmax", 40 }), ""},
+		{"aggregator svt distance scale", agg(func(c *Aggregator) {
+			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, MaxRefusals: 2, DistanceScale: -1}
+		}), "mechanism.distance_scale"},
 		{"aggregator bad delta", agg(func(c *Aggregator) { c.Delta = 1 }), "delta: must be in (0, 1)"},
 		{"aggregator zero deadline", agg(func(c *Aggregator) { c.BatchDeadline = 0 }), "batch_deadline"},
 		{"student valid", student(func(*Student) {}), ""},
@@ -103,3 +115,6 @@ func TestValidationListsEveryProblem(t *testing.T) {
 		t.Fatalf("empty teacher config: want many problems, got %v", err)
 	}
 }
+
+// testAuditorKey is a valid checkpoint verifier key of auditor a1.
+const testAuditorKey = "a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"time"
+
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 // TLS names the federation files a party authenticates with. They are made
@@ -95,85 +98,71 @@ func (t Teacher) Validate() error {
 	return c.err()
 }
 
-// Mechanism names the aggregation mechanism and its parameters.
-type Mechanism struct {
-	Name        string  `mapstructure:"name" yaml:"name" json:"name" help:"nzc, lnmax, gnmax, confident-gnmax or nzc-svt"`
-	Noise       string  `mapstructure:"noise" yaml:"noise" json:"noise" help:"laplace or gaussian (nzc only)"`
-	Scale       float64 `mapstructure:"scale" yaml:"scale" json:"scale" help:"Laplace scale b"`
-	Sigma       float64 `mapstructure:"sigma" yaml:"sigma" json:"sigma" help:"Gaussian σ"`
-	Constant    float64 `mapstructure:"constant" yaml:"constant" json:"constant" help:"the paper's constant c (nzc only)"`
-	Threshold   float64 `mapstructure:"threshold" yaml:"threshold" json:"threshold" help:"confidence threshold T"`
-	Sigma1      float64 `mapstructure:"sigma1" yaml:"sigma1" json:"sigma1" help:"σ1 of the confidence test"`
-	Sigma2      float64 `mapstructure:"sigma2" yaml:"sigma2" json:"sigma2" help:"σ2 of the answer"`
-	MaxRefusals int     `mapstructure:"max_refusals" yaml:"max_refusals" json:"max_refusals" help:"K, nzc-svt only"`
-}
-
-func (m Mechanism) check(c *checker) {
-	c.oneOf("mechanism.name", m.Name, "nzc", "lnmax", "gnmax", "confident-gnmax", "nzc-svt")
-	nonNeg := func(key string, v float64) {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			c.add(key, "must be a finite non-negative number; got %v", v)
-		}
+// checkMechanism reports the problems of the configured mechanism under
+// its configuration keys (mechanism.name, mechanism.sigma, …). Keys of other
+// mechanisms (the defaults') are ignored: see Aggregator.MechanismParams.
+// The ensemble size is not configured: a placeholder of one teacher stands
+// in for it.
+func checkMechanism(c *checker, m mechanism.Params) {
+	m = m.Trim()
+	m.Teachers, m.Classes = 1, 0
+	err := m.Validate()
+	if err == nil {
+		return
 	}
-	nonNeg("mechanism.scale", m.Scale)
-	nonNeg("mechanism.sigma", m.Sigma)
-	nonNeg("mechanism.constant", m.Constant)
-	nonNeg("mechanism.threshold", m.Threshold)
-	nonNeg("mechanism.sigma1", m.Sigma1)
-	nonNeg("mechanism.sigma2", m.Sigma2)
-	needPositive := func(key string, v float64, why string) {
-		if !(v > 0) {
-			c.add(key, "must be positive for mechanism %s (%s)", m.Name, why)
-		}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
 	}
-	switch m.Name {
-	case "nzc":
-		c.oneOf("mechanism.noise", m.Noise, "laplace", "gaussian")
-		if m.Noise == "laplace" {
-			needPositive("mechanism.scale", m.Scale, "the Laplace scale b")
-		} else {
-			needPositive("mechanism.sigma", m.Sigma, "the Gaussian σ")
+	for _, e := range errs {
+		var pe *mechanism.ParamError
+		if !errors.As(e, &pe) {
+			c.add("mechanism", "%v", e)
+			continue
 		}
-	case "lnmax":
-		needPositive("mechanism.scale", m.Scale, "the Laplace scale b")
-	case "gnmax":
-		needPositive("mechanism.sigma", m.Sigma, "the Gaussian σ")
-	case "confident-gnmax":
-		needPositive("mechanism.sigma1", m.Sigma1, "σ1 of the confidence test")
-		needPositive("mechanism.sigma2", m.Sigma2, "σ2 of the answer")
-	case "nzc-svt":
-		needPositive("mechanism.sigma1", m.Sigma1, "the threshold noise")
-		if m.MaxRefusals <= 0 {
-			c.add("mechanism.max_refusals", "must be a positive integer for nzc-svt (refusals before the session stops)")
+		key := strings.ReplaceAll(pe.Param, "-", "_")
+		if key == "mechanism" {
+			key = "name"
 		}
+		c.add("mechanism."+key, "%s = %s: %s", pe.Param, pe.Value, pe.Reason)
 	}
 }
 
 // Aggregator is the configuration of nzc-aggregator.
 type Aggregator struct {
-	Listen        string        `mapstructure:"listen" yaml:"listen" json:"listen" help:"QUIC address hospitals and students dial"`
-	Auditors      []string      `mapstructure:"auditors" yaml:"auditors" json:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
-	TLS           TLS           `mapstructure:"tls" yaml:"tls" json:"tls"`
-	AgeIdentity   string        `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens vote histograms"`
-	SigningKey    string        `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"signs ledger charges"`
-	Outbox        string        `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
-	Mechanism     Mechanism     `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
-	Quorum        int           `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
-	Hospitals     int           `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
-	BatchDeadline time.Duration `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
-	LedgerTimeout time.Duration `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
-	Delta         float64       `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
-	Log           Log           `mapstructure:"log" yaml:"log" json:"log"`
-	Ops           Ops           `mapstructure:"ops" yaml:"ops" json:"ops"`
+	Listen        string           `mapstructure:"listen" yaml:"listen" json:"listen" help:"QUIC address hospitals and students dial"`
+	Auditors      []string         `mapstructure:"auditors" yaml:"auditors" json:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
+	AuditorKeys   []string         `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); a batch is released only on a receipt a majority of them signed"`
+	TLS           TLS              `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity   string           `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens vote histograms"`
+	SigningKey    string           `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"signs ledger charges"`
+	Outbox        string           `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
+	Mechanism     mechanism.Params `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
+	Quorum        int              `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
+	Hospitals     int              `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
+	BatchDeadline time.Duration    `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
+	LedgerTimeout time.Duration    `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
+	Delta         float64          `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
+	Log           Log              `mapstructure:"log" yaml:"log" json:"log"`
+	Ops           Ops              `mapstructure:"ops" yaml:"ops" json:"ops"`
+}
+
+func mustPreset(k mechanism.Kind) mechanism.Params {
+	p, err := mechanism.Preset(k)
+	if err != nil {
+		panic(err) // every Kind has a preset
+	}
+	return p
 }
 
 // DefaultAggregator returns the defaults of nzc-aggregator: a sound
-// mechanism (confident GNMax with PATE 2018's MNIST parameters).
+// mechanism (confident GNMax with PATE 2018's MNIST parameters, the
+// mechanism package's preset).
 func DefaultAggregator() Aggregator {
 	return Aggregator{
 		Listen:        "127.0.0.1:7400",
 		Outbox:        "outbox",
-		Mechanism:     Mechanism{Name: "confident-gnmax", Threshold: 200, Sigma1: 150, Sigma2: 40},
+		Mechanism:     mustPreset(mechanism.ConfidentGNMax),
 		Quorum:        1,
 		BatchDeadline: 30 * time.Second,
 		LedgerTimeout: 15 * time.Second,
@@ -182,6 +171,10 @@ func DefaultAggregator() Aggregator {
 	}
 }
 
+// MechanismParams returns the configured mechanism with only the keys it
+// takes: the others may hold the defaults of another mechanism.
+func (a Aggregator) MechanismParams() mechanism.Params { return a.Mechanism.Trim() }
+
 // Validate reports every problem in the configuration.
 func (a Aggregator) Validate() error {
 	var c checker
@@ -189,6 +182,7 @@ func (a Aggregator) Validate() error {
 	if len(a.Auditors) == 0 {
 		c.add("auditors", "required: at least one auditor address; nothing is released without a ledger")
 	}
+	c.verifierKeys("auditor_keys", a.AuditorKeys, "a batch is released only on a receipt signed by a majority of the auditors")
 	for _, addr := range a.Auditors {
 		c.address("auditors", addr, true, "an auditor's address")
 	}
@@ -196,7 +190,7 @@ func (a Aggregator) Validate() error {
 	c.required("age_identity", a.AgeIdentity, "path to the aggregator's age identity made by `nzc init`")
 	c.required("signing_key", a.SigningKey, "path to the aggregator's ed25519 signing key made by `nzc init`")
 	c.required("outbox", a.Outbox, "directory for charged answers awaiting delivery")
-	a.Mechanism.check(&c)
+	checkMechanism(&c, a.Mechanism)
 	c.positive("quorum", a.Quorum, "minimum number of hospitals that must vote")
 	if a.Hospitals < 0 {
 		c.add("hospitals", "must not be negative; got %d", a.Hospitals)
@@ -224,10 +218,13 @@ type Student struct {
 	// Hospitals are the age recipients (age1…) query features are sealed
 	// to, from the federation manifest.
 	Hospitals []string `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"age recipients (age1…) of the hospitals, from federation.json"`
-	BatchSize int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
-	Window    int      `mapstructure:"window" yaml:"window" json:"window" help:"label requests in flight at once (2 lets the hospitals vote on the next batch while the last one's charge commits)"`
-	State     string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
-	Log       Log      `mapstructure:"log" yaml:"log" json:"log"`
+	// AuditorKeys are the auditors' checkpoint verifier keys: labels are
+	// accepted only with a receipt a majority of them signed.
+	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); labels are accepted only with a receipt a majority of them signed"`
+	BatchSize   int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
+	Window      int      `mapstructure:"window" yaml:"window" json:"window" help:"label requests in flight at once (2 lets the hospitals vote on the next batch while the last one's charge commits)"`
+	State       string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
+	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
 }
 
 // DefaultStudent returns the defaults of nzc-student.
@@ -242,6 +239,7 @@ func (s Student) Validate() error {
 	c.address("aggregator", s.Aggregator, true, "the aggregator's address")
 	s.TLS.check(&c)
 	c.required("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
+	c.verifierKeys("auditor_keys", s.AuditorKeys, "labels are accepted only with a receipt signed by a majority of the auditors")
 	if len(s.Hospitals) == 0 {
 		c.add("hospitals", "required: the hospitals' age recipients (age1…), as listed in federation.json; query features are sealed to them")
 	}

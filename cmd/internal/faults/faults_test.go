@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/aggregator"
@@ -63,7 +64,7 @@ func TestFaults(t *testing.T) {
 			restarted := false
 			defer func() {
 				if !restarted {
-					f.agg.kill9(t)
+					f.agg.Kill()
 					f.startAggregator("")
 				}
 			}()
@@ -91,7 +92,7 @@ func TestFaults(t *testing.T) {
 			if got := len(f.leaderLedger(t).charges[ids[0]]); got != wantCharges {
 				t.Fatalf("paused at %s: the ledger holds %d charges of the batch, want %d", point, got, wantCharges)
 			}
-			f.agg.kill9(t)
+			f.agg.Kill()
 			// Report, then restart: a later fault needs an aggregator.
 			if m, _ := filepath.Glob(filepath.Join(run.state, "*", "batch-*.json")); len(m) != 0 {
 				t.Errorf("the student holds %v although the aggregator died before releasing anything", m)
@@ -129,7 +130,7 @@ func TestFaults(t *testing.T) {
 	t.Run("kill-hospital-mid-batch", func(t *testing.T) {
 		slow(t)
 		h := f.hospitals[1]
-		h.p.stop()
+		h.p.Stop()
 		f.startHospital(h, teacher.PauseVotesSealed)
 		f.waitConnected(hospitals, 30*time.Second)
 		before := accountOf(t, f, h.id)
@@ -139,7 +140,7 @@ func TestFaults(t *testing.T) {
 		// vote on the second batch while paused on the first.
 		run := f.startStudent(from, 2*batchSize, "", "--window", "1")
 		h.p.waitLog(t, 30*time.Second, "paused for a fault test")
-		h.p.kill9(t)
+		h.p.Kill()
 		res := run.result(t, time.Minute)
 		results = append(results, res)
 		others := []string{f.hospitals[0].id, f.hospitals[2].id}
@@ -182,8 +183,8 @@ func TestFaults(t *testing.T) {
 		ids := f.batchIDs(from, batchSize)
 		run := f.startStudent(from, batchSize, "")
 		run.p.waitLog(t, 90*time.Second, "ledger-unavailable")
-		if !strings.Contains(run.p.logText(), "nothing was released") {
-			t.Errorf("the refusal does not say that nothing was released:\n%s", lastLines(run.p.logText(), 5))
+		if !strings.Contains(run.p.LogText(), "nothing was released") {
+			t.Errorf("the refusal does not say that nothing was released:\n%s", launch.LastLines(run.p.LogText(), 5))
 		}
 		if got := f.metric("nzc_aggregator_labels_released_total"); got != released {
 			t.Errorf("labels released during the partition: %v before, %v now", released, got)
@@ -213,7 +214,7 @@ func TestFaults(t *testing.T) {
 		li := f.leader(t)
 		vi := (li + 1) % len(f.auditors) // a follower
 		a := f.auditors[vi]
-		a.p.kill9(t)
+		a.p.Kill()
 		res := f.label(queries(2*batchSize), 2*batchSize)
 		results = append(results, res)
 		check(t)

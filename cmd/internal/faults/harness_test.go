@@ -4,16 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,19 +15,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/config"
-	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/student"
 )
 
@@ -51,104 +47,48 @@ const (
 	ledgerTimeout       = 3 * time.Second
 )
 
-// binaries are the programs the tests run.
-var binaries = []string{"nzc", "nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-student"}
-
-// buildBinaries builds the party binaries into a temporary directory.
+// buildBinaries builds nzc and the party binaries into a temporary
+// directory.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go toolchain to build the party binaries")
 	}
 	bin := t.TempDir()
-	args := []string{"build", "-o", bin + string(filepath.Separator)}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	for _, b := range binaries {
-		args = append(args, "github.com/nzcfed/nzc/cmd/"+b)
-	}
-	out, err := exec.Command("go", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("build the party binaries: %v\n%s", err, out)
+	if err := launch.Build(context.Background(), bin, raceEnabled, append([]string{"nzc"}, launch.Binaries...)...); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
-// freeAddr returns a loopback address whose port is free for TCP and UDP.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr
-		}
+// freeAddrs returns n loopback addresses whose ports are free for TCP and
+// UDP.
+func (f *fed) freeAddrs(n int) []string {
+	f.t.Helper()
+	addrs, err := launch.FreeAddrs(n)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	t.Fatal("no free loopback port")
-	return ""
+	return addrs
 }
 
-// proc is a party process. Its stderr and stdout go to its log file.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
+// proc is a party process; its standard error and output go to its log.
+type proc struct{ *launch.Proc }
 
 // wait waits (bounded) for the process to exit.
-func (p *proc) wait(t *testing.T, within time.Duration) {
+func (p proc) wait(t *testing.T, within time.Duration) {
 	t.Helper()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(within):
-		t.Fatalf("%s did not exit within %v", p.name, within)
+		t.Fatalf("%s did not exit within %v", p.Name, within)
 	}
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill9 kills the process with SIGKILL: no shutdown code runs.
-func (p *proc) kill9(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t, 10*time.Second)
-}
-
-// stop interrupts the process and waits for it, killing it after 10s.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func (p *proc) logText() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
 }
 
 // waitLog waits until the process's log holds s.
-func (p *proc) waitLog(t *testing.T, within time.Duration, s string) {
+func (p proc) waitLog(t *testing.T, within time.Duration, s string) {
 	t.Helper()
-	proctest.WaitFor(t, within, fmt.Sprintf("%s to log %q", p.name, s), func() bool { return strings.Contains(p.logText(), s) })
+	proctest.WaitFor(t, within, fmt.Sprintf("%s to log %q", p.Name, s), func() bool { return strings.Contains(p.LogText(), s) })
 }
 
 type auditorNode struct {
@@ -157,14 +97,14 @@ type auditorNode struct {
 	cfg     config.Auditor
 	raft    *tcpProxy // every auditor dials this auditor's raft port through it
 	intake  *udpProxy // the aggregator reaches this auditor's intake through it
-	p       *proc
+	p       proc
 }
 
 type hospitalNode struct {
 	id      string
 	cfgPath string
 	cfg     config.Teacher
-	p       *proc
+	p       proc
 }
 
 // fed is a federation of processes on loopback.
@@ -173,21 +113,19 @@ type fed struct {
 	dir string
 	bin string
 	m   *crypto.Manifest
-	api *http.Client
+	fed *launch.Federation
+	ps  *launch.Processes
+	api []*compliance.Client // each auditor's compliance API, as the compliance party
 
 	auditors  []*auditorNode
 	hospitals []*hospitalNode
 	aggPath   string
 	aggCfg    config.Aggregator
-	agg       *proc
+	agg       proc
 	stuPath   string
 	stuCfg    config.Student
 	dataTrain string
 	dataQuery string
-
-	mu    sync.Mutex
-	procs []*proc
-	runs  int
 }
 
 // newFed provisions a federation with `nzc init`, makes its data, trains
@@ -196,31 +134,18 @@ type fed struct {
 func newFed(t *testing.T, bin string) *fed {
 	t.Helper()
 	f := &fed{t: t, dir: t.TempDir(), bin: bin}
+	f.ps = &launch.Processes{Bin: bin, Dir: f.dir, Logs: f.dir}
+	t.Cleanup(f.stopAll)
 	fdir := filepath.Join(f.dir, "federation")
 	f.oneShot("init", "nzc", "init", "--dir", fdir, "--hospitals", strconv.Itoa(hospitals), "--auditors", "3", "--students", "1")
 	m, err := crypto.LoadManifest(fdir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f.fed, err = launch.Open(m); err != nil {
+		t.Fatal(err)
+	}
 	f.m = m
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	// The compliance API serves the export to the compliance party.
-	cp, ok := m.Party(crypto.RoleCompliance, string(crypto.RoleCompliance))
-	if !ok {
-		t.Fatal("the federation has no compliance party")
-	}
-	cred, err := crypto.LoadCredential(m.Path(cp.Cert), m.Path(cp.Key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.api = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool,
-		Certificates: []tls.Certificate{cred.TLSCertificate()}, MinVersion: tls.VersionTLS13}}}
-	t.Cleanup(f.stopAll)
 
 	// Data: one seeded problem; the hospitals share a training file cut
 	// into disjoint parts, the student asks about other samples.
@@ -232,10 +157,22 @@ func newFed(t *testing.T, bin string) *fed {
 
 	// Auditors: raft through a TCP proxy each, intake through a UDP proxy.
 	auds := m.ByRole(crypto.RoleAuditor)
+	addrs := f.freeAddrs(4*len(auds) + 2 + 2*hospitals)
+	addr := func() string {
+		a := addrs[0]
+		addrs = addrs[1:]
+		return a
+	}
 	for _, a := range auds {
 		n := &auditorNode{id: a.ID, cfgPath: filepath.Join(fdir, a.ID+".yaml")}
 		readYAML(t, n.cfgPath, &n.cfg)
-		n.cfg.Raft, n.cfg.Listen, n.cfg.API, n.cfg.Ops.Listen = freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+		n.cfg.Raft, n.cfg.Listen, n.cfg.API, n.cfg.Ops.Listen = addr(), addr(), addr(), addr()
+		api, err := f.fed.Compliance(n.cfg.API)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(api.Close)
+		f.api = append(f.api, api)
 		n.raft = newTCPProxy(t, n.cfg.Raft)
 		n.intake = newUDPProxy(t, n.cfg.Listen)
 		n.cfg.Advertise = n.raft.Addr()
@@ -253,19 +190,19 @@ func newFed(t *testing.T, bin string) *fed {
 		writeYAML(t, n.cfgPath, n.cfg)
 	}
 
-	aggAddr := freeAddr(t)
+	aggAddr := addr()
 	f.aggPath = filepath.Join(fdir, "aggregator.yaml")
 	readYAML(t, f.aggPath, &f.aggCfg)
-	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, freeAddr(t)
+	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, addr()
 	f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
 	f.aggCfg.LedgerTimeout = ledgerTimeout
-	f.aggCfg.Mechanism = config.Mechanism{Name: "gnmax", Sigma: 2}
+	f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
 	writeYAML(t, f.aggPath, f.aggCfg)
 
 	for i, h := range m.ByRole(crypto.RoleHospital) {
 		n := &hospitalNode{id: h.ID, cfgPath: filepath.Join(fdir, h.ID+".yaml")}
 		readYAML(t, n.cfgPath, &n.cfg)
-		n.cfg.Aggregator, n.cfg.Ops.Listen = aggAddr, freeAddr(t)
+		n.cfg.Aggregator, n.cfg.Ops.Listen = aggAddr, addr()
 		n.cfg.Data, n.cfg.DataPart, n.cfg.DataParts = f.dataTrain, i+1, hospitals
 		n.cfg.Teachers, n.cfg.Model, n.cfg.Epochs = teachersPerHospital, "softmax", 2
 		n.cfg.CapEpsilon, n.cfg.CapDelta = 1e4, 1e-5
@@ -325,21 +262,6 @@ func writeYAML(t *testing.T, path string, v any) {
 	}
 }
 
-func (f *fed) logPath(name string) string {
-	f.mu.Lock()
-	f.runs++
-	n := f.runs
-	f.mu.Unlock()
-	return filepath.Join(f.dir, fmt.Sprintf("%02d-%s.log", n, name))
-}
-
-func (f *fed) command(ctx context.Context, name, bin string, env []string, args ...string) (*exec.Cmd, string) {
-	c := exec.CommandContext(ctx, filepath.Join(f.bin, bin), args...)
-	c.Dir = f.dir
-	c.Env = append(os.Environ(), env...)
-	return c, f.logPath(name)
-}
-
 // oneShot runs a command to completion (bounded) and returns its stdout.
 func (f *fed) oneShot(name, bin string, args ...string) []byte {
 	f.t.Helper()
@@ -353,65 +275,26 @@ func (f *fed) oneShot(name, bin string, args ...string) []byte {
 func (f *fed) tryOneShot(name, bin string, env []string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, logPath := f.command(ctx, name, bin, env, args...)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	_ = os.WriteFile(logPath, errb.Bytes(), 0o644)
-	if err != nil {
-		return out.Bytes(), fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, lastLines(errb.String(), 20))
-	}
-	return out.Bytes(), nil
-}
-
-func lastLines(s string, n int) string {
-	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(ls) > n {
-		ls = ls[len(ls)-n:]
-	}
-	return strings.Join(ls, "\n")
+	return f.ps.Run(ctx, name, bin, env, args...)
 }
 
 // start runs a long-lived party; env adds environment variables.
-func (f *fed) start(name, bin string, env []string, args ...string) *proc {
+func (f *fed) start(name, bin string, env []string, args ...string) proc {
 	f.t.Helper()
-	c, logPath := f.command(context.Background(), name, bin, env, args...)
-	lf, err := os.Create(logPath)
+	p, err := f.ps.Start(name, bin, env, args...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	c.Stdout, c.Stderr = lf, lf
-	if err := c.Start(); err != nil {
-		lf.Close()
-		f.t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: c, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = c.Wait()
-		lf.Close()
-		close(p.done)
-	}()
-	f.mu.Lock()
-	f.procs = append(f.procs, p)
-	f.mu.Unlock()
-	return p
+	return proc{p}
 }
 
 // stopAll stops every process still running, newest first, and on failure
 // shows the end of every log.
 func (f *fed) stopAll() {
-	f.mu.Lock()
-	procs := f.procs
-	f.procs = nil
-	f.mu.Unlock()
-	for i := len(procs) - 1; i >= 0; i-- {
-		if !procs[i].exited() {
-			procs[i].stop()
-		}
-	}
+	procs := f.ps.StopAll()
 	if f.t.Failed() || os.Getenv("FAULTS_LOGS") != "" {
 		for _, p := range procs {
-			f.t.Logf("--- %s (%s):\n%s", p.name, p.log, lastLines(p.logText(), 25))
+			f.t.Logf("--- %s (%s):\n%s", p.Name, p.Log, launch.LastLines(p.LogText(), 25))
 		}
 	}
 }
@@ -423,19 +306,11 @@ func (f *fed) startAuditor(n *auditorNode) {
 // startAggregator starts the aggregator; pauseAt, when not empty, makes it
 // stop at that point of the release path the first time it gets there.
 func (f *fed) startAggregator(pauseAt string) {
-	var env []string
-	if pauseAt != "" {
-		env = []string{node.PauseEnv + "=" + pauseAt}
-	}
-	f.agg = f.start("aggregator", "nzc-aggregator", env, "run", "--config", f.aggPath)
+	f.agg = f.start("aggregator", "nzc-aggregator", pause.At(pauseAt), "run", "--config", f.aggPath)
 }
 
 func (f *fed) startHospital(h *hospitalNode, pauseAt string) {
-	var env []string
-	if pauseAt != "" {
-		env = []string{node.PauseEnv + "=" + pauseAt}
-	}
-	h.p = f.start(h.id, "nzc-teacher", env, "run", "--config", h.cfgPath)
+	h.p = f.start(h.id, "nzc-teacher", pause.At(pauseAt), "run", "--config", h.cfgPath)
 }
 
 // startAll starts the auditors, the aggregator and the hospitals and
@@ -449,51 +324,16 @@ func (f *fed) startAll() {
 	for _, h := range f.hospitals {
 		f.startHospital(h, "")
 	}
-	f.waitConnected(hospitals, 60*time.Second)
-	f.t.Logf("%s: %d hospitals connected", time.Now().Format("15:04:05.000"), hospitals)
-	proctest.WaitFor(f.t, 60*time.Second, "every hospital's budget account to open", func() bool {
-		accts, err := f.accounts(0)
-		return err == nil && len(accts) == hospitals
-	})
-	f.t.Logf("%s: every account open", time.Now().Format("15:04:05.000"))
-}
-
-// get fetches an HTTP(S) URL.
-func (f *fed) get(url string) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
+	if err := launch.WaitFederation(context.Background(), 60*time.Second, f.aggCfg.Ops.Listen, f.api[0], hospitals, func(s string) {
+		f.t.Logf("%s: %s", time.Now().Format("15:04:05.000"), s)
+	}); err != nil {
+		f.t.Fatal(err)
 	}
-	c := http.DefaultClient
-	if strings.HasPrefix(url, "https://") {
-		c = f.api
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
 }
 
 // metric reads a value from the aggregator's /metrics (-1 when absent).
 func (f *fed) metric(name string) float64 {
-	_, b, err := f.get("http://" + f.aggCfg.Ops.Listen + "/metrics")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			x, err := strconv.ParseFloat(v, 64)
-			if err == nil {
-				return x
-			}
-		}
-	}
-	return -1
+	return launch.Metric(context.Background(), f.aggCfg.Ops.Listen, name)
 }
 
 // waitConnected waits until the aggregator has n hospitals connected.
@@ -506,15 +346,9 @@ func (f *fed) waitConnected(n int, within time.Duration) {
 
 // accounts reads the budget accounts from auditor i's compliance API.
 func (f *fed) accounts(i int) ([]ledger.Account, error) {
-	code, b, err := f.get("https://" + f.auditors[i].cfg.API + "/v1/accounts")
-	if err != nil {
-		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("accounts: %d %s", code, b)
-	}
-	var as []ledger.Account
-	return as, json.Unmarshal(b, &as)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return f.api[i].Accounts(ctx)
 }
 
 // studentRun is one `nzc-student label` run.
@@ -522,7 +356,7 @@ type studentRun struct {
 	from, count int
 	state       string // state directory
 	out         string // labels file
-	p           *proc
+	p           proc
 }
 
 // startStudent starts labelling queries [from, from+count) with its own
@@ -543,8 +377,8 @@ func (f *fed) startStudent(from, count int, state string, extra ...string) *stud
 func (r *studentRun) result(t *testing.T, within time.Duration) *student.Result {
 	t.Helper()
 	r.p.wait(t, within)
-	if code := r.p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("student run exited with %d:\n%s", code, lastLines(r.p.logText(), 30))
+	if code := r.p.ExitCode(); code != 0 {
+		t.Fatalf("student run exited with %d:\n%s", code, launch.LastLines(r.p.LogText(), 30))
 	}
 	b, err := os.ReadFile(r.out)
 	if err != nil {
@@ -566,16 +400,10 @@ func (f *fed) label(from, count int) *student.Result {
 	return f.startStudent(from, count, "").result(f.t, 2*time.Minute)
 }
 
-// charge is an accepted charge in the ledger.
-type charge struct {
-	index uint64
-	c     *ledger.Charge
-}
-
 // ledgerView is the exported, verified ledger.
 type ledgerView struct {
 	entries  []ledger.Entry
-	charges  map[string][]charge // accepted charges by batch id
+	charges  map[string][]launch.Charge // accepted charges by batch id
 	accounts []ledger.Account
 }
 
@@ -592,27 +420,20 @@ func (f *fed) verifiedLedgerAtLeast(t *testing.T, i int, size int) *ledgerView {
 	t.Helper()
 	var b []byte
 	proctest.WaitFor(t, 30*time.Second, fmt.Sprintf("a cosigned export of at least %d entries from %s", size, f.auditors[i].id), func() bool {
-		code, body, err := f.get("https://" + f.auditors[i].cfg.API + "/v1/export")
-		if err != nil || code != http.StatusOK {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		body, err := f.api[i].Export(ctx)
+		if err != nil {
 			return false
 		}
 		x, err := ledger.DecodeExport(body)
 		b = body
 		return err == nil && len(x.Entries) >= size
 	})
-	var keys []string
-	for _, a := range f.m.ByRole(crypto.RoleAuditor) {
-		pub, err := crypto.LoadPublicKey(f.m.Path(a.VerifyingKey))
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
+	rep, err := f.fed.Verify(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rep := ledger.Verify(b, ledger.VerifyOptions{TrustedKeys: keys})
 	if !rep.OK {
 		t.Fatalf("the ledger export does not verify: %v", rep.Failures())
 	}
@@ -620,23 +441,9 @@ func (f *fed) verifiedLedgerAtLeast(t *testing.T, i int, size int) *ledgerView {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &ledgerView{charges: map[string][]charge{}}
-	for _, eb := range x.Entries {
-		e, err := ledger.DecodeEntry(eb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v.entries = append(v.entries, e)
-		if e.Status != ledger.StatusAccepted {
-			continue
-		}
-		c, err := ledger.DecodeCommand(e.Command)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ch, ok := c.Body.(*ledger.Charge); ok {
-			v.charges[ch.BatchID] = append(v.charges[ch.BatchID], charge{e.Index, ch})
-		}
+	v := &ledgerView{}
+	if v.entries, v.charges, err = launch.Charges(x.Entries); err != nil {
+		t.Fatal(err)
 	}
 	if v.accounts, err = f.accounts(i); err != nil {
 		t.Fatal(err)
@@ -683,11 +490,11 @@ func (f *fed) checkInvariants(t *testing.T, results []*student.Result, special m
 				continue
 			}
 			c := cs[0]
-			if c.index != b.LedgerIndex {
-				t.Errorf("batch %s…: the student was told ledger index %d, the charge is at %d", b.BatchID[:12], b.LedgerIndex, c.index)
+			if c.Index != b.LedgerIndex {
+				t.Errorf("batch %s…: the student was told ledger index %d, the charge is at %d", b.BatchID[:12], b.LedgerIndex, c.Index)
 			}
-			if hex.EncodeToString(c.c.AnswersHash[:]) != b.AnswersHash {
-				t.Errorf("batch %s…: the labels the student opened are not the ones charged (hash %s…, charged %x…)", b.BatchID[:12], b.AnswersHash[:12], c.c.AnswersHash[:6])
+			if hex.EncodeToString(c.AnswersHash[:]) != b.AnswersHash {
+				t.Errorf("batch %s…: the labels the student opened are not the ones charged (hash %s…, charged %x…)", b.BatchID[:12], b.AnswersHash[:12], c.AnswersHash[:6])
 			}
 			answered := uint64(0)
 			for _, l := range b.Labels {
@@ -695,29 +502,29 @@ func (f *fed) checkInvariants(t *testing.T, results []*student.Result, special m
 					answered++
 				}
 			}
-			if c.c.Answers != answered || c.c.Queries != uint64(len(b.Labels)) {
-				t.Errorf("batch %s…: charged %d answers of %d queries, the student holds %d of %d", b.BatchID[:12], c.c.Answers, c.c.Queries, answered, len(b.Labels))
+			if c.Answers != answered || c.Queries != uint64(len(b.Labels)) {
+				t.Errorf("batch %s…: charged %d answers of %d queries, the student holds %d of %d", b.BatchID[:12], c.Answers, c.Queries, answered, len(b.Labels))
 			}
 			if w, ok := special[b.BatchID]; ok && w.hospitals != nil {
-				if strings.Join(c.c.Hospitals, ",") != strings.Join(w.hospitals, ",") {
-					t.Errorf("batch %s…: charged to %v, want %v", b.BatchID[:12], c.c.Hospitals, w.hospitals)
+				if strings.Join(c.Hospitals, ",") != strings.Join(w.hospitals, ",") {
+					t.Errorf("batch %s…: charged to %v, want %v", b.BatchID[:12], c.Hospitals, w.hospitals)
 				}
-			} else if len(c.c.Hospitals) < quorum || !subset(c.c.Hospitals, all) {
+			} else if len(c.Hospitals) < quorum || !subset(c.Hospitals, all) {
 				// Whoever was connected voted; at least the quorum.
-				t.Errorf("batch %s…: charged to %v, want at least %d of %v", b.BatchID[:12], c.c.Hospitals, quorum, all)
+				t.Errorf("batch %s…: charged to %v, want at least %d of %v", b.BatchID[:12], c.Hospitals, quorum, all)
 			}
 		}
 	}
 	perHospital := map[string][2]uint64{}
 	for id, cs := range v.charges {
 		if !held[id] {
-			t.Errorf("batch %s…: charged at index %d but the student never received it", id[:12], cs[0].index)
+			t.Errorf("batch %s…: charged at index %d but the student never received it", id[:12], cs[0].Index)
 		}
 		for _, c := range cs {
-			for _, h := range c.c.Hospitals {
+			for _, h := range c.Hospitals {
 				s := perHospital[h]
 				s[0]++
-				s[1] += c.c.Answers
+				s[1] += c.Answers
 				perHospital[h] = s
 			}
 		}
@@ -762,7 +569,7 @@ func (f *fed) outboxRecord(batch string) map[string]any {
 // pauseAt, when not empty), and waits for every hospital to reconnect.
 func (f *fed) restartAggregator(t *testing.T, pauseAt string) {
 	t.Helper()
-	f.agg.stop()
+	f.agg.Stop()
 	f.startAggregator(pauseAt)
 	f.waitConnected(hospitals, 60*time.Second)
 }
@@ -781,10 +588,10 @@ func hexOf(v any) string {
 // now, or -1.
 func (f *fed) leaderIndex() int {
 	for i, a := range f.auditors {
-		if a.p == nil || a.p.exited() {
+		if a.p.Proc == nil || a.p.Exited() {
 			continue
 		}
-		_, b, err := f.get("http://" + a.cfg.Ops.Listen + "/status")
+		_, b, err := launch.Get(context.Background(), "http://"+a.cfg.Ops.Listen+"/status")
 		var st struct{ State string }
 		if err == nil && json.Unmarshal(b, &st) == nil && st.State == "Leader" {
 			return i

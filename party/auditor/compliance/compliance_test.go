@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -73,7 +72,7 @@ func newFixture(t *testing.T, charges int) *fixture {
 	for i := range charges {
 		batch := fmt.Sprintf("b%d", i)
 		apply(&ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1", "h2"}, Mechanism: "gnmax",
-			Params: []ledger.Param{{Key: "sigma", Value: "400"}}, Queries: 1, Answers: 1, Curve: curve,
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1, Curve: curve,
 			AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: ts + int64(i)}, "agg")
 	}
 	return &fixture{st: st, cluster: &fakeCluster{st: st, signers: []string{"a1", "a2", "a3"}}}
@@ -412,11 +411,7 @@ func TestAdmin(t *testing.T) {
 // client certificate, or one from another CA, is refused before any
 // request; a federation certificate with a wrong role gets 403.
 func TestTLS(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "fed")
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, srv := tlsServer(t, newFixture(t, 1))
 	other, err := crypto.Provision(filepath.Join(t.TempDir(), "other"), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -433,14 +428,8 @@ func TestTLS(t *testing.T) {
 		}
 		return c
 	}
-	f := newFixture(t, 1)
-	srv := httptest.NewUnstartedServer((&API{Cluster: f.cluster, Ledger: f.st, Self: "auditor-1"}).Handler())
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cred(m, crypto.RoleAuditor).TLSCertificate()}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	defer srv.Close()
 
 	get := func(c *crypto.Credential) (int, string, error) {
 		conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}

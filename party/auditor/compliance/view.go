@@ -2,8 +2,6 @@ package compliance
 
 import (
 	"encoding/base64"
-	"encoding/json"
-	"math"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -60,18 +58,9 @@ func DecodeEntry(raw []byte) (Entry, error) {
 	return v, nil
 }
 
-// number is a float64 that JSON carries even when infinite ("+Inf").
-type number float64
-
-func (f number) MarshalJSON() ([]byte, error) {
-	switch v := float64(f); {
-	case math.IsInf(v, 1):
-		return []byte(`"+Inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-Inf"`), nil
-	}
-	return json.Marshal(float64(f))
-}
+// number is a float64 that JSON carries even when infinite ("+Inf"), in
+// the ledger's encoding.
+type number = ledger.JSONFloat
 
 func numbers(vs []float64) []number {
 	out := make([]number, len(vs))

@@ -81,7 +81,7 @@ func (f *fed) charge(batch string, hospitals []string, answers int) ledger.Resul
 	f.t.Helper()
 	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 40).Times(answers)
 	return f.apply(&ledger.Charge{BatchID: batch, Student: "s1", Hospitals: hospitals, Mechanism: "gnmax",
-		Params: []ledger.Param{{Key: "sigma", Value: "40"}}, Queries: uint64(answers), Answers: uint64(answers),
+		Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 40}.LedgerParams(), Queries: uint64(answers), Answers: uint64(answers),
 		Curve: curve.Values(), AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: f.now()}, "agg")
 }
 
@@ -255,7 +255,7 @@ func TestActivityListsChargesAndRefusals(t *testing.T) {
 		t.Fatalf("charges (newest 3 first): %+v", a.Charges)
 	}
 	c := a.Charges[0]
-	if c.Student != "s1" || c.Mechanism != "gnmax" || c.Params != "sigma=40" || c.Answers != 20 || len(c.Costs) != 2 {
+	if c.Student != "s1" || c.Mechanism != "gnmax" || c.Params != "classes=10 sigma=40 teachers=250" || c.Answers != 20 || len(c.Costs) != 2 {
 		t.Fatalf("charge: %+v", c)
 	}
 	for _, cost := range c.Costs {

@@ -27,48 +27,16 @@ func GenesisCommands(m *crypto.Manifest, caKey ed25519.PrivateKey, origin string
 	if len(caKey) != ed25519.PrivateKeySize {
 		return nil, errors.New("intake: the genesis needs the federation CA key (ca/ca.key)")
 	}
-	parties := []ledger.Party{{ID: AdminID, Role: ledger.RoleAdmin, PublicKey: caKey.Public().(ed25519.PublicKey)}}
+	parties, err := Directory(m, caKey.Public().(ed25519.PublicKey))
+	if err != nil {
+		return nil, err
+	}
 	var students []string
-	for _, p := range m.Parties {
-		var role ledger.Role
-		switch p.Role {
-		case crypto.RoleAuditor:
-			role = ledger.RoleAuditor
-		case crypto.RoleAggregator:
-			role = ledger.RoleAggregator
-		case crypto.RoleHospital:
-			role = ledger.RoleHospital
-		case crypto.RoleStudent:
-			role = ledger.RoleStudent
-		default:
-			continue
-		}
-		var pub ed25519.PublicKey
-		if p.VerifyingKey != "" {
-			k, err := crypto.LoadPublicKey(m.Path(p.VerifyingKey))
-			if err != nil {
-				return nil, err
-			}
-			pub = k
-		} else {
-			// A student signs nothing in the ledger; its certificate key
-			// identifies it.
-			cert, err := crypto.LoadCert(m.Path(p.Cert))
-			if err != nil {
-				return nil, err
-			}
-			k, ok := cert.PublicKey.(ed25519.PublicKey)
-			if !ok {
-				return nil, fmt.Errorf("intake: the certificate of %s has no ed25519 key", p.ID)
-			}
-			pub = k
-		}
-		parties = append(parties, ledger.Party{ID: p.ID, Role: role, PublicKey: pub})
-		if role == ledger.RoleStudent {
+	for _, p := range parties {
+		if p.Role == ledger.RoleStudent {
 			students = append(students, p.ID)
 		}
 	}
-	sort.Slice(parties, func(i, j int) bool { return parties[i].ID < parties[j].ID })
 	ts := now.UnixNano()
 	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: ts}, AdminID, caKey)
 	if err != nil {
@@ -120,4 +88,73 @@ func ReadGenesis(path string) ([][]byte, error) {
 		return nil, fmt.Errorf("intake: genesis file %s is not a JSON list of commands: %w", path, err)
 	}
 	return cmds, nil
+}
+
+// Directory returns the federation's parties as the genesis registers them,
+// from public material only: the administrator (admin, the CA's key), and
+// every auditor, aggregator, hospital and student of the manifest with its
+// signing key (a student, which signs nothing in the ledger, with its
+// certificate's key). Sorted by ID. A verifier pins a ledger's parties to it.
+func Directory(m *crypto.Manifest, admin ed25519.PublicKey) ([]ledger.Party, error) {
+	parties := []ledger.Party{{ID: AdminID, Role: ledger.RoleAdmin, PublicKey: admin}}
+	for _, p := range m.Parties {
+		var role ledger.Role
+		switch p.Role {
+		case crypto.RoleAuditor:
+			role = ledger.RoleAuditor
+		case crypto.RoleAggregator:
+			role = ledger.RoleAggregator
+		case crypto.RoleHospital:
+			role = ledger.RoleHospital
+		case crypto.RoleStudent:
+			role = ledger.RoleStudent
+		default:
+			continue
+		}
+		var pub ed25519.PublicKey
+		if p.VerifyingKey != "" {
+			k, err := crypto.LoadPublicKey(m.Path(p.VerifyingKey))
+			if err != nil {
+				return nil, err
+			}
+			pub = k
+		} else {
+			// A student signs nothing in the ledger; its certificate key
+			// identifies it.
+			cert, err := crypto.LoadCert(m.Path(p.Cert))
+			if err != nil {
+				return nil, err
+			}
+			k, ok := cert.PublicKey.(ed25519.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("intake: the certificate of %s has no ed25519 key", p.ID)
+			}
+			pub = k
+		}
+		parties = append(parties, ledger.Party{ID: p.ID, Role: role, PublicKey: pub})
+	}
+	sort.Slice(parties, func(i, j int) bool { return parties[i].ID < parties[j].ID })
+	return parties, nil
+}
+
+// AuditorKeys returns the note verifier keys (ledger.VerifierKey) of the
+// federation's auditors, from their public signing keys in the manifest:
+// what the aggregator and the students pin to check receipts.
+func AuditorKeys(m *crypto.Manifest) ([]string, error) {
+	var keys []string
+	for _, a := range m.ByRole(crypto.RoleAuditor) {
+		pub, err := crypto.LoadPublicKey(m.Path(a.VerifyingKey))
+		if err != nil {
+			return nil, fmt.Errorf("auditor %s: %w", a.ID, err)
+		}
+		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
+		if err != nil {
+			return nil, fmt.Errorf("auditor %s: %w", a.ID, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("intake: the federation has no auditors")
+	}
+	return keys, nil
 }

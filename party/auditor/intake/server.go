@@ -31,7 +31,10 @@ type Ledger interface {
 type Server struct {
 	Node   Submitter
 	Ledger Ledger
-	Logger *slog.Logger
+	// Receipts makes the proof of each commit that the aggregator checks
+	// before it releases anything. Required.
+	Receipts *Receipts
+	Logger   *slog.Logger
 }
 
 // Listen opens the intake listener: only the aggregator may connect.
@@ -41,29 +44,12 @@ func Listen(addr string, cfg quicnet.Config) (*quicnet.Listener, error) {
 
 // Serve accepts connections on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l *quicnet.Listener) error {
-	log := s.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	aggOnly := []crypto.Role{crypto.RoleAggregator}
 	mux := quicnet.Mux{
 		protocol.TypeLedgerSubmit:  {Roles: aggOnly, Handle: s.submit},
 		protocol.TypeBudgetRequest: {Roles: aggOnly, Handle: s.budget},
 	}
-	for {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		go func() {
-			if err := c.Serve(ctx, mux); err != nil {
-				log.Debug("intake connection ended", "peer", c.Peer().String(), "err", err)
-			}
-		}()
-	}
+	return l.Serve(ctx, mux, s.Logger)
 }
 
 func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
@@ -91,6 +77,18 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 	if cp, err := s.Ledger.Checkpoint(0); err == nil {
 		out.Checkpoint = cp
 	}
+	switch out.GetCode() {
+	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+		if !needsReceipt(req.GetCommand()) {
+			break
+		}
+		rec, err := s.Receipts.For(ctx, int64(out.GetIndex()))
+		if err != nil {
+			return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable,
+				"the charge is entry %d, but its receipt is not ready (%v); retry the same command, which is not charged twice", out.GetIndex(), err)
+		}
+		out.Receipt = protocol.ReceiptToWire(rec)
+	}
 	return quicnet.Reply(out)
 }
 
@@ -100,4 +98,20 @@ func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType
 		return 0, nil, err
 	}
 	return quicnet.Reply(Budgets(s.Ledger.State(), &req))
+}
+
+// needsReceipt says whether a command's commit is proven with a receipt:
+// charges and sparse-vector session openings, whose commit releases labels
+// and which a retry re-proposes as a duplicate. The hospitals' own account
+// commands the aggregator relays are answered without one.
+func needsReceipt(cmd []byte) bool {
+	c, err := ledger.DecodeCommand(cmd)
+	if err != nil {
+		return false
+	}
+	switch c.Body.(type) {
+	case *ledger.Charge, *ledger.OpenSession:
+		return true
+	}
+	return false
 }

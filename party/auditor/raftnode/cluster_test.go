@@ -449,3 +449,46 @@ func TestSubmitErrors(t *testing.T) {
 		t.Fatalf("submit on a closed node: %v, want ErrShutdown", err)
 	}
 }
+
+// TestReplayedAfterRestart: a node restarted over its log reports Replayed
+// only once its state machine holds every command of that log, not when it
+// merely knows it has them.
+func TestReplayedAfterRestart(t *testing.T) {
+	c := newInmemCluster(t, 3, deps{}, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const cmds = 5
+	for id := uint64(1); id <= cmds; id++ {
+		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitConverged(10 * time.Second)
+	f := (c.leader() + 1) % 3
+	if !c.nodes[f].Replayed() {
+		t.Fatal("a running node that applied its log is not Replayed")
+	}
+	// Restart f with an empty state machine while it cannot reach anyone:
+	// it has the commands in its log but cannot know they are committed.
+	c.stop(f)
+	c.sms[f] = newChainSM()
+	c.isolate(f)
+	c.start(f, 0)
+	n := c.nodes[f]
+	if n.Replayed() {
+		t.Fatal("Replayed before the state machine has applied anything")
+	}
+	c.heal(f)
+	waitFor(t, 20*time.Second, "the restarted node to replay its log", n.Replayed)
+	for id := uint64(1); id <= cmds; id++ {
+		if !c.sms[f].has(id) {
+			t.Fatalf("Replayed, but the state machine lacks command %d", id)
+		}
+	}
+	// A node that starts with no commands in its log has nothing to wait for.
+	fresh := c.addMember()
+	c.start(fresh, 0)
+	if !c.nodes[fresh].Replayed() {
+		t.Fatal("a node with an empty log is not Replayed")
+	}
+}

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -60,7 +61,8 @@ type applyResult struct {
 // fsm adapts a StateMachine to raft.BatchingFSM.
 type fsm struct {
 	sm      StateMachine
-	onBatch func(n int) // observes batch sizes; may be nil
+	onBatch func(n int)   // observes batch sizes; may be nil
+	applied atomic.Uint64 // the raft index of the last command applied
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -104,6 +106,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if bo, ok := f.sm.(BatchObserver); ok {
 			bo.AppliedBatch(last)
 		}
+	}
+	if last > 0 {
+		f.applied.Store(last)
 	}
 	return out
 }

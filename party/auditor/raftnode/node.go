@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	retry "github.com/nzcfed/nzc/internal/backoff"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
@@ -40,6 +42,9 @@ type Node struct {
 	fwd       *forwardClient // nil when forwarding is off
 
 	hadState bool // raft state existed when the node started
+	// startCmd is the index of the last command in the log when the node
+	// started (0 if none): Replayed waits for the state machine to reach it.
+	startCmd uint64
 
 	proposals chan *proposal // submissions for the leader's proposer
 
@@ -184,6 +189,9 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		localAddr: d.trans.LocalAddr(),
 		hadState:  hasState,
 		closers:   d.closers,
+	}
+	if n.startCmd, err = lastCommand(d.logs); err != nil {
+		return nil, &CorruptDataError{Path: filepath.Join(cfg.DataDir, raftDBFile), Err: err}
 	}
 	n.lifetime, n.stop = context.WithCancel(context.Background())
 	n.met = newMetrics(n)
@@ -655,6 +663,47 @@ func (n *Node) Ready() error {
 	return nil
 }
 
+// maxCommandScan bounds how far back from the end of the log lastCommand
+// looks for a command (past configuration changes and leaders' no-ops).
+const maxCommandScan = 4096
+
+// lastCommand returns the index of the last command in logs, or 0 when
+// none is among the last maxCommandScan entries.
+func lastCommand(logs raft.LogStore) (uint64, error) {
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	for i := last; i >= first && i > 0 && last-i < maxCommandScan; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return 0, fmt.Errorf("read log entry %d: %w", i, err)
+		}
+		if l.Type == raft.LogCommand {
+			return i, nil
+		}
+	}
+	return 0, nil
+}
+
+// Replayed reports whether the state machine has applied every command
+// this node's log held when it started. After a restart a node can know a
+// leader, and raft's applied index can pass those commands, before the
+// state machine has seen them; wait for Replayed before acting on the
+// state's contents. Commands that were never committed, and that a new
+// leader drops, are never applied: bound the wait.
+func (n *Node) Replayed() bool {
+	if n.fsm.applied.Load() >= n.startCmd {
+		return true
+	}
+	snap, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+	return snap >= n.startCmd
+}
+
 // CheckpointProvider is implemented by a StateMachine that signs
 // checkpoints (the ledger). Checkpoint returns this auditor's signed
 // checkpoint for the given tree size, or the latest one when treeSize is 0.
@@ -693,20 +742,9 @@ func (n *Node) localCheckpoint(body []byte) ([]byte, error) {
 }
 
 // backoff waits between retries: 5ms doubling to 200ms.
-type backoff struct{ d time.Duration }
+type backoff struct{ attempt int }
 
 func (b *backoff) wait(ctx context.Context) error {
-	if b.d == 0 {
-		b.d = 5 * time.Millisecond
-	} else {
-		b.d = min(2*b.d, 200*time.Millisecond)
-	}
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	b.attempt++
+	return retry.Wait(ctx, retry.Ceiling(b.attempt, 5*time.Millisecond, 200*time.Millisecond))
 }

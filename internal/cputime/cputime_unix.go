@@ -1,14 +1,15 @@
 //go:build unix
 
-package auditor
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time (user and system) the test process has used.
-func cpuTime() (time.Duration, bool) {
+// Process is the CPU time (user and system) this process has used so far;
+// ok is false where it cannot be read.
+func Process() (d time.Duration, ok bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

@@ -1,0 +1,83 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+)
+
+// pinFederation checks the log's parties against the federation directory
+// the verifier holds: the genesis was signed by an administrator of the
+// directory with its key, the genesis is the one pinned by hash, and every
+// party the log registered is in the directory with the same role and key.
+// Auditor keys alone do not stop a fabricated federation: a log that names a
+// made-up administrator, aggregator and hospitals can still carry the real
+// auditors' signatures.
+func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) {
+	if len(opts.Directory) == 0 && len(opts.GenesisHash) == 0 {
+		r.add(Check{Name: "federation", OK: true, Detail: "parties taken from the log itself; pin them with the federation directory (verify --federation) to detect a fabricated administrator, aggregator or hospital"})
+		return
+	}
+	var genesis []byte
+	var signer string
+	var at int64
+	for i, b := range entries {
+		en, err := DecodeEntry(b)
+		if err != nil || en.Status != StatusAccepted {
+			continue
+		}
+		cmd, err := DecodeCommand(en.Command)
+		if err != nil {
+			continue
+		}
+		if _, ok := cmd.Body.(*Genesis); ok {
+			genesis, signer, at = en.Command, cmd.Signer, int64(i)
+			break
+		}
+	}
+	if genesis == nil {
+		r.add(Check{Name: "genesis", Detail: "no accepted genesis to pin"})
+		return
+	}
+	if len(opts.GenesisHash) > 0 {
+		h := sha256.Sum256(genesis)
+		if !bytes.Equal(h[:], opts.GenesisHash) {
+			r.add(Check{Name: "genesis", Entry: entryRef(at), Detail: fmt.Sprintf("the genesis hashes to %x, not the pinned %x", h, opts.GenesisHash)})
+		} else {
+			r.add(Check{Name: "genesis", OK: true, Entry: entryRef(at), Detail: "the genesis is the pinned one"})
+		}
+	}
+	if len(opts.Directory) == 0 {
+		return
+	}
+	dir := map[string]Party{}
+	for _, p := range opts.Directory {
+		dir[p.ID] = p
+	}
+	logParties := st.Parties()
+	logKey := map[string]Party{}
+	for _, p := range logParties {
+		logKey[p.ID] = p
+	}
+	if d, ok := dir[signer]; !ok || d.Role != RoleAdmin || !slices.Equal(d.PublicKey, logKey[signer].PublicKey) {
+		r.add(Check{Name: "genesis signer", Entry: entryRef(at), Detail: fmt.Sprintf("the genesis is signed by %s, which is not the federation's administrator with its key", signer)})
+	} else {
+		r.add(Check{Name: "genesis signer", OK: true, Entry: entryRef(at), Detail: fmt.Sprintf("the genesis is signed by the federation's administrator %s", signer)})
+	}
+	bad := 0
+	for _, p := range logParties {
+		d, ok := dir[p.ID]
+		switch {
+		case !ok:
+			r.add(Check{Name: "party", Detail: fmt.Sprintf("the log registers %s %s, which the federation directory does not hold", p.Role, p.ID)})
+			bad++
+		case d.Role != p.Role || !slices.Equal(d.PublicKey, p.PublicKey):
+			r.add(Check{Name: "party", Detail: fmt.Sprintf("the log registers %s %s with another role or key than the federation directory", p.Role, p.ID)})
+			bad++
+		}
+	}
+	if bad == 0 {
+		r.add(Check{Name: "parties", OK: true, Detail: fmt.Sprintf("all %d parties of the log are the federation directory's, with its keys", len(logParties))})
+	}
+}

@@ -1,0 +1,61 @@
+package ledger
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"slices"
+	"testing"
+)
+
+// A log that names a made-up administrator and hospital, signed by a
+// majority of the real auditors, verifies against the auditors' keys alone;
+// pinned to the federation directory it fails, naming the genesis signer
+// and the foreign party. The genesis can also be pinned by its hash.
+func TestVerifyPinsTheFederation(t *testing.T) {
+	_, x := goldenExport(t)
+	dir := genesisBody().Parties
+	keys := func(st *State) []string { k, _ := st.AuditorKeys(st.TreeSize()); return k }
+
+	good := encodeExport(t, x)
+	first, _ := DecodeEntry(x.Entries[0])
+	genesisHash := sha256.Sum256(first.Command)
+	r := Verify(good, VerifyOptions{TrustedKeys: keys(goldenLog(t).st), Directory: dir, GenesisHash: genesisHash[:]})
+	if !r.OK {
+		t.Fatalf("the real log fails pinned verification: %+v", r.Failures())
+	}
+	if r := Verify(good, VerifyOptions{TrustedKeys: keys(goldenLog(t).st), GenesisHash: []byte("another genesis hash")}); !failed(r, "genesis") {
+		t.Fatal("a wrong genesis hash passed")
+	}
+
+	// The fabrication: the real auditors, a made-up administrator key and
+	// hospital.
+	mallory := testKey("mallory")
+	fake := genesisBody()
+	for i, p := range fake.Parties {
+		if p.ID == "admin" {
+			fake.Parties[i].PublicKey = mallory.Public().(ed25519.PublicKey)
+		}
+	}
+	fake.Parties = append(fake.Parties, testParty("h9", RoleHospital))
+	slices.SortFunc(fake.Parties, func(a, b Party) int { return cmpString(a.ID, b.ID) })
+	f := &fed{t: t, st: New()}
+	g, err := Sign(fake, "admin", mallory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.apply(g); r.Status != StatusAccepted {
+		t.Fatalf("fabricated genesis: %s", r.Message)
+	}
+	b, err := f.st.Export([][]byte{signedAt(t, f.st, f.st.TreeSize(), "a1", "a2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := keys(f.st)
+	if r := Verify(b, VerifyOptions{TrustedKeys: trusted}); !r.OK {
+		t.Fatalf("the fabricated log should pass the auditor keys alone (that is the attack): %+v", r.Failures())
+	}
+	r = Verify(b, VerifyOptions{TrustedKeys: trusted, Directory: dir})
+	if r.OK || !failed(r, "genesis signer") || !failed(r, "party") {
+		t.Fatalf("pinned to the directory, the fabricated log must fail on its signer and its parties: %+v", r.Failures())
+	}
+}

@@ -1,0 +1,161 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// ErrReceipt reports a receipt that does not prove what it claims: its
+// checkpoint lacks a majority of the pinned auditors, its entry is not in the
+// checkpoint's tree, or the entry is not the accepted command expected.
+var ErrReceipt = errors.New("ledger: the receipt does not prove the commit")
+
+// Receipt proves that a command was committed to the ledger and accepted,
+// to anyone who pins the auditors' keys: the accepted entry, its inclusion
+// proof in a tree, and a checkpoint of that tree signed by a majority of the
+// auditors. One auditor alone cannot make one: it would need a majority's
+// signatures on a tree that holds the entry.
+type Receipt struct {
+	Entry      []byte           // the accepted entry, canonically encoded
+	Proof      tlog.RecordProof // the entry's inclusion in the checkpoint's tree
+	Checkpoint []byte           // a signed note: the checkpoint and its cosignatures
+}
+
+// Receipt returns the receipt of entry index: its inclusion proof in the
+// tree of the signed checkpoint, which must cover it. The caller collects the
+// signatures; VerifyReceipt checks them.
+func (s *State) Receipt(index int64, signedCheckpoint []byte) (Receipt, error) {
+	c, err := PeekCheckpoint(signedCheckpoint)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if index < 0 || index >= c.Size {
+		return Receipt{}, fmt.Errorf("%w: entry %d is outside the checkpoint of size %d; cosign a newer checkpoint", ErrReceipt, index, c.Size)
+	}
+	entries, err := s.Entries(index, index+1)
+	if err != nil {
+		return Receipt{}, err
+	}
+	proof, err := s.ProveInclusion(index, c.Size)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return Receipt{Entry: entries[0], Proof: proof, Checkpoint: signedCheckpoint}, nil
+}
+
+// VerifyReceipt checks a receipt against the verifier keys of the auditors
+// (see VerifierKey), whose majority must have signed its checkpoint, and
+// returns the entry it proves and the checkpoint. The entry must be an
+// accepted command whose digest (Command.Digest) is want: a refused or
+// duplicate entry, or another command, is not a receipt for it.
+func VerifyReceipt(r Receipt, auditorKeys []string, want [32]byte) (Entry, SignedCheckpoint, error) {
+	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
+	if err != nil {
+		return Entry{}, sc, err
+	}
+	got, err := cmd.Digest()
+	if err != nil || got != want {
+		return Entry{}, sc, fmt.Errorf("%w: entry %d holds another command than the one submitted", ErrReceipt, en.Index)
+	}
+	return en, sc, nil
+}
+
+// VerifyChargeReceipt checks a receipt as a student can, knowing its batch
+// rather than the signed command: the receipt must prove an accepted charge
+// of batch batchID for student, of at most the batch's queries (an nzc-svt
+// batch whose session stopped part-way charges the queries it ran and
+// refuses the rest), committing to answers whose SHA-256 is answersHash. It
+// returns the charge.
+func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
+	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
+	if err != nil {
+		return nil, Entry{}, sc, err
+	}
+	ch, ok := cmd.Body.(*Charge)
+	switch {
+	case !ok:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d is a %s, not a charge", ErrReceipt, en.Index, cmd.Body.Kind())
+	case ch.BatchID != batchID || ch.Student != student:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
+	case ch.Queries > queries || ch.AnswersHash != answersHash:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
+	}
+	return ch, en, sc, nil
+}
+
+// verifyCommitted checks the checkpoint's quorum, the entry's inclusion and
+// that the entry accepted its command, and returns the entry and command.
+func verifyCommitted(r Receipt, auditorKeys []string) (Entry, Command, SignedCheckpoint, error) {
+	sc, err := OpenCheckpoint(r.Checkpoint, auditorKeys)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	en, err := DecodeEntry(r.Entry)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	if err := VerifyInclusion(r.Entry, int64(en.Index), sc.Checkpoint, r.Proof); err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	if en.Status != StatusAccepted {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d is %s (%s), not an accepted command", ErrReceipt, en.Index, en.Status, en.Code)
+	}
+	cmd, err := DecodeCommand(en.Command)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d: %w", ErrReceipt, en.Index, err)
+	}
+	return en, cmd, sc, nil
+}
+
+// receiptJSON is the JSON form of a receipt: what a student keeps beside its
+// labels and re-verifies later.
+type receiptJSON struct {
+	Entry      string   `json:"entry"`      // base64
+	Proof      []string `json:"proof"`      // base64 hashes
+	Checkpoint string   `json:"checkpoint"` // the signed note, as text
+}
+
+// MarshalJSON encodes the receipt with base64 entry and proof hashes and the
+// checkpoint note as text.
+func (r Receipt) MarshalJSON() ([]byte, error) {
+	j := receiptJSON{Entry: base64.StdEncoding.EncodeToString(r.Entry), Checkpoint: string(r.Checkpoint), Proof: []string{}}
+	for _, h := range r.Proof {
+		j.Proof = append(j.Proof, base64.StdEncoding.EncodeToString(h[:]))
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes, strictly.
+func (r *Receipt) UnmarshalJSON(b []byte) error {
+	var j receiptJSON
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&j); err != nil {
+		return fmt.Errorf("%w: receipt: %w", ErrMalformed, err)
+	}
+	if d.More() {
+		return fmt.Errorf("%w: receipt: data after the object", ErrMalformed)
+	}
+	entry, err := base64.StdEncoding.Strict().DecodeString(j.Entry)
+	if err != nil {
+		return fmt.Errorf("%w: receipt entry: %w", ErrMalformed, err)
+	}
+	if len(j.Proof) > 64 {
+		return fmt.Errorf("%w: receipt proof of %d hashes (at most 64)", ErrMalformed, len(j.Proof))
+	}
+	proof := make(tlog.RecordProof, 0, len(j.Proof))
+	for i, s := range j.Proof {
+		h, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || len(h) != tlog.HashSize {
+			return fmt.Errorf("%w: receipt proof hash %d is not %d bytes of base64", ErrMalformed, i, tlog.HashSize)
+		}
+		proof = append(proof, tlog.Hash(h))
+	}
+	*r = Receipt{Entry: entry, Proof: proof, Checkpoint: []byte(j.Checkpoint)}
+	return nil
+}

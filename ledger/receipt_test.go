@@ -1,0 +1,149 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// receiptFixture charges one batch, refuses another and returns the state,
+// the accepted command's digest and index, and the refused entry's index.
+func receiptFixture(t *testing.T) (*fed, [32]byte, int64, int64) {
+	f := newFed(t)
+	cmd := f.sign(chargeBody("b1", []string{"h1"}, gaussCurve(40, 10), 10), "agg")
+	r := f.apply(cmd)
+	if r.Status != StatusAccepted {
+		t.Fatalf("charge: %s %s", r.Status, r.Message)
+	}
+	c, err := DecodeCommand(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := c.Digest()
+	refused := f.apply(f.sign(chargeBody("b2", []string{"h2"}, gaussCurve(1, 1000), 1000), "agg"))
+	if refused.Status != StatusRefused {
+		t.Fatalf("want a refusal, got %s", refused.Status)
+	}
+	return f, digest, int64(r.Index), int64(refused.Index)
+}
+
+func TestReceipt(t *testing.T) {
+	f, digest, index, refusedIndex := receiptFixture(t)
+	cp, _ := f.st.Checkpoint()
+	majority, err := SignCheckpoint(cp, auditorSigner(t, "a1"), auditorSigner(t, "a3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, _ := SignCheckpoint(cp, auditorSigner(t, "a3"))
+	keys := auditorKeys(t, f.st)
+
+	good, err := f.st.Receipt(index, majority)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if en, sc, err := VerifyReceipt(good, keys, digest); err != nil || int64(en.Index) != index || len(sc.Signers) != 2 {
+		t.Fatalf("a majority's receipt: entry %d, signers %v, err %v", en.Index, sc.Signers, err)
+	}
+
+	// Each way a single party could try to pass a release off as committed.
+	oneAuditor, _ := f.st.Receipt(index, alone)
+	ofRefusal, _ := f.st.Receipt(refusedIndex, majority)
+	tampered := good
+	tampered.Entry = append([]byte(nil), good.Entry...)
+	tampered.Entry[len(tampered.Entry)-12] ^= 1
+	otherProof, _ := f.st.Receipt(index-1, majority)
+	wrongProof := good
+	wrongProof.Proof = otherProof.Proof
+	for _, c := range []struct {
+		name string
+		r    Receipt
+		want [32]byte
+	}{
+		{"a checkpoint signed by one auditor", oneAuditor, digest},
+		{"the entry of a refused charge", ofRefusal, digest},
+		{"an entry changed after signing", tampered, digest},
+		{"the proof of another entry", wrongProof, digest},
+		{"another command than the one submitted", good, [32]byte{1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, _, err := VerifyReceipt(c.r, keys, c.want); !errors.Is(err, ErrReceipt) {
+				t.Fatalf("verified: %v", err)
+			}
+		})
+	}
+	// What a student checks: its own batch, size and answers.
+	hash := sha256.Sum256([]byte("b1"))
+	if _, _, _, err := VerifyChargeReceipt(good, keys, "b1", "s2", 10, hash); err != nil {
+		t.Fatalf("the student's check: %v", err)
+	}
+	for _, c := range []struct {
+		name, batch, student string
+		queries              uint64
+		hash                 [32]byte
+	}{
+		{"another batch", "b9", "s2", 10, hash},
+		{"another student", "b1", "s1", 10, hash},
+		{"a smaller batch", "b1", "s2", 9, hash},
+		{"other answers", "b1", "s2", 10, [32]byte{7}},
+	} {
+		if _, _, _, err := VerifyChargeReceipt(good, keys, c.batch, c.student, c.queries, c.hash); !errors.Is(err, ErrReceipt) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	if _, err := f.st.Receipt(f.st.TreeSize(), majority); !errors.Is(err, ErrReceipt) {
+		t.Fatalf("a receipt beyond the checkpoint: %v", err)
+	}
+}
+
+func TestReceiptJSON(t *testing.T) {
+	f, digest, index, _ := receiptFixture(t)
+	cp, _ := f.st.Checkpoint()
+	signed, _ := SignCheckpoint(cp, auditorSigner(t, "a1"), auditorSigner(t, "a2"))
+	r, err := f.st.Receipt(index, signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Receipt
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := VerifyReceipt(back, auditorKeys(t, f.st), digest); err != nil {
+		t.Fatalf("a receipt read back from JSON: %v", err)
+	}
+	for _, bad := range []string{
+		`{"entry":"AA==","proof":[],"checkpoint":"","extra":1}`,
+		`{"entry":"not base64","proof":[],"checkpoint":""}`,
+		`{"entry":"","proof":["AAAA"],"checkpoint":""}`,
+	} {
+		var r Receipt
+		if err := json.Unmarshal([]byte(bad), &r); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func FuzzReceiptJSON(f *testing.F) {
+	f.Add([]byte(`{"entry":"AA==","proof":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="],"checkpoint":"x\n1\nAA==\n"}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Receipt
+		if err := json.Unmarshal(b, &r); err != nil {
+			return
+		}
+		out, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("re-encoding a decoded receipt: %v", err)
+		}
+		var again Receipt
+		if err := json.Unmarshal(out, &again); err != nil {
+			t.Fatalf("decoding the re-encoding: %v", err)
+		}
+		// Verification never panics on what decodes.
+		_, _, _ = VerifyReceipt(again, nil, [32]byte{})
+	})
+}

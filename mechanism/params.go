@@ -1,0 +1,355 @@
+package mechanism
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ReferenceTeachers is the ensemble size the presets are set for (the
+// source paper's and PATE 2018's 250 teachers). Parameters measured in votes
+// scale with the ensemble size; see Params.ForEnsemble.
+const ReferenceTeachers = 250
+
+// presets are the parameters of each mechanism for ReferenceTeachers
+// teachers: the paper's LNMax (Laplace scale 20) and NZC (c = 1e100,
+// γ = 1e10, i.e. Laplace scale 1e-10), PATE 2018's MNIST settings for GNMax
+// (σ = 40) and Confident-GNMax (T = 200, σ1 = 150, σ2 = 40). nzc-svt's
+// preset is planned rather than listed: see svtPreset.
+var presets = [...]Params{
+	{Mechanism: NZC, Noise: NoiseLaplace, Scale: 1e-10, Constant: 1e100},
+	{Mechanism: LNMax, Scale: 20},
+	{Mechanism: GNMax, Sigma: 40},
+	{Mechanism: ConfidentGNMax, Threshold: 200, Sigma1: 150, Sigma2: 40},
+}
+
+// svtPreset is nzc-svt's preset: one session of pure ε = 1 with its own δ
+// at most 5e-6 and K = 1 refusal, the lowest threshold PlanSession finds for
+// ReferenceTeachers teachers and 10 classes (T = 71, b_ρ ≈ 2.67,
+// b_ν = 3.2). A student that asks first about the queries its teachers
+// agree on needs one refusal: it ends the session once those run out.
+func svtPreset() Params {
+	p, err := PlanSession(1, 5e-6, 1, ReferenceTeachers, 10)
+	if err != nil {
+		// The inputs are constants PlanSession accepts; TestPresetsAndEnsemble checks.
+		panic("mechanism: the nzc-svt preset cannot be planned: " + err.Error())
+	}
+	p.Teachers, p.Classes = 0, 0
+	return p
+}
+
+// Preset returns the preset parameters of mechanism k for ReferenceTeachers
+// teachers (Teachers and Classes unset). Scale them with ForEnsemble.
+func Preset(k Kind) (Params, error) {
+	if k == NZCSVT {
+		return svtPreset(), nil
+	}
+	for _, p := range presets {
+		if p.Mechanism == k {
+			return p, nil
+		}
+	}
+	return Params{}, &ParamError{Param: "mechanism", Value: string(k), Reason: "must be one of nzc, lnmax, gnmax, confident-gnmax, nzc-svt"}
+}
+
+// Presets returns the preset parameters of every mechanism, by name.
+func Presets() map[string]Params {
+	out := make(map[string]Params, len(presets)+1)
+	for _, p := range presets {
+		out[string(p.Mechanism)] = p
+	}
+	out[string(NZCSVT)] = svtPreset()
+	return out
+}
+
+// ForEnsemble returns p, whose parameters are set for ReferenceTeachers
+// teachers, adapted to an ensemble of k teachers voting on the given number
+// of classes. The paper's mechanisms (lnmax, nzc) keep their parameters, as
+// the paper did. For gnmax, confident-gnmax and nzc-svt the parameters
+// measured in votes (σ, T, σ1, σ2, the distance threshold) scale by k/250,
+// so that the mechanism sees the same vote fractions; the privacy cost then
+// changes, and is reported as it is. nzc-svt's threshold is rounded down
+// (distances are whole numbers of votes).
+func (p Params) ForEnsemble(k, classes int) Params {
+	p.Teachers, p.Classes = k, classes
+	f := float64(k) / ReferenceTeachers
+	switch p.Mechanism {
+	case GNMax:
+		p.Sigma *= f
+	case ConfidentGNMax:
+		p.Threshold *= f
+		p.Sigma1 *= f
+		p.Sigma2 *= f
+	case NZCSVT:
+		p.Threshold = math.Floor(p.Threshold * f)
+	}
+	return p
+}
+
+// String describes the mechanism's parameters in the one format every
+// report uses, e.g. "σ=40" or "T=200, σ1=150, σ2=40". Numbers have at most
+// four significant digits; the ledger keeps the exact values (LedgerParams).
+func (p Params) String() string {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+	switch p.Mechanism {
+	case NZC:
+		if p.Noise == NoiseGaussian {
+			return fmt.Sprintf("c=%s, Gaussian σ=%s", f(p.Constant), f(p.Sigma))
+		}
+		return fmt.Sprintf("c=%s, Laplace b=%s", f(p.Constant), f(p.Scale))
+	case LNMax:
+		return "Laplace b=" + f(p.Scale)
+	case GNMax:
+		return "σ=" + f(p.Sigma)
+	case ConfidentGNMax:
+		return fmt.Sprintf("T=%s, σ1=%s, σ2=%s", f(p.Threshold), f(p.Sigma1), f(p.Sigma2))
+	case NZCSVT:
+		return fmt.Sprintf("T=%s, K=%d, b_ρ=%s, b_ν=%s", f(p.Threshold), p.MaxRefusals, f(p.Scale), f(p.svtDistanceScale()))
+	}
+	return string(p.Mechanism)
+}
+
+// Trim returns p with every parameter its mechanism does not take set to
+// zero. A configuration is layered over defaults that are set for another
+// mechanism (confident-gnmax's threshold under a gnmax name, say); Trim
+// keeps what the named mechanism reads. An unknown mechanism is kept as it
+// is, for Validate to name.
+func (p Params) Trim() Params {
+	keys := ledgerKeys(p.Mechanism, p.Noise)
+	if keys == nil {
+		return p
+	}
+	out := Params{Mechanism: p.Mechanism, Teachers: p.Teachers, Classes: p.Classes}
+	for _, k := range keys {
+		switch dst := out.field(k).(type) {
+		case *float64:
+			*dst = *p.field(k).(*float64)
+		case *int:
+			*dst = *p.field(k).(*int)
+		case *Noise:
+			*dst = *p.field(k).(*Noise)
+		}
+	}
+	return out
+}
+
+// field returns a pointer to the field of p that holds the key k: an *int,
+// a *float64 or a *Noise; nil for an unknown key.
+func (p *Params) field(k string) any {
+	switch k {
+	case keyClasses:
+		return &p.Classes
+	case keyTeachers:
+		return &p.Teachers
+	case keyMaxRefusals:
+		return &p.MaxRefusals
+	case keyNoise:
+		return &p.Noise
+	case keyConstant:
+		return &p.Constant
+	case keyDistanceScale:
+		return &p.DistanceScale
+	case keyScale:
+		return &p.Scale
+	case keySigma:
+		return &p.Sigma
+	case keySigma1:
+		return &p.Sigma1
+	case keySigma2:
+		return &p.Sigma2
+	case keyThreshold:
+		return &p.Threshold
+	}
+	return nil
+}
+
+// KV is one mechanism parameter as a ledger entry records it: a key and
+// its value in the one spelling ParseLedgerParams accepts.
+type KV struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// The ledger keys, which are also the configuration keys.
+const (
+	keyClasses       = "classes"
+	keyConstant      = "constant"
+	keyDistanceScale = "distance_scale"
+	keyMaxRefusals   = "max_refusals"
+	keyNoise         = "noise"
+	keyScale         = "scale"
+	keySigma         = "sigma"
+	keySigma1        = "sigma1"
+	keySigma2        = "sigma2"
+	keyTeachers      = "teachers"
+	keyThreshold     = "threshold"
+)
+
+// ledgerKeys returns the sorted key set of p's mechanism (nil for an
+// unknown one). nzc's noise decides whether it has scale or sigma.
+func ledgerKeys(k Kind, noise Noise) []string {
+	var ks []string
+	switch k {
+	case NZC:
+		ks = []string{keyConstant, keyNoise}
+		if noise == NoiseGaussian {
+			ks = append(ks, keySigma)
+		} else {
+			ks = append(ks, keyScale)
+		}
+	case LNMax:
+		ks = []string{keyScale}
+	case GNMax:
+		ks = []string{keySigma}
+	case ConfidentGNMax:
+		ks = []string{keySigma1, keySigma2, keyThreshold}
+	case NZCSVT:
+		ks = []string{keyDistanceScale, keyMaxRefusals, keyScale, keyThreshold}
+	default:
+		return nil
+	}
+	ks = append(ks, keyClasses, keyTeachers)
+	slices.Sort(ks)
+	return ks
+}
+
+func formatFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// LedgerParams lists p's parameters as a ledger entry records them: every
+// parameter of its mechanism, teachers and classes included, sorted by key,
+// integers in decimal and other numbers in strconv's shortest 'g' spelling.
+// nzc-svt's distance scale is written as the value used (2·K·scale when p
+// leaves it zero). p should be valid (Validate).
+func (p Params) LedgerParams() []KV {
+	keys := ledgerKeys(p.Mechanism, p.Noise)
+	if p.Mechanism == NZCSVT {
+		p.DistanceScale = p.svtDistanceScale()
+	}
+	out := make([]KV, 0, len(keys))
+	for _, k := range keys {
+		var v string
+		switch f := p.field(k).(type) {
+		case *int:
+			v = strconv.Itoa(*f)
+		case *float64:
+			v = formatFloat(*f)
+		case *Noise:
+			v = string(*f)
+		}
+		out = append(out, KV{Key: k, Value: v})
+	}
+	return out
+}
+
+// ParseLedgerParams is the inverse of LedgerParams: it rebuilds the
+// parameters of mechanism kind from a ledger entry's list and validates
+// them. The list must hold exactly the keys of the mechanism, sorted, each
+// once, and every value in the one spelling LedgerParams writes (so "40.0",
+// "4e1" or "+40" for 40 are refused): a ledger entry has one reading.
+func ParseLedgerParams(kind Kind, kvs []KV) (Params, error) {
+	p := Params{Mechanism: kind}
+	noise := NoiseLaplace
+	for _, kv := range kvs {
+		if kv.Key == keyNoise {
+			noise = Noise(kv.Value)
+		}
+	}
+	keys := ledgerKeys(kind, noise)
+	if keys == nil {
+		return Params{}, &ParamError{Param: "mechanism", Value: string(kind), Reason: "must be one of nzc, lnmax, gnmax, confident-gnmax, nzc-svt"}
+	}
+	got := make([]string, len(kvs))
+	for i, kv := range kvs {
+		got[i] = kv.Key
+	}
+	if !slices.Equal(got, keys) {
+		return Params{}, &ParamError{Param: "parameters", Value: strings.Join(got, ","),
+			Reason: fmt.Sprintf("%s takes exactly the keys %s, sorted, each once", kind, strings.Join(keys, ","))}
+	}
+	for _, kv := range kvs {
+		var err error
+		switch f := p.field(kv.Key).(type) {
+		case *int:
+			*f, err = parseInt(kv)
+		case *float64:
+			*f, err = parseFloat(kv)
+		case *Noise:
+			*f = Noise(kv.Value)
+		}
+		if err != nil {
+			return Params{}, err
+		}
+	}
+	if kind == NZCSVT && p.DistanceScale == 0 {
+		// Zero would mean "the default"; the ledger spells the value out.
+		return Params{}, &ParamError{Param: keyDistanceScale, Value: "0", Reason: "must be the scale used, greater than 0"}
+	}
+	if err := p.Validate(); err != nil {
+		return Params{}, err
+	}
+	return p, nil
+}
+
+func parseInt(kv KV) (int, error) {
+	n, err := strconv.Atoi(kv.Value)
+	if err != nil || strconv.Itoa(n) != kv.Value {
+		return 0, &ParamError{Param: kv.Key, Value: kv.Value, Reason: "must be a whole number in decimal, without sign or leading zeros"}
+	}
+	return n, nil
+}
+
+func parseFloat(kv KV) (float64, error) {
+	x, err := strconv.ParseFloat(kv.Value, 64)
+	if err != nil || formatFloat(x) != kv.Value {
+		return 0, &ParamError{Param: kv.Key, Value: kv.Value, Reason: fmt.Sprintf("must be a number in its shortest spelling (%s)", formatFloat(x))}
+	}
+	return x, nil
+}
+
+// BatchResult is what a mechanism released for a batch of queries.
+type BatchResult struct {
+	// Outcomes has one entry per query; queries not looked at (after a
+	// session stopped) are refusals.
+	Outcomes []Outcome
+	// Processed is how many queries the mechanism looked at (all of them
+	// unless a session stopped); Answered and Refused split them.
+	Processed, Answered, Refused int
+	// Stopped reports that an nzc-svt session used its K refusals before
+	// the end of the batch; the queries after it were not looked at.
+	Stopped bool
+}
+
+// AnswerBatch answers every histogram of a batch with m, in order. An
+// nzc-svt session (*Session) stops at its K-th refusal: the rest of the
+// batch is refused unseen and Stopped is set. An error of m (a bad
+// histogram, a failing source) names the query and releases nothing.
+func AnswerBatch(m Mechanism, src Source, hs []Histogram) (BatchResult, error) {
+	r := BatchResult{Outcomes: make([]Outcome, len(hs))}
+	for i := range r.Outcomes {
+		r.Outcomes[i] = Refusal()
+	}
+	for q, h := range hs {
+		o, err := m.Answer(src, h)
+		if errors.Is(err, ErrSessionExhausted) {
+			r.Stopped = true
+			break
+		}
+		if err != nil {
+			return BatchResult{}, fmt.Errorf("query %d: %w", q, err)
+		}
+		r.Outcomes[q] = o
+		r.Processed++
+		if o.Refused {
+			r.Refused++
+		} else {
+			r.Answered++
+		}
+	}
+	if s, ok := m.(*Session); ok && s.Exhausted() {
+		r.Stopped = true
+	}
+	return r, nil
+}

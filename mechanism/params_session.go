@@ -1,0 +1,49 @@
+package mechanism
+
+import (
+	"fmt"
+	"math/big"
+)
+
+// SessionState is what an nzc-svt session keeps between queries: the
+// threshold noise ρ (drawn at the first query; empty before) and the
+// number of queries refused. It is secret — ρ is privacy noise — and must
+// be stored only sealed.
+type SessionState struct {
+	Rho      string `json:"rho,omitempty"` // ρ in decimal; "" before the first query
+	Refusals int    `json:"refusals"`
+}
+
+// State returns the session's state, to resume it later (ResumeSession).
+func (s *Session) State() SessionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := SessionState{Refusals: s.refusals}
+	if s.rho != nil {
+		st.Rho = s.rho.String()
+	}
+	return st
+}
+
+// ResumeSession reopens a session of parameters p in a state State
+// returned: the same ρ and refusals, so the session goes on as if it had
+// never stopped, and its cost, paid when it opened, still covers it. A
+// state that does not parse, or has more refusals than K, is an error.
+func ResumeSession(p Params, st SessionState) (*Session, error) {
+	s, err := Open(p)
+	if err != nil {
+		return nil, err
+	}
+	if st.Refusals < 0 || st.Refusals > p.MaxRefusals {
+		return nil, fmt.Errorf("%w: a session state with %d refusals, K = %d", ErrBadParams, st.Refusals, p.MaxRefusals)
+	}
+	s.refusals = st.Refusals
+	if st.Rho != "" {
+		rho, ok := new(big.Int).SetString(st.Rho, 10)
+		if !ok || rho.String() != st.Rho {
+			return nil, fmt.Errorf("%w: a session state's ρ %q is not a decimal integer", ErrBadParams, st.Rho)
+		}
+		s.rho = rho
+	}
+	return s, nil
+}

@@ -1,0 +1,111 @@
+package aggregator
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// maxRemembered bounds the refusals the aggregator remembers by batch id.
+const maxRemembered = 4096
+
+// refusals remembers the batches refused for budget or by the ledger, so
+// that a retry of the same batch id gets the same refusal without asking
+// the hospitals or drawing noise again. Guarded by Aggregator.mu.
+type refusals struct {
+	byBatch map[string]refused
+	order   []string // oldest first, for eviction
+}
+
+type refused struct {
+	reason string
+	err    *protocol.Error
+}
+
+func refusalKey(student, batch string) string { return student + "\x00" + batch }
+
+// rememberRefusal records a batch's refusal; the oldest is forgotten when
+// maxRemembered are kept (a retry of a forgotten batch is decided again, from
+// the same public state).
+func (a *Aggregator) rememberRefusal(student, batch, reason string, err *protocol.Error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := refusalKey(student, batch)
+	if _, ok := a.refused.byBatch[k]; !ok {
+		a.refused.order = append(a.refused.order, k)
+	}
+	a.refused.byBatch[k] = refused{reason: reason, err: err}
+	for len(a.refused.order) > maxRemembered {
+		delete(a.refused.byBatch, a.refused.order[0])
+		a.refused.order = a.refused.order[1:]
+	}
+}
+
+func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.refused.byBatch[refusalKey(student, batch)]
+	return r, ok
+}
+
+// admit decides, before any hospital is asked for votes and before any
+// noise is drawn, whether the connected hospitals' budgets can take the
+// batch at its data-independent worst case: every one of its nq queries
+// answered. It reads each hospital's spent ε and remaining δ from the
+// ledger and refuses a batch the ledger is certain to refuse: one whose
+// worst case alone exceeds a hospital's cap, or whose hospital has already
+// spent more than its cap (composing more only raises ε). The ledger makes
+// the final decision, also at the worst case; so whether a batch is refused,
+// and what the refusal says, depend only on public state and the batch's
+// size, never on the votes. nzc-svt batches are not checked here: the
+// ledger decides a session's fixed cost when it opens, before any query of
+// it is answered.
+func (a *Aggregator) admit(ctx context.Context, batch string, hs []*hospitalEntry, classes, nq int) *protocol.Error {
+	p := a.cfg.Mechanism
+	if p.Mechanism == mechanism.NZCSVT {
+		return nil
+	}
+	ids := make([]string, len(hs))
+	p.Teachers, p.Classes = 0, classes
+	for i, h := range hs {
+		ids[i] = h.id
+		p.Teachers += h.teachers
+	}
+	worst, err := p.Charge(a.grid, nq, 0)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
+	resp, err := a.cfg.Ledger.Budget(bctx, &nzcpb.BudgetRequest{HospitalIds: ids})
+	cancel()
+	if err != nil {
+		return &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the ledger did not answer the budget read for batch %s (%v): nothing was asked of the hospitals or drawn; retry the batch", batch, err)}
+	}
+	for _, b := range resp.GetBudgets() {
+		conv := b.GetDelta() - worst.Delta
+		if !(conv > 0) {
+			return protocol.Errorf(protocol.CodeBudgetExhausted,
+				"batch %s is not admitted: its worst case (all %d queries answered) has additive δ %.3g, and hospital %s has δ %.3g left: nothing was asked of the hospitals or drawn",
+				batch, nq, worst.Delta, b.GetHospitalId(), b.GetDelta())
+		}
+		eps := 0.0
+		if !worst.RDP.IsZero() {
+			eps = math.Inf(1)
+			if c, err := worst.RDP.FilterEpsilon(conv); err == nil {
+				eps = c.Epsilon
+			}
+		}
+		if spent := b.GetEpsilonSpent(); eps > b.GetEpsilonCap() || spent > b.GetEpsilonCap() {
+			return protocol.Errorf(protocol.CodeBudgetExhausted,
+				"batch %s is not admitted: hospital %s has spent ε=%.6g of its cap ε=%v, and the batch's worst case (all %d queries answered) alone costs ε=%.6g at δ=%.3g: nothing was asked of the hospitals or drawn; a smaller batch may fit",
+				batch, b.GetHospitalId(), spent, b.GetEpsilonCap(), nq, eps, conv)
+		}
+	}
+	return nil
+}

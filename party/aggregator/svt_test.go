@@ -1,0 +1,175 @@
+package aggregator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/protocol"
+)
+
+// svtFixture is a federation of n hospitals of 200 teachers each under
+// nzc-svt with K = 3, quorum 2.
+func svtFixture(t *testing.T, n int) (*fixture, Config) {
+	t.Helper()
+	f := newFixture(t, n, 50)
+	for _, h := range f.hospitals {
+		h.teachers = 200
+	}
+	cfg := f.cfg
+	cfg.Quorum = 2
+	cfg.Mechanism = mechanism.Params{Mechanism: mechanism.NZCSVT, Threshold: 100, Scale: 1, MaxRefusals: 3}
+	return f, cfg
+}
+
+// openings returns the signed OpenSession commands the ledger received and
+// how many it accepted.
+func (l *fakeLedger) openings(t *testing.T) (submitted [][]byte, accepted int) {
+	t.Helper()
+	l.mu.Lock()
+	for _, cmd := range l.submitted {
+		if c, err := ledger.DecodeCommand(cmd); err == nil {
+			if _, ok := c.Body.(*ledger.OpenSession); ok {
+				submitted = append(submitted, cmd)
+			}
+		}
+	}
+	l.mu.Unlock()
+	s := l.m.State()
+	entries, _ := s.Entries(0, s.TreeSize())
+	for _, b := range entries {
+		e, _ := ledger.DecodeEntry(b)
+		if c, err := ledger.DecodeCommand(e.Command); err == nil && e.Status == ledger.StatusAccepted {
+			if _, ok := c.Body.(*ledger.OpenSession); ok {
+				accepted++
+			}
+		}
+	}
+	return submitted, accepted
+}
+
+// A hospital set that returns finds its session again instead of opening,
+// and paying for, another.
+func TestSessionReusedWhenHospitalSetReturns(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := map[string]func(){}
+	for _, h := range f.hospitals {
+		if remove[h.id], err = a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.AddStudent("student-1", f.student.Recipient())
+	label := func(id byte) {
+		t.Helper()
+		req, _ := f.request(t, id, 4)
+		if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(1) // all three hospitals
+	last := f.hospitals[2]
+	remove[last.id]()
+	label(2) // two of them: another set, another session
+	if _, err := a.AddHospital(last.id, last.teachers, last.classes, last); err != nil {
+		t.Fatal(err)
+	}
+	label(3) // all three again: the first session
+	if _, n := f.led.openings(t); n != 2 {
+		t.Fatalf("%d sessions opened for the sets {1,2,3}, {1,2}, {1,2,3}; want 2", n)
+	}
+}
+
+// Opening a session waits for the ledger at most LedgerTimeout.
+func TestSessionOpeningBoundedByLedgerTimeout(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	cfg.Ledger, cfg.LedgerTimeout = hangingLedger{f.led}, 50*time.Millisecond
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 2)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := a.Label(ctx, "student-1", req)
+	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
+		t.Fatalf("got %v (test context: %v), want ledger-unavailable within the ledger timeout", err, ctx.Err())
+	}
+}
+
+// A restarted aggregator resumes the sessions it kept in its outbox instead
+// of opening, and paying for, new ones.
+func TestSessionResumedAfterRestart(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	b := f.start(t, cfg) // the same outbox: a restart
+	req, _ = f.request(t, 2, 4)
+	if _, err := b.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := f.led.openings(t); n != 1 {
+		t.Fatalf("%d sessions opened across a restart, want 1", n)
+	}
+	chs := f.led.charges(t)
+	if len(chs) != 2 {
+		t.Fatalf("%d charges, want 2", len(chs))
+	}
+	var sessions []string
+	for _, ch := range chs {
+		sessions = append(sessions, ch.Session)
+	}
+	if sessions[0] == "" || sessions[0] != sessions[1] {
+		t.Fatalf("the batches ran in sessions %v, want one", sessions)
+	}
+}
+
+// An opening whose outcome is unknown (the ledger applied it, the reply was
+// lost) is proposed again byte for byte, by the same aggregator or, since
+// it is kept in the outbox before it is proposed, by a restarted one: the
+// session is paid for once.
+func TestSessionOpeningRetriedIdentically(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		f, cfg := svtFixture(t, 2)
+		a := f.start(t, cfg)
+		req, _ := f.request(t, 1, 4)
+		f.led.set(false, true)
+		if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrLedgerUnavailable) {
+			t.Fatalf("restart %v: got %v, want ledger-unavailable", restart, err)
+		}
+		f.led.set(false, false)
+		if restart {
+			a = f.start(t, cfg) // the same outbox
+		}
+		if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+			t.Fatalf("restart %v: %v", restart, err)
+		}
+		sub, n := f.led.openings(t)
+		if n != 1 || len(sub) != 2 || !bytes.Equal(sub[0], sub[1]) {
+			t.Fatalf("restart %v: %d sessions opened from %d proposals, want 1 from the same command twice", restart, n, len(sub))
+		}
+	}
+}
+
+// An exhausted session is over: its record leaves the outbox.
+func TestExhaustedSessionLeavesTheOutbox(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	a := f.start(t, cfg)
+	for _, h := range f.hospitals {
+		h.split = true // every query unstable: refused
+	}
+	req, _ := f.request(t, 1, 8)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := a.outbox.Sessions(); err != nil || len(recs) != 0 {
+		t.Fatalf("%d session records after the session was exhausted (%v), want none", len(recs), err)
+	}
+}
