@@ -118,52 +118,48 @@ func ParseCertPEM(data []byte) (*x509.Certificate, error) {
 
 // EncodeKeyPEM returns an ed25519 private key as a PKCS #8 PEM block.
 func EncodeKeyPEM(key ed25519.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode private key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemPrivateKey, Bytes: der}), nil
+	return encodeKeyPEM(key, pemPrivateKey, "private key", x509.MarshalPKCS8PrivateKey)
 }
 
 // ParseKeyPEM parses a PKCS #8 PEM ed25519 private key.
 func ParseKeyPEM(data []byte) (ed25519.PrivateKey, error) {
-	b, _ := pem.Decode(data)
-	if b == nil || b.Type != pemPrivateKey {
-		return nil, errors.New("no PRIVATE KEY PEM block found")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("parse private key: %w", err)
-	}
-	ek, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("private key is a %T, want ed25519", k)
-	}
-	return ek, nil
+	return parseKeyPEM[ed25519.PrivateKey](data, pemPrivateKey, "private key", x509.ParsePKCS8PrivateKey)
 }
 
 // EncodePublicKeyPEM returns an ed25519 public key as a PKIX PEM block.
 func EncodePublicKeyPEM(key ed25519.PublicKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode public key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemPublicKey, Bytes: der}), nil
+	return encodeKeyPEM(key, pemPublicKey, "public key", x509.MarshalPKIXPublicKey)
 }
 
 // ParsePublicKeyPEM parses a PKIX PEM ed25519 public key.
 func ParsePublicKeyPEM(data []byte) (ed25519.PublicKey, error) {
-	b, _ := pem.Decode(data)
-	if b == nil || b.Type != pemPublicKey {
-		return nil, errors.New("no PUBLIC KEY PEM block found")
-	}
-	k, err := x509.ParsePKIXPublicKey(b.Bytes)
+	return parseKeyPEM[ed25519.PublicKey](data, pemPublicKey, "public key", x509.ParsePKIXPublicKey)
+}
+
+// encodeKeyPEM marshals key, the what of the error messages, with marshal
+// into a PEM block of type typ.
+func encodeKeyPEM(key any, typ, what string, marshal func(any) ([]byte, error)) ([]byte, error) {
+	der, err := marshal(key)
 	if err != nil {
-		return nil, fmt.Errorf("parse public key: %w", err)
+		return nil, fmt.Errorf("encode %s: %w", what, err)
 	}
-	ek, ok := k.(ed25519.PublicKey)
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), nil
+}
+
+// parseKeyPEM parses the first PEM block of data, which must be of type
+// typ, with parse, and checks that it holds an ed25519 key of type K.
+func parseKeyPEM[K ed25519.PrivateKey | ed25519.PublicKey](data []byte, typ, what string, parse func([]byte) (any, error)) (K, error) {
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != typ {
+		return nil, errors.New("no " + typ + " PEM block found")
+	}
+	k, err := parse(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", what, err)
+	}
+	ek, ok := k.(K)
 	if !ok {
-		return nil, fmt.Errorf("public key is a %T, want ed25519", k)
+		return nil, fmt.Errorf("%s is a %T, want ed25519", what, k)
 	}
 	return ek, nil
 }
@@ -175,60 +171,64 @@ func WriteCert(path string, cert *x509.Certificate, force bool) error {
 
 // LoadCert reads a PEM certificate file.
 func LoadCert(path string) (*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read certificate: %w", err)
-	}
-	c, err := ParseCertPEM(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return loadPEM(path, readPublic("certificate"), ParseCertPEM)
 }
 
 // WritePrivateKey writes an ed25519 private key as PKCS #8 PEM (mode 0600).
 func WritePrivateKey(path string, key ed25519.PrivateKey, force bool) error {
-	data, err := EncodeKeyPEM(key)
-	if err != nil {
-		return err
-	}
-	return WriteFile(path, data, PrivateFileMode, force)
+	return writeKeyPEM(path, key, EncodeKeyPEM, PrivateFileMode, force)
 }
 
 // LoadPrivateKey reads an ed25519 PKCS #8 PEM private key after checking the
 // file's permissions.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	data, err := ReadPrivateFile(path)
-	if err != nil {
-		return nil, err
-	}
-	k, err := ParseKeyPEM(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return k, nil
+	return loadPEM(path, ReadPrivateFile, ParseKeyPEM)
 }
 
 // WritePublicKey writes an ed25519 public key as PKIX PEM (mode 0644).
 func WritePublicKey(path string, key ed25519.PublicKey, force bool) error {
-	data, err := EncodePublicKeyPEM(key)
-	if err != nil {
-		return err
-	}
-	return WriteFile(path, data, PublicFileMode, force)
+	return writeKeyPEM(path, key, EncodePublicKeyPEM, PublicFileMode, force)
 }
 
 // LoadPublicKey reads an ed25519 PKIX PEM public key.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
-	data, err := os.ReadFile(path)
+	return loadPEM(path, readPublic("public key"), ParsePublicKeyPEM)
+}
+
+// writeKeyPEM encodes key with encode and writes it to path with mode perm.
+func writeKeyPEM[K any](path string, key K, encode func(K) ([]byte, error), perm fs.FileMode, force bool) error {
+	data, err := encode(key)
 	if err != nil {
-		return nil, fmt.Errorf("read public key: %w", err)
+		return err
 	}
-	k, err := ParsePublicKeyPEM(data)
+	return WriteFile(path, data, perm, force)
+}
+
+// readPublic returns a reader of files anyone may read whose errors say
+// that the file was to hold what.
+func readPublic(what string) func(path string) ([]byte, error) {
+	return func(path string) ([]byte, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		return data, nil
+	}
+}
+
+// loadPEM reads the file at path with read and parses it with parse,
+// naming the file in a parse error.
+func loadPEM[T any](path string, read func(string) ([]byte, error), parse func([]byte) (T, error)) (T, error) {
+	var zero T
+	data, err := read(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return zero, err
 	}
-	return k, nil
+	v, err := parse(data)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 // LoadCredential reads a party's certificate and private key and checks that

@@ -44,12 +44,15 @@ var kindNames = [...]string{
 	KindCloseSession:    "close-session",
 }
 
-func (k Kind) String() string {
-	if int(k) < len(kindNames) && kindNames[k] != "" {
-		return kindNames[k]
+// enumName is the name of v in names, or unknown(v) when it has none.
+func enumName[E ~uint8](names []string, v E, unknown string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
+	return fmt.Sprintf("%s(%d)", unknown, uint8(v))
 }
+
+func (k Kind) String() string { return enumName(kindNames[:], k, "kind") }
 
 // Role is what a party may do.
 type Role uint8
@@ -71,12 +74,7 @@ var roleNames = [...]string{
 	RoleAuditor:    "auditor",
 }
 
-func (r Role) String() string {
-	if int(r) < len(roleNames) && roleNames[r] != "" {
-		return roleNames[r]
-	}
-	return fmt.Sprintf("role(%d)", uint8(r))
-}
+func (r Role) String() string { return enumName(roleNames[:], r, "role") }
 
 func (r Role) valid() bool { return r >= RoleAdmin && r <= RoleAuditor }
 

@@ -97,12 +97,7 @@ var codeNames = [...]string{
 	CodeSessionSuperseded: "session-superseded",
 }
 
-func (c Code) String() string {
-	if int(c) < len(codeNames) && codeNames[c] != "" {
-		return codeNames[c]
-	}
-	return fmt.Sprintf("code(%d)", uint8(c))
-}
+func (c Code) String() string { return enumName(codeNames[:], c, "code") }
 
 func (c Code) valid() bool { return int(c) < len(codeNames) }
 
@@ -184,4 +179,18 @@ func DecodeEntry(b []byte) (Entry, error) {
 		return Entry{}, err
 	}
 	return en, nil
+}
+
+// acceptedCommand decodes b as an entry and, when it records an accepted
+// command, that command; ok is false for any other entry and for bytes
+// that do not decode.
+func acceptedCommand(b []byte) (en Entry, c Command, ok bool) {
+	en, err := DecodeEntry(b)
+	if err != nil || en.Status != StatusAccepted {
+		return Entry{}, Command{}, false
+	}
+	if c, err = DecodeCommand(en.Command); err != nil {
+		return Entry{}, Command{}, false
+	}
+	return en, c, true
 }

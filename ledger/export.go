@@ -399,12 +399,8 @@ func (r *Report) forks(exported, earlier [][]byte, st *State, trusted []string) 
 func (r *Report) costs(entries [][]byte) {
 	checked, bad := 0, 0
 	for i, b := range entries {
-		en, err := DecodeEntry(b)
-		if err != nil || en.Status != StatusAccepted {
-			continue
-		}
-		c, err := DecodeCommand(en.Command)
-		if err != nil {
+		_, c, ok := acceptedCommand(b)
+		if !ok {
 			continue
 		}
 		switch c.Body.(type) {

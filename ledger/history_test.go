@@ -6,13 +6,20 @@ import (
 	"testing"
 )
 
-func TestSpendHistory(t *testing.T) {
-	f := goldenLog(t)
-	entries, _ := f.st.Entries(0, f.st.TreeSize())
+// goldenHistory returns the golden log, its entries and their spend
+// history.
+func goldenHistory(t *testing.T) (*fed, [][]byte, []SpendPoint) {
+	t.Helper()
+	f, entries := goldenEntries(t)
 	h, err := SpendHistory(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, entries, h
+}
+
+func TestSpendHistory(t *testing.T) {
+	f, entries, h := goldenHistory(t)
 	// Three account openings, the charge to h1 and h3, and the session
 	// opening for h1; the refused, duplicate and in-session entries add
 	// nothing.
@@ -43,12 +50,7 @@ func TestSpendHistory(t *testing.T) {
 }
 
 func TestSpendReplayFollowsAGrowingLog(t *testing.T) {
-	f := goldenLog(t)
-	entries, _ := f.st.Entries(0, f.st.TreeSize())
-	whole, err := SpendHistory(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, entries, whole := goldenHistory(t)
 	for _, cuts := range [][]int{{0}, {1, 5}, {3, 4, 7, 10}, {len(entries)}} {
 		r := NewSpendReplay()
 		var got []SpendPoint

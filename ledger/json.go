@@ -39,24 +39,14 @@ func (f *JSONFloat) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func toJSONFloats(vs []float64) []JSONFloat {
+// convertFloats converts each element of vs to U, keeping nil as nil.
+func convertFloats[U, T ~float64](vs []T) []U {
 	if vs == nil {
 		return nil
 	}
-	out := make([]JSONFloat, len(vs))
+	out := make([]U, len(vs))
 	for i, v := range vs {
-		out[i] = JSONFloat(v)
-	}
-	return out
-}
-
-func fromJSONFloats(vs []JSONFloat) []float64 {
-	if vs == nil {
-		return nil
-	}
-	out := make([]float64, len(vs))
-	for i, v := range vs {
-		out[i] = float64(v)
+		out[i] = U(v)
 	}
 	return out
 }
@@ -71,7 +61,7 @@ type plainAccount Account
 
 // MarshalJSON writes the account with infinite values as "+Inf".
 func (a Account) MarshalJSON() ([]byte, error) {
-	return json.Marshal(accountJSON{plainAccount(a), JSONFloat(a.Epsilon), toJSONFloats(a.Curve)})
+	return json.Marshal(accountJSON{plainAccount(a), JSONFloat(a.Epsilon), convertFloats[JSONFloat](a.Curve)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -81,7 +71,7 @@ func (a *Account) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*a = Account(j.plainAccount)
-	a.Epsilon, a.Curve = float64(j.Epsilon), fromJSONFloats(j.Curve)
+	a.Epsilon, a.Curve = float64(j.Epsilon), convertFloats[float64](j.Curve)
 	return nil
 }
 

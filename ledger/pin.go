@@ -23,12 +23,8 @@ func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) 
 	var signer string
 	var at int64
 	for i, b := range entries {
-		en, err := DecodeEntry(b)
-		if err != nil || en.Status != StatusAccepted {
-			continue
-		}
-		cmd, err := DecodeCommand(en.Command)
-		if err != nil {
+		en, cmd, ok := acceptedCommand(b)
+		if !ok {
 			continue
 		}
 		if _, ok := cmd.Body.(*Genesis); ok {

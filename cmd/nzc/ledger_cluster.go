@@ -164,17 +164,20 @@ func printMembers(w io.Writer, what string, s raftnode.Status) error {
 func newLedgerJoinCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "join",
-		Short: "Add an auditor to the raft cluster (administrative)",
-		Long: `Add the auditor --id, reachable for raft at --addr, as a voter of the cluster.
-The request goes to the auditor at --api, which forwards it to the leader.
-It is administrative: it must present the certificate of the auditor at
---api itself (--as its id), so only that auditor's operator may send it.
-Joining again with the same id and address changes nothing.
+		Short: "(Re)join this auditor to the raft cluster (administrative)",
+		Long: `Join the auditor at --api itself, reachable for raft at --addr, to the cluster
+as a voter. The request goes to that auditor, which forwards it to the
+leader. It is administrative: it must present the certificate of the auditor
+at --api (--as its id), so only that auditor's operator may send it, and
+--id must be that auditor: one auditor's certificate adds no other voter. A
+new auditor joins with its own certificate, when it starts with join
+addresses (nzc-auditor run --bootstrap=false --peers …). Joining again with
+the same id and address changes nothing.
 
 A new auditor's signatures count towards checkpoints only once the ledger
 registers it (nzc init add-party and a register-party command): raft
 membership and the ledger's auditors are separate on purpose.`,
-		Example: `  nzc ledger join --api 127.0.0.1:7700 --federation fed --as auditor-1 --id auditor-4 --addr 10.0.0.4:7503`,
+		Example: `  nzc ledger join --api 127.0.0.1:7700 --federation fed --as auditor-1 --id auditor-1 --addr 10.0.0.1:7501`,
 		Args:    cobra.NoArgs,
 	}
 	c := addComplianceFlags(cmd, "", adminAsHelp)
@@ -199,15 +202,16 @@ membership and the ledger's auditors are separate on purpose.`,
 func newLedgerRemovePeerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remove-peer",
-		Short: "Remove an auditor from the raft cluster (administrative)",
-		Long: `Remove the auditor --id from the raft cluster. The request goes to the auditor
-at --api, which forwards it to the leader; it must present that auditor's own
-certificate (--as its id). Removing an absent id changes nothing.
+		Short: "Take this auditor out of the raft cluster (administrative)",
+		Long: `Remove the auditor at --api itself (--id, its own id) from the raft cluster.
+The request goes to that auditor, which forwards it to the leader; it must
+present that auditor's own certificate (--as its id). One auditor's
+certificate removes no other auditor. Removing an absent id changes nothing.
 
 Removing members lowers the number of auditors raft needs for a majority,
 not the number whose signatures a checkpoint needs: that is fixed by the
 auditors the ledger registered.`,
-		Example: `  nzc ledger remove-peer --api 127.0.0.1:7700 --federation fed --as auditor-1 --id auditor-3`,
+		Example: `  nzc ledger remove-peer --api 127.0.0.1:7700 --federation fed --as auditor-3 --id auditor-3`,
 		Args:    cobra.NoArgs,
 	}
 	c := addComplianceFlags(cmd, "", adminAsHelp)

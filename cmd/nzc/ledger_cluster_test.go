@@ -68,16 +68,17 @@ func TestLedgerJoinAndRemove(t *testing.T) {
 	f := newLedgerFixture(t)
 	addr, cluster, _ := f.complianceAPI(t, f.log(t, 0), 3)
 	api := []string{"--api", addr, "--federation", f.dir}
-	text, err := runNZC(t, append([]string{"ledger", "join", "--as", "auditor-1", "--id", "auditor-4", "--addr", "127.0.0.1:7503"}, api...)...)
-	if err != nil || !strings.Contains(text, "auditor auditor-4 at 127.0.0.1:7503 is a member") {
+	// An auditor's operator changes only its own auditor's membership.
+	text, err := runNZC(t, append([]string{"ledger", "join", "--as", "auditor-1", "--id", "auditor-1", "--addr", "127.0.0.1:7501"}, api...)...)
+	if err != nil || !strings.Contains(text, "auditor auditor-1 at 127.0.0.1:7501 is a member") {
 		t.Fatalf("join: %v\n%s", err, text)
 	}
-	text, err = runNZC(t, append([]string{"ledger", "remove-peer", "--as", "auditor-1", "--id", "auditor-3", "--format", "json"}, api...)...)
+	text, err = runNZC(t, append([]string{"ledger", "remove-peer", "--as", "auditor-1", "--id", "auditor-1", "--format", "json"}, api...)...)
 	var s raftnode.Status
 	if err != nil || json.Unmarshal([]byte(text), &s) != nil || s.LeaderID != "auditor-1" {
 		t.Fatalf("remove-peer: %v\n%s", err, text)
 	}
-	if !slices.Equal(cluster.joined, []string{"auditor-4=127.0.0.1:7503"}) || !slices.Equal(cluster.removed, []string{"auditor-3"}) {
+	if !slices.Equal(cluster.joined, []string{"auditor-1=127.0.0.1:7501"}) || !slices.Equal(cluster.removed, []string{"auditor-1"}) {
 		t.Fatalf("the cluster saw joins %v, removals %v", cluster.joined, cluster.removed)
 	}
 	for _, tc := range []struct {
@@ -91,6 +92,9 @@ func TestLedgerJoinAndRemove(t *testing.T) {
 		{[]string{"join", "--as", "auditor-1", "--id", "Bad ID", "--addr", "x:1"}, "400 Bad Request: id: party id"},
 		{[]string{"remove-peer", "--as", "auditor-1"}, "--id ID of the auditor to remove is required"},
 		{[]string{"remove-peer", "--as", "hospital-1", "--id", "auditor-3"}, "403 Forbidden"},
+		// One auditor's certificate adds no voter and removes no other auditor.
+		{[]string{"join", "--as", "auditor-1", "--id", "rogue-1", "--addr", "127.0.0.1:7509"}, "may change only its own membership"},
+		{[]string{"remove-peer", "--as", "auditor-1", "--id", "auditor-3"}, "may change only its own membership"},
 	} {
 		text, err := runNZC(t, append(append([]string{"ledger"}, tc.args...), api...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -15,6 +15,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
@@ -22,10 +23,10 @@ import (
 // a hospital and a student, and the student's registration.
 func testGenesis(t testing.TB, ids []string) [][]byte {
 	t.Helper()
-	parties := []ledger.Party{ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
-		ledgerParty("h1", ledger.RoleHospital), ledgerParty("s1", ledger.RoleStudent)}
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("agg", ledger.RoleAggregator),
+		ledgerKeys.Party("h1", ledger.RoleHospital), ledgerKeys.Party("s1", ledger.RoleStudent)}
 	for _, id := range ids {
-		parties = append(parties, ledgerParty(id, ledger.RoleAuditor))
+		parties = append(parties, ledgerKeys.Party(id, ledger.RoleAuditor))
 	}
 	slices.SortFunc(parties, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
 	var out [][]byte
@@ -33,7 +34,7 @@ func testGenesis(t testing.TB, ids []string) [][]byte {
 		&ledger.Genesis{Origin: "test.nzc/assembled", Parties: parties, Timestamp: 1},
 		&ledger.RegisterStudent{Student: "s1", Timestamp: 2},
 	} {
-		cmd, err := ledger.Sign(b, "admin", ledgerKey("admin"))
+		cmd, err := ledger.Sign(b, "admin", ledgerKeys.Key("admin"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func TestAuditorAssembled(t *testing.T) {
 func converged(t *testing.T, auds []*Auditor) int64 {
 	t.Helper()
 	var size int64
-	waitFor(t, 60*time.Second, "the auditors to hold the same log", func() bool {
+	auditortest.WaitFor(t, 60*time.Second, "the auditors to hold the same log", func() bool {
 		st := auds[0].Ledger().State()
 		size = st.TreeSize()
 		for _, a := range auds[1:] {
@@ -200,8 +201,8 @@ func converged(t *testing.T, auds []*Auditor) int64 {
 // command, and leaves the ledger without a genesis.
 func TestApplyGenesisRefused(t *testing.T) {
 	c := newTestCluster(t, []string{"solo"}, nil)
-	forged, err := ledger.Sign(&ledger.Genesis{Origin: "forged", Parties: []ledger.Party{ledgerParty("admin", ledger.RoleAdmin),
-		ledgerParty("solo", ledger.RoleAuditor)}, Timestamp: 1}, "admin", ledgerKey("mallory"))
+	forged, err := ledger.Sign(&ledger.Genesis{Origin: "forged", Parties: []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin),
+		ledgerKeys.Party("solo", ledger.RoleAuditor)}, Timestamp: 1}, "admin", ledgerKeys.Key("mallory"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // BenchmarkSubmitLedgerTLSCluster is raftnode's BenchmarkSubmitTLSCluster with the real
@@ -41,17 +40,17 @@ func benchSubmitLedger(b *testing.B, maxPacked int, receipts bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sign := func(body ledger.Body, signer string) []byte {
-		cmd, err := ledger.Sign(body, signer, ledgerKey(signer))
+		cmd, err := ledger.Sign(body, signer, ledgerKeys.Key(signer))
 		if err != nil {
 			b.Fatal(err)
 		}
 		return cmd
 	}
 	parties := []ledger.Party{
-		ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
-		ledgerParty("h1", ledger.RoleHospital),
-		ledgerParty("hospital-a", ledger.RoleAuditor), ledgerParty("hospital-b", ledger.RoleAuditor),
-		ledgerParty("regulator", ledger.RoleAuditor), ledgerParty("s1", ledger.RoleStudent),
+		ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("agg", ledger.RoleAggregator),
+		ledgerKeys.Party("h1", ledger.RoleHospital),
+		ledgerKeys.Party("hospital-a", ledger.RoleAuditor), ledgerKeys.Party("hospital-b", ledger.RoleAuditor),
+		ledgerKeys.Party("regulator", ledger.RoleAuditor), ledgerKeys.Party("s1", ledger.RoleStudent),
 	}
 	for _, cmd := range [][]byte{
 		sign(&ledger.Genesis{Origin: "bench.nzc/ledger", Parties: parties, Timestamp: 1}, "admin"),
@@ -76,42 +75,18 @@ func benchSubmitLedger(b *testing.B, maxPacked int, receipts bool) {
 			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
 			Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(10 + i)}, "agg")
 	}
-	var next atomic.Int64
-	var mu sync.Mutex
-	var lat []time.Duration
 	var refused atomic.Int64
 	first := leader.Status().LastIndex
+	var target auditortest.Submitter = leader
+	if receipts {
+		target = withReceipt{leader, rs}
+	}
 	cpu0, cpuOK := cputime.Process()
-	b.SetParallelism(32)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		local := make([]time.Duration, 0, 1024)
-		for pb.Next() {
-			cmd := cmds[next.Add(1)-1]
-			t0 := time.Now()
-			res, _, err := leader.Submit(ctx, cmd)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			r, _ := ledger.DecodeResult(res)
-			if r.Status != ledger.StatusAccepted {
-				refused.Add(1)
-			} else if receipts {
-				if _, err := rs.For(ctx, int64(r.Index)); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-			local = append(local, time.Since(t0))
+	auditortest.SubmitParallel(ctx, b, target, func(i uint64) []byte { return cmds[i-1] }, func(res []byte) {
+		if r, _ := ledger.DecodeResult(res); r.Status != ledger.StatusAccepted {
+			refused.Add(1)
 		}
-		mu.Lock()
-		lat = append(lat, local...)
-		mu.Unlock()
 	})
-	elapsed := time.Since(start)
-	b.StopTimer()
 	if refused.Load() > 0 {
 		b.Fatalf("%d charges refused", refused.Load())
 	}
@@ -121,19 +96,24 @@ func benchSubmitLedger(b *testing.B, maxPacked int, receipts bool) {
 	if entries := leader.Status().LastIndex - first; entries > 0 {
 		b.ReportMetric(float64(b.N)/float64(entries), "charges/entry")
 	}
-	reportLatency(b, lat, elapsed)
 }
 
-func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
-	if len(lat) == 0 {
-		return
+// withReceipt submits a command and, when the ledger accepts it, waits for
+// its receipt, as the intake does before it answers the aggregator.
+type withReceipt struct {
+	n  auditortest.Submitter
+	rs *intake.Receipts
+}
+
+func (w withReceipt) Submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
+	res, idx, err := w.n.Submit(ctx, cmd)
+	if err != nil {
+		return nil, 0, err
 	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	if r, _ := ledger.DecodeResult(res); r.Status == ledger.StatusAccepted {
+		if _, err := w.rs.For(ctx, int64(r.Index)); err != nil {
+			return nil, 0, err
+		}
 	}
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op")
+	return res, idx, nil
 }

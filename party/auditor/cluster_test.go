@@ -3,32 +3,13 @@ package auditor
 import (
 	"context"
 	"crypto/rand"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
-
-// testLogger logs only with NZC_TEST_LOG=1.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("NZC_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	if err := poll(ctx, cond); err != nil {
-		t.Fatalf("timed out after %v waiting for %s", within, what)
-	}
-}
 
 // testCluster is a cluster of Auditors started with New on loopback: the
 // first founds it, the others join; every address is "127.0.0.1:0".
@@ -65,14 +46,14 @@ func newTestCluster(t testing.TB, ids []string, edit func(*Config)) *testCluster
 		}
 		c.start(cfg)
 		if i == 0 {
-			waitFor(t, 15*time.Second, "the first auditor to lead", func() bool { return c.auds[0].Node().Status().State == "Leader" })
+			auditortest.WaitFor(t, 15*time.Second, "the first auditor to lead", func() bool { return c.auds[0].Node().Status().State == "Leader" })
 		}
 	}
-	waitFor(t, 15*time.Second, "every auditor in the cluster", func() bool { return len(c.auds[0].Node().Status().Peers) == len(ids) })
+	auditortest.WaitFor(t, 15*time.Second, "every auditor in the cluster", func() bool { return len(c.auds[0].Node().Status().Peers) == len(ids) })
 	return c
 }
 
-// config is the Config of auditor id, signing checkpoints with ledgerKey(id).
+// config is the Config of auditor id, signing checkpoints with ledgerKeys.Key(id).
 func (c *testCluster) config(id string) Config {
 	c.t.Helper()
 	now := time.Now()
@@ -83,7 +64,7 @@ func (c *testCluster) config(id string) Config {
 	}
 	return Config{
 		ID: id, DataDir: c.t.TempDir(), RaftAddr: "127.0.0.1:0", IntakeAddr: "127.0.0.1:0",
-		CA: c.ca.Cert, Credential: cred, SigningKey: ledgerKey(id), Logger: testLogger(c.t).With("auditor", id),
+		CA: c.ca.Cert, Credential: cred, SigningKey: ledgerKeys.Key(id), Logger: auditortest.Logger(c.t).With("auditor", id),
 		Raft: fastTuning,
 	}
 }

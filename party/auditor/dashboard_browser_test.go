@@ -18,6 +18,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/dashboard"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // chromium returns Debian's chromium, or skips the test without it —
@@ -67,27 +68,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	parties := []ledger.Party{ledgerParty("admin", ledger.RoleAdmin), ledgerParty("aggregator", ledger.RoleAggregator),
-		ledgerParty("student-1", ledger.RoleStudent)}
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("aggregator", ledger.RoleAggregator),
+		ledgerKeys.Party("student-1", ledger.RoleStudent)}
 	for _, id := range auditors {
-		parties = append(parties, ledgerParty(id, ledger.RoleAuditor))
+		parties = append(parties, ledgerKeys.Party(id, ledger.RoleAuditor))
 	}
 	for _, id := range hospitals {
-		parties = append(parties, ledgerParty(id, ledger.RoleHospital))
+		parties = append(parties, ledgerKeys.Party(id, ledger.RoleHospital))
 	}
 	slices.SortFunc(parties, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
 	ts := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC).UnixNano()
 	submit := func(b ledger.Body, signer string) ledger.Result {
 		t.Helper()
-		res, _, err := c.auds[len(ledgers)-1].Node().Submit(ctx, signed(t, b, signer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ledger.DecodeResult(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return submitTo(ctx, t, c.auds[len(ledgers)-1], b, signer)
 	}
 	next := func() int64 { ts += int64(7 * time.Minute); return ts }
 	must := func(b ledger.Body, signer string) {
@@ -118,7 +111,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	size := ledgers[0].State().TreeSize()
-	waitFor(t, 10*time.Second, "every auditor to apply and sign the whole log", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "every auditor to apply and sign the whole log", func() bool {
 		for _, l := range ledgers {
 			cp, err := l.Checkpoint(0)
 			if err != nil {

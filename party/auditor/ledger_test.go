@@ -2,7 +2,6 @@ package auditor
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
 	"math"
@@ -13,24 +12,35 @@ import (
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
+	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
 )
 
-func ledgerKey(name string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("auditor test key " + name))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
-
-func ledgerParty(id string, role ledger.Role) ledger.Party {
-	return ledger.Party{ID: id, Role: role, PublicKey: ledgerKey(id).Public().(ed25519.PublicKey)}
-}
+// ledgerKeys are the parties' keys.
+const ledgerKeys = fedtest.Keys("auditor test key ")
 
 func signed(t *testing.T, b ledger.Body, signer string) []byte {
 	t.Helper()
-	cmd, err := ledger.Sign(b, signer, ledgerKey(signer))
+	cmd, err := ledger.Sign(b, signer, ledgerKeys.Key(signer))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cmd
+}
+
+// submitTo submits b, signed by signer, through a's raft node and returns
+// the ledger's result.
+func submitTo(ctx context.Context, t *testing.T, a *Auditor, b ledger.Body, signer string) ledger.Result {
+	t.Helper()
+	res, _, err := a.Node().Submit(ctx, signed(t, b, signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ledger.DecodeResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestLedgerOverTLSCluster(t *testing.T) {
@@ -46,10 +56,10 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	defer cancel()
 
 	parties := []ledger.Party{
-		ledgerParty("admin", ledger.RoleAdmin), ledgerParty("agg", ledger.RoleAggregator),
-		ledgerParty("h1", ledger.RoleHospital),
-		ledgerParty("hospital-a", ledger.RoleAuditor), ledgerParty("hospital-b", ledger.RoleAuditor),
-		ledgerParty("regulator", ledger.RoleAuditor), ledgerParty("s1", ledger.RoleStudent),
+		ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("agg", ledger.RoleAggregator),
+		ledgerKeys.Party("h1", ledger.RoleHospital),
+		ledgerKeys.Party("hospital-a", ledger.RoleAuditor), ledgerKeys.Party("hospital-b", ledger.RoleAuditor),
+		ledgerKeys.Party("regulator", ledger.RoleAuditor), ledgerKeys.Party("s1", ledger.RoleStudent),
 	}
 	slices.SortFunc(parties, func(a, b ledger.Party) int {
 		if a.ID < b.ID {
@@ -61,15 +71,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	submit := func(node int, b ledger.Body, signer string) ledger.Result {
 		t.Helper()
 		ts++
-		res, _, err := c.auds[node].Node().Submit(ctx, signed(t, b, signer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ledger.DecodeResult(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return submitTo(ctx, t, c.auds[node], b, signer)
 	}
 	must := func(node int, b ledger.Body, signer string) {
 		t.Helper()
@@ -97,7 +99,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		t.Fatalf("over-cap charge: %+v", r)
 	}
 
-	waitFor(t, 10*time.Second, "every ledger to hold the same log", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "every ledger to hold the same log", func() bool {
 		for _, l := range ledgers[1:] {
 			if l.State().TreeSize() != ledgers[0].State().TreeSize() || l.State().RootHash() != ledgers[0].State().RootHash() {
 				return false
@@ -110,7 +112,7 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each auditor signed the latest checkpoint with its own key.
-	waitFor(t, 5*time.Second, "every auditor to sign size 6", func() bool {
+	auditortest.WaitFor(t, 5*time.Second, "every auditor to sign size 6", func() bool {
 		for _, l := range ledgers {
 			cp, err := l.Checkpoint(0)
 			if err != nil {
@@ -188,8 +190,8 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 }
 
 func TestLedgerSnapshotRestoreSigns(t *testing.T) {
-	a, _ := NewLedger(ledger.New(), "regulator", ledgerKey("regulator"))
-	parties := []ledger.Party{ledgerParty("admin", ledger.RoleAdmin), ledgerParty("regulator", ledger.RoleAuditor)}
+	a, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
 	if _, err := a.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewLedger(ledger.New(), "regulator", ledgerKey("regulator"))
+	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
 	if err := b.Restore(snap); err != nil {
 		t.Fatal(err)
 	}

@@ -322,13 +322,17 @@ func TestFederation(t *testing.T) {
 		}
 	}
 
-	t.Run("labels are released after their charge", func(t *testing.T) {
-		d := dataset(24, 0)
-		res, err := st.Label(t.Context(), d, nil)
+	// labelAll labels d through s in the given number of batches, checks
+	// each label against the teachers' unanimous vote and each batch
+	// against the ledger, and checks that a second run resumes every batch
+	// without asking again.
+	labelAll := func(t *testing.T, s *student.Client, d *data.Dataset, batches int) *student.Result {
+		t.Helper()
+		res, err := s.Label(t.Context(), d, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Batches) != 3 || res.Answered+res.Refused != 24 {
+		if len(res.Batches) != batches || res.Answered+res.Refused != len(d.Y) {
 			t.Fatalf("%d batches, %d answered, %d refused", len(res.Batches), res.Answered, res.Refused)
 		}
 		for i, l := range res.Labels {
@@ -337,10 +341,15 @@ func TestFederation(t *testing.T) {
 			}
 		}
 		checkAgainstLedger(res)
-		again, err := st.Label(t.Context(), d, nil)
-		if err != nil || again.Resumed != 3 {
-			t.Fatalf("a second run resumed %d batches (%v), want all 3 without asking", again.Resumed, err)
+		again, err := s.Label(t.Context(), d, nil)
+		if err != nil || again.Resumed != batches {
+			t.Fatalf("a second run resumed %d batches (%v), want all %d without asking", again.Resumed, err, batches)
 		}
+		return res
+	}
+
+	t.Run("labels are released after their charge", func(t *testing.T) {
+		labelAll(t, st, dataset(24, 0), 3)
 	})
 
 	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
@@ -350,28 +359,11 @@ func TestFederation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := dataset(14, 200) // small: the hospitals' caps must last the whole test
-		res, err := win.Label(t.Context(), d, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Batches) != 4 || res.Answered+res.Refused != 14 {
-			t.Fatalf("%d batches, %d answered, %d refused", len(res.Batches), res.Answered, res.Refused)
-		}
+		res := labelAll(t, win, dataset(14, 200), 4) // small: the hospitals' caps must last the whole test
 		for i, b := range res.Batches {
 			if b.Index != i || b.From != 4*i {
 				t.Fatalf("batch %d recorded as index %d from %d", i, b.Index, b.From)
 			}
-		}
-		for i, l := range res.Labels {
-			if l >= 0 && l != d.Y[i] {
-				t.Errorf("query %d: label %d, every teacher voted %d", i, l, d.Y[i])
-			}
-		}
-		checkAgainstLedger(res)
-		again, err := win.Label(t.Context(), d, nil)
-		if err != nil || again.Resumed != 4 {
-			t.Fatalf("a second run resumed %d batches (%v), want all 4 without asking", again.Resumed, err)
 		}
 	})
 

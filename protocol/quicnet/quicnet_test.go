@@ -31,6 +31,14 @@ func connectPair(t *testing.T, l *Listener, cfg Config, want crypto.Role) (clien
 	return c, recv(t, accepted, "accepted connection")
 }
 
+// aggregatorToAuditor connects the aggregator to an auditor and returns
+// the aggregator's end (client) and the auditor's (server).
+func aggregatorToAuditor(t *testing.T) (client, server *Conn) {
+	t.Helper()
+	f := newFederation(t)
+	return connectPair(t, listen(t, f.config(t, "auditor-1")), f.config(t, "aggregator"), crypto.RoleAuditor)
+}
+
 // serve runs c.Serve until the test ends.
 func serve(t *testing.T, c *Conn, mux Mux) {
 	t.Helper()
@@ -114,10 +122,8 @@ func echoMux(roles ...crypto.Role) Mux {
 }
 
 func TestConcurrentCalls(t *testing.T) {
-	f := newFederation(t)
 	ctx := testContext(t)
-	l := listen(t, f.config(t, "auditor-1"))
-	client, server := connectPair(t, l, f.config(t, "aggregator"), crypto.RoleAuditor)
+	client, server := aggregatorToAuditor(t)
 	serve(t, server, echoMux(crypto.RoleAggregator))
 	serve(t, client, echoMux(crypto.RoleAuditor))
 	var wg sync.WaitGroup
@@ -223,10 +229,8 @@ func TestRoleEnforcement(t *testing.T) {
 }
 
 func TestCallContextCancel(t *testing.T) {
-	f := newFederation(t)
 	ctx := testContext(t)
-	l := listen(t, f.config(t, "auditor-1"))
-	client, server := connectPair(t, l, f.config(t, "aggregator"), crypto.RoleAuditor)
+	client, server := aggregatorToAuditor(t)
 	started, stopped := make(chan struct{}), make(chan error, 1)
 	serve(t, server, Mux{protocol.TypeLedgerSubmit: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(hctx context.Context, _ *Request) (protocol.MsgType, []byte, error) {
 		close(started)
@@ -259,10 +263,8 @@ func TestCallContextCancel(t *testing.T) {
 }
 
 func TestHandlerPanic(t *testing.T) {
-	f := newFederation(t)
 	ctx := testContext(t)
-	l := listen(t, f.config(t, "auditor-1"))
-	client, server := connectPair(t, l, f.config(t, "aggregator"), crypto.RoleAuditor)
+	client, server := aggregatorToAuditor(t)
 	serve(t, server, Mux{protocol.TypeLedgerSubmit: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(context.Context, *Request) (protocol.MsgType, []byte, error) {
 		panic("bug")
 	}}})
@@ -276,10 +278,8 @@ func TestHandlerPanic(t *testing.T) {
 }
 
 func TestClosedConnection(t *testing.T) {
-	f := newFederation(t)
 	ctx := testContext(t)
-	l := listen(t, f.config(t, "auditor-1"))
-	client, server := connectPair(t, l, f.config(t, "aggregator"), crypto.RoleAuditor)
+	client, server := aggregatorToAuditor(t)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- client.Serve(ctx, echoMux(crypto.RoleAuditor)) }()
 	server.Close()

@@ -42,17 +42,25 @@ func TestBackoffDelay(t *testing.T) {
 	}
 }
 
-// TestConnectGivesUp dials a UDP port where nobody speaks QUIC.
-func TestConnectGivesUp(t *testing.T) {
-	f := newFederation(t)
-	ctx := testContext(t)
+// silentAggregator opens a loopback UDP port where nobody speaks QUIC,
+// closed with the test, and returns it with a hospital's config that gives
+// up each handshake after 200ms.
+func silentAggregator(t *testing.T) (net.PacketConn, Config) {
+	t.Helper()
 	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
-	cfg := f.config(t, "hospital-1")
+	t.Cleanup(func() { silent.Close() })
+	cfg := newFederation(t).config(t, "hospital-1")
 	cfg.HandshakeTimeout = 200 * time.Millisecond
+	return silent, cfg
+}
+
+// TestConnectGivesUp dials a UDP port where nobody speaks QUIC.
+func TestConnectGivesUp(t *testing.T) {
+	ctx := testContext(t)
+	silent, cfg := silentAggregator(t)
 	logger, logs := newLogRecorder()
 	cfg.Logger = logger
 	clock := newFakeClock()
@@ -63,7 +71,7 @@ func TestConnectGivesUp(t *testing.T) {
 	}()
 	defer close(clock.waits)
 	target := Target{Name: "aggregator", Addr: silent.LocalAddr().String(), Role: crypto.RoleAggregator}
-	_, err = Connect(ctx, cfg, target, Backoff{MaxAttempts: 3, Rand: rand.New(seeded(5)), Clock: clock})
+	_, err := Connect(ctx, cfg, target, Backoff{MaxAttempts: 3, Rand: rand.New(seeded(5)), Clock: clock})
 	if !errors.Is(err, ErrGaveUp) {
 		t.Fatalf("err = %v, want ErrGaveUp", err)
 	}
@@ -79,14 +87,7 @@ func TestConnectGivesUp(t *testing.T) {
 }
 
 func TestConnectCancelledWhileWaiting(t *testing.T) {
-	f := newFederation(t)
-	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	cfg := f.config(t, "hospital-1")
-	cfg.HandshakeTimeout = 200 * time.Millisecond
+	silent, cfg := silentAggregator(t)
 	clock := newFakeClock()
 	ctx, cancel := context.WithCancel(testContext(t))
 	done := make(chan error, 1)
@@ -102,11 +103,19 @@ func TestConnectCancelledWhileWaiting(t *testing.T) {
 	}
 }
 
-func TestConnectDoesNotRetryRefusal(t *testing.T) {
+// hospitalsAggregator starts an aggregator that accepts hospitals only and
+// keeps accepting them until the test ends.
+func hospitalsAggregator(t *testing.T) (*federation, context.Context, *Listener) {
+	t.Helper()
 	f := newFederation(t)
 	ctx := testContext(t)
 	l := listen(t, f.config(t, "aggregator"), crypto.RoleHospital)
 	acceptAll(ctx, l)
+	return f, ctx, l
+}
+
+func TestConnectDoesNotRetryRefusal(t *testing.T) {
+	f, ctx, l := hospitalsAggregator(t)
 	clock := newFakeClock()
 	_, err := Connect(ctx, f.config(t, "student-1"), Target{Name: "aggregator", Addr: l.Addr().String(), Role: crypto.RoleAggregator},
 		Backoff{Rand: rand.New(seeded(7)), Clock: clock})
@@ -175,10 +184,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 // TestKeepConnectedBacksOffShortSessions: a peer that accepts and drops
 // the connection at once makes the waits grow instead of staying at Min.
 func TestKeepConnectedBacksOffShortSessions(t *testing.T) {
-	f := newFederation(t)
-	ctx := testContext(t)
-	l := listen(t, f.config(t, "aggregator"), crypto.RoleHospital)
-	acceptAll(ctx, l)
+	f, ctx, l := hospitalsAggregator(t)
 	clock := newFakeClock() // Now never moves: every session is short
 	b := Backoff{Min: 100 * time.Millisecond, Max: time.Hour, Rand: rand.New(seeded(10)), Clock: clock}
 	kctx, stop := context.WithCancel(ctx)

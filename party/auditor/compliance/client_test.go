@@ -2,6 +2,7 @@ package compliance
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log"
@@ -28,25 +29,45 @@ func tlsServer(t *testing.T, f *fixture) (*crypto.Manifest, *httptest.Server) {
 // party of the given role.
 func tlsServerAs(t *testing.T, f *fixture, role crypto.Role) (*crypto.Manifest, *httptest.Server) {
 	t.Helper()
-	m, err := crypto.Provision(filepath.Join(t.TempDir(), "fed"), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := m.ByRole(role)[0]
-	cred, err := crypto.LoadCredential(m.Path(a.Cert), m.Path(a.Key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer((&API{Cluster: f.cluster, Ledger: f.st, Self: a.ID}).Handler())
-	srv.TLS = crypto.ServerTLS(ca, cred)
+	m := provision(t, "fed")
+	srv := httptest.NewUnstartedServer((&API{Cluster: f.cluster, Ledger: f.st, Self: m.ByRole(role)[0].ID}).Handler())
+	srv.TLS = crypto.ServerTLS(caCert(t, m), credential(t, m, role))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return m, srv
+}
+
+// provision makes a federation of one party per role in the test's
+// directory name.
+func provision(t *testing.T, name string) *crypto.Manifest {
+	t.Helper()
+	m, err := crypto.Provision(filepath.Join(t.TempDir(), name), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// caCert is the federation m's CA certificate.
+func caCert(t *testing.T, m *crypto.Manifest) *x509.Certificate {
+	t.Helper()
+	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// credential is the credential of the federation m's first party of role.
+func credential(t *testing.T, m *crypto.Manifest, role crypto.Role) *crypto.Credential {
+	t.Helper()
+	p := m.ByRole(role)[0]
+	c, err := crypto.LoadCredential(m.Path(p.Cert), m.Path(p.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func clientAs(t *testing.T, m *crypto.Manifest, srv *httptest.Server, as string) *Client {
@@ -114,10 +135,10 @@ func TestClient(t *testing.T) {
 	}
 
 	self := clientAs(t, m, srv, "auditor-1")
-	if s, err := self.Join(ctx, "a4", "127.0.0.1:7504"); err != nil || s.ID != "a1" || f.cluster.joined[0] != (JoinRequest{ID: "a4", Addr: "127.0.0.1:7504"}) {
+	if s, err := self.Join(ctx, "auditor-1", "127.0.0.1:7501"); err != nil || s.ID != "a1" || f.cluster.joined[0] != (JoinRequest{ID: "auditor-1", Addr: "127.0.0.1:7501"}) {
 		t.Fatalf("join: %+v %v %v", s, err, f.cluster.joined)
 	}
-	if _, err := self.Remove(ctx, "a3"); err != nil || f.cluster.removed[0] != "a3" {
+	if _, err := self.Remove(ctx, "auditor-1"); err != nil || f.cluster.removed[0] != "auditor-1" {
 		t.Fatalf("remove: %v %v", err, f.cluster.removed)
 	}
 	snap, err := self.Snapshot(ctx)

@@ -491,9 +491,21 @@ func adminStatus(err error) int {
 // adminTimeout bounds one membership change or snapshot.
 const adminTimeout = 30 * time.Second
 
+// selfOnly refuses a membership change of another auditor than this one:
+// one auditor's certificate must not add voters or remove the others. A new
+// auditor joins with its own certificate (started with join addresses), and
+// an auditor leaves by asking for its own removal.
+func (a *API) selfOnly(w http.ResponseWriter, id, what string) bool {
+	if id != a.Self {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s: auditor %s may change only its own membership, not %s's: a new auditor joins with its own certificate (start it with join addresses), and an auditor leaves by asking for itself", what, a.Self, id))
+		return false
+	}
+	return true
+}
+
 func (a *API) join(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
 	req, ok := readJoin(w, r, true)
-	if !ok {
+	if !ok || !a.selfOnly(w, req.ID, "join") {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
@@ -507,7 +519,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
 
 func (a *API) remove(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
 	req, ok := readJoin(w, r, false)
-	if !ok {
+	if !ok || !a.selfOnly(w, req.ID, "remove") {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)

@@ -3,7 +3,6 @@ package compliance
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,25 +12,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
-func testKey(name string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("compliance test " + name))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
-
-func pub(name string) ed25519.PublicKey { return testKey(name).Public().(ed25519.PublicKey) }
+// testKeys are the parties' keys.
+const testKeys = fedtest.Keys("compliance test ")
 
 // fixture is a ledger of genesis, two accounts, a student and n charges,
 // and a fake cluster of three auditors over it.
@@ -45,7 +39,7 @@ func newFixture(t *testing.T, charges int) *fixture {
 	st := ledger.New()
 	apply := func(b ledger.Body, signer string) {
 		t.Helper()
-		cmd, err := ledger.Sign(b, signer, testKey(signer))
+		cmd, err := ledger.Sign(b, signer, testKeys.Key(signer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,14 +48,14 @@ func newFixture(t *testing.T, charges int) *fixture {
 		}
 	}
 	parties := []ledger.Party{
-		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: pub("a1")},
-		{ID: "a2", Role: ledger.RoleAuditor, PublicKey: pub("a2")},
-		{ID: "a3", Role: ledger.RoleAuditor, PublicKey: pub("a3")},
-		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: pub("admin")},
-		{ID: "agg", Role: ledger.RoleAggregator, PublicKey: pub("agg")},
-		{ID: "h1", Role: ledger.RoleHospital, PublicKey: pub("h1")},
-		{ID: "h2", Role: ledger.RoleHospital, PublicKey: pub("h2")},
-		{ID: "s1", Role: ledger.RoleStudent, PublicKey: pub("s1")},
+		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: testKeys.Public("a1")},
+		{ID: "a2", Role: ledger.RoleAuditor, PublicKey: testKeys.Public("a2")},
+		{ID: "a3", Role: ledger.RoleAuditor, PublicKey: testKeys.Public("a3")},
+		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: testKeys.Public("admin")},
+		{ID: "agg", Role: ledger.RoleAggregator, PublicKey: testKeys.Public("agg")},
+		{ID: "h1", Role: ledger.RoleHospital, PublicKey: testKeys.Public("h1")},
+		{ID: "h2", Role: ledger.RoleHospital, PublicKey: testKeys.Public("h2")},
+		{ID: "s1", Role: ledger.RoleStudent, PublicKey: testKeys.Public("s1")},
 	}
 	ts := int64(1_700_000_000_000_000_000)
 	apply(&ledger.Genesis{Origin: "nzc.test/api", Parties: parties, Timestamp: ts}, "admin")
@@ -94,27 +88,7 @@ func (c *fakeCluster) Status() raftnode.Status {
 }
 func (c *fakeCluster) Ready() error { return nil }
 func (c *fakeCluster) CosignCheckpoint(context.Context) ([]byte, error) {
-	cp, err := c.st.Checkpoint()
-	if err != nil {
-		return nil, err
-	}
-	var ss []note.Signer
-	for _, id := range c.signers {
-		s, err := ledger.NewCheckpointSigner(id, testKey(id))
-		if err != nil {
-			return nil, err
-		}
-		ss = append(ss, s)
-	}
-	b, err := ledger.SignCheckpoint(cp, ss...)
-	if err != nil {
-		return nil, err
-	}
-	keys, _ := c.st.AuditorKeys(cp.Size)
-	if _, err := ledger.OpenCheckpoint(b, keys); err != nil {
-		return b, err
-	}
-	return b, nil
+	return testKeys.Cosign(c.st, c.signers...)
 }
 func (c *fakeCluster) Join(_ context.Context, id, addr string) error {
 	c.joined = append(c.joined, JoinRequest{ID: id, Addr: addr})
@@ -177,7 +151,7 @@ func TestRoles(t *testing.T) {
 		cases = append(cases,
 			tc{"other auditor " + p, "POST", p, "auditor", "a2", `{"id":"a4","addr":"127.0.0.1:7504"}`, 403, "only its own operator may, with the certificate of nzc://auditor/a1"},
 			tc{"compliance " + p, "POST", p, "compliance", "compliance", `{"id":"a4","addr":"127.0.0.1:7504"}`, 403, "may not administer auditor a1"},
-			tc{"self " + p, "POST", p, "auditor", "a1", `{"id":"a4","addr":"127.0.0.1:7504"}`, 200, ""},
+			tc{"self " + p, "POST", p, "auditor", "a1", `{"id":"a1","addr":"127.0.0.1:7501"}`, 200, ""},
 		)
 	}
 	cases = append(cases, tc{"compliance reads with POST", "POST", "/v1/accounts", "compliance", "compliance", "", 405, ""})
@@ -385,12 +359,24 @@ func TestReadsVerify(t *testing.T) {
 func TestAdmin(t *testing.T) {
 	f := newFixture(t, 1)
 	h := (&API{Cluster: f.cluster, Ledger: f.st, Self: "a1"}).Handler()
-	code, body := serve(h, as("POST", "/v1/admin/join", "auditor", "a1", `{"id":"a4","addr":"127.0.0.1:7504"}`))
-	if code != 200 || len(f.cluster.joined) != 1 || f.cluster.joined[0] != (JoinRequest{ID: "a4", Addr: "127.0.0.1:7504"}) {
-		t.Fatalf("join: %d %s %v", code, body, f.cluster.joined)
+	// One auditor's certificate may not add or remove another auditor.
+	for _, req := range []struct{ path, body string }{
+		{"/v1/admin/join", `{"id":"a4","addr":"127.0.0.1:7504"}`},
+		{"/v1/admin/remove", `{"id":"a3"}`},
+	} {
+		if code, body := serve(h, as("POST", req.path, "auditor", "a1", req.body)); code != http.StatusForbidden || !strings.Contains(string(body), "only its own membership") {
+			t.Fatalf("%s %s: %d %s", req.path, req.body, code, body)
+		}
+	}
+	if len(f.cluster.joined)+len(f.cluster.removed) != 0 {
+		t.Fatalf("a refused change reached the cluster: %v %v", f.cluster.joined, f.cluster.removed)
+	}
+	code, body := serve(h, as("POST", "/v1/admin/join", "auditor", "a1", `{"id":"a1","addr":"127.0.0.1:7501"}`))
+	if code != 200 || len(f.cluster.joined) != 1 || f.cluster.joined[0] != (JoinRequest{ID: "a1", Addr: "127.0.0.1:7501"}) {
+		t.Fatalf("join itself: %d %s %v", code, body, f.cluster.joined)
 	}
 	f.cluster.err = raftnode.ErrNoLeader
-	code, body = serve(h, as("POST", "/v1/admin/remove", "auditor", "a1", `{"id":"a3"}`))
+	code, body = serve(h, as("POST", "/v1/admin/remove", "auditor", "a1", `{"id":"a1"}`))
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "remove: ") {
 		t.Fatalf("remove without a leader: %d %s", code, body)
 	}
@@ -412,24 +398,10 @@ func TestAdmin(t *testing.T) {
 // request; a federation certificate with a wrong role gets 403.
 func TestTLS(t *testing.T) {
 	m, srv := tlsServer(t, newFixture(t, 1))
-	other, err := crypto.Provision(filepath.Join(t.TempDir(), "other"), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred := func(m *crypto.Manifest, role crypto.Role) *crypto.Credential {
-		p := m.ByRole(role)[0]
-		c, err := crypto.LoadCredential(m.Path(p.Cert), m.Path(p.Key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	other := provision(t, "other")
+	cred := func(m *crypto.Manifest, role crypto.Role) *crypto.Credential { return credential(t, m, role) }
 	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	pool.AddCert(caCert(t, m))
 
 	get := func(c *crypto.Credential) (int, string, error) {
 		conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}

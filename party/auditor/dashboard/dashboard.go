@@ -136,11 +136,11 @@ func New(src Source, opts Options) (*Dashboard, error) {
 	files := http.FileServerFS(static)
 	d.mux.Handle("GET /{$}", files)
 	d.mux.Handle("GET /assets/", http.StripPrefix("/assets", files))
-	d.mux.HandleFunc("GET /api/overview", d.serveOverview)
-	d.mux.HandleFunc("GET /api/history", d.serveHistory)
-	d.mux.HandleFunc("GET /api/activity", d.serveActivity)
-	d.mux.HandleFunc("GET /api/checkpoint", d.serveCheckpoint)
-	d.mux.HandleFunc("GET /api/verification", d.serveVerification)
+	d.mux.HandleFunc("GET /api/overview", d.serveView(func(v *view) any { return v.overview }))
+	d.mux.HandleFunc("GET /api/history", d.serveView(func(v *view) any { return v.history }))
+	d.mux.HandleFunc("GET /api/activity", d.serveView(func(v *view) any { return v.activity }))
+	d.mux.HandleFunc("GET /api/checkpoint", d.serveView(func(v *view) any { return v.checkpoint }))
+	d.mux.HandleFunc("GET /api/verification", d.serveView(func(v *view) any { return d.verification(v) }))
 	return d, nil
 }
 
@@ -192,34 +192,11 @@ func (d *Dashboard) current(w http.ResponseWriter, r *http.Request) (*view, bool
 	return v, true
 }
 
-func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
-	if v, ok := d.current(w, r); ok {
-		writeJSON(w, v.overview)
+// serveView answers with the part of the current view that pick selects.
+func (d *Dashboard) serveView(pick func(*view) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if v, ok := d.current(w, r); ok {
+			writeJSON(w, pick(v))
+		}
 	}
-}
-
-func (d *Dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
-	if v, ok := d.current(w, r); ok {
-		writeJSON(w, v.history)
-	}
-}
-
-func (d *Dashboard) serveActivity(w http.ResponseWriter, r *http.Request) {
-	if v, ok := d.current(w, r); ok {
-		writeJSON(w, v.activity)
-	}
-}
-
-func (d *Dashboard) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
-	if v, ok := d.current(w, r); ok {
-		writeJSON(w, v.checkpoint)
-	}
-}
-
-func (d *Dashboard) serveVerification(w http.ResponseWriter, r *http.Request) {
-	v, ok := d.current(w, r)
-	if !ok {
-		return
-	}
-	writeJSON(w, d.verification(v))
 }

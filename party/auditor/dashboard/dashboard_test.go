@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -15,20 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
 )
 
-func key(name string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("dashboard test key " + name))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
-
-func party(id string, role ledger.Role) ledger.Party {
-	return ledger.Party{ID: id, Role: role, PublicKey: key(id).Public().(ed25519.PublicKey)}
-}
+// testKeys are the parties' keys.
+const testKeys = fedtest.Keys("dashboard test key ")
 
 var auditorIDs = []string{"a1", "a2", "a3"}
 
@@ -45,9 +37,9 @@ func newFed(t *testing.T) *fed { return newFedWithCaps(t, 2, 5) }
 // newFedWithCaps is the federation with caps ε1 for h1 and ε2 for h2.
 func newFedWithCaps(tb testing.TB, ε1, ε2 float64) *fed {
 	f := &fed{t: tb, st: ledger.New(), ts: 1_700_000_000_000_000_000}
-	ps := []ledger.Party{party("a1", ledger.RoleAuditor), party("a2", ledger.RoleAuditor), party("a3", ledger.RoleAuditor),
-		party("admin", ledger.RoleAdmin), party("agg", ledger.RoleAggregator),
-		party("h1", ledger.RoleHospital), party("h2", ledger.RoleHospital), party("s1", ledger.RoleStudent)}
+	ps := []ledger.Party{testKeys.Party("a1", ledger.RoleAuditor), testKeys.Party("a2", ledger.RoleAuditor), testKeys.Party("a3", ledger.RoleAuditor),
+		testKeys.Party("admin", ledger.RoleAdmin), testKeys.Party("agg", ledger.RoleAggregator),
+		testKeys.Party("h1", ledger.RoleHospital), testKeys.Party("h2", ledger.RoleHospital), testKeys.Party("s1", ledger.RoleStudent)}
 	f.must(&ledger.Genesis{Origin: "test.nzc/dashboard", Parties: ps, Timestamp: f.now()}, "admin")
 	f.must(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: ε1, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
 	f.must(&ledger.OpenAccount{Hospital: "h2", CapEpsilon: ε2, CapDelta: 1e-5, Timestamp: f.now()}, "h2")
@@ -59,7 +51,7 @@ func (f *fed) now() int64 { f.ts += int64(time.Second); return f.ts }
 
 func (f *fed) apply(b ledger.Body, signer string) ledger.Result {
 	f.t.Helper()
-	cmd, err := ledger.Sign(b, signer, key(signer))
+	cmd, err := ledger.Sign(b, signer, testKeys.Key(signer))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -88,27 +80,7 @@ func (f *fed) charge(batch string, hospitals []string, answers int) ledger.Resul
 // cosign signs the state's latest checkpoint with the given auditors' keys,
 // like an auditor node gathering its peers' signatures.
 func (f *fed) cosign(signers ...string) func(context.Context) ([]byte, error) {
-	return func(context.Context) ([]byte, error) {
-		cp, err := f.st.Checkpoint()
-		if err != nil {
-			return nil, err
-		}
-		var ss []note.Signer
-		for _, id := range signers {
-			s, err := ledger.NewCheckpointSigner(id, key(id))
-			if err != nil {
-				return nil, err
-			}
-			ss = append(ss, s)
-		}
-		signed, err := ledger.SignCheckpoint(cp, ss...)
-		if err != nil {
-			return nil, err
-		}
-		keys, _ := f.st.AuditorKeys(cp.Size)
-		_, err = ledger.OpenCheckpoint(signed, keys)
-		return signed, err
-	}
+	return func(context.Context) ([]byte, error) { return testKeys.Cosign(f.st, signers...) }
 }
 
 // busy is a ledger with charges to both hospitals and a refusal of h1's cap.

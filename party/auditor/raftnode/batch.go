@@ -187,23 +187,18 @@ func (n *Node) applyUnpacked(ctx context.Context, cmd []byte, timeout time.Durat
 	// when raft shuts down is never answered: bound the wait here too.
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			return proposed{err: err}, nil
-		}
-		r, ok := f.Response().(applyResult)
-		if !ok {
-			return proposed{}, fmt.Errorf("auditor: apply at index %d returned %T", f.Index(), f.Response())
-		}
-		return proposed{index: f.Index(), res: r}, nil
-	case <-ctx.Done():
-		return proposed{}, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
-	case <-timer.C:
-		return proposed{}, ErrTimeout
-	case <-n.lifetime.Done():
-		return proposed{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrShutdown)
+	err, werr := awaitOutcome(ctx, n, timer, done)
+	if werr != nil {
+		return proposed{}, werr
 	}
+	if err != nil {
+		return proposed{err: err}, nil
+	}
+	r, ok := f.Response().(applyResult)
+	if !ok {
+		return proposed{}, fmt.Errorf("auditor: apply at index %d returned %T", f.Index(), f.Response())
+	}
+	return proposed{index: f.Index(), res: r}, nil
 }
 
 // enqueue hands cmd to the proposer and waits for its outcome, for at most
@@ -221,14 +216,22 @@ func (n *Node) enqueue(ctx context.Context, cmd []byte, timeout time.Duration) (
 	case <-n.lifetime.Done():
 		return proposed{}, ErrShutdown
 	}
+	return awaitOutcome(ctx, n, timer, p.done)
+}
+
+// awaitOutcome waits for the outcome of a command already handed to raft: a
+// deadline (ctx's or timer's) gives ErrTimeout, and the node stopping first
+// leaves the outcome unknown.
+func awaitOutcome[T any](ctx context.Context, n *Node, timer *time.Timer, outcome <-chan T) (T, error) {
+	var zero T
 	select {
-	case out := <-p.done:
+	case out := <-outcome:
 		return out, nil
 	case <-ctx.Done():
-		return proposed{}, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+		return zero, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 	case <-timer.C:
-		return proposed{}, ErrTimeout
+		return zero, ErrTimeout
 	case <-n.lifetime.Done():
-		return proposed{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrShutdown)
+		return zero, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrShutdown)
 	}
 }

@@ -2,11 +2,10 @@ package raftnode
 
 import (
 	"context"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // BenchmarkSubmitTLSCluster measures committed submissions per second and
@@ -19,7 +18,7 @@ func BenchmarkSubmitTLSCluster(b *testing.B) {
 		b.Run("via-"+via, func(b *testing.B) {
 			c := newTLSCluster(b, 3)
 			leader := -1
-			waitFor(b, 10*time.Second, "a leader", func() bool {
+			auditortest.WaitFor(b, 10*time.Second, "a leader", func() bool {
 				for i, n := range c.nodes {
 					if n.Status().State == "Leader" {
 						leader = i
@@ -34,44 +33,9 @@ func BenchmarkSubmitTLSCluster(b *testing.B) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			var next atomic.Uint64
-			var mu sync.Mutex
-			var lat []time.Duration
-			b.SetParallelism(32)
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				local := make([]time.Duration, 0, 1024)
-				for pb.Next() {
-					cmd := chainCmd(next.Add(1), "charge-0123456789abcdef0123456789abcdef")
-					t0 := time.Now()
-					if _, _, err := target.Submit(ctx, cmd); err != nil {
-						b.Error(err)
-						return
-					}
-					local = append(local, time.Since(t0))
-				}
-				mu.Lock()
-				lat = append(lat, local...)
-				mu.Unlock()
-			})
-			elapsed := time.Since(start)
-			b.StopTimer()
-			reportLatency(b, lat, elapsed)
+			auditortest.SubmitParallel(ctx, b, target, func(i uint64) []byte {
+				return chainCmd(i, "charge-0123456789abcdef0123456789abcdef")
+			}, nil)
 		})
 	}
-}
-
-func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op")
 }

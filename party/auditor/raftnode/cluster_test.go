@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,29 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
-
-// testLogger logs raft's chatter only with NZC_TEST_LOG=1.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("NZC_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-tick.C
-	}
-}
 
 // inmemCluster is a raft cluster on in-memory transports and stores.
 type inmemCluster struct {
@@ -106,7 +85,7 @@ func (c *inmemCluster) addMember() int {
 
 func (c *inmemCluster) start(i int, snapshotThreshold uint64) {
 	c.t.Helper()
-	cfg := fastConfig(c.ids[i], c.sms[i], testLogger(c.t).With("node", c.ids[i]))
+	cfg := fastConfig(c.ids[i], c.sms[i], auditortest.Logger(c.t).With("node", c.ids[i]))
 	cfg.SnapshotThreshold = snapshotThreshold
 	d := c.tuning
 	d.logs, d.stable, d.snaps, d.trans = c.logs[i], c.logs[i], c.snaps[i], c.trans[i]
@@ -148,7 +127,7 @@ func (c *inmemCluster) leader() int {
 func (c *inmemCluster) waitLeader() int {
 	c.t.Helper()
 	var l int
-	waitFor(c.t, 10*time.Second, "a leader", func() bool { l = c.leader(); return l >= 0 })
+	auditortest.WaitFor(c.t, 10*time.Second, "a leader", func() bool { l = c.leader(); return l >= 0 })
 	return l
 }
 
@@ -199,26 +178,48 @@ func (c *inmemCluster) describe() string {
 	return b.String()
 }
 
+// submitIDs submits chainCmd(id, payload) for each id from from to to
+// through submit, and fails the test on the first error.
+func submitIDs(ctx context.Context, t testing.TB, submit func(context.Context, []byte) ([]byte, uint64, error), from, to uint64, payload string) {
+	t.Helper()
+	for id := from; id <= to; id++ {
+		if _, _, err := submit(ctx, chainCmd(id, payload)); err != nil {
+			t.Fatalf("submitting command %d: %v", id, err)
+		}
+	}
+}
+
+// converged reports whether the live nodes among nodes (nil ones are
+// skipped) have applied the same index and hold the same state, and returns
+// that state's hash. all and sms are the whole cluster's nodes and their
+// state machines, in the same order.
+func converged(nodes, all []*Node, sms []*chainSM) ([32]byte, bool) {
+	var h [32]byte
+	var idx uint64
+	first := true
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		hi, ai := sms[slices.Index(all, n)].stateHash(), n.raft.AppliedIndex()
+		if first {
+			h, idx, first = hi, ai, false
+		} else if hi != h || ai != idx {
+			return h, false
+		}
+	}
+	return h, true
+}
+
 // waitConverged waits until every live node has applied the same index and
 // holds the same state, and returns that state's hash.
 func (c *inmemCluster) waitConverged(within time.Duration) [32]byte {
 	c.t.Helper()
 	var h [32]byte
-	waitFor(c.t, within, "all live nodes to converge", func() bool {
-		first := true
-		var idx uint64
-		for i, n := range c.nodes {
-			if n == nil {
-				continue
-			}
-			hi, ai := c.sms[i].stateHash(), n.raft.AppliedIndex()
-			if first {
-				h, idx, first = hi, ai, false
-			} else if hi != h || ai != idx {
-				return false
-			}
-		}
-		return true
+	auditortest.WaitFor(c.t, within, "all live nodes to converge", func() bool {
+		var ok bool
+		h, ok = converged(c.nodes, c.nodes, c.sms)
+		return ok
 	})
 	return h
 }
@@ -309,11 +310,7 @@ func TestPartitionAndHeal(t *testing.T) {
 	c := newInmemCluster(t, 3, deps{}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 20; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "before")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 1, 20, "before")
 	old := c.leader()
 	c.isolate(old)
 
@@ -330,7 +327,7 @@ func TestPartitionAndHeal(t *testing.T) {
 	}
 
 	var nl int
-	waitFor(t, 10*time.Second, "a new leader in the majority", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "a new leader in the majority", func() bool {
 		for i, n := range c.nodes {
 			if i != old && n.raft.State() == raft.Leader {
 				nl = i
@@ -339,11 +336,7 @@ func TestPartitionAndHeal(t *testing.T) {
 		}
 		return false
 	})
-	for id := uint64(21); id <= 40; id++ {
-		if _, _, err := c.nodes[nl].Submit(ctx, chainCmd(id, "during")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.nodes[nl].Submit, 21, 40, "during")
 	c.heal(old)
 	c.waitConverged(10 * time.Second)
 	for i := range c.nodes {
@@ -360,11 +353,7 @@ func TestSnapshotRestoreEquivalence(t *testing.T) {
 	c := newInmemCluster(t, 3, deps{trailingLogs: 5}, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 100; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 1, 100, "x")
 	l := c.leader()
 	if err := c.nodes[l].raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
@@ -372,11 +361,7 @@ func TestSnapshotRestoreEquivalence(t *testing.T) {
 	if first, _ := c.logs[l].FirstIndex(); first <= 1 {
 		t.Fatalf("log not compacted after snapshot: first index %d", first)
 	}
-	for id := uint64(101); id <= 110; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 101, 110, "x")
 
 	// A new node can only be brought up to date from the snapshot.
 	i := c.addMember()
@@ -392,11 +377,7 @@ func TestSnapshotRestoreEquivalence(t *testing.T) {
 	if after := c.nodes[l].raft.LastIndex(); after != before {
 		t.Fatalf("second join appended %d entries", after-before)
 	}
-	for id := uint64(111); id <= 120; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 111, 120, "x")
 	c.waitConverged(10 * time.Second)
 	if c.sms[i].restores == 0 {
 		t.Fatal("the new node was not restored from a snapshot")
@@ -479,7 +460,7 @@ func TestReplayedAfterRestart(t *testing.T) {
 		t.Fatal("Replayed before the state machine has applied anything")
 	}
 	c.heal(f)
-	waitFor(t, 20*time.Second, "the restarted node to replay its log", n.Replayed)
+	auditortest.WaitFor(t, 20*time.Second, "the restarted node to replay its log", n.Replayed)
 	for id := uint64(1); id <= cmds; id++ {
 		if !c.sms[f].has(id) {
 			t.Fatalf("Replayed, but the state machine lacks command %d", id)

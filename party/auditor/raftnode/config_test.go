@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -59,11 +60,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	c := newInmemCluster(t, 3, deps{}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 5; id++ {
-		if _, _, err := c.submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.submit, 1, 5, "x")
 	n := c.nodes[c.leader()]
 	reg := prometheus.NewRegistry()
 	if err := n.Register(reg); err != nil {
@@ -72,7 +69,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if err := n.Register(reg); err == nil {
 		t.Fatal("registering the same node twice succeeded")
 	}
-	waitFor(t, 5*time.Second, "the leader to be ready", func() bool { return n.Ready() == nil })
+	auditortest.WaitFor(t, 5*time.Second, "the leader to be ready", func() bool { return n.Ready() == nil })
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -18,19 +19,11 @@ func seedDataDir(t *testing.T) (string, *testCA) {
 	c := newTLSCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for id := uint64(1); id <= 30; id++ {
-		if _, _, err := c.nodes[0].Submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.nodes[0].Submit, 1, 30, "x")
 	if err := c.nodes[0].raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	for id := uint64(31); id <= 40; id++ {
-		if _, _, err := c.nodes[0].Submit(ctx, chainCmd(id, "x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitIDs(ctx, t, c.nodes[0].Submit, 31, 40, "x")
 	c.stop(0)
 	return c.dirs[0], c.ca
 }
@@ -73,38 +66,20 @@ func TestCorruptDataDirRefusesToStart(t *testing.T) {
 			return p
 		}},
 		{"raft.db overwritten", func(t *testing.T, dir string) string {
-			p := filepath.Join(dir, raftDBFile)
-			f, err := os.OpenFile(p, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
 			junk := make([]byte, 8192)
 			for i := range junk {
 				junk[i] = byte(i*7 + 3)
 			}
-			if _, err := f.WriteAt(junk, 0); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			return p
+			return overwriteStart(t, filepath.Join(dir, raftDBFile), junk)
 		}},
 		{"raft.db first meta page overwritten", func(t *testing.T, dir string) string {
 			// bbolt opens the file from its second meta page; its own
 			// check would then panic on the first.
-			p := filepath.Join(dir, raftDBFile)
-			f, err := os.OpenFile(p, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
 			junk := make([]byte, os.Getpagesize())
 			for i := range junk {
 				junk[i] = 0xA5
 			}
-			if _, err := f.WriteAt(junk, 0); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			return p
+			return overwriteStart(t, filepath.Join(dir, raftDBFile), junk)
 		}},
 		{"snapshot state flipped", func(t *testing.T, dir string) string {
 			p := snapshotStateFile(t, dir)
@@ -134,7 +109,7 @@ func TestCorruptDataDirRefusesToStart(t *testing.T) {
 			n, err := New(Config{
 				DataDir: dir, NodeID: "hospital-a", BindAddr: "127.0.0.1:0",
 				ServerTLS: server, ClientTLS: client, StateMachine: newChainSM(),
-				Logger: testLogger(t),
+				Logger: auditortest.Logger(t),
 			})
 			if err == nil {
 				n.Close()
@@ -157,7 +132,7 @@ func TestRestartFromIntactDataDir(t *testing.T) {
 	sm := newChainSM()
 	n, err := New(Config{
 		DataDir: dir, NodeID: "hospital-a", BindAddr: "127.0.0.1:0", Bootstrap: true,
-		ServerTLS: server, ClientTLS: client, StateMachine: sm, Logger: testLogger(t),
+		ServerTLS: server, ClientTLS: client, StateMachine: sm, Logger: auditortest.Logger(t),
 		Tuning: Tuning{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond},
 	})
 	if err != nil {
@@ -170,11 +145,25 @@ func TestRestartFromIntactDataDir(t *testing.T) {
 	}
 	// The node's address changed (port 0), so as a one-node cluster it can
 	// no longer elect itself; its state comes from its own disk.
-	waitFor(t, 5*time.Second, "the snapshot and log to be replayed", func() bool {
+	auditortest.WaitFor(t, 5*time.Second, "the snapshot and log to be replayed", func() bool {
 		c, _, _ := sm.snapshotCount()
 		return c >= 30
 	})
 	if sm.restores != 1 {
 		t.Fatalf("restored %d snapshots, want 1", sm.restores)
 	}
+}
+
+// overwriteStart writes junk over the start of the file at p and returns p.
+func overwriteStart(t *testing.T, p string, junk []byte) string {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(junk, 0); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -181,7 +181,7 @@ func (n *Node) serveForwardConn(c net.Conn) {
 			timeout = n.cfg.applyTimeout()
 		}
 		ctx, cancel := context.WithTimeout(n.lifetime, timeout)
-		data, index, err := n.serveOp(ctx, op, body)
+		data, index, err := n.serveOp(ctx, peerAuditor(c), op, body)
 		cancel()
 		code, idx, out := encodeResult(data, index, err)
 		if err := writeFrame(w, code, idx, out); err != nil {
@@ -190,7 +190,40 @@ func (n *Node) serveForwardConn(c net.Conn) {
 	}
 }
 
-func (n *Node) serveOp(ctx context.Context, op byte, body []byte) ([]byte, uint64, error) {
+// ErrMembership is matched when a peer asks to change the raft membership
+// of another auditor than itself. An auditor joins or leaves the cluster
+// only with its own certificate: one auditor's certificate must not be able
+// to add a voter or remove the others.
+var ErrMembership = errors.New("auditor: an auditor may join or leave the cluster only for itself")
+
+// peerAuditor returns the auditor id of the certificate a forwarding
+// connection presented, or "" when it has none.
+func peerAuditor(c net.Conn) string {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return ""
+	}
+	cs := tc.ConnectionState()
+	if len(cs.PeerCertificates) == 0 {
+		return ""
+	}
+	id, err := AuditorIDFromCert(cs.PeerCertificates[0])
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// selfOnly refuses a membership change of id asked by peer unless they are
+// the same auditor.
+func selfOnly(peer, id, what string) error {
+	if peer == "" || peer != id {
+		return fmt.Errorf("%w: auditor %q asked to %s auditor %q", ErrMembership, peer, what, id)
+	}
+	return nil
+}
+
+func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) ([]byte, uint64, error) {
 	switch op {
 	case opSubmit:
 		res, idx, err := n.applyLocal(ctx, body)
@@ -203,8 +236,14 @@ func (n *Node) serveOp(ctx context.Context, op byte, body []byte) ([]byte, uint6
 		if err != nil {
 			return nil, 0, err
 		}
+		if err := selfOnly(peer, id, "add"); err != nil {
+			return nil, 0, err
+		}
 		return nil, 0, n.joinLocal(ctx, id, addr)
 	case opRemove:
+		if err := selfOnly(peer, string(body), "remove"); err != nil {
+			return nil, 0, err
+		}
 		return nil, 0, n.removeLocal(ctx, string(body))
 	case opCheckpoint:
 		cp, err := n.localCheckpoint(body)

@@ -191,22 +191,17 @@ func indexKey(i uint64) []byte {
 }
 
 // FirstIndex implements raft.LogStore.
-func (s *boltStore) FirstIndex() (uint64, error) {
-	var idx uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketLogs).Cursor().First(); k != nil {
-			idx = binary.BigEndian.Uint64(k)
-		}
-		return nil
-	})
-	return idx, err
-}
+func (s *boltStore) FirstIndex() (uint64, error) { return s.endIndex((*bolt.Cursor).First) }
 
 // LastIndex implements raft.LogStore.
-func (s *boltStore) LastIndex() (uint64, error) {
+func (s *boltStore) LastIndex() (uint64, error) { return s.endIndex((*bolt.Cursor).Last) }
+
+// endIndex is the index of the log entry that end (First or Last) moves a
+// cursor to, or 0 when the log is empty.
+func (s *boltStore) endIndex(end func(*bolt.Cursor) ([]byte, []byte)) (uint64, error) {
 	var idx uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketLogs).Cursor().Last(); k != nil {
+		if k, _ := end(tx.Bucket(bucketLogs).Cursor()); k != nil {
 			idx = binary.BigEndian.Uint64(k)
 		}
 		return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // raft's NetworkTransport closes neither the connections it accepted nor its
@@ -23,7 +24,7 @@ func TestMuxClosesRaftConnections(t *testing.T) {
 	ca := newTestCA(t)
 	mux := func(id string) *streamLayer {
 		server, client := ca.tlsPair(t, "auditor", id)
-		m, err := newMuxListener("127.0.0.1:0", nil, server, testLogger(t))
+		m, err := newMuxListener("127.0.0.1:0", nil, server, auditortest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func TestRaftChannelRefusesBadCertificates(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.peer) {
 				t.Errorf("the refused party reads %q, which does not say %q", err, tc.peer)
 			}
-			waitFor(t, 5*time.Second, "the auditor to log the refusal", func() bool { return strings.Contains(logs.String(), tc.log) })
+			auditortest.WaitFor(t, 5*time.Second, "the auditor to log the refusal", func() bool { return strings.Contains(logs.String(), tc.log) })
 		})
 	}
 }

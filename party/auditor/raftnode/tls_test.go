@@ -13,11 +13,13 @@ import (
 	"math/big"
 	"net/url"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
 // testCA issues certificates like the federation CA: the party's role and
@@ -129,7 +131,7 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 		ServerTLS:    server,
 		ClientTLS:    client,
 		StateMachine: c.machine(i),
-		Logger:       testLogger(c.t).With("node", c.ids(i)),
+		Logger:       auditortest.Logger(c.t).With("node", c.ids(i)),
 		Tuning: Tuning{
 			HeartbeatTimeout: 500 * time.Millisecond,
 			ElectionTimeout:  500 * time.Millisecond,
@@ -209,11 +211,11 @@ func newTLSClusterPacked(t testing.TB, size int, machines []StateMachine, maxPac
 		}
 	})
 	c.run(0, c.config(0, "127.0.0.1:0", nil))
-	waitFor(t, 10*time.Second, "the bootstrap node to lead", func() bool { return c.nodes[0].Status().State == "Leader" })
+	auditortest.WaitFor(t, 10*time.Second, "the bootstrap node to lead", func() bool { return c.nodes[0].Status().State == "Leader" })
 	for i := 1; i < size; i++ {
 		c.run(i, c.config(i, "127.0.0.1:0", []string{c.addrs[0]}))
 	}
-	waitFor(t, 15*time.Second, "every node to join", func() bool {
+	auditortest.WaitFor(t, 15*time.Second, "every node to join", func() bool {
 		return len(c.nodes[0].Status().Peers) == size
 	})
 	return c
@@ -227,23 +229,9 @@ func (c *tlsCluster) waitConverged(within time.Duration) {
 // waitConvergedNodes waits until the given nodes hold the same state.
 func (c *tlsCluster) waitConvergedNodes(within time.Duration, nodes []*Node) {
 	c.t.Helper()
-	waitFor(c.t, within, "the nodes to converge", func() bool {
-		var h [32]byte
-		var idx uint64
-		first := true
-		for _, n := range nodes {
-			if n == nil {
-				continue
-			}
-			i := slices.Index(c.nodes, n)
-			hi, ai := c.sms[i].stateHash(), n.raft.AppliedIndex()
-			if first {
-				h, idx, first = hi, ai, false
-			} else if hi != h || ai != idx {
-				return false
-			}
-		}
-		return true
+	auditortest.WaitFor(c.t, within, "the nodes to converge", func() bool {
+		_, ok := converged(nodes, c.nodes, c.sms)
+		return ok
 	})
 }
 
@@ -333,11 +321,18 @@ func TestTLSRejectsNonAuditors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
+	// forwarded reports whether node 0 answers a command forwarded to it
+	// over conf.
+	forwarded := func(conf *tls.Config, id uint64) bool {
+		fc := &forwardClient{tls: conf, idle: map[string][]*fwdConn{}}
+		defer fc.close()
+		_, _, err := fc.call(ctx, c.addrs[0], opSubmit, chainCmd(id, "x"))
+		return err == nil
+	}
+
 	// A student certificate from the same CA is refused by the auditor.
 	_, studentClient := c.ca.tlsPair(t, "student", "s1")
-	fc := &forwardClient{tls: clientTLS(studentClient), idle: map[string][]*fwdConn{}}
-	defer fc.close()
-	if _, _, err := fc.call(ctx, c.addrs[0], opSubmit, chainCmd(1, "x")); err == nil {
+	if forwarded(clientTLS(studentClient), 1) {
 		t.Fatal("auditor accepted a command from a student certificate")
 	}
 	if c.sms[0].has(1) {
@@ -373,14 +368,10 @@ func TestTLSRejectsNonAuditors(t *testing.T) {
 	other := newTestCA(t)
 	_, foreign := other.tlsPair(t, "auditor", "hospital-a")
 	_, err = dialChannel(ctx, c.addrs[0], clientTLS(foreign), chanForward)
-	if err == nil {
-		// TLS 1.3 reports the server's refusal of a client certificate on
-		// the first read.
-		fc := &forwardClient{tls: clientTLS(foreign), idle: map[string][]*fwdConn{}}
-		defer fc.close()
-		if _, _, err := fc.call(ctx, c.addrs[0], opSubmit, chainCmd(2, "x")); err == nil {
-			t.Fatal("auditor accepted a certificate from another CA")
-		}
+	// TLS 1.3 reports the server's refusal of a client certificate on the
+	// first read.
+	if err == nil && forwarded(clientTLS(foreign), 2) {
+		t.Fatal("auditor accepted a certificate from another CA")
 	}
 	if c.sms[0].has(2) {
 		t.Fatal("command from a foreign certificate was applied")
@@ -459,7 +450,7 @@ func TestTLSLeaderLossWithForwarding(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the leader to be stopped", func() bool {
+	auditortest.WaitFor(t, 10*time.Second, "the leader to be stopped", func() bool {
 		return followers[0].Status().LeaderID != c.ids(leader) || followers[1].Status().LeaderID != c.ids(leader)
 	})
 	c.waitConvergedNodes(10*time.Second, followers)
@@ -467,6 +458,47 @@ func TestTLSLeaderLossWithForwarding(t *testing.T) {
 		count, distinct, reordered := c.sms[i].snapshotCount()
 		if count != writers*perWriter || distinct != writers*perWriter || reordered {
 			t.Fatalf("%s: %d applied, %d distinct, reordered=%v; want %d", c.ids(i), count, distinct, reordered, writers*perWriter)
+		}
+	}
+}
+
+// One auditor's certificate cannot change the membership of others: the
+// forwarding channel serves join and remove only for the auditor whose
+// certificate the connection presents. (With this, a rogue voter "rogue-1"
+// was joined and two auditors removed with a third's certificate alone.)
+func TestForwardedMembershipOnlyForItself(t *testing.T) {
+	c := newTLSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	leader := c.addrs[0]
+	rogue := c.nodes[2] // "regulator", a follower
+	for _, tc := range []struct {
+		name string
+		op   byte
+		body []byte
+	}{
+		{"join a made-up voter", opJoin, encodePair("rogue-1", "127.0.0.1:1")},
+		{"remove the leader", opRemove, []byte(c.ids(0))},
+		{"remove another follower", opRemove, []byte(c.ids(1))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := rogue.fwd.call(ctx, leader, tc.op, tc.body)
+			if err == nil || !strings.Contains(err.Error(), "only for itself") {
+				t.Fatalf("the leader served it: %v", err)
+			}
+		})
+	}
+	// Through the node's own API, forwarded to the leader: the same.
+	if err := rogue.Remove(ctx, c.ids(1)); err == nil {
+		t.Fatal("a follower removed another auditor through the leader")
+	}
+	peers := c.nodes[0].Status().Peers
+	if len(peers) != 3 {
+		t.Fatalf("membership changed: %+v", peers)
+	}
+	for _, p := range peers {
+		if p.ID == "rogue-1" {
+			t.Fatalf("a made-up voter joined: %+v", peers)
 		}
 	}
 }
