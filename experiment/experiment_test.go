@@ -19,6 +19,7 @@ import (
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
+	"github.com/nzcfed/nzc/ml/selection"
 )
 
 // blobs makes a 4-class problem of Gaussian clusters in 8 dimensions.
@@ -217,6 +218,10 @@ func TestValidate(t *testing.T) {
 		{"holdout", func(c *Config) { c.Holdout = 700 }},
 		{"student workers", func(c *Config) { c.StudentWorkers = -1 }},
 		{"self-training confidence", func(c *Config) { c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 2} }},
+		{"consistency ratio", func(c *Config) { c.Consistency = model.Consistency{Weight: 1, Threshold: 0.9, Ratio: 0, Epochs: 1} }},
+		{"selection", func(c *Config) { c.Selection.Strategy = "best" }},
+		{"compared selection", func(c *Config) { c.CompareSelections = []selection.Strategy{"best"} }},
+		{"compared aggregator that does not run", func(c *Config) { c.Aggregators = []string{"gnmax"} }},
 	}
 	for _, tt := range tests {
 		c := base

@@ -218,6 +218,7 @@ func newTrainCommand() *cobra.Command {
 	epochs := cmd.Flags().Int("epochs", 20, "training epochs")
 	seed := cmd.Flags().Uint64("seed", 1, "training seed")
 	consistency := cmd.Flags().Bool("consistency", false, "also learn from the examples without a label, by consistency training (FixMatch family; post-processing, no privacy cost)")
+	selfTrain := cmd.Flags().Int("self-training", 0, "rounds of class-balanced self-training on the examples without a label (0: off; post-processing, no privacy cost)")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -235,7 +236,10 @@ func newTrainCommand() *cobra.Command {
 		if r.DataHash != student.FeatureHash(d) || len(r.Labels) != d.Len() {
 			return fmt.Errorf("the labels in %s were asked for other data than --data/--from/--count select: give the same data as to `label`", *labels)
 		}
-		n, used, err := trainStudent(cmd, d, r.Labels, *arch, *epochs, *seed, *consistency)
+		if *consistency && *selfTrain > 0 {
+			return fmt.Errorf("--consistency and --self-training are two ways to learn from the unlabelled examples: pick one")
+		}
+		n, used, err := trainStudent(cmd, d, r.Labels, *arch, *epochs, *seed, *consistency, *selfTrain)
 		if err != nil {
 			return err
 		}
@@ -254,7 +258,7 @@ func newTrainCommand() *cobra.Command {
 	return cmd
 }
 
-func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string, epochs int, seed uint64, consistency bool) (*model.Network, int, error) {
+func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string, epochs int, seed uint64, consistency bool, selfTrain int) (*model.Network, int, error) {
 	spec, err := model.Preset(arch, d.Shape, d.Classes)
 	if err != nil {
 		return nil, 0, err
@@ -263,6 +267,11 @@ func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string
 	defer bar.Done()
 	tc := model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: epochs, MinSteps: 300, Cosine: true}
 	prog := func(done, total int) { bar.Update("training", done, total, "examples") }
+	if selfTrain > 0 {
+		st := ensemble.SelfTraining{Rounds: selfTrain, Confidence: 0.9, Shift: 1}
+		n, res, err := ensemble.TrainStudentSemi(cmd.Context(), spec, tc, st, seed, d, labels, prog)
+		return n, res.Labelled, err
+	}
 	if !consistency {
 		return ensemble.TrainStudent(cmd.Context(), spec, tc, seed, d, labels, prog)
 	}

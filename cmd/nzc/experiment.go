@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -139,6 +140,8 @@ holding the four standard idx files works.`,
 		}
 		if *aggregators != "" {
 			cfg.Aggregators = splitList(*aggregators)
+			// Compare orders only for the aggregators that run.
+			cfg.CompareAggregators = slices.DeleteFunc(cfg.CompareAggregators, func(a string) bool { return !slices.Contains(cfg.Aggregators, a) })
 		}
 		if *selfTrain >= 0 {
 			cfg.SelfTraining.Rounds = *selfTrain

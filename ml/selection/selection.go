@@ -33,10 +33,11 @@ const (
 	Sequential Strategy = "sequential"
 	// Random asks in a seeded random order.
 	Random Strategy = "random"
-	// Typical clusters the pool (k-means on the features) and asks first
-	// for the examples nearest their cluster's centre, relative to the
-	// cluster's own spread: every cluster contributes in proportion to its
-	// size at every point of the order, the most typical first.
+	// Typical clusters the pool (k-means on the features, a few clusters
+	// per class) and asks first for the clearest members of their
+	// clusters: the examples whose distance to their own cluster's centre
+	// is smallest relative to their distance to the next nearest centre.
+	// Examples between two clusters (a 4 that could be a 9) come last.
 	Typical Strategy = "typical"
 )
 
@@ -49,7 +50,7 @@ var ErrConfig = errors.New("invalid query selection")
 // Config is how the pool is ordered.
 type Config struct {
 	Strategy Strategy `json:"strategy"`
-	// Clusters for Typical (0: 10 per class of the pool, at most a tenth
+	// Clusters for Typical (0: 3 per class of the pool, at most a tenth
 	// of the pool).
 	Clusters int `json:"clusters,omitempty"`
 	// Iterations of k-means for Typical (0: 20).
@@ -93,46 +94,35 @@ func Order(ctx context.Context, cfg Config, pool *data.Dataset) ([]int, error) {
 	}
 	k := cfg.Clusters
 	if k == 0 {
-		k = min(10*max(1, pool.Classes), n/10)
+		k = min(3*max(1, pool.Classes), n/10)
 	}
 	k = max(1, min(k, n))
 	it := cfg.Iterations
 	if it == 0 {
 		it = 20
 	}
-	assign, dist, err := kmeans(ctx, pool, k, it, cfg.Seed)
+	_, dist, second, err := kmeans(ctx, pool, k, it, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	// Typicality: distance to the centre over the median distance of the
-	// cluster's members.
-	byC := make([][]float64, k)
-	for i, c := range assign {
-		byC[c] = append(byC[c], dist[i])
-	}
-	med := make([]float64, k)
-	for c, d := range byC {
-		if len(d) == 0 {
-			continue
-		}
-		slices.Sort(d)
-		med[c] = d[len(d)/2]
-	}
+	// Clarity: distance to the own centre over the distance to the next
+	// nearest one. An example between two clusters is ambiguous (a 4 that
+	// could be a 9), and teachers disagree on it.
 	score := make([]float64, n)
-	for i, c := range assign {
-		score[i] = dist[i] / math.Max(med[c], 1e-12)
+	for i := range score {
+		score[i] = dist[i] / math.Max(second[i], 1e-12)
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(score[a], score[b]) })
 	return order, nil
 }
 
 // kmeans clusters the pool's rows with k-means++ seeding and Lloyd's
-// iterations; it returns each row's cluster and its Euclidean distance to
-// the cluster's centre.
-func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uint64) ([]int, []float64, error) {
+// iterations; it returns each row's cluster, its Euclidean distance to the
+// cluster's centre and to the next nearest centre.
+func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uint64) ([]int, []float64, []float64, error) {
 	n, dim := pool.Len(), pool.Dim()
 	if n == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	r := rand.New(rand.NewPCG(seed, 0x6b6d65616e73))
 	cent := make([]float64, k*dim)
@@ -156,7 +146,7 @@ func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uin
 	}
 	for c := 1; c < k; c++ {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		total := 0.0
 		for _, v := range d2 {
@@ -180,20 +170,24 @@ func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uin
 		}
 	}
 	assign := make([]int, n)
+	sd2 := make([]float64, n)
 	sum := make([]float64, k*dim)
 	count := make([]int, k)
 	for it := 0; ; it++ {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		changed := false
 		for i := range n {
-			best, bd := 0, math.Inf(1)
+			best, bd, sd := 0, math.Inf(1), math.Inf(1)
 			for c := range k {
 				if d := sq(i, c); d < bd {
-					best, bd = c, d
+					best, bd, sd = c, d, bd
+				} else if d < sd {
+					sd = d
 				}
 			}
+			sd2[i] = sd
 			if assign[i] != best || it == 0 {
 				changed = changed || assign[i] != best
 				assign[i] = best
@@ -221,8 +215,10 @@ func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uin
 		}
 	}
 	dist := make([]float64, n)
+	second := make([]float64, n)
 	for i, v := range d2 {
 		dist[i] = math.Sqrt(v)
+		second[i] = math.Sqrt(sd2[i])
 	}
-	return assign, dist, nil
+	return assign, dist, second, nil
 }
