@@ -32,13 +32,26 @@ var presets = [...]Params{
 // b_ν = 3.2). A student that asks first about the queries its teachers
 // agree on needs one refusal: it ends the session once those run out.
 func svtPreset() Params {
-	p, err := PlanSession(1, 5e-6, 1, ReferenceTeachers, 10)
+	p, err := PlanPresetSession(ReferenceTeachers, 10)
 	if err != nil {
 		// The inputs are constants PlanSession accepts; TestPresetsAndEnsemble checks.
 		panic("mechanism: the nzc-svt preset cannot be planned: " + err.Error())
 	}
-	p.Teachers, p.Classes = 0, 0
 	return p
+}
+
+// PlanPresetSession plans nzc-svt's preset session — pure ε = 1, its own δ
+// at most 5e-6, K = 1 — for an ensemble of the given size: a session's
+// threshold and noise are planned for its ensemble rather than scaled, since
+// its δ depends on how far the threshold sits from the largest distance the
+// ensemble allows. Teachers and Classes are left unset.
+func PlanPresetSession(teachers, classes int) (Params, error) {
+	p, err := PlanSession(1, 5e-6, 1, teachers, classes)
+	if err != nil {
+		return Params{}, err
+	}
+	p.Teachers, p.Classes = 0, 0
+	return p, nil
 }
 
 // Preset returns the preset parameters of mechanism k for ReferenceTeachers
