@@ -93,7 +93,7 @@ holding the four standard idx files works.`,
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
 	delta := fs.Float64("delta", 1e-5, "δ of every (ε, δ) figure")
 	studentWorkers := fs.Int("student-workers", 0, "students trained at once (0: one per core; the results do not depend on it)")
-	from := fs.String("from", "", "re-render results.md and the plots from an earlier results.json into --out, without running")
+	from := fs.String("from", "", "re-render results.md and the plots from an earlier results.json into --out, without running; rows with the presets' parameters get their proven ε recomputed by today's conversion")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -108,6 +108,9 @@ holding the four standard idx files works.`,
 			var rep experiment.Report
 			if err := json.Unmarshal(b, &rep); err != nil {
 				return fmt.Errorf("--from %s is not an experiment's results.json: %w", *from, err)
+			}
+			if _, err := rep.Reprove(*delta); err != nil {
+				return fmt.Errorf("--from %s: %w", *from, err)
 			}
 			if err := os.MkdirAll(*out, 0o755); err != nil {
 				return fmt.Errorf("create --out: %w", err)

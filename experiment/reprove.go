@@ -1,0 +1,72 @@
+package experiment
+
+import (
+	"math"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// Reprove recomputes each row's proven ε (provenEpsilon) at the total δ
+// delta from its recorded counts, for the rows whose parameters are the presets' for
+// their ensemble — the only parameters a results.json records exactly
+// enough to recompute from (a row's parameters are kept as text, to four
+// digits). It is how `nzc experiment --from` shows an earlier run at
+// today's proof: a run made before the ledger's gate converted adaptively
+// chosen charges with the filter conversion showed confident-GNMax at the
+// lower, fixed-composition figure. Other rows keep the ε they were written
+// with. It returns the number of rows recomputed.
+func (r *Report) Reprove(delta float64) (int, error) {
+	g := mechanism.DefaultGrid()
+	n := 0
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		if row.EpsilonSource == notPrivate {
+			continue
+		}
+		p, ok := recordedParams(row)
+		if !ok {
+			continue
+		}
+		ch, err := p.Charge(g, row.Answered, row.Queries-row.Answered)
+		if err != nil {
+			return n, err
+		}
+		eps, err := provenEpsilon(ch, delta)
+		if err != nil {
+			return n, err
+		}
+		if math.IsNaN(eps) {
+			continue
+		}
+		row.Epsilon, row.Delta, row.EpsilonSource = eps, delta, proven
+		n++
+	}
+	return n, nil
+}
+
+// earlierPresets are presets of earlier releases whose runs' results.json
+// may be re-rendered: nzc-svt's session was K = 2, T = 100, b_ρ = 2,
+// b_ν = 4 (pure ε 1.5) before it was planned at ε = 1.
+var earlierPresets = [...]mechanism.Params{
+	{Mechanism: mechanism.NZCSVT, Scale: 2, Threshold: 100, MaxRefusals: 2, DistanceScale: 4},
+}
+
+// recordedParams returns the exact parameters of a row when they are a
+// preset's (today's or an earlier release's) for its ensemble.
+func recordedParams(row *Row) (mechanism.Params, bool) {
+	cands := []mechanism.Params{}
+	if p, err := mechanism.Preset(mechanism.Kind(row.Aggregator)); err == nil {
+		cands = append(cands, p)
+	}
+	for _, p := range earlierPresets {
+		if string(p.Mechanism) == row.Aggregator {
+			cands = append(cands, p)
+		}
+	}
+	for _, c := range cands {
+		if p := c.ForEnsemble(row.Teachers, 0); p.String() == row.Params {
+			return p, true
+		}
+	}
+	return mechanism.Params{}, false
+}

@@ -1,0 +1,46 @@
+package experiment
+
+import (
+	"math"
+	"testing"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// An earlier run's rows are shown at today's proof: a confident-GNMax row
+// recorded at the fixed-composition figure gets the filter conversion's, an
+// nzc-svt row of 5 teachers whose own δ exceeds the experiment's gets inf,
+// and rows whose parameters are not a preset's, or that are not private,
+// keep what they were written with.
+func TestReprove(t *testing.T) {
+	g := mechanism.DefaultGrid()
+	conf := mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 200, Sigma1: 150, Sigma2: 40}.ForEnsemble(250, 0)
+	ch, err := conf.Charge(g, 61, 39)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tight, _ := ch.RDP.Epsilon(1e-5)
+	filter, _ := ch.RDP.FilterEpsilon(1e-5)
+	rep := &Report{Rows: []Row{
+		{Aggregator: "confident-gnmax", Params: conf.String(), Teachers: 250, Queries: 100, Answered: 61, Epsilon: tight.Epsilon, Delta: 1e-5, EpsilonSource: proven},
+		{Aggregator: "nzc-svt", Params: "T=2, K=2, b_ρ=2, b_ν=4", Teachers: 5, Queries: 9000, Answered: 2, Epsilon: 1.503, Delta: 1.00001, EpsilonSource: proven},
+		{Aggregator: "gnmax", Params: "σ=33", Teachers: 250, Queries: 10, Answered: 10, Epsilon: 0.7, Delta: 1e-5, EpsilonSource: proven},
+		{Aggregator: "clean votes", Params: "noiseless plurality", Teachers: 250, Queries: 10, Answered: 10, Epsilon: math.Inf(1), EpsilonSource: notPrivate},
+	}}
+	n, err := rep.Reprove(1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d rows recomputed, want 2", n)
+	}
+	if got := rep.Rows[0].Epsilon; got != filter.Epsilon || !(got > tight.Epsilon) {
+		t.Fatalf("confident-gnmax: ε %v, want the filter conversion %v (above the fixed-composition %v)", got, filter.Epsilon, tight.Epsilon)
+	}
+	if got := rep.Rows[1]; !math.IsInf(got.Epsilon, 1) || got.Delta != 1e-5 {
+		t.Fatalf("nzc-svt of 5 teachers: ε %v at δ %v, want inf at 1e-5", got.Epsilon, got.Delta)
+	}
+	if rep.Rows[2].Epsilon != 0.7 || !math.IsInf(rep.Rows[3].Epsilon, 1) {
+		t.Fatalf("rows that cannot be recomputed changed: %+v %+v", rep.Rows[2], rep.Rows[3])
+	}
+}
