@@ -131,11 +131,7 @@ with the labels received so far.`,
 	sel := cmd.Flags().String("selection", "sequential", "order in which to ask: sequential, random or typical (the examples nearest the centres of clusters of the student's own data first: with nzc-svt, the queries the teachers agree on, answered before the session's refusals run out); costs no privacy")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		cfg, err := cli.Load(cmd, config.DefaultStudent())
+		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultStudent(), format)
 		if err != nil {
 			return err
 		}
@@ -333,11 +329,7 @@ func newBudgetCommand() *cobra.Command {
 	timeout := cmd.Flags().Duration("timeout", 20*time.Second, "give up after this long")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		cfg, err := cli.Load(cmd, config.DefaultStudent())
+		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultStudent(), format)
 		if err != nil {
 			return err
 		}
@@ -398,11 +390,7 @@ non-zero unless every recorded batch verifies.`,
 	cli.AddConfigFlags(cmd, config.DefaultStudent())
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		cfg, err := cli.Load(cmd, config.DefaultStudent())
+		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultStudent(), format)
 		if err != nil {
 			return err
 		}

@@ -37,11 +37,7 @@ the models directory. Progress is shown on stderr when it is a terminal.`,
 	maxExamples := cmd.Flags().Int("max-examples", 0, "use at most this many examples of the hospital's data (0: all)")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		cfg, err := cli.Load(cmd, config.DefaultTeacher())
+		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultTeacher(), format)
 		if err != nil {
 			return err
 		}
@@ -147,11 +143,7 @@ func newStatusCommand() *cobra.Command {
 	cli.AddConfigFlags(cmd, config.DefaultTeacher())
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
-		cfg, err := cli.Load(cmd, config.DefaultTeacher())
+		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultTeacher(), format)
 		if err != nil {
 			return err
 		}

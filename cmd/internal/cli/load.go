@@ -264,3 +264,16 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// LoadFormatted is Load for a read command: it also checks the output
+// format chosen with the flag AddFormatFlag added (format is what it
+// returned), before any configuration is read.
+func LoadFormatted[T Validator](cmd *cobra.Command, defaults T, format func() (string, error)) (string, T, error) {
+	f, err := format()
+	if err != nil {
+		var zero T
+		return "", zero, err
+	}
+	cfg, err := Load(cmd, defaults)
+	return f, cfg, err
+}
