@@ -645,9 +645,12 @@ type Account struct {
 	Epsilon float64   `json:"epsilon"`
 	Order   float64   `json:"order"` // the order attaining Epsilon; 0 when the pure-ε sum is smaller
 	Curve   []float64 `json:"curve"`
-	Charges uint64    `json:"charges"` // accepted charges and sessions
-	Answers uint64    `json:"answers"`
-	Opened  uint64    `json:"opened"` // the entry that opened the account
+	// PureEpsilon is the sum of the charges' pure ε, +Inf once a charge
+	// without one was composed: the second bound Epsilon takes the smaller of.
+	PureEpsilon float64 `json:"-"`
+	Charges     uint64  `json:"charges"` // accepted charges and sessions
+	Answers     uint64  `json:"answers"`
+	Opened      uint64  `json:"opened"` // the entry that opened the account
 }
 
 // Accounts returns every hospital account, sorted by hospital ID.
@@ -675,7 +678,7 @@ func (s *State) accountOf(h string) Account {
 	a := s.accounts[h]
 	acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
 		DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
-		Charges: a.charges, Answers: a.answers, Opened: a.opened}
+		Charges: a.charges, Answers: a.answers, Opened: a.opened, PureEpsilon: a.pure}
 	if d := a.conversionDelta(); d > 0 {
 		conv := convert(a.curve, d)
 		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order

@@ -269,10 +269,13 @@ func Validate(m proto.Message) error {
 			if err := checkPartyID("hospital_id", b.GetHospitalId()); err != nil {
 				return err
 			}
-			for _, v := range []float64{b.GetEpsilonCap(), b.GetDeltaCap(), b.GetEpsilonSpent(), b.GetDelta()} {
+			for _, v := range append([]float64{b.GetEpsilonCap(), b.GetDeltaCap(), b.GetEpsilonSpent(), b.GetDelta(), b.GetPureEpsilon()}, b.GetCurve()...) {
 				if math.IsNaN(v) || v < 0 {
 					return bad("budget of %q holds %v", b.GetHospitalId(), v)
 				}
+			}
+			if len(b.GetCurve()) > maxCurve {
+				return bad("budget of %q has a curve of %d orders, at most %d", b.GetHospitalId(), len(b.GetCurve()), maxCurve)
 			}
 		}
 	case *nzcpb.LedgerSubmit:
@@ -383,3 +386,6 @@ func checkRecipient(r string) error {
 	}
 	return nil
 }
+
+// maxCurve bounds an RDP curve on the wire: the default grid has 153 orders.
+const maxCurve = 1024

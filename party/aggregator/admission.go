@@ -58,8 +58,9 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 // batch at its data-independent worst case: every one of its nq queries
 // answered. It reads each hospital's spent ε and remaining δ from the
 // ledger and refuses a batch the ledger is certain to refuse: one whose
-// worst case alone exceeds a hospital's cap, or whose hospital has already
-// spent more than its cap (composing more only raises ε). The ledger makes
+// worst case, composed with what a hospital has spent (the account's curve
+// and pure-ε sum, from the budget read), would take it over its cap, as the
+// ledger's gate composes them. The ledger makes
 // the final decision, also at the worst case; so whether a batch is refused,
 // and what the refusal says, depend only on public state and the batch's
 // size, never on the votes. nzc-svt batches are not checked here: the
@@ -101,11 +102,36 @@ func (a *Aggregator) admit(ctx context.Context, batch string, hs []*hospitalEntr
 				eps = c.Epsilon
 			}
 		}
-		if spent := b.GetEpsilonSpent(); eps > b.GetEpsilonCap() || spent > b.GetEpsilonCap() {
+		total := a.composedEpsilon(b, worst, conv)
+		if spent := b.GetEpsilonSpent(); eps > b.GetEpsilonCap() || spent > b.GetEpsilonCap() || total > b.GetEpsilonCap() {
 			return protocol.Errorf(protocol.CodeBudgetExhausted,
-				"batch %s is not admitted: hospital %s has spent ε=%.6g of its cap ε=%v, and the batch's worst case (all %d queries answered) alone costs ε=%.6g at δ=%.3g: nothing was asked of the hospitals or drawn; a smaller batch may fit",
-				batch, b.GetHospitalId(), spent, b.GetEpsilonCap(), nq, eps, conv)
+				"batch %s is not admitted: hospital %s has spent ε=%.6g of its cap ε=%v, and with the batch's worst case (all %d queries answered, ε=%.6g alone) it would reach ε=%.6g at δ=%.3g: nothing was asked of the hospitals or drawn; a smaller batch may fit",
+				batch, b.GetHospitalId(), spent, b.GetEpsilonCap(), nq, eps, total, conv)
 		}
 	}
 	return nil
+}
+
+// composedEpsilon is the ε the ledger's gate would find for the account
+// of b with the batch's worst case added: its curve composed with the
+// worst case's, converted at conv with the filter conversion, or the sum of
+// pure ε when that is smaller. A budget read without the account's curve
+// gives 0, leaving the decision to the ledger (which makes the same one).
+func (a *Aggregator) composedEpsilon(b *nzcpb.HospitalBudget, worst mechanism.Charge, conv float64) float64 {
+	spent, err := a.grid.CurveOf(b.GetCurve())
+	if err != nil {
+		return 0
+	}
+	after, err := spent.Compose(worst.RDP)
+	if err != nil {
+		return 0
+	}
+	eps := 0.0
+	if !after.IsZero() {
+		eps = math.Inf(1)
+		if c, err := after.FilterEpsilon(conv); err == nil {
+			eps = c.Epsilon
+		}
+	}
+	return min(eps, b.GetPureEpsilon()+worst.PureEpsilon)
 }

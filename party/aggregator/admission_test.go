@@ -79,11 +79,13 @@ func TestRefusalRevealsNothingAboutTheVotes(t *testing.T) {
 	}
 }
 
-// TestLedgerRefusalIsRemembered: a batch that passes the aggregator's
-// budget read but is refused by the ledger (here: the spent budget and the
-// batch's worst case are each under the cap, together over it) is refused
-// again on retry without a fresh draw.
-func TestLedgerRefusalIsRemembered(t *testing.T) {
+// TestComposedBudgetRefusedBeforeVotes: a batch whose worst case and the
+// spent budget are each under the cap, together over it, is refused by the
+// admission — which composes the account's curve with the worst case as the
+// ledger's gate does — before any hospital votes, and again, identically,
+// on every retry. (Before the budget read carried the account's curve, the
+// votes were summed and the noise drawn once, and the ledger refused.)
+func TestComposedBudgetRefusedBeforeVotes(t *testing.T) {
 	f := newFixture(t, 2, 5)
 	a := f.start(t, f.cfg)
 	first, _ := f.request(t, 1, 1)
@@ -103,8 +105,8 @@ func TestLedgerRefusalIsRemembered(t *testing.T) {
 		}
 		msgs = append(msgs, pe.Message)
 	}
-	if !strings.Contains(msgs[0], "ledger refused") {
-		t.Fatalf("want the ledger's refusal (each batch alone fits the cap), got %q", msgs[0])
+	if !strings.Contains(msgs[0], "is not admitted") || !strings.Contains(msgs[0], "nothing was asked of the hospitals or drawn") {
+		t.Fatalf("want the admission's refusal (each batch alone fits the cap, not both), got %q", msgs[0])
 	}
 	for _, m := range msgs {
 		if m != msgs[0] {
@@ -112,8 +114,8 @@ func TestLedgerRefusalIsRemembered(t *testing.T) {
 		}
 	}
 	for _, h := range f.hospitals {
-		if h.calls != 1 {
-			t.Fatalf("hospital %s voted %d times on a refused batch and its retries, want once", h.id, h.calls)
+		if h.calls != 0 {
+			t.Fatalf("hospital %s voted %d times on a refused batch and its retries, want never", h.id, h.calls)
 		}
 	}
 	if len(f.led.charges(t)) != 1 {

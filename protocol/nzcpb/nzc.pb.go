@@ -1102,8 +1102,14 @@ type HospitalBudget struct {
 	Delta           float64 `protobuf:"fixed64,5,opt,name=delta,proto3" json:"delta,omitempty"`
 	QueriesAnswered uint64  `protobuf:"varint,6,opt,name=queries_answered,json=queriesAnswered,proto3" json:"queries_answered,omitempty"`
 	Charges         uint64  `protobuf:"varint,7,opt,name=charges,proto3" json:"charges,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The account's composed RDP curve on the default grid, and the sum of
+	// its charges' pure ε (+Inf once a charge had none): what the ledger's
+	// gate composes a new charge with, so the aggregator can admit a batch
+	// exactly as the gate would before any vote is summed.
+	Curve         []float64 `protobuf:"fixed64,8,rep,packed,name=curve,proto3" json:"curve,omitempty"`
+	PureEpsilon   float64   `protobuf:"fixed64,9,opt,name=pure_epsilon,json=pureEpsilon,proto3" json:"pure_epsilon,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HospitalBudget) Reset() {
@@ -1181,6 +1187,20 @@ func (x *HospitalBudget) GetQueriesAnswered() uint64 {
 func (x *HospitalBudget) GetCharges() uint64 {
 	if x != nil {
 		return x.Charges
+	}
+	return 0
+}
+
+func (x *HospitalBudget) GetCurve() []float64 {
+	if x != nil {
+		return x.Curve
+	}
+	return nil
+}
+
+func (x *HospitalBudget) GetPureEpsilon() float64 {
+	if x != nil {
+		return x.PureEpsilon
 	}
 	return 0
 }
@@ -1531,7 +1551,7 @@ const file_nzc_proto_rawDesc = "" +
 	"\x0eBudgetResponse\x120\n" +
 	"\abudgets\x18\x01 \x03(\v2\x16.nzc.v1.HospitalBudgetR\abudgets\x12\x1f\n" +
 	"\vledger_size\x18\x02 \x01(\x04R\n" +
-	"ledgerSize\"\xef\x01\n" +
+	"ledgerSize\"\xa8\x02\n" +
 	"\x0eHospitalBudget\x12\x1f\n" +
 	"\vhospital_id\x18\x01 \x01(\tR\n" +
 	"hospitalId\x12\x1f\n" +
@@ -1541,7 +1561,9 @@ const file_nzc_proto_rawDesc = "" +
 	"\repsilon_spent\x18\x04 \x01(\x01R\fepsilonSpent\x12\x14\n" +
 	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12)\n" +
 	"\x10queries_answered\x18\x06 \x01(\x04R\x0fqueriesAnswered\x12\x18\n" +
-	"\acharges\x18\a \x01(\x04R\acharges\"(\n" +
+	"\acharges\x18\a \x01(\x04R\acharges\x12\x14\n" +
+	"\x05curve\x18\b \x03(\x01R\x05curve\x12!\n" +
+	"\fpure_epsilon\x18\t \x01(\x01R\vpureEpsilon\"(\n" +
 	"\fLedgerSubmit\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\"\xb5\x01\n" +
 	"\fLedgerResult\x12\x14\n" +

@@ -44,7 +44,8 @@ func Budgets(s *ledger.State, req *nzcpb.BudgetRequest) *nzcpb.BudgetResponse {
 			continue
 		}
 		b := &nzcpb.HospitalBudget{HospitalId: a.Hospital, EpsilonCap: a.CapEpsilon, DeltaCap: a.CapDelta,
-			EpsilonSpent: a.Epsilon, Delta: a.CapDelta - a.DeltaSpent, QueriesAnswered: a.Answers, Charges: a.Charges}
+			EpsilonSpent: a.Epsilon, Delta: a.CapDelta - a.DeltaSpent, QueriesAnswered: a.Answers, Charges: a.Charges,
+			Curve: a.Curve, PureEpsilon: a.PureEpsilon}
 		if d := req.GetDelta(); d > 0 {
 			b.Delta = d
 			b.EpsilonSpent = math.Inf(1)
