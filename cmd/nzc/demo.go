@@ -166,9 +166,11 @@ func demoMechanism(name string, k int) (mechanism.Params, error) {
 		// The session is planned for the demo's ensemble (MNIST's 10
 		// classes); scaling the 250-teacher threshold would leave a δ
 		// above every hospital's cap δ.
-		if q, err := mechanism.PlanPresetSession(k, 10); err == nil {
-			return q, nil
+		q, err := mechanism.PlanPresetSession(k, 10)
+		if err != nil {
+			return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt with %d teachers in all: %w; use more teachers (--hospitals, --teachers-per-hospital)", k, err)
 		}
+		return q, nil
 	}
 	p = p.ForEnsemble(k, 0)
 	p.Teachers = 0

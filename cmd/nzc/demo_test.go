@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/nzcfed/nzc/cmd/internal/config"
@@ -12,6 +13,15 @@ func TestDemoMechanismsAreValid(t *testing.T) {
 	for _, name := range []string{"confident-gnmax", "gnmax", "lnmax", "nzc", "nzc-svt"} {
 		for _, k := range []int{1, 20, 150, 2500} {
 			m, err := demoMechanism(name, k)
+			if name == "nzc-svt" && k < 150 {
+				// No session of the preset's ε and δ can answer with so
+				// few teachers: the demo says so instead of starting an
+				// aggregator the configuration check would refuse.
+				if err == nil || !strings.Contains(err.Error(), "use more teachers") {
+					t.Errorf("nzc-svt with %d teachers: %+v, %v; want a plain refusal", k, m, err)
+				}
+				continue
+			}
 			if err != nil {
 				t.Fatalf("%s with %d teachers: %v", name, k, err)
 			}

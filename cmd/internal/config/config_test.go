@@ -69,6 +69,9 @@ func TestValidate(t *testing.T) {
 		{"aggregator svt needs K", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1} }), "mechanism.max_refusals"},
 		{"aggregator svt threshold noise is scale", agg(func(c *Aggregator) { c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Sigma1: 1, MaxRefusals: 2} }), "mechanism.scale"},
 		{"aggregator other mechanism's defaults ignored", agg(func(c *Aggregator) { c.Mechanism.Mechanism, c.Mechanism.Sigma = "gnmax", 40 }), ""},
+		{"aggregator svt whose own δ is no guarantee", agg(func(c *Aggregator) {
+			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, Threshold: 2, MaxRefusals: 1}
+		}), "guarantee nothing at that δ"},
 		{"aggregator svt distance scale", agg(func(c *Aggregator) {
 			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, MaxRefusals: 2, DistanceScale: -1}
 		}), "mechanism.distance_scale"},
