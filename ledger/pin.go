@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"fmt"
 	"slices"
 )
@@ -19,25 +18,26 @@ func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) 
 		r.add(Check{Name: "federation", OK: true, Detail: "parties taken from the log itself; pin them with the federation directory (verify --federation) to detect a fabricated administrator, aggregator or hospital"})
 		return
 	}
-	var genesis []byte
+	var genesisCmd Command
+	var found bool
 	var signer string
 	var at int64
 	for i, b := range entries {
-		en, cmd, ok := acceptedCommand(b)
+		_, cmd, ok := acceptedCommand(b)
 		if !ok {
 			continue
 		}
 		if _, ok := cmd.Body.(*Genesis); ok {
-			genesis, signer, at = en.Command, cmd.Signer, int64(i)
+			genesisCmd, found, signer, at = cmd, true, cmd.Signer, int64(i)
 			break
 		}
 	}
-	if genesis == nil {
+	if !found {
 		r.add(Check{Name: "genesis", Detail: "no accepted genesis to pin"})
 		return
 	}
 	if len(opts.GenesisHash) > 0 {
-		h := sha256.Sum256(genesis)
+		h, _ := genesisCmd.Digest()
 		if !bytes.Equal(h[:], opts.GenesisHash) {
 			r.add(Check{Name: "genesis", Entry: entryRef(at), Detail: fmt.Sprintf("the genesis hashes to %x, not the pinned %x", h, opts.GenesisHash)})
 		} else {

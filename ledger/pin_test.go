@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"crypto/ed25519"
-	"crypto/sha256"
 	"slices"
 	"testing"
 )
@@ -18,7 +17,8 @@ func TestVerifyPinsTheFederation(t *testing.T) {
 
 	good := encodeExport(t, x)
 	first, _ := DecodeEntry(x.Entries[0])
-	genesisHash := sha256.Sum256(first.Command)
+	firstCmd, _ := DecodeCommand(first.Command)
+	genesisHash, _ := firstCmd.Digest()
 	r := Verify(good, VerifyOptions{TrustedKeys: keys(goldenLog(t).st), Directory: dir, GenesisHash: genesisHash[:]})
 	if !r.OK {
 		t.Fatalf("the real log fails pinned verification: %+v", r.Failures())
@@ -57,5 +57,32 @@ func TestVerifyPinsTheFederation(t *testing.T) {
 	r = Verify(b, VerifyOptions{TrustedKeys: trusted, Directory: dir})
 	if r.OK || !failed(r, "genesis signer") || !failed(r, "party") {
 		t.Fatalf("pinned to the directory, the fabricated log must fail on its signer and its parties: %+v", r.Failures())
+	}
+}
+
+// The state knows its genesis's digest, also after a restore from a
+// snapshot: what an auditor pins.
+func TestGenesisHash(t *testing.T) {
+	f := newFed(t)
+	first, _ := f.st.Entries(0, 1)
+	en, _ := DecodeEntry(first[0])
+	cmd, _ := DecodeCommand(en.Command)
+	want, _ := cmd.Digest()
+	if got, ok := f.st.GenesisHash(); !ok || got != want {
+		t.Fatalf("GenesisHash = %x %v, want %x", got, ok, want)
+	}
+	snap, err := f.st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := New()
+	if err := restored.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := restored.GenesisHash(); !ok || got != want {
+		t.Fatalf("after a restore: %x %v", got, ok)
+	}
+	if _, ok := New().GenesisHash(); ok {
+		t.Fatal("a new ledger has a genesis")
 	}
 }

@@ -99,7 +99,7 @@ func (s *State) Restore(snapshot []byte) error {
 	defer s.mu.Unlock()
 	fresh.mu.Lock()
 	defer fresh.mu.Unlock()
-	s.grid, s.genesis, s.origin = fresh.grid, fresh.genesis, fresh.origin
+	s.grid, s.genesis, s.origin, s.genesisHash = fresh.grid, fresh.genesis, fresh.origin, fresh.genesisHash
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
 	s.entries, s.log = fresh.entries, fresh.log

@@ -115,16 +115,18 @@ type State struct {
 	mu   sync.RWMutex
 	grid mechanism.Grid
 
-	genesis  bool
-	origin   string
-	parties  map[string]Party
-	joined   map[string]uint64 // index of the entry that registered the party
-	accounts map[string]*account
-	students map[string]*studentAcct
-	batches  map[string]applied
-	sessions map[string]*session
-	opened   map[string]applied // session ID → the OpenSession that opened it
-	latest   map[string]string  // sessionKey → the ID of the session opened last
+	genesis bool
+	origin  string
+	// genesisHash is the digest of the accepted genesis command.
+	genesisHash [32]byte
+	parties     map[string]Party
+	joined      map[string]uint64 // index of the entry that registered the party
+	accounts    map[string]*account
+	students    map[string]*studentAcct
+	batches     map[string]applied
+	sessions    map[string]*session
+	opened      map[string]applied // session ID → the OpenSession that opened it
+	latest      map[string]string  // sessionKey → the ID of the session opened last
 
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
@@ -178,6 +180,16 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 		commit()
 	}
 	return r, nil
+}
+
+// GenesisHash returns the digest of the accepted genesis command
+// (Command.Digest: the SHA-256 of its signed content, which `nzc ledger
+// verify --genesis-hash` and an auditor's genesis_hash pin), and false before
+// the genesis.
+func (s *State) GenesisHash() ([32]byte, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.genesisHash, s.genesis
 }
 
 func (s *State) appendEntry(b []byte) error {
@@ -254,9 +266,10 @@ func (s *State) genesisCmd(c Command, g *Genesis, index uint64) (Result, func())
 	if !slices.ContainsFunc(g.Parties, func(p Party) bool { return p.Role == RoleAuditor }) {
 		return refuse(CodeBadGenesis, "", "genesis lists no auditor; checkpoints could not be signed"), nil
 	}
+	digest, _ := c.Digest()
 	return accept("genesis of %s with %d parties", g.Origin, len(g.Parties)), func() {
 		s.genesis = true
-		s.origin = g.Origin
+		s.origin, s.genesisHash = g.Origin, digest
 		for _, p := range g.Parties {
 			s.parties[p.ID] = p
 			s.joined[p.ID] = index

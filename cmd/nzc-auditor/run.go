@@ -10,7 +10,6 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/party/auditor"
-	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
@@ -56,10 +55,8 @@ take snapshots (see 'nzc ledger --help').`,
 		if ac.SigningKey, err = crypto.LoadPrivateKey(cfg.SigningKey); err != nil {
 			return err
 		}
-		if cfg.Genesis != "" {
-			if ac.Genesis, err = intake.ReadGenesis(cfg.Genesis); err != nil {
-				return err
-			}
+		if err := loadGenesis(cfg, &ac); err != nil {
+			return err
 		}
 		for _, p := range cfg.Peers {
 			id, addr, _ := strings.Cut(p, "=")

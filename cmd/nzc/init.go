@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -58,6 +59,14 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	genesis, err := intake.ReadGenesis(filepath.Join(m.Dir, GenesisFile))
+	if err != nil {
+		return nil, err
+	}
+	genesisHash, err := intake.GenesisDigest(genesis)
+	if err != nil {
+		return nil, err
+	}
 	var recipients []string
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		recipients = append(recipients, h.AgeRecipient)
@@ -100,6 +109,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			if i == 0 {
 				c.Genesis = filepath.Join(m.Dir, GenesisFile)
 			}
+			c.GenesisHash = hex.EncodeToString(genesisHash[:])
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c
 		}

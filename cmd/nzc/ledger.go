@@ -95,7 +95,7 @@ when any fails.`,
 	fedDir := cmd.Flags().String("federation", "", "federation directory whose auditors' sign.pub are the trusted keys")
 	keys := cmd.Flags().StringSlice("keys", nil, "trusted auditor keys: verifier keys, files of verifier keys, or auditors' sign.pub files (repeat or separate with commas)")
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
-	genesisHash := cmd.Flags().String("genesis-hash", "", "the SHA-256 (hex) of the federation's genesis command, pinned: the log must start from it")
+	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()

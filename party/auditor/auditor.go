@@ -1,6 +1,7 @@
 package auditor
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -60,6 +61,10 @@ type Config struct {
 	// Genesis holds the signed commands that start an empty ledger (see
 	// intake.GenesisCommands); Run applies them once, in the background.
 	Genesis [][]byte
+	// GenesisHash, when set, pins the federation's genesis (its command's
+	// digest, ledger.Command.Digest): Run stops with an error naming both
+	// when the ledger's accepted genesis is another, whoever proposed it.
+	GenesisHash []byte
 
 	// Logger receives structured logs; nil discards.
 	Logger *slog.Logger
@@ -245,6 +250,9 @@ func (a *Auditor) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if len(a.cfg.GenesisHash) > 0 {
+		g.Go(func() error { return a.checkGenesis(ctx) })
+	}
 	a.log.Info("auditor starting", "raft", a.node.Addr(), "intake", a.intake.Addr().String(), "bootstrap", a.cfg.Bootstrap)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
@@ -319,5 +327,29 @@ func poll(ctx context.Context, cond func() bool) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// ErrForeignGenesis is matched by Run's error when the ledger's genesis is
+// not the one the configuration pins.
+var ErrForeignGenesis = errors.New("auditor: the ledger's genesis is not the federation's")
+
+// checkGenesis waits for the ledger's genesis and stops the auditor when it
+// is not the configured one: an auditor serves no other federation's log,
+// however it reached it.
+func (a *Auditor) checkGenesis(ctx context.Context) error {
+	st := a.ledger.State()
+	var got [32]byte
+	if err := poll(ctx, func() bool {
+		var ok bool
+		got, ok = st.GenesisHash()
+		return ok
+	}); err != nil {
+		return nil // ctx ended first
+	}
+	if !bytes.Equal(got[:], a.cfg.GenesisHash) {
+		return fmt.Errorf("%w: it is %x, the configuration pins %x; this auditor stops rather than serve it (check genesis_hash and the peers it joined)", ErrForeignGenesis, got, a.cfg.GenesisHash)
+	}
+	a.log.Info("the ledger's genesis is the pinned one", "genesis", fmt.Sprintf("%x", got[:8]))
 	return nil
 }

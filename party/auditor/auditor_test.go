@@ -1,6 +1,7 @@
 package auditor
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -272,4 +273,55 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("the data directory was not released after a failed New: %v", err)
 	}
 	_ = again.Close()
+}
+
+// An auditor pinned to one genesis stops when its ledger's genesis is
+// another, and serves on when it is its own.
+func TestForeignGenesisStopsTheAuditor(t *testing.T) {
+	genesis := testGenesis(t, []string{"a1"})
+	cmd, err := ledger.DecodeCommand(genesis[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := cmd.Digest()
+	now := time.Now()
+	ca, err := crypto.NewCA(rand.Reader, "test federation", now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, ca: ca}
+	for _, tc := range []struct {
+		name string
+		pin  []byte
+		want error
+	}{
+		{"another federation's genesis", bytes.Repeat([]byte{7}, 32), ErrForeignGenesis},
+		{"its own", own[:], nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := c.config("a1")
+			cfg.Bootstrap, cfg.Genesis, cfg.GenesisHash = true, genesis, tc.pin
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			if tc.want != nil {
+				if err := <-done; !errors.Is(err, tc.want) {
+					t.Fatalf("Run: %v, want %v", err, tc.want)
+				}
+				return
+			}
+			if err := a.WaitReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run with its own genesis: %v", err)
+			}
+		})
+	}
 }

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -279,20 +281,33 @@ func (s Student) Validate() error {
 
 // Auditor is the configuration of nzc-auditor.
 type Auditor struct {
-	ID         string   `mapstructure:"id" yaml:"id" json:"id" help:"auditor id, as in its certificate"`
-	DataDir    string   `mapstructure:"data_dir" yaml:"data_dir" json:"data_dir" help:"raft log, snapshots and ledger state"`
-	Raft       string   `mapstructure:"raft" yaml:"raft" json:"raft" help:"address for raft traffic among auditors"`
-	Advertise  string   `mapstructure:"advertise" yaml:"advertise" json:"advertise" help:"raft address peers dial (defaults to raft)"`
-	Listen     string   `mapstructure:"listen" yaml:"listen" json:"listen" help:"address the aggregator submits charges to"`
-	API        string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API (federation client certificates)"`
-	Dashboard  string   `mapstructure:"dashboard" yaml:"dashboard" json:"dashboard" help:"web dashboard, plain HTTP without authentication: keep it on loopback; empty disables it"`
-	Bootstrap  bool     `mapstructure:"bootstrap" yaml:"bootstrap" json:"bootstrap" help:"form a new cluster with the peers below"`
-	Peers      []string `mapstructure:"peers" yaml:"peers" json:"peers" help:"id=raft-address of the founding auditors"`
-	TLS        TLS      `mapstructure:"tls" yaml:"tls" json:"tls"`
-	SigningKey string   `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that cosigns checkpoints"`
-	Genesis    string   `mapstructure:"genesis" yaml:"genesis" json:"genesis" help:"signed commands that start an empty ledger (made by nzc init); applied once"`
-	Log        Log      `mapstructure:"log" yaml:"log" json:"log"`
-	Ops        Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
+	ID          string   `mapstructure:"id" yaml:"id" json:"id" help:"auditor id, as in its certificate"`
+	DataDir     string   `mapstructure:"data_dir" yaml:"data_dir" json:"data_dir" help:"raft log, snapshots and ledger state"`
+	Raft        string   `mapstructure:"raft" yaml:"raft" json:"raft" help:"address for raft traffic among auditors"`
+	Advertise   string   `mapstructure:"advertise" yaml:"advertise" json:"advertise" help:"raft address peers dial (defaults to raft)"`
+	Listen      string   `mapstructure:"listen" yaml:"listen" json:"listen" help:"address the aggregator submits charges to"`
+	API         string   `mapstructure:"api" yaml:"api" json:"api" help:"HTTPS compliance API (federation client certificates)"`
+	Dashboard   string   `mapstructure:"dashboard" yaml:"dashboard" json:"dashboard" help:"web dashboard, plain HTTP without authentication: keep it on loopback; empty disables it"`
+	Bootstrap   bool     `mapstructure:"bootstrap" yaml:"bootstrap" json:"bootstrap" help:"form a new cluster with the peers below"`
+	Peers       []string `mapstructure:"peers" yaml:"peers" json:"peers" help:"id=raft-address of the founding auditors"`
+	TLS         TLS      `mapstructure:"tls" yaml:"tls" json:"tls"`
+	SigningKey  string   `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that cosigns checkpoints"`
+	Genesis     string   `mapstructure:"genesis" yaml:"genesis" json:"genesis" help:"signed commands that start an empty ledger (made by nzc init); applied once"`
+	GenesisHash string   `mapstructure:"genesis_hash" yaml:"genesis_hash" json:"genesis_hash" help:"hex digest of the federation's genesis (written by nzc init): the auditor stops if its ledger holds another"`
+	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
+	Ops         Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
+}
+
+// PinnedGenesis decodes genesis_hash: nil when unset, else its 32 bytes.
+func (a Auditor) PinnedGenesis() ([]byte, error) {
+	if a.GenesisHash == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(a.GenesisHash)
+	if err != nil || len(b) != 32 {
+		return nil, fmt.Errorf("%q is not 64 hex digits: copy it from the configuration nzc init wrote", a.GenesisHash)
+	}
+	return b, nil
 }
 
 // DefaultAuditor returns the defaults of nzc-auditor.
@@ -323,6 +338,9 @@ func (a Auditor) Validate() error {
 	}
 	a.TLS.check(&c)
 	c.required("signing_key", a.SigningKey, "path to this auditor's ed25519 key made by `nzc init`")
+	if _, err := a.PinnedGenesis(); err != nil {
+		c.add("genesis_hash", "%v", err)
+	}
 	a.Log.check(&c)
 	a.Ops.check(&c)
 	return c.err()

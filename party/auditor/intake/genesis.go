@@ -90,6 +90,23 @@ func ReadGenesis(path string) ([][]byte, error) {
 	return cmds, nil
 }
 
+// GenesisDigest returns the digest of a genesis file's first command, the
+// genesis itself (ledger.Command.Digest): the value an auditor's
+// genesis_hash and verify --genesis-hash pin.
+func GenesisDigest(cmds [][]byte) ([32]byte, error) {
+	if len(cmds) == 0 {
+		return [32]byte{}, errors.New("intake: the genesis file holds no commands; make it again with nzc init")
+	}
+	c, err := ledger.DecodeCommand(cmds[0])
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("intake: the genesis file's first command: %w", err)
+	}
+	if _, ok := c.Body.(*ledger.Genesis); !ok {
+		return [32]byte{}, errors.New("intake: the genesis file's first command is not a genesis; make it again with nzc init")
+	}
+	return c.Digest()
+}
+
 // Directory returns the federation's parties as the genesis registers them,
 // from public material only: the administrator (admin, the CA's key), and
 // every auditor, aggregator, hospital and student of the manifest with its
