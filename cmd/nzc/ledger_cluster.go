@@ -267,6 +267,9 @@ type snapshotSummary struct {
 	Entries int64                   `json:"entries"`
 	Root    string                  `json:"root"`
 	Restore *raftnode.RestoreResult `json:"restore,omitempty"`
+	// ExtendsCheckpoints are the cosigned checkpoint files the restored
+	// ledger was checked to extend.
+	ExtendsCheckpoints []string `json:"extends_checkpoints,omitempty"`
 }
 
 func summarizeSnapshot(file string, b []byte, f raftnode.SnapshotFile, st *ledger.State) snapshotSummary {
@@ -326,14 +329,34 @@ func peerList(ps []raftnode.Peer) string {
 }
 
 // replayCheck is a state machine that only restores: it checks that a
-// snapshot's entries replay before any data directory is touched.
-type replayCheck struct{ st *ledger.State }
+// snapshot's entries replay, and extend every cosigned checkpoint given,
+// before any data directory is touched.
+type replayCheck struct {
+	st          *ledger.State
+	checkpoints []checkpointFile
+	trusted     []string
+}
+
+type checkpointFile struct {
+	path   string
+	signed []byte
+}
 
 func (r replayCheck) Apply(uint64, []byte) ([]byte, error) {
 	return nil, errors.New("a snapshot check applies nothing")
 }
 func (r replayCheck) Snapshot() ([]byte, error) { return r.st.Snapshot() }
-func (r replayCheck) Restore(b []byte) error    { return r.st.Restore(b) }
+func (r replayCheck) Restore(b []byte) error {
+	if err := r.st.Restore(b); err != nil {
+		return err
+	}
+	for _, c := range r.checkpoints {
+		if _, err := r.st.ExtendsCheckpoint(c.signed, r.trusted); err != nil {
+			return fmt.Errorf("against %s: %w", c.path, err)
+		}
+	}
+	return nil
+}
 
 func newLedgerSnapshotRestoreCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -352,14 +375,25 @@ lost every member, restore the same file on each auditor and start them.
 This never rewrites a running cluster's history: raft's live restore (which
 makes the leader take on a state its followers do not have) is not used,
 because the ledger must only ever be extended. Trust the file as much as the
-place you kept it: a restored auditor whose ledger differs from its peers'
-reports a fork when it gathers their checkpoint signatures.`,
+place you kept it — so restore also requires the file's ledger to extend a
+checkpoint a majority of the federation's auditors cosigned (--checkpoint,
+saved by 'nzc ledger status --save-checkpoint', with the auditors' keys from
+--federation or --keys): a file cut short, rewritten or from another
+federation is refused before anything changes. --unchecked restores without
+one, for a federation that never saved a checkpoint; a restored auditor
+whose ledger differs from its peers' still reports a fork when it gathers
+their checkpoint signatures.`,
 		Example: `  # On the auditor's machine, with nzc-auditor stopped:
-  nzc ledger snapshot restore --data-dir /var/lib/nzc/auditor-1 --in auditor-1.snapshot`,
+  nzc ledger snapshot restore --data-dir /var/lib/nzc/auditor-1 --in auditor-1.snapshot \
+      --checkpoint last-audit.checkpoint --federation fed`,
 		Args: cobra.NoArgs,
 	}
 	dataDir := cmd.Flags().String("data-dir", "", "the stopped auditor's data directory (its data_dir)")
 	in := cmd.Flags().String("in", "", "the snapshot file from 'nzc ledger snapshot save'")
+	cps := cmd.Flags().StringSlice("checkpoint", nil, "cosigned checkpoint files (from 'nzc ledger status --save-checkpoint') the snapshot's ledger must extend")
+	fedDir := cmd.Flags().String("federation", "", "federation directory whose auditors' sign.pub are the trusted keys")
+	keys := cmd.Flags().StringSlice("keys", nil, "trusted auditor keys: verifier keys, files of verifier keys, or auditors' sign.pub files")
+	unchecked := cmd.Flags().Bool("unchecked", false, "restore without a cosigned checkpoint (trust the file as much as where it was kept)")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := format()
@@ -369,6 +403,27 @@ reports a fork when it gathers their checkpoint signatures.`,
 		if *dataDir == "" || *in == "" {
 			return errors.New("--data-dir DIR (the stopped auditor's) and --in FILE (a saved snapshot) are required")
 		}
+		check := replayCheck{st: ledger.New()}
+		switch {
+		case *unchecked && len(*cps) > 0:
+			return errors.New("--unchecked and --checkpoint exclude each other: give the checkpoints, and leave out --unchecked")
+		case !*unchecked && len(*cps) == 0:
+			return errors.New("--checkpoint FILE is required: a checkpoint the auditors cosigned (nzc ledger status --save-checkpoint) that the snapshot must extend; --unchecked restores without one")
+		case !*unchecked && *fedDir == "" && len(*keys) == 0:
+			return errors.New("give the auditors' keys with --federation DIR or --keys: without them a forged checkpoint would pass")
+		}
+		if !*unchecked {
+			if check.trusted, err = trustedKeys(*fedDir, *keys); err != nil {
+				return err
+			}
+			for _, p := range *cps {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return fmt.Errorf("read a checkpoint: %w", err)
+				}
+				check.checkpoints = append(check.checkpoints, checkpointFile{p, b})
+			}
+		}
 		b, err := os.ReadFile(*in)
 		if err != nil {
 			return fmt.Errorf("read the snapshot: %w", err)
@@ -377,17 +432,22 @@ reports a fork when it gathers their checkpoint signatures.`,
 		if err != nil {
 			return fmt.Errorf("%s: %w", *in, err)
 		}
-		st := ledger.New()
-		res, err := raftnode.RestoreDataDir(*dataDir, sf, replayCheck{st})
+		res, err := raftnode.RestoreDataDir(*dataDir, sf, check)
 		if err != nil {
 			return err
 		}
-		s := summarizeSnapshot(*in, b, sf, st)
+		s := summarizeSnapshot(*in, b, sf, check.st)
 		s.Restore = &res
+		s.ExtendsCheckpoints = *cps
 		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
 			var b strings.Builder
 			fmt.Fprintf(&b, "restored %s from %s: %d ledger entries (root %s) at raft index %d, term %d; voters %s\n",
 				res.DataDir, s.File, s.Entries, s.Root, res.Index, res.Term, peerList(res.Peers))
+			if len(s.ExtendsCheckpoints) > 0 {
+				fmt.Fprintf(&b, "its ledger extends the cosigned checkpoints %s\n", strings.Join(s.ExtendsCheckpoints, ", "))
+			} else {
+				b.WriteString("unchecked: no cosigned checkpoint vouched for the file\n")
+			}
 			if res.Previous != "" {
 				fmt.Fprintf(&b, "the replaced data directory is kept at %s\n", res.Previous)
 			}

@@ -120,13 +120,15 @@ func TestLedgerSnapshotSaveRestore(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "data")
-	text, err = runNZC(t, "ledger", "snapshot", "restore", "--data-dir", dir, "--in", file)
-	if err != nil || !strings.Contains(text, "restored "+dir) || strings.Contains(text, "kept at") {
+	cp := f.write(t, "head.checkpoint", f.checkpoint(t, st, 2))
+	checked := []string{"--checkpoint", cp, "--federation", f.dir}
+	text, err = runNZC(t, append([]string{"ledger", "snapshot", "restore", "--data-dir", dir, "--in", file}, checked...)...)
+	if err != nil || !strings.Contains(text, "restored "+dir) || strings.Contains(text, "kept at") || !strings.Contains(text, "extends the cosigned checkpoints "+cp) {
 		t.Fatalf("restore into a new directory: %v\n%s", err, text)
 	}
-	text, err = runNZC(t, "ledger", "snapshot", "restore", "--data-dir", dir, "--in", file, "--format", "json")
+	text, err = runNZC(t, "ledger", "snapshot", "restore", "--data-dir", dir, "--in", file, "--unchecked", "--format", "json")
 	var s snapshotSummary
-	if err != nil || json.Unmarshal([]byte(text), &s) != nil || s.Restore == nil || s.Restore.Previous != dir+".replaced-1" || s.Entries != 4 || s.Restore.Index != 9 {
+	if err != nil || json.Unmarshal([]byte(text), &s) != nil || s.Restore == nil || s.Restore.Previous != dir+".replaced-1" || s.Entries != 4 || s.Restore.Index != 9 || len(s.ExtendsCheckpoints) != 0 {
 		t.Fatalf("restore over a directory: %v %+v\n%s", err, s, text)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "snapshots")); err != nil {
@@ -142,12 +144,24 @@ func TestLedgerSnapshotSaveRestore(t *testing.T) {
 	sf.State, _ = encodeSnapshotEntries(t, entries)
 	forged, _ := sf.Encode()
 	forgedPath := f.write(t, "forged.snapshot", forged)
+	// A file rolled back to fewer entries than the auditors cosigned: it
+	// replays, and only the checkpoint shows that charges were dropped.
+	entries, _ = st.Entries(0, st.TreeSize())
+	sf.State, _ = encodeSnapshotEntries(t, entries[:3])
+	short, _ := sf.Encode()
+	shortPath := f.write(t, "short.snapshot", short)
+	lone := f.write(t, "lone.checkpoint", f.checkpoint(t, st, 1))
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--data-dir", dir, "--in", damaged}, "checksum does not match"},
-		{[]string{"--data-dir", dir, "--in", forgedPath}, "does not restore, nothing changed"},
+		{append([]string{"--data-dir", dir, "--in", damaged}, checked...), "checksum does not match"},
+		{append([]string{"--data-dir", dir, "--in", forgedPath}, checked...), "does not restore, nothing changed"},
+		{append([]string{"--data-dir", dir, "--in", shortPath}, checked...), "cosigned 4 entries, the log has 3: it was rolled back"},
+		{[]string{"--data-dir", dir, "--in", file, "--checkpoint", lone, "--federation", f.dir}, "a majority (2) must sign"},
+		{[]string{"--data-dir", dir, "--in", file}, "--checkpoint FILE is required"},
+		{[]string{"--data-dir", dir, "--in", file, "--checkpoint", cp}, "--federation DIR or --keys"},
+		{[]string{"--data-dir", dir, "--in", file, "--checkpoint", cp, "--unchecked"}, "exclude each other"},
 		{[]string{"--in", file}, "--data-dir DIR"},
 	} {
 		text, err := runNZC(t, append([]string{"ledger", "snapshot", "restore"}, tc.args...)...)

@@ -357,6 +357,10 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	}
 	donor, target := followers[0], followers[1]
 	snap := filepath.Join(t.TempDir(), donor.id+".snapshot")
+	cp := filepath.Join(t.TempDir(), "last-audit.checkpoint")
+	if text, err := runNZC(t, "ledger", "status", "--api", donor.api, "--federation", dir, "--save-checkpoint", cp); err != nil {
+		t.Fatalf("status --save-checkpoint: %v\n%s", err, text)
+	}
 	if text, err := runNZC(t, "ledger", "snapshot", "save", "--api", donor.api, "--federation", dir, "--as", donor.id, "--out", snap); err != nil {
 		t.Fatalf("snapshot save: %v\n%s", err, text)
 	}
@@ -375,8 +379,8 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	text, err = runNZC(t, "ledger", "snapshot", "restore", "--data-dir", filepath.Join(dir, target.id, "data"), "--in", snap)
-	if err != nil || !strings.Contains(text, "kept at") {
+	text, err = runNZC(t, "ledger", "snapshot", "restore", "--data-dir", filepath.Join(dir, target.id, "data"), "--in", snap, "--checkpoint", cp, "--federation", dir)
+	if err != nil || !strings.Contains(text, "kept at") || !strings.Contains(text, "extends the cosigned checkpoints") {
 		t.Fatalf("snapshot restore: %v\n%s", err, text)
 	}
 	target.p.Restart()
