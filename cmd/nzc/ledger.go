@@ -414,6 +414,9 @@ type ledgerStatus struct {
 	Checkpoint   *compliance.CheckpointInfo `json:"checkpoint,omitempty"` // the latest checkpoint, with its cosigners
 	NoCheckpoint string                     `json:"no_checkpoint,omitempty"`
 	Saved        string                     `json:"saved,omitempty"` // where the cosigned checkpoint was written
+	// Extends is the size of the checkpoint the file held before, which
+	// the new one was proven to extend (0 when the file was new).
+	Extends int64 `json:"extends,omitempty"`
 }
 
 func newLedgerStatusCommand() *cobra.Command {
@@ -429,7 +432,10 @@ With --save-checkpoint the checkpoint, when a majority of the auditors
 cosigned it — checked here against the federation's auditor keys, not taken
 from the auditor's word — is written to a file: keep it, and give it to a
 later 'nzc ledger verify --earlier' to prove that the log was only ever
-extended.`,
+extended. When the file already holds a checkpoint, the new one replaces it
+only if it provably extends it (a consistency proof from the auditor,
+checked here): an auditor serving a log that was rolled back, or rewritten,
+is refused and the file keeps the checkpoint you had.`,
 		Example: `  nzc ledger status --api 127.0.0.1:7700 --federation fed
   nzc ledger status --api 127.0.0.1:7700 --federation fed --save-checkpoint 2026-11.checkpoint --format json`,
 		Args: cobra.NoArgs,
@@ -444,6 +450,13 @@ extended.`,
 		}
 		var s ledgerStatus
 		var cp compliance.CheckpointInfo
+		var kept *ledger.Checkpoint
+		var proof compliance.ConsistencyProof
+		if *save != "" {
+			if kept, err = keptCheckpoint(*save); err != nil {
+				return err
+			}
+		}
 		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
 			if s.Status, err = api.Status(ctx); err != nil {
 				return err
@@ -453,13 +466,22 @@ extended.`,
 					return err
 				}
 				s.NoCheckpoint = err.Error()
-			} else {
-				s.Checkpoint = &cp
+				return nil
 			}
-			return nil
+			s.Checkpoint = &cp
+			if kept != nil && kept.Size > 0 && kept.Size < cp.Size {
+				proof, err = api.ConsistencyProof(ctx, kept.Size, cp.Size)
+			}
+			return err
 		})
 		if err != nil {
 			return err
+		}
+		if kept != nil {
+			if err := ledger.VerifyConsistency(*kept, cp.Checkpoint, proof.Proof); err != nil {
+				return fmt.Errorf("the auditor's checkpoint of %d entries does not extend the one of %d entries in %s — it serves a log that was rolled back or rewritten: %w; nothing saved, compare with other auditors and 'nzc ledger verify --earlier %s'", cp.Size, kept.Size, *save, err, *save)
+			}
+			s.Extends = kept.Size
 		}
 		if *save != "" {
 			if !cp.QuorumMet {
@@ -519,7 +541,28 @@ func (s ledgerStatus) text(w io.Writer) error {
 	}
 	if s.Saved != "" {
 		fmt.Fprintf(&b, "saved the checkpoint of %d entries to %s (give it to nzc ledger verify --earlier)\n", s.Checkpoint.Size, s.Saved)
+		if s.Extends > 0 {
+			fmt.Fprintf(&b, "it extends the checkpoint of %d entries the file held (consistency proven)\n", s.Extends)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// keptCheckpoint reads the checkpoint a --save-checkpoint file already
+// holds: nil when there is no file yet. Its signatures were checked when
+// it was saved; what matters now is that the next one extends it.
+func keptCheckpoint(path string) (*ledger.Checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the kept checkpoint: %w", err)
+	}
+	c, err := ledger.PeekCheckpoint(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s holds no checkpoint (%w): move it away, or save to another file", path, err)
+	}
+	return &c, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -492,6 +493,44 @@ func TestLedgerStatus(t *testing.T) {
 	out := f.fails(t, "--export", f.encode(t, f.export(t, f.log(t, 7))), "--earlier", saved)
 	if !strings.Contains(out, "FAIL fork") {
 		t.Fatalf("a rewritten log is not a fork:\n%s", out)
+	}
+
+	// Saving again keeps the file moving forward only: a longer log that
+	// extends it replaces it; a rolled-back, forked or rewritten one is
+	// refused and the file keeps what it had.
+	if _, err := older.Apply([]byte("a refused command still grows the log")); err != nil {
+		t.Fatal(err)
+	}
+	text, err = runNZC(t, "ledger", "status", "--api", addr, "--federation", f.dir, "--save-checkpoint", saved)
+	if err != nil || !strings.Contains(text, "saved the checkpoint of 5 entries") || !strings.Contains(text, "extends the checkpoint of 4 entries") {
+		t.Fatalf("saving a checkpoint that extends the kept one: %v\n%s", err, text)
+	}
+	kept, _ := os.ReadFile(saved)
+	grown := func(st *ledger.State, n int) *ledger.State {
+		for st.TreeSize() < int64(n) {
+			if _, err := st.Apply([]byte("filler")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name string
+		st   *ledger.State
+		want string
+	}{
+		{"rolled back", f.log(t, 0), "the older checkpoint (size 5) is larger"},
+		{"forked", grown(f.log(t, 7), 5), "fork"},
+		{"rewritten and grown", grown(f.log(t, 7), 6), "is not a prefix"},
+	} {
+		other, _, _ := f.complianceAPI(t, tc.st, 2)
+		text, err := runNZC(t, "ledger", "status", "--api", other, "--federation", f.dir, "--save-checkpoint", saved)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing saved") {
+			t.Fatalf("%s: %v, want %q\n%s", tc.name, err, tc.want, text)
+		}
+		if now, _ := os.ReadFile(saved); !bytes.Equal(now, kept) {
+			t.Fatalf("%s: the kept checkpoint was replaced", tc.name)
+		}
 	}
 
 	// One signature is not a majority: nothing is saved.
