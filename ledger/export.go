@@ -300,6 +300,19 @@ func signingKeys(st *State, size int64, trusted []string) []string {
 	return slices.DeleteFunc(keys, func(k string) bool { return !slices.Contains(trusted, k) })
 }
 
+// openQuorum opens signed, the checkpoint c of st's log, and requires a
+// majority of the auditors st had registered at c's size to have signed it
+// among the trusted keys. It returns the signers that verified and how many
+// auditors the majority is of, also on error.
+func openQuorum(st *State, c Checkpoint, signed []byte, trusted []string) (SignedCheckpoint, int, error) {
+	all, _ := st.AuditorKeys(min(c.Size, st.TreeSize()))
+	sc, err := OpenCheckpoint(signed, signingKeys(st, c.Size, trusted))
+	if err == nil && len(sc.Signers) < Quorum(len(all)) {
+		err = &QuorumError{Checkpoint: c, Signers: sc.Signers, Auditors: len(all)}
+	}
+	return sc, len(all), err
+}
+
 func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *hashStore, trusted []string) (SignedCheckpoint, bool) {
 	name := source + " checkpoint"
 	c, err := PeekCheckpoint(b)
@@ -313,13 +326,8 @@ func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *has
 		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("origin %s is not the log's (%s)", c.Origin, st.Origin())})
 		return SignedCheckpoint{}, false
 	}
-	all, _ := st.AuditorKeys(min(c.Size, st.TreeSize()))
-	keys := signingKeys(st, c.Size, trusted)
-	sc, err := OpenCheckpoint(b, keys)
-	rep.Signers, rep.Quorum = sc.Signers, Quorum(len(all))
-	if err == nil && len(sc.Signers) < Quorum(len(all)) {
-		err = &QuorumError{Checkpoint: c, Signers: sc.Signers, Auditors: len(all)}
-	}
+	sc, auditors, err := openQuorum(st, c, b, trusted)
+	rep.Signers, rep.Quorum = sc.Signers, Quorum(auditors)
 	if err != nil {
 		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d: %v", c.Size, err)})
 		return sc, false
@@ -344,7 +352,7 @@ func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *has
 		return sc, false
 	}
 	rep.OK = true
-	r.add(Check{Name: name, OK: true, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d signed by %v (quorum %d of %d), root matches the entries", c.Size, sc.Signers, Quorum(len(all)), len(all))})
+	r.add(Check{Name: name, OK: true, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d signed by %v (quorum %d of %d), root matches the entries", c.Size, sc.Signers, Quorum(auditors), auditors)})
 	return sc, true
 }
 

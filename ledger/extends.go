@@ -25,19 +25,11 @@ func (s *State) ExtendsCheckpoint(signed []byte, trusted []string) (SignedCheckp
 	if origin := s.Origin(); c.Origin != origin {
 		return SignedCheckpoint{}, fmt.Errorf("%w: the checkpoint is of %q, the log is %q", ErrNotExtended, c.Origin, origin)
 	}
-	n := s.TreeSize()
-	all, err := s.AuditorKeys(min(c.Size, n))
-	if err != nil {
-		return SignedCheckpoint{}, err
-	}
-	sc, err := OpenCheckpoint(signed, signingKeys(s, c.Size, trusted))
+	sc, _, err := openQuorum(s, c, signed, trusted)
 	if err != nil {
 		return sc, err
 	}
-	if len(sc.Signers) < Quorum(len(all)) {
-		return sc, &QuorumError{Checkpoint: c, Signers: sc.Signers, Auditors: len(all)}
-	}
-	if c.Size > n {
+	if n := s.TreeSize(); c.Size > n {
 		return sc, fmt.Errorf("%w: %v cosigned %d entries, the log has %d: it was rolled back", ErrNotExtended, sc.Signers, c.Size, n)
 	}
 	root, err := s.TreeHash(c.Size)

@@ -92,8 +92,7 @@ when any fails.`,
 		Args: cobra.NoArgs,
 	}
 	exportPath := cmd.Flags().String("export", "", "the ledger export to verify, from 'nzc ledger export' or GET /v1/export")
-	fedDir := cmd.Flags().String("federation", "", "federation directory whose auditors' sign.pub are the trusted keys")
-	keys := cmd.Flags().StringSlice("keys", nil, "trusted auditor keys: verifier keys, files of verifier keys, or auditors' sign.pub files (repeat or separate with commas)")
+	trust := addTrustFlags(cmd)
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
 	format := cli.AddFormatFlag(cmd)
@@ -105,16 +104,13 @@ when any fails.`,
 		if *exportPath == "" {
 			return errors.New("--export is required: the file written by 'nzc ledger export'")
 		}
-		if *fedDir == "" && len(*keys) == 0 {
-			return errors.New("give the auditors' keys with --federation DIR or --keys: without them a fabricated log would verify")
+		trusted, err := trust.keys("a fabricated log would verify")
+		if err != nil {
+			return err
 		}
 		export, err := os.ReadFile(*exportPath)
 		if err != nil {
 			return fmt.Errorf("read the export: %w", err)
-		}
-		trusted, err := trustedKeys(*fedDir, *keys)
-		if err != nil {
-			return err
 		}
 		var earlierCps [][]byte
 		for _, p := range *earlier {
@@ -125,8 +121,8 @@ when any fails.`,
 			earlierCps = append(earlierCps, b)
 		}
 		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps}
-		if *fedDir != "" {
-			if opts.Directory, err = federationDirectory(*fedDir); err != nil {
+		if trust.fed != "" {
+			if opts.Directory, err = federationDirectory(trust.fed); err != nil {
 				return err
 			}
 		}
@@ -164,6 +160,29 @@ func federationDirectory(fedDir string) ([]ledger.Party, error) {
 		return nil, fmt.Errorf("federation %s: the CA certificate has no ed25519 key", fedDir)
 	}
 	return intake.Directory(m, admin)
+}
+
+// trustFlags name the auditors' keys a check trusts: --federation and
+// --keys.
+type trustFlags struct {
+	fed    string
+	values []string
+}
+
+func addTrustFlags(cmd *cobra.Command) *trustFlags {
+	t := &trustFlags{}
+	cmd.Flags().StringVar(&t.fed, "federation", "", "federation directory whose auditors' sign.pub are the trusted keys")
+	cmd.Flags().StringSliceVar(&t.values, "keys", nil, "trusted auditor keys: verifier keys, files of verifier keys, or auditors' sign.pub files (repeat or separate with commas)")
+	return t
+}
+
+// keys returns the trusted keys, and refuses to go on without any: without
+// them, says the error, what would pass.
+func (t *trustFlags) keys(without string) ([]string, error) {
+	if t.fed == "" && len(t.values) == 0 {
+		return nil, fmt.Errorf("give the auditors' keys with --federation DIR or --keys: without them %s", without)
+	}
+	return trustedKeys(t.fed, t.values)
 }
 
 // trustedKeys returns the note verifier keys of the auditors named by a

@@ -391,8 +391,7 @@ their checkpoint signatures.`,
 	dataDir := cmd.Flags().String("data-dir", "", "the stopped auditor's data directory (its data_dir)")
 	in := cmd.Flags().String("in", "", "the snapshot file from 'nzc ledger snapshot save'")
 	cps := cmd.Flags().StringSlice("checkpoint", nil, "cosigned checkpoint files (from 'nzc ledger status --save-checkpoint') the snapshot's ledger must extend")
-	fedDir := cmd.Flags().String("federation", "", "federation directory whose auditors' sign.pub are the trusted keys")
-	keys := cmd.Flags().StringSlice("keys", nil, "trusted auditor keys: verifier keys, files of verifier keys, or auditors' sign.pub files")
+	trust := addTrustFlags(cmd)
 	unchecked := cmd.Flags().Bool("unchecked", false, "restore without a cosigned checkpoint (trust the file as much as where it was kept)")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -409,11 +408,9 @@ their checkpoint signatures.`,
 			return errors.New("--unchecked and --checkpoint exclude each other: give the checkpoints, and leave out --unchecked")
 		case !*unchecked && len(*cps) == 0:
 			return errors.New("--checkpoint FILE is required: a checkpoint the auditors cosigned (nzc ledger status --save-checkpoint) that the snapshot must extend; --unchecked restores without one")
-		case !*unchecked && *fedDir == "" && len(*keys) == 0:
-			return errors.New("give the auditors' keys with --federation DIR or --keys: without them a forged checkpoint would pass")
 		}
 		if !*unchecked {
-			if check.trusted, err = trustedKeys(*fedDir, *keys); err != nil {
+			if check.trusted, err = trust.keys("a forged checkpoint would pass"); err != nil {
 				return err
 			}
 			for _, p := range *cps {
