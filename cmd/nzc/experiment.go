@@ -83,7 +83,7 @@ holding the four standard idx files works.`,
 	aggregators := fs.String("aggregators", "", "comma-separated aggregators: nzc, lnmax, gnmax, confident-gnmax, nzc-svt (default: all)")
 	selfTrain := fs.Int("self-training", -1, "rounds of student self-training on its unlabelled queries, for every row alike (0: off; default: the preset's)")
 	consistency := fs.String("consistency", "", "consistency training of every student on its unlabelled queries, in place of self-training: on or off (default: the preset's)")
-	selectionName := fs.String("selection", "", "order in which the student asks its queries: typical, random or sequential (default: the preset's)")
+	selectionName := fs.String("selection", "", "order in which the student asks its queries: typical, balanced, random or sequential (default: the preset's)")
 	seededEstimates := fs.Bool("seeded-estimates", false, "draw the smooth-sensitivity estimates' noise from --seed (reproducible, and then not private) instead of a cryptographic source")
 	seed := fs.Uint64("seed", 1, "seed of the partition, the models and the mechanisms' noise")
 	dataDir := fs.String("data-dir", "data/mnist", "directory holding the four idx files (gzipped or not)")
