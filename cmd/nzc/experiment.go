@@ -88,6 +88,7 @@ holding the four standard idx files works.`,
 	seed := fs.Uint64("seed", 1, "seed of the partition, the models and the mechanisms' noise")
 	dataDir := fs.String("data-dir", "data/mnist", "directory holding the four idx files (gzipped or not)")
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
+	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
@@ -165,6 +166,9 @@ holding the four standard idx files works.`,
 		}
 		if *selectionName != "" {
 			cfg.Selection.Strategy = selection.Strategy(*selectionName)
+		}
+		if *bootstrap >= 0 {
+			cfg.Bootstrap = *bootstrap
 		}
 		cfg.SeededEstimates = *seededEstimates
 		if *holdout > 0 {
