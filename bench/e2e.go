@@ -81,7 +81,7 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		if err != nil {
 			return sec, err
 		}
-		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: stP.Net, Identity: stP.Identity, Hospitals: recipients, AuditorKeys: f.auditorKeys,
+		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.studentAddr, Net: stP.Net, Identity: stP.Identity, Hospitals: recipients, AuditorKeys: f.auditorKeys,
 			BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: dir, Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
 			Logger: stP.Log})
 		if err != nil {
