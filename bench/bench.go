@@ -160,9 +160,10 @@ type Report struct {
 	Ledger    LedgerSection    `json:"ledger"`
 	Inference InferenceSection `json:"inference"`
 	E2E       E2ESection       `json:"e2e"`
-	WAN       *WANSection      `json:"wan,omitempty"`
 	Targets   []Target         `json:"targets"`
 	Seconds   float64          `json:"seconds"`
+	// WAN is there only when the wan section ran.
+	WAN WANSection `json:"wan,omitzero"`
 }
 
 // Machine describes where the run happened.
@@ -241,7 +242,7 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 		if err != nil {
 			return nil, fmt.Errorf("bench: wan section: %w", err)
 		}
-		rep.WAN = &sec
+		rep.WAN = sec
 	}
 	rep.Targets = targets(cfg, rep)
 	rep.Seconds = time.Since(start).Seconds()

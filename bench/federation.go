@@ -13,13 +13,16 @@ import (
 	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/internal/relay"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
+	"github.com/nzcfed/nzc/party/student"
 	"github.com/nzcfed/nzc/party/teacher"
+	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 const (
@@ -216,4 +219,32 @@ func (f *federation) leader(ctx context.Context) (*raftnode.Node, error) {
 		return false
 	})
 	return l, err
+}
+
+// newStudent is the federation's student with a fresh state directory,
+// dialling the aggregator (through its relay when the links are impaired).
+func (f *federation) newStudent(batch, window int, backoff quicnet.Backoff) (*student.Client, error) {
+	p, err := f.Party(crypto.RoleStudent, f.m.ByRole(crypto.RoleStudent)[0].ID, f.log)
+	if err != nil {
+		return nil, err
+	}
+	recipients, err := f.HospitalRecipients()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(f.dir, "student-")
+	if err != nil {
+		return nil, err
+	}
+	return student.New(student.Config{ID: p.ID, Aggregator: f.studentAddr, Net: p.Net, Identity: p.Identity, Hospitals: recipients,
+		AuditorKeys: f.auditorKeys, BatchSize: batch, Window: window, StateDir: dir, Backoff: backoff, Logger: p.Log})
+}
+
+// distinct is a copy of q that differs from every other tag's: the
+// student's batch ids come from its queries, and a repeated batch would be
+// answered from the aggregator's outbox without any work.
+func distinct(q *data.Dataset, tag int) *data.Dataset {
+	d := &data.Dataset{X: append([]float32(nil), q.X...), Y: q.Y, Shape: q.Shape, Classes: q.Classes}
+	d.X[0] = float32(tag+1) / 1e6
+	return d
 }

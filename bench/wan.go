@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -134,14 +133,6 @@ func (w *wan) close() {
 
 func runWAN(ctx context.Context, cfg Config, all *data.Dataset, what string, progress Progress, f *federation) (WANSection, error) {
 	sec := WANSection{Batches: cfg.WANQueries / cfg.WANBatchSize, BatchSize: cfg.WANBatchSize, BatchDeadlineMs: ms(wanBatchDeadline), Data: what}
-	stP, err := f.Party(crypto.RoleStudent, f.m.ByRole(crypto.RoleStudent)[0].ID, f.log)
-	if err != nil {
-		return sec, err
-	}
-	recipients, err := f.HospitalRecipients()
-	if err != nil {
-		return sec, err
-	}
 	q := all.Slice(0, sec.Batches*cfg.WANBatchSize)
 	slowID := f.m.ByRole(crypto.RoleHospital)[0].ID
 	wanLink, slowLink := wanLinks()
@@ -169,17 +160,8 @@ func runWAN(ctx context.Context, cfg Config, all *data.Dataset, what string, pro
 		for rep := range cfg.Reps {
 			progress("wan", step, steps)
 			step++
-			// A distinct data set per scenario and repetition: a repeated
-			// batch would be answered from the aggregator's outbox.
-			d := &data.Dataset{X: append([]float32(nil), q.X...), Y: q.Y, Shape: q.Shape, Classes: q.Classes}
-			d.X[0] = float32(1000*(si+1)+rep+1) / 1e6
-			dir, err := os.MkdirTemp(f.dir, "wan-student-")
-			if err != nil {
-				return sec, err
-			}
-			st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.studentAddr, Net: stP.Net, Identity: stP.Identity, Hospitals: recipients,
-				AuditorKeys: f.auditorKeys, BatchSize: cfg.WANBatchSize, Window: 1, StateDir: dir,
-				Backoff: quicnet.Backoff{Min: 50 * time.Millisecond, Max: time.Second}, Logger: stP.Log})
+			d := distinct(q, 1000*(si+1)+rep)
+			st, err := f.newStudent(cfg.WANBatchSize, 1, quicnet.Backoff{Min: 50 * time.Millisecond, Max: time.Second})
 			if err != nil {
 				return sec, err
 			}

@@ -75,9 +75,9 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	analysis := cmd.Flags().Int("analysis-queries", 10000, "queries analysed per repetition")
 	batch := cmd.Flags().Int("batch", 256, "queries per batch in e2e")
 	window := cmd.Flags().Int("window", 2, "batches the student asks at once in e2e")
+	modelName := cmd.Flags().String("model", "mlp", "the teachers' architecture in e2e: mlp or cnn")
 	wanQueries := cmd.Flags().Int("wan-queries", 0, "queries labelled per wan repetition and scenario (default 512, or 256 with --quick)")
 	wanBatch := cmd.Flags().Int("wan-batch", 32, "queries per batch in wan")
-	modelName := cmd.Flags().String("model", "mlp", "the teachers' architecture in e2e: mlp or cnn")
 	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan (default all but wan)")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
@@ -188,7 +188,7 @@ func printBench(w io.Writer, r *bench.Report) error {
 			fig("CPU ratio (in-process/federation)", *e.CPURatio, "")
 		}
 	}
-	if wn := r.WAN; wn != nil {
+	if wn := r.WAN; wn.Batches > 0 {
 		fmt.Fprintf(bw, "\nwan (every link through a relay; %d batches of %d per rep, one at a time; batch deadline %.0f ms)\n",
 			wn.Batches, wn.BatchSize, wn.BatchDeadlineMs)
 		for _, sc := range wn.Scenarios {
