@@ -21,8 +21,12 @@ const (
 	MaxBatchQueries = 1 << 20
 	MaxFeatureDim   = 1 << 20
 	MaxClasses      = 1 << 16
-	MaxPartyIDLen   = 63
-	MaxHospitals    = 1 << 12
+	// MaxTeachers bounds one hospital's registered ensemble: far above any
+	// real ensemble, small enough that summing every hospital's votes
+	// cannot overflow.
+	MaxTeachers   = 1 << 20
+	MaxPartyIDLen = 63
+	MaxHospitals  = 1 << 12
 )
 
 // ErrBadMessage is matched (errors.Is) by every decoding or validation

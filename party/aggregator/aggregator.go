@@ -51,6 +51,18 @@ type Config struct {
 	// Mechanism is the aggregation mechanism; Teachers and Classes are set
 	// for each batch from the hospitals that voted.
 	Mechanism mechanism.Params
+	// Classes is the federation's number of classes, fixed when it is
+	// provisioned: a hospital whose Hello announces another is refused.
+	// Required (at least 2).
+	Classes int
+	// Ensembles is each hospital's registered ensemble size (teachers), by
+	// hospital id; Ensemble is the size of a hospital it does not name (0:
+	// such a hospital is refused). A Hello never sets a size: one that
+	// announces another is refused, and every vote batch is checked against
+	// the registered size (each query's histogram sums to it). Sizes above
+	// protocol.MaxTeachers are refused.
+	Ensembles map[string]int
+	Ensemble  int
 	// Quorum is the minimum number of hospitals whose votes a batch needs.
 	Quorum int
 	// Hospitals is how many hospitals the federation expects, for
@@ -117,7 +129,7 @@ type Aggregator struct {
 	mu        sync.Mutex
 	hospitals map[string]*hospitalEntry
 	students  map[string]*crypto.Recipient
-	classes   int // set by the first hospital; all must agree
+	classes   int // the configured class count; every hospital must agree
 	batches   map[string]*batchLock
 
 	refused refusals // batches refused for budget, by student and batch id
@@ -158,6 +170,17 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, fmt.Errorf("aggregator: batch deadline %v must be positive", cfg.BatchDeadline)
 	case cfg.OutboxDir == "":
 		return nil, errors.New("aggregator: no outbox directory configured")
+	case cfg.Classes < 2 || cfg.Classes > protocol.MaxClasses:
+		return nil, fmt.Errorf("aggregator: the federation's class count %d is outside [2, %d]: configure the number of classes its teachers vote on", cfg.Classes, protocol.MaxClasses)
+	case cfg.Ensemble < 0 || cfg.Ensemble > protocol.MaxTeachers:
+		return nil, fmt.Errorf("aggregator: default ensemble size %d is outside [0, %d]", cfg.Ensemble, protocol.MaxTeachers)
+	case len(cfg.Ensembles) == 0 && cfg.Ensemble == 0:
+		return nil, errors.New("aggregator: no hospital ensemble sizes configured: register each hospital's number of teachers (or a size for all)")
+	}
+	for id, n := range cfg.Ensembles {
+		if n < 1 || n > protocol.MaxTeachers {
+			return nil, fmt.Errorf("aggregator: hospital %s is registered with %d teachers: want 1 to %d", id, n, protocol.MaxTeachers)
+		}
 	}
 	// Validate the mechanism with a placeholder ensemble size: the real one
 	// is known per batch.
@@ -187,6 +210,7 @@ func New(cfg Config) (*Aggregator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
+		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}}}
 	if err := a.loadSessions(); err != nil {
@@ -199,19 +223,32 @@ func New(cfg Config) (*Aggregator, error) {
 // their votes to.
 func (a *Aggregator) Recipient() *crypto.Recipient { return a.cfg.Identity.Recipient() }
 
+// registered returns a hospital's registered ensemble size, 0 if it has
+// none.
+func (a *Aggregator) registered(id string) int {
+	if n, ok := a.cfg.Ensembles[id]; ok {
+		return n
+	}
+	return a.cfg.Ensemble
+}
+
 // AddHospital registers a connected hospital; the returned function removes
 // it (when its connection ends). A hospital that registers again replaces
-// its earlier connection.
+// its earlier connection. The teachers and classes it announces must be its
+// registered ensemble size and the federation's class count: they are
+// checked, never adopted, and a refusal changes nothing.
 func (a *Aggregator) AddHospital(id string, teachers, classes int, h Hospital) (remove func(), err error) {
-	if teachers < 1 || classes < 2 {
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s announced %d teachers and %d classes: it needs at least 1 teacher and 2 classes", id, teachers, classes)
+	want := a.registered(id)
+	switch {
+	case want == 0:
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s has no registered ensemble size: the federation's administrator registers it before it may vote", id)
+	case teachers != want:
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s announced %d teachers, but it is registered with %d: run it with the registered ensemble, or have the registration changed", id, teachers, want)
+	case classes != a.classes:
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s votes on %d classes, the federation on %d: train its teachers on the federation's classes", id, classes, a.classes)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.classes != 0 && a.classes != classes {
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s votes on %d classes, the federation on %d: train its teachers on the federation's classes", id, classes, a.classes)
-	}
-	a.classes = classes
 	var gen uint64
 	if old, ok := a.hospitals[id]; ok {
 		gen = old.gen + 1

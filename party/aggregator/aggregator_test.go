@@ -272,7 +272,11 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		ID: agg.ID, Identity: aggID, SigningKey: aggKey, OutboxDir: t.TempDir(),
 		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
 		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led, AuditorKeys: auditorKeys,
+		Classes: classes, Ensembles: map[string]int{},
 		Rand: rand.NewChaCha8([32]byte{7}), Now: func() time.Time { return now },
+	}
+	for _, h := range f.hospitals {
+		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	return f
 }
@@ -604,6 +608,7 @@ func TestSparseVectorSessions(t *testing.T) {
 	f := newFixture(t, 2, 50)
 	for _, h := range f.hospitals {
 		h.teachers = 200 // 400 in all: a unanimous query is 200 votes from instability, twice the threshold
+		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	cfg := f.cfg
 	cfg.Quorum = 2

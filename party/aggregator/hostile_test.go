@@ -204,3 +204,55 @@ func TestHostileVotes(t *testing.T) {
 		})
 	}
 }
+
+// A Hello does not set a hospital's ensemble size or the federation's class
+// count: a hospital that announces 4,000,000,000 teachers (to decide every
+// label), another number than it registered, or another class count (to
+// lock the honest hospitals out) is refused, changes nothing, and the
+// honest hospitals still join and are labelled by their own votes.
+func TestHostileHello(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		id                string
+		teachers, classes int
+		code              error
+	}{
+		{"four billion teachers", "hospital-3", 4_000_000_000, classes, protocol.ErrBadRequest},
+		{"one teacher more than registered", "hospital-3", 21, classes, protocol.ErrBadRequest},
+		{"fewer teachers than registered", "hospital-3", 1, classes, protocol.ErrBadRequest},
+		{"another class count first", "hospital-3", 20, 3, protocol.ErrBadRequest},
+		{"an unregistered hospital", "hospital-9", 20, classes, protocol.ErrUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 3, 50)
+			a, err := New(f.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The hostile Hello comes first.
+			if _, err := a.AddHospital(tc.id, tc.teachers, tc.classes, f.hospitals[2]); !errors.Is(err, tc.code) {
+				t.Fatalf("hostile hello: %v, want %v", err, tc.code)
+			}
+			if ok, why := a.Ready(); ok || !strings.Contains(why, "0 connected") {
+				t.Fatalf("the refused hello registered a hospital: %s", why)
+			}
+			for _, h := range f.hospitals {
+				if _, err := a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
+					t.Fatalf("an honest hospital cannot join after the hostile hello: %v", err)
+				}
+			}
+			a.AddStudent("student-1", f.student.Recipient())
+			req, want := f.request(t, 1, 6)
+			resp, err := a.Label(t.Context(), "student-1", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := f.open(t, resp).GetLabels()
+			for q := range want {
+				if got[q] != want[q] {
+					t.Fatalf("labels %v, want the honest votes' %v", got, want)
+				}
+			}
+		})
+	}
+}

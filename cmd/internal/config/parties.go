@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/protocol"
 )
 
 // TLS names the federation files a party authenticates with. They are made
@@ -141,6 +143,9 @@ type Aggregator struct {
 	Outbox        string           `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
 	Mechanism     mechanism.Params `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
 	Quorum        int              `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
+	Classes       int              `mapstructure:"classes" yaml:"classes" json:"classes" help:"the federation's number of classes; a hospital announcing another is refused"`
+	Teachers      int              `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"registered ensemble size of every hospital not listed in ensembles (0: only listed hospitals may vote)"`
+	Ensembles     []string         `mapstructure:"ensembles" yaml:"ensembles,omitempty" json:"ensembles" help:"registered ensemble sizes as hospital-id=teachers; a hospital announcing another size is refused"`
 	Hospitals     int              `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
 	BatchDeadline time.Duration    `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
 	LedgerTimeout time.Duration    `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
@@ -166,11 +171,34 @@ func DefaultAggregator() Aggregator {
 		Outbox:        "outbox",
 		Mechanism:     mustPreset(mechanism.ConfidentGNMax),
 		Quorum:        1,
+		Classes:       10,
+		Teachers:      DefaultTeacher().Teachers,
 		BatchDeadline: 30 * time.Second,
 		LedgerTimeout: 15 * time.Second,
 		Delta:         1e-5,
 		Log:           defaultLog(),
 	}
+}
+
+// EnsembleSizes parses ensembles: each listed hospital's registered
+// number of teachers.
+func (a Aggregator) EnsembleSizes() (map[string]int, error) {
+	out := make(map[string]int, len(a.Ensembles))
+	for _, e := range a.Ensembles {
+		id, n, ok := strings.Cut(e, "=")
+		t, err := strconv.Atoi(n)
+		if !ok || id == "" || err != nil {
+			return nil, fmt.Errorf("%q is not hospital-id=teachers (e.g. hospital-1=50)", e)
+		}
+		if t < 1 || t > protocol.MaxTeachers {
+			return nil, fmt.Errorf("%q: a hospital has 1 to %d teachers", e, protocol.MaxTeachers)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("hospital %s is listed twice", id)
+		}
+		out[id] = t
+	}
+	return out, nil
 }
 
 // MechanismParams returns the configured mechanism with only the keys it
@@ -194,6 +222,17 @@ func (a Aggregator) Validate() error {
 	c.required("outbox", a.Outbox, "directory for charged answers awaiting delivery")
 	checkMechanism(&c, a.Mechanism)
 	c.positive("quorum", a.Quorum, "minimum number of hospitals that must vote")
+	if a.Classes < 2 || a.Classes > protocol.MaxClasses {
+		c.add("classes", "must be between 2 and %d: the number of classes the federation's teachers vote on; got %d", protocol.MaxClasses, a.Classes)
+	}
+	if a.Teachers < 0 || a.Teachers > protocol.MaxTeachers {
+		c.add("teachers", "must be between 0 and %d; got %d", protocol.MaxTeachers, a.Teachers)
+	}
+	if sizes, err := a.EnsembleSizes(); err != nil {
+		c.add("ensembles", "%v", err)
+	} else if len(sizes) == 0 && a.Teachers == 0 {
+		c.add("ensembles", "required when teachers is 0: each hospital's registered ensemble size as hospital-id=teachers")
+	}
 	if a.Hospitals < 0 {
 		c.add("hospitals", "must not be negative; got %d", a.Hospitals)
 	}
