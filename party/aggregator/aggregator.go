@@ -392,7 +392,8 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
 	}
-	if perr := a.admit(ctx, batch, hs, classes, int(req.GetNumQueries())); perr != nil {
+	hs, leftOut, perr := a.admit(ctx, batch, hs, classes, int(req.GetNumQueries()))
+	if perr != nil {
 		if perr.Code == protocol.CodeBudgetExhausted {
 			a.rememberRefusal(student, batch, reasonBudget, perr)
 			return nil, nil, a.refuse(reasonBudget, perr)
@@ -469,7 +470,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, nil, err
 	}
 	rec = &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
-		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, Command: cmd,
+		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, LeftOut: leftOut, Command: cmd,
 		SealedLabels: sealed, AnswersHash: hash[:]}
 	if err := a.outbox.Put(rec); err != nil {
 		return nil, nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
@@ -626,7 +627,7 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 		return nil, fmt.Errorf("%w: batch id %q", ErrCorruptOutbox, rec.BatchID)
 	}
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
-		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry,
+		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry, LeftOut: rec.LeftOut,
 		Receipt: protocol.ReceiptToWire(*rec.Receipt)}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -254,5 +255,73 @@ func TestHostileHello(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// One hospital that cannot pay — it lowered its own cap, which is its
+// right — no longer stops everyone: it is left out of the batch before any
+// hospital is asked (it is neither asked nor charged, and the student is
+// told), and the others go on while the quorum remains. When too few can
+// pay, the batch is refused plainly and nothing is asked, drawn or charged.
+func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	cfg := f.cfg
+	cfg.Quorum = 2
+	a := f.start(t, cfg)
+	lowerCap := func(t *testing.T, i int, version uint64) {
+		t.Helper()
+		h := f.m.ByRole(crypto.RoleHospital)[i]
+		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: version, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+			t.Fatalf("lower the cap of %s: %v %v", h.ID, res, err)
+		}
+	}
+	lowerCap(t, 2, 1)
+
+	req, want := f.request(t, 1, 6)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatalf("one hospital's lowered cap stopped the batch: %v", err)
+	}
+	got := f.open(t, resp).GetLabels()
+	for q := range want {
+		if got[q] != want[q] && got[q] != -1 {
+			t.Fatalf("labels %v, want %v", got, want)
+		}
+	}
+	if lo := resp.GetLeftOut(); len(lo) != 1 || lo[0] != "hospital-3" {
+		t.Fatalf("the student is told %v left out, want hospital-3", lo)
+	}
+	ch := f.led.charges(t)[batchHex(req)]
+	if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
+		t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
+	}
+	if f.hospitals[2].calls != 0 {
+		t.Fatalf("hospital-3 was asked to vote %d times on a batch it could not pay for", f.hospitals[2].calls)
+	}
+	// A retry says the same.
+	if again, err := a.Label(t.Context(), "student-1", req); err != nil || len(again.GetLeftOut()) != 1 {
+		t.Fatalf("retry: %v, %v", again, err)
+	}
+
+	// With two of three unable to pay, the quorum of two is not met.
+	lowerCap(t, 1, 1)
+	charges := len(f.led.charges(t))
+	req2, _ := f.request(t, 2, 6)
+	_, err = a.Label(t.Context(), "student-1", req2)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "1 of 3 hospitals can pay") ||
+		!strings.Contains(pe.Message, "hospital-2") || !strings.Contains(pe.Message, "hospital-3") {
+		t.Fatalf("got %v, want a budget refusal naming the two hospitals that cannot pay", err)
+	}
+	if len(f.led.charges(t)) != charges || f.hospitals[0].calls != 1 {
+		t.Fatalf("the refused batch was charged or asked (hospital-1 voted %d times)", f.hospitals[0].calls)
 	}
 }

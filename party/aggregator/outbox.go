@@ -31,14 +31,17 @@ const outboxVersion = 1
 // Record is one batch in the outbox. The labels are sealed to the student:
 // the outbox never holds them in the clear.
 type Record struct {
-	Version      int      `json:"version"`
-	BatchID      string   `json:"batch_id"` // hex of the student's batch id
-	Student      string   `json:"student"`
-	State        string   `json:"state"`
-	NumQueries   uint32   `json:"num_queries"`
-	FeatureDim   uint32   `json:"feature_dim"`
-	Answered     int      `json:"answered"`
-	Hospitals    []string `json:"hospitals"`
+	Version    int      `json:"version"`
+	BatchID    string   `json:"batch_id"` // hex of the student's batch id
+	Student    string   `json:"student"`
+	State      string   `json:"state"`
+	NumQueries uint32   `json:"num_queries"`
+	FeatureDim uint32   `json:"feature_dim"`
+	Answered   int      `json:"answered"`
+	Hospitals  []string `json:"hospitals"`
+	// LeftOut are the connected hospitals whose budgets could not pay for
+	// the batch's worst case: they were not asked and are not charged.
+	LeftOut      []string `json:"left_out,omitempty"`
 	Command      []byte   `json:"command"` // the signed ledger charge
 	SealedLabels []byte   `json:"sealed_labels"`
 	AnswersHash  []byte   `json:"answers_hash"`

@@ -845,7 +845,11 @@ type LabelResponse struct {
 	// The proof that a majority of the auditors committed the charge, which
 	// the student verifies against the auditors' keys before it accepts the
 	// labels.
-	Receipt       *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Receipt *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// Hospitals connected when the batch arrived whose budgets could not pay
+	// for its worst case (every query answered): they were not asked to vote
+	// and are not charged. The charge names the hospitals that voted.
+	LeftOut       []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -925,6 +929,13 @@ func (x *LabelResponse) GetReplayed() bool {
 func (x *LabelResponse) GetReceipt() *Receipt {
 	if x != nil {
 		return x.Receipt
+	}
+	return nil
+}
+
+func (x *LabelResponse) GetLeftOut() []string {
+	if x != nil {
+		return x.LeftOut
 	}
 	return nil
 }
@@ -1532,7 +1543,7 @@ const file_nzc_proto_rawDesc = "" +
 	"numQueries\x12\x1f\n" +
 	"\vfeature_dim\x18\x03 \x01(\rR\n" +
 	"featureDim\x12'\n" +
-	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xfd\x01\n" +
+	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\x98\x02\n" +
 	"\rLabelResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
@@ -1541,7 +1552,8 @@ const file_nzc_proto_rawDesc = "" +
 	"\fledger_index\x18\x04 \x01(\x04R\vledgerIndex\x12!\n" +
 	"\fanswers_hash\x18\x05 \x01(\fR\vanswersHash\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12)\n" +
-	"\areceipt\x18\a \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\":\n" +
+	"\areceipt\x18\a \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\x12\x19\n" +
+	"\bleft_out\x18\b \x03(\tR\aleftOut\":\n" +
 	"\x06Labels\x12\x16\n" +
 	"\x06labels\x18\x01 \x03(\x05R\x06labels\x12\x18\n" +
 	"\arefused\x18\x02 \x03(\bR\arefused\"H\n" +
