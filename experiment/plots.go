@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -87,7 +88,7 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 		if len(pts) == 0 {
 			continue
 		}
-		slices.SortFunc(pts, func(x, y plotter.XY) int { return cmpFloat(x.X, y.X) })
+		slices.SortFunc(pts, func(x, y plotter.XY) int { return cmp.Compare(x.X, y.X) })
 		l, s, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return nil, err
@@ -113,16 +114,6 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 		p.X.Label.Text += "; off the axis: " + strings.Join(offAxis, "; ")
 	}
 	return p, nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (r *Report) plotGaps() (*plot.Plot, error) {

@@ -261,12 +261,7 @@ release's own cost added.`,
 	ssSigma := cmd.Flags().Float64("ss-sigma", 10, "noise multiplier of the smooth-sensitivity release")
 	qBound := cmd.Flags().String("q-bound", "discrete", "bound on P[answer ≠ argmax] used by the release: discrete (holds for the noise sampled) or continuous (PATE 2018's formula)")
 	seed := cmd.Flags().Uint64("seed", 0, "seed for the release noise, for reproducible analyses only (default: crypto/rand)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, args []string, f string) error {
 		g, err := parseOrders(*orders)
 		if err != nil {
 			return err
@@ -291,8 +286,7 @@ release's own cost added.`,
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, a, func(w io.Writer) error { return printAnalysis(w, a) })
-	}
-	return cmd
+	})
 }
 
 func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, delta float64, ss bool, ssp mechanism.SmoothSensitivityParams, src mechanism.Source) (*analysis, error) {
