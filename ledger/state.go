@@ -182,6 +182,21 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 	return r, nil
 }
 
+// Check decides cmd against the current state without recording it or
+// changing anything: the result Apply would give it now, without an index.
+// A proposer uses it to refuse, before they reach the replicated log,
+// commands that would only add a refused entry (a forged signature, a stale
+// cap version, an account that is already open).
+func (s *State) Check(cmd []byte) Result {
+	if len(cmd) > MaxCommandSize {
+		return refuse(CodeMalformed, "", "the command is %d bytes, the limit is %d", len(cmd), MaxCommandSize)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, _ := s.decide(cmd, uint64(len(s.entries)))
+	return r
+}
+
 // GenesisHash returns the digest of the accepted genesis command
 // (Command.Digest: the SHA-256 of its signed content, which `nzc ledger
 // verify --genesis-hash` and an auditor's genesis_hash pin), and false before

@@ -84,6 +84,12 @@ type Config struct {
 	// with ledger-unavailable instead of waiting without end. Zero means
 	// DefaultLedgerTimeout.
 	LedgerTimeout time.Duration
+	// RelayBurst and RelayEvery limit the ledger commands each hospital may
+	// relay: RelayBurst at once, then one more every RelayEvery (zero
+	// means DefaultRelayBurst and DefaultRelayEvery). Commands over the
+	// limit are refused with unavailable before they reach the ledger.
+	RelayBurst int
+	RelayEvery time.Duration
 	// Rand is the mechanism's noise source; nil means crypto/rand.
 	Rand io.Reader
 	// Now is the clock for deadlines and charge timestamps; nil means
@@ -133,6 +139,7 @@ type Aggregator struct {
 	batches   map[string]*batchLock
 
 	refused refusals // batches refused for budget, by student and batch id
+	relays  *limiter // relayed ledger commands, per hospital
 
 	svtMu    sync.Mutex
 	sessions map[string]*svtSession // by student and hospital set (svtKey)
@@ -202,6 +209,12 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.LedgerTimeout <= 0 {
 		cfg.LedgerTimeout = DefaultLedgerTimeout
 	}
+	if cfg.RelayBurst <= 0 {
+		cfg.RelayBurst = DefaultRelayBurst
+	}
+	if cfg.RelayEvery <= 0 {
+		cfg.RelayEvery = DefaultRelayEvery
+	}
 	if cfg.Hospitals < cfg.Quorum {
 		cfg.Hospitals = cfg.Quorum
 	}
@@ -212,7 +225,8 @@ func New(cfg Config) (*Aggregator, error) {
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
-		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}}}
+		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
+		relays: newLimiter(cfg.RelayBurst, cfg.RelayEvery, cfg.Now)}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
 	}

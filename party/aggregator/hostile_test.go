@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 // hostileHospital answers like its honest inner hospital, then tampers
@@ -323,5 +325,106 @@ func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
 	}
 	if len(f.led.charges(t)) != charges || f.hospitals[0].calls != 1 {
 		t.Fatalf("the refused batch was charged or asked (hospital-1 voted %d times)", f.hospitals[0].calls)
+	}
+}
+
+// serve runs a on a loopback listener until the test ends and returns its
+// address.
+func (f *fixture) serve(t *testing.T, a *Aggregator) string {
+	t.Helper()
+	aggP := f.m.ByRole(crypto.RoleAggregator)[0]
+	l, err := Listen("127.0.0.1:0", f.netConfig(t, crypto.RoleAggregator, aggP.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		l.Close()
+	})
+	return l.Addr().String()
+}
+
+// A hospital that floods the aggregator with relayed ledger commands gets
+// RelayBurst of them through, then unavailable with a retry time; nothing
+// more reaches the ledger, and another hospital's relays are not affected.
+// (Before, 300 junk change-cap commands became 300 ledger entries in one
+// second.)
+func TestRelayFloodIsLimitedPerHospital(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	cfg := f.cfg
+	cfg.Now = time.Now
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := f.serve(t, a)
+	relay := func(i int, v uint64) error {
+		h := f.m.ByRole(crypto.RoleHospital)[i]
+		c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, h.ID), crypto.RoleAggregator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: v, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Invoke(t.Context(), &nzcpb.LedgerSubmit{Command: cmd}, &nzcpb.LedgerResult{})
+	}
+	const flood = 300
+	var limited int
+	for i := range flood {
+		err := relay(0, uint64(1000+i))
+		var pe *protocol.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && pe.RetryAfter > 0:
+			limited++
+		default:
+			t.Fatalf("relay %d: %v", i, err)
+		}
+	}
+	if got := len(f.led.submitted); got != DefaultRelayBurst || limited != flood-DefaultRelayBurst {
+		t.Fatalf("%d of %d relayed commands reached the ledger (%d limited), want %d", got, flood, limited, DefaultRelayBurst)
+	}
+	if err := relay(1, 1); err != nil {
+		t.Fatalf("another hospital's relay after the flood: %v", err)
+	}
+}
+
+func TestLimiterRefills(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := newLimiter(2, time.Second, func() time.Time { return now })
+	for i, want := range []bool{true, true, false} {
+		if ok, _ := l.allow("h"); ok != want {
+			t.Fatalf("request %d at once: %v, want %v", i, ok, want)
+		}
+	}
+	if ok, _ := l.allow("other"); !ok {
+		t.Fatal("another party shares the bucket")
+	}
+	now = now.Add(500 * time.Millisecond)
+	if ok, wait := l.allow("h"); ok || wait != 500*time.Millisecond {
+		t.Fatalf("half an interval later: %v, wait %v", ok, wait)
+	}
+	now = now.Add(500 * time.Millisecond)
+	if ok, _ := l.allow("h"); !ok {
+		t.Fatal("no token after a whole interval")
+	}
+	now = now.Add(time.Hour)
+	for i, want := range []bool{true, true, false} {
+		if ok, _ := l.allow("h"); ok != want {
+			t.Fatalf("after an hour, request %d: %v, want %v (the bucket holds at most the burst)", i, ok, want)
+		}
 	}
 }

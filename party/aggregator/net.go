@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -108,8 +109,14 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 // handleRelay passes a hospital's own account commands (open account,
 // change cap), signed by the hospital, and its registration, signed by the
 // federation administrator, to the ledger: hospitals dial only the
-// aggregator. Nothing else may be relayed.
+// aggregator. Nothing else may be relayed, and each hospital only so many
+// (Config.RelayBurst, RelayEvery); the auditors refuse, without recording
+// them, commands the ledger would refuse.
 func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+	if ok, wait := a.relays.allow(r.Peer.ID); !ok {
+		return 0, nil, &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: wait,
+			Message: fmt.Sprintf("hospital %s relayed more than %d ledger commands in %v: nothing was relayed; retry in %v", r.Peer.ID, a.cfg.RelayBurst, time.Duration(a.cfg.RelayBurst)*a.cfg.RelayEvery, wait.Round(time.Millisecond))}
+	}
 	var s nzcpb.LedgerSubmit
 	if err := r.Decode(&s); err != nil {
 		return 0, nil, err
