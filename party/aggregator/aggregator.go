@@ -21,6 +21,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 // Hospital is a connected hospital as the aggregator calls it: it answers a
@@ -138,8 +139,9 @@ type Aggregator struct {
 	classes   int // the configured class count; every hospital must agree
 	batches   map[string]*batchLock
 
-	refused refusals // batches refused for budget, by student and batch id
-	relays  *limiter // relayed ledger commands, per hospital
+	refused refusals                   // batches refused for budget, by student and batch id
+	relays  *limiter                   // relayed ledger commands, per hospital
+	hellos  map[*quicnet.Conn]struct{} // connections that have sent their Hello
 
 	svtMu    sync.Mutex
 	sessions map[string]*svtSession // by student and hospital set (svtKey)
@@ -226,7 +228,7 @@ func New(cfg Config) (*Aggregator, error) {
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
-		relays: newLimiter(cfg.RelayBurst, cfg.RelayEvery, cfg.Now)}
+		relays: newLimiter(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
 	}

@@ -364,13 +364,18 @@ func TestRelayFloodIsLimitedPerHospital(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := f.serve(t, a)
+	conns := map[int]*quicnet.Conn{}
 	relay := func(i int, v uint64) error {
 		h := f.m.ByRole(crypto.RoleHospital)[i]
-		c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, h.ID), crypto.RoleAggregator)
-		if err != nil {
-			t.Fatal(err)
+		c, ok := conns[i]
+		if !ok {
+			var err error
+			if c, err = quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, h.ID), crypto.RoleAggregator); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			conns[i] = c
 		}
-		defer c.Close()
 		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
 		if err != nil {
 			t.Fatal(err)
@@ -426,5 +431,43 @@ func TestLimiterRefills(t *testing.T) {
 		if ok, _ := l.allow("h"); ok != want {
 			t.Fatalf("after an hour, request %d: %v, want %v (the bucket holds at most the burst)", i, ok, want)
 		}
+	}
+}
+
+// A party registers once per connection: a second Hello on it, honest or
+// not, is refused and changes nothing. (Before, every Hello re-registered
+// the hospital and left a goroutine waiting for the connection's end.)
+func TestOneHelloPerConnection(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	cfg := f.cfg
+	cfg.Now = time.Now
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := f.serve(t, a)
+	c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, "hospital-1"), crypto.RoleAggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hello := &nzcpb.Hello{ProtocolVersion: protocol.ProtocolVersion, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: "hospital-1",
+		AgeRecipient: f.hospRecip[0].String(), Hospital: &nzcpb.HospitalInfo{NumTeachers: 20, NumClasses: classes}}
+	if err := c.Invoke(t.Context(), hello, &nzcpb.Ack{}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	first := a.hospitals["hospital-1"]
+	a.mu.Unlock()
+	for range 3 {
+		if err := c.Invoke(t.Context(), hello, &nzcpb.Ack{}); !errors.Is(err, protocol.ErrBadRequest) {
+			t.Fatalf("a second Hello on one connection: %v, want bad-request", err)
+		}
+	}
+	a.mu.Lock()
+	again := a.hospitals["hospital-1"]
+	a.mu.Unlock()
+	if again != first || again.gen != 0 {
+		t.Fatal("a refused second Hello replaced the hospital's registration")
 	}
 }

@@ -87,6 +87,9 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 	if err != nil {
 		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "age recipient: %v", err)
 	}
+	if !a.firstHello(r.Conn) {
+		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "%s sent a second Hello on one connection: a party registers once per connection; reconnect to register again", r.Peer)
+	}
 	switch r.Peer.Role {
 	case crypto.RoleHospital:
 		hi := h.GetHospital()
@@ -94,16 +97,30 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 		if err != nil {
 			return 0, nil, err
 		}
-		go func() {
-			<-r.Conn.Done()
-			remove()
-		}()
+		context.AfterFunc(r.Conn.Context(), remove)
 	case crypto.RoleStudent:
 		a.AddStudent(r.Peer.ID, rcpt)
 	}
 	_, status := a.Ready()
 	return quicnet.Reply(&nzcpb.Ack{ProtocolVersion: protocol.ProtocolVersion, PartyId: a.cfg.ID,
 		AgeRecipient: a.Recipient().String(), Message: "registered; " + status})
+}
+
+// firstHello records that c has sent its Hello, until c closes; it
+// returns false when c had sent one already.
+func (a *Aggregator) firstHello(c *quicnet.Conn) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.hellos[c]; ok {
+		return false
+	}
+	a.hellos[c] = struct{}{}
+	context.AfterFunc(c.Context(), func() {
+		a.mu.Lock()
+		delete(a.hellos, c)
+		a.mu.Unlock()
+	})
+	return true
 }
 
 // handleRelay passes a hospital's own account commands (open account,

@@ -35,6 +35,7 @@ type Conn struct {
 	peer    crypto.Peer
 	maxBody int
 	readTO  time.Duration
+	writeTO time.Duration
 	log     *slog.Logger
 	// readers pools the frame readers of incoming requests, so that
 	// request bodies reuse buffers instead of allocating each time.
@@ -69,7 +70,8 @@ func newConn(qc *quic.Conn, cfg *Config) (*Conn, error) {
 		return nil, err
 	}
 	return &Conn{qc: qc, peer: peer, maxBody: cfg.maxBody(), readTO: orDefault(cfg.ReadTimeout, DefaultReadTimeout),
-		log: cfg.logger().With("peer", peer.String(), "remote", qc.RemoteAddr().String())}, nil
+		writeTO: orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
+		log:     cfg.logger().With("peer", peer.String(), "remote", qc.RemoteAddr().String())}, nil
 }
 
 // Peer is the party at the other end, as named by its verified certificate.
@@ -84,6 +86,9 @@ func (c *Conn) LocalAddr() net.Addr { return c.qc.LocalAddr() }
 // Done is closed when the connection is closed, by either side or by a
 // timeout; Err then says why.
 func (c *Conn) Done() <-chan struct{} { return c.qc.Context().Done() }
+
+// Context is done when the connection is closed, for context.AfterFunc.
+func (c *Conn) Context() context.Context { return c.qc.Context() }
 
 // Err returns why the connection closed, or nil while it is open.
 func (c *Conn) Err() error {
@@ -118,6 +123,8 @@ func (c *Conn) Call(ctx context.Context, t protocol.MsgType, body []byte) (proto
 	defer stop()
 	if d, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(d)
+	} else {
+		_ = s.SetWriteDeadline(time.Now().Add(c.writeTO))
 	}
 	werr := protocol.NewFrameWriter(s, c.maxBody).WriteFrame(t, body)
 	if werr == nil {
@@ -286,6 +293,7 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 			return
 		}
 	}
+	_ = s.SetWriteDeadline(time.Now().Add(c.writeTO))
 	if err := protocol.NewFrameWriter(s, c.maxBody).WriteFrame(rt, rbody); err != nil {
 		c.log.Warn("could not send response", "type", rt.String(), "err", err)
 		if errors.Is(err, protocol.ErrFrameTooLarge) || errors.Is(err, protocol.ErrUnknownType) {
