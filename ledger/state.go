@@ -446,9 +446,9 @@ func (s *State) spend(hospitals []string, cost derived, answers uint64) {
 
 // once enforces that an ID is charged once: the same signed content again is
 // a duplicate of the accepted entry and charges nothing; other content under
-// the same ID is a conflict.
-func once(seen map[string]applied, what, id string, digest [32]byte) (Result, bool) {
-	prev, ok := seen[id]
+// the same ID is a conflict. key is the ID in seen, id its name in messages.
+func once(seen map[string]applied, what, key, id string, digest [32]byte) (Result, bool) {
+	prev, ok := seen[key]
 	switch {
 	case !ok:
 		return Result{}, false
@@ -464,7 +464,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 		return refuse(CodeWrongSigner, signer.ID, "only an aggregator charges, %s is a %s", signer.ID, signer.Role), nil
 	}
 	digest, _ := c.Digest()
-	if r, seen := once(s.batches, "batch", b.BatchID, digest); seen {
+	if r, seen := once(s.batches, "batch", b.key(), b.BatchID, digest); seen {
 		return r, nil
 	}
 	if b.Answers > b.Queries {
@@ -491,7 +491,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
 		s.spend(b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
-		s.batches[b.BatchID] = applied{digest: digest, index: index}
+		s.batches[b.key()] = applied{digest: digest, index: index}
 	}
 }
 
@@ -546,7 +546,7 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 			s.accounts[h].answers += b.Answers
 		}
 		s.students[b.Student].answers += b.Answers
-		s.batches[b.BatchID] = applied{digest: digest, index: index}
+		s.batches[b.key()] = applied{digest: digest, index: index}
 	}
 }
 
@@ -555,7 +555,7 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 		return refuse(CodeWrongSigner, signer.ID, "only an aggregator opens sessions, %s is a %s", signer.ID, signer.Role), nil
 	}
 	digest, _ := c.Digest()
-	if r, seen := once(s.opened, "session", b.SessionID, digest); seen {
+	if r, seen := once(s.opened, "session", b.SessionID, b.SessionID, digest); seen {
 		return r, nil
 	}
 	if b.MaxRefusals == 0 {

@@ -478,3 +478,21 @@ func TestCheckChangesNothing(t *testing.T) {
 		t.Fatalf("after Check, the change is %s: %s", r.Status, r.Message)
 	}
 }
+
+// Batch ids are each student's own: another student's charge under the
+// same batch id is its own batch, not a conflict (which told it the id had
+// been used); the same student's different content under an id it used is
+// still a conflict.
+func TestBatchIDsPerStudent(t *testing.T) {
+	f := newFed(t)
+	curve := gaussCurve(40, 1)
+	a := chargeBody("shared", []string{"h1"}, curve, 1)
+	f.must(a, "agg")
+	b := chargeBody("shared", []string{"h1"}, curve, 1)
+	b.Student = "s1"
+	f.must(b, "agg")
+	c := chargeBody("shared", []string{"h3"}, curve, 1)
+	if r := f.apply(f.sign(c, "agg")); r.Code != CodeConflict {
+		t.Fatalf("the same student, other content: %s/%s, want conflict", r.Status, r.Code)
+	}
+}

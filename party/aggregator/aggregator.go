@@ -49,6 +49,10 @@ type Config struct {
 	SigningKey ed25519.PrivateKey
 	// OutboxDir holds the batches awaiting or past their ledger commit.
 	OutboxDir string
+	// Retention is how long a committed batch's answers are kept for the
+	// student's retries (a retry after that is answered afresh and refused
+	// by the ledger as a conflict); zero means DefaultRetention.
+	Retention time.Duration
 	// Mechanism is the aggregation mechanism; Teachers and Classes are set
 	// for each batch from the hospitals that voted.
 	Mechanism mechanism.Params
@@ -106,6 +110,9 @@ type Config struct {
 	// it there; production leaves it nil.
 	Pause func(ctx context.Context, point string)
 }
+
+// DefaultRetention is Config.Retention's default.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // DefaultLedgerTimeout is Config.LedgerTimeout's default: far above a
 // healthy commit (milliseconds) and a raft election (seconds).
@@ -210,6 +217,9 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	if cfg.LedgerTimeout <= 0 {
 		cfg.LedgerTimeout = DefaultLedgerTimeout
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
 	}
 	if cfg.RelayBurst <= 0 {
 		cfg.RelayBurst = DefaultRelayBurst
@@ -351,17 +361,14 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "%v", err))
 	}
 	batch := hex.EncodeToString(req.GetBatchId())
-	unlock := a.lockBatch(batch)
+	unlock := a.lockBatch(refusalKey(student, batch))
 	defer unlock()
 
-	rec, ok, err := a.outbox.Get(batch)
+	rec, ok, err := a.outbox.Get(student, batch)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		if rec.Student != student {
-			return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "batch %s belongs to another student: choose a new batch id", batch))
-		}
 		if rec.NumQueries != req.GetNumQueries() || rec.FeatureDim != req.GetFeatureDim() {
 			return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "batch %s was labelled with %d queries of dimension %d; a retry must resend the same batch (or use a new batch id)", batch, rec.NumQueries, rec.FeatureDim))
 		}
@@ -609,6 +616,7 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 			}
 			a.pause(ctx, PauseLedgerAnswered)
 			rec.State, rec.LedgerIndex, rec.Receipt = StateCommitted, index, &rcpt
+			rec.Committed = a.cfg.Now().UnixMilli()
 			if err := a.outbox.Put(rec); err != nil {
 				// The charge is committed; a later retry re-proposes the
 				// identical command and the ledger answers duplicate.
@@ -681,7 +689,7 @@ func (a *Aggregator) pause(ctx context.Context, point string) {
 }
 
 func (a *Aggregator) forget(rec *Record) {
-	if err := a.outbox.Delete(rec.BatchID); err != nil {
+	if err := a.outbox.Delete(rec.Student, rec.BatchID); err != nil {
 		a.log.Error("could not drop a refused batch from the outbox", "batch", rec.BatchID, "err", err)
 	}
 }
@@ -700,6 +708,16 @@ func (a *Aggregator) updateSpend(hospitals []string) {
 	}
 }
 
+// Prune removes from the outbox the batches committed more than the
+// retention period ago, whose students have had time to fetch them.
+func (a *Aggregator) Prune() error {
+	n, err := a.outbox.Prune(a.cfg.Now().Add(-a.cfg.Retention))
+	if n > 0 {
+		a.log.Info("pruned delivered batches from the outbox", "batches", n, "retention", a.cfg.Retention)
+	}
+	return err
+}
+
 // Recover re-proposes the charge of every pending batch, so that answers
 // charged before a crash are ready for delivery when the student retries.
 // Batches the ledger refuses are dropped; batches it cannot confirm stay
@@ -710,8 +728,8 @@ func (a *Aggregator) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range pending {
-		unlock := a.lockBatch(rec.BatchID)
-		cur, ok, err := a.outbox.Get(rec.BatchID)
+		unlock := a.lockBatch(refusalKey(rec.Student, rec.BatchID))
+		cur, ok, err := a.outbox.Get(rec.Student, rec.BatchID)
 		if err == nil && ok && cur.State == StatePending {
 			_, err = a.settle(ctx, cur, true, a.cfg.Now())
 		}

@@ -187,7 +187,7 @@ const classes = 4
 func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 1})
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestBudgetRefusalReleasesNothing(t *testing.T) {
 	if p, _ := a.outbox.Pending(); len(p) != 0 {
 		t.Error("a refused batch stayed in the outbox")
 	}
-	if _, ok, _ := a.outbox.Get(batchHex(req)); ok {
+	if _, ok, _ := a.outbox.Get("student-1", batchHex(req)); ok {
 		t.Error("a refused batch's answers were kept")
 	}
 }

@@ -471,3 +471,104 @@ func TestOneHelloPerConnection(t *testing.T) {
 		t.Fatal("a refused second Hello replaced the hospital's registration")
 	}
 }
+
+// Batch ids are each student's own: another student that sends a batch id
+// already used is labelled on its own account, neither refused (which told
+// it that the id, say the hash of a public data set, had been labelled)
+// nor given the first student's batch; and each student's retry still
+// finds its own answers. Before, the second student got "belongs to
+// another student", and the ledger refused its charge as a conflict.
+func TestBatchIDsAreEachStudentsOwn(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	a := f.start(t, f.cfg)
+	st2 := f.m.ByRole(crypto.RoleStudent)[1]
+	id2, err := crypto.LoadIdentity(f.m.Path(st2.AgeIdentity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.AddStudent(st2.ID, id2.Recipient())
+	req, _ := f.request(t, 5, 6)
+	first, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := a.Label(t.Context(), st2.ID, req)
+	if err != nil {
+		t.Fatalf("another student's batch of the same id: %v", err)
+	}
+	if second.GetReplayed() || second.GetLedgerIndex() == first.GetLedgerIndex() {
+		t.Fatalf("the second student got the first one's batch (entry %d, replayed %v)", second.GetLedgerIndex(), second.GetReplayed())
+	}
+	if _, err := crypto.Open(second.GetSealedLabels(), id2); err != nil {
+		t.Fatalf("the second student's labels are not sealed to it: %v", err)
+	}
+	again, err := a.Label(t.Context(), "student-1", req)
+	if err != nil || !again.GetReplayed() || again.GetLedgerIndex() != first.GetLedgerIndex() {
+		t.Fatalf("the first student's retry: %v %v", again, err)
+	}
+}
+
+// Committed batches leave the outbox once the retention period is over;
+// pending ones stay (their charge may still commit). Before, the outbox
+// grew without end.
+func TestOutboxIsPruned(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	now := time.Unix(1_800_000_000, 0)
+	cfg := f.cfg
+	cfg.Now = func() time.Time { return now }
+	cfg.Retention = time.Hour
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	f.led.down = true
+	pending, _ := f.request(t, 2, 4)
+	if _, err := a.Label(t.Context(), "student-1", pending); !errors.Is(err, protocol.ErrLedgerUnavailable) {
+		t.Fatalf("with the ledger down: %v", err)
+	}
+	count := func() int {
+		t.Helper()
+		all, err := a.outbox.records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(all)
+	}
+	now = now.Add(59 * time.Minute)
+	if err := a.Prune(); err != nil || count() != 2 {
+		t.Fatalf("within the retention: %v, %d records, want 2", err, count())
+	}
+	now = now.Add(2 * time.Minute)
+	if err := a.Prune(); err != nil || count() != 1 {
+		t.Fatalf("after the retention: %v, %d records, want the pending one", err, count())
+	}
+	if p, _ := a.outbox.Pending(); len(p) != 1 || p[0].BatchID != batchHex(pending) {
+		t.Fatalf("pending after pruning: %+v", p)
+	}
+}
+
+// A record written under the old name (the batch id alone) is found by
+// its own student, and moved to its per-student name, and not by another.
+func TestLegacyOutboxRecord(t *testing.T) {
+	o, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.legacyPath("00aa"), []byte(`{"version":1,"batch_id":"00aa","student":"student-1","state":"committed","ledger_index":3}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := o.Get("student-2", "00aa"); ok || err != nil {
+		t.Fatalf("another student found the record: %v %v", ok, err)
+	}
+	r, ok, err := o.Get("student-1", "00aa")
+	if err != nil || !ok || r.LedgerIndex != 3 {
+		t.Fatalf("its student: %+v %v %v", r, ok, err)
+	}
+	if _, err := os.Stat(o.legacyPath("00aa")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the old record was not moved: %v", err)
+	}
+	if _, err := os.Stat(o.path("student-1", "00aa")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -35,6 +35,19 @@ func (a *Aggregator) Serve(ctx context.Context, l *quicnet.Listener) error {
 		if err := a.Recover(ctx); err != nil {
 			a.log.Error("could not read the outbox", "err", err)
 		}
+		// Committed batches are kept for a retention period, then pruned.
+		t := time.NewTicker(min(a.cfg.Retention/24, time.Hour))
+		defer t.Stop()
+		for {
+			if err := a.Prune(); err != nil {
+				a.log.Error("could not prune the outbox", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
 	}()
 	return l.Serve(ctx, a.mux(), a.log)
 }
