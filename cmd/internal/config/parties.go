@@ -24,7 +24,7 @@ type TLS struct {
 func (t TLS) check(c *checker) {
 	c.required("tls.ca", t.CA, "path to the federation CA certificate made by `nzc init`")
 	c.required("tls.cert", t.Cert, "path to this party's certificate made by `nzc init`")
-	c.required("tls.key", t.Key, "path to this party's private key made by `nzc init`")
+	c.keyFile("tls.key", t.Key, "path to this party's private key made by `nzc init`")
 }
 
 // Log configures structured logging.
@@ -83,7 +83,10 @@ func (t Teacher) Validate() error {
 	c.id("id", t.ID, "this hospital's id, as named in its certificate (e.g. h1)")
 	c.address("aggregator", t.Aggregator, true, "the aggregator's address")
 	t.TLS.check(&c)
-	c.required("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
+	c.keyFile("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
+	if t.SigningKey != "" {
+		c.keyFile("signing_key", t.SigningKey, "path to this hospital's ed25519 signing key made by `nzc init`")
+	}
 	c.required("models", t.Models, "directory where trained teachers are kept")
 	c.positive("teachers", t.Teachers, "number of teachers")
 	c.oneOf("model", t.Model, "softmax", "mlp", "cnn", "small-cnn")
@@ -217,8 +220,8 @@ func (a Aggregator) Validate() error {
 		c.address("auditors", addr, true, "an auditor's address")
 	}
 	a.TLS.check(&c)
-	c.required("age_identity", a.AgeIdentity, "path to the aggregator's age identity made by `nzc init`")
-	c.required("signing_key", a.SigningKey, "path to the aggregator's ed25519 signing key made by `nzc init`")
+	c.keyFile("age_identity", a.AgeIdentity, "path to the aggregator's age identity made by `nzc init`")
+	c.keyFile("signing_key", a.SigningKey, "path to the aggregator's ed25519 signing key made by `nzc init`")
 	c.required("outbox", a.Outbox, "directory for charged answers awaiting delivery")
 	checkMechanism(&c, a.Mechanism)
 	c.positive("quorum", a.Quorum, "minimum number of hospitals that must vote")
@@ -297,7 +300,7 @@ func (s Student) Validate() error {
 	c.id("id", s.ID, "this student's id, as named in its certificate (e.g. s1)")
 	c.address("aggregator", s.Aggregator, true, "the aggregator's address")
 	s.TLS.check(&c)
-	c.required("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
+	c.keyFile("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
 	c.verifierKeys("auditor_keys", s.AuditorKeys, "labels are accepted only with a receipt signed by a majority of the auditors")
 	if len(s.Hospitals) == 0 {
 		c.add("hospitals", "required: the hospitals' age recipients (age1…), as listed in federation.json; query features are sealed to them")
@@ -376,7 +379,7 @@ func (a Auditor) Validate() error {
 		c.add("peers", "required with bootstrap: the founding auditors as id=host:port, this one included")
 	}
 	a.TLS.check(&c)
-	c.required("signing_key", a.SigningKey, "path to this auditor's ed25519 key made by `nzc init`")
+	c.keyFile("signing_key", a.SigningKey, "path to this auditor's ed25519 key made by `nzc init`")
 	if _, err := a.PinnedGenesis(); err != nil {
 		c.add("genesis_hash", "%v", err)
 	}

@@ -55,7 +55,7 @@ func buildBinaries(t *testing.T) string {
 		t.Skip("no go toolchain to build the party binaries")
 	}
 	bin := t.TempDir()
-	if err := launch.Build(context.Background(), bin, raceEnabled, append([]string{"nzc"}, launch.Binaries...)...); err != nil {
+	if err := launch.BuildWithTestHooks(context.Background(), bin, raceEnabled, append([]string{"nzc"}, launch.Binaries...)...); err != nil {
 		t.Fatal(err)
 	}
 	return bin
