@@ -41,6 +41,17 @@ func addMechFlags(cmd *cobra.Command) *mechFlags {
 	return &mechFlags{cli.AddMechanismFlags(cmd, "gnmax", "number of teachers (default: the largest number of votes in any histogram)")}
 }
 
+// read reads the histograms from path ("-" for stdin) and the mechanism's
+// parameters for them.
+func (f *mechFlags) read(path string, stdin io.Reader) ([]mechanism.Histogram, mechanism.Params, error) {
+	hs, err := readHistograms(path, stdin)
+	if err != nil {
+		return nil, mechanism.Params{}, err
+	}
+	p, err := f.params(hs)
+	return hs, p, err
+}
+
 func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
 	p := f.Params()
 	if p.Teachers == 0 {
@@ -269,11 +280,7 @@ release's own cost added.`,
 		if math.IsNaN(*delta) || *delta <= 0 || *delta >= 1 {
 			return fmt.Errorf("--delta must be in (0, 1), got %v", *delta)
 		}
-		hs, err := readHistograms(args[0], cmd.InOrStdin())
-		if err != nil {
-			return err
-		}
-		p, err := mf.params(hs)
+		hs, p, err := mf.read(args[0], cmd.InOrStdin())
 		if err != nil {
 			return err
 		}

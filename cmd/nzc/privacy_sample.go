@@ -96,11 +96,7 @@ label, and a refusal, came out. For nzc-svt every trial opens a fresh session
 		if *trials < 1 {
 			return fmt.Errorf("--trials must be at least 1, got %d", *trials)
 		}
-		hs, err := readHistograms(args[0], cmd.InOrStdin())
-		if err != nil {
-			return err
-		}
-		p, err := mf.params(hs)
+		hs, p, err := mf.read(args[0], cmd.InOrStdin())
 		if err != nil {
 			return err
 		}
