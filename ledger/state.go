@@ -692,6 +692,24 @@ func (s *State) Account(hospital string) (Account, bool) {
 	return s.accountOf(hospital), true
 }
 
+// StudentQuota is a registered student's answer quota and its use.
+type StudentQuota struct {
+	MaxAnswers uint64 // 0: no quota
+	Answers    uint64
+}
+
+// Student returns a registered student's quota; false when the student is
+// not registered.
+func (s *State) Student(id string) (StudentQuota, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.students[id]
+	if !ok {
+		return StudentQuota{}, false
+	}
+	return StudentQuota{MaxAnswers: st.maxAnswers, Answers: st.answers}, true
+}
+
 func (s *State) accountOf(h string) Account {
 	a := s.accounts[h]
 	acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,

@@ -268,7 +268,17 @@ func Validate(m proto.Message) error {
 				return err
 			}
 		}
+		if id := m.GetStudentId(); id != "" {
+			if err := checkPartyID("student_id", id); err != nil {
+				return err
+			}
+		}
 	case *nzcpb.BudgetResponse:
+		if st := m.GetStudent(); st != nil {
+			if err := checkPartyID("student.student_id", st.GetStudentId()); err != nil {
+				return err
+			}
+		}
 		for _, b := range m.GetBudgets() {
 			if err := checkPartyID("hospital_id", b.GetHospitalId()); err != nil {
 				return err

@@ -57,7 +57,8 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 // admit decides, before any hospital is asked for votes and before any
 // noise is drawn, which of the connected hospitals' budgets can take the
 // batch at its data-independent worst case: every one of its nq queries
-// answered. It reads each hospital's spent ε and remaining δ from the
+// answered. It first refuses a batch that would pass the student's answer
+// quota at that worst case (for every mechanism). It reads each hospital's spent ε and remaining δ from the
 // ledger and leaves out a hospital the ledger is certain to refuse: one
 // with no account, or whose cap the worst case, composed with what it has
 // spent (the account's curve and pure-ε sum, from the budget read), would
@@ -67,23 +68,26 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 // hospitals vote, whether a batch is refused and what the refusal says
 // depend only on public state and the batch's size, never on the votes. A
 // hospital that lowers its own cap therefore affects only itself. nzc-svt
-// batches are not checked here: the ledger decides a session's fixed cost
+// batches' hospital budgets are not checked here: the ledger decides a session's fixed cost
 // when it opens, before any query of it is answered.
-func (a *Aggregator) admit(ctx context.Context, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, perr *protocol.Error) {
+func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, perr *protocol.Error) {
 	p := a.cfg.Mechanism
-	if p.Mechanism == mechanism.NZCSVT {
-		return hs, nil, nil
-	}
 	ids := make([]string, len(hs))
 	for i, h := range hs {
 		ids[i] = h.id
 	}
 	bctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
-	resp, err := a.cfg.Ledger.Budget(bctx, &nzcpb.BudgetRequest{HospitalIds: ids})
+	resp, err := a.cfg.Ledger.Budget(bctx, &nzcpb.BudgetRequest{HospitalIds: ids, StudentId: student})
 	cancel()
 	if err != nil {
 		return nil, nil, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
 			Message: fmt.Sprintf("the ledger did not answer the budget read for batch %s (%v): nothing was asked of the hospitals or drawn; retry the batch", batch, err)}
+	}
+	if perr := quotaAdmits(resp.GetStudent(), student, batch, nq); perr != nil {
+		return nil, nil, perr
+	}
+	if p.Mechanism == mechanism.NZCSVT {
+		return hs, nil, nil
 	}
 	budgets := map[string]*nzcpb.HospitalBudget{}
 	for _, b := range resp.GetBudgets() {
@@ -129,6 +133,23 @@ func (a *Aggregator) admit(ctx context.Context, batch string, hs []*hospitalEntr
 		a.log.Warn("hospitals left out of a batch: their budgets cannot pay for its worst case", "batch", batch, "left_out", reasons)
 	}
 	return keep, left, nil
+}
+
+// quotaAdmits refuses, before any hospital is asked, a batch the ledger is
+// certain to refuse for the student's answer quota: its nq queries, all
+// answered, would pass it (the ledger admits at that worst case too). A
+// ledger that reports no quota (an older intake) leaves it to the ledger.
+func quotaAdmits(q *nzcpb.StudentQuota, student, batch string, nq int) *protocol.Error {
+	switch {
+	case q == nil:
+		return nil
+	case !q.GetRegistered():
+		return protocol.Errorf(protocol.CodeBadRequest, "batch %s is not admitted: student %s is not registered in the ledger: the federation's administrator registers students; nothing was asked of the hospitals or drawn", batch, student)
+	case q.GetMaxAnswers() > 0 && (uint64(nq) > q.GetMaxAnswers() || q.GetAnswers() > q.GetMaxAnswers()-uint64(nq)):
+		return protocol.Errorf(protocol.CodeBudgetExhausted, "batch %s is not admitted: student %s has %d of its %d answers, and its %d queries, all answered, would pass the quota: nothing was asked of the hospitals or drawn; a smaller batch may fit",
+			batch, student, q.GetAnswers(), q.GetMaxAnswers(), nq)
+	}
+	return nil
 }
 
 // cannotPay says why the hospital of budget b cannot pay for a batch of nq

@@ -415,11 +415,14 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
 	}
-	hs, leftOut, perr := a.admit(ctx, batch, hs, classes, int(req.GetNumQueries()))
+	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, int(req.GetNumQueries()))
 	if perr != nil {
-		if perr.Code == protocol.CodeBudgetExhausted {
+		switch perr.Code {
+		case protocol.CodeBudgetExhausted:
 			a.rememberRefusal(student, batch, reasonBudget, perr)
 			return nil, nil, a.refuse(reasonBudget, perr)
+		case protocol.CodeBadRequest:
+			return nil, nil, a.refuse(reasonBadRequest, perr)
 		}
 		return nil, nil, a.refuse(reasonLedger, perr)
 	}
@@ -743,8 +746,11 @@ func (a *Aggregator) Recover(ctx context.Context) error {
 	return nil
 }
 
-// Budget answers a budget request from the ledger.
+// Budget answers a party's budget request from the ledger. A student's
+// quota is read only by the aggregator, for the batch it admits: a request
+// that names a student is passed on without it.
 func (a *Aggregator) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	req = &nzcpb.BudgetRequest{HospitalIds: req.GetHospitalIds(), Delta: req.GetDelta()}
 	resp, err := a.cfg.Ledger.Budget(ctx, req)
 	if err != nil {
 		var pe *protocol.Error

@@ -572,3 +572,52 @@ func TestLegacyOutboxRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// quotaLedger reports the student's quota as the ledger would.
+type quotaLedger struct {
+	*fakeLedger
+	quota *nzcpb.StudentQuota
+}
+
+func (l quotaLedger) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	resp, err := l.fakeLedger.Budget(ctx, req)
+	if err == nil && req.GetStudentId() != "" {
+		resp.Student = l.quota
+	}
+	return resp, err
+}
+
+// A batch that would pass the student's answer quota at its worst case is
+// refused before any hospital runs inference on it (before, the hospitals
+// voted and the ledger refused the charge afterwards), and so is a batch of
+// a student the ledger does not know. A student's budget read through the
+// aggregator cannot ask for another student's quota.
+func TestStudentQuotaCheckedBeforeFanOut(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	cfg := f.cfg
+	ql := quotaLedger{fakeLedger: f.led, quota: &nzcpb.StudentQuota{StudentId: "student-1", Registered: true, MaxAnswers: 10, Answers: 6}}
+	cfg.Ledger = ql
+	a := f.start(t, cfg)
+	calls := func() int { return f.hospitals[0].calls + f.hospitals[1].calls }
+
+	req, _ := f.request(t, 1, 6)
+	_, err := a.Label(t.Context(), "student-1", req)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "6 of its 10 answers") || calls() != 0 {
+		t.Fatalf("a batch over the quota: %v (hospitals asked %d times), want refused before fan-out", err, calls())
+	}
+	small, _ := f.request(t, 2, 4)
+	if _, err := a.Label(t.Context(), "student-1", small); err != nil {
+		t.Fatalf("a batch within the quota: %v", err)
+	}
+	ql.quota.Registered = false
+	other, _ := f.request(t, 3, 1)
+	if _, err := a.Label(t.Context(), "student-1", other); !errors.Is(err, protocol.ErrBadRequest) {
+		t.Fatalf("an unregistered student: %v", err)
+	}
+
+	resp, err := a.Budget(t.Context(), &nzcpb.BudgetRequest{StudentId: "student-2"})
+	if err != nil || resp.GetStudent() != nil {
+		t.Fatalf("a budget read naming a student got %v, %v; want no quota", resp.GetStudent(), err)
+	}
+}

@@ -100,3 +100,36 @@ func TestJunkRelayedCommandsAreNotProposed(t *testing.T) {
 		t.Fatalf("the same change replayed: %v %v (proposed %d), want rejected unproposed", again, err, node.proposed)
 	}
 }
+
+// A budget read that names a student reports its quota from the ledger.
+func TestBudgetsReportTheStudentsQuota(t *testing.T) {
+	key := func(b byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(make32(b)) }
+	admin := key(9)
+	st := ledger.New()
+	parties := []ledger.Party{
+		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: key(1).Public().(ed25519.PublicKey)},
+		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: admin.Public().(ed25519.PublicKey)},
+		{ID: "s1", Role: ledger.RoleStudent, PublicKey: key(3).Public().(ed25519.PublicKey)},
+	}
+	for _, b := range []ledger.Body{
+		&ledger.Genesis{Origin: "test/ledger", Parties: parties, Timestamp: 1},
+		&ledger.RegisterStudent{Student: "s1", MaxAnswers: 40, Timestamp: 2},
+	} {
+		cmd, err := ledger.Sign(b, "admin", admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("setup: %v %v", r, err)
+		}
+	}
+	if q := Budgets(st, &nzcpb.BudgetRequest{StudentId: "s1"}).GetStudent(); !q.GetRegistered() || q.GetMaxAnswers() != 40 || q.GetAnswers() != 0 {
+		t.Fatalf("s1: %v", q)
+	}
+	if q := Budgets(st, &nzcpb.BudgetRequest{StudentId: "s9"}).GetStudent(); q == nil || q.GetRegistered() {
+		t.Fatalf("an unknown student: %v", q)
+	}
+	if q := Budgets(st, &nzcpb.BudgetRequest{}).GetStudent(); q != nil {
+		t.Fatalf("no student asked: %v", q)
+	}
+}
