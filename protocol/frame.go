@@ -217,27 +217,41 @@ func (fr *FrameReader) BufferCap() int { return cap(fr.buf) }
 // A body over the reader's limit or its type's (MsgType.MaxBody) is
 // refused before any of it is read.
 func (fr *FrameReader) Next() (MsgType, []byte, error) {
-	t, err := fr.uvarint(true)
-	if err != nil {
-		return 0, nil, err
-	}
-	typ := MsgType(t)
-	if !typ.Known() {
-		return typ, nil, &UnknownTypeError{Type: typ}
-	}
-	n, err := fr.uvarint(false)
+	typ, n, err := fr.Header()
 	if err != nil {
 		return typ, nil, err
 	}
-	if m := min(fr.max, typ.MaxBody()); n > uint64(m) {
-		return typ, nil, &FrameTooLargeError{Type: typ, Length: n, Max: m}
-	}
-	body, err := fr.readBody(int(n))
+	body, err := fr.Body(n)
 	if err != nil {
 		return typ, nil, err
 	}
 	return typ, body, nil
 }
+
+// Header reads the next frame's header: its type and body length, checked
+// against the limits, so that a server can decide whether to read the body
+// at all. Body reads the body. Errors are those of Next.
+func (fr *FrameReader) Header() (MsgType, int, error) {
+	t, err := fr.uvarint(true)
+	if err != nil {
+		return 0, 0, err
+	}
+	typ := MsgType(t)
+	if !typ.Known() {
+		return typ, 0, &UnknownTypeError{Type: typ}
+	}
+	n, err := fr.uvarint(false)
+	if err != nil {
+		return typ, 0, err
+	}
+	if m := min(fr.max, typ.MaxBody()); n > uint64(m) {
+		return typ, 0, &FrameTooLargeError{Type: typ, Length: n, Max: m}
+	}
+	return typ, int(n), nil
+}
+
+// Body reads the n bytes of the body of the frame whose header Header read.
+func (fr *FrameReader) Body(n int) ([]byte, error) { return fr.readBody(n) }
 
 func (fr *FrameReader) readBody(n int) ([]byte, error) {
 	if n <= cap(fr.buf) {

@@ -47,6 +47,9 @@ const (
 	// DefaultMaxStreams bounds the requests one peer may have open on a
 	// connection at once (a student's window is at most 16).
 	DefaultMaxStreams = 32
+	// DefaultMaxInflight bounds the bytes of request bodies one connection
+	// may have being read or handled at once: two of the largest frames.
+	DefaultMaxInflight = 2 * protocol.DefaultMaxBody
 	// DefaultMaxConnsPerPeer bounds the connections a listener keeps from
 	// one party (a restarted party's old connection lingers until it is
 	// reset or times out).
@@ -89,6 +92,11 @@ type Config struct {
 	// DefaultMaxConnsPerPeer): one more is refused.
 	MaxStreams      int
 	MaxConnsPerPeer int
+	// MaxInflight bounds the bytes of request bodies a connection may have
+	// being read or handled at once (default DefaultMaxInflight); a request
+	// over it is refused with unavailable before its body is read. With
+	// MaxConnsPerPeer it bounds the memory one party's requests hold.
+	MaxInflight int
 	// Now is the clock used to check certificate validity; nil means
 	// time.Now.
 	Now func() time.Time

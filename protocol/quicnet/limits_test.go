@@ -2,6 +2,7 @@ package quicnet
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -116,4 +117,74 @@ func waitFor(ctx context.Context, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// A request a peer may not send is refused from its header: a hospital
+// that announces a 16 MiB label request (only students may send one) gets
+// unauthorized at once, without sending the body, and the server reads none
+// of it. (Before, the body was read whole, up to 16 MiB per stream, before
+// the role was checked.)
+func TestForbiddenRequestRefusedBeforeItsBody(t *testing.T) {
+	f := newFederation(t)
+	ctx := testContext(t)
+	client, server := connectPair(t, listen(t, f.config(t, "aggregator"), crypto.RoleHospital), f.config(t, "hospital-1"), crypto.RoleAggregator)
+	ran := make(chan struct{}, 1)
+	serve(t, server, Mux{protocol.TypeLabelRequest: {Roles: []crypto.Role{crypto.RoleStudent}, Handle: func(context.Context, *Request) (protocol.MsgType, []byte, error) {
+		ran <- struct{}{}
+		return 0, nil, nil
+	}}})
+	s, err := client.qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := binary.AppendUvarint(binary.AppendUvarint(nil, uint64(protocol.TypeLabelRequest)), protocol.DefaultMaxBody)
+	if _, err := s.Write(hdr); err != nil {
+		t.Fatal(err)
+	}
+	rt, body, err := protocol.NewFrameReader(s, 0).Next()
+	if err != nil || rt != protocol.TypeError {
+		t.Fatalf("answer %s, %v: want an error frame before any of the body was sent", rt, err)
+	}
+	var e nzcpb.Error
+	if err := protocol.DecodeInto(rt, body, &e); err != nil || !errors.Is(protocol.FromWire(&e), protocol.ErrUnauthorized) {
+		t.Fatalf("answer %v (%v), want unauthorized", &e, err)
+	}
+	select {
+	case <-ran:
+		t.Fatal("the handler ran")
+	default:
+	}
+}
+
+// A connection holds at most MaxInflight bytes of request bodies being
+// read or handled: one more request is refused at once with unavailable,
+// and goes through once the first is answered.
+func TestInflightBytesPerConnectionAreBounded(t *testing.T) {
+	f := newFederation(t)
+	ctx := testContext(t)
+	srv := f.config(t, "auditor-1")
+	srv.MaxInflight = 1000
+	client, server := connectPair(t, listen(t, srv), f.config(t, "aggregator"), crypto.RoleAuditor)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	serve(t, server, Mux{protocol.TypeLedgerSubmit: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(ctx context.Context, _ *Request) (protocol.MsgType, []byte, error) {
+		started <- struct{}{}
+		<-release
+		return Reply(&nzcpb.LedgerResult{Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, Reason: "ok"})
+	}}})
+	req := &nzcpb.LedgerSubmit{Command: make([]byte, 600)}
+	first := make(chan error, 1)
+	go func() { first <- client.Invoke(ctx, req, &nzcpb.LedgerResult{}) }()
+	recv(t, started, "the first request")
+	err := client.Invoke(ctx, req, &nzcpb.LedgerResult{})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnavailable {
+		t.Fatalf("a second request over the budget: %v, want unavailable", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Invoke(ctx, req, &nzcpb.LedgerResult{}); err != nil {
+		t.Fatalf("after the first was answered: %v", err)
+	}
 }
