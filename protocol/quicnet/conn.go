@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -164,6 +165,26 @@ func (c *Conn) callErr(ctx context.Context, t protocol.MsgType, err error) error
 		return fmt.Errorf("%s call to %s: connection closed: %w", t, c.peer, cerr)
 	}
 	return fmt.Errorf("%s call to %s: %w", t, c.peer, err)
+}
+
+// RawStream opens a request stream and hands it over without framing or
+// deadlines: for load tests and tools that play a peer misbehaving below
+// the frame layer (a request left half sent, a header that lies). The
+// caller closes it.
+func (c *Conn) RawStream(ctx context.Context) (io.ReadWriteCloser, error) {
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, c.callErr(ctx, 0, err)
+	}
+	return rawStream{s}, nil
+}
+
+// rawStream closes both directions of a stream on Close.
+type rawStream struct{ *quic.Stream }
+
+func (s rawStream) Close() error {
+	s.CancelRead(codeCancelled)
+	return s.Stream.Close()
 }
 
 // Invoke sends req and decodes the response into resp, checking that the
