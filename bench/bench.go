@@ -65,7 +65,7 @@ type Config struct {
 
 // Sections are the names of the sections, in the order they run.
 func Sections() []string {
-	return []string{"mechanism", "inference", "ledger", "e2e", "wan", "hostile"}
+	return []string{"mechanism", "inference", "ledger", "e2e", "hostile", "wan"}
 }
 
 func (c Config) runs(section string) bool {
