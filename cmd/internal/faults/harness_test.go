@@ -30,6 +30,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/student"
 )
 
@@ -195,7 +196,7 @@ func newFed(t *testing.T, bin string) *fed {
 	readYAML(t, f.aggPath, &f.aggCfg)
 	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, addr()
 	f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
-	f.aggCfg.LedgerTimeout, f.aggCfg.Teachers = ledgerTimeout, teachersPerHospital
+	f.aggCfg.LedgerTimeout, f.aggCfg.Teachers, f.aggCfg.Classes = ledgerTimeout, teachersPerHospital, classes
 	f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
 	writeYAML(t, f.aggPath, f.aggCfg)
 
@@ -554,7 +555,15 @@ func (f *fed) batchIDs(from, count int) []string {
 
 // outboxRecord reads the aggregator's outbox record of a batch.
 func (f *fed) outboxRecord(batch string) map[string]any {
-	b, err := os.ReadFile(filepath.Join(f.aggCfg.Outbox, batch+".json"))
+	ob, err := aggregator.OpenOutbox(f.aggCfg.Outbox)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rec, ok, err := ob.Get(f.stuCfg.ID, batch)
+	if err != nil || !ok {
+		f.t.Fatalf("the outbox has no record of batch %s (%v)", batch, err)
+	}
+	b, err := json.Marshal(rec)
 	if err != nil {
 		f.t.Fatal(err)
 	}
