@@ -119,8 +119,10 @@ type Auditor struct {
 	// genesisDone is closed when Run's application of Config.Genesis has
 	// ended (at once when there is none).
 	genesisDone chan struct{}
-	closeOnce   sync.Once
-	closeErr    error
+	// cosigned keeps the checkpoint every auditor signed (CosignCheckpoint).
+	cosigned  *cosignCache
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Addrs are the addresses an Auditor listens on; empty when not served.
@@ -148,6 +150,8 @@ func New(cfg Config) (*Auditor, error) {
 		return nil, err
 	}
 	a := &Auditor{cfg: cfg, log: log, ledger: led, genesisDone: make(chan struct{})}
+	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, true) },
+		size: led.state.TreeSize, full: a.everySigned, timeout: cosignTimeout}
 	if len(cfg.Genesis) == 0 {
 		close(a.genesisDone)
 	}
@@ -306,8 +310,25 @@ func (a *Auditor) waitLeader(ctx context.Context) error {
 // auditor that answers before ctx ends: a *ledger.QuorumError (with the
 // partly signed checkpoint) if fewer than a majority did, a *ForkError if
 // any signed a different root for the size.
+// Callers that ask at once share one round, and a checkpoint every auditor
+// signed is kept until the ledger grows.
 func (a *Auditor) CosignCheckpoint(ctx context.Context) ([]byte, error) {
-	return cosign(ctx, a.node, a.ledger, a.log, true)
+	return a.cosigned.get(ctx)
+}
+
+// everySigned returns a cosigned checkpoint's size and whether every
+// auditor of the ledger at that size signed it.
+func (a *Auditor) everySigned(cp []byte) (int64, bool) {
+	c, err := ledger.PeekCheckpoint(cp)
+	if err != nil {
+		return 0, false
+	}
+	keys, err := a.ledger.state.AuditorKeys(c.Size)
+	if err != nil {
+		return 0, false
+	}
+	sc, err := ledger.OpenCheckpoint(cp, keys)
+	return c.Size, err == nil && len(sc.Signers) == len(keys)
 }
 
 // CosignQuorum is CosignCheckpoint that returns as soon as a majority of

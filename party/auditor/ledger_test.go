@@ -177,12 +177,20 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	if _, err := c.auds[1].Node().PeerCheckpoint(ctx, c.auds[2].Addrs().Raft, 99); err == nil {
 		t.Fatal("a peer signed a size it has not applied")
 	}
-	// With two of three auditors down there is no majority to sign.
+	// With two of three auditors down there is no majority to sign: a new
+	// round finds one signer; the checkpoint all three signed at this size
+	// is still served, kept until the ledger grows.
 	_ = c.stop[1]()
 	_ = c.stop[2]()
 	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer scancel()
-	partial, err := c.auds[0].CosignCheckpoint(sctx)
+	if kept, err := c.auds[0].CosignCheckpoint(sctx); err != nil {
+		t.Fatalf("the kept checkpoint: %v", err)
+	} else if sc, err := ledger.OpenCheckpoint(kept, keys); err != nil || len(sc.Signers) != 3 || sc.Size != 6 {
+		t.Fatalf("the kept checkpoint: %+v %v", sc, err)
+	}
+	a0 := c.auds[0]
+	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, true)
 	var qe *ledger.QuorumError
 	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil {
 		t.Fatalf("cosign with two auditors down: %v, want a QuorumError with one signer", err)
