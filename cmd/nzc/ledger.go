@@ -70,6 +70,11 @@ are the Merkle tree hash of the exported entries, that the latest checkpoint
 covers every entry, that each earlier checkpoint you kept is extended by this
 export, and that no two checkpoints of the same size disagree (a fork).
 
+Each auditor's signature is a cosignature carrying the time it signed; the
+report gives the latest checkpoint's age (since a majority had cosigned it),
+and --max-age fails an export older than that: one frozen in the past, or
+served by an auditor that stopped following the others.
+
 The auditors' keys come from outside the export, so a wholly fabricated log
 is detected: from a federation directory (each auditor's sign.pub, named by
 federation.json; with it, the genesis must also be signed by the federation's
@@ -87,6 +92,9 @@ when any fails.`,
   nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub \
       --earlier last-month.checkpoint
 
+  # Refuse an export whose auditors have not vouched for it in the last hour:
+  nzc ledger verify --export ledger.export --federation fed --max-age 1h
+
   # As JSON:
   nzc ledger verify --export ledger.export --federation fed --format json`,
 		Args: cobra.NoArgs,
@@ -94,6 +102,7 @@ when any fails.`,
 	exportPath := cmd.Flags().String("export", "", "the ledger export to verify, from 'nzc ledger export' or GET /v1/export")
 	trust := addTrustFlags(cmd)
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
+	maxAge := cmd.Flags().Duration("max-age", 0, "fail unless a majority of the auditors cosigned the latest checkpoint at most this long ago (e.g. 1h): a frozen or stale export fails")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
 	format := cli.AddFormatFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -120,7 +129,10 @@ when any fails.`,
 			}
 			earlierCps = append(earlierCps, b)
 		}
-		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps}
+		if *maxAge < 0 {
+			return fmt.Errorf("--max-age %v: give a positive duration such as 1h, or leave it out", *maxAge)
+		}
+		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds())}
 		if trust.fed != "" {
 			if opts.Directory, err = federationDirectory(trust.fed); err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -94,8 +95,16 @@ func (f *ledgerFixture) log(t *testing.T, quota uint64) *ledger.State {
 	return st
 }
 
-// checkpoint signs the checkpoint of the whole log by the first n auditors.
+// checkpoint signs the checkpoint of the whole log by the first n auditors,
+// now.
 func (f *ledgerFixture) checkpoint(t *testing.T, st *ledger.State, n int) []byte {
+	t.Helper()
+	return f.checkpointAt(t, st, n, time.Now().Unix())
+}
+
+// checkpointAt signs the checkpoint of the whole log by the first n
+// auditors at time at.
+func (f *ledgerFixture) checkpointAt(t *testing.T, st *ledger.State, n int, at int64) []byte {
 	t.Helper()
 	root, err := st.TreeHash(st.TreeSize())
 	if err != nil {
@@ -103,7 +112,7 @@ func (f *ledgerFixture) checkpoint(t *testing.T, st *ledger.State, n int) []byte
 	}
 	var signers []note.Signer
 	for _, a := range f.auditors[:n] {
-		s, err := ledger.NewCheckpointSigner(a.ID, f.key(t, a))
+		s, err := ledger.NewCheckpointSigner(a.ID, f.key(t, a), at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,6 +202,30 @@ func TestLedgerVerifyHonest(t *testing.T) {
 	}
 	if !r.OK || !r.KeysPinned || r.Entries != 4 || len(r.Accounts) != 2 {
 		t.Fatalf("report %+v", r)
+	}
+}
+
+// An export frozen two days ago verifies and says how old it is; with
+// --max-age it fails.
+func TestLedgerVerifyMaxAge(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := f.log(t, 0)
+	b, err := st.Export([][]byte{f.checkpointAt(t, st, 3, time.Now().Add(-48*time.Hour).Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := f.write(t, "frozen.export", b)
+	out, err := runNZC(t, "ledger", "verify", "--export", path, "--federation", f.dir)
+	if err != nil || !strings.Contains(out, "cosigned the latest checkpoint 2d00h ago") {
+		t.Fatalf("without --max-age: %v\n%s", err, out)
+	}
+	out = f.fails(t, "--export", path, "--federation", f.dir, "--max-age", "1h")
+	if !strings.Contains(out, "FAIL freshness") || !strings.Contains(out, "more than the maximum age 1h00m") {
+		t.Fatalf("a frozen export passed --max-age 1h:\n%s", out)
+	}
+	fresh := f.encode(t, f.export(t, st))
+	if out, err := runNZC(t, "ledger", "verify", "--export", fresh, "--federation", f.dir, "--max-age", "1h"); err != nil {
+		t.Fatalf("a fresh export failed --max-age 1h: %v\n%s", err, out)
 	}
 }
 

@@ -205,7 +205,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey)
+	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key)
+	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key, time.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
