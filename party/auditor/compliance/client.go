@@ -46,16 +46,30 @@ type Client struct {
 }
 
 // NewClient returns a client of the API at addr (HOST:PORT) presenting
-// cred, trusting only ca.
+// cred, trusting only ca, and requiring the server to be an auditor.
 func NewClient(addr string, ca *x509.Certificate, cred *crypto.Credential) *Client {
+	return NewClientTo(addr, ca, cred, "")
+}
+
+// NewClientTo is NewClient requiring the server to be auditor id, unless
+// id is empty: its certificate's role and id, not only the CA and the host
+// name, must be the ones asked for.
+func NewClientTo(addr string, ca *x509.Certificate, cred *crypto.Credential, id string) *Client {
 	// The server must be an auditor: the CA alone would let any party of
 	// the federation answer for the ledger.
-	return &Client{base: "https://" + addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLSTo(ca, cred, crypto.RoleAuditor, "")}}}
+	return &Client{base: "https://" + addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLSTo(ca, cred, crypto.RoleAuditor, id)}}}
 }
 
 // NewClientAs returns a client of the API at addr presenting the
-// certificate of party as from the federation m.
+// certificate of party as from the federation m; the server may be any
+// auditor of the federation.
 func NewClientAs(addr string, m *crypto.Manifest, as string) (*Client, error) {
+	return NewClientAsTo(addr, m, as, "")
+}
+
+// NewClientAsTo is NewClientAs requiring the server to be auditor id
+// (unless id is empty).
+func NewClientAsTo(addr string, m *crypto.Manifest, as, id string) (*Client, error) {
 	if as == "" {
 		return nil, errors.New("--as ID is required: the party whose certificate to present")
 	}
@@ -71,7 +85,7 @@ func NewClientAs(addr string, m *crypto.Manifest, as string) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s's certificate: %w", as, err)
 		}
-		return NewClient(addr, ca, cred), nil
+		return NewClientTo(addr, ca, cred, id), nil
 	}
 	return nil, fmt.Errorf("federation %s has no party %q: use a party ID from %s", m.Dir, as, crypto.ManifestFile)
 }
