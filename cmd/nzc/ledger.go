@@ -106,12 +106,7 @@ when any fails.`,
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
 	maxAge := cmd.Flags().Duration("max-age", 0, "fail unless a majority of the auditors cosigned the latest checkpoint at most this long ago (e.g. 1h): a frozen or stale export fails")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *exportPath == "" {
 			return errors.New("--export is required: the file written by 'nzc ledger export'")
 		}
@@ -153,8 +148,7 @@ when any fails.`,
 			return ErrLedgerNotVerified
 		}
 		return nil
-	}
-	return cmd
+	})
 }
 
 // federationDirectory returns the parties of a federation directory as its
@@ -448,18 +442,13 @@ func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.
 // --format says (text by text).
 func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(io.Writer, T) error) {
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		v, err := fetch(cmd.Context(), c, get)
 		if err != nil {
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, v, func(w io.Writer) error { return text(w, v) })
-	}
+	})
 }
 
 // download fetches a file with get, checks it, and writes it atomically to
@@ -508,18 +497,13 @@ yet: verify the file with 'nzc ledger verify'.`,
 	}
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	out := cmd.Flags().String("out", "", "file to write the export to (replaced atomically)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *out == "" {
 			return errors.New("--out FILE is required")
 		}
 		var s exportSummary
 		var b []byte
-		err = c.views(cmd.Context(), func(ctx context.Context, vs compliance.Views, auditors []compliance.Auditor) error {
+		err := c.views(cmd.Context(), func(ctx context.Context, vs compliance.Views, auditors []compliance.Auditor) error {
 			s.Views = vs
 			if !vs.Consistent {
 				return fmt.Errorf("%w: %s; nothing written", ErrSplitView, strings.Join(vs.Disagreements, "; "))
@@ -565,8 +549,7 @@ yet: verify the file with 'nzc ledger verify'.`,
 			_, err := io.WriteString(w, b.String())
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 func newLedgerAccountsCommand() *cobra.Command {
@@ -641,14 +624,10 @@ refused and the file keeps the checkpoint you had.`,
 	}
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	save := cmd.Flags().String("save-checkpoint", "", "write the largest checkpoint cosigned by a majority of the auditors to this file")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		var s ledgerStatus
 		var kept *ledger.Checkpoint
+		var err error
 		if *save != "" {
 			if kept, err = keptCheckpoint(*save); err != nil {
 				return err
@@ -685,8 +664,7 @@ refused and the file keeps the checkpoint you had.`,
 			return ErrSplitView
 		}
 		return nil
-	}
-	return cmd
+	})
 }
 
 // save writes the largest cosigned checkpoint to path, only when the views
