@@ -80,6 +80,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c := config.DefaultTeacher()
 			c.ID, c.Aggregator, c.TLS = p.ID, loopback(pt.aggregator()), tlsOf(p)
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
+			c.AuditorKeys = auditorKeys
 			c.Models = filepath.Join(m.Dir, p.ID, "models")
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c

@@ -56,7 +56,7 @@ auditor's compliance API over HTTPS, presenting the client certificate of
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newLedgerStatusCommand(), newLedgerPeersCommand(), newLedgerJoinCommand(), newLedgerRemovePeerCommand(),
-		newLedgerAccountsCommand(), newLedgerEntriesCommand(), newLedgerExportCommand(), newLedgerVerifyCommand(),
+		newLedgerAccountsCommand(), newLedgerChargesCommand(), newLedgerEntriesCommand(), newLedgerExportCommand(), newLedgerVerifyCommand(),
 		newLedgerSnapshotCommand())
 	return cmd
 }
@@ -546,6 +546,80 @@ yet: verify the file with 'nzc ledger verify'.`,
 			for _, w := range s.Views.Warnings {
 				fmt.Fprintf(&b, "warning: %s\n", w)
 			}
+			_, err := io.WriteString(w, b.String())
+			return err
+		})
+	})
+}
+
+// chargesOutput is what `nzc ledger charges` prints.
+type chargesOutput struct {
+	Hospital string              `json:"hospital"`
+	Charges  []compliance.Charge `json:"charges"`
+	// ProofsVerified says how many receipts were checked here against
+	// the federation's auditor keys; all of them, or the command fails.
+	ProofsVerified int `json:"proofs_verified"`
+}
+
+func newLedgerChargesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "charges",
+		Short: "List the charges naming a hospital, each proven against the auditors' keys",
+		Long: `List every accepted charge that names a hospital, as the auditor at --api
+serves them, and check each one's receipt here — the entry, its inclusion
+proof and a checkpoint a majority of the federation's auditors cosigned —
+against the auditors' keys in the federation directory. A hospital's
+certificate (--as hospital-1) reads only that hospital's charges; the
+compliance and auditor roles name the hospital with --hospital. Compare the
+list with the batches the hospital voted on (its nzc_teacher_* metrics).`,
+		Example: `  nzc ledger charges --api 127.0.0.1:7700 --federation fed --as hospital-1
+  nzc ledger charges --api 127.0.0.1:7700 --federation fed --hospital hospital-2 --format json`,
+		Args: cobra.NoArgs,
+	}
+	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
+	hospital := cmd.Flags().String("hospital", "", "the hospital whose charges to list (default: --as, when it is a hospital)")
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
+		h := *hospital
+		if h == "" && strings.HasPrefix(c.as, string(crypto.RoleHospital)) {
+			h = c.as
+		}
+		if h == "" {
+			return errors.New("--hospital ID is required (or present a hospital's certificate with --as)")
+		}
+		keys, err := trustedKeys(c.fed, nil)
+		if err != nil {
+			return err
+		}
+		out := chargesOutput{Hospital: h, Charges: []compliance.Charge{}}
+		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) error {
+			for next := int64(0); ; {
+				p, err := api.Charges(ctx, h, next, compliance.MaxLimit)
+				if err != nil {
+					return err
+				}
+				out.Charges = append(out.Charges, p.Charges...)
+				if p.Next == nil {
+					return nil
+				}
+				next = *p.Next
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for _, ch := range out.Charges {
+			got, en, _, err := ledger.VerifyHospitalReceipt(ch.Receipt, keys, h)
+			if err != nil || int64(en.Index) != ch.Index || got.BatchID != ch.BatchID || got.Queries != ch.Queries {
+				return fmt.Errorf("the auditor's charge at entry %d is not proven against the federation's auditor keys (%v): do not trust its list", ch.Index, err)
+			}
+			out.ProofsVerified++
+		}
+		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
+			var b strings.Builder
+			for _, ch := range out.Charges {
+				fmt.Fprintf(&b, "%6d  batch %s for %s: %s, %d queries, %d answered, hospitals %v\n", ch.Index, ch.BatchID, ch.Student, ch.Mechanism, ch.Queries, ch.Answers, ch.Hospitals)
+			}
+			fmt.Fprintf(&b, "%d charges name %s; each receipt proven against the federation's auditor keys\n", len(out.Charges), h)
 			_, err := io.WriteString(w, b.String())
 			return err
 		})

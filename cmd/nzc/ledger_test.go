@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -713,5 +715,43 @@ func TestLedgerClientChecksTheAuditorsIdentity(t *testing.T) {
 	}
 	if text, err := runNZC(t, "ledger", "accounts", "--api", "auditor-1="+a1, "--federation", f.dir); err != nil {
 		t.Fatalf("the auditor asked for: %v\n%s", err, text)
+	}
+}
+
+// A hospital lists the charges naming it with its own certificate, each
+// receipt proven here; it reads its account too, and not another
+// hospital's charges.
+func TestLedgerChargesAsHospital(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := f.log(t, 0)
+	agg, _ := f.m.Party(crypto.RoleAggregator, "aggregator")
+	curve := mechanism.RDPDataIndependentGaussian(mechanism.DefaultGrid(), 400).Values()
+	for i, hs := range [][]string{{"hospital-1", "hospital-2"}, {"hospital-2"}, {"hospital-1"}} {
+		batch := fmt.Sprintf("batch-%d", i)
+		cmd, err := ledger.Sign(&ledger.Charge{BatchID: batch, Student: "student-1", Hospitals: hs, Mechanism: "gnmax",
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
+			Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(2_000_000_000_000_000_000 + i)}, "aggregator", f.key(t, agg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("charge %d: %+v %v", i, r, err)
+		}
+	}
+	addr, _, _ := f.complianceAPI(t, st, 2)
+	text, err := runNZC(t, "ledger", "charges", "--api", addr, "--federation", f.dir, "--as", "hospital-1", "--format", "json")
+	var out chargesOutput
+	if err != nil || json.Unmarshal([]byte(text), &out) != nil || len(out.Charges) != 2 || out.ProofsVerified != 2 ||
+		out.Charges[0].BatchID != "batch-0" || out.Charges[1].BatchID != "batch-2" {
+		t.Fatalf("%v: %+v\n%s", err, out, text)
+	}
+	if text, err := runNZC(t, "ledger", "accounts", "--api", addr, "--federation", f.dir, "--as", "hospital-1"); err != nil || !strings.Contains(text, "hospital hospital-1") {
+		t.Fatalf("accounts with a hospital's certificate: %v\n%s", err, text)
+	}
+	if text, err := runNZC(t, "ledger", "charges", "--api", addr, "--federation", f.dir, "--as", "hospital-1", "--hospital", "hospital-2"); err == nil || !strings.Contains(err.Error(), "only the charges naming itself") {
+		t.Fatalf("a hospital reading another's charges: %v\n%s", err, text)
+	}
+	if text, err := runNZC(t, "ledger", "charges", "--api", addr, "--federation", f.dir, "--hospital", "hospital-2"); err != nil || !strings.Contains(text, "2 charges name hospital-2; each receipt proven") {
+		t.Fatalf("compliance reading hospital-2's charges: %v\n%s", err, text)
 	}
 }

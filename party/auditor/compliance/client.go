@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -136,6 +137,18 @@ func (c *Client) InclusionProof(ctx context.Context, index, size int64) (Inclusi
 func (c *Client) ConsistencyProof(ctx context.Context, old, newSize int64) (ConsistencyProof, error) {
 	var p ConsistencyProof
 	return p, c.getJSON(ctx, "/v1/proof/consistency?old="+itoa(old)+orCurrent("new", newSize), &p)
+}
+
+// Charges is GET /v1/charges: up to limit (≤ MaxLimit) accepted charges
+// naming hospital from entry start on, each with its receipt. A hospital's
+// certificate reads only its own (hospital may then be empty).
+func (c *Client) Charges(ctx context.Context, hospital string, start, limit int64) (Charges, error) {
+	var ch Charges
+	q := "/v1/charges?start=" + itoa(start) + "&limit=" + itoa(limit)
+	if hospital != "" {
+		q += "&hospital=" + url.QueryEscape(hospital)
+	}
+	return ch, c.getJSON(ctx, q, &ch)
 }
 
 // Export is GET /v1/export: the ledger's export encoding, not yet verified.
