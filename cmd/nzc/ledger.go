@@ -592,28 +592,14 @@ list with the batches the hospital voted on (its nzc_teacher_* metrics).`,
 		}
 		out := chargesOutput{Hospital: h, Charges: []compliance.Charge{}}
 		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) error {
-			for next := int64(0); ; {
-				p, err := api.Charges(ctx, h, next, compliance.MaxLimit)
-				if err != nil {
-					return err
-				}
-				out.Charges = append(out.Charges, p.Charges...)
-				if p.Next == nil {
-					return nil
-				}
-				next = *p.Next
-			}
+			chs, err := api.ProvenCharges(ctx, h, keys)
+			out.Charges = append(out.Charges, chs...)
+			return err
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: do not trust its list", err)
 		}
-		for _, ch := range out.Charges {
-			got, en, _, err := ledger.VerifyHospitalReceipt(ch.Receipt, keys, h)
-			if err != nil || int64(en.Index) != ch.Index || got.BatchID != ch.BatchID || got.Queries != ch.Queries {
-				return fmt.Errorf("the auditor's charge at entry %d is not proven against the federation's auditor keys (%v): do not trust its list", ch.Index, err)
-			}
-			out.ProofsVerified++
-		}
+		out.ProofsVerified = len(out.Charges)
 		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
 			var b strings.Builder
 			for _, ch := range out.Charges {

@@ -151,6 +151,34 @@ func (c *Client) Charges(ctx context.Context, hospital string, start, limit int6
 	return ch, c.getJSON(ctx, q, &ch)
 }
 
+// ProvenCharges reads every charge naming hospital, page by page, and
+// checks each receipt against the auditors' keys (and that it proves the
+// charge the auditor describes): an auditor's list is not taken on its
+// word.
+func (c *Client) ProvenCharges(ctx context.Context, hospital string, keys []string) ([]Charge, error) {
+	var out []Charge
+	for next := int64(0); ; {
+		p, err := c.Charges(ctx, hospital, next, MaxLimit)
+		if err != nil {
+			return out, err
+		}
+		for _, ch := range p.Charges {
+			got, en, _, err := ledger.VerifyHospitalReceipt(ch.Receipt, keys, hospital)
+			if err == nil && (int64(en.Index) != ch.Index || got.BatchID != ch.BatchID || got.Queries != ch.Queries || got.Answers != ch.Answers) {
+				err = fmt.Errorf("the receipt proves entry %d, batch %s, not what the auditor lists", en.Index, got.BatchID)
+			}
+			if err != nil {
+				return out, fmt.Errorf("the auditor's charge at entry %d is not proven against the auditors' keys: %w", ch.Index, err)
+			}
+			out = append(out, ch)
+		}
+		if p.Next == nil {
+			return out, nil
+		}
+		next = *p.Next
+	}
+}
+
 // Export is GET /v1/export: the ledger's export encoding, not yet verified.
 func (c *Client) Export(ctx context.Context) ([]byte, error) {
 	return c.do(ctx, http.MethodGet, "/v1/export", nil)
