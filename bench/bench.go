@@ -37,6 +37,11 @@ type Config struct {
 	// Charges is the number of signed charges per repetition of the ledger
 	// section, sent by Submitters concurrent clients.
 	Charges, Submitters int
+	// LedgerWithoutProofs measures the ledger section without receipts
+	// only; by default each repetition measures the charges without and
+	// then with them (the receipt of every charge gathered and verified),
+	// and the headline figures are those with proofs.
+	LedgerWithoutProofs bool
 	// MechanismQueries is the number of histograms answered per mechanism
 	// and repetition; AnalysisQueries the number analysed (10,000 in the
 	// standard sizes).
@@ -275,8 +280,8 @@ func targets(cfg Config, r *Report) []Target {
 	}
 	if cfg.runs("ledger") {
 		ts = append(ts,
-			Target{Name: "ledger charges per second", Measured: r.Ledger.ChargesPerS.Median, Goal: "≥ 2000", Met: r.Ledger.ChargesPerS.Median >= 2000},
-			Target{Name: "ledger p99 commit latency (ms)", Measured: r.Ledger.P99Ms.Median, Goal: "≤ 50", Met: r.Ledger.P99Ms.Median <= 50})
+			Target{Name: "ledger charges per second" + r.Ledger.proofsLabel(), Measured: r.Ledger.ChargesPerS.Median, Goal: "≥ 2000", Met: r.Ledger.ChargesPerS.Median >= 2000},
+			Target{Name: "ledger p99 commit latency (ms)" + r.Ledger.proofsLabel(), Measured: r.Ledger.P99Ms.Median, Goal: "≤ 50", Met: r.Ledger.P99Ms.Median <= 50})
 	}
 	if cfg.runs("inference") {
 		if d := r.Inference.MLP.Dense; d != nil {

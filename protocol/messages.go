@@ -27,6 +27,9 @@ const (
 	MaxTeachers   = 1 << 20
 	MaxPartyIDLen = 63
 	MaxHospitals  = 1 << 12
+	// MaxChargeReceipts bounds the receipts one query batch hands a
+	// hospital.
+	MaxChargeReceipts = 256
 )
 
 // ErrBadMessage is matched (errors.Is) by every decoding or validation
@@ -222,6 +225,17 @@ func Validate(m proto.Message) error {
 		}
 		if m.GetDeadlineUnixMs() <= 0 {
 			return bad("query batch without a deadline")
+		}
+		if n := len(m.GetChargeReceipts()); n > MaxChargeReceipts {
+			return bad("query batch hands over %d charge receipts, at most %d", n, MaxChargeReceipts)
+		}
+		for _, r := range m.GetChargeReceipts() {
+			if r == nil {
+				return bad("query batch with an empty charge receipt")
+			}
+			if err := checkReceipt(r); err != nil {
+				return err
+			}
 		}
 	case *nzcpb.VoteBatch:
 		if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {

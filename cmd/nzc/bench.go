@@ -27,7 +27,8 @@ func newBenchCommand() *cobra.Command {
              data-dependent bound)
   ledger     signed charges committed per second, and the p50/p99 latency, on
              a 3-auditor raft cluster over loopback mutual TLS with durable
-             stores
+             stores, each charge's receipt gathered and verified (and the
+             same without receipts, for the cost of proofs)
   inference  ensemble votes per second of 250 MNIST teachers (MLP and CNN),
              and the fraction of the machine's measured GEMM throughput
   e2e        labels per second through a whole federation on loopback
@@ -80,6 +81,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	e2eQueries := cmd.Flags().Int("e2e-queries", 0, "queries labelled per e2e repetition (default 2048, or 512 with --quick)")
 	charges := cmd.Flags().Int("charges", 0, "ledger charges per repetition (default 5000, or 2000 with --quick)")
 	submitters := cmd.Flags().Int("submitters", 0, "concurrent clients submitting ledger charges (default 64)")
+	ledgerProofs := cmd.Flags().Bool("ledger-proofs", true, "in the ledger section, also wait for and verify every charge's receipt (a majority's cosigned checkpoint and the inclusion proof), as a release does; the same run without receipts is reported beside it")
 	inferQueries := cmd.Flags().Int("inference-queries", 0, "queries per inference repetition for the MLP, a quarter for the CNN (default 1024, or 256 with --quick)")
 	mechQueries := cmd.Flags().Int("mechanism-queries", 0, "histograms answered per mechanism and repetition (default 20000, or 5000 with --quick)")
 	analysis := cmd.Flags().Int("analysis-queries", 10000, "queries analysed per repetition")
@@ -106,6 +108,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		set("e2e-queries", *e2eQueries, &cfg.E2EQueries)
 		set("charges", *charges, &cfg.Charges)
 		set("submitters", *submitters, &cfg.Submitters)
+		cfg.LedgerWithoutProofs = !*ledgerProofs
 		set("mechanism-queries", *mechQueries, &cfg.MechanismQueries)
 		set("analysis-queries", *analysis, &cfg.AnalysisQueries)
 		set("batch", *batch, &cfg.BatchSize)
@@ -163,9 +166,19 @@ func printBench(w io.Writer, r *bench.Report) error {
 	}
 	if r.Ledger.Nodes > 0 {
 		fmt.Fprintf(bw, "\nledger (%d auditors, durable stores, %d charges from %d clients per rep)\n", r.Ledger.Nodes, r.Ledger.Charges, r.Ledger.Submitters)
-		fig("charges committed", r.Ledger.ChargesPerS, "/s")
+		what := "charges committed"
+		if r.Ledger.Proofs {
+			what = "charges committed and proven"
+		}
+		fig(what, r.Ledger.ChargesPerS, "/s")
 		fig("p50 latency", r.Ledger.P50Ms, "ms")
 		fig("p99 latency", r.Ledger.P99Ms, "ms")
+		if w := r.Ledger.WithoutProofs; w != nil {
+			fig("without receipts: charges committed", w.ChargesPerS, "/s")
+			fig("without receipts: p50 latency", w.P50Ms, "ms")
+			fig("without receipts: p99 latency", w.P99Ms, "ms")
+			fig("cost of proofs (rate without / with)", r.Ledger.ProofCost, "×")
+		}
 	}
 	if r.Inference.Teachers > 0 {
 		fmt.Fprintf(bw, "\ninference (%d teachers; %s)\n", r.Inference.Teachers, r.Inference.Data)

@@ -64,6 +64,9 @@ func TestBenchJSON(t *testing.T) {
 	figure("ledger", "charges_per_s")
 	figure("ledger", "p50_ms")
 	figure("ledger", "p99_ms")
+	figure("ledger", "without_proofs", "charges_per_s")
+	figure("ledger", "without_proofs", "p99_ms")
+	figure("ledger", "proof_cost_ratio")
 	figure("inference", "gemm_gflops")
 	for _, m := range []string{"mlp", "cnn"} {
 		figure("inference", m, "votes_per_s")

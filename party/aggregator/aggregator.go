@@ -145,6 +145,9 @@ type Aggregator struct {
 	students  map[string]*crypto.Recipient
 	classes   int // the configured class count; every hospital must agree
 	batches   map[string]*batchLock
+	// proofs are the receipts of committed charges waiting to be handed
+	// to each hospital they name, with its next query batch.
+	proofs map[string][]*nzcpb.Receipt
 
 	refused refusals                   // batches refused for budget, by student and batch id
 	relays  *limiter                   // relayed ledger commands, per hospital
@@ -237,6 +240,7 @@ func New(cfg Config) (*Aggregator, error) {
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
+		proofs:   map[string][]*nzcpb.Receipt{},
 		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
 		relays: newLimiter(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
 	if err := a.loadSessions(); err != nil {
@@ -549,7 +553,13 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 	var wg sync.WaitGroup
 	for i, h := range hs {
 		wg.Go(func() {
-			v, err := a.queryOne(cctx, h, q)
+			proofs := a.takeProofs(h.id)
+			qh := &nzcpb.QueryBatch{BatchId: q.BatchId, NumQueries: q.NumQueries, FeatureDim: q.FeatureDim, NumClasses: q.NumClasses,
+				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs}
+			v, err := a.queryOne(cctx, h, qh)
+			if err != nil && len(proofs) > 0 {
+				a.handProof([]string{h.id}, proofs...)
+			}
 			if err != nil {
 				a.log.Warn("hospital did not vote", "hospital", h.id, "batch", batch, "err", err)
 				return
@@ -592,6 +602,29 @@ func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.Qu
 			h.id, hist.GetNumQueries(), hist.GetNumClasses(), hist.GetNumTeachers(), q.GetNumQueries(), q.GetNumClasses(), h.teachers)
 	}
 	return &vote{hospital: h.id, teachers: h.teachers, counts: hist.GetCounts()}, nil
+}
+
+// handProof queues receipts for each hospital named, to go with its next
+// query batch: each hospital checks that its votes were charged, and
+// stops voting when they are not. At most protocol.MaxChargeReceipts wait
+// per hospital; older ones are dropped (the hospital then stops voting
+// until it sees the charges otherwise).
+func (a *Aggregator) handProof(hospitals []string, rs ...*nzcpb.Receipt) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, h := range hospitals {
+		q := append(a.proofs[h], rs...)
+		a.proofs[h] = q[max(0, len(q)-protocol.MaxChargeReceipts):]
+	}
+}
+
+// takeProofs returns and forgets the receipts waiting for hospital h.
+func (a *Aggregator) takeProofs(h string) []*nzcpb.Receipt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rs := a.proofs[h]
+	delete(a.proofs, h)
+	return rs
 }
 
 // settle proposes a record's charge (again, if it was proposed before) and
@@ -649,6 +682,9 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 			return nil, a.refuse(reasonRejected, perr)
 		}
 	}
+	// Every hospital charged gets the proof, also on a retried delivery
+	// (the queue is in memory: a restarted aggregator hands it again then).
+	a.handProof(rec.Hospitals, protocol.ReceiptToWire(*rec.Receipt))
 	id, err := hex.DecodeString(rec.BatchID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: batch id %q", ErrCorruptOutbox, rec.BatchID)

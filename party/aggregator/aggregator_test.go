@@ -130,12 +130,14 @@ type fakeHospital struct {
 	block    bool // never answers (until ctx ends)
 	split    bool // half the teachers vote the next class: distance to instability 0
 	calls    int
+	proofs   []*nzcpb.Receipt // the charge receipts handed over
 	mu       sync.Mutex
 }
 
 func (h *fakeHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
 	h.mu.Lock()
 	h.calls++
+	h.proofs = append(h.proofs, q.GetChargeReceipts()...)
 	h.mu.Unlock()
 	if h.block {
 		<-ctx.Done()
@@ -205,7 +207,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey)
+	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +239,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key)
+	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key, time.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +345,37 @@ func (f *fixture) open(t *testing.T, resp *nzcpb.LabelResponse) *nzcpb.Labels {
 		t.Fatalf("the student cannot verify the receipt: %v", err)
 	}
 	return &l
+}
+
+// Each hospital charged for a batch gets its receipt with its next query
+// batch, and can check it names it against the pinned auditor keys.
+func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	a := f.start(t, f.cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	req2, _ := f.request(t, 2, 4)
+	if _, err := a.Label(t.Context(), "student-1", req2); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.hospitals {
+		h.mu.Lock()
+		proofs := h.proofs
+		h.mu.Unlock()
+		if len(proofs) != 1 {
+			t.Fatalf("%s got %d receipts with its second batch, want the first batch's", h.id, len(proofs))
+		}
+		r, _, err := protocol.ReceiptFromWire(proofs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, _, _, err := ledger.VerifyHospitalReceipt(r, f.cfg.AuditorKeys, h.id)
+		if err != nil || ch.BatchID != batchHex(req) {
+			t.Fatalf("%s: receipt of %v (%v), want batch %s", h.id, ch, err, batchHex(req))
+		}
+	}
 }
 
 func TestReleaseAfterCommitAndReplay(t *testing.T) {

@@ -145,13 +145,13 @@ func New(cfg Config) (*Auditor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey)
+	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey, nil)
 	if err != nil {
 		return nil, err
 	}
 	a := &Auditor{cfg: cfg, log: log, ledger: led, genesisDone: make(chan struct{})}
 	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, true) },
-		size: led.state.TreeSize, full: a.everySigned, timeout: cosignTimeout}
+		size: led.state.TreeSize, full: a.everySigned, timeout: cosignTimeout, keep: cosignKeep, now: led.now}
 	if len(cfg.Genesis) == 0 {
 		close(a.genesisDone)
 	}
@@ -311,10 +311,15 @@ func (a *Auditor) waitLeader(ctx context.Context) error {
 // partly signed checkpoint) if fewer than a majority did, a *ForkError if
 // any signed a different root for the size.
 // Callers that ask at once share one round, and a checkpoint every auditor
-// signed is kept until the ledger grows.
+// signed is kept while the ledger does not grow, for at most cosignKeep.
 func (a *Auditor) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 	return a.cosigned.get(ctx)
 }
+
+// cosignKeep is how long a checkpoint every auditor signed is served again
+// while the ledger does not grow: its cosignatures' time (in seconds) is
+// then at most this old.
+const cosignKeep = 2 * time.Second
 
 // everySigned returns a cosigned checkpoint's size and whether every
 // auditor of the ledger at that size signed it.

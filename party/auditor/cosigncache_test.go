@@ -16,6 +16,7 @@ func TestCosignCacheSharesAndKeeps(t *testing.T) {
 	var rounds atomic.Int32
 	var size atomic.Int64
 	size.Store(5)
+	clock := &fakeNow{t: time.Unix(1_800_000_000, 0)}
 	release := make(chan struct{})
 	full := atomic.Bool{}
 	full.Store(true)
@@ -28,6 +29,8 @@ func TestCosignCacheSharesAndKeeps(t *testing.T) {
 		size:    size.Load,
 		full:    func(cp []byte) (int64, bool) { return int64(cp[0]), full.Load() },
 		timeout: time.Minute,
+		keep:    2 * time.Second,
+		now:     clock.Now,
 	}
 	var wg sync.WaitGroup
 	got := make([][]byte, 10)
@@ -67,6 +70,15 @@ func TestCosignCacheSharesAndKeeps(t *testing.T) {
 	if cp, err := c.get(t.Context()); err != nil || cp[0] != 6 || rounds.Load() != 2 {
 		t.Fatalf("after the ledger grew: %v %v, %d rounds", cp, err, rounds.Load())
 	}
+	// Its cosignatures' time ages: it is kept for keep only.
+	clock.add(1999 * time.Millisecond)
+	if _, err := c.get(t.Context()); err != nil || rounds.Load() != 2 {
+		t.Fatalf("within keep: %v, %d rounds", err, rounds.Load())
+	}
+	clock.add(time.Millisecond)
+	if _, err := c.get(t.Context()); err != nil || rounds.Load() != 3 {
+		t.Fatalf("after keep: %v, %d rounds, want a new round", err, rounds.Load())
+	}
 	// A checkpoint not every auditor signed is not kept.
 	size.Store(7)
 	full.Store(false)
@@ -75,7 +87,7 @@ func TestCosignCacheSharesAndKeeps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rounds.Load() != 4 {
+	if rounds.Load() != 5 {
 		t.Fatalf("%d rounds, want a new one for each call while an auditor does not sign", rounds.Load())
 	}
 }
@@ -98,6 +110,8 @@ func TestCosignCacheCallerGivesUp(t *testing.T) {
 		size:    func() int64 { return 1 },
 		full:    func([]byte) (int64, bool) { return 1, true },
 		timeout: time.Minute,
+		keep:    time.Hour,
+		now:     time.Now,
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -112,4 +126,22 @@ func TestCosignCacheCallerGivesUp(t *testing.T) {
 	if _, err := c.get(t.Context()); err == nil || rounds.Load() != before+1 {
 		t.Fatalf("errors are not kept: %v, %d rounds after %d", err, rounds.Load(), before)
 	}
+}
+
+// fakeNow is a clock the test moves.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeNow) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeNow) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }

@@ -459,6 +459,10 @@ type QueryBatch struct {
 	// Answer before this instant (Unix time in milliseconds); later votes are
 	// discarded.
 	DeadlineUnixMs int64 `protobuf:"varint,7,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
+	// Receipts of committed charges that name this hospital, for batches it
+	// voted on earlier: the hospital checks each against the auditors' keys
+	// and stops voting when its votes go unproven too long.
+	ChargeReceipts []*Receipt `protobuf:"bytes,8,rep,name=charge_receipts,json=chargeReceipts,proto3" json:"charge_receipts,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -540,6 +544,13 @@ func (x *QueryBatch) GetDeadlineUnixMs() int64 {
 		return x.DeadlineUnixMs
 	}
 	return 0
+}
+
+func (x *QueryBatch) GetChargeReceipts() []*Receipt {
+	if x != nil {
+		return x.ChargeReceipts
+	}
+	return nil
 }
 
 // Features is the plaintext of sealed_features: num_queries rows of
@@ -1591,7 +1602,7 @@ const file_nzc_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x80\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xba\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1603,7 +1614,8 @@ const file_nzc_proto_rawDesc = "" +
 	"numClasses\x12'\n" +
 	"\x0fsealed_features\x18\x05 \x01(\fR\x0esealedFeatures\x12!\n" +
 	"\fhospital_ids\x18\x06 \x03(\tR\vhospitalIds\x12(\n" +
-	"\x10deadline_unix_ms\x18\a \x01(\x03R\x0edeadlineUnixMs\"d\n" +
+	"\x10deadline_unix_ms\x18\a \x01(\x03R\x0edeadlineUnixMs\x128\n" +
+	"\x0fcharge_receipts\x18\b \x03(\v2\x0f.nzc.v1.ReceiptR\x0echargeReceipts\"d\n" +
 	"\bFeatures\x12\x1f\n" +
 	"\vnum_queries\x18\x01 \x01(\rR\n" +
 	"numQueries\x12\x1f\n" +
@@ -1766,17 +1778,18 @@ var file_nzc_proto_goTypes = []any{
 var file_nzc_proto_depIdxs = []int32{
 	0,  // 0: nzc.v1.Hello.role:type_name -> nzc.v1.Role
 	4,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
-	19, // 2: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
-	16, // 3: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
-	15, // 4: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
-	1,  // 5: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
-	19, // 6: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
-	2,  // 7: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	19, // 2: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
+	19, // 3: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
+	16, // 4: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
+	15, // 5: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
+	1,  // 6: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
+	19, // 7: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
+	2,  // 8: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_nzc_proto_init() }

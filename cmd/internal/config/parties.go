@@ -67,14 +67,17 @@ type Teacher struct {
 	CapEpsilon   float64 `mapstructure:"cap_epsilon" yaml:"cap_epsilon" json:"cap_epsilon" help:"the hospital's privacy cap ε, set when its ledger account opens"`
 	CapDelta     float64 `mapstructure:"cap_delta" yaml:"cap_delta" json:"cap_delta" help:"the hospital's privacy cap δ"`
 	Registration string  `mapstructure:"registration" yaml:"registration,omitempty" json:"registration" help:"administrator-signed ledger registration of a hospital added after the genesis (written by nzc init add-hospital)"`
-	Log          Log     `mapstructure:"log" yaml:"log" json:"log"`
-	Ops          Ops     `mapstructure:"ops" yaml:"ops" json:"ops"`
+	// AuditorKeys and ProofLag make the hospital check its own spending.
+	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); the hospital checks the receipt of every charge made for its votes and stops voting when they do not come"`
+	ProofLag    int      `mapstructure:"proof_lag" yaml:"proof_lag" json:"proof_lag" help:"batches voted on without a majority's proof of their charge before the hospital stops voting"`
+	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
+	Ops         Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultTeacher returns the defaults of nzc-teacher.
 func DefaultTeacher() Teacher {
 	return Teacher{Aggregator: "127.0.0.1:7400", Models: "models", Teachers: 50, Model: "mlp", Seed: 1, Epochs: 5,
-		CapEpsilon: 8, CapDelta: 1e-5, Log: defaultLog()}
+		CapEpsilon: 8, CapDelta: 1e-5, ProofLag: 64, Log: defaultLog()}
 }
 
 // Validate reports every problem in the configuration.
@@ -100,6 +103,10 @@ func (t Teacher) Validate() error {
 	if !(t.CapDelta > 0 && t.CapDelta < 1) {
 		c.add("cap_delta", "must be in (0, 1), e.g. 1e-5; got %v", t.CapDelta)
 	}
+	if len(t.AuditorKeys) > 0 {
+		c.verifierKeys("auditor_keys", t.AuditorKeys, "the hospital checks the charges made for its votes")
+	}
+	c.positive("proof_lag", t.ProofLag, "batches voted on without a proof of their charge before the hospital stops voting")
 	t.Log.check(&c)
 	t.Ops.check(&c)
 	return c.err()
