@@ -193,7 +193,7 @@ func (s initSummary) text(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "%-11s %-14s %s\n", p.Role, p.ID, cfg)
 	}
-	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key offline.\n")
+	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key and admin/admin.key\noffline, apart from each other.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -328,13 +328,14 @@ func newAddHospitalCommand() *cobra.Command {
 // administrator-signed ledger registration of the new hospital.
 const RegistrationFile = "ledger-registration.cmd"
 
-// writeRegistration signs, with the CA key, the ledger command that adds a
-// hospital provisioned after the genesis, and writes it in the hospital's
-// directory. The hospital relays it through the aggregator when it starts.
+// writeRegistration signs, with the administrator's key, the ledger command
+// that adds a hospital provisioned after the genesis, and writes it in the
+// hospital's directory. The hospital relays it through the aggregator when
+// it starts.
 func writeRegistration(m *crypto.Manifest, p crypto.PartyFiles) (string, error) {
-	key, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
+	key, err := m.AdminSigningKey()
 	if err != nil {
-		return "", fmt.Errorf("signing %s's ledger registration needs the CA key: %w", p.ID, err)
+		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
 	}
 	cmd, err := intake.RegisterHospital(m, p, key, time.Now())
 	if err != nil {
