@@ -49,6 +49,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 	tlsOf := func(p crypto.PartyFiles) config.TLS {
 		return config.TLS{CA: abs(m.CACert), Cert: abs(p.Cert), Key: abs(p.Key)}
 	}
+	// A party that keeps its own keys (nzc keys new) gets paths relative to
+	// its key directory, made absolute there by nzc keys install.
+	ownKeys := func(p crypto.PartyFiles) bool { return p.Key == "" }
 	auditors := m.ByRole(crypto.RoleAuditor)
 	var intakes, peers []string
 	for i, a := range auditors {
@@ -81,6 +84,10 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.ID, c.Aggregator, c.TLS = p.ID, loopback(pt.aggregator()), tlsOf(p)
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Models = filepath.Join(m.Dir, p.ID, "models")
+			if ownKeys(p) {
+				c.TLS = config.TLS{CA: bundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
+				c.AgeIdentity, c.SigningKey, c.Models = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models"
+			}
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c
 		case crypto.RoleAggregator:
@@ -265,7 +272,7 @@ Existing keys are never overwritten unless --force is given.`,
 		s := summarize(m, written)
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
 	}
-	cmd.AddCommand(newAddHospitalCommand())
+	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand())
 	return cmd
 }
 

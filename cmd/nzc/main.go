@@ -35,6 +35,7 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 	root.AddCommand(
 		cli.VersionCommand("nzc"),
 		newInitCommand(),
+		newKeysCommand(),
 		newDemoCommand(),
 		newPrivacyCommand(),
 		newAuditCommand(),
