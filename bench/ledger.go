@@ -5,11 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/parallel"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
@@ -96,37 +95,21 @@ func runLedger(ctx context.Context, cfg Config, f *federation, progress Progress
 // 99th-percentile latency in milliseconds. Every command must be accepted.
 func submitAll(ctx context.Context, n *raftnode.Node, cmds [][]byte, clients int) (rate, p50, p99 float64, err error) {
 	lat := make([]time.Duration, len(cmds))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
 	start := time.Now()
-	for range min(clients, len(cmds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(cmds) {
-					return
-				}
-				t0 := time.Now()
-				res, _, err := n.Submit(ctx, cmds[i])
-				if err != nil {
-					errs <- err
-					return
-				}
-				lat[i] = time.Since(t0)
-				if r, err := ledger.DecodeResult(res); err != nil || r.Status != ledger.StatusAccepted {
-					errs <- fmt.Errorf("charge %d not accepted: %s %s %v", i, r.Status, r.Message, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	err = parallel.ForEach(ctx, len(cmds), clients, func(ctx context.Context, i int) error {
+		t0 := time.Now()
+		res, _, err := n.Submit(ctx, cmds[i])
+		if err != nil {
+			return err
+		}
+		lat[i] = time.Since(t0)
+		if r, err := ledger.DecodeResult(res); err != nil || r.Status != ledger.StatusAccepted {
+			return fmt.Errorf("charge %d not accepted: %s %s %v", i, r.Status, r.Message, err)
+		}
+		return nil
+	})
 	elapsed := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
+	if err != nil {
 		return 0, 0, 0, err
 	}
 	slices.Sort(lat)

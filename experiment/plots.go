@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -44,10 +45,7 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 }
 
 func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Student accuracy against proven ε (δ as in the table, %d teachers)", r.Teachers)
-	p.X.Label.Text = "proven ε (log scale)"
-	p.Y.Label.Text = "student accuracy (%)"
+	p := newPlot(fmt.Sprintf("Student accuracy against proven ε (δ as in the table, %d teachers)", r.Teachers), "proven ε (log scale)", "student accuracy (%)")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{}
 	p.Legend.Top = false
@@ -87,7 +85,7 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 		if len(pts) == 0 {
 			continue
 		}
-		slices.SortFunc(pts, func(x, y plotter.XY) int { return cmpFloat(x.X, y.X) })
+		slices.SortFunc(pts, func(x, y plotter.XY) int { return cmp.Compare(x.X, y.X) })
 		l, s, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return nil, err
@@ -115,21 +113,8 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 	return p, nil
 }
 
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func (r *Report) plotGaps() (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "Top-two vote gap of the queries"
-	p.X.Label.Text = "gap as a fraction of the teachers"
-	p.Y.Label.Text = "fraction of queries"
+	p := newPlot("Top-two vote gap of the queries", "gap as a fraction of the teachers", "fraction of queries")
 	i := 0
 	for _, e := range r.Ensembles {
 		total := 0
@@ -163,10 +148,7 @@ func (r *Report) plotGaps() (*plot.Plot, error) {
 }
 
 func (r *Report) plotEnsembles() (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "Ensemble accuracy against number of teachers"
-	p.X.Label.Text = "teachers (log scale)"
-	p.Y.Label.Text = "accuracy (%)"
+	p := newPlot("Ensemble accuracy against number of teachers", "teachers (log scale)", "accuracy (%)")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{}
 	es := slices.Clone(r.Ensembles)
@@ -226,4 +208,11 @@ func (r *Report) plotEnsembles() (*plot.Plot, error) {
 	p.Legend.Left = true
 	p.Legend.Top = false
 	return p, nil
+}
+
+// newPlot is an empty plot with its title and axis labels.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	return p
 }

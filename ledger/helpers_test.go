@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
@@ -39,7 +40,7 @@ func genesisBody() *Genesis {
 		testParty("h1", RoleHospital), testParty("h2", RoleHospital), testParty("h3", RoleHospital),
 		testParty("s1", RoleStudent), testParty("s2", RoleStudent),
 	}
-	slices.SortFunc(ps, func(a, b Party) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(ps, func(a, b Party) int { return strings.Compare(a.ID, b.ID) })
 	return &Genesis{Origin: testOrigin, Parties: ps, Timestamp: 1_700_000_000_000_000_000}
 }
 

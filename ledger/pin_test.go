@@ -3,6 +3,7 @@ package ledger
 import (
 	"crypto/ed25519"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -37,7 +38,7 @@ func TestVerifyPinsTheFederation(t *testing.T) {
 		}
 	}
 	fake.Parties = append(fake.Parties, testParty("h9", RoleHospital))
-	slices.SortFunc(fake.Parties, func(a, b Party) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(fake.Parties, func(a, b Party) int { return strings.Compare(a.ID, b.ID) })
 	f := &fed{t: t, st: New()}
 	g, err := Sign(fake, "admin", mallory)
 	if err != nil {

@@ -252,7 +252,7 @@ func (s *State) genesisCmd(c Command, g *Genesis, index uint64) (Result, func())
 	if s.genesis {
 		return refuse(CodeGenesisRepeated, "", "the ledger already has its genesis (origin %s)", s.origin), nil
 	}
-	i, found := slices.BinarySearchFunc(g.Parties, c.Signer, func(p Party, id string) int { return cmpString(p.ID, id) })
+	i, found := slices.BinarySearchFunc(g.Parties, c.Signer, func(p Party, id string) int { return strings.Compare(p.ID, id) })
 	if !found {
 		return refuse(CodeUnknownSigner, c.Signer, "genesis signer %s is not among the parties it lists", c.Signer), nil
 	}
@@ -275,16 +275,6 @@ func (s *State) genesisCmd(c Command, g *Genesis, index uint64) (Result, func())
 			s.joined[p.ID] = index
 		}
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s *State) registerParty(signer Party, b *RegisterParty, index uint64) (Result, func()) {

@@ -37,12 +37,7 @@ typical so that an nzc-svt session spends its refusals last.`,
 	target := fs.Float64("target-epsilon", 0, "ε per hospital the plan must stay within")
 	delta := fs.Float64("delta", 1e-5, "δ per hospital")
 	maxQ := fs.Int("max-queries", 9000, "queries the student holds")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		p := mf.Params()
 		p.Classes = *classes
 		plan, err := student.PlanQueries(p, *target, *delta, *maxQ)
@@ -60,6 +55,5 @@ typical so that an nzc-svt session spends its refusals last.`,
 			}
 			return err
 		})
-	}
-	return cmd
+	})
 }

@@ -125,16 +125,10 @@ with the labels received so far.`,
   nzc-student label --config federation/student-1.yaml --data queries.csv --out labels.json --format json`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultStudent())
 	df := addDataFlags(cmd, 1000)
 	out := cmd.Flags().String("out", "labels.json", "where to write the labels (JSON)")
 	sel := cmd.Flags().String("selection", "sequential", "order in which to ask: sequential, random or typical (the examples nearest the centres of clusters of the student's own data first: with nzc-svt, the queries the teachers agree on, answered before the session's refusals run out); costs no privacy")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultStudent(), format)
-		if err != nil {
-			return err
-		}
+	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
 		if err != nil {
 			return err
@@ -183,8 +177,7 @@ with the labels received so far.`,
 			return err
 		}
 		return lerr
-	}
-	return cmd
+	})
 }
 
 func readLabels(path string) (*student.Result, error) {
@@ -215,12 +208,7 @@ func newTrainCommand() *cobra.Command {
 	seed := cmd.Flags().Uint64("seed", 1, "training seed")
 	consistency := cmd.Flags().Bool("consistency", false, "also learn from the examples without a label, by consistency training (FixMatch family; post-processing, no privacy cost)")
 	selfTrain := cmd.Flags().Int("self-training", 0, "rounds of class-balanced self-training on the examples without a label (0: off; post-processing, no privacy cost)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		d, err := df.load()
 		if err != nil {
 			return err
@@ -250,8 +238,7 @@ func newTrainCommand() *cobra.Command {
 			_, err := fmt.Fprintf(w, "trained a %s student on %d labelled examples; saved in %s\n", *arch, used, *out)
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string, epochs int, seed uint64, consistency bool, selfTrain int) (*model.Network, int, error) {
@@ -286,12 +273,7 @@ func newEvaluateCommand() *cobra.Command {
 	}
 	df := addDataFlags(cmd, 0)
 	path := cmd.Flags().String("model", "student.model", "the trained student")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		d, err := df.load()
 		if err != nil {
 			return err
@@ -313,8 +295,7 @@ func newEvaluateCommand() *cobra.Command {
 			_, err := fmt.Fprintf(w, "accuracy %.2f%% on %d examples\n", 100*acc, d.Len())
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 func newBudgetCommand() *cobra.Command {
@@ -325,14 +306,8 @@ func newBudgetCommand() *cobra.Command {
   nzc-student budget --config federation/student-1.yaml --format json`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultStudent())
 	timeout := cmd.Flags().Duration("timeout", 20*time.Second, "give up after this long")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultStudent(), format)
-		if err != nil {
-			return err
-		}
+	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		c, err := newClient(cmd, cfg, selection.Config{})
 		if err != nil {
 			return err
@@ -368,8 +343,7 @@ func newBudgetCommand() *cobra.Command {
 			_, err := fmt.Fprintf(w, "ledger size %d entries; ε at δ = each hospital's remaining cap δ\n", out.LedgerSize)
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 func newProofsCommand() *cobra.Command {
@@ -387,13 +361,7 @@ non-zero unless every recorded batch verifies.`,
   nzc-student proofs --config federation/student-1.yaml --format json`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultStudent())
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultStudent(), format)
-		if err != nil {
-			return err
-		}
+	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		rep, verr := student.VerifyState(cfg.State, cfg.ID, cfg.AuditorKeys)
 		if rep.Batches == 0 {
 			return verr
@@ -411,6 +379,5 @@ non-zero unless every recorded batch verifies.`,
 			return err
 		}
 		return verr
-	}
-	return cmd
+	})
 }

@@ -33,14 +33,8 @@ the models directory. Progress is shown on stderr when it is a terminal.`,
   nzc-teacher train --config federation/hospital-2.yaml --data data/mnist --data-part 2 --data-parts 3`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultTeacher())
 	maxExamples := cmd.Flags().Int("max-examples", 0, "use at most this many examples of the hospital's data (0: all)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultTeacher(), format)
-		if err != nil {
-			return err
-		}
+	return cli.Formatted(cmd, config.DefaultTeacher(), func(cmd *cobra.Command, f string, cfg config.Teacher) error {
 		if cfg.Data == "" {
 			return errors.New("no training data: give --data (a directory of idx files or a CSV file); scripts/fetch-data.sh puts MNIST in data/mnist")
 		}
@@ -62,8 +56,7 @@ the models directory. Progress is shown on stderr when it is a terminal.`,
 				m.Teachers, m.Model, m.Examples, m.Classes, out.Seconds, cfg.Models)
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 func newRunCommand() *cobra.Command {
@@ -140,13 +133,7 @@ func newStatusCommand() *cobra.Command {
   nzc-teacher status --config federation/hospital-1.yaml --format json`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultTeacher())
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, cfg, err := cli.LoadFormatted(cmd, config.DefaultTeacher(), format)
-		if err != nil {
-			return err
-		}
+	return cli.Formatted(cmd, config.DefaultTeacher(), func(cmd *cobra.Command, f string, cfg config.Teacher) error {
 		dir := cfg.Models
 		m, err := teacher.ReadManifest(dir)
 		if err != nil {
@@ -161,6 +148,5 @@ func newStatusCommand() *cobra.Command {
 				m.Teachers, m.Model, dir, m.Classes, m.Shape, m.Examples, m.DataHash[:min(12, len(m.DataHash))])
 			return err
 		})
-	}
-	return cmd
+	})
 }

@@ -77,12 +77,7 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 	confidence := cmd.Flags().Float64("confidence", 0.95, "probability that each mechanism's lower bound holds")
 	delta := cmd.Flags().Float64("delta", 1e-5, "δ for mechanisms without a pure ε")
 	seed := cmd.Flags().Uint64("seed", 0, "seed of a deterministic noise source (default: crypto/rand)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *teachers == 0 {
 			*teachers = 100
 		}
@@ -135,8 +130,7 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 			rep.Results = append(rep.Results, ar)
 		}
 		return cli.Print(cmd.OutOrStdout(), f, rep, func(w io.Writer) error { return printAudit(w, rep) })
-	}
-	return cmd
+	})
 }
 
 func printAudit(w io.Writer, rep auditReport) error {

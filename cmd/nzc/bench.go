@@ -71,12 +71,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e (default all)")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		cfg := bench.Full()
 		if *quick {
 			cfg = bench.Quick()
@@ -126,8 +121,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, rep, func(w io.Writer) error { return printBench(w, rep) })
-	}
-	return cmd
+	})
 }
 
 func printBench(w io.Writer, r *bench.Report) error {

@@ -116,12 +116,7 @@ them.`,
 	cmd.Flags().StringVar(&o.dir, "dir", "", "directory to run in (default: a new temporary directory)")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the directory: configurations, logs, ledger data")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if err := o.check(); err != nil {
 			return err
 		}
@@ -133,8 +128,7 @@ them.`,
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, rep, rep.text)
-	}
-	return cmd
+	})
 }
 
 func (o demoOptions) check() error {

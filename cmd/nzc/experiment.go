@@ -94,12 +94,7 @@ holding the four standard idx files works.`,
 	delta := fs.Float64("delta", 1e-5, "δ of every (ε, δ) figure")
 	studentWorkers := fs.Int("student-workers", 0, "students trained at once (0: one per core; the results do not depend on it)")
 	from := fs.String("from", "", "re-render results.md and the plots from an earlier results.json into --out, without running; rows with the presets' parameters get their proven ε recomputed by today's conversion")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *from != "" {
 			b, err := os.ReadFile(*from)
 			if err != nil {
@@ -202,8 +197,7 @@ holding the four standard idx files works.`,
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, rep, rep.WriteText)
-	}
-	return cmd
+	})
 }
 
 // writeExperiment writes results.json, results.md and the plots into dir.

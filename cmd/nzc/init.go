@@ -234,7 +234,6 @@ Existing keys are never overwritten unless --force is given.`,
   nzc init --dir fed2 --format json`,
 		Args: cobra.NoArgs,
 	}
-	format := cli.AddFormatFlag(cmd)
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory to create the federation in")
 	cmd.Flags().IntVar(&hospitals, "hospitals", 3, "number of hospitals")
 	cmd.Flags().IntVar(&auditors, "auditors", 3, "number of auditors (3 or 5 tolerate 1 or 2 failures)")
@@ -242,11 +241,7 @@ Existing keys are never overwritten unless --force is given.`,
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for every certificate, besides loopback")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing federation's keys and configurations")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if basePort < 1 || basePort+1000+hospitals+auditors+students+2 > 65535 {
 			return fmt.Errorf("--base-port %d leaves no room for the federation's ports; use a value between 1024 and 60000", basePort)
 		}
@@ -271,7 +266,7 @@ Existing keys are never overwritten unless --force is given.`,
 		}
 		s := summarize(m, written)
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
-	}
+	})
 	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand())
 	return cmd
 }
@@ -289,16 +284,11 @@ func newAddHospitalCommand() *cobra.Command {
   nzc init add-hospital --dir federation --id st-marys`,
 		Args: cobra.NoArgs,
 	}
-	format := cli.AddFormatFlag(cmd)
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory of an existing federation")
 	cmd.Flags().StringVar(&id, "id", "", "the new hospital's id (default: the next free hospital-N)")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for the certificate")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses (as given to init)")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return err
@@ -327,8 +317,7 @@ func newAddHospitalCommand() *cobra.Command {
 			_, err := fmt.Fprintf(w, "added hospital %s (%s)\nconfiguration: %s\nCA fingerprint (SHA-256): %s\n", p.ID, p.URI, strings.Join(written, ", "), m.CAFingerprint)
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 // RegistrationFile is where `nzc init add-hospital` writes the

@@ -78,17 +78,12 @@ with them out of band. Existing keys are never replaced.`,
   nzc keys new --role hospital --id st-marys --out keys --hosts teacher.st-marys.example.org`,
 		Args: cobra.NoArgs,
 	}
-	format := cli.AddFormatFlag(cmd)
 	cmd.Flags().StringVar(&role, "role", "", "the party's role: "+roleList())
 	cmd.Flags().StringVar(&id, "id", "", "the party's id, as agreed with the administrator (e.g. hospital-4)")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the keys and the request (created, mode 0700)")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "DNS names or IP addresses the party is reached at, besides loopback")
 	markRequired(cmd, "role", "id", "out")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		r, err := crypto.ParseRole(role)
 		if err != nil {
 			return fmt.Errorf("--role: %w", err)
@@ -112,7 +107,7 @@ with them out of band. Existing keys are never replaced.`,
 				s.URI, s.Dir, strings.Join(s.Private, ", "), s.Request, s.Fingerprint)
 			return err
 		})
-	}
+	})
 	return cmd
 }
 
@@ -157,17 +152,12 @@ Nothing is written unless every check passes.`,
 		Example: `  nzc keys install --dir keys --bundle hospital-4-bundle --ca-fingerprint 3A:9F:…`,
 		Args:    cobra.NoArgs,
 	}
-	format := cli.AddFormatFlag(cmd)
 	cmd.Flags().StringVar(&dir, "dir", "", "the directory nzc keys new made")
 	cmd.Flags().StringVar(&bundle, "bundle", "", "the bundle directory nzc init sign made")
 	cmd.Flags().StringVar(&fingerprint, "ca-fingerprint", "", "the federation CA's SHA-256 fingerprint, as confirmed with the administrator out of band")
 	cmd.Flags().BoolVar(&force, "force", false, "replace certificates and configuration installed before (a renewed certificate)")
 	markRequired(cmd, "dir", "bundle", "ca-fingerprint")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return err
@@ -180,7 +170,7 @@ Nothing is written unless every check passes.`,
 			_, err := fmt.Fprintf(w, "installed the certificate of %s\nconfiguration: %s\nstart it with: nzc-teacher --config %s\n", s.URI, s.Config, s.Config)
 			return err
 		})
-	}
+	})
 	return cmd
 }
 

@@ -48,7 +48,6 @@ nothing. Confirm the request's fingerprint with the hospital out of band
 		Example: `  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --out hospital-4-bundle`,
 		Args:    cobra.NoArgs,
 	}
-	format := cli.AddFormatFlag(cmd)
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory of an existing federation")
 	cmd.Flags().StringVar(&request, "request", "", "the request.json the party made with nzc keys new")
 	cmd.Flags().StringVar(&role, "role", "", "the role you approve for this party (hospital)")
@@ -58,11 +57,7 @@ nothing. Confirm the request's fingerprint with the hospital out of band
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for the certificate, besides the request's")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses (as given to init)")
 	markRequired(cmd, "request", "role", "id", "out")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		r, err := crypto.ParseRole(role)
 		if err != nil {
 			return fmt.Errorf("--role: %w", err)
@@ -83,7 +78,7 @@ nothing. Confirm the request's fingerprint with the hospital out of band
 				s.URI, s.RequestFingerprint, s.Bundle, filepath.Base(s.Bundle), s.CAFingerprint)
 			return err
 		})
-	}
+	})
 	return cmd
 }
 

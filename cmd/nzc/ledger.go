@@ -95,12 +95,7 @@ when any fails.`,
 	trust := addTrustFlags(cmd)
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *exportPath == "" {
 			return errors.New("--export is required: the file written by 'nzc ledger export'")
 		}
@@ -139,8 +134,7 @@ when any fails.`,
 			return ErrLedgerNotVerified
 		}
 		return nil
-	}
-	return cmd
+	})
 }
 
 // federationDirectory returns the parties of a federation directory as its
@@ -312,18 +306,13 @@ func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.
 // --format says (text by text).
 func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(io.Writer, T) error) {
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		v, err := fetch(cmd.Context(), c, get)
 		if err != nil {
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, v, func(w io.Writer) error { return text(w, v) })
-	}
+	})
 }
 
 // download fetches a file with get, checks it, and writes it atomically to
@@ -364,12 +353,7 @@ write it to --out. Nothing is trusted yet: verify it with 'nzc ledger verify'.`,
 	}
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	out := cmd.Flags().String("out", "", "file to write the export to (replaced atomically)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		var x ledger.Export
 		b, err := c.download(cmd.Context(), *out, crypto.PublicFileMode, (*compliance.Client).Export, func(b []byte) (err error) {
 			if x, err = ledger.DecodeExport(b); err != nil {
@@ -391,8 +375,7 @@ write it to --out. Nothing is trusted yet: verify it with 'nzc ledger verify'.`,
 				s.Out, s.Entries, len(s.Checkpoints), s.Bytes)
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 func newLedgerAccountsCommand() *cobra.Command {
@@ -457,15 +440,11 @@ is refused and the file keeps the checkpoint you had.`,
 	}
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	save := cmd.Flags().String("save-checkpoint", "", "write the checkpoint cosigned by a majority of the auditors to this file")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		var s ledgerStatus
 		var cp compliance.CheckpointInfo
 		var kept *ledger.Checkpoint
+		var err error
 		var proof compliance.ConsistencyProof
 		if *save != "" {
 			if kept, err = keptCheckpoint(*save); err != nil {
@@ -517,8 +496,7 @@ is refused and the file keeps the checkpoint you had.`,
 			s.Saved = *save
 		}
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
-	}
-	return cmd
+	})
 }
 
 func (s ledgerStatus) text(w io.Writer) error {

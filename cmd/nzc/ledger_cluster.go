@@ -78,17 +78,12 @@ the log and verify it.`,
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), "the party whose client certificate to present (compliance or an auditor)")
 	start := cmd.Flags().Int64("start", 0, "index of the first entry")
 	limit := cmd.Flags().Int64("limit", 100, "list at most this many entries")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *start < 0 || *limit < 1 {
 			return fmt.Errorf("--start must be ≥ 0 and --limit ≥ 1 (got %d, %d)", *start, *limit)
 		}
 		out := entriesOutput{Entries: []compliance.Entry{}}
-		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) error {
+		err := c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) error {
 			next := *start
 			for int64(len(out.Entries)) < *limit {
 				p, err := api.Entries(ctx, next, min(*limit-int64(len(out.Entries)), compliance.MaxLimit))
@@ -108,8 +103,7 @@ the log and verify it.`,
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error { return printEntries(w, out) })
-	}
-	return cmd
+	})
 }
 
 func printEntries(w io.Writer, out entriesOutput) error {
@@ -183,20 +177,14 @@ membership and the ledger's auditors are separate on purpose.`,
 	c := addComplianceFlags(cmd, "", adminAsHelp)
 	id := cmd.Flags().String("id", "", "the joining auditor's id (as in its certificate)")
 	addr := cmd.Flags().String("addr", "", "the joining auditor's raft address, HOST:PORT")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *id == "" || *addr == "" {
 			return errors.New("--id ID and --addr HOST:PORT of the joining auditor are required")
 		}
 		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (raftnode.Status, error) {
 			return api.Join(ctx, *id, *addr)
 		}, fmt.Sprintf("auditor %s at %s is a member", *id, *addr))
-	}
-	return cmd
+	})
 }
 
 func newLedgerRemovePeerCommand() *cobra.Command {
@@ -216,20 +204,14 @@ auditors the ledger registered.`,
 	}
 	c := addComplianceFlags(cmd, "", adminAsHelp)
 	id := cmd.Flags().String("id", "", "the auditor to remove")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *id == "" {
 			return errors.New("--id ID of the auditor to remove is required")
 		}
 		return adminMembership(cmd, c, f, func(ctx context.Context, api *compliance.Client) (raftnode.Status, error) {
 			return api.Remove(ctx, *id)
 		}, fmt.Sprintf("auditor %s is not a member", *id))
-	}
-	return cmd
+	})
 }
 
 func adminMembership(cmd *cobra.Command, c *complianceFlags, format string, change func(context.Context, *compliance.Client) (raftnode.Status, error), done string) error {
@@ -290,12 +272,7 @@ is written. It needs the auditor's own certificate (--as its id).`,
 	}
 	c := addComplianceFlags(cmd, "", adminAsHelp)
 	out := cmd.Flags().String("out", "", "file to write the snapshot to (replaced atomically)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		var sf raftnode.SnapshotFile
 		st := ledger.New()
 		b, err := c.download(cmd.Context(), *out, crypto.PrivateFileMode, (*compliance.Client).Snapshot, func(b []byte) (err error) {
@@ -316,8 +293,7 @@ is written. It needs the auditor's own certificate (--as its id).`,
 				s.File, s.Entries, s.Root, s.Meta.Index, s.Meta.Term, s.Meta.Node, peerList(s.Meta.Peers))
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 func peerList(ps []raftnode.Peer) string {
@@ -393,12 +369,7 @@ their checkpoint signatures.`,
 	cps := cmd.Flags().StringSlice("checkpoint", nil, "cosigned checkpoint files (from 'nzc ledger status --save-checkpoint') the snapshot's ledger must extend")
 	trust := addTrustFlags(cmd)
 	unchecked := cmd.Flags().Bool("unchecked", false, "restore without a cosigned checkpoint (trust the file as much as where it was kept)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *dataDir == "" || *in == "" {
 			return errors.New("--data-dir DIR (the stopped auditor's) and --in FILE (a saved snapshot) are required")
 		}
@@ -410,9 +381,11 @@ their checkpoint signatures.`,
 			return errors.New("--checkpoint FILE is required: a checkpoint the auditors cosigned (nzc ledger status --save-checkpoint) that the snapshot must extend; --unchecked restores without one")
 		}
 		if !*unchecked {
-			if check.trusted, err = trust.keys("a forged checkpoint would pass"); err != nil {
+			trusted, err := trust.keys("a forged checkpoint would pass")
+			if err != nil {
 				return err
 			}
+			check.trusted = trusted
 			for _, p := range *cps {
 				b, err := os.ReadFile(p)
 				if err != nil {
@@ -452,6 +425,5 @@ their checkpoint signatures.`,
 			_, err := io.WriteString(w, b.String())
 			return err
 		})
-	}
-	return cmd
+	})
 }

@@ -41,6 +41,17 @@ func addMechFlags(cmd *cobra.Command) *mechFlags {
 	return &mechFlags{cli.AddMechanismFlags(cmd, "gnmax", "number of teachers (default: the largest number of votes in any histogram)")}
 }
 
+// read reads the histograms from path ("-" for stdin) and the mechanism's
+// parameters for them.
+func (f *mechFlags) read(path string, stdin io.Reader) ([]mechanism.Histogram, mechanism.Params, error) {
+	hs, err := readHistograms(path, stdin)
+	if err != nil {
+		return nil, mechanism.Params{}, err
+	}
+	p, err := f.params(hs)
+	return hs, p, err
+}
+
 func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
 	p := f.Params()
 	if p.Teachers == 0 {
@@ -261,12 +272,7 @@ release's own cost added.`,
 	ssSigma := cmd.Flags().Float64("ss-sigma", 10, "noise multiplier of the smooth-sensitivity release")
 	qBound := cmd.Flags().String("q-bound", "discrete", "bound on P[answer ≠ argmax] used by the release: discrete (holds for the noise sampled) or continuous (PATE 2018's formula)")
 	seed := cmd.Flags().Uint64("seed", 0, "seed for the release noise, for reproducible analyses only (default: crypto/rand)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, args []string, f string) error {
 		g, err := parseOrders(*orders)
 		if err != nil {
 			return err
@@ -274,11 +280,7 @@ release's own cost added.`,
 		if math.IsNaN(*delta) || *delta <= 0 || *delta >= 1 {
 			return fmt.Errorf("--delta must be in (0, 1), got %v", *delta)
 		}
-		hs, err := readHistograms(args[0], cmd.InOrStdin())
-		if err != nil {
-			return err
-		}
-		p, err := mf.params(hs)
+		hs, p, err := mf.read(args[0], cmd.InOrStdin())
 		if err != nil {
 			return err
 		}
@@ -291,8 +293,7 @@ release's own cost added.`,
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, a, func(w io.Writer) error { return printAnalysis(w, a) })
-	}
-	return cmd
+	})
 }
 
 func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, delta float64, ss bool, ssp mechanism.SmoothSensitivityParams, src mechanism.Source) (*analysis, error) {

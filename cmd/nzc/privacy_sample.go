@@ -92,20 +92,11 @@ label, and a refusal, came out. For nzc-svt every trial opens a fresh session
 	mf := addMechFlags(cmd)
 	trials := cmd.Flags().Int("trials", 1000, "runs per histogram")
 	seed := cmd.Flags().Uint64("seed", 0, "seed of a deterministic noise source (default: crypto/rand)")
-	format := cli.AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, args []string, f string) error {
 		if *trials < 1 {
 			return fmt.Errorf("--trials must be at least 1, got %d", *trials)
 		}
-		hs, err := readHistograms(args[0], cmd.InOrStdin())
-		if err != nil {
-			return err
-		}
-		p, err := mf.params(hs)
+		hs, p, err := mf.read(args[0], cmd.InOrStdin())
 		if err != nil {
 			return err
 		}
@@ -163,6 +154,5 @@ label, and a refusal, came out. For nzc-svt every trial opens a fresh session
 			}
 			return bw.Flush()
 		})
-	}
-	return cmd
+	})
 }

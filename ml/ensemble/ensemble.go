@@ -15,11 +15,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nzcfed/nzc/internal/parallel"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
@@ -140,45 +139,20 @@ func TrainTeachers(ctx context.Context, cfg Config, train *data.Dataset, shards 
 	label := func() string {
 		return fmt.Sprintf("teachers %d/%d", finished.Load(), len(shards))
 	}
-	workers := cfg.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = min(workers, len(shards))
 	out := make([]*model.Network, len(shards))
-	errs := make([]error, len(shards))
-	next := atomic.Int64{}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(shards) || ctx.Err() != nil {
-					return
-				}
-				n, err := trainOne(ctx, cfg, train, dataHash, shards[i], i, func(d int) {
-					bar.Update(label(), int(done.Add(int64(d))), total, "samples")
-				})
-				if err != nil {
-					errs[i] = fmt.Errorf("teacher %d: %w", i, err)
-					cancel()
-					return
-				}
-				out[i] = n
-				finished.Add(1)
-				bar.Update(label(), int(done.Load()), total, "samples")
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	err := parallel.ForEach(ctx, len(shards), cfg.Workers, func(ctx context.Context, i int) error {
+		n, err := trainOne(ctx, cfg, train, dataHash, shards[i], i, func(d int) {
+			bar.Update(label(), int(done.Add(int64(d))), total, "samples")
+		})
+		if err != nil {
+			return fmt.Errorf("teacher %d: %w", i, err)
+		}
+		out[i] = n
+		finished.Add(1)
+		bar.Update(label(), int(done.Load()), total, "samples")
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -231,31 +205,16 @@ func trainOne(ctx context.Context, cfg Config, train *data.Dataset, dataHash str
 // left as they were (no scratch memory grows in them).
 func Predictions(ctx context.Context, teachers []*model.Network, x []float32) ([][]int, error) {
 	out := make([][]int, len(teachers))
-	errs := make([]error, len(teachers))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(teachers)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				t := int(next.Add(1) - 1)
-				if t >= len(teachers) || ctx.Err() != nil {
-					return
-				}
-				// A clone's inference buffers (the unrolled input of every
-				// convolution, for batches of up to 256 examples) are
-				// dropped with it: kept by every teacher of a large
-				// ensemble, they would take gigabytes.
-				out[t], errs[t] = teachers[t].Clone().Predict(x)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	err := parallel.ForEach(ctx, len(teachers), 0, func(_ context.Context, t int) error {
+		// A clone's inference buffers (the unrolled input of every
+		// convolution, for batches of up to 256 examples) are dropped with
+		// it: kept by every teacher of a large ensemble, they would take
+		// gigabytes.
+		var err error
+		out[t], err = teachers[t].Clone().Predict(x)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil

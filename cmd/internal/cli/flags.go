@@ -71,12 +71,7 @@ YAML file given with --config, then defaults. Unknown keys in the file are error
   NZC_LOG_LEVEL=debug %[1]s config show --config %[2]s.yaml --format json`, binary, strings.TrimPrefix(binary, "nzc-")),
 	}
 	AddConfigFlags(show, defaults)
-	format := AddFormatFlag(show)
-	show.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	WithFormat(show, func(cmd *cobra.Command, _ []string, f string) error {
 		cfg, err := Load(cmd, defaults)
 		if err != nil {
 			return err
@@ -89,19 +84,14 @@ YAML file given with --config, then defaults. Unknown keys in the file are error
 			}
 			return enc.Close()
 		})
-	}
+	})
 	keys := &cobra.Command{
 		Use:     "keys",
 		Short:   "List every configuration key with its flag and environment variable",
 		Args:    cobra.NoArgs,
 		Example: "  " + binary + " config keys\n  " + binary + " config keys --format json",
 	}
-	kformat := AddFormatFlag(keys)
-	keys.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := kformat()
-		if err != nil {
-			return err
-		}
+	WithFormat(keys, func(cmd *cobra.Command, _ []string, f string) error {
 		type row struct {
 			Key  string `json:"key"`
 			Flag string `json:"flag"`
@@ -121,7 +111,7 @@ YAML file given with --config, then defaults. Unknown keys in the file are error
 			}
 			return nil
 		})
-	}
+	})
 	parent.AddCommand(show, keys)
 	return parent
 }

@@ -265,15 +265,18 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// LoadFormatted is Load for a read command: it also checks the output
-// format chosen with the flag AddFormatFlag added (format is what it
-// returned), before any configuration is read.
-func LoadFormatted[T Validator](cmd *cobra.Command, defaults T, format func() (string, error)) (string, T, error) {
-	f, err := format()
-	if err != nil {
-		var zero T
-		return "", zero, err
-	}
-	cfg, err := Load(cmd, defaults)
-	return f, cfg, err
+// Formatted makes cmd a command that reads its configuration and prints in
+// the format chosen with --format: it adds the configuration flags of
+// defaults and the --format flag, and sets RunE to check the format before
+// any configuration is read, load the configuration, then call run. Other
+// flags may be added to cmd before or after.
+func Formatted[T Validator](cmd *cobra.Command, defaults T, run func(cmd *cobra.Command, format string, cfg T) error) *cobra.Command {
+	AddConfigFlags(cmd, defaults)
+	return WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
+		cfg, err := Load(cmd, defaults)
+		if err != nil {
+			return err
+		}
+		return run(cmd, f, cfg)
+	})
 }

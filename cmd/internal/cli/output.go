@@ -30,17 +30,19 @@ const (
 // ErrBadFormat reports an unknown --format value.
 var ErrBadFormat = errors.New("unknown output format: use --format text or --format json")
 
-// AddFormatFlag adds --format text|json to a read command and returns a
-// function that reports the chosen format (checked when the command runs).
-func AddFormatFlag(cmd *cobra.Command) func() (string, error) {
+// WithFormat adds --format text|json to a read command and sets its RunE:
+// the format is checked before anything else runs, then run is called with
+// it. Other flags may be added to cmd before or after.
+func WithFormat(cmd *cobra.Command, run func(cmd *cobra.Command, args []string, format string) error) *cobra.Command {
 	f := cmd.Flags().String("format", FormatText, "output format: text or json")
-	return func() (string, error) {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		switch *f {
 		case FormatText, FormatJSON:
-			return *f, nil
+			return run(cmd, args, *f)
 		}
-		return "", fmt.Errorf("%w (got %q)", ErrBadFormat, *f)
+		return fmt.Errorf("%w (got %q)", ErrBadFormat, *f)
 	}
+	return cmd
 }
 
 // Print writes v as indented JSON when format is json, and otherwise calls
@@ -101,12 +103,7 @@ func VersionCommand(binary string) *cobra.Command {
 		Args:    cobra.NoArgs,
 		Example: "  " + binary + " version\n  " + binary + " version --format json",
 	}
-	format := AddFormatFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		f, err := format()
-		if err != nil {
-			return err
-		}
+	return WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		bi := Build(binary)
 		return Print(cmd.OutOrStdout(), f, bi, func(w io.Writer) error {
 			rev := ""
@@ -116,8 +113,7 @@ func VersionCommand(binary string) *cobra.Command {
 			_, err := fmt.Fprintf(w, "%s %s%s (%s, %s)\n", bi.Binary, bi.Version, rev, bi.GoVersion, bi.Platform)
 			return err
 		})
-	}
-	return cmd
+	})
 }
 
 // Main runs a command tree with a context cancelled by SIGINT or SIGTERM,
