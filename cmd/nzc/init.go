@@ -267,7 +267,7 @@ Existing keys are never overwritten unless --force is given.`,
 		s := summarize(m, written)
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
 	})
-	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand())
+	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand())
 	return cmd
 }
 

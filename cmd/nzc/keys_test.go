@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nzcfed/nzc/cmd/internal/config"
@@ -264,5 +265,84 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 	}
 	if c, err := ledger.DecodeCommand(reg); err != nil || !c.Verify(adminPub) {
 		t.Fatalf("add-hospital's registration is not signed by the administrator key: %v", err)
+	}
+}
+
+// TestInitKit: a party's kit holds its own private keys and no other's,
+// and a configuration whose paths, relative to the kit, all exist in it.
+func TestInitKit(t *testing.T) {
+	root := t.TempDir()
+	fed := filepath.Join(root, "fed")
+	if _, err := runNZC(t, "init", "--dir", fed, "--hospitals", "2", "--auditors", "3", "--students", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"auditor-2", "hospital-1", "aggregator", "student-1", "compliance"} {
+		t.Run(id, func(t *testing.T) {
+			kit := filepath.Join(root, id+"-kit")
+			if _, err := runNZC(t, "init", "kit", "--dir", fed, "--party", id, "--out", kit); err != nil {
+				t.Fatal(err)
+			}
+			err := filepath.WalkDir(kit, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				rel, _ := filepath.Rel(kit, path)
+				secret := bytes.Contains(data, []byte("PRIVATE KEY")) || bytes.Contains(data, []byte("AGE-SECRET-KEY"))
+				if secret && filepath.Dir(rel) != id {
+					t.Errorf("the kit of %s holds %s, a private key not its own", id, rel)
+				}
+				if fi, _ := d.Info(); secret && fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s has mode %04o", rel, fi.Mode().Perm())
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := filepath.Join(kit, id+".yaml")
+			if id == "compliance" {
+				if _, err := os.Stat(cfg); err == nil {
+					t.Fatal("the compliance officer's kit has a configuration")
+				}
+				return
+			}
+			raw, err := os.ReadFile(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(raw, []byte(fed)) {
+				t.Fatalf("the configuration names the administrator's directory:\n%s", raw)
+			}
+			var paths []string
+			switch {
+			case strings.HasPrefix(id, "auditor"):
+				c := loadAs(t, cfg, config.DefaultAuditor())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.SigningKey}
+			case strings.HasPrefix(id, "hospital"):
+				c := loadAs(t, cfg, config.DefaultTeacher())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.SigningKey, c.AgeIdentity}
+			case id == "aggregator":
+				c := loadAs(t, cfg, config.DefaultAggregator())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.SigningKey, c.AgeIdentity}
+			default:
+				c := loadAs(t, cfg, config.DefaultStudent())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.AgeIdentity}
+			}
+			for _, p := range paths {
+				if filepath.IsAbs(p) {
+					t.Errorf("path %s is not relative to the kit", p)
+				}
+				if _, err := os.Stat(filepath.Join(kit, p)); err != nil {
+					t.Errorf("the kit lacks %s: %v", p, err)
+				}
+			}
+		})
+	}
+	if _, err := runNZC(t, "init", "kit", "--dir", fed, "--party", "hospital-9", "--out", filepath.Join(root, "x")); err == nil {
+		t.Fatal("a kit for a party the federation does not have")
 	}
 }
