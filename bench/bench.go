@@ -48,21 +48,28 @@ type Config struct {
 	Model                 string
 	// Window is how many batches the student asks at once in e2e.
 	Window int
+	// WANQueries is the number of queries labelled per repetition and
+	// scenario of the wan section, in batches of WANBatchSize.
+	WANQueries, WANBatchSize int
 	// DataDir holds MNIST's idx files; queries are its test images. When it
 	// has none, queries are random MNIST-shaped images.
 	DataDir string
 	// Seed seeds the teachers' weights and the synthetic data.
 	Seed uint64
-	// Sections, when not empty, limits the run to the named sections
-	// (mechanism, ledger, inference, e2e); the others stay zero.
+	// Sections, when not empty, limits the run to the named sections; the
+	// others stay zero. Empty runs every section but wan, which runs only
+	// when named.
 	Sections []string
 }
 
 // Sections are the names of the sections, in the order they run.
-func Sections() []string { return []string{"mechanism", "inference", "ledger", "e2e"} }
+func Sections() []string { return []string{"mechanism", "inference", "ledger", "e2e", "wan"} }
 
 func (c Config) runs(section string) bool {
-	return len(c.Sections) == 0 || slices.Contains(c.Sections, section)
+	if len(c.Sections) == 0 {
+		return section != "wan"
+	}
+	return slices.Contains(c.Sections, section)
 }
 
 // Quick is the --quick size: every section, fewer repetitions and queries
@@ -70,14 +77,14 @@ func (c Config) runs(section string) bool {
 func Quick() Config {
 	return Config{Reps: 3, Teachers: 250, MLPQueries: 256, CNNQueries: 64, GEMMSize: 512, GEMMTime: 300 * time.Millisecond,
 		Charges: 2000, Submitters: 64, MechanismQueries: 5000, AnalysisQueries: 10000,
-		E2EQueries: 512, BatchSize: 256, Model: "mlp", Window: 2, Seed: 1}
+		E2EQueries: 512, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 256, WANBatchSize: 32, Seed: 1}
 }
 
 // Full is the default size.
 func Full() Config {
 	return Config{Reps: 5, Teachers: 250, MLPQueries: 1024, CNNQueries: 256, GEMMSize: 512, GEMMTime: time.Second,
 		Charges: 5000, Submitters: 64, MechanismQueries: 20000, AnalysisQueries: 10000,
-		E2EQueries: 2048, BatchSize: 256, Model: "mlp", Window: 2, Seed: 1}
+		E2EQueries: 2048, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 512, WANBatchSize: 32, Seed: 1}
 }
 
 // ErrConfig reports a size that cannot be run.
@@ -91,7 +98,8 @@ func (c Config) Validate() error {
 	}{{"reps", c.Reps}, {"teachers", c.Teachers}, {"MLP queries", c.MLPQueries}, {"CNN queries", c.CNNQueries},
 		{"GEMM size", c.GEMMSize}, {"charges", c.Charges}, {"submitters", c.Submitters},
 		{"mechanism queries", c.MechanismQueries}, {"analysis queries", c.AnalysisQueries},
-		{"e2e queries", c.E2EQueries}, {"batch size", c.BatchSize}, {"window", c.Window}} {
+		{"e2e queries", c.E2EQueries}, {"batch size", c.BatchSize}, {"window", c.Window},
+		{"wan queries", c.WANQueries}, {"wan batch size", c.WANBatchSize}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: %s must be at least 1, got %d", ErrConfig, f.name, f.v)
 		}
@@ -106,6 +114,9 @@ func (c Config) Validate() error {
 		if !slices.Contains(Sections(), s) {
 			return fmt.Errorf("%w: unknown section %q (want %v)", ErrConfig, s, Sections())
 		}
+	}
+	if c.WANQueries < c.WANBatchSize {
+		return fmt.Errorf("%w: the wan section needs at least one batch (%d queries in batches of %d)", ErrConfig, c.WANQueries, c.WANBatchSize)
 	}
 	if c.Model != "mlp" && c.Model != "cnn" {
 		return fmt.Errorf("%w: model %q (want mlp or cnn)", ErrConfig, c.Model)
@@ -151,6 +162,8 @@ type Report struct {
 	E2E       E2ESection       `json:"e2e"`
 	Targets   []Target         `json:"targets"`
 	Seconds   float64          `json:"seconds"`
+	// WAN is there only when the wan section ran.
+	WAN WANSection `json:"wan,omitzero"`
 }
 
 // Machine describes where the run happened.
@@ -187,7 +200,7 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 	}
 	start := time.Now()
 	rep := &Report{Machine: machine()}
-	q, what, err := loadQueries(cfg.DataDir, max(cfg.MLPQueries, cfg.CNNQueries, cfg.E2EQueries), cfg.Seed)
+	q, what, err := loadQueries(cfg.DataDir, max(cfg.MLPQueries, cfg.CNNQueries, cfg.E2EQueries, cfg.WANQueries), cfg.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("bench: queries: %w", err)
 	}
@@ -202,7 +215,7 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 		}
 	}
 	if cfg.runs("ledger") || cfg.runs("e2e") {
-		fed, err := startFederation(ctx, cfg, log)
+		fed, err := startFederation(ctx, cfg, log, nil)
 		if err != nil {
 			return nil, fmt.Errorf("bench: start the federation: %w", err)
 		}
@@ -217,6 +230,19 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 				return nil, fmt.Errorf("bench: e2e section: %w", err)
 			}
 		}
+	}
+	if cfg.runs("wan") {
+		w := &wan{seed: cfg.Seed}
+		fed, err := startFederation(ctx, cfg, log, w)
+		if err != nil {
+			return nil, fmt.Errorf("bench: start the federation behind relays: %w", err)
+		}
+		defer fed.close()
+		sec, err := runWAN(ctx, cfg, q, what, progress, fed)
+		if err != nil {
+			return nil, fmt.Errorf("bench: wan section: %w", err)
+		}
+		rep.WAN = sec
 	}
 	rep.Targets = targets(cfg, rep)
 	rep.Seconds = time.Since(start).Seconds()

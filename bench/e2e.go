@@ -4,16 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/cputime"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
-	"github.com/nzcfed/nzc/party/student"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
@@ -54,36 +51,18 @@ func runE2E(ctx context.Context, cfg Config, f *federation, all *data.Dataset, w
 		Mechanism: string(benchMechanism().Mechanism), BatchSize: cfg.BatchSize, Window: cfg.Window, Queries: cfg.E2EQueries}
 	q := all.Slice(0, cfg.E2EQueries)
 	sec.Data = what
-	stP, err := f.Party(crypto.RoleStudent, f.m.ByRole(crypto.RoleStudent)[0].ID, f.log)
-	if err != nil {
-		return sec, err
-	}
-	recipients, err := f.HospitalRecipients()
-	if err != nil {
-		return sec, err
-	}
 	var fed, inproc, ratio, fedCPU, inCPU, cpuRatio []float64
 	cpuOK := true
 	for rep := range cfg.Reps {
 		progress("e2e", rep, cfg.Reps)
-		// A distinct data set per repetition: the student's batch ids come
-		// from its features, and a repeated batch would be answered from the
-		// aggregator's outbox without any work.
-		d := &data.Dataset{X: append([]float32(nil), q.X...), Y: q.Y, Shape: q.Shape, Classes: q.Classes}
-		d.X[0] = float32(rep+1) / 1024
+		d := distinct(q, rep)
 		c0, ok0 := cputime.Process()
 		in, err := inProcess(ctx, f, d, cfg.BatchSize)
 		c1, ok1 := cputime.Process()
 		if err != nil {
 			return sec, fmt.Errorf("in-process pipeline: %w", err)
 		}
-		dir, err := os.MkdirTemp(f.dir, "student-")
-		if err != nil {
-			return sec, err
-		}
-		st, err := student.New(student.Config{ID: stP.ID, Aggregator: f.aggAddr, Net: stP.Net, Identity: stP.Identity, Hospitals: recipients, AuditorKeys: f.auditorKeys,
-			BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: dir, Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
-			Logger: stP.Log})
+		st, err := f.newStudent(cfg.BatchSize, cfg.Window, quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond})
 		if err != nil {
 			return sec, err
 		}

@@ -5,19 +5,24 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/internal/relay"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
+	"github.com/nzcfed/nzc/party/student"
 	"github.com/nzcfed/nzc/party/teacher"
+	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 const (
@@ -55,6 +60,10 @@ type federation struct {
 	auditorKeys []string
 	// hospitalNets are each hospital's teachers.
 	hospitalNets [][]*model.Network
+	// wan, when set, holds the relays every link goes through.
+	wan *wan
+	// studentAddr is where the student dials the aggregator.
+	studentAddr string
 }
 
 // close stops every party and removes the federation's directory.
@@ -63,6 +72,9 @@ func (f *federation) close() error {
 		_ = f.lc.Close()
 	}
 	err := f.g.Close()
+	if f.wan != nil {
+		f.wan.close()
+	}
 	_ = os.RemoveAll(f.dir)
 	return err
 }
@@ -76,13 +88,14 @@ func waitFor(ctx context.Context, within time.Duration, what string, cond func()
 }
 
 // startFederation provisions a federation in a temporary directory and
-// starts every party but the student.
-func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *federation, err error) {
+// starts every party but the student; with w, every link goes through one
+// of w's relays.
+func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan) (_ *federation, err error) {
 	dir, err := os.MkdirTemp("", "nzc-bench-")
 	if err != nil {
 		return nil, err
 	}
-	f := &federation{dir: dir, log: log, g: launch.NewGroup(ctx)}
+	f := &federation{dir: dir, log: log, g: launch.NewGroup(ctx), wan: w}
 	defer func() {
 		if err != nil {
 			_ = f.close()
@@ -105,9 +118,13 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger) (_ *fede
 }
 
 func (f *federation) startAuditors(ctx context.Context) (err error) {
-	f.auditors, err = f.StartAuditors(ctx, f.g, launch.AuditorOptions{
+	o := launch.AuditorOptions{
 		DataDir: func(id string) string { return f.m.Path("bench-" + id) }, Origin: "bench.nzc/ledger", Log: f.log,
-	})
+	}
+	if f.wan != nil {
+		o.Front = f.wan.raftFront
+	}
+	f.auditors, err = f.StartAuditors(ctx, f.g, o)
 	for _, a := range f.auditors {
 		f.machines, f.nodes = append(f.machines, a.Ledger()), append(f.nodes, a.Node())
 	}
@@ -119,20 +136,38 @@ func (f *federation) startAggregator(context.Context) error {
 	if err != nil {
 		return err
 	}
-	if f.lc, err = aggregator.NewLedgerClient(p.Net, launch.Intakes(f.auditors)); err != nil {
+	intakes := launch.Intakes(f.auditors)
+	deadline, quorum := 10*time.Minute, hospitals
+	if f.wan != nil {
+		// Across the wide area a batch goes on without a hospital that has
+		// not answered by the deadline, as long as the others make a quorum.
+		quorum = hospitals - 1
+		if intakes, err = f.wan.front(intakes, relay.UDP, &f.wan.intake); err != nil {
+			return err
+		}
+		deadline = wanBatchDeadline
+	}
+	if f.lc, err = aggregator.NewLedgerClient(p.Net, intakes); err != nil {
 		return err
 	}
 	if f.auditorKeys, err = intake.AuditorKeys(f.m); err != nil {
 		return err
 	}
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
-		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: hospitals, Hospitals: hospitals,
-		BatchDeadline: 10 * time.Minute, Ledger: f.lc, AuditorKeys: f.auditorKeys,
+		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: quorum, Hospitals: hospitals,
+		BatchDeadline: deadline, Ledger: f.lc, AuditorKeys: f.auditorKeys,
 	})
 	if err != nil {
 		return err
 	}
-	f.aggAddr = f.agg.Addr
+	f.aggAddr, f.studentAddr = f.agg.Addr, f.agg.Addr
+	if f.wan != nil {
+		addrs, err := f.wan.front([]string{f.agg.Addr}, relay.UDP, &f.wan.student)
+		if err != nil {
+			return err
+		}
+		f.studentAddr = addrs[0]
+	}
 	return nil
 }
 
@@ -159,8 +194,19 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 	for i := range hospitals {
 		f.hospitalNets = append(f.hospitalNets, all[i*len(all)/hospitals:(i+1)*len(all)/hospitals])
 	}
+	var dial []string
+	if f.wan != nil {
+		if dial, err = f.wan.front(slices.Repeat([]string{f.agg.Addr}, hospitals), relay.UDP, &f.wan.hospital); err != nil {
+			return err
+		}
+	}
 	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta},
-		func(i int) teacher.Voter { return &netVoter{nets: f.hospitalNets[i]} })
+		func(i int, c *teacher.Config) {
+			c.Voter = &netVoter{nets: f.hospitalNets[i]}
+			if dial != nil {
+				c.Aggregator = dial[i]
+			}
+		})
 }
 
 // leader returns the auditor that leads the cluster now.
@@ -176,4 +222,32 @@ func (f *federation) leader(ctx context.Context) (*raftnode.Node, error) {
 		return false
 	})
 	return l, err
+}
+
+// newStudent is the federation's student with a fresh state directory,
+// dialling the aggregator (through its relay when the links are impaired).
+func (f *federation) newStudent(batch, window int, backoff quicnet.Backoff) (*student.Client, error) {
+	p, err := f.Party(crypto.RoleStudent, f.m.ByRole(crypto.RoleStudent)[0].ID, f.log)
+	if err != nil {
+		return nil, err
+	}
+	recipients, err := f.HospitalRecipients()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(f.dir, "student-")
+	if err != nil {
+		return nil, err
+	}
+	return student.New(student.Config{ID: p.ID, Aggregator: f.studentAddr, Net: p.Net, Identity: p.Identity, Hospitals: recipients,
+		AuditorKeys: f.auditorKeys, BatchSize: batch, Window: window, StateDir: dir, Backoff: backoff, Logger: p.Log})
+}
+
+// distinct is a copy of q that differs from every other tag's: the
+// student's batch ids come from its queries, and a repeated batch would be
+// answered from the aggregator's outbox without any work.
+func distinct(q *data.Dataset, tag int) *data.Dataset {
+	d := &data.Dataset{X: append([]float32(nil), q.X...), Y: q.Y, Shape: q.Shape, Classes: q.Classes}
+	d.X[0] = float32(tag+1) / 1e6
+	return d
 }

@@ -83,3 +83,40 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("targets: %v, want the 5 targets", rep["targets"])
 	}
 }
+
+// TestBenchWAN runs the wan section small: every scenario labels every
+// batch, none is lost or charged twice, and the impaired links add at least
+// their delay (a student's batch crosses its own link at least once each
+// way, 2 × (40 − 5) ms).
+func TestBenchWAN(t *testing.T) {
+	out, _, err := clitest.ExecuteSplit(t, newRootCommand(), "bench", "--quick", "--sections", "wan", "--reps", "1", "--teachers", "3",
+		"--wan-queries", "16", "--wan-batch", "8", "--data", t.TempDir(), "--format", "json")
+	if err != nil {
+		t.Fatalf("nzc bench --sections wan: %v\n%s", err, out)
+	}
+	var rep struct {
+		WAN struct {
+			Scenarios []struct {
+				Name  string  `json:"name"`
+				P50   float64 `json:"p50_batch_ms"`
+				Lost  int     `json:"batches_lost"`
+				Twice int     `json:"batches_charged_twice"`
+			} `json:"scenarios"`
+			Batches int `json:"batches_per_rep"`
+		} `json:"wan"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(rep.WAN.Scenarios) != 3 || rep.WAN.Batches != 2 {
+		t.Fatalf("want 3 scenarios of 2 batches, got %+v", rep.WAN)
+	}
+	for i, sc := range rep.WAN.Scenarios {
+		if sc.Lost != 0 || sc.Twice != 0 {
+			t.Errorf("%s: %d batches lost, %d charged twice", sc.Name, sc.Lost, sc.Twice)
+		}
+		if i > 0 && sc.P50 < 70 {
+			t.Errorf("%s: p50 batch latency %.1f ms, below the link's own round trip", sc.Name, sc.P50)
+		}
+	}
+}

@@ -132,10 +132,12 @@ func StartAggregator(g *Group, p *Party, addr string, cfg aggregator.Config) (*A
 }
 
 // StartHospitals starts every hospital of the federation in g with cfg,
-// the i-th voting with voter(i), reconnecting to agg quickly; and waits,
+// reconnecting to agg quickly, the i-th as each(i, &its config) sets it
+// (its Voter at least; the address it dials, agg's unless each changes it);
+// and waits,
 // at most within, until agg has them all and the ledger replica led holds
 // their budget accounts.
-func (f *Federation) StartHospitals(ctx context.Context, g *Group, agg *Aggregator, led *auditor.Ledger, within time.Duration, log *slog.Logger, cfg teacher.Config, voter func(i int) teacher.Voter) error {
+func (f *Federation) StartHospitals(ctx context.Context, g *Group, agg *Aggregator, led *auditor.Ledger, within time.Duration, log *slog.Logger, cfg teacher.Config, each func(i int, c *teacher.Config)) error {
 	hs := f.M.ByRole(crypto.RoleHospital)
 	for i, pf := range hs {
 		p, err := f.Party(crypto.RoleHospital, pf.ID, log)
@@ -144,7 +146,8 @@ func (f *Federation) StartHospitals(ctx context.Context, g *Group, agg *Aggregat
 		}
 		c := cfg
 		c.ID, c.Net, c.Identity, c.SigningKey, c.Logger = p.ID, p.Net, p.Identity, p.SigningKey, p.Log
-		c.Aggregator, c.Voter, c.Backoff = agg.Addr, voter(i), quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
+		c.Aggregator, c.Backoff = agg.Addr, quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
+		each(i, &c)
 		n, err := teacher.New(c)
 		if err != nil {
 			return err
@@ -184,6 +187,11 @@ type AuditorOptions struct {
 	Origin string
 	// Log is every auditor's logger (with its id).
 	Log *slog.Logger
+	// Front, when set, puts something in front of each auditor's raft
+	// address (a relay): it is called before the auditor starts and returns
+	// the address the auditor advertises to its peers, and bound, called
+	// once the auditor listens, with the address to forward to.
+	Front func(id string) (advertise string, bound func(addr string), err error)
 }
 
 // StartAuditors starts every auditor of the federation in g on free
@@ -211,9 +219,18 @@ func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptio
 		} else {
 			cfg.Join = []string{as[0].Addrs().Raft}
 		}
+		var bound func(string)
+		if o.Front != nil {
+			if cfg.AdvertiseAddr, bound, err = o.Front(p.ID); err != nil {
+				return nil, err
+			}
+		}
 		a, err := auditor.New(cfg)
 		if err != nil {
 			return nil, err
+		}
+		if bound != nil {
+			bound(a.Node().ListenAddr())
 		}
 		g.Go(p.ID, a.Run)
 		as = append(as, a)

@@ -67,16 +67,7 @@ func udpEcho(t *testing.T) string {
 
 func TestUDPForwardsWithTheDelayEachWay(t *testing.T) {
 	const delay = 20 * time.Millisecond
-	r, err := UDP(udpEcho(t), Link{Delay: delay, Jitter: 5 * time.Millisecond}, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	c, err := net.Dial("udp", r.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	r, c := through(t, UDP, "udp", udpEcho(t), Link{Delay: delay, Jitter: 5 * time.Millisecond}, 7)
 	buf := make([]byte, 100)
 	for i := range 5 {
 		msg := []byte{byte(i), 'x', 'y'}
@@ -122,16 +113,7 @@ func TestUDPLossIsSeeded(t *testing.T) {
 	}()
 	const n = 2000
 	drops := func(seed uint64) uint64 {
-		r, err := UDP(sink.LocalAddr().String(), Link{Loss: 0.1}, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		c, err := net.Dial("udp", r.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		r, c := through(t, UDP, "udp", sink.LocalAddr().String(), Link{Loss: 0.1}, seed)
 		for i := range n {
 			if _, err := c.Write([]byte{byte(i)}); err != nil {
 				t.Fatal(err)
@@ -178,16 +160,7 @@ func tcpEcho(t *testing.T) string {
 // TestTCPKeepsOrderUnderJitter: with jitter larger than the gap between
 // writes, every byte still arrives, once and in order, both ways.
 func TestTCPKeepsOrderUnderJitter(t *testing.T) {
-	r, err := TCP(tcpEcho(t), Link{Delay: 3 * time.Millisecond, Jitter: 3 * time.Millisecond}, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	c, err := net.Dial("tcp", r.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := through(t, TCP, "tcp", tcpEcho(t), Link{Delay: 3 * time.Millisecond, Jitter: 3 * time.Millisecond}, 3)
 	want := make([]byte, 256<<10)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range want {
@@ -212,16 +185,7 @@ func TestTCPKeepsOrderUnderJitter(t *testing.T) {
 }
 
 func TestTCPDelaysEachWayAndFollowsSetLink(t *testing.T) {
-	r, err := TCP(tcpEcho(t), Link{}, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	c, err := net.Dial("tcp", r.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	r, c := through(t, TCP, "tcp", tcpEcho(t), Link{}, 5)
 	rtt := func() time.Duration {
 		start := time.Now()
 		if _, err := c.Write([]byte("ping")); err != nil {
@@ -244,15 +208,7 @@ func TestTCPDelaysEachWayAndFollowsSetLink(t *testing.T) {
 }
 
 func TestCloseEndsConnections(t *testing.T) {
-	r, err := TCP(tcpEcho(t), Link{Delay: time.Millisecond}, 9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", r.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	r, c := through(t, TCP, "tcp", tcpEcho(t), Link{Delay: time.Millisecond}, 9)
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +216,7 @@ func TestCloseEndsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = io.ReadAll(c)
+	_, err := io.ReadAll(c)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatal("the connection outlived the relay")
@@ -282,4 +238,21 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// through starts a relay to target with start and dials it over network;
+// both close when the test ends.
+func through(t *testing.T, start func(string, Link, uint64) (*Relay, error), network, target string, l Link, seed uint64) (*Relay, net.Conn) {
+	t.Helper()
+	r, err := start(target, l, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	c, err := net.Dial(network, r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return r, c
 }

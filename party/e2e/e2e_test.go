@@ -169,7 +169,8 @@ func (f *federation) startAggregator(g *launch.Group, addr string, led aggregato
 // accounts are open, and returns their age recipients.
 func (f *federation) startHospitals(g *launch.Group, agg *launch.Aggregator, capEps float64, voter func(i int) teacher.Voter) []*crypto.Recipient {
 	f.t.Helper()
-	if err := f.fed.StartHospitals(f.t.Context(), g, agg, f.machines[0], 20*time.Second, f.logger(), teacher.Config{CapEpsilon: capEps, CapDelta: 1e-5}, voter); err != nil {
+	if err := f.fed.StartHospitals(f.t.Context(), g, agg, f.machines[0], 20*time.Second, f.logger(), teacher.Config{CapEpsilon: capEps, CapDelta: 1e-5},
+		func(i int, c *teacher.Config) { c.Voter = voter(i) }); err != nil {
 		f.t.Fatal(err)
 	}
 	rs, err := f.fed.HospitalRecipients()

@@ -259,6 +259,16 @@ func (c *Config) snapshotRetain() int {
 // Addr is the address other auditors dial to reach this node.
 func (n *Node) Addr() string { return string(n.localAddr) }
 
+// ListenAddr is the address raft and the forwarding RPC are bound to, which
+// differs from Addr when an advertised address (a proxy or a relay in front
+// of this node) is configured; empty for an in-memory transport.
+func (n *Node) ListenAddr() string {
+	if n.mux == nil {
+		return ""
+	}
+	return n.mux.ln.Addr().String()
+}
+
 // notLeader is the error for a leader-only operation on a follower.
 func (n *Node) notLeader() error {
 	addr, id := n.raft.LeaderWithID()
