@@ -83,10 +83,11 @@ certificate.`,
 			return err
 		}
 		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
-		ens, err := teacher.LoadEnsemble(cfg.Models)
+		ens, models, err := teacher.LoadVoter(cfg.Models, cfg.ONNXRuntime)
 		if err != nil {
 			return err
 		}
+		defer models.Close()
 		netCfg, err := node.NetConfig(cfg.TLS, log)
 		if err != nil {
 			return err

@@ -36,6 +36,7 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 		cli.VersionCommand("nzc"),
 		newInitCommand(),
 		newKeysCommand(),
+		newONNXCommand(),
 		newDemoCommand(),
 		newPrivacyCommand(),
 		newAuditCommand(),

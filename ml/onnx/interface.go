@@ -17,6 +17,9 @@ import (
 // read.
 var ErrInterface = errors.New("the ONNX model does not fit the federation")
 
+// ErrNotBuilt is returned by NewRuntime in a build without the onnx tag.
+var ErrNotBuilt = errors.New("onnx: this binary was built without ONNX Runtime support; build it with `go build -tags onnx` (cgo) and fetch the library with scripts/fetch-onnxruntime.sh")
+
 // maxModelFile bounds a model file read whole.
 const maxModelFile = 1 << 30
 

@@ -2,13 +2,8 @@
 
 package onnx
 
-import "errors"
-
 // Built reports whether this build can run ONNX models (build tag onnx).
 const Built = false
-
-// ErrNotBuilt is returned by NewRuntime in a build without the onnx tag.
-var ErrNotBuilt = errors.New("onnx: this binary was built without ONNX Runtime support; build it with `go build -tags onnx` (cgo) and fetch the library with scripts/fetch-onnxruntime.sh")
 
 // Runtime is ONNX Runtime; this build has none (see ErrNotBuilt).
 type Runtime struct{}

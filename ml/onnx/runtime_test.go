@@ -7,36 +7,17 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/nzcfed/nzc/ml/model"
+	"github.com/nzcfed/nzc/ml/onnx/onnxtest"
 )
-
-// RuntimeLib returns the ONNX Runtime library the tests use: $NZC_ONNXRUNTIME
-// or the one scripts/fetch-onnxruntime.sh puts in lib/onnxruntime. Without
-// one the test skips, unless NZC_REQUIRE_ONNX is set.
-func runtimeLib(t *testing.T) string {
-	t.Helper()
-	lib := os.Getenv("NZC_ONNXRUNTIME")
-	if lib == "" {
-		_, file, _, _ := runtime.Caller(0)
-		lib = filepath.Join(filepath.Dir(file), "..", "..", "lib", "onnxruntime", "libonnxruntime.so.1")
-	}
-	if _, err := os.Stat(lib); err != nil {
-		if os.Getenv("NZC_REQUIRE_ONNX") != "" {
-			t.Fatalf("NZC_REQUIRE_ONNX is set but there is no ONNX Runtime library (%v): run scripts/fetch-onnxruntime.sh", err)
-		}
-		t.Skipf("no ONNX Runtime library (%v): run scripts/fetch-onnxruntime.sh or set NZC_ONNXRUNTIME; NZC_REQUIRE_ONNX=1 makes this a failure", err)
-	}
-	return lib
-}
 
 // TestGoMatchesONNXRuntime exports a network of each kind and checks that
 // ONNX Runtime computes the Go network's scores on the same weights, within
 // 1e-5, and so the same votes.
 func TestGoMatchesONNXRuntime(t *testing.T) {
-	rt, err := NewRuntime(runtimeLib(t))
+	rt, err := NewRuntime(onnxtest.Library(t))
 	if err != nil {
 		t.Fatal(err)
 	}
