@@ -3,12 +3,14 @@
 package onnx
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/ml/onnx/onnxtest"
 )
@@ -97,6 +99,34 @@ func TestGoMatchesONNXRuntime(t *testing.T) {
 			t.Fatal("a 3-class model opened for 10 classes")
 		}
 	})
+}
+
+// trained returns a network of spec trained briefly on random data, so
+// that its biases are no longer zero and every weight matters.
+func trained(t testing.TB, spec model.Spec) *model.Network {
+	t.Helper()
+	net, err := model.New(spec, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 64
+	d := &data.Dataset{X: make([]float32, n*spec.Input.Size()), Y: make([]int, n), Shape: spec.Input, Classes: spec.Classes}
+	for i := range d.X {
+		d.X[i] = r.Float32()
+	}
+	for i := range d.Y {
+		d.Y[i] = r.IntN(spec.Classes)
+	}
+	cfg := model.TrainConfig{Optimizer: "adam", LearnRate: 0.05, BatchSize: 16, Epochs: 2, Seed: 1}
+	if _, err := net.Train(context.Background(), d, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	ps := net.Parameters()
+	if b := ps[len(ps)-1]; b[0] == 0 && b[1] == 0 {
+		t.Fatal("training left the output biases at zero")
+	}
+	return net
 }
 
 func argmaxOf(v []float32) int {
