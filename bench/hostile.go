@@ -119,12 +119,29 @@ func newHostileParty(f *federation) (*hostileParty, error) {
 	return &hostileParty{net: quicnet.Config{CA: f.CA, Credential: cred}, key: key, id: pf.ID, agg: f.aggAddr}, nil
 }
 
-// attack runs every attack until ctx ends.
+// attack runs every attack until ctx ends. The attacks that hold one
+// connection get theirs first (the one that opens connections without end
+// would otherwise take every place the aggregator keeps for the party).
 func (h *hostileParty) attack(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, a := range []func(context.Context){h.hellos, h.halfSent, h.oversized, h.relays} {
-		wg.Go(func() { a(ctx) })
+	var held []*quicnet.Conn
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for len(held) < 3 && pace(ctx, hostileRate) {
+		if c, err := h.dial(ctx); err == nil {
+			held = append(held, c)
+		}
 	}
+	if len(held) < 3 {
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { h.halfSent(ctx, held[0]) })
+	wg.Go(func() { h.oversized(ctx, held[1]) })
+	wg.Go(func() { h.relays(ctx, held[2]) })
+	wg.Go(func() { h.hellos(ctx) })
 	wg.Wait()
 }
 
@@ -171,12 +188,7 @@ func (h *hostileParty) hellos(ctx context.Context) {
 
 // halfSent keeps a connection's streams filled with budget requests whose
 // header is sent and whose body never is, until ctx ends.
-func (h *hostileParty) halfSent(ctx context.Context) {
-	c, err := h.dial(ctx)
-	if err != nil {
-		return
-	}
-	defer c.Close()
+func (h *hostileParty) halfSent(ctx context.Context, c *quicnet.Conn) {
 	hdr := binary.AppendUvarint(binary.AppendUvarint(nil, uint64(protocol.TypeBudgetRequest)), protocol.MaxControlBody)
 	var open []io.Closer
 	defer func() {
@@ -203,12 +215,7 @@ func (h *hostileParty) halfSent(ctx context.Context) {
 
 // oversized sends frames over their type's limit and label requests a
 // hospital may not send, each announced at the largest size.
-func (h *hostileParty) oversized(ctx context.Context) {
-	c, err := h.dial(ctx)
-	if err != nil {
-		return
-	}
-	defer c.Close()
+func (h *hostileParty) oversized(ctx context.Context, c *quicnet.Conn) {
 	frames := [][]byte{
 		binary.AppendUvarint(binary.AppendUvarint(nil, uint64(protocol.TypeHello)), 1<<20),
 		binary.AppendUvarint(binary.AppendUvarint(nil, uint64(protocol.TypeLedgerSubmit)), 8<<20),
@@ -232,12 +239,7 @@ func (h *hostileParty) oversized(ctx context.Context) {
 
 // relays floods the aggregator with change-cap commands signed by the
 // hostile hospital, which the ledger does not know.
-func (h *hostileParty) relays(ctx context.Context) {
-	c, err := h.dial(ctx)
-	if err != nil {
-		return
-	}
-	defer c.Close()
+func (h *hostileParty) relays(ctx context.Context, c *quicnet.Conn) {
 	for v := uint64(1); pace(ctx, hostileRate); v++ {
 		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.id, Version: v, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(v)}, h.id, h.key)
 		if err != nil {
