@@ -367,6 +367,7 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 			cfgs[p.ID] = c
 		case config.Aggregator:
 			c.Mechanism, c.Quorum, c.BatchDeadline = mech, d.o.hospitals, time.Minute
+			c.Teachers = d.o.teachers
 			cfgs[p.ID] = c
 		case config.Student:
 			c.BatchSize = 100

@@ -89,6 +89,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.Listen, c.Auditors, c.TLS = loopback(pt.aggregator()), intakes, tlsOf(p)
 			c.AuditorKeys = auditorKeys
 			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
+			// A majority of the hospitals must vote on every batch: one
+			// hospital alone never decides a label.
+			c.Quorum = c.Hospitals/2 + 1
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
 			c.Ops.Listen = loopback(pt.ops(k))

@@ -69,6 +69,11 @@ func TestInitWritesLoadableFederation(t *testing.T) {
 	if len(a.Auditors) != 3 {
 		t.Fatalf("aggregator knows %d auditors, want 3", len(a.Auditors))
 	}
+	// A majority quorum, not quorum 1 (with which one hospital decided
+	// every label).
+	if a.Quorum != 2 || a.Hospitals != 2 || a.Classes != 10 || a.Teachers != h.Teachers {
+		t.Fatalf("aggregator quorum %d of %d hospitals, %d classes, %d teachers each; want 2 of 2, 10, %d", a.Quorum, a.Hospitals, a.Classes, a.Teachers, h.Teachers)
+	}
 	bootstraps := 0
 	dashboards := map[string]bool{}
 	for i := 1; i <= 3; i++ {

@@ -189,7 +189,7 @@ const classes = 4
 func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 1})
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,11 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		ID: agg.ID, Identity: aggID, SigningKey: aggKey, OutboxDir: t.TempDir(),
 		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
 		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led, AuditorKeys: auditorKeys,
+		Classes: classes, Ensembles: map[string]int{},
 		Rand: rand.NewChaCha8([32]byte{7}), Now: func() time.Time { return now },
+	}
+	for _, h := range f.hospitals {
+		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	return f
 }
@@ -447,7 +451,7 @@ func TestBudgetRefusalReleasesNothing(t *testing.T) {
 	if p, _ := a.outbox.Pending(); len(p) != 0 {
 		t.Error("a refused batch stayed in the outbox")
 	}
-	if _, ok, _ := a.outbox.Get(batchHex(req)); ok {
+	if _, ok, _ := a.outbox.Get("student-1", batchHex(req)); ok {
 		t.Error("a refused batch's answers were kept")
 	}
 }
@@ -637,6 +641,7 @@ func TestSparseVectorSessions(t *testing.T) {
 	f := newFixture(t, 2, 50)
 	for _, h := range f.hospitals {
 		h.teachers = 200 // 400 in all: a unanimous query is 200 votes from instability, twice the threshold
+		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	cfg := f.cfg
 	cfg.Quorum = 2
