@@ -378,6 +378,41 @@ func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
 	}
 }
 
+// A restarted aggregator hands the receipts of the batches committed
+// before it stopped again: the queue was in memory, and a hospital counts
+// a charge it never saw as unproven.
+func TestRecoverHandsReceiptsAgain(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	a := f.start(t, f.cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	b := f.start(t, f.cfg) // the same outbox, after a restart
+	if err := b.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	req2, _ := f.request(t, 2, 4)
+	if _, err := b.Label(t.Context(), "student-1", req2); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.hospitals {
+		h.mu.Lock()
+		proofs := h.proofs
+		h.mu.Unlock()
+		if len(proofs) != 1 {
+			t.Fatalf("%s got %d receipts after the restart, want the first batch's", h.id, len(proofs))
+		}
+		r, _, err := protocol.ReceiptFromWire(proofs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch, _, _, err := ledger.VerifyHospitalReceipt(r, f.cfg.AuditorKeys, h.id); err != nil || ch.BatchID != batchHex(req) {
+			t.Fatalf("%s: %v (%v)", h.id, ch, err)
+		}
+	}
+}
+
 func TestReleaseAfterCommitAndReplay(t *testing.T) {
 	f := newFixture(t, 3, 50)
 	a := f.start(t, f.cfg)
