@@ -49,6 +49,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 	tlsOf := func(p crypto.PartyFiles) config.TLS {
 		return config.TLS{CA: abs(m.CACert), Cert: abs(p.Cert), Key: abs(p.Key)}
 	}
+	// A party that keeps its own keys (nzc keys new) gets paths relative to
+	// its key directory, made absolute there by nzc keys install.
+	ownKeys := func(p crypto.PartyFiles) bool { return p.Key == "" }
 	auditors := m.ByRole(crypto.RoleAuditor)
 	var intakes, peers []string
 	for i, a := range auditors {
@@ -82,6 +85,10 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.AuditorKeys = auditorKeys
 			c.Models = filepath.Join(m.Dir, p.ID, "models")
+			if ownKeys(p) {
+				c.TLS = config.TLS{CA: bundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
+				c.AgeIdentity, c.SigningKey, c.Models = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models"
+			}
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c
 		case crypto.RoleAggregator:
@@ -197,7 +204,7 @@ func (s initSummary) text(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "%-11s %-14s %s\n", p.Role, p.ID, cfg)
 	}
-	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key offline.\n")
+	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key and admin/admin.key\noffline, apart from each other.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -277,7 +284,7 @@ Existing keys are never overwritten unless --force is given.`,
 		s := summarize(m, written)
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
 	})
-	cmd.AddCommand(newAddHospitalCommand())
+	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand())
 	return cmd
 }
 
@@ -334,13 +341,14 @@ func newAddHospitalCommand() *cobra.Command {
 // administrator-signed ledger registration of the new hospital.
 const RegistrationFile = "ledger-registration.cmd"
 
-// writeRegistration signs, with the CA key, the ledger command that adds a
-// hospital provisioned after the genesis, and writes it in the hospital's
-// directory. The hospital relays it through the aggregator when it starts.
+// writeRegistration signs, with the administrator's key, the ledger command
+// that adds a hospital provisioned after the genesis, and writes it in the
+// hospital's directory. The hospital relays it through the aggregator when
+// it starts.
 func writeRegistration(m *crypto.Manifest, p crypto.PartyFiles) (string, error) {
-	key, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
+	key, err := m.AdminSigningKey()
 	if err != nil {
-		return "", fmt.Errorf("signing %s's ledger registration needs the CA key: %w", p.ID, err)
+		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
 	}
 	cmd, err := intake.RegisterHospital(m, p, key, time.Now())
 	if err != nil {

@@ -152,20 +152,16 @@ when any fails.`,
 }
 
 // federationDirectory returns the parties of a federation directory as its
-// genesis registers them, with the CA's key as the administrator's: what
-// verify pins the log's genesis signer and parties to.
+// genesis registers them, with the administrator's public key: what verify
+// pins the log's genesis signer and parties to.
 func federationDirectory(fedDir string) ([]ledger.Party, error) {
 	m, err := crypto.LoadManifest(fedDir)
 	if err != nil {
 		return nil, err
 	}
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	admin, err := m.AdminPublicKey()
 	if err != nil {
 		return nil, err
-	}
-	admin, ok := ca.PublicKey.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("federation %s: the CA certificate has no ed25519 key", fedDir)
 	}
 	return intake.Directory(m, admin)
 }

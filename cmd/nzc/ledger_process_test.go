@@ -62,11 +62,11 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caKey, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
+	adminKey, err := m.AdminSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	genesis, err := intake.GenesisCommands(m, caKey, "nzc.test/processes", time.Unix(1_700_000_000, 0))
+	genesis, err := intake.GenesisCommands(m, adminKey, "nzc.test/processes", time.Unix(1_700_000_000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,14 +57,14 @@ func (f *ledgerFixture) key(t *testing.T, p crypto.PartyFiles) ed25519.PrivateKe
 	return k
 }
 
-// adminKey is the federation administrator's key: the CA's.
+// adminKey is the federation administrator's key.
 func (f *ledgerFixture) adminKey(t *testing.T) ed25519.PrivateKey {
 	t.Helper()
-	ca, err := crypto.LoadCA(f.m.Path(f.m.CACert), f.m.Path(f.m.CAKey))
+	key, err := f.m.AdminSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ca.Key()
+	return key
 }
 
 // log builds a log of four entries: genesis, both hospitals' accounts and

@@ -54,8 +54,9 @@ type Teacher struct {
 	TLS         TLS    `mapstructure:"tls" yaml:"tls" json:"tls"`
 	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"age identity file that opens query features"`
 	SigningKey  string `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"ed25519 key that signs this hospital's ledger requests"`
-	Data        string `mapstructure:"data" yaml:"data" json:"data" help:"directory of training data (idx files) or a CSV file"`
-	Models      string `mapstructure:"models" yaml:"models" json:"models" help:"directory where trained teachers are kept"`
+	Data        string `mapstructure:"data" yaml:"data" json:"data" help:"training data: a directory of idx files, a folder of images per class, or a CSV file"`
+	Models      string `mapstructure:"models" yaml:"models" json:"models" help:"directory where trained teachers are kept (the Go ensemble, or ONNX models named by its onnx.json)"`
+	ONNXRuntime string `mapstructure:"onnxruntime" yaml:"onnxruntime,omitempty" json:"onnxruntime" help:"ONNX Runtime shared library, for ONNX teachers (a binary built with -tags onnx; scripts/fetch-onnxruntime.sh)"`
 	Teachers    int    `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"number of teachers trained on disjoint shards"`
 	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp, cnn or small-cnn"`
 	Seed        uint64 `mapstructure:"seed" yaml:"seed" json:"seed" help:"training seed"`
