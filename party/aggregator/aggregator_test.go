@@ -360,12 +360,19 @@ func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
 	if _, err := a.Label(t.Context(), "student-1", req2); err != nil {
 		t.Fatal(err)
 	}
+	f.wantOneProof(t, req)
+}
+
+// wantOneProof requires every hospital to have been handed exactly one
+// receipt, proving its charge for the batch of req.
+func (f *fixture) wantOneProof(t *testing.T, req *nzcpb.LabelRequest) {
+	t.Helper()
 	for _, h := range f.hospitals {
 		h.mu.Lock()
 		proofs := h.proofs
 		h.mu.Unlock()
 		if len(proofs) != 1 {
-			t.Fatalf("%s got %d receipts with its second batch, want the first batch's", h.id, len(proofs))
+			t.Fatalf("%s was handed %d receipts, want the one of batch %s", h.id, len(proofs), batchHex(req))
 		}
 		r, _, err := protocol.ReceiptFromWire(proofs[0])
 		if err != nil {
@@ -396,21 +403,7 @@ func TestRecoverHandsReceiptsAgain(t *testing.T) {
 	if _, err := b.Label(t.Context(), "student-1", req2); err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range f.hospitals {
-		h.mu.Lock()
-		proofs := h.proofs
-		h.mu.Unlock()
-		if len(proofs) != 1 {
-			t.Fatalf("%s got %d receipts after the restart, want the first batch's", h.id, len(proofs))
-		}
-		r, _, err := protocol.ReceiptFromWire(proofs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ch, _, _, err := ledger.VerifyHospitalReceipt(r, f.cfg.AuditorKeys, h.id); err != nil || ch.BatchID != batchHex(req) {
-			t.Fatalf("%s: %v (%v)", h.id, ch, err)
-		}
-	}
+	f.wantOneProof(t, req)
 }
 
 func TestReleaseAfterCommitAndReplay(t *testing.T) {
