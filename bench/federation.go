@@ -211,7 +211,7 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta},
+	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta, AuditorKeys: f.auditorKeys},
 		func(i int, c *teacher.Config) {
 			c.Voter = &netVoter{nets: f.hospitalNets[i]}
 			if dial != nil {

@@ -22,11 +22,13 @@ import (
 //	timestamp:       u64 big-endian, seconds since the Unix epoch
 //	signed message:  "cosignature/v1\n" || "time <timestamp>\n" || checkpoint text
 //
-// The timestamp is the auditor's statement that, at that time, the
-// checkpoint was a prefix of the log it held. It is what tells a verifier
-// how fresh a checkpoint is: an export frozen at some time carries the
-// signatures of then. The ledger reads no clock: the signer is given the
-// time.
+// The timestamp is the auditor's statement (C2SP's) that, at that time,
+// the checkpoint was at least the largest tree it had: an auditor signs
+// its whole log with the current time and a past size with the time its
+// log grew past it (or 0, no claim). It is what tells a verifier how fresh
+// a checkpoint is: an export frozen at some time, or a prefix cosigned
+// later, carries the times of then. The ledger reads no clock: the signer
+// is given the time.
 //
 // The key an auditor is pinned by stays its ed25519 note verifier key
 // (VerifierKey, algorithm 1); the cosignature verifier is derived from it.

@@ -755,3 +755,17 @@ func TestLedgerChargesAsHospital(t *testing.T) {
 		t.Fatalf("compliance reading hospital-2's charges: %v\n%s", err, text)
 	}
 }
+
+// An auditor's certificate reads any auditor's API; it administers only
+// its own.
+func TestLedgerAuditorReadsAnotherAuditor(t *testing.T) {
+	f := newLedgerFixture(t)
+	a1, _, _ := f.complianceAPI(t, f.log(t, 0), 2)
+	if text, err := runNZC(t, "ledger", "accounts", "--api", a1, "--federation", f.dir, "--as", "auditor-2"); err != nil {
+		t.Fatalf("auditor-2 reading auditor-1: %v\n%s", err, text)
+	}
+	if _, err := runNZC(t, "ledger", "snapshot", "save", "--api", a1, "--federation", f.dir, "--as", "auditor-2", "--out", filepath.Join(t.TempDir(), "s")); err == nil ||
+		!strings.Contains(err.Error(), "not auditor auditor-2") {
+		t.Fatalf("auditor-2 administering auditor-1: %v", err)
+	}
+}

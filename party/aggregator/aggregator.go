@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	crand "crypto/rand"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -762,6 +764,20 @@ func (a *Aggregator) Prune() error {
 // Batches the ledger refuses are dropped; batches it cannot confirm stay
 // pending (a student's retry proposes them again).
 func (a *Aggregator) Recover(ctx context.Context) error {
+	all, err := a.outbox.records()
+	if err != nil {
+		return err
+	}
+	// The receipts waiting for the hospitals were in memory: hand those
+	// of the batches committed before the restart again, oldest first
+	// (the queue keeps the newest), or a hospital would count them as
+	// unproven for good.
+	slices.SortFunc(all, func(x, y *Record) int { return cmp.Compare(x.Committed, y.Committed) })
+	for _, rec := range all {
+		if rec.State == StateCommitted && rec.Receipt != nil {
+			a.handProof(rec.Hospitals, protocol.ReceiptToWire(*rec.Receipt))
+		}
+	}
 	pending, err := a.outbox.Pending()
 	if err != nil {
 		return err

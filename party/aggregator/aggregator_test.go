@@ -360,12 +360,19 @@ func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
 	if _, err := a.Label(t.Context(), "student-1", req2); err != nil {
 		t.Fatal(err)
 	}
+	f.wantOneProof(t, req)
+}
+
+// wantOneProof requires every hospital to have been handed exactly one
+// receipt, proving its charge for the batch of req.
+func (f *fixture) wantOneProof(t *testing.T, req *nzcpb.LabelRequest) {
+	t.Helper()
 	for _, h := range f.hospitals {
 		h.mu.Lock()
 		proofs := h.proofs
 		h.mu.Unlock()
 		if len(proofs) != 1 {
-			t.Fatalf("%s got %d receipts with its second batch, want the first batch's", h.id, len(proofs))
+			t.Fatalf("%s was handed %d receipts, want the one of batch %s", h.id, len(proofs), batchHex(req))
 		}
 		r, _, err := protocol.ReceiptFromWire(proofs[0])
 		if err != nil {
@@ -376,6 +383,27 @@ func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
 			t.Fatalf("%s: receipt of %v (%v), want batch %s", h.id, ch, err, batchHex(req))
 		}
 	}
+}
+
+// A restarted aggregator hands the receipts of the batches committed
+// before it stopped again: the queue was in memory, and a hospital counts
+// a charge it never saw as unproven.
+func TestRecoverHandsReceiptsAgain(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	a := f.start(t, f.cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	b := f.start(t, f.cfg) // the same outbox, after a restart
+	if err := b.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	req2, _ := f.request(t, 2, 4)
+	if _, err := b.Label(t.Context(), "student-1", req2); err != nil {
+		t.Fatal(err)
+	}
+	f.wantOneProof(t, req)
 }
 
 func TestReleaseAfterCommitAndReplay(t *testing.T) {

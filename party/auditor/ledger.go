@@ -1,6 +1,7 @@
 package auditor
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -20,18 +22,33 @@ import (
 
 // Ledger is the auditor's raftnode.StateMachine: the privacy ledger (ledger.State)
 // plus this auditor's checkpoint signing. Each checkpoint it serves is
-// signed on request, as a cosignature stamped with the auditor's clock: the
-// time says when this auditor last vouched for it, which is what lets a
-// verifier tell a fresh checkpoint from a frozen one.
+// signed on request, as a cosignature stamped with a time at which it was
+// the largest tree this auditor had (C2SP cosignature/v1): now for the
+// whole log; for a past size, the time the log grew past it. So a
+// cosignature on an old prefix carries an old time, and a verifier with a
+// maximum age tells a fresh checkpoint from a frozen or rolled-back one.
 type Ledger struct {
 	state *ledger.State
 	id    string
 	key   ed25519.PrivateKey
 	now   func() time.Time
+
+	mu     sync.Mutex
+	growth []grown // the log's sizes after recent batches, ascending
 }
+
+// grown says the log reached size at time at (Unix seconds).
+type grown struct {
+	size, at int64
+}
+
+// maxGrowth bounds the sizes a Ledger remembers: a past size older than
+// these is cosigned with time 0, no claim of freshness.
+const maxGrowth = 4096
 
 var (
 	_ raftnode.StateMachine       = (*Ledger)(nil)
+	_ raftnode.BatchObserver      = (*Ledger)(nil)
 	_ raftnode.CheckpointProvider = (*Ledger)(nil)
 )
 
@@ -65,15 +82,62 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	return ledger.EncodeResult(r), nil
 }
 
+// AppliedBatch notes when the log reached its new size.
+func (l *Ledger) AppliedBatch(uint64) { l.grew() }
+
 // Snapshot implements raftnode.StateMachine.
 func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
 
 // Restore implements raftnode.StateMachine.
-func (l *Ledger) Restore(b []byte) error { return l.state.Restore(b) }
+func (l *Ledger) Restore(b []byte) error {
+	if err := l.state.Restore(b); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.growth = nil // the sizes before are another log's
+	l.mu.Unlock()
+	l.grew()
+	return nil
+}
 
-// sign returns cp signed by this auditor now.
+func (l *Ledger) grew() {
+	g := grown{size: l.state.TreeSize(), at: l.now().Unix()}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.growth); n > 0 && l.growth[n-1].size >= g.size {
+		return
+	}
+	if len(l.growth) == maxGrowth {
+		l.growth = append(l.growth[:0], l.growth[1:]...)
+	}
+	l.growth = append(l.growth, g)
+}
+
+// largestAt returns a time at which size was at least the largest tree
+// this auditor had: now for the current size; for a past size, when the
+// log grew past it; 0 when that is older than it remembers.
+func (l *Ledger) largestAt(size int64) int64 {
+	now := max(l.now().Unix(), 0)
+	if size >= l.state.TreeSize() {
+		return now
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(l.growth, size+1, func(g grown, s int64) int { return cmp.Compare(g.size, s) })
+	if i == 0 || i == len(l.growth) {
+		// Grown past it before the oldest size remembered (or, i ==
+		// len, not recorded yet: a batch being applied).
+		if i == len(l.growth) {
+			return now
+		}
+		return 0
+	}
+	return max(l.growth[i].at, 0)
+}
+
+// sign returns cp signed by this auditor, stamped with largestAt.
 func (l *Ledger) sign(cp ledger.Checkpoint) ([]byte, error) {
-	s, err := ledger.NewCheckpointSigner(l.id, l.key, max(l.now().Unix(), 0))
+	s, err := ledger.NewCheckpointSigner(l.id, l.key, l.largestAt(cp.Size))
 	if err != nil {
 		return nil, err
 	}

@@ -553,7 +553,8 @@ func (f *fed) batchIDs(from, count int) []string {
 	return ids
 }
 
-// outboxRecord reads the aggregator's outbox record of a batch.
+// outboxRecord reads the aggregator's outbox record of the student's batch,
+// through the outbox (which names its files).
 func (f *fed) outboxRecord(batch string) map[string]any {
 	ob, err := aggregator.OpenOutbox(f.aggCfg.Outbox)
 	if err != nil {
