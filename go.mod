@@ -10,6 +10,7 @@ require (
 	github.com/quic-go/quic-go v0.65.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/viper v1.21.0
+	github.com/yalue/onnxruntime_go v1.27.0
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/mod v0.42.0
 	golang.org/x/sync v0.24.0

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -106,18 +105,32 @@ func (c *Credential) TLSCertificate() tls.Certificate {
 // Issue creates a party certificate and key, good for both client and server
 // authentication, naming the party as nzc://<role>/<id>.
 func (ca *CA) Issue(rand io.Reader, req IssueRequest) (*Credential, error) {
+	pub, priv, err := ed25519.GenerateKey(rand)
+	if err != nil {
+		return nil, fmt.Errorf("generate key for %s: %w", req.Peer, err)
+	}
+	cert, err := ca.IssueForKey(rand, req, pub)
+	if err != nil {
+		return nil, err
+	}
+	return &Credential{Cert: cert, Key: priv}, nil
+}
+
+// IssueForKey creates a party certificate for a public key whose private
+// half the party keeps (see [KeyRequest]), naming the party as
+// nzc://<role>/<id>. rand supplies the serial number.
+func (ca *CA) IssueForKey(rand io.Reader, req IssueRequest, pub ed25519.PublicKey) (*x509.Certificate, error) {
 	if ca.key == nil {
 		return nil, errors.New("this CA was loaded without its private key and cannot issue certificates")
 	}
 	if err := req.Peer.Validate(); err != nil {
 		return nil, err
 	}
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("the public key of %s is %d bytes, want an ed25519 key of %d", req.Peer, len(pub), ed25519.PublicKeySize)
+	}
 	if !req.NotAfter.After(req.NotBefore) {
 		return nil, fmt.Errorf("certificate validity ends (%s) before it starts (%s)", req.NotAfter, req.NotBefore)
-	}
-	pub, priv, err := ed25519.GenerateKey(rand)
-	if err != nil {
-		return nil, fmt.Errorf("generate key for %s: %w", req.Peer, err)
 	}
 	serial, err := randomSerial(rand)
 	if err != nil {
@@ -154,7 +167,7 @@ func (ca *CA) Issue(rand io.Reader, req IssueRequest) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse new certificate: %w", err)
 	}
-	return &Credential{Cert: cert, Key: priv}, nil
+	return cert, nil
 }
 
 func containsIP(ips []net.IP, ip net.IP) bool {
@@ -182,15 +195,7 @@ func randomSerial(rand io.Reader) (*big.Int, error) {
 // compare it out of band.
 func Fingerprint(cert *x509.Certificate) string {
 	sum := sha256.Sum256(cert.Raw)
-	h := strings.ToUpper(hex.EncodeToString(sum[:]))
-	var b strings.Builder
-	for i := 0; i < len(h); i += 2 {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		b.WriteString(h[i : i+2])
-	}
-	return b.String()
+	return colonHex(sum[:])
 }
 
 // Usage says which side of a TLS handshake a peer's certificate is used on.

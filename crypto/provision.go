@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -19,6 +20,10 @@ const (
 	ManifestFile = "federation.json"
 	CACertFile   = "ca/ca.crt"
 	CAKeyFile    = "ca/ca.key"
+	// The administrator's signing key, separate from the CA key: it signs
+	// the ledger's genesis and the registrations of parties added later.
+	AdminKeyFile          = "admin/admin.key"
+	AdminVerifyingKeyFile = "admin/admin.pub"
 	// Files in each party's directory, <dir>/<id>/.
 	PartyCertFile         = "tls.crt"
 	PartyKeyFile          = "tls.key"
@@ -49,6 +54,10 @@ type ProvisionSpec struct {
 	// Hosts are extra DNS names or IP addresses put into every party
 	// certificate, besides 127.0.0.1, ::1 and localhost.
 	Hosts []string
+	// PartyHosts are DNS names or IP addresses put only into the
+	// certificate of the party with that id: so that a client dialling a
+	// party's host name can be sure to reach that party, not any other.
+	PartyHosts map[string][]string
 	// Now is the start of validity; zero means the current time.
 	Now          time.Time
 	CAValidity   time.Duration // zero means DefaultCAValidity
@@ -63,13 +72,18 @@ type ProvisionSpec struct {
 // Manifest lists what a federation directory holds: public facts only.
 // Paths are relative to Dir.
 type Manifest struct {
-	Dir           string       `json:"-"`
-	Name          string       `json:"name"`
-	CAFingerprint string       `json:"ca_fingerprint_sha256"`
-	CACert        string       `json:"ca_cert"`
-	CAKey         string       `json:"ca_key"`
-	Parties       []PartyFiles `json:"parties"`
-	Created       time.Time    `json:"created"`
+	Dir           string `json:"-"`
+	Name          string `json:"name"`
+	CAFingerprint string `json:"ca_fingerprint_sha256"`
+	CACert        string `json:"ca_cert"`
+	CAKey         string `json:"ca_key"`
+	// AdminKey and AdminVerifyingKey are the administrator's signing key
+	// pair. A manifest written before the administrator had a key of its
+	// own has neither; its CA key is then the administrator's.
+	AdminKey          string       `json:"admin_key,omitempty"`
+	AdminVerifyingKey string       `json:"admin_verifying_key,omitempty"`
+	Parties           []PartyFiles `json:"parties"`
+	Created           time.Time    `json:"created"`
 }
 
 // PartyFiles are one party's files and public keys.
@@ -125,7 +139,8 @@ func hasSigningKey(r Role) bool {
 	return r == RoleAggregator || r == RoleAuditor || r == RoleHospital
 }
 
-// Provision creates a federation in dir: a CA, and for each party a TLS
+// Provision creates a federation in dir: a CA, the administrator's signing
+// key (admin/admin.key, kept apart from the CA key), and for each party a TLS
 // certificate and key, an age identity and, for the aggregator, the
 // auditors and the hospitals, an ed25519 signing key. Parties are hospital-1…, auditor-1…,
 // student-1…, aggregator and compliance. It refuses, with an error matching
@@ -161,6 +176,10 @@ func Provision(dir string, spec ProvisionSpec) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	admin, err := GenerateSigningKey(rnd)
+	if err != nil {
+		return nil, err
+	}
 	var peers []Peer
 	add := func(role Role, n int) {
 		for i := 1; i <= n; i++ {
@@ -173,10 +192,16 @@ func Provision(dir string, spec ProvisionSpec) (*Manifest, error) {
 	add(RoleStudent, spec.Students)
 	peers = append(peers, Peer{Role: RoleCompliance, ID: string(RoleCompliance)})
 
+	for id := range spec.PartyHosts {
+		if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id }) {
+			return nil, fmt.Errorf("host names for %q: the federation has no such party (ids are role-N, aggregator, compliance)", id)
+		}
+	}
 	// Generate everything before writing anything.
 	parties := make([]*partyKeys, len(peers))
 	for i, p := range peers {
-		parties[i], err = newPartyKeys(ca, rnd, p, spec.Hosts, notBefore, notBefore.Add(certValidity))
+		hosts := append(slices.Clone(spec.Hosts), spec.PartyHosts[p.ID]...)
+		parties[i], err = newPartyKeys(ca, rnd, p, hosts, notBefore, notBefore.Add(certValidity))
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +215,14 @@ func Provision(dir string, spec ProvisionSpec) (*Manifest, error) {
 	if err := WriteCert(filepath.Join(dir, CACertFile), ca.Cert, spec.Force); err != nil {
 		return nil, err
 	}
-	m := &Manifest{Dir: dir, Name: name, CAFingerprint: ca.Fingerprint(), CACert: CACertFile, CAKey: CAKeyFile, Created: now.UTC()}
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(AdminKeyFile)), 0o700); err != nil {
+		return nil, fmt.Errorf("create federation directory: %w", err)
+	}
+	if err := WriteSigningKey(filepath.Join(dir, AdminKeyFile), filepath.Join(dir, AdminVerifyingKeyFile), admin, spec.Force); err != nil {
+		return nil, err
+	}
+	m := &Manifest{Dir: dir, Name: name, CAFingerprint: ca.Fingerprint(), CACert: CACertFile, CAKey: CAKeyFile,
+		AdminKey: AdminKeyFile, AdminVerifyingKey: AdminVerifyingKeyFile, Created: now.UTC()}
 	for _, pk := range parties {
 		pf, err := pk.write(dir, spec.Force)
 		if err != nil {
@@ -225,6 +257,14 @@ type AddPartyOptions struct {
 // leaving every other party's files untouched. An empty id picks the next
 // free "<role>-N". It refuses to replace an existing party without Force.
 func AddParty(dir string, role Role, id string, opts AddPartyOptions) (*Manifest, PartyFiles, error) {
+	return addParty(dir, Peer{Role: role, ID: id}, opts, nil)
+}
+
+// addParty adds the party p to the federation in dir, its id picked when
+// empty, with the files issue writes for it under the CA's signature, and
+// records it in the manifest. A nil issue makes every key here.
+func addParty(dir string, p Peer, opts AddPartyOptions, issue func(ca *CA, rnd io.Reader, notBefore, notAfter time.Time) (PartyFiles, error)) (*Manifest, PartyFiles, error) {
+	role, id := p.Role, p.ID
 	if _, err := ParseRole(string(role)); err != nil {
 		return nil, PartyFiles{}, err
 	}
@@ -241,7 +281,7 @@ func AddParty(dir string, role Role, id string, opts AddPartyOptions) (*Manifest
 			}
 		}
 	}
-	p := Peer{Role: role, ID: id}
+	p = Peer{Role: role, ID: id}
 	if err := p.Validate(); err != nil {
 		return nil, PartyFiles{}, err
 	}
@@ -276,11 +316,16 @@ func AddParty(dir string, role Role, id string, opts AddPartyOptions) (*Manifest
 	if notAfter.After(ca.Cert.NotAfter) {
 		notAfter = ca.Cert.NotAfter
 	}
-	pk, err := newPartyKeys(ca, rnd, p, opts.Hosts, notBefore, notAfter)
-	if err != nil {
-		return nil, PartyFiles{}, err
+	if issue == nil {
+		issue = func(ca *CA, rnd io.Reader, notBefore, notAfter time.Time) (PartyFiles, error) {
+			pk, err := newPartyKeys(ca, rnd, p, opts.Hosts, notBefore, notAfter)
+			if err != nil {
+				return PartyFiles{}, err
+			}
+			return pk.write(dir, opts.Force)
+		}
 	}
-	pf, err := pk.write(dir, opts.Force)
+	pf, err := issue(ca, rnd, notBefore, notAfter)
 	if err != nil {
 		return nil, PartyFiles{}, err
 	}

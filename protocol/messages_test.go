@@ -53,6 +53,19 @@ func TestValidateRejects(t *testing.T) {
 		{"query too many values", "query-batch", func(m proto.Message) {
 			m.(*nzcpb.QueryBatch).NumQueries, m.(*nzcpb.QueryBatch).FeatureDim = MaxBatchQueries, MaxFeatureDim
 		}},
+		{"query receipt short hash", "query-batch-receipts", func(m proto.Message) {
+			m.(*nzcpb.QueryBatch).ChargeReceipts[0].Proof[1] = []byte{1}
+		}},
+		{"query receipt no checkpoint", "query-batch-receipts", func(m proto.Message) { m.(*nzcpb.QueryBatch).ChargeReceipts[0].Checkpoint = nil }},
+		{"query empty receipt", "query-batch-receipts", func(m proto.Message) {
+			m.(*nzcpb.QueryBatch).ChargeReceipts = append(m.(*nzcpb.QueryBatch).ChargeReceipts, nil)
+		}},
+		{"query too many receipts", "query-batch-receipts", func(m proto.Message) {
+			q := m.(*nzcpb.QueryBatch)
+			for len(q.ChargeReceipts) <= MaxChargeReceipts {
+				q.ChargeReceipts = append(q.ChargeReceipts, q.ChargeReceipts[0])
+			}
+		}},
 		{"vote no hospital", "vote-batch", func(m proto.Message) { m.(*nzcpb.VoteBatch).HospitalId = "" }},
 		{"vote no payload", "vote-batch", func(m proto.Message) { m.(*nzcpb.VoteBatch).SealedHistograms = nil }},
 		{"label request long id", "label-request", func(m proto.Message) { m.(*nzcpb.LabelRequest).BatchId = make([]byte, 65) }},

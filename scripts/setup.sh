@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need on a fresh machine, idempotently:
-# pinned Go tools into ./bin, and Debian's chromium for the dashboard's
-# headless-browser test. Quiet when everything is already there.
+# pinned Go tools into ./bin, Debian's chromium for the dashboard's
+# headless-browser test, Debian's systemd for systemd-analyze, which checks
+# the units in deploy/, and Debian's python3-torch for the PyTorch example.
+# Quiet when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +30,45 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 if command -v chromium >/dev/null 2>&1; then
 	echo "chromium: $(chromium --version 2>/dev/null || echo 'installed')"
+fi
+
+# The units in deploy/systemd are checked by systemd-analyze (deploy,
+# TestUnitsVerify); CI sets NZC_REQUIRE_SYSTEMD=1 so that test cannot skip.
+# The package (about 10 MB installed) is not started: the test only
+# analyses unit files.
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		echo "systemd-analyze is missing; install it (Debian: apt-get install systemd) or the units' check skips" >&2
+	else
+		echo "installing systemd (Debian package) for systemd-analyze"
+		t0=$SECONDS
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		apt-get install -y -qq --no-install-recommends systemd >/dev/null
+		echo "installed systemd in $((SECONDS - t0))s"
+	fi
+fi
+if command -v systemd-analyze >/dev/null 2>&1; then
+	echo "systemd-analyze: $(systemd-analyze --version | head -1)"
+fi
+
+# The PyTorch example's test (examples/pytorch, in scripts/test-onnx.sh)
+# trains teachers with Debian's python3-torch; CI sets NZC_REQUIRE_TORCH=1 so
+# it cannot skip. The package brings about 150 MB of downloads (176 packages
+# with --no-install-recommends) and took 169 s to install on a busy 2-core
+# machine. It installs torch for Debian's /usr/bin/python3.
+if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		echo "PyTorch is missing; install it (Debian: apt-get install python3-torch) or the PyTorch example's test skips" >&2
+	else
+		echo "installing python3-torch (Debian package) for the PyTorch example"
+		t0=$SECONDS
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
+		echo "installed python3-torch in $((SECONDS - t0))s"
+	fi
+fi
+if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+	echo "torch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
 fi

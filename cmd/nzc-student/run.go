@@ -27,7 +27,7 @@ import (
 )
 
 // dataFlags select the student's data: a range of an idx directory's
-// training or test part, or of a CSV file.
+// training or test part, of a folder of images per class, or of a CSV file.
 type dataFlags struct {
 	path        string
 	split       string
@@ -36,7 +36,7 @@ type dataFlags struct {
 
 func addDataFlags(cmd *cobra.Command, count int) *dataFlags {
 	d := &dataFlags{}
-	cmd.Flags().StringVar(&d.path, "data", "", "a directory of idx files (e.g. data/mnist) or a CSV file")
+	cmd.Flags().StringVar(&d.path, "data", "", "a directory of idx files (e.g. data/mnist), a folder of images per class or a CSV file")
 	cmd.Flags().StringVar(&d.split, "split", "test", "for an idx directory: the train or test part")
 	cmd.Flags().IntVar(&d.from, "from", 0, "first example to use")
 	cmd.Flags().IntVar(&d.count, "count", count, "number of examples to use (0: all from --from on)")
@@ -45,7 +45,7 @@ func addDataFlags(cmd *cobra.Command, count int) *dataFlags {
 
 func (d *dataFlags) load() (*data.Dataset, error) {
 	if d.path == "" {
-		return nil, errors.New("give --data: a directory of idx files (scripts/fetch-data.sh puts MNIST in data/mnist) or a CSV file")
+		return nil, errors.New("give --data: a directory of idx files (scripts/fetch-data.sh puts MNIST in data/mnist), a folder of images per class or a CSV file")
 	}
 	st, err := os.Stat(d.path)
 	if err != nil {
@@ -54,24 +54,15 @@ func (d *dataFlags) load() (*data.Dataset, error) {
 	var ds *data.Dataset
 	switch {
 	case st.IsDir():
-		s, err := data.LoadIDXDir(d.path)
-		if err != nil {
-			return nil, err
-		}
-		switch d.split {
-		case "train":
-			ds = s.Train
-		case "test":
-			ds = s.Test
-		default:
-			return nil, fmt.Errorf("--split %q: want train or test", d.split)
+		if ds, err = data.LoadDir(d.path, d.split); err != nil {
+			return nil, fmt.Errorf("--data %s: %w", d.path, err)
 		}
 	case strings.HasSuffix(d.path, ".csv"):
 		if ds, err = data.LoadCSV(d.path); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("data %s: want a directory of idx files or a .csv file", d.path)
+		return nil, fmt.Errorf("data %s: want a directory of idx files, a folder of images per class or a .csv file", d.path)
 	}
 	to := ds.Len()
 	if d.count > 0 {

@@ -24,7 +24,8 @@ func newTrainCommand() *cobra.Command {
 		Use:   "train",
 		Short: "Train the hospital's teachers on disjoint shards of its data",
 		Long: `train loads the hospital's training data (a directory of idx files, such as
-MNIST from scripts/fetch-data.sh, or a CSV file), cuts it into one disjoint
+MNIST from scripts/fetch-data.sh, a folder of PNG or JPEG images with one
+directory per class, or a CSV file), cuts it into one disjoint
 shard per teacher, trains each teacher on its own shard, and writes them to
 the models directory. Progress is shown on stderr when it is a terminal.`,
 		Example: `  nzc-teacher train --config federation/hospital-1.yaml --data data/mnist --teachers 10
@@ -36,7 +37,7 @@ the models directory. Progress is shown on stderr when it is a terminal.`,
 	maxExamples := cmd.Flags().Int("max-examples", 0, "use at most this many examples of the hospital's data (0: all)")
 	return cli.Formatted(cmd, config.DefaultTeacher(), func(cmd *cobra.Command, f string, cfg config.Teacher) error {
 		if cfg.Data == "" {
-			return errors.New("no training data: give --data (a directory of idx files or a CSV file); scripts/fetch-data.sh puts MNIST in data/mnist")
+			return errors.New("no training data: give --data (a directory of idx files, a folder of images per class or a CSV file); scripts/fetch-data.sh puts MNIST in data/mnist")
 		}
 		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
 		start := time.Now()
@@ -82,10 +83,11 @@ certificate.`,
 			return err
 		}
 		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
-		ens, err := teacher.LoadEnsemble(cfg.Models)
+		ens, models, err := teacher.LoadVoter(cfg.Models, cfg.ONNXRuntime)
 		if err != nil {
 			return err
 		}
+		defer models.Close()
 		netCfg, err := node.NetConfig(cfg.TLS, log)
 		if err != nil {
 			return err
@@ -108,6 +110,7 @@ certificate.`,
 		}
 		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
 			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log,
+			AuditorKeys: cfg.AuditorKeys, ProofLag: cfg.ProofLag,
 			Pause: pause.Hook(log)})
 		if errors.Is(err, teacher.ErrBadRegistration) {
 			return fmt.Errorf("registration %s: %w", cfg.Registration, err)
@@ -118,6 +121,12 @@ certificate.`,
 		reg := ops.NewRegistry()
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_batches_answered_total",
 			Help: "Query batches answered with the teachers' votes."}, func() float64 { return float64(n.Answered()) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_charges_proven_total",
+			Help: "Batches this hospital voted on whose charge naming it it has seen proven by a majority of the auditors."}, func() float64 { return float64(n.Spending().Proven) }))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nzc_teacher_charges_unproven",
+			Help: "Batches this hospital voted on whose charge it has not yet seen proven; at proof_lag it stops voting."}, func() float64 { return float64(n.Spending().Unproven) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_receipts_rejected_total",
+			Help: "Charge receipts that did not prove a charge of this hospital's votes."}, func() float64 { return float64(n.Spending().Rejected) }))
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, n.Ready), log)
 		log.Info("hospital starting", "teachers", ens.Teachers(), "classes", ens.Classes(), "aggregator", cfg.Aggregator)
 		return n.Run(cmd.Context())

@@ -11,11 +11,12 @@ import (
 // GenesisFile holds the signed commands that start a federation's ledger.
 const GenesisFile = "genesis.json"
 
-// writeGenesis signs, with the federation CA key, the commands that start
-// the ledger (every party with its key, and each student's registration)
-// and writes them next to the manifest. The first auditor applies them.
+// writeGenesis signs, with the administrator's key (not the CA key), the
+// commands that start the ledger (every party with its key, and each
+// student's registration) and writes them next to the manifest. The first
+// auditor applies them.
 func writeGenesis(m *crypto.Manifest) error {
-	key, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
+	key, err := m.AdminSigningKey()
 	if err != nil {
 		return err
 	}

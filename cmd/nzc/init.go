@@ -49,6 +49,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 	tlsOf := func(p crypto.PartyFiles) config.TLS {
 		return config.TLS{CA: abs(m.CACert), Cert: abs(p.Cert), Key: abs(p.Key)}
 	}
+	// A party that keeps its own keys (nzc keys new) gets paths relative to
+	// its key directory, made absolute there by nzc keys install.
+	ownKeys := func(p crypto.PartyFiles) bool { return p.Key == "" }
 	auditors := m.ByRole(crypto.RoleAuditor)
 	var intakes, peers []string
 	for i, a := range auditors {
@@ -80,7 +83,12 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c := config.DefaultTeacher()
 			c.ID, c.Aggregator, c.TLS = p.ID, loopback(pt.aggregator()), tlsOf(p)
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
+			c.AuditorKeys = auditorKeys
 			c.Models = filepath.Join(m.Dir, p.ID, "models")
+			if ownKeys(p) {
+				c.TLS = config.TLS{CA: bundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
+				c.AgeIdentity, c.SigningKey, c.Models = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models"
+			}
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c
 		case crypto.RoleAggregator:
@@ -88,6 +96,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.Listen, c.Auditors, c.TLS = loopback(pt.aggregator()), intakes, tlsOf(p)
 			c.AuditorKeys = auditorKeys
 			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
+			// A majority of the hospitals must vote on every batch: one
+			// hospital alone never decides a label.
+			c.Quorum = c.Hospitals/2 + 1
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
 			c.Ops.Listen = loopback(pt.ops(k))
@@ -193,7 +204,7 @@ func (s initSummary) text(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "%-11s %-14s %s\n", p.Role, p.ID, cfg)
 	}
-	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key offline.\n")
+	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key and admin/admin.key\noffline, apart from each other.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -202,7 +213,7 @@ func newInitCommand() *cobra.Command {
 	var (
 		dir                           string
 		hospitals, auditors, students int
-		hosts                         []string
+		hosts, partyHosts             []string
 		basePort                      int
 		force                         bool
 	)
@@ -223,6 +234,10 @@ Existing keys are never overwritten unless --force is given.`,
   # Later, one more hospital, leaving every other key untouched:
   nzc init add-hospital --dir federation
 
+  # Each auditor's certificate names its own host, not the others':
+  nzc init --dir federation --party-host auditor-1=a1.example.org --party-host auditor-2=a2.example.org \
+      --party-host auditor-3=a3.example.org
+
   # The summary as JSON:
   nzc init --dir fed2 --format json`,
 		Args: cobra.NoArgs,
@@ -232,6 +247,7 @@ Existing keys are never overwritten unless --force is given.`,
 	cmd.Flags().IntVar(&auditors, "auditors", 3, "number of auditors (3 or 5 tolerate 1 or 2 failures)")
 	cmd.Flags().IntVar(&students, "students", 1, "number of students")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for every certificate, besides loopback")
+	cmd.Flags().StringArrayVar(&partyHosts, "party-host", nil, "ID=HOST: a DNS name or IP address for party ID's certificate only (repeat for more), so that a client reaching HOST knows it reached that party")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing federation's keys and configurations")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -242,7 +258,15 @@ Existing keys are never overwritten unless --force is given.`,
 		if err != nil {
 			return err
 		}
-		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, Force: force})
+		byParty := map[string][]string{}
+		for _, v := range partyHosts {
+			id, host, ok := strings.Cut(v, "=")
+			if !ok || id == "" || host == "" {
+				return fmt.Errorf("--party-host %q: want ID=HOST, such as auditor-1=a1.example.org", v)
+			}
+			byParty[id] = append(byParty[id], host)
+		}
+		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
 		if err != nil {
 			return err
 		}
@@ -260,7 +284,7 @@ Existing keys are never overwritten unless --force is given.`,
 		s := summarize(m, written)
 		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
 	})
-	cmd.AddCommand(newAddHospitalCommand())
+	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand())
 	return cmd
 }
 
@@ -317,13 +341,14 @@ func newAddHospitalCommand() *cobra.Command {
 // administrator-signed ledger registration of the new hospital.
 const RegistrationFile = "ledger-registration.cmd"
 
-// writeRegistration signs, with the CA key, the ledger command that adds a
-// hospital provisioned after the genesis, and writes it in the hospital's
-// directory. The hospital relays it through the aggregator when it starts.
+// writeRegistration signs, with the administrator's key, the ledger command
+// that adds a hospital provisioned after the genesis, and writes it in the
+// hospital's directory. The hospital relays it through the aggregator when
+// it starts.
 func writeRegistration(m *crypto.Manifest, p crypto.PartyFiles) (string, error) {
-	key, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
+	key, err := m.AdminSigningKey()
 	if err != nil {
-		return "", fmt.Errorf("signing %s's ledger registration needs the CA key: %w", p.ID, err)
+		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
 	}
 	cmd, err := intake.RegisterHospital(m, p, key, time.Now())
 	if err != nil {

@@ -174,7 +174,7 @@ membership and the ledger's auditors are separate on purpose.`,
 		Example: `  nzc ledger join --api 127.0.0.1:7700 --federation fed --as auditor-1 --id auditor-1 --addr 10.0.0.1:7501`,
 		Args:    cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd, "", adminAsHelp)
+	c := addAdminFlags(cmd)
 	id := cmd.Flags().String("id", "", "the joining auditor's id (as in its certificate)")
 	addr := cmd.Flags().String("addr", "", "the joining auditor's raft address, HOST:PORT")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -202,7 +202,7 @@ auditors the ledger registered.`,
 		Example: `  nzc ledger remove-peer --api 127.0.0.1:7700 --federation fed --as auditor-3 --id auditor-3`,
 		Args:    cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd, "", adminAsHelp)
+	c := addAdminFlags(cmd)
 	id := cmd.Flags().String("id", "", "the auditor to remove")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *id == "" {
@@ -270,7 +270,7 @@ is written. It needs the auditor's own certificate (--as its id).`,
 		Example: `  nzc ledger snapshot save --api 127.0.0.1:7700 --federation fed --as auditor-1 --out auditor-1.snapshot`,
 		Args:    cobra.NoArgs,
 	}
-	c := addComplianceFlags(cmd, "", adminAsHelp)
+	c := addAdminFlags(cmd)
 	out := cmd.Flags().String("out", "", "file to write the snapshot to (replaced atomically)")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		var sf raftnode.SnapshotFile

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,11 +63,11 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caKey, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
+	adminKey, err := m.AdminSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	genesis, err := intake.GenesisCommands(m, caKey, "nzc.test/processes", time.Unix(1_700_000_000, 0))
+	genesis, err := intake.GenesisCommands(m, adminKey, "nzc.test/processes", time.Unix(1_700_000_000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,6 +342,18 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		t.Fatalf("verify output:\n%s", text)
 	}
 	t.Logf("%d entries, root %s on all three auditors; %v after the build", final.Size, final.Root, time.Since(began).Round(time.Millisecond))
+
+	// Every auditor at the API its configuration in the directory names,
+	// compared; the export is fresh.
+	text, err = runNZC(t, "ledger", "status", "--federation", dir, "--format", "json")
+	var views ledgerStatus
+	if err != nil || json.NewDecoder(strings.NewReader(text)).Decode(&views) != nil || views.Asked != 3 || views.Answered != 3 ||
+		!views.Consistent || views.Largest == nil || views.Largest.Size < final.Size {
+		t.Fatalf("status of every auditor: %v %+v\n%s", err, views, text)
+	}
+	if text, err := runNZC(t, "ledger", "verify", "--export", out, "--federation", dir, "--max-age", "1h"); err != nil {
+		t.Fatalf("a fresh export failed --max-age: %v\n%s", err, text)
+	}
 
 	// Back up one follower through its own API, stop another, move on
 	// without it, and restore it from the backup: it catches up from the

@@ -35,6 +35,8 @@ Every privacy figure nzc prints is one it can prove: the source paper's
 	root.AddCommand(
 		cli.VersionCommand("nzc"),
 		newInitCommand(),
+		newKeysCommand(),
+		newONNXCommand(),
 		newDemoCommand(),
 		newPrivacyCommand(),
 		newAuditCommand(),

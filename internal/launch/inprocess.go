@@ -243,11 +243,11 @@ func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptio
 	if err := Poll(ctx, 30*time.Second, 10*time.Millisecond, func() bool { return len(as[0].Node().Status().Peers) == len(as) }); err != nil {
 		return nil, fmt.Errorf("waiting for %d auditors in the cluster: %w", len(as), err)
 	}
-	caKey, err := crypto.LoadPrivateKey(f.M.Path(f.M.CAKey))
+	adminKey, err := f.M.AdminSigningKey()
 	if err != nil {
 		return nil, err
 	}
-	cmds, err := intake.GenesisCommands(f.M, caKey, o.Origin, time.Now())
+	cmds, err := intake.GenesisCommands(f.M, adminKey, o.Origin, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,6 @@ package launch
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -78,9 +77,9 @@ func (f *Federation) Verify(export []byte) (*ledger.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin, ok := f.CA.PublicKey.(ed25519.PublicKey)
-	if !ok {
-		return nil, errors.New("launch: the federation CA has no ed25519 key")
+	admin, err := f.M.AdminPublicKey()
+	if err != nil {
+		return nil, err
 	}
 	dir, err := intake.Directory(f.M, admin)
 	if err != nil {

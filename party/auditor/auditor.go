@@ -119,8 +119,10 @@ type Auditor struct {
 	// genesisDone is closed when Run's application of Config.Genesis has
 	// ended (at once when there is none).
 	genesisDone chan struct{}
-	closeOnce   sync.Once
-	closeErr    error
+	// cosigned keeps the checkpoint every auditor signed (CosignCheckpoint).
+	cosigned  *cosignCache
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Addrs are the addresses an Auditor listens on; empty when not served.
@@ -143,11 +145,13 @@ func New(cfg Config) (*Auditor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey)
+	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey, nil)
 	if err != nil {
 		return nil, err
 	}
 	a := &Auditor{cfg: cfg, log: log, ledger: led, genesisDone: make(chan struct{})}
+	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, true) },
+		size: led.state.TreeSize, full: a.everySigned, timeout: cosignTimeout, keep: cosignKeep, now: led.now}
 	if len(cfg.Genesis) == 0 {
 		close(a.genesisDone)
 	}
@@ -306,8 +310,30 @@ func (a *Auditor) waitLeader(ctx context.Context) error {
 // auditor that answers before ctx ends: a *ledger.QuorumError (with the
 // partly signed checkpoint) if fewer than a majority did, a *ForkError if
 // any signed a different root for the size.
+// Callers that ask at once share one round, and a checkpoint every auditor
+// signed is kept while the ledger does not grow, for at most cosignKeep.
 func (a *Auditor) CosignCheckpoint(ctx context.Context) ([]byte, error) {
-	return cosign(ctx, a.node, a.ledger, a.log, true)
+	return a.cosigned.get(ctx)
+}
+
+// cosignKeep is how long a checkpoint every auditor signed is served again
+// while the ledger does not grow: its cosignatures' time (in seconds) is
+// then at most this old.
+const cosignKeep = 2 * time.Second
+
+// everySigned returns a cosigned checkpoint's size and whether every
+// auditor of the ledger at that size signed it.
+func (a *Auditor) everySigned(cp []byte) (int64, bool) {
+	c, err := ledger.PeekCheckpoint(cp)
+	if err != nil {
+		return 0, false
+	}
+	keys, err := a.ledger.state.AuditorKeys(c.Size)
+	if err != nil {
+		return 0, false
+	}
+	sc, err := ledger.OpenCheckpoint(cp, keys)
+	return c.Size, err == nil && len(sc.Signers) == len(keys)
 }
 
 // CosignQuorum is CosignCheckpoint that returns as soon as a majority of

@@ -1,6 +1,7 @@
 package auditor
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -20,19 +21,30 @@ import (
 )
 
 // Ledger is the auditor's raftnode.StateMachine: the privacy ledger (ledger.State)
-// plus this auditor's checkpoint signing. After every applied batch (and
-// after a snapshot restore) it signs a checkpoint of the whole log with the
-// auditor's own key and keeps it to serve.
+// plus this auditor's checkpoint signing. Each checkpoint it serves is
+// signed on request, as a cosignature stamped with a time at which it was
+// the largest tree this auditor had (C2SP cosignature/v1): now for the
+// whole log; for a past size, the time the log grew past it. So a
+// cosignature on an old prefix carries an old time, and a verifier with a
+// maximum age tells a fresh checkpoint from a frozen or rolled-back one.
 type Ledger struct {
-	state  *ledger.State
-	id     string
-	signer note.Signer
+	state *ledger.State
+	id    string
+	key   ed25519.PrivateKey
+	now   func() time.Time
 
 	mu     sync.Mutex
-	latest []byte // the latest signed checkpoint; nil before the genesis
-	size   int64  // its tree size
-	err    error  // the last signing failure, if the latest is stale
+	growth []grown // the log's sizes after recent batches, ascending
 }
+
+// grown says the log reached size at time at (Unix seconds).
+type grown struct {
+	size, at int64
+}
+
+// maxGrowth bounds the sizes a Ledger remembers: a past size older than
+// these is cosigned with time 0, no claim of freshness.
+const maxGrowth = 4096
 
 var (
 	_ raftnode.StateMachine       = (*Ledger)(nil)
@@ -41,18 +53,19 @@ var (
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
-// ID in the ledger and key its ed25519 checkpoint key.
-func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey) (*Ledger, error) {
+// ID in the ledger, key its ed25519 checkpoint key and now its clock for
+// the cosignatures' time (time.Now when nil).
+func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey, now func() time.Time) (*Ledger, error) {
 	if state == nil {
 		return nil, errors.New("auditor: NewLedger needs a ledger state")
 	}
-	signer, err := ledger.NewCheckpointSigner(auditorID, key)
-	if err != nil {
+	if now == nil {
+		now = time.Now
+	}
+	if _, err := ledger.NewCheckpointSigner(auditorID, key, 0); err != nil {
 		return nil, err
 	}
-	l := &Ledger{state: state, id: auditorID, signer: signer}
-	l.sign()
-	return l, nil
+	return &Ledger{state: state, id: auditorID, key: key, now: now}, nil
 }
 
 // State is the replicated ledger, for reads (accounts, entries, proofs).
@@ -69,37 +82,66 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	return ledger.EncodeResult(r), nil
 }
 
-// AppliedBatch signs a checkpoint of the log as it now stands.
-func (l *Ledger) AppliedBatch(uint64) { l.sign() }
+// AppliedBatch notes when the log reached its new size.
+func (l *Ledger) AppliedBatch(uint64) { l.grew() }
 
 // Snapshot implements raftnode.StateMachine.
 func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
 
-// Restore implements raftnode.StateMachine and signs the restored log's checkpoint.
+// Restore implements raftnode.StateMachine.
 func (l *Ledger) Restore(b []byte) error {
 	if err := l.state.Restore(b); err != nil {
 		return err
 	}
-	l.sign()
+	l.mu.Lock()
+	l.growth = nil // the sizes before are another log's
+	l.mu.Unlock()
+	l.grew()
 	return nil
 }
 
-func (l *Ledger) sign() {
-	cp, err := l.state.Checkpoint()
-	if err != nil {
-		return // no genesis yet: nothing to commit to
+func (l *Ledger) grew() {
+	g := grown{size: l.state.TreeSize(), at: l.now().Unix()}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.growth); n > 0 && l.growth[n-1].size >= g.size {
+		return
+	}
+	if len(l.growth) == maxGrowth {
+		l.growth = append(l.growth[:0], l.growth[1:]...)
+	}
+	l.growth = append(l.growth, g)
+}
+
+// largestAt returns a time at which size was at least the largest tree
+// this auditor had: now for the current size; for a past size, when the
+// log grew past it; 0 when that is older than it remembers.
+func (l *Ledger) largestAt(size int64) int64 {
+	now := max(l.now().Unix(), 0)
+	if size >= l.state.TreeSize() {
+		return now
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.latest != nil && l.size == cp.Size {
-		return
+	i, _ := slices.BinarySearchFunc(l.growth, size+1, func(g grown, s int64) int { return cmp.Compare(g.size, s) })
+	if i == 0 || i == len(l.growth) {
+		// Grown past it before the oldest size remembered (or, i ==
+		// len, not recorded yet: a batch being applied).
+		if i == len(l.growth) {
+			return now
+		}
+		return 0
 	}
-	signed, err := ledger.SignCheckpoint(cp, l.signer)
+	return max(l.growth[i].at, 0)
+}
+
+// sign returns cp signed by this auditor, stamped with largestAt.
+func (l *Ledger) sign(cp ledger.Checkpoint) ([]byte, error) {
+	s, err := ledger.NewCheckpointSigner(l.id, l.key, l.largestAt(cp.Size))
 	if err != nil {
-		l.err = err
-		return
+		return nil, err
 	}
-	l.latest, l.size, l.err = signed, cp.Size, nil
+	return ledger.SignCheckpoint(cp, s)
 }
 
 // ErrNoCheckpoint means this auditor has no checkpoint for the size asked:
@@ -111,27 +153,24 @@ var ErrNoCheckpoint = errors.New("auditor: no checkpoint of that size here yet")
 // entries, or of the whole log when treeSize is 0. A past size is signed on
 // request: the tree at a size never changes.
 func (l *Ledger) Checkpoint(treeSize uint64) ([]byte, error) {
-	l.mu.Lock()
-	latest, size, serr := l.latest, l.size, l.err
-	l.mu.Unlock()
-	if treeSize == 0 || (latest != nil && int64(treeSize) == size) {
-		if latest == nil {
+	if treeSize == 0 {
+		cp, err := l.state.Checkpoint()
+		if err != nil {
 			return nil, fmt.Errorf("%w: the ledger has no genesis", ErrNoCheckpoint)
 		}
-		if serr != nil {
-			return nil, fmt.Errorf("auditor: signing the latest checkpoint failed: %w", serr)
-		}
-		return latest, nil
+		return l.sign(cp)
 	}
 	if treeSize > math.MaxInt64 || int64(treeSize) > l.state.TreeSize() {
 		return nil, fmt.Errorf("%w: asked for size %d, applied %d", ErrNoCheckpoint, treeSize, l.state.TreeSize())
+	}
+	if l.state.Origin() == "" {
+		return nil, fmt.Errorf("%w: the ledger has no genesis", ErrNoCheckpoint)
 	}
 	root, err := l.state.TreeHash(int64(treeSize))
 	if err != nil {
 		return nil, err
 	}
-	cp := ledger.Checkpoint{Origin: l.state.Origin(), Size: int64(treeSize), Root: root}
-	return ledger.SignCheckpoint(cp, l.signer)
+	return l.sign(ledger.Checkpoint{Origin: l.state.Origin(), Size: int64(treeSize), Root: root})
 }
 
 // ForkError means another auditor signed a different root for the same tree
@@ -166,13 +205,9 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	var vs []note.Verifier
-	for _, k := range keys {
-		v, err := note.NewVerifier(k)
-		if err != nil {
-			return nil, err
-		}
-		vs = append(vs, v)
+	vs, err := ledger.CheckpointVerifiers(keys)
+	if err != nil {
+		return nil, err
 	}
 	verifiers := note.VerifierList(vs...)
 	mine, err := note.Open(own, verifiers)

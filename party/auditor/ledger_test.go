@@ -177,12 +177,15 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	if _, err := c.auds[1].Node().PeerCheckpoint(ctx, c.auds[2].Addrs().Raft, 99); err == nil {
 		t.Fatal("a peer signed a size it has not applied")
 	}
-	// With two of three auditors down there is no majority to sign.
+	// With two of three auditors down there is no majority to sign (a
+	// round of its own: CosignCheckpoint may serve the checkpoint all three
+	// signed a moment ago, see TestCosignCacheSharesAndKeeps).
 	_ = c.stop[1]()
 	_ = c.stop[2]()
 	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer scancel()
-	partial, err := c.auds[0].CosignCheckpoint(sctx)
+	a0 := c.auds[0]
+	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, true)
 	var qe *ledger.QuorumError
 	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil {
 		t.Fatalf("cosign with two auditors down: %v, want a QuorumError with one signer", err)
@@ -190,17 +193,17 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 }
 
 func TestLedgerSnapshotRestoreSigns(t *testing.T) {
-	a, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
+	clock := func() time.Time { return time.Unix(1_800_000_000, 0) }
+	a, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
 	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
 	if _, err := a.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
 		t.Fatal(err)
 	}
-	a.AppliedBatch(1)
 	snap, err := a.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
+	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
 	if err := b.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +211,64 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	cb, err := b.Checkpoint(0)
 	if err != nil || string(ca) != string(cb) {
 		t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
+	}
+	// The cosignature carries the auditor's clock.
+	keys, _ := a.State().AuditorKeys(1)
+	sc, err := ledger.OpenCheckpoint(ca, keys)
+	if err != nil || sc.Time != 1_800_000_000 {
+		t.Fatalf("checkpoint time %d (%v), want the clock's 1800000000", sc.Time, err)
+	}
+}
+
+// A cosignature's time is one at which the checkpoint was at least the
+// largest tree the auditor had: asked later for an old prefix, an auditor
+// stamps the time its log grew past it, not now. So an auditor that
+// gathers fresh cosignatures on a rolled-back prefix gets old times, and
+// verify --max-age refuses it.
+func TestCheckpointTimeIsWhenItWasTheLargest(t *testing.T) {
+	now := int64(1_800_000_000)
+	clock := func() time.Time { return time.Unix(now, 0) }
+	l, err := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
+	if _, err := l.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
+		t.Fatal(err)
+	}
+	l.AppliedBatch(1)
+	for i := range 3 { // sizes 2, 3, 4 at now + 100, + 200, + 300
+		now += 100
+		if _, err := l.Apply(uint64(i+2), []byte("filler")); err != nil {
+			t.Fatal(err)
+		}
+		l.AppliedBatch(uint64(i + 2))
+	}
+	now += 5000
+	keys, _ := l.State().AuditorKeys(1)
+	for _, tc := range []struct {
+		size uint64
+		want int64
+	}{
+		{0, now}, {4, now}, // the whole log: now
+		{3, now - 5000},       // grew past 3 when it reached 4
+		{1, now - 5300 + 100}, // grew past 1 when it reached 2
+	} {
+		b, err := l.Checkpoint(tc.size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := ledger.OpenCheckpoint(b, keys)
+		if err != nil || sc.Time != tc.want {
+			t.Fatalf("size %d: time %d (%v), want %d", tc.size, sc.Time, err, tc.want)
+		}
+	}
+	// A size older than the sizes remembered claims no freshness.
+	l.mu.Lock()
+	l.growth = l.growth[2:]
+	l.mu.Unlock()
+	b, _ := l.Checkpoint(1)
+	if sc, _ := ledger.OpenCheckpoint(b, keys); sc.Time != 0 {
+		t.Fatalf("a forgotten size was stamped %d, want 0", sc.Time)
 	}
 }

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -289,7 +293,7 @@ func TestFederation(t *testing.T) {
 	crashing := &crashingLedger{Ledger: lc, crashed: make(chan string, 1)}
 	aggCfg := aggregator.Config{
 		OutboxDir: t.TempDir(), Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},
-		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second,
+		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second, Classes: classes, Ensemble: teachers,
 	}
 	g := group(t)
 	agg := f.startAggregator(g, "127.0.0.1:0", crashing, aggCfg)
@@ -482,11 +486,11 @@ func TestFederation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		caKey, err := crypto.LoadPrivateKey(m2.Path(m2.CAKey))
+		adminKey, err := m2.AdminSigningKey()
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg, err := intake.RegisterHospital(m2, p, caKey, time.Now())
+		reg, err := intake.RegisterHospital(m2, p, adminKey, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -520,6 +524,73 @@ func TestFederation(t *testing.T) {
 			}
 			return false
 		})
+	})
+	t.Run("a hospital that made its own keys joins by a key request", func(t *testing.T) {
+		// The hospital makes its keys where it runs; the administrator sees
+		// only the request, issues a certificate and signs a registration.
+		keys := t.TempDir()
+		req, err := crypto.NewKeyRequest(keys, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-own-keys"}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, p, err := crypto.AddPartyFromRequest(m.Dir, req, req.Peer(), crypto.AddPartyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		adminKey, err := m2.AdminSigningKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := intake.RegisterHospital(m2, p, adminKey, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred, err := crypto.LoadCredential(m2.Path(p.Cert), filepath.Join(keys, crypto.PartyKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := crypto.LoadIdentity(filepath.Join(keys, crypto.AgeIdentityFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sign, err := crypto.LoadPrivateKey(filepath.Join(keys, crypto.SigningKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr,
+			Net:      quicnet.Config{CA: f.ca, Credential: cred, Logger: logger(t).With("party", p.ID)},
+			Identity: id, SigningKey: sign, CapEpsilon: capEps, CapDelta: 1e-5, Registration: reg, Voter: voter{},
+			Backoff: backoff, Logger: logger(t).With("party", p.ID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := group(t).Start(p.ID, n.Run)
+		defer stop()
+		waitFor(t, 20*time.Second, p.ID+"'s budget account", func() bool {
+			for _, a := range f.machines[0].State().Accounts() {
+				if a.Hospital == p.ID {
+					return true
+				}
+			}
+			return false
+		})
+		// Nothing the administrator holds is one of the hospital's secrets.
+		secrets := [][]byte{[]byte(id.SecretString()), cred.Key.Seed(), sign.Seed()}
+		err = filepath.WalkDir(m.Dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			for _, s := range secrets {
+				if bytes.Contains(data, s) {
+					t.Errorf("the administrator's %s holds a private key of %s", path, p.ID)
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

@@ -32,7 +32,8 @@ type Manifest struct {
 
 // TrainOptions say how a hospital trains its teachers.
 type TrainOptions struct {
-	// Data is a directory of idx files (training part used) or a CSV file.
+	// Data is a directory of idx files (training part used), a folder of
+	// images per class, or a CSV file.
 	Data string
 	// Part and Parts select the Part-th (1-based) of Parts disjoint slices
 	// of the data, so hospitals on one machine can share a data set
@@ -52,23 +53,19 @@ type TrainOptions struct {
 }
 
 // LoadData loads a training data set: the training part of an idx
-// directory, or a CSV file.
+// directory, a folder of images per class, or a CSV file.
 func LoadData(path string) (*data.Dataset, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("training data: %w (run scripts/fetch-data.sh for MNIST, or give a directory of idx files or a CSV file)", err)
+		return nil, fmt.Errorf("training data: %w (run scripts/fetch-data.sh for MNIST, or give a directory of idx files, a folder of images per class or a CSV file)", err)
 	}
 	if st.IsDir() {
-		s, err := data.LoadIDXDir(path)
-		if err != nil {
-			return nil, err
-		}
-		return s.Train, nil
+		return data.LoadDir(path, "train")
 	}
 	if strings.HasSuffix(path, ".csv") {
 		return data.LoadCSV(path)
 	}
-	return nil, fmt.Errorf("training data %s: want a directory of idx files or a .csv file", path)
+	return nil, fmt.Errorf("training data %s: want a directory of idx files, a folder of images per class or a .csv file", path)
 }
 
 // Part returns the part-th (1-based) of parts disjoint contiguous slices of

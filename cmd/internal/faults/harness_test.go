@@ -29,6 +29,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/student"
 )
@@ -55,7 +56,7 @@ func buildBinaries(t *testing.T) string {
 		t.Skip("no go toolchain to build the party binaries")
 	}
 	bin := t.TempDir()
-	if err := launch.Build(context.Background(), bin, raceEnabled, append([]string{"nzc"}, launch.Binaries...)...); err != nil {
+	if err := launch.BuildWithTestHooks(context.Background(), bin, raceEnabled, append([]string{"nzc"}, launch.Binaries...)...); err != nil {
 		t.Fatal(err)
 	}
 	return bin
@@ -195,7 +196,7 @@ func newFed(t *testing.T, bin string) *fed {
 	readYAML(t, f.aggPath, &f.aggCfg)
 	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, addr()
 	f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
-	f.aggCfg.LedgerTimeout = ledgerTimeout
+	f.aggCfg.LedgerTimeout, f.aggCfg.Teachers, f.aggCfg.Classes = ledgerTimeout, teachersPerHospital, classes
 	f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
 	writeYAML(t, f.aggPath, f.aggCfg)
 
@@ -552,9 +553,18 @@ func (f *fed) batchIDs(from, count int) []string {
 	return ids
 }
 
-// outboxRecord reads the aggregator's outbox record of a batch.
+// outboxRecord reads the aggregator's outbox record of the student's batch,
+// through the outbox (which names its files).
 func (f *fed) outboxRecord(batch string) map[string]any {
-	b, err := os.ReadFile(filepath.Join(f.aggCfg.Outbox, batch+".json"))
+	ob, err := aggregator.OpenOutbox(f.aggCfg.Outbox)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rec, ok, err := ob.Get(f.stuCfg.ID, batch)
+	if err != nil || !ok {
+		f.t.Fatalf("the outbox has no record of batch %s (%v)", batch, err)
+	}
+	b, err := json.Marshal(rec)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -69,6 +69,11 @@ type Tuning struct {
 	// Lower them on a LAN to fail over faster.
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
+	// ForwardTimeout bounds, on the forwarding channel, reading the rest of
+	// a request once its first byte has arrived and writing its response,
+	// so that a peer that stalls mid-request does not hold the
+	// connection's goroutine. Zero means 30s.
+	ForwardTimeout time.Duration
 	// MaxPacked is the most submissions the leader packs into one raft
 	// entry (group commit, see batch.go); 0 means 1024. 1 turns packing
 	// off: each submission is its own raft entry.
@@ -77,6 +82,7 @@ type Tuning struct {
 
 const (
 	defaultApplyTimeout      = 10 * time.Second
+	defaultForwardTimeout    = 30 * time.Second
 	defaultSnapshotThreshold = 8192
 	defaultSnapshotRetain    = 2
 	defaultTimeout           = time.Second
@@ -177,6 +183,13 @@ func validDialAddr(a string) error {
 		return fmt.Errorf("%q is an unspecified address; advertise a routable one", a)
 	}
 	return nil
+}
+
+func (c *Config) forwardTimeout() time.Duration {
+	if c.ForwardTimeout <= 0 {
+		return defaultForwardTimeout
+	}
+	return c.ForwardTimeout
 }
 
 func (c *Config) applyTimeout() time.Duration {

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -64,8 +65,19 @@ func writeFrame(w *bufio.Writer, head byte, n uint64, body []byte) error {
 }
 
 func readFrame(r *bufio.Reader) (head byte, n uint64, body []byte, err error) {
+	return readFrameThen(r, nil)
+}
+
+// readFrameThen is readFrame that calls started, when not nil, once the
+// frame's first byte has arrived. The body's buffer grows as its bytes
+// arrive, so a peer that announces a large body without sending it costs
+// little memory.
+func readFrameThen(r *bufio.Reader, started func()) (head byte, n uint64, body []byte, err error) {
 	if head, err = r.ReadByte(); err != nil {
 		return 0, 0, nil, err
+	}
+	if started != nil {
+		started()
 	}
 	if n, err = binary.ReadUvarint(r); err != nil {
 		return 0, 0, nil, err
@@ -77,11 +89,14 @@ func readFrame(r *bufio.Reader) (head byte, n uint64, body []byte, err error) {
 	if size > maxFrame {
 		return 0, 0, nil, fmt.Errorf("frame of %d bytes exceeds the %d-byte limit", size, maxFrame)
 	}
-	body = make([]byte, size)
-	if _, err := io.ReadFull(r, body); err != nil {
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, r, int64(size)); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return 0, 0, nil, err
 	}
-	return head, n, body, nil
+	return head, n, buf.Bytes(), nil
 }
 
 func encodePair(a, b string) []byte {
@@ -171,11 +186,15 @@ func (n *Node) serveForwardConn(c net.Conn) {
 	defer stop()
 	r := bufio.NewReader(c)
 	w := bufio.NewWriter(c)
+	fwdTimeout := n.cfg.forwardTimeout()
 	for {
-		op, ms, body, err := readFrame(r)
+		// An idle connection waits for its next request without a
+		// deadline; once a request begins, the rest must arrive in time.
+		op, ms, body, err := readFrameThen(r, func() { _ = c.SetReadDeadline(time.Now().Add(fwdTimeout)) })
 		if err != nil {
 			return
 		}
+		_ = c.SetReadDeadline(time.Time{})
 		timeout := time.Duration(ms) * time.Millisecond
 		if timeout <= 0 || timeout > n.cfg.applyTimeout() {
 			timeout = n.cfg.applyTimeout()
@@ -184,9 +203,11 @@ func (n *Node) serveForwardConn(c net.Conn) {
 		data, index, err := n.serveOp(ctx, peerAuditor(c), op, body)
 		cancel()
 		code, idx, out := encodeResult(data, index, err)
+		_ = c.SetWriteDeadline(time.Now().Add(fwdTimeout))
 		if err := writeFrame(w, code, idx, out); err != nil {
 			return
 		}
+		_ = c.SetWriteDeadline(time.Time{})
 	}
 }
 

@@ -3,8 +3,14 @@ package raftnode
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net"
+	"runtime"
 	"testing"
+	"time"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -90,4 +96,49 @@ func FuzzDecodePair(f *testing.F) {
 			t.Fatalf("pair does not round-trip")
 		}
 	})
+}
+
+// A forwarded request announced at the largest size and never sent costs
+// little memory: the body's buffer grows as bytes arrive (before, the
+// announced size was allocated before anything was read).
+func TestForwardFrameLyingLength(t *testing.T) {
+	in := []byte{opSubmit}
+	in = binary.AppendUvarint(in, 0)
+	in = binary.AppendUvarint(in, maxFrame)
+	in = append(in, "short"...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, _, err := readFrame(bufio.NewReader(bytes.NewReader(in)))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err = %v, want a truncated frame", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("allocated %d bytes for a 5-byte body announced as %d", got, maxFrame)
+	}
+}
+
+// A peer that starts a forwarded request and stalls is cut off after
+// ForwardTimeout (before, the connection's goroutine waited for ever).
+func TestForwardStalledRequestTimesOut(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	n := &Node{lifetime: ctx, cfg: Config{Tuning: Tuning{ForwardTimeout: 100 * time.Millisecond}}}
+	stalled, server := net.Pipe()
+	defer stalled.Close()
+	done := make(chan struct{})
+	go func() {
+		n.serveForwardConn(server)
+		close(done)
+	}()
+	hdr := binary.AppendUvarint(binary.AppendUvarint([]byte{opSubmit}, 0), 1000)
+	if _, err := stalled.Write(append(hdr, "part"...)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stalled forwarded request held its connection")
+	}
 }

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+)
+
+// TestKeyRequestFlow runs the flow of a hospital that keeps its own keys,
+// as the commands run it, and checks after every step that the
+// administrator's directory holds none of the hospital's private keys.
+func TestKeyRequestFlow(t *testing.T) {
+	root := t.TempDir()
+	admin, keys := filepath.Join(root, "admin"), filepath.Join(root, "hospital-4-keys")
+	bundle := filepath.Join(root, "bundle")
+	if _, err := runNZC(t, "init", "--dir", admin, "--hospitals", "2", "--auditors", "1", "--students", "1"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runNZC(t, "keys", "new", "--role", "hospital", "--id", "hospital-4", "--out", keys, "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made keysNewSummary
+	if err := json.Unmarshal([]byte(out), &made); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(made.Private) != 3 {
+		t.Fatalf("private files %v, want tls.key, age.key and sign.key", made.Private)
+	}
+	for _, p := range made.Private {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v, %v", p, fi, err)
+		}
+	}
+	secrets := hospitalSecrets(t, keys)
+	noSecrets := func(step string) {
+		t.Helper()
+		for _, d := range []string{admin, bundle} {
+			if p := fileHolding(t, d, secrets); p != "" {
+				t.Fatalf("after %s, %s holds a private key of hospital-4", step, p)
+			}
+		}
+	}
+	noSecrets("keys new")
+	manifest := func() []byte {
+		b, err := os.ReadFile(filepath.Join(admin, crypto.ManifestFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	before := manifest()
+	request := filepath.Join(keys, crypto.KeyRequestFile)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want error
+	}{
+		{"another id", []string{"--role", "hospital", "--id", "hospital-5"}, crypto.ErrNotApproved},
+		{"another role", []string{"--role", "auditor", "--id", "hospital-4"}, crypto.ErrNotApproved},
+		{"a role that joins only at the genesis", []string{"--role", "student", "--id", "hospital-4"}, crypto.ErrNotApproved},
+		{"another fingerprint", []string{"--role", "hospital", "--id", "hospital-4", "--fingerprint", "00:11"}, crypto.ErrNotApproved},
+		{"an id already used", []string{"--role", "hospital", "--id", "hospital-1"}, crypto.ErrNotApproved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"init", "sign", "--dir", admin, "--request", request, "--out", bundle}, tc.args...)
+			if _, err := runNZC(t, args...); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if !bytes.Equal(manifest(), before) {
+				t.Fatal("a refused request changed the federation")
+			}
+			for _, p := range []string{bundle, filepath.Join(admin, "hospital-4")} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Fatalf("a refused request left %s", p)
+				}
+			}
+		})
+	}
+	out, err = runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4",
+		"--fingerprint", made.Fingerprint, "--out", bundle, "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signed signSummary
+	if err := json.Unmarshal([]byte(out), &signed); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	noSecrets("init sign")
+	m, err := crypto.LoadManifest(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := m.Party(crypto.RoleHospital, "hospital-4")
+	if !ok || p.Key != "" || p.SigningKey != "" || p.AgeIdentity != "" {
+		t.Fatalf("manifest entry of hospital-4: %+v", p)
+	}
+	// The registration is signed by the administrator key, not the CA key.
+	reg, err := os.ReadFile(filepath.Join(bundle, RegistrationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ledger.DecodeCommand(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminPub, err := m.AdminPublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Verify(adminPub) {
+		t.Fatal("the registration does not verify with the administrator key")
+	}
+
+	// The party installs only a bundle from the CA it confirmed.
+	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", "AB:CD"); !errors.Is(err, ErrFingerprintMismatch) {
+		t.Fatalf("install with another fingerprint: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(keys, "hospital-4.yaml")); err == nil {
+		t.Fatal("a refused install wrote a configuration")
+	}
+	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", signed.CAFingerprint); err != nil {
+		t.Fatal(err)
+	}
+	h := loadAs(t, filepath.Join(keys, "hospital-4.yaml"), config.DefaultTeacher())
+	if filepath.Dir(h.TLS.Key) != keys || filepath.Dir(h.SigningKey) != keys || filepath.Dir(h.Registration) != keys {
+		t.Fatalf("installed configuration does not use the party's own keys: %+v", h)
+	}
+	cred, err := crypto.LoadCredential(h.TLS.Cert, h.TLS.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cred.Peer(); err != nil || got != (crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}) {
+		t.Fatalf("installed certificate names %v (%v)", got, err)
+	}
+	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", signed.CAFingerprint); !errors.Is(err, crypto.ErrExists) {
+		t.Fatalf("a second install without --force: %v", err)
+	}
+	noSecrets("keys install")
+}
+
+// TestKeysInstallRefusesAnotherPartysBundle: a bundle made for another
+// request does not go with these keys.
+func TestKeysInstallRefusesAnotherPartysBundle(t *testing.T) {
+	root := t.TempDir()
+	admin := filepath.Join(root, "admin")
+	if _, err := runNZC(t, "init", "--dir", admin, "--hospitals", "1", "--auditors", "1", "--students", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"hospital-4", "hospital-5"} {
+		if _, err := runNZC(t, "keys", "new", "--role", "hospital", "--id", id, "--out", filepath.Join(root, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", filepath.Join(root, "hospital-5", crypto.KeyRequestFile),
+		"--role", "hospital", "--id", "hospital-5", "--out", filepath.Join(root, "bundle-5")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := crypto.LoadManifest(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = runNZC(t, "keys", "install", "--dir", filepath.Join(root, "hospital-4"), "--bundle", filepath.Join(root, "bundle-5"), "--ca-fingerprint", m.CAFingerprint)
+	if err == nil {
+		t.Fatal("hospital-4 installed hospital-5's bundle")
+	}
+	t.Log(err)
+}
+
+// hospitalSecrets are the private keys in a directory nzc keys new made,
+// as the bytes any file holding them would contain.
+func hospitalSecrets(t *testing.T, keys string) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for _, f := range []string{crypto.PartyKeyFile, crypto.SigningKeyFile} {
+		k, err := crypto.LoadPrivateKey(filepath.Join(keys, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pem, err := crypto.EncodeKeyPEM(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, k.Seed(), pem)
+	}
+	id, err := crypto.LoadIdentity(filepath.Join(keys, crypto.AgeIdentityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, []byte(id.SecretString()))
+}
+
+// fileHolding returns a file under dir that contains one of secrets, or "".
+func fileHolding(t *testing.T, dir string, secrets [][]byte) string {
+	t.Helper()
+	found := ""
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil // a directory not made yet holds nothing
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, s := range secrets {
+			if bytes.Contains(data, s) {
+				found = path
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// TestInitSignsWithTheAdministratorKey: in one-machine mode too, the
+// genesis is signed by the administrator key, which is not the CA key.
+func TestInitSignsWithTheAdministratorKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1", "--students", "1"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := crypto.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := intake.ReadGenesis(filepath.Join(dir, GenesisFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ledger.DecodeCommand(cmds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminPub, err := m.AdminPublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := crypto.LoadCert(m.Path(m.CACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Verify(adminPub) || g.Verify(ca.PublicKey.(ed25519.PublicKey)) {
+		t.Fatal("the genesis is not signed by the administrator key alone")
+	}
+	if _, err := runNZC(t, "init", "add-hospital", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := os.ReadFile(filepath.Join(dir, "hospital-2", RegistrationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ledger.DecodeCommand(reg); err != nil || !c.Verify(adminPub) {
+		t.Fatalf("add-hospital's registration is not signed by the administrator key: %v", err)
+	}
+}
+
+// TestInitKit: a party's kit holds its own private keys and no other's,
+// and a configuration whose paths, relative to the kit, all exist in it.
+func TestInitKit(t *testing.T) {
+	root := t.TempDir()
+	fed := filepath.Join(root, "fed")
+	if _, err := runNZC(t, "init", "--dir", fed, "--hospitals", "2", "--auditors", "3", "--students", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"auditor-2", "hospital-1", "aggregator", "student-1", "compliance"} {
+		t.Run(id, func(t *testing.T) {
+			kit := filepath.Join(root, id+"-kit")
+			if _, err := runNZC(t, "init", "kit", "--dir", fed, "--party", id, "--out", kit); err != nil {
+				t.Fatal(err)
+			}
+			err := filepath.WalkDir(kit, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				rel, _ := filepath.Rel(kit, path)
+				secret := bytes.Contains(data, []byte("PRIVATE KEY")) || bytes.Contains(data, []byte("AGE-SECRET-KEY"))
+				if secret && filepath.Dir(rel) != id {
+					t.Errorf("the kit of %s holds %s, a private key not its own", id, rel)
+				}
+				if fi, _ := d.Info(); secret && fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s has mode %04o", rel, fi.Mode().Perm())
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := filepath.Join(kit, id+".yaml")
+			if id == "compliance" {
+				if _, err := os.Stat(cfg); err == nil {
+					t.Fatal("the compliance officer's kit has a configuration")
+				}
+				return
+			}
+			raw, err := os.ReadFile(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(raw, []byte(fed)) {
+				t.Fatalf("the configuration names the administrator's directory:\n%s", raw)
+			}
+			var paths []string
+			switch {
+			case strings.HasPrefix(id, "auditor"):
+				c := loadAs(t, cfg, config.DefaultAuditor())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.SigningKey}
+			case strings.HasPrefix(id, "hospital"):
+				c := loadAs(t, cfg, config.DefaultTeacher())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.SigningKey, c.AgeIdentity}
+			case id == "aggregator":
+				c := loadAs(t, cfg, config.DefaultAggregator())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.SigningKey, c.AgeIdentity}
+			default:
+				c := loadAs(t, cfg, config.DefaultStudent())
+				paths = []string{c.TLS.CA, c.TLS.Cert, c.TLS.Key, c.AgeIdentity}
+			}
+			for _, p := range paths {
+				if filepath.IsAbs(p) {
+					t.Errorf("path %s is not relative to the kit", p)
+				}
+				if _, err := os.Stat(filepath.Join(kit, p)); err != nil {
+					t.Errorf("the kit lacks %s: %v", p, err)
+				}
+			}
+		})
+	}
+	if _, err := runNZC(t, "init", "kit", "--dir", fed, "--party", "hospital-9", "--out", filepath.Join(root, "x")); err == nil {
+		t.Fatal("a kit for a party the federation does not have")
+	}
+}
