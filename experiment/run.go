@@ -495,6 +495,13 @@ func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hi
 		}
 	}
 	row.LabelAccuracy = labelAccuracy(labels, order, s.queries.Y)
+	perClass := make([]int, classes)
+	for _, l := range labels {
+		if l >= 0 {
+			perClass[l]++
+		}
+	}
+	s.log.Info("bootstrapped session", "aggregator", agg, "answered", row.Answered, "labels_per_class", perClass)
 	if err := account(cfg, p, &row, refused); err != nil {
 		return row, nil, err
 	}

@@ -138,6 +138,8 @@ func TestConfigValidate(t *testing.T) {
 		{"empty", Config{}, false},
 		{"negative clusters", Config{Strategy: Typical, Clusters: -1}, false},
 		{"too many iterations", Config{Strategy: Typical, Iterations: 1001}, false},
+		{"balanced", Config{Strategy: Balanced, Components: 3}, true},
+		{"negative components", Config{Strategy: Balanced, Components: -1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
