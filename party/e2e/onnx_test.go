@@ -108,7 +108,7 @@ func TestFederationWithONNXTeachers(t *testing.T) {
 	// below 1e-9. The cap is large enough for the cost.
 	agg := f.startAggregator(g, "127.0.0.1:0", f.ledgerClient(), aggregator.Config{
 		OutboxDir: t.TempDir(), Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 8, Sigma1: 1, Sigma2: 1},
-		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second,
+		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second, Classes: d.Classes, Ensemble: perHospital,
 	})
 	hospitals := f.startHospitals(g, agg, 1000, func(i int) teacher.Voter { return voters[i] })
 
