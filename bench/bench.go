@@ -37,6 +37,11 @@ type Config struct {
 	// Charges is the number of signed charges per repetition of the ledger
 	// section, sent by Submitters concurrent clients.
 	Charges, Submitters int
+	// LedgerWithoutProofs measures the ledger section without receipts
+	// only; by default each repetition measures the charges without and
+	// then with them (the receipt of every charge gathered and verified),
+	// and the headline figures are those with proofs.
+	LedgerWithoutProofs bool
 	// MechanismQueries is the number of histograms answered per mechanism
 	// and repetition; AnalysisQueries the number analysed (10,000 in the
 	// standard sizes).
@@ -57,17 +62,20 @@ type Config struct {
 	// Seed seeds the teachers' weights and the synthetic data.
 	Seed uint64
 	// Sections, when not empty, limits the run to the named sections; the
-	// others stay zero. Empty runs every section but wan, which runs only
-	// when named.
+	// others stay zero. Empty runs every section but wan and hostile,
+	// which run only when named. hostile labels E2EQueries per repetition
+	// in batches of BatchSize with Window, as e2e does.
 	Sections []string
 }
 
 // Sections are the names of the sections, in the order they run.
-func Sections() []string { return []string{"mechanism", "inference", "ledger", "e2e", "wan"} }
+func Sections() []string {
+	return []string{"mechanism", "inference", "ledger", "e2e", "hostile", "wan"}
+}
 
 func (c Config) runs(section string) bool {
 	if len(c.Sections) == 0 {
-		return section != "wan"
+		return section != "wan" && section != "hostile"
 	}
 	return slices.Contains(c.Sections, section)
 }
@@ -164,6 +172,8 @@ type Report struct {
 	Seconds   float64          `json:"seconds"`
 	// WAN is there only when the wan section ran.
 	WAN WANSection `json:"wan,omitzero"`
+	// Hostile is there only when the hostile section ran.
+	Hostile HostileSection `json:"hostile,omitzero"`
 }
 
 // Machine describes where the run happened.
@@ -214,7 +224,7 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 			return nil, fmt.Errorf("bench: inference section: %w", err)
 		}
 	}
-	if cfg.runs("ledger") || cfg.runs("e2e") {
+	if cfg.runs("ledger") || cfg.runs("e2e") || cfg.runs("hostile") {
 		fed, err := startFederation(ctx, cfg, log, nil)
 		if err != nil {
 			return nil, fmt.Errorf("bench: start the federation: %w", err)
@@ -228,6 +238,11 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 		if cfg.runs("e2e") {
 			if rep.E2E, err = runE2E(ctx, cfg, fed, q, what, progress); err != nil {
 				return nil, fmt.Errorf("bench: e2e section: %w", err)
+			}
+		}
+		if cfg.runs("hostile") {
+			if rep.Hostile, err = runHostile(ctx, cfg, fed, q, what, progress); err != nil {
+				return nil, fmt.Errorf("bench: hostile section: %w", err)
 			}
 		}
 	}
@@ -255,10 +270,18 @@ func targets(cfg Config, r *Report) []Target {
 	if cfg.runs("e2e") {
 		ts = append(ts, Target{Name: "e2e federation / in-process", Measured: r.E2E.Ratio.Median, Goal: "≥ 0.5", Met: r.E2E.Ratio.Median >= 0.5})
 	}
+	if cfg.runs("hostile") {
+		h := r.Hostile
+		ts = append(ts,
+			Target{Name: "hostile: honest labels/s under attack / honest only", Measured: h.Ratio, Goal: "≥ 0.8", Met: h.Ratio >= 0.8},
+			Target{Name: "hostile: resident memory rise under attack (MiB)", Measured: h.AttackPeakRSSMiB - h.HonestPeakRSSMiB,
+				Goal: fmt.Sprintf("≤ %d", hostileRSSBoundMiB), Met: h.AttackPeakRSSMiB-h.HonestPeakRSSMiB <= hostileRSSBoundMiB},
+			Target{Name: "hostile: honest batches lost or charged twice", Measured: float64(h.Lost + h.Twice), Goal: "0", Met: h.Lost+h.Twice == 0})
+	}
 	if cfg.runs("ledger") {
 		ts = append(ts,
-			Target{Name: "ledger charges per second", Measured: r.Ledger.ChargesPerS.Median, Goal: "≥ 2000", Met: r.Ledger.ChargesPerS.Median >= 2000},
-			Target{Name: "ledger p99 commit latency (ms)", Measured: r.Ledger.P99Ms.Median, Goal: "≤ 50", Met: r.Ledger.P99Ms.Median <= 50})
+			Target{Name: "ledger charges per second" + r.Ledger.proofsLabel(), Measured: r.Ledger.ChargesPerS.Median, Goal: "≥ 2000", Met: r.Ledger.ChargesPerS.Median >= 2000},
+			Target{Name: "ledger p99 commit latency (ms)" + r.Ledger.proofsLabel(), Measured: r.Ledger.P99Ms.Median, Goal: "≤ 50", Met: r.Ledger.P99Ms.Median <= 50})
 	}
 	if cfg.runs("inference") {
 		if d := r.Inference.MLP.Dense; d != nil {

@@ -108,7 +108,7 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan) 
 	if err := f.startAuditors(ctx); err != nil {
 		return nil, err
 	}
-	if err := f.startAggregator(ctx); err != nil {
+	if err := f.startAggregator(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if err := f.startHospitals(ctx, cfg); err != nil {
@@ -131,7 +131,17 @@ func (f *federation) startAuditors(ctx context.Context) (err error) {
 	return err
 }
 
-func (f *federation) startAggregator(context.Context) error {
+// ensembles is each hospital's registered ensemble size: the bench's
+// teachers cut into one share per hospital, as startHospitals cuts them.
+func (f *federation) ensembles(cfg Config) map[string]int {
+	out := map[string]int{}
+	for i, h := range f.M.ByRole(crypto.RoleHospital) {
+		out[h.ID] = (i+1)*cfg.Teachers/hospitals - i*cfg.Teachers/hospitals
+	}
+	return out
+}
+
+func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 	p, err := f.Party(crypto.RoleAggregator, "aggregator", f.log)
 	if err != nil {
 		return err
@@ -156,6 +166,7 @@ func (f *federation) startAggregator(context.Context) error {
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
 		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: quorum, Hospitals: hospitals,
 		BatchDeadline: deadline, Ledger: f.lc, AuditorKeys: f.auditorKeys,
+		Classes: 10, Ensembles: f.ensembles(cfg),
 	})
 	if err != nil {
 		return err

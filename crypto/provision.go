@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -53,6 +54,10 @@ type ProvisionSpec struct {
 	// Hosts are extra DNS names or IP addresses put into every party
 	// certificate, besides 127.0.0.1, ::1 and localhost.
 	Hosts []string
+	// PartyHosts are DNS names or IP addresses put only into the
+	// certificate of the party with that id: so that a client dialling a
+	// party's host name can be sure to reach that party, not any other.
+	PartyHosts map[string][]string
 	// Now is the start of validity; zero means the current time.
 	Now          time.Time
 	CAValidity   time.Duration // zero means DefaultCAValidity
@@ -187,10 +192,16 @@ func Provision(dir string, spec ProvisionSpec) (*Manifest, error) {
 	add(RoleStudent, spec.Students)
 	peers = append(peers, Peer{Role: RoleCompliance, ID: string(RoleCompliance)})
 
+	for id := range spec.PartyHosts {
+		if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id }) {
+			return nil, fmt.Errorf("host names for %q: the federation has no such party (ids are role-N, aggregator, compliance)", id)
+		}
+	}
 	// Generate everything before writing anything.
 	parties := make([]*partyKeys, len(peers))
 	for i, p := range peers {
-		parties[i], err = newPartyKeys(ca, rnd, p, spec.Hosts, notBefore, notBefore.Add(certValidity))
+		hosts := append(slices.Clone(spec.Hosts), spec.PartyHosts[p.ID]...)
+		parties[i], err = newPartyKeys(ca, rnd, p, hosts, notBefore, notBefore.Add(certValidity))
 		if err != nil {
 			return nil, err
 		}

@@ -77,6 +77,16 @@ type Config struct {
 	Selection          selection.Config
 	CompareSelections  []selection.Strategy
 	CompareAggregators []string
+	// Bootstrap, when positive, adds for every aggregator that keeps a
+	// session (nzc-svt) with the primary ensemble a row in which the
+	// student asks in its selection order until Bootstrap queries are
+	// answered, trains a student on those labels and its unlabelled
+	// queries, and asks about the rest in that student's confidence order
+	// (selection.Confident, balanced by predicted class), in the same
+	// session. The second order is computed from released labels and the
+	// student's own data only, and a session allows adaptively chosen
+	// queries, so the row costs what the session costs.
+	Bootstrap int
 
 	Delta float64 // δ of every (ε, δ) figure
 	// SSOrder and SSSigma parameterise the smooth-sensitivity release of
@@ -185,6 +195,9 @@ func (c *Config) Validate() error {
 		if err := (selection.Config{Strategy: s}).Validate(); err != nil {
 			return fmt.Errorf("%w: compared selections: %w", ErrConfig, err)
 		}
+	}
+	if c.Bootstrap < 0 {
+		return fmt.Errorf("%w: bootstrap after %d answers, want 0 (off) or more", ErrConfig, c.Bootstrap)
 	}
 	for _, a := range c.CompareAggregators {
 		if !slices.Contains(c.Aggregators, a) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -310,5 +311,47 @@ func TestLegacyRow(t *testing.T) {
 	var again Row
 	if err := json.Unmarshal(b, &again); err != nil || again != r {
 		t.Fatalf("re-encoded row %s reads as %+v, want %+v (%v)", b, again, r, err)
+	}
+}
+
+// A bootstrapped session asks in the selection order, then in a student's
+// confidence order, and costs what the session costs.
+func TestRunBootstrap(t *testing.T) {
+	cfg := synthetic(t)
+	cfg.Teachers, cfg.SweepTeachers = []int{100}, nil
+	cfg.Aggregators, cfg.SweepAggregators, cfg.CompareAggregators = []string{"nzc-svt"}, nil, nil
+	cfg.Bootstrap = 10
+	// A low threshold, so that the session answers on this small problem
+	// and survives many refusals (its δ then guarantees nothing; the test is about the orders).
+	svt := cfg.Mechanisms["nzc-svt"]
+	svt.Threshold, svt.MaxRefusals = 20, 100
+	cfg.Mechanisms = maps.Clone(cfg.Mechanisms)
+	cfg.Mechanisms["nzc-svt"] = svt
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain, boot *Row
+	for i, r := range rep.Rows {
+		switch {
+		case r.Aggregator == "nzc-svt" && r.Selection == string(cfg.Selection.Strategy):
+			plain = &rep.Rows[i]
+		case r.Aggregator == "nzc-svt" && r.Selection == "typical, then confident after 10":
+			boot = &rep.Rows[i]
+		}
+	}
+	if plain == nil || boot == nil {
+		t.Fatalf("rows %+v: want nzc-svt in the selection order and bootstrapped", rep.Rows)
+	}
+	t.Logf("in order: %d answered, %.3f; bootstrapped: %d answered, %.3f", plain.Answered, plain.StudentAccuracy, boot.Answered, boot.StudentAccuracy)
+	if boot.Epsilon != plain.Epsilon || boot.Queries != 500 || boot.Answered > boot.Queries || boot.Answered < 10 {
+		t.Fatalf("bootstrapped row %+v, in order %+v: want the same ε, 500 queries and at least 10 answers", boot, plain)
+	}
+	if boot.LabelAccuracy < 0.8 {
+		t.Fatalf("bootstrapped row %+v: labels no better than chance", boot)
+	}
+	cfg.Bootstrap = -1
+	if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("bootstrap -1: %v, want ErrConfig", err)
 	}
 }

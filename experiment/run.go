@@ -232,6 +232,20 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 				}
 			}
 		}
+		if k == cfg.Teachers[0] && cfg.Bootstrap > 0 {
+			for _, agg := range cfg.Aggregators {
+				if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
+					continue
+				}
+				row, full, err := st.bootstrap(ctx, agg, k, classes, hist, primary[:maxQ])
+				if err != nil {
+					return nil, fmt.Errorf("%s with %d teachers, bootstrapped: %w", agg, k, err)
+				}
+				log.Info("released", "aggregator", agg, "selection", row.Selection, "teachers", k, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+				st.add(len(rep.Rows), fmt.Sprintf("%s k=%d %s", agg, k, row.Selection), full)
+				rep.Rows = append(rep.Rows, row)
+			}
+		}
 		for _, ru := range runs {
 			order := orders[ru.strat][:ru.n]
 			hs := make([]mechanism.Histogram, ru.n)
@@ -371,16 +385,9 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 		}
 	}
 	row.Answered = res.Answered
-	refused := res.Refused
-	g := mechanism.DefaultGrid()
-	ch, err := p.Charge(g, row.Answered, refused)
-	if err != nil {
+	if err := account(cfg, p, &row, res.Refused); err != nil {
 		return row, nil, err
 	}
-	if row.Epsilon, err = provenEpsilon(ch, cfg.Delta); err != nil {
-		return row, nil, err
-	}
-	row.Delta, row.EpsilonSource = cfg.Delta, proven
 	if p.Mechanism == mechanism.NZC {
 		zero := 0.0
 		row.EpsilonClaimed = &zero
@@ -399,6 +406,99 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 		row.EpsilonDataDependent, row.EpsilonReleaseNoiseSD = rel.UnsafeDataDependentEpsilon(), rel.UnsafeNoiseSD()
 	}
 	return row, labels, nil
+}
+
+// account sets the row's proven ε for its answers and refused refusals.
+func account(cfg Config, p mechanism.Params, row *Row, refused int) error {
+	ch, err := p.Charge(mechanism.DefaultGrid(), row.Answered, refused)
+	if err != nil {
+		return err
+	}
+	if row.Epsilon, err = provenEpsilon(ch, cfg.Delta); err != nil {
+		return err
+	}
+	row.Delta, row.EpsilonSource = cfg.Delta, proven
+	return nil
+}
+
+// bootstrap runs one session of the session-keeping aggregator agg in two
+// orders (Config.Bootstrap): first, the first queries of the pool in
+// order until Bootstrap are answered; then a student trained on those
+// labels picks the rest (selection.Confident) among pool. It returns the
+// row and the released labels, one per query (metrics.Refused elsewhere).
+func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+	cfg := s.cfg
+	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
+	strat := fmt.Sprintf("%s, then confident after %d", cfg.Selection.Strategy, cfg.Bootstrap)
+	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool)}
+	m, err := mechanism.New(p)
+	if err != nil {
+		return row, nil, err
+	}
+	src := source(cfg.Seed, fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, len(pool), cfg.Selection.Strategy, cfg.Bootstrap))
+	nq := s.queries.Len()
+	full := make([]int, nq)
+	for i := range full {
+		full[i] = metrics.Refused
+	}
+	// Examples outside pool count as asked: they are never queried.
+	asked := make([]bool, nq)
+	for i := range asked {
+		asked[i] = true
+	}
+	for _, q := range pool {
+		asked[q] = false
+	}
+	var order, labels []int
+	refused := 0
+	ask := func(qs []int, stop func() bool) (bool, error) {
+		for _, q := range qs {
+			if stop() {
+				return false, nil
+			}
+			o, err := m.Answer(src, mechanism.Histogram(hist[q]))
+			if errors.Is(err, mechanism.ErrSessionExhausted) {
+				return true, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			asked[q] = true
+			order = append(order, q)
+			if o.Refused {
+				refused++
+				labels = append(labels, metrics.Refused)
+				continue
+			}
+			row.Answered++
+			full[q] = o.Label
+			labels = append(labels, o.Label)
+		}
+		return false, nil
+	}
+	done, err := ask(pool, func() bool { return row.Answered >= cfg.Bootstrap })
+	if err != nil {
+		return row, nil, err
+	}
+	if !done && row.Answered > 0 {
+		net, err := s.fit(ctx, "bootstrap student", full)
+		if err != nil {
+			return row, nil, err
+		}
+		next, err := selection.Confident(ctx, net, s.queries, asked, 1)
+		if err != nil {
+			return row, nil, err
+		}
+		s.log.Info("bootstrap student trained", "aggregator", agg, "answered", row.Answered, "asking", len(next))
+		if _, err := ask(next, func() bool { return false }); err != nil {
+			return row, nil, err
+		}
+	}
+	row.LabelAccuracy = labelAccuracy(labels, order, s.queries.Y)
+	if err := account(cfg, p, &row, refused); err != nil {
+		return row, nil, err
+	}
+	return row, full, nil
 }
 
 // What a row's ε is.
@@ -513,34 +613,37 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 // train trains one student and scores it on the held-out examples; a
 // student with no label at all scores 0.
 func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
-	bar := progress.New(s.cfg.Progress, s.now)
-	defer bar.Done()
-	prog := func(done, total int) { bar.Update(label, done, total, "samples") }
-	if s.cfg.Consistency.Enabled() {
-		n, res, err := ensemble.TrainStudentConsistency(ctx, s.spec, s.cfg.StudentTrain, s.cfg.Consistency, s.cfg.Seed, s.queries, labels, prog)
-		if errors.Is(err, ensemble.ErrNoLabels) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		s.log.Info("student consistency-trained", "for", label, "released_labels", res.Labelled, "unlabelled", res.Unlabeled, "masked", res.Masked)
-		return n.Accuracy(s.holdout)
-	}
-	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, prog)
+	n, err := s.fit(ctx, label, labels)
 	if errors.Is(err, ensemble.ErrNoLabels) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	acc, err := n.Accuracy(s.holdout)
+	return n.Accuracy(s.holdout)
+}
+
+// fit trains one student on labels (one per query, metrics.Refused where
+// none was released) and its unlabelled queries, as configured.
+func (s *students) fit(ctx context.Context, label string, labels []int) (*model.Network, error) {
+	bar := progress.New(s.cfg.Progress, s.now)
+	defer bar.Done()
+	prog := func(done, total int) { bar.Update(label, done, total, "samples") }
+	if s.cfg.Consistency.Enabled() {
+		n, res, err := ensemble.TrainStudentConsistency(ctx, s.spec, s.cfg.StudentTrain, s.cfg.Consistency, s.cfg.Seed, s.queries, labels, prog)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("student consistency-trained", "for", label, "released_labels", res.Labelled, "unlabelled", res.Unlabeled, "masked", res.Masked)
+		return n, nil
+	}
+	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, prog)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if res.Pseudo > 0 {
 		s.log.Info("student self-trained", "for", label, "released_labels", res.Labelled, "pseudo_labels", res.Pseudo,
 			"pseudo_label_accuracy", float64(res.PseudoCorrect)/float64(res.Pseudo))
 	}
-	return acc, nil
+	return n, nil
 }

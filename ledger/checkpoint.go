@@ -24,7 +24,8 @@ var ErrCheckpoint = errors.New("ledger: bad checkpoint")
 //	<origin>\n<size in decimal>\n<base64 root hash>\n
 //
 // and it is signed as a note (golang.org/x/mod/sumdb/note) by each auditor
-// with its ed25519 key, under a key name equal to the auditor's party ID.
+// with its ed25519 key, under a key name equal to the auditor's party ID,
+// as a timestamped cosignature (cosignature.go).
 type Checkpoint struct {
 	Origin string    `json:"origin"`
 	Size   int64     `json:"size"`
@@ -85,23 +86,21 @@ func VerifierKey(id string, pub ed25519.PublicKey) (string, error) {
 }
 
 // NewCheckpointSigner returns the note signer of an auditor: key name id,
-// ed25519 private key key.
-func NewCheckpointSigner(id string, key ed25519.PrivateKey) (note.Signer, error) {
+// ed25519 private key key. Its signatures are cosignature/v1 (see
+// cosignature.go) stamped with at, the signing time in seconds since the
+// Unix epoch, which the caller reads from its clock.
+func NewCheckpointSigner(id string, key ed25519.PrivateKey, at int64) (note.Signer, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("ledger: checkpoint key of %s is %d bytes, want an ed25519 private key", id, len(key))
 	}
-	vkey, err := VerifierKey(id, key.Public().(ed25519.PublicKey))
-	if err != nil {
-		return nil, err
+	if !validID(id) {
+		return nil, fmt.Errorf("ledger: %q is not a party id", id)
 	}
-	v, err := note.NewVerifier(vkey)
-	if err != nil {
-		return nil, err
+	if at < 0 {
+		return nil, fmt.Errorf("ledger: checkpoint time %d is before the Unix epoch", at)
 	}
-	// The signer key format of sumdb/note: algorithm 1 (ed25519) and the seed.
-	skey := fmt.Sprintf("PRIVATE+KEY+%s+%08x+%s", id, v.KeyHash(),
-		base64.StdEncoding.EncodeToString(append([]byte{1}, key.Seed()...)))
-	return note.NewSigner(skey)
+	pub := key.Public().(ed25519.PublicKey)
+	return &cosigner{name: id, hash: cosignatureKeyHash(id, pub), key: key, time: uint64(at)}, nil
 }
 
 // SignCheckpoint returns the checkpoint as a note signed by the signers.
@@ -158,6 +157,11 @@ type SignedCheckpoint struct {
 	Checkpoint
 	Signers []string `json:"signers"` // auditor IDs whose signatures verified, sorted
 	Quorum  int      `json:"quorum"`  // signatures needed
+	// Times are the signers' cosignature times, seconds since the Unix
+	// epoch; Time is the latest time by which a majority had signed (0
+	// without a majority): how fresh the checkpoint is.
+	Times map[string]int64 `json:"times"`
+	Time  int64            `json:"time"`
 }
 
 // QuorumError reports a checkpoint signed by fewer auditors than a majority.
@@ -180,18 +184,9 @@ func Quorum(n int) int { return n/2 + 1 }
 // signed. Signatures by other keys are ignored; a signature that claims an
 // auditor's key and does not verify is an error.
 func OpenCheckpoint(signed []byte, auditorKeys []string) (SignedCheckpoint, error) {
-	var vs []note.Verifier
-	names := map[string]bool{}
-	for _, k := range auditorKeys {
-		v, err := note.NewVerifier(k)
-		if err != nil {
-			return SignedCheckpoint{}, fmt.Errorf("ledger: auditor key %q: %w", k, err)
-		}
-		if names[v.Name()] {
-			return SignedCheckpoint{}, fmt.Errorf("ledger: two keys for auditor %s", v.Name())
-		}
-		names[v.Name()] = true
-		vs = append(vs, v)
+	vs, err := CheckpointVerifiers(auditorKeys)
+	if err != nil {
+		return SignedCheckpoint{}, err
 	}
 	c, err := PeekCheckpoint(signed)
 	if err != nil {
@@ -206,11 +201,18 @@ func OpenCheckpoint(signed []byte, auditorKeys []string) (SignedCheckpoint, erro
 	case err != nil:
 		return sc, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
+	sc.Times = map[string]int64{}
 	for _, s := range n.Sigs {
+		t, err := SignatureTime(s)
+		if err != nil {
+			return sc, err
+		}
 		sc.Signers = append(sc.Signers, s.Name)
+		sc.Times[s.Name] = max(sc.Times[s.Name], t)
 	}
 	slices.Sort(sc.Signers)
 	sc.Signers = slices.Compact(sc.Signers)
+	sc.Time = quorumTime(sc.Times, sc.Quorum)
 	if len(vs) == 0 || len(sc.Signers) < sc.Quorum {
 		return sc, &QuorumError{Checkpoint: c, Signers: sc.Signers, Auditors: len(vs)}
 	}

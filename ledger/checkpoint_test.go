@@ -11,7 +11,7 @@ import (
 
 func auditorSigner(t testing.TB, id string) note.Signer {
 	t.Helper()
-	s, err := NewCheckpointSigner(id, testKey(id))
+	s, err := NewCheckpointSigner(id, testKey(id), testCosignTime)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestCheckpointQuorum(t *testing.T) {
 		t.Fatalf("a1 twice counted as a quorum: %v", err)
 	}
 	// A key under an auditor's name that is not the auditor's key does not count.
-	forged, _ := NewCheckpointSigner("a2", testKey("mallory"))
+	forged, _ := NewCheckpointSigner("a2", testKey("mallory"), testCosignTime)
 	withForged, _ := AddSignatures(one, forged)
 	if _, err := OpenCheckpoint(withForged, keys); !errors.As(err, &qe) {
 		t.Fatalf("a forged a2 signature counted: %v", err)

@@ -360,6 +360,11 @@ func (b *RegisterStudent) decode(d *decoder) {
 	b.Timestamp = d.i64()
 }
 
+// key is the charge's batch in the ledger's record of charged batches:
+// batch ids are each student's own, so one student's batch id never
+// collides with, or reveals, another's.
+func (b *Charge) key() string { return b.Student + "\x00" + b.BatchID }
+
 func (b *Charge) encode(e *encoder) {
 	e.id("batch id", b.BatchID)
 	e.id("student", b.Student)

@@ -65,8 +65,8 @@ func Example() {
 
 	// Two of three auditors sign the checkpoint; an officer verifies.
 	cp, _ := st.Checkpoint()
-	s1, _ := ledger.NewCheckpointSigner("aud1", key("aud1"))
-	s2, _ := ledger.NewCheckpointSigner("aud2", key("aud2"))
+	s1, _ := ledger.NewCheckpointSigner("aud1", key("aud1"), 1_700_000_000)
+	s2, _ := ledger.NewCheckpointSigner("aud2", key("aud2"), 1_700_000_000)
 	signed, _ := ledger.SignCheckpoint(cp, s1, s2)
 	export, _ := st.Export([][]byte{signed})
 	keys, _ := st.AuditorKeys(st.TreeSize())

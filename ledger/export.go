@@ -100,6 +100,13 @@ type VerifyOptions struct {
 	// GenesisHash, when set, pins the genesis command: the SHA-256 of its
 	// bytes.
 	GenesisHash []byte
+	// Now is the verifier's time, seconds since the Unix epoch; when set,
+	// the report gives the latest checkpoint's age.
+	Now int64
+	// MaxAge, when positive, is the oldest (in seconds, by Now) the latest
+	// checkpoint may be: a majority of the auditors must have cosigned it
+	// at most MaxAge ago. It detects an export frozen in the past.
+	MaxAge int64
 }
 
 // Check is one verification step and its outcome.
@@ -118,24 +125,30 @@ type CheckpointReport struct {
 	Root    tlog.Hash `json:"root"`
 	Signers []string  `json:"signers"`
 	Quorum  int       `json:"quorum"`
+	Time    int64     `json:"time"` // by when a majority had cosigned it, seconds since the Unix epoch
 	OK      bool      `json:"ok"`
 }
 
 // Report is the structured result of Verify: what was checked, what failed
 // (naming the entry or checkpoint), and the balances replay recomputed.
 type Report struct {
-	OK          bool               `json:"ok"`
-	Origin      string             `json:"origin"`
-	Entries     int64              `json:"entries"`
-	Replayed    int64              `json:"replayed"` // entries replayed before the first that does not reproduce; Accounts are as of then
-	Root        tlog.Hash          `json:"root"`
-	KeysPinned  bool               `json:"keys_pinned"`
-	Accepted    int64              `json:"accepted"`
-	Refused     int64              `json:"refused"`
-	Duplicates  int64              `json:"duplicates"`
-	Checks      []Check            `json:"checks"`
-	Checkpoints []CheckpointReport `json:"checkpoints"`
-	Accounts    []Account          `json:"accounts"`
+	OK         bool      `json:"ok"`
+	Origin     string    `json:"origin"`
+	Entries    int64     `json:"entries"`
+	Replayed   int64     `json:"replayed"` // entries replayed before the first that does not reproduce; Accounts are as of then
+	Root       tlog.Hash `json:"root"`
+	KeysPinned bool      `json:"keys_pinned"`
+	Accepted   int64     `json:"accepted"`
+	Refused    int64     `json:"refused"`
+	Duplicates int64     `json:"duplicates"`
+	// CheckpointTime is the time (seconds since the Unix epoch) by which a
+	// majority of the auditors had cosigned the latest checkpoint; Age is
+	// how long before the verifier's time that was, when it gave one.
+	CheckpointTime int64              `json:"checkpoint_time"`
+	Age            *int64             `json:"age_seconds,omitempty"`
+	Checks         []Check            `json:"checks"`
+	Checkpoints    []CheckpointReport `json:"checkpoints"`
+	Accounts       []Account          `json:"accounts"`
 }
 
 // Failures returns the checks that failed.
@@ -255,7 +268,9 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	latest := int64(-1)
 	for j, b := range x.Checkpoints {
 		if sc, ok := r.checkpoint("export", j, b, st, &tree, opts.TrustedKeys); ok {
-			latest = max(latest, sc.Size)
+			if sc.Size > latest || (sc.Size == latest && sc.Time > r.CheckpointTime) {
+				latest, r.CheckpointTime = sc.Size, sc.Time
+			}
 		}
 	}
 	for j, b := range opts.Earlier {
@@ -270,7 +285,31 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 		r.add(Check{Name: "coverage", OK: true, Detail: fmt.Sprintf("a quorum-signed checkpoint covers all %d entries", r.Entries)})
 	}
 	r.forks(x.Checkpoints, opts.Earlier, st, opts.TrustedKeys)
+	if latest >= 0 {
+		r.freshness(opts)
+	}
 	return r
+}
+
+// freshness reports the age of the latest checkpoint and, with MaxAge,
+// fails an export whose auditors' majority cosigned it too long ago.
+func (r *Report) freshness(opts VerifyOptions) {
+	if opts.Now == 0 {
+		if opts.MaxAge > 0 {
+			r.add(Check{Name: "freshness", Detail: "a maximum age needs the verifier's time"})
+		}
+		return
+	}
+	age := opts.Now - r.CheckpointTime
+	r.Age = &age
+	switch {
+	case opts.MaxAge > 0 && age > opts.MaxAge:
+		r.add(Check{Name: "freshness", Detail: fmt.Sprintf("a majority of the auditors cosigned the latest checkpoint %s ago, more than the maximum age %s: the export is stale or was frozen; fetch a fresh one from every auditor", FormatAge(age), FormatAge(opts.MaxAge))})
+	case opts.MaxAge > 0:
+		r.add(Check{Name: "freshness", OK: true, Detail: fmt.Sprintf("a majority of the auditors cosigned the latest checkpoint %s ago, within the maximum age %s", FormatAge(age), FormatAge(opts.MaxAge))})
+	default:
+		r.add(Check{Name: "freshness", OK: true, Detail: fmt.Sprintf("a majority of the auditors cosigned the latest checkpoint %s ago (no maximum age given: --max-age fails an older export)", FormatAge(age))})
+	}
 }
 
 func keyCheck(name, key string, logKeys []string) Check {
@@ -307,7 +346,9 @@ func signingKeys(st *State, size int64, trusted []string) []string {
 func openQuorum(st *State, c Checkpoint, signed []byte, trusted []string) (SignedCheckpoint, int, error) {
 	all, _ := st.AuditorKeys(min(c.Size, st.TreeSize()))
 	sc, err := OpenCheckpoint(signed, signingKeys(st, c.Size, trusted))
-	if err == nil && len(sc.Signers) < Quorum(len(all)) {
+	sc.Quorum = Quorum(len(all))
+	sc.Time = quorumTime(sc.Times, sc.Quorum)
+	if err == nil && len(sc.Signers) < sc.Quorum {
 		err = &QuorumError{Checkpoint: c, Signers: sc.Signers, Auditors: len(all)}
 	}
 	return sc, len(all), err
@@ -327,7 +368,7 @@ func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *has
 		return SignedCheckpoint{}, false
 	}
 	sc, auditors, err := openQuorum(st, c, b, trusted)
-	rep.Signers, rep.Quorum = sc.Signers, Quorum(auditors)
+	rep.Signers, rep.Quorum, rep.Time = sc.Signers, Quorum(auditors), sc.Time
 	if err != nil {
 		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d: %v", c.Size, err)})
 		return sc, false

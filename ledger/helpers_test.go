@@ -135,3 +135,6 @@ func openSession(t testing.TB, id, student string, hospitals []string, k int) *O
 	return &OpenSession{SessionID: id, Student: student, Hospitals: hospitals, Mechanism: string(p.Mechanism),
 		Params: p.LedgerParams(), MaxRefusals: uint64(k), Curve: c.RDP.Values(), Delta: c.Delta}
 }
+
+// testCosignTime is the time of the test auditors' cosignatures.
+const testCosignTime = 1_700_000_000

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -72,18 +73,43 @@ func VerifyReceipt(r Receipt, auditorKeys []string, want [32]byte) (Entry, Signe
 // refuses the rest), committing to answers whose SHA-256 is answersHash. It
 // returns the charge.
 func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
+	ch, en, sc, err := verifyCharge(r, auditorKeys)
+	switch {
+	case err != nil:
+		return nil, Entry{}, sc, err
+	case ch.BatchID != batchID || ch.Student != student:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
+	case ch.Queries > queries || ch.AnswersHash != answersHash:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
+	}
+	return ch, en, sc, nil
+}
+
+// VerifyHospitalReceipt checks a receipt as a hospital can: it must prove
+// an accepted charge that names hospital among those it charged. It
+// returns the charge, for the hospital to match against its own record of
+// the batches it voted on.
+func VerifyHospitalReceipt(r Receipt, auditorKeys []string, hospital string) (*Charge, Entry, SignedCheckpoint, error) {
+	ch, en, sc, err := verifyCharge(r, auditorKeys)
+	switch {
+	case err != nil:
+		return nil, Entry{}, sc, err
+	case !slices.Contains(ch.Hospitals, hospital):
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s to %v, not to %s", ErrReceipt, en.Index, ch.BatchID, ch.Hospitals, hospital)
+	}
+	return ch, en, sc, nil
+}
+
+// verifyCharge is verifyCommitted of a receipt whose command must be a
+// charge.
+func verifyCharge(r Receipt, auditorKeys []string) (*Charge, Entry, SignedCheckpoint, error) {
 	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
 	if err != nil {
 		return nil, Entry{}, sc, err
 	}
 	ch, ok := cmd.Body.(*Charge)
-	switch {
-	case !ok:
+	if !ok {
 		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d is a %s, not a charge", ErrReceipt, en.Index, cmd.Body.Kind())
-	case ch.BatchID != batchID || ch.Student != student:
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
-	case ch.Queries > queries || ch.AnswersHash != answersHash:
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
 	}
 	return ch, en, sc, nil
 }

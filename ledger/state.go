@@ -182,6 +182,21 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 	return r, nil
 }
 
+// Check decides cmd against the current state without recording it or
+// changing anything: the result Apply would give it now, without an index.
+// A proposer uses it to refuse, before they reach the replicated log,
+// commands that would only add a refused entry (a forged signature, a stale
+// cap version, an account that is already open).
+func (s *State) Check(cmd []byte) Result {
+	if len(cmd) > MaxCommandSize {
+		return refuse(CodeMalformed, "", "the command is %d bytes, the limit is %d", len(cmd), MaxCommandSize)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, _ := s.decide(cmd, uint64(len(s.entries)))
+	return r
+}
+
 // GenesisHash returns the digest of the accepted genesis command
 // (Command.Digest: the SHA-256 of its signed content, which `nzc ledger
 // verify --genesis-hash` and an auditor's genesis_hash pin), and false before
@@ -431,9 +446,9 @@ func (s *State) spend(hospitals []string, cost derived, answers uint64) {
 
 // once enforces that an ID is charged once: the same signed content again is
 // a duplicate of the accepted entry and charges nothing; other content under
-// the same ID is a conflict.
-func once(seen map[string]applied, what, id string, digest [32]byte) (Result, bool) {
-	prev, ok := seen[id]
+// the same ID is a conflict. key is the ID in seen, id its name in messages.
+func once(seen map[string]applied, what, key, id string, digest [32]byte) (Result, bool) {
+	prev, ok := seen[key]
 	switch {
 	case !ok:
 		return Result{}, false
@@ -449,7 +464,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 		return refuse(CodeWrongSigner, signer.ID, "only an aggregator charges, %s is a %s", signer.ID, signer.Role), nil
 	}
 	digest, _ := c.Digest()
-	if r, seen := once(s.batches, "batch", b.BatchID, digest); seen {
+	if r, seen := once(s.batches, "batch", b.key(), b.BatchID, digest); seen {
 		return r, nil
 	}
 	if b.Answers > b.Queries {
@@ -476,7 +491,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
 		s.spend(b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
-		s.batches[b.BatchID] = applied{digest: digest, index: index}
+		s.batches[b.key()] = applied{digest: digest, index: index}
 	}
 }
 
@@ -531,7 +546,7 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 			s.accounts[h].answers += b.Answers
 		}
 		s.students[b.Student].answers += b.Answers
-		s.batches[b.BatchID] = applied{digest: digest, index: index}
+		s.batches[b.key()] = applied{digest: digest, index: index}
 	}
 }
 
@@ -540,7 +555,7 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 		return refuse(CodeWrongSigner, signer.ID, "only an aggregator opens sessions, %s is a %s", signer.ID, signer.Role), nil
 	}
 	digest, _ := c.Digest()
-	if r, seen := once(s.opened, "session", b.SessionID, digest); seen {
+	if r, seen := once(s.opened, "session", b.SessionID, b.SessionID, digest); seen {
 		return r, nil
 	}
 	if b.MaxRefusals == 0 {
@@ -675,6 +690,24 @@ func (s *State) Account(hospital string) (Account, bool) {
 		return Account{}, false
 	}
 	return s.accountOf(hospital), true
+}
+
+// StudentQuota is a registered student's answer quota and its use.
+type StudentQuota struct {
+	MaxAnswers uint64 // 0: no quota
+	Answers    uint64
+}
+
+// Student returns a registered student's quota; false when the student is
+// not registered.
+func (s *State) Student(id string) (StudentQuota, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.students[id]
+	if !ok {
+		return StudentQuota{}, false
+	}
+	return StudentQuota{MaxAnswers: st.maxAnswers, Answers: st.answers}, true
 }
 
 func (s *State) accountOf(h string) Account {

@@ -447,3 +447,52 @@ func TestApplyTooLarge(t *testing.T) {
 func near(got, want float64) bool {
 	return got >= want && got <= want*(1+CostTolerance)
 }
+
+// Check gives Apply's decision and changes nothing: the tree does not grow
+// and the same command is still accepted afterwards.
+func TestCheckChangesNothing(t *testing.T) {
+	f := newFed(t)
+	size := f.st.TreeSize()
+	good := f.sign(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
+	for _, tc := range []struct {
+		name string
+		cmd  []byte
+		want Status
+		code Code
+	}{
+		{"a valid change of cap", good, StatusAccepted, 0},
+		{"a stale version", f.sign(&ChangeCap{Hospital: "h1", Version: 7, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: f.now()}, "h1"), StatusRefused, CodeStaleCapVersion},
+		{"another hospital's signature", f.sign(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: f.now()}, "h2"), StatusRefused, CodeWrongSigner},
+		{"an account already open", f.sign(&OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: f.now()}, "h1"), StatusRefused, CodeAccountExists},
+		{"junk", []byte("junk"), StatusRefused, CodeMalformed},
+	} {
+		r := f.st.Check(tc.cmd)
+		if r.Status != tc.want || (tc.want == StatusRefused && r.Code != tc.code) {
+			t.Errorf("%s: %s/%s (%s), want %s/%s", tc.name, r.Status, r.Code, r.Message, tc.want, tc.code)
+		}
+	}
+	if f.st.TreeSize() != size {
+		t.Fatalf("Check grew the tree from %d to %d", size, f.st.TreeSize())
+	}
+	if r := f.apply(good); r.Status != StatusAccepted {
+		t.Fatalf("after Check, the change is %s: %s", r.Status, r.Message)
+	}
+}
+
+// Batch ids are each student's own: another student's charge under the
+// same batch id is its own batch, not a conflict (which told it the id had
+// been used); the same student's different content under an id it used is
+// still a conflict.
+func TestBatchIDsPerStudent(t *testing.T) {
+	f := newFed(t)
+	curve := gaussCurve(40, 1)
+	a := chargeBody("shared", []string{"h1"}, curve, 1)
+	f.must(a, "agg")
+	b := chargeBody("shared", []string{"h1"}, curve, 1)
+	b.Student = "s1"
+	f.must(b, "agg")
+	c := chargeBody("shared", []string{"h3"}, curve, 1)
+	if r := f.apply(f.sign(c, "agg")); r.Code != CodeConflict {
+		t.Fatalf("the same student, other content: %s/%s, want conflict", r.Status, r.Code)
+	}
+}

@@ -42,6 +42,34 @@ var typeNames = [...]string{
 	TypeLedgerResult:   "LedgerResult",
 }
 
+// Per-type body limits: the small control messages cannot be inflated to
+// the size of a query batch, so a party reading one never buffers more.
+const (
+	// MaxControlBody bounds Hello, Ack, Error and BudgetRequest bodies.
+	MaxControlBody = 64 << 10
+	// MaxLedgerBody bounds LedgerSubmit (one signed ledger command, at most
+	// ledger.MaxCommandSize) and LedgerResult (a result with a receipt and
+	// a checkpoint) bodies.
+	MaxLedgerBody = 2 << 20
+	// MaxBudgetBody bounds a BudgetResponse: every hospital's account.
+	MaxBudgetBody = 4 << 20
+)
+
+// MaxBody is the largest body a frame of type t may have, whatever a
+// connection's limit: MaxControlBody, MaxLedgerBody or MaxBudgetBody for
+// the messages of bounded size, DefaultMaxBody for the batches.
+func (t MsgType) MaxBody() int {
+	switch t {
+	case TypeError, TypeHello, TypeAck, TypeBudgetRequest:
+		return MaxControlBody
+	case TypeLedgerSubmit, TypeLedgerResult:
+		return MaxLedgerBody
+	case TypeBudgetResponse:
+		return MaxBudgetBody
+	}
+	return DefaultMaxBody
+}
+
 // Known reports whether t is a message type of this protocol version.
 func (t MsgType) Known() bool { return t >= TypeError && t <= maxType }
 
@@ -128,14 +156,15 @@ func NewFrameWriter(w io.Writer, maxBody int) *FrameWriter {
 	return &FrameWriter{w: w, max: maxBody}
 }
 
-// WriteFrame writes one frame. An unknown type or an oversized body is
-// refused before anything is written.
+// WriteFrame writes one frame. An unknown type or a body over the
+// writer's limit or the type's (MsgType.MaxBody) is refused before
+// anything is written.
 func (fw *FrameWriter) WriteFrame(t MsgType, body []byte) error {
 	if !t.Known() {
 		return &UnknownTypeError{Type: t}
 	}
-	if len(body) > fw.max {
-		return &FrameTooLargeError{Type: t, Length: uint64(len(body)), Max: fw.max}
+	if m := min(fw.max, t.MaxBody()); len(body) > m {
+		return &FrameTooLargeError{Type: t, Length: uint64(len(body)), Max: m}
 	}
 	var err error
 	if len(body) <= initialBuf {
@@ -185,28 +214,44 @@ func (fr *FrameReader) BufferCap() int { return cap(fr.buf) }
 // Next reads one frame. At a clean end of stream, before any byte of a
 // frame, it returns io.EOF. Errors match ErrTruncated, ErrFrameTooLarge,
 // ErrUnknownType or ErrMalformedHeader, or come from the underlying reader.
+// A body over the reader's limit or its type's (MsgType.MaxBody) is
+// refused before any of it is read.
 func (fr *FrameReader) Next() (MsgType, []byte, error) {
-	t, err := fr.uvarint(true)
-	if err != nil {
-		return 0, nil, err
-	}
-	typ := MsgType(t)
-	if !typ.Known() {
-		return typ, nil, &UnknownTypeError{Type: typ}
-	}
-	n, err := fr.uvarint(false)
+	typ, n, err := fr.Header()
 	if err != nil {
 		return typ, nil, err
 	}
-	if n > uint64(fr.max) {
-		return typ, nil, &FrameTooLargeError{Type: typ, Length: n, Max: fr.max}
-	}
-	body, err := fr.readBody(int(n))
+	body, err := fr.Body(n)
 	if err != nil {
 		return typ, nil, err
 	}
 	return typ, body, nil
 }
+
+// Header reads the next frame's header: its type and body length, checked
+// against the limits, so that a server can decide whether to read the body
+// at all. Body reads the body. Errors are those of Next.
+func (fr *FrameReader) Header() (MsgType, int, error) {
+	t, err := fr.uvarint(true)
+	if err != nil {
+		return 0, 0, err
+	}
+	typ := MsgType(t)
+	if !typ.Known() {
+		return typ, 0, &UnknownTypeError{Type: typ}
+	}
+	n, err := fr.uvarint(false)
+	if err != nil {
+		return typ, 0, err
+	}
+	if m := min(fr.max, typ.MaxBody()); n > uint64(m) {
+		return typ, 0, &FrameTooLargeError{Type: typ, Length: n, Max: m}
+	}
+	return typ, int(n), nil
+}
+
+// Body reads the n bytes of the body of the frame whose header Header read.
+func (fr *FrameReader) Body(n int) ([]byte, error) { return fr.readBody(n) }
 
 func (fr *FrameReader) readBody(n int) ([]byte, error) {
 	if n <= cap(fr.buf) {

@@ -108,7 +108,7 @@ func TestFrameErrors(t *testing.T) {
 // A peer that announces the maximum length but sends a few bytes must not
 // make the reader allocate the maximum.
 func TestFrameReaderLyingLength(t *testing.T) {
-	in := append(AppendFrame(nil, TypeHello, nil)[:1], binary.AppendUvarint(nil, DefaultMaxBody)...)
+	in := append(AppendFrame(nil, TypeQueryBatch, nil)[:1], binary.AppendUvarint(nil, DefaultMaxBody)...)
 	in = append(in, "short"...)
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -169,4 +169,54 @@ func TestMsgTypeString(t *testing.T) {
 	if _, err := New(maxType + 1); !errors.Is(err, ErrUnknownType) {
 		t.Fatal(err)
 	}
+}
+
+// Control messages have their own, small limits: a Hello announced (or
+// written) at the size of a query batch is refused before its body is read,
+// while a label request of the same size passes.
+func TestPerTypeLimits(t *testing.T) {
+	for _, tc := range []struct {
+		t    MsgType
+		size int
+		ok   bool
+	}{
+		{TypeHello, MaxControlBody, true},
+		{TypeHello, MaxControlBody + 1, false},
+		{TypeError, MaxControlBody + 1, false},
+		{TypeBudgetRequest, MaxControlBody + 1, false},
+		{TypeAck, MaxControlBody + 1, false},
+		{TypeLedgerSubmit, MaxLedgerBody, true},
+		{TypeLedgerSubmit, MaxLedgerBody + 1, false},
+		{TypeLedgerResult, MaxLedgerBody + 1, false},
+		{TypeBudgetResponse, MaxBudgetBody + 1, false},
+		{TypeLabelRequest, MaxLedgerBody + 1, true},
+		{TypeQueryBatch, MaxBudgetBody + 1, true},
+	} {
+		frame := AppendFrame(nil, tc.t, make([]byte, tc.size))
+		// The reader sees only the header when it refuses.
+		r := &countingReader{r: bytes.NewReader(frame)}
+		_, _, err := NewFrameReader(r, DefaultMaxBody).Next()
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, ErrFrameTooLarge)) {
+			t.Errorf("read %s of %d bytes: %v", tc.t, tc.size, err)
+		}
+		if !tc.ok && r.n > MaxHeaderLen {
+			t.Errorf("read %d bytes of a refused %s frame", r.n, tc.t)
+		}
+		var out bytes.Buffer
+		err = NewFrameWriter(&out, DefaultMaxBody).WriteFrame(tc.t, make([]byte, tc.size))
+		if tc.ok != (err == nil) || (!tc.ok && out.Len() != 0) {
+			t.Errorf("write %s of %d bytes: %v (%d bytes written)", tc.t, tc.size, err, out.Len())
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }

@@ -21,8 +21,15 @@ const (
 	MaxBatchQueries = 1 << 20
 	MaxFeatureDim   = 1 << 20
 	MaxClasses      = 1 << 16
-	MaxPartyIDLen   = 63
-	MaxHospitals    = 1 << 12
+	// MaxTeachers bounds one hospital's registered ensemble: far above any
+	// real ensemble, small enough that summing every hospital's votes
+	// cannot overflow.
+	MaxTeachers   = 1 << 20
+	MaxPartyIDLen = 63
+	MaxHospitals  = 1 << 12
+	// MaxChargeReceipts bounds the receipts one query batch hands a
+	// hospital.
+	MaxChargeReceipts = 256
 )
 
 // ErrBadMessage is matched (errors.Is) by every decoding or validation
@@ -219,6 +226,17 @@ func Validate(m proto.Message) error {
 		if m.GetDeadlineUnixMs() <= 0 {
 			return bad("query batch without a deadline")
 		}
+		if n := len(m.GetChargeReceipts()); n > MaxChargeReceipts {
+			return bad("query batch hands over %d charge receipts, at most %d", n, MaxChargeReceipts)
+		}
+		for _, r := range m.GetChargeReceipts() {
+			if r == nil {
+				return bad("query batch with an empty charge receipt")
+			}
+			if err := checkReceipt(r); err != nil {
+				return err
+			}
+		}
 	case *nzcpb.VoteBatch:
 		if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
 			return err
@@ -264,7 +282,17 @@ func Validate(m proto.Message) error {
 				return err
 			}
 		}
+		if id := m.GetStudentId(); id != "" {
+			if err := checkPartyID("student_id", id); err != nil {
+				return err
+			}
+		}
 	case *nzcpb.BudgetResponse:
+		if st := m.GetStudent(); st != nil {
+			if err := checkPartyID("student.student_id", st.GetStudentId()); err != nil {
+				return err
+			}
+		}
 		for _, b := range m.GetBudgets() {
 			if err := checkPartyID("hospital_id", b.GetHospitalId()); err != nil {
 				return err

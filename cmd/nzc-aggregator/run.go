@@ -61,8 +61,13 @@ once: retries and restarts deliver the stored answers.
 			return err
 		}
 		defer lc.Close()
+		sizes, err := cfg.EnsembleSizes()
+		if err != nil {
+			return err
+		}
 		reg := ops.NewRegistry()
 		a, err := aggregator.New(aggregator.Config{
+			Classes: cfg.Classes, Ensemble: cfg.Teachers, Ensembles: sizes,
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
 			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
 			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, AuditorKeys: cfg.AuditorKeys,

@@ -110,6 +110,7 @@ certificate.`,
 		}
 		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
 			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log,
+			AuditorKeys: cfg.AuditorKeys, ProofLag: cfg.ProofLag,
 			Pause: pause.Hook(log)})
 		if errors.Is(err, teacher.ErrBadRegistration) {
 			return fmt.Errorf("registration %s: %w", cfg.Registration, err)
@@ -120,6 +121,12 @@ certificate.`,
 		reg := ops.NewRegistry()
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_batches_answered_total",
 			Help: "Query batches answered with the teachers' votes."}, func() float64 { return float64(n.Answered()) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_charges_proven_total",
+			Help: "Batches this hospital voted on whose charge naming it it has seen proven by a majority of the auditors."}, func() float64 { return float64(n.Spending().Proven) }))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nzc_teacher_charges_unproven",
+			Help: "Batches this hospital voted on whose charge it has not yet seen proven; at proof_lag it stops voting."}, func() float64 { return float64(n.Spending().Unproven) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_receipts_rejected_total",
+			Help: "Charge receipts that did not prove a charge of this hospital's votes."}, func() float64 { return float64(n.Spending().Rejected) }))
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, n.Ready), log)
 		log.Info("hospital starting", "teachers", ens.Teachers(), "classes", ens.Classes(), "aggregator", cfg.Aggregator)
 		return n.Run(cmd.Context())

@@ -27,7 +27,8 @@ func newBenchCommand() *cobra.Command {
              data-dependent bound)
   ledger     signed charges committed per second, and the p50/p99 latency, on
              a 3-auditor raft cluster over loopback mutual TLS with durable
-             stores
+             stores, each charge's receipt gathered and verified (and the
+             same without receipts, for the cost of proofs)
   inference  ensemble votes per second of 250 MNIST teachers (MLP and CNN),
              and the fraction of the machine's measured GEMM throughput
   e2e        labels per second through a whole federation on loopback
@@ -39,6 +40,13 @@ func newBenchCommand() *cobra.Command {
              batch latency unimpaired, with every link at 40 ms each way and
              1% datagram loss, and with one hospital at 150 ms; the ratios to
              the unimpaired run; and that no batch was lost or charged twice
+  hostile    (only when named) the e2e federation's honest labels per second
+             alone and beside a hostile hospital that sends junk Hellos,
+             opens more connections than allowed, leaves request streams
+             half sent, sends oversized and forbidden frames and floods the
+             aggregator with relayed ledger commands; their ratio, the
+             process's peak resident memory in both, and that no honest
+             batch was lost or charged twice
 
 Every figure is measured several times and reported with its median and
 spread (min, max). The teachers have random weights: inference costs the same
@@ -59,6 +67,9 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
   # The federation as if across a wide-area network:
   nzc bench --quick --sections wan
 
+  # The federation beside a hostile hospital:
+  nzc bench --quick --sections hostile
+
   # Only the figures' medians, from the JSON:
   nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`,
 		Args: cobra.NoArgs,
@@ -70,6 +81,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	e2eQueries := cmd.Flags().Int("e2e-queries", 0, "queries labelled per e2e repetition (default 2048, or 512 with --quick)")
 	charges := cmd.Flags().Int("charges", 0, "ledger charges per repetition (default 5000, or 2000 with --quick)")
 	submitters := cmd.Flags().Int("submitters", 0, "concurrent clients submitting ledger charges (default 64)")
+	ledgerProofs := cmd.Flags().Bool("ledger-proofs", true, "in the ledger section, also wait for and verify every charge's receipt (a majority's cosigned checkpoint and the inclusion proof), as a release does; the same run without receipts is reported beside it")
 	inferQueries := cmd.Flags().Int("inference-queries", 0, "queries per inference repetition for the MLP, a quarter for the CNN (default 1024, or 256 with --quick)")
 	mechQueries := cmd.Flags().Int("mechanism-queries", 0, "histograms answered per mechanism and repetition (default 20000, or 5000 with --quick)")
 	analysis := cmd.Flags().Int("analysis-queries", 10000, "queries analysed per repetition")
@@ -78,7 +90,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	modelName := cmd.Flags().String("model", "mlp", "the teachers' architecture in e2e: mlp or cnn")
 	wanQueries := cmd.Flags().Int("wan-queries", 0, "queries labelled per wan repetition and scenario (default 512, or 256 with --quick)")
 	wanBatch := cmd.Flags().Int("wan-batch", 32, "queries per batch in wan")
-	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan (default all but wan)")
+	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile (default all but wan and hostile)")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -96,6 +108,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		set("e2e-queries", *e2eQueries, &cfg.E2EQueries)
 		set("charges", *charges, &cfg.Charges)
 		set("submitters", *submitters, &cfg.Submitters)
+		cfg.LedgerWithoutProofs = !*ledgerProofs
 		set("mechanism-queries", *mechQueries, &cfg.MechanismQueries)
 		set("analysis-queries", *analysis, &cfg.AnalysisQueries)
 		set("batch", *batch, &cfg.BatchSize)
@@ -153,9 +166,19 @@ func printBench(w io.Writer, r *bench.Report) error {
 	}
 	if r.Ledger.Nodes > 0 {
 		fmt.Fprintf(bw, "\nledger (%d auditors, durable stores, %d charges from %d clients per rep)\n", r.Ledger.Nodes, r.Ledger.Charges, r.Ledger.Submitters)
-		fig("charges committed", r.Ledger.ChargesPerS, "/s")
+		what := "charges committed"
+		if r.Ledger.Proofs {
+			what = "charges committed and proven"
+		}
+		fig(what, r.Ledger.ChargesPerS, "/s")
 		fig("p50 latency", r.Ledger.P50Ms, "ms")
 		fig("p99 latency", r.Ledger.P99Ms, "ms")
+		if w := r.Ledger.WithoutProofs; w != nil {
+			fig("without receipts: charges committed", w.ChargesPerS, "/s")
+			fig("without receipts: p50 latency", w.P50Ms, "ms")
+			fig("without receipts: p99 latency", w.P99Ms, "ms")
+			fig("cost of proofs (rate without / with)", r.Ledger.ProofCost, "×")
+		}
 	}
 	if r.Inference.Teachers > 0 {
 		fmt.Fprintf(bw, "\ninference (%d teachers; %s)\n", r.Inference.Teachers, r.Inference.Data)
@@ -197,6 +220,16 @@ func printBench(w io.Writer, r *bench.Report) error {
 			fmt.Fprintf(bw, "    p50 %.0f ms, p99 %.0f ms a batch; ratios to unimpaired: labels/s %.2f, p99 %.2f\n", sc.P50Ms, sc.P99Ms, sc.LabelsRatio, sc.P99Ratio)
 			fmt.Fprintf(bw, "    %d datagrams dropped; batches lost %d, charged twice %d\n", sc.Dropped, sc.Lost, sc.Twice)
 		}
+	}
+	if h := r.Hostile; h.Queries > 0 {
+		fmt.Fprintf(bw, "\nhostile (%d queries per rep in batches of %d, window %d; a hostile hospital beside the honest parties)\n", h.Queries, h.BatchSize, h.Window)
+		fig("honest only", h.HonestLabelsPerS, "labels/s")
+		fig("under attack", h.UnderAttackLabelsPerS, "labels/s")
+		fmt.Fprintf(bw, "  ratio %.2f; peak resident memory %.0f MiB honest, %.0f MiB under attack (bound: +%.0f MiB)\n", h.Ratio, h.HonestPeakRSSMiB, h.AttackPeakRSSMiB, h.RSSBoundMiB)
+		a := h.Attacks
+		fmt.Fprintf(bw, "  attacks: %d connections tried (%d refused), %d junk Hellos (%d accepted), %d half-sent streams, %d oversized or forbidden frames (%d served), %d relayed commands (%d limited)\n",
+			a.Connections, a.ConnectionsRefused, a.Hellos, a.HellosAccepted, a.HalfSentStreams, a.Oversized, a.OversizedServed, a.Relays, a.RelaysLimited)
+		fmt.Fprintf(bw, "  honest batches lost %d, charged twice %d\n", h.Lost, h.Twice)
 	}
 	fmt.Fprintln(bw, "\ntargets")
 	for _, t := range r.Targets {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/nzcfed/nzc/bench"
 	"math"
 	"runtime"
 	"strings"
@@ -63,6 +64,9 @@ func TestBenchJSON(t *testing.T) {
 	figure("ledger", "charges_per_s")
 	figure("ledger", "p50_ms")
 	figure("ledger", "p99_ms")
+	figure("ledger", "without_proofs", "charges_per_s")
+	figure("ledger", "without_proofs", "p99_ms")
+	figure("ledger", "proof_cost_ratio")
 	figure("inference", "gemm_gflops")
 	for _, m := range []string{"mlp", "cnn"} {
 		figure("inference", m, "votes_per_s")
@@ -118,5 +122,42 @@ func TestBenchWAN(t *testing.T) {
 		if i > 0 && sc.P50 < 70 {
 			t.Errorf("%s: p50 batch latency %.1f ms, below the link's own round trip", sc.Name, sc.P50)
 		}
+	}
+}
+
+// The hostile section runs the honest student beside the hostile hospital:
+// every attack is tried and refused (no junk Hello or forbidden frame is
+// served, the relay flood is limited, extra connections are refused), and
+// no honest batch is lost or charged twice. The figures themselves are
+// the machine's; only their presence is checked here.
+func TestBenchHostile(t *testing.T) {
+	out, _, err := clitest.ExecuteSplit(t, newRootCommand(), "bench", "--quick", "--sections", "hostile", "--reps", "1", "--teachers", "3",
+		"--e2e-queries", "64", "--batch", "8", "--data", t.TempDir(), "--format", "json")
+	if err != nil {
+		t.Fatalf("nzc bench --sections hostile: %v\n%s", err, out)
+	}
+	var rep struct {
+		Hostile struct {
+			Honest   struct{ Median float64 } `json:"honest_labels_per_s"`
+			Attacked struct{ Median float64 } `json:"under_attack_labels_per_s"`
+			PeakRSS  float64                  `json:"attack_peak_rss_mib"`
+			Attacks  bench.HostileAttacks     `json:"attacks"`
+			Lost     int                      `json:"batches_lost"`
+			Twice    int                      `json:"batches_charged_twice"`
+		} `json:"hostile"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	h := rep.Hostile
+	if h.Honest.Median <= 0 || h.Attacked.Median <= 0 || h.Lost != 0 || h.Twice != 0 {
+		t.Fatalf("honest %v labels/s, under attack %v, lost %d, charged twice %d", h.Honest.Median, h.Attacked.Median, h.Lost, h.Twice)
+	}
+	a := h.Attacks
+	if a.Hellos == 0 || a.HellosAccepted != 0 || a.Oversized == 0 || a.OversizedServed != 0 || a.Relays == 0 {
+		t.Fatalf("attacks %+v: want junk Hellos and frames tried and none served", a)
+	}
+	if a.Relays > 8 && a.RelaysLimited == 0 {
+		t.Fatalf("attacks %+v: %d relays, none limited", a, a.Relays)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // demoOptions are the flags of `nzc demo`.
@@ -50,6 +51,14 @@ type demoReport struct {
 	StudentBatches        int  `json:"student_batches"`
 	StudentProofsVerified int  `json:"student_proofs_verified"`
 	StudentVerifiedProofs bool `json:"student_verified_every_proof"`
+	// HospitalProofs: for each hospital, the batches it voted on, the
+	// charges naming it whose receipts it checked itself while voting, and
+	// the charges naming it it reads from the ledger with its own
+	// certificate, each receipt verified against the auditors' keys.
+	// HospitalsMatchedVotesToProofs: every hospital's votes are matched by
+	// proven charges, and no hospital rejected a receipt.
+	HospitalProofs                []demoHospitalProof `json:"hospital_proofs"`
+	HospitalsMatchedVotesToProofs bool                `json:"hospitals_matched_votes_to_proofs"`
 
 	Queries       int      `json:"queries"`
 	Mechanism     string   `json:"mechanism"`
@@ -68,6 +77,15 @@ type demoHospital struct {
 	Epsilon float64 `json:"epsilon"`
 	Cap     float64 `json:"cap"`
 	Answers uint64  `json:"answers"`
+}
+
+type demoHospitalProof struct {
+	ID                      string `json:"id"`
+	BatchesVoted            int    `json:"batches_voted"`
+	ChargesProvenToHospital int    `json:"charges_proven_to_hospital"`
+	ChargesProvenInLedger   int    `json:"charges_proven_in_ledger"`
+	ReceiptsRejected        int    `json:"receipts_rejected"`
+	Error                   string `json:"error,omitempty"`
 }
 
 func newDemoCommand() *cobra.Command {
@@ -349,6 +367,7 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 			cfgs[p.ID] = c
 		case config.Aggregator:
 			c.Mechanism, c.Quorum, c.BatchDeadline = mech, d.o.hospitals, time.Minute
+			c.Teachers = d.o.teachers
 			cfgs[p.ID] = c
 		case config.Student:
 			c.BatchSize = 100
@@ -502,8 +521,45 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*demoReport, e
 	if err := d.verify(ctx, rep); err != nil {
 		return nil, err
 	}
+	d.hospitalProofs(ctx, rep)
 	rep.Seconds = time.Since(d.began).Seconds()
 	return rep, nil
+}
+
+// hospitalProofs matches each hospital's own record of its votes (its
+// metrics) against the charges naming it, read with its certificate and
+// proven here against the auditors' keys.
+func (d *demo) hospitalProofs(ctx context.Context, rep *demoReport) {
+	keys, err := intake.AuditorKeys(d.fed.M)
+	rep.HospitalsMatchedVotesToProofs = err == nil
+	for _, h := range d.fed.M.ByRole(crypto.RoleHospital) {
+		metric := func(name string) int { return int(launch.Metric(ctx, d.opsAddr(h.ID), name)) }
+		p := demoHospitalProof{ID: h.ID, BatchesVoted: metric("nzc_teacher_batches_answered_total"),
+			ChargesProvenToHospital: metric("nzc_teacher_charges_proven_total"), ReceiptsRejected: metric("nzc_teacher_receipts_rejected_total")}
+		p.ChargesProvenInLedger, err = d.provenCharges(ctx, h.ID, keys)
+		if err != nil {
+			p.Error = err.Error()
+		}
+		if err != nil || p.BatchesVoted < 1 || p.ChargesProvenInLedger != p.BatchesVoted || p.ReceiptsRejected != 0 {
+			rep.HospitalsMatchedVotesToProofs = false
+		}
+		rep.HospitalProofs = append(rep.HospitalProofs, p)
+	}
+	if rep.HospitalsMatchedVotesToProofs {
+		d.say("each hospital matched the batches it voted on against the charges naming it, every receipt proven")
+	}
+}
+
+// provenCharges reads the charges naming hospital with its own
+// certificate and returns how many are proven against keys.
+func (d *demo) provenCharges(ctx context.Context, hospital string, keys []string) (int, error) {
+	c, err := compliance.NewClientAsTo(loopback(d.pt.api(0)), d.fed.M, hospital, d.fed.M.ByRole(crypto.RoleAuditor)[0].ID)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	chs, err := c.ProvenCharges(ctx, hospital, keys)
+	return len(chs), err
 }
 
 // verify checks the final ledger independently: it fetches the export from
@@ -547,6 +603,10 @@ func (r *demoReport) text(w io.Writer) error {
 		fmt.Fprintf(&b, "  student accuracy   - (no labels to train on)\n")
 	}
 	fmt.Fprintf(&b, "  proofs             the student verified a majority's receipt of the charge for %d of %d batches\n", r.StudentProofsVerified, r.StudentBatches)
+	for _, h := range r.HospitalProofs {
+		fmt.Fprintf(&b, "  %-18s voted on %d batches; %d charges naming it proven in the ledger (%d checked while voting, %d receipts rejected)\n",
+			h.ID, h.BatchesVoted, h.ChargesProvenInLedger, h.ChargesProvenToHospital, h.ReceiptsRejected)
+	}
 	fmt.Fprintf(&b, "  privacy spent      proven, as the ledger accounts it (RDP composed under adaptive choice, δ = 1e-5):\n")
 	for _, h := range r.Hospitals {
 		fmt.Fprintf(&b, "    %-12s ε = %-8.3f of its cap %g (%d answers charged)\n", h.ID, h.Epsilon, h.Cap, h.Answers)

@@ -82,7 +82,8 @@ func TestDemoReportJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"labels", "refused", "student_accuracy", "hospitals", "ledger_verified"} {
+	for _, k := range []string{"labels", "refused", "student_accuracy", "hospitals", "ledger_verified", "student_verified_every_proof",
+		"hospital_proofs", "hospitals_matched_votes_to_proofs"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("the JSON report lacks %q", k)
 		}

@@ -83,11 +83,12 @@ holding the four standard idx files works.`,
 	aggregators := fs.String("aggregators", "", "comma-separated aggregators: nzc, lnmax, gnmax, confident-gnmax, nzc-svt (default: all)")
 	selfTrain := fs.Int("self-training", -1, "rounds of student self-training on its unlabelled queries, for every row alike (0: off; default: the preset's)")
 	consistency := fs.String("consistency", "", "consistency training of every student on its unlabelled queries, in place of self-training: on or off (default: the preset's)")
-	selectionName := fs.String("selection", "", "order in which the student asks its queries: typical, random or sequential (default: the preset's)")
+	selectionName := fs.String("selection", "", "order in which the student asks its queries: typical, balanced, random or sequential (default: the preset's)")
 	seededEstimates := fs.Bool("seeded-estimates", false, "draw the smooth-sensitivity estimates' noise from --seed (reproducible, and then not private) instead of a cryptographic source")
 	seed := fs.Uint64("seed", 1, "seed of the partition, the models and the mechanisms' noise")
 	dataDir := fs.String("data-dir", "data/mnist", "directory holding the four idx files (gzipped or not)")
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
+	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
@@ -160,6 +161,9 @@ holding the four standard idx files works.`,
 		}
 		if *selectionName != "" {
 			cfg.Selection.Strategy = selection.Strategy(*selectionName)
+		}
+		if *bootstrap >= 0 {
+			cfg.Bootstrap = *bootstrap
 		}
 		cfg.SeededEstimates = *seededEstimates
 		if *holdout > 0 {

@@ -83,6 +83,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c := config.DefaultTeacher()
 			c.ID, c.Aggregator, c.TLS = p.ID, loopback(pt.aggregator()), tlsOf(p)
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
+			c.AuditorKeys = auditorKeys
 			c.Models = filepath.Join(m.Dir, p.ID, "models")
 			if ownKeys(p) {
 				c.TLS = config.TLS{CA: bundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
@@ -95,6 +96,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.Listen, c.Auditors, c.TLS = loopback(pt.aggregator()), intakes, tlsOf(p)
 			c.AuditorKeys = auditorKeys
 			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
+			// A majority of the hospitals must vote on every batch: one
+			// hospital alone never decides a label.
+			c.Quorum = c.Hospitals/2 + 1
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
 			c.Ops.Listen = loopback(pt.ops(k))
@@ -209,7 +213,7 @@ func newInitCommand() *cobra.Command {
 	var (
 		dir                           string
 		hospitals, auditors, students int
-		hosts                         []string
+		hosts, partyHosts             []string
 		basePort                      int
 		force                         bool
 	)
@@ -230,6 +234,10 @@ Existing keys are never overwritten unless --force is given.`,
   # Later, one more hospital, leaving every other key untouched:
   nzc init add-hospital --dir federation
 
+  # Each auditor's certificate names its own host, not the others':
+  nzc init --dir federation --party-host auditor-1=a1.example.org --party-host auditor-2=a2.example.org \
+      --party-host auditor-3=a3.example.org
+
   # The summary as JSON:
   nzc init --dir fed2 --format json`,
 		Args: cobra.NoArgs,
@@ -239,6 +247,7 @@ Existing keys are never overwritten unless --force is given.`,
 	cmd.Flags().IntVar(&auditors, "auditors", 3, "number of auditors (3 or 5 tolerate 1 or 2 failures)")
 	cmd.Flags().IntVar(&students, "students", 1, "number of students")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for every certificate, besides loopback")
+	cmd.Flags().StringArrayVar(&partyHosts, "party-host", nil, "ID=HOST: a DNS name or IP address for party ID's certificate only (repeat for more), so that a client reaching HOST knows it reached that party")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing federation's keys and configurations")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -249,7 +258,15 @@ Existing keys are never overwritten unless --force is given.`,
 		if err != nil {
 			return err
 		}
-		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, Force: force})
+		byParty := map[string][]string{}
+		for _, v := range partyHosts {
+			id, host, ok := strings.Cut(v, "=")
+			if !ok || id == "" || host == "" {
+				return fmt.Errorf("--party-host %q: want ID=HOST, such as auditor-1=a1.example.org", v)
+			}
+			byParty[id] = append(byParty[id], host)
+		}
+		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
 		if err != nil {
 			return err
 		}

@@ -69,6 +69,11 @@ func TestInitWritesLoadableFederation(t *testing.T) {
 	if len(a.Auditors) != 3 {
 		t.Fatalf("aggregator knows %d auditors, want 3", len(a.Auditors))
 	}
+	// A majority quorum, not quorum 1 (with which one hospital decided
+	// every label).
+	if a.Quorum != 2 || a.Hospitals != 2 || a.Classes != 10 || a.Teachers != h.Teachers {
+		t.Fatalf("aggregator quorum %d of %d hospitals, %d classes, %d teachers each; want 2 of 2, 10, %d", a.Quorum, a.Hospitals, a.Classes, a.Teachers, h.Teachers)
+	}
 	bootstraps := 0
 	dashboards := map[string]bool{}
 	for i := 1; i <= 3; i++ {
@@ -149,5 +154,47 @@ func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
 	}
 	if _, err := runNZC(t, "init", "add-hospital", "--dir", dir, "--id", "hospital-2"); !errors.Is(err, crypto.ErrExists) {
 		t.Fatalf("adding an existing hospital: %v", err)
+	}
+}
+
+// Each party's certificate carries its own host names: a client that
+// reaches auditor-1's host cannot be answered by auditor-2 under that name.
+func TestInitPartyHosts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	if out, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--party-host", "auditor-1=a1.example.org",
+		"--party-host", "auditor-1=10.0.0.1", "--party-host", "auditor-2=a2.example.org", "--hosts", "fed.example.org"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	m, err := crypto.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id         string
+		names, ips []string
+	}{
+		{"auditor-1", []string{"a1.example.org", "fed.example.org"}, []string{"10.0.0.1"}},
+		{"auditor-2", []string{"a2.example.org", "fed.example.org"}, nil},
+		{"auditor-3", []string{"fed.example.org"}, nil},
+	} {
+		p, _ := m.Party(crypto.RoleAuditor, tc.id)
+		c, err := crypto.LoadCert(m.Path(p.Cert))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.VerifyHostname(tc.names[0]); err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		for _, other := range []string{"a1.example.org", "a2.example.org", "10.0.0.1"} {
+			want := strings.Contains(strings.Join(append(tc.names, tc.ips...), " "), other)
+			if got := c.VerifyHostname(other) == nil; got != want {
+				t.Fatalf("%s's certificate valid for %s: %v, want %v", tc.id, other, got, want)
+			}
+		}
+	}
+	for _, bad := range []string{"nobody=x.example.org", "auditor-1"} {
+		if _, err := runNZC(t, "init", "--dir", filepath.Join(t.TempDir(), "f"), "--party-host", bad); err == nil {
+			t.Fatalf("--party-host %s was accepted", bad)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
+	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
@@ -54,7 +56,7 @@ auditor's compliance API over HTTPS, presenting the client certificate of
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newLedgerStatusCommand(), newLedgerPeersCommand(), newLedgerJoinCommand(), newLedgerRemovePeerCommand(),
-		newLedgerAccountsCommand(), newLedgerEntriesCommand(), newLedgerExportCommand(), newLedgerVerifyCommand(),
+		newLedgerAccountsCommand(), newLedgerChargesCommand(), newLedgerEntriesCommand(), newLedgerExportCommand(), newLedgerVerifyCommand(),
 		newLedgerSnapshotCommand())
 	return cmd
 }
@@ -69,6 +71,11 @@ that a majority of the auditors signed the checkpoints and that their roots
 are the Merkle tree hash of the exported entries, that the latest checkpoint
 covers every entry, that each earlier checkpoint you kept is extended by this
 export, and that no two checkpoints of the same size disagree (a fork).
+
+Each auditor's signature is a cosignature carrying the time it signed; the
+report gives the latest checkpoint's age (since a majority had cosigned it),
+and --max-age fails an export older than that: one frozen in the past, or
+served by an auditor that stopped following the others.
 
 The auditors' keys come from outside the export, so a wholly fabricated log
 is detected: from a federation directory (each auditor's sign.pub, named by
@@ -87,6 +94,9 @@ when any fails.`,
   nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub \
       --earlier last-month.checkpoint
 
+  # Refuse an export whose auditors have not vouched for it in the last hour:
+  nzc ledger verify --export ledger.export --federation fed --max-age 1h
+
   # As JSON:
   nzc ledger verify --export ledger.export --federation fed --format json`,
 		Args: cobra.NoArgs,
@@ -94,6 +104,7 @@ when any fails.`,
 	exportPath := cmd.Flags().String("export", "", "the ledger export to verify, from 'nzc ledger export' or GET /v1/export")
 	trust := addTrustFlags(cmd)
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
+	maxAge := cmd.Flags().Duration("max-age", 0, "fail unless a majority of the auditors cosigned the latest checkpoint at most this long ago (e.g. 1h): a frozen or stale export fails")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *exportPath == "" {
@@ -115,7 +126,10 @@ when any fails.`,
 			}
 			earlierCps = append(earlierCps, b)
 		}
-		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps}
+		if *maxAge < 0 {
+			return fmt.Errorf("--max-age %v: give a positive duration such as 1h, or leave it out", *maxAge)
+		}
+		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds())}
 		if trust.fed != "" {
 			if opts.Directory, err = federationDirectory(trust.fed); err != nil {
 				return err
@@ -255,34 +269,116 @@ func auditorKeyFile(id, path string) (string, error) {
 // complianceFlags are the connection flags of the commands that talk to an
 // auditor's compliance API.
 type complianceFlags struct {
-	api, fed, as string
-	timeout      time.Duration
+	apis    []string
+	fed, as string
+	timeout time.Duration
 }
 
 // addComplianceFlags adds --api, --federation, --as (defaulting to as) and
 // --timeout.
 func addComplianceFlags(cmd *cobra.Command, as string, asHelp string) *complianceFlags {
 	c := &complianceFlags{}
-	cmd.Flags().StringVar(&c.api, "api", "", "an auditor's compliance API, HOST:PORT (its nzc-auditor --api)")
+	cmd.Flags().StringSliceVar(&c.apis, "api", nil, "an auditor's compliance API: ID=HOST:PORT (the server's certificate must be auditor ID's), or HOST:PORT (the auditor whose configuration in --federation names that address, else any auditor)")
 	cmd.Flags().StringVar(&c.fed, "federation", "", "federation directory: its CA, and the certificate and key of --as")
 	cmd.Flags().StringVar(&c.as, "as", as, asHelp)
 	cmd.Flags().DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
 	return c
 }
 
-const readerAsHelp = "the party whose client certificate to present (compliance, an auditor, or a hospital, which reads only aggregates)"
+const readerAsHelp = "the party whose client certificate to present (compliance, an auditor, or a hospital, which reads only aggregates and its own charges)"
+
+// auditorTarget is an auditor's compliance API and, when known, the
+// auditor whose certificate the server must present.
+type auditorTarget struct{ id, addr string }
+
+// auditorAPIs returns the compliance API address of each auditor of the
+// federation whose configuration file in the directory (written by nzc
+// init) names one.
+func auditorAPIs(m *crypto.Manifest) map[string]string {
+	out := map[string]string{}
+	for _, a := range m.ByRole(crypto.RoleAuditor) {
+		b, err := os.ReadFile(configFile(m, a))
+		if err != nil {
+			continue
+		}
+		var c struct {
+			API string `yaml:"api"`
+		}
+		if yaml.Unmarshal(b, &c) == nil && c.API != "" {
+			out[a.ID] = c.API
+		}
+	}
+	return out
+}
+
+// targets returns the auditors --api names. A bare HOST:PORT is the
+// auditor whose configuration names that address (when one does), so that
+// its certificate's id is checked too. Without --api and with every, every
+// auditor of the federation is asked at the address its configuration
+// names.
+func (c *complianceFlags) targets(m *crypto.Manifest, every bool) ([]auditorTarget, error) {
+	apis := auditorAPIs(m)
+	if len(c.apis) == 0 && every {
+		var out []auditorTarget
+		for _, a := range m.ByRole(crypto.RoleAuditor) {
+			addr, ok := apis[a.ID]
+			if !ok {
+				return nil, fmt.Errorf("the federation directory has no configuration naming auditor %s's compliance API: give every auditor as --api ID=HOST:PORT", a.ID)
+			}
+			out = append(out, auditorTarget{a.ID, addr})
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("federation %s lists no auditors", m.Dir)
+		}
+		return out, nil
+	}
+	var out []auditorTarget
+	for _, v := range c.apis {
+		t := auditorTarget{addr: v}
+		if id, addr, ok := strings.Cut(v, "="); ok {
+			if _, ok := m.Party(crypto.RoleAuditor, id); !ok {
+				return nil, fmt.Errorf("--api %s: the federation has no auditor %q", v, id)
+			}
+			t = auditorTarget{id, addr}
+		} else {
+			for id, addr := range apis {
+				if addr == v {
+					t.id = id
+				}
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
 
 // call runs f with a client of the compliance API at --api presenting the
 // certificate of --as from the federation directory, bounded by --timeout.
+// The server must be an auditor, and the one --api names when it names
+// one; an administrative command (--as an auditor) must reach that auditor.
 func (c *complianceFlags) call(ctx context.Context, f func(context.Context, *compliance.Client) error) error {
-	if c.api == "" || c.fed == "" {
+	if len(c.apis) == 0 || c.fed == "" {
 		return errors.New("--api HOST:PORT and --federation DIR are required")
+	}
+	if len(c.apis) > 1 {
+		return fmt.Errorf("--api names %d auditors: this command reads one", len(c.apis))
 	}
 	m, err := crypto.LoadManifest(c.fed)
 	if err != nil {
 		return err
 	}
-	client, err := compliance.NewClientAs(c.api, m, c.as)
+	ts, err := c.targets(m, false)
+	if err != nil {
+		return err
+	}
+	id := ts[0].id
+	if _, ok := m.Party(crypto.RoleAuditor, c.as); ok {
+		if id != "" && id != c.as {
+			return fmt.Errorf("--api names auditor %s but --as is %s: an auditor's certificate administers only that auditor", id, c.as)
+		}
+		id = c.as
+	}
+	client, err := compliance.NewClientAsTo(ts[0].addr, m, c.as, id)
 	if err != nil {
 		return err
 	}
@@ -290,6 +386,42 @@ func (c *complianceFlags) call(ctx context.Context, f func(context.Context, *com
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	return f(ctx, client)
+}
+
+// views asks every auditor (see targets) for its view of the ledger and
+// compares them against the federation's auditor keys.
+func (c *complianceFlags) views(ctx context.Context, then func(context.Context, compliance.Views, []compliance.Auditor) error) error {
+	if c.fed == "" {
+		return errors.New("--federation DIR is required: its auditors are asked, at the compliance API their configuration names or at --api ID=HOST:PORT")
+	}
+	m, err := crypto.LoadManifest(c.fed)
+	if err != nil {
+		return err
+	}
+	ts, err := c.targets(m, true)
+	if err != nil {
+		return err
+	}
+	keys, err := trustedKeys(c.fed, nil)
+	if err != nil {
+		return err
+	}
+	var auditors []compliance.Auditor
+	for _, t := range ts {
+		client, err := compliance.NewClientAsTo(t.addr, m, c.as, t.id)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		auditors = append(auditors, compliance.Auditor{ID: t.id, Addr: t.addr, Client: client})
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	vs := compliance.CompareViews(ctx, auditors, keys)
+	if n := len(m.ByRole(crypto.RoleAuditor)); vs.Asked < n {
+		vs.Warnings = append(vs.Warnings, fmt.Sprintf("asked %d of the federation's %d auditors: a split view would go unnoticed (leave out --api to ask every one)", vs.Asked, n))
+	}
+	return then(ctx, vs, auditors)
 }
 
 // fetch calls one method of the compliance client under c.call.
@@ -337,42 +469,140 @@ type exportSummary struct {
 	Bytes       int                 `json:"bytes"`
 	Entries     int                 `json:"entries"`
 	Checkpoints []ledger.Checkpoint `json:"checkpoints"`
+	// From is the auditor the export was fetched from: the one that
+	// served the largest cosigned view; Views are every auditor's views.
+	From  string           `json:"from"`
+	Views compliance.Views `json:"views"`
 }
 
 func newLedgerExportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export",
-		Short: "Fetch the ledger's export from an auditor's compliance API",
-		Long: `Fetch the whole ledger, with a checkpoint cosigned by the auditors, from an
-auditor's compliance API over HTTPS (the auditor's certificate checked against
-the federation CA, the compliance party's client certificate presented), and
-write it to --out. Nothing is trusted yet: verify it with 'nzc ledger verify'.`,
-		Example: `  nzc ledger export --api 127.0.0.1:7700 --federation fed --as compliance --out ledger.export
-  nzc ledger verify --export ledger.export --federation fed`,
+		Short: "Compare every auditor's view, then fetch the ledger's export from the largest",
+		Long: `Ask every auditor of the federation directory (as 'nzc ledger status' does)
+for its latest cosigned checkpoint, prove each view a prefix of the largest,
+and fetch the whole ledger, with a checkpoint cosigned by the auditors, from
+the auditor that served the largest, over HTTPS (the server's certificate
+must be that auditor's, the compliance party's client certificate is
+presented); write it to --out. When two auditors' views disagree (a split
+view or a fork) nothing is written and the command fails. Nothing is trusted
+yet: verify the file with 'nzc ledger verify'.`,
+		Example: `  nzc ledger export --federation fed --as compliance --out ledger.export
+  nzc ledger verify --export ledger.export --federation fed --max-age 1h`,
 		Args: cobra.NoArgs,
 	}
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	out := cmd.Flags().String("out", "", "file to write the export to (replaced atomically)")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
-		var x ledger.Export
-		b, err := c.download(cmd.Context(), *out, crypto.PublicFileMode, (*compliance.Client).Export, func(b []byte) (err error) {
-			if x, err = ledger.DecodeExport(b); err != nil {
-				return fmt.Errorf("the auditor sent something that is not a ledger export: %w", err)
+		if *out == "" {
+			return errors.New("--out FILE is required")
+		}
+		var s exportSummary
+		var b []byte
+		err := c.views(cmd.Context(), func(ctx context.Context, vs compliance.Views, auditors []compliance.Auditor) error {
+			s.Views = vs
+			if !vs.Consistent {
+				return fmt.Errorf("%w: %s; nothing written", ErrSplitView, strings.Join(vs.Disagreements, "; "))
 			}
-			return nil
+			if vs.Largest == nil {
+				return fmt.Errorf("no auditor serves a checkpoint a majority cosigned (%s): nothing to export", strings.Join(vs.Warnings, "; "))
+			}
+			for _, a := range auditors {
+				if a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr {
+					s.From = cmp.Or(a.ID, a.Addr)
+					var err error
+					b, err = a.Client.Export(ctx)
+					return err
+				}
+			}
+			return errors.New("the auditor of the largest view is not among those asked")
 		})
 		if err != nil {
 			return err
 		}
-		s := exportSummary{Out: *out, Bytes: len(b), Entries: len(x.Entries)}
+		x, err := ledger.DecodeExport(b)
+		if err != nil {
+			return fmt.Errorf("auditor %s sent something that is not a ledger export: %w", s.From, err)
+		}
+		if err := crypto.WriteFile(*out, b, crypto.PublicFileMode, true); err != nil {
+			return err
+		}
+		s.Out, s.Bytes, s.Entries = *out, len(b), len(x.Entries)
 		for _, cp := range x.Checkpoints {
 			if p, err := ledger.PeekCheckpoint(cp); err == nil {
 				s.Checkpoints = append(s.Checkpoints, p)
 			}
 		}
 		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "wrote %s: %d entries, %d checkpoints, %d bytes (not yet verified: run nzc ledger verify)\n",
-				s.Out, s.Entries, len(s.Checkpoints), s.Bytes)
+			var b strings.Builder
+			fmt.Fprintf(&b, "wrote %s: %d entries, %d checkpoints, %d bytes, from auditor %s (not yet verified: run nzc ledger verify)\n",
+				s.Out, s.Entries, len(s.Checkpoints), s.Bytes, s.From)
+			fmt.Fprintf(&b, "%d of %d auditors answered; the largest cosigned view is %d entries; no two views disagree (%d consistency proofs checked)\n",
+				s.Views.Answered, s.Views.Asked, s.Views.Largest.Size, s.Views.Proofs)
+			for _, w := range s.Views.Warnings {
+				fmt.Fprintf(&b, "warning: %s\n", w)
+			}
+			_, err := io.WriteString(w, b.String())
+			return err
+		})
+	})
+}
+
+// chargesOutput is what `nzc ledger charges` prints.
+type chargesOutput struct {
+	Hospital string              `json:"hospital"`
+	Charges  []compliance.Charge `json:"charges"`
+	// ProofsVerified says how many receipts were checked here against
+	// the federation's auditor keys; all of them, or the command fails.
+	ProofsVerified int `json:"proofs_verified"`
+}
+
+func newLedgerChargesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "charges",
+		Short: "List the charges naming a hospital, each proven against the auditors' keys",
+		Long: `List every accepted charge that names a hospital, as the auditor at --api
+serves them, and check each one's receipt here — the entry, its inclusion
+proof and a checkpoint a majority of the federation's auditors cosigned —
+against the auditors' keys in the federation directory. A hospital's
+certificate (--as hospital-1) reads only that hospital's charges; the
+compliance and auditor roles name the hospital with --hospital. Compare the
+list with the batches the hospital voted on (its nzc_teacher_* metrics).`,
+		Example: `  nzc ledger charges --api 127.0.0.1:7700 --federation fed --as hospital-1
+  nzc ledger charges --api 127.0.0.1:7700 --federation fed --hospital hospital-2 --format json`,
+		Args: cobra.NoArgs,
+	}
+	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
+	hospital := cmd.Flags().String("hospital", "", "the hospital whose charges to list (default: --as, when it is a hospital)")
+	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
+		h := *hospital
+		if h == "" && strings.HasPrefix(c.as, string(crypto.RoleHospital)) {
+			h = c.as
+		}
+		if h == "" {
+			return errors.New("--hospital ID is required (or present a hospital's certificate with --as)")
+		}
+		keys, err := trustedKeys(c.fed, nil)
+		if err != nil {
+			return err
+		}
+		out := chargesOutput{Hospital: h, Charges: []compliance.Charge{}}
+		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) error {
+			chs, err := api.ProvenCharges(ctx, h, keys)
+			out.Charges = append(out.Charges, chs...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%w: do not trust its list", err)
+		}
+		out.ProofsVerified = len(out.Charges)
+		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
+			var b strings.Builder
+			for _, ch := range out.Charges {
+				fmt.Fprintf(&b, "%6d  batch %s for %s: %s, %d queries, %d answered, hospitals %v\n", ch.Index, ch.BatchID, ch.Student, ch.Mechanism, ch.Queries, ch.Answers, ch.Hospitals)
+			}
+			fmt.Fprintf(&b, "%d charges name %s; each receipt proven against the federation's auditor keys\n", len(out.Charges), h)
+			_, err := io.WriteString(w, b.String())
 			return err
 		})
 	})
@@ -406,12 +636,18 @@ func printAccounts(w io.Writer, accounts []ledger.Account) error {
 	return err
 }
 
-// ledgerStatus is what `nzc ledger status` reports about one auditor.
+// ErrSplitView is returned by `nzc ledger status` and `export` when two
+// auditors show cosigned views that disagree, after the views are printed.
+var ErrSplitView = errors.New("the auditors show different logs: see the SPLIT VIEW or FORK lines above, keep the checkpoints, and investigate before trusting either")
+
+// ledgerStatus is what `nzc ledger status` reports: every auditor's view,
+// compared.
 type ledgerStatus struct {
-	compliance.Status
-	Checkpoint   *compliance.CheckpointInfo `json:"checkpoint,omitempty"` // the latest checkpoint, with its cosigners
-	NoCheckpoint string                     `json:"no_checkpoint,omitempty"`
-	Saved        string                     `json:"saved,omitempty"` // where the cosigned checkpoint was written
+	compliance.Views
+	// Age is how long ago a majority cosigned the largest checkpoint, in
+	// seconds.
+	Age   *int64 `json:"age_seconds,omitempty"`
+	Saved string `json:"saved,omitempty"` // where the largest cosigned checkpoint was written
 	// Extends is the size of the checkpoint the file held before, which
 	// the new one was proven to extend (0 when the file was new).
 	Extends int64 `json:"extends,omitempty"`
@@ -420,98 +656,127 @@ type ledgerStatus struct {
 func newLedgerStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show an auditor's raft state and the latest cosigned checkpoint",
-		Long: `Show one auditor's raft state (its role, the leader, term and indexes, the
-members it knows), the size and root of its log, and the latest checkpoint
-with the auditors that cosigned it, over the compliance API (HTTPS, with the
-client certificate of --as from the federation directory).
+		Short: "Ask every auditor for its raft state and latest cosigned checkpoint, and compare them",
+		Long: `Ask every auditor of the federation directory — at the compliance API its
+configuration in the directory names, or at --api ID=HOST:PORT — for its raft
+state (its role, the leader, term and indexes, the members it knows), the size
+and root of its log, and its latest checkpoint with the auditors that cosigned
+it. Each checkpoint is verified here against the federation's auditor keys,
+and every cosigned view is proven a prefix of the largest with a consistency
+proof: an auditor that shows you a different log than the others (a split
+view) or a fork makes the command fail. The report gives the largest cosigned
+checkpoint and how long ago a majority cosigned it.
 
-With --save-checkpoint the checkpoint, when a majority of the auditors
-cosigned it — checked here against the federation's auditor keys, not taken
-from the auditor's word — is written to a file: keep it, and give it to a
-later 'nzc ledger verify --earlier' to prove that the log was only ever
-extended. When the file already holds a checkpoint, the new one replaces it
-only if it provably extends it (a consistency proof from the auditor,
-checked here): an auditor serving a log that was rolled back, or rewritten,
-is refused and the file keeps the checkpoint you had.`,
-		Example: `  nzc ledger status --api 127.0.0.1:7700 --federation fed
-  nzc ledger status --api 127.0.0.1:7700 --federation fed --save-checkpoint 2026-11.checkpoint --format json`,
+With --save-checkpoint the largest cosigned checkpoint is written to a file:
+keep it, and give it to a later 'nzc ledger verify --earlier' to prove that
+the log was only ever extended. When the file already holds a checkpoint, the
+new one replaces it only if it provably extends it (a consistency proof,
+checked here): auditors serving a log that was rolled back, or rewritten, are
+refused and the file keeps the checkpoint you had.`,
+		Example: `  nzc ledger status --federation fed
+  nzc ledger status --federation fed --save-checkpoint 2026-11.checkpoint --format json
+  nzc ledger status --federation fed --api auditor-1=10.0.0.1:7700,auditor-2=10.0.0.2:7700,auditor-3=10.0.0.3:7700`,
 		Args: cobra.NoArgs,
 	}
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	save := cmd.Flags().String("save-checkpoint", "", "write the checkpoint cosigned by a majority of the auditors to this file")
+	save := cmd.Flags().String("save-checkpoint", "", "write the largest checkpoint cosigned by a majority of the auditors to this file")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		var s ledgerStatus
-		var cp compliance.CheckpointInfo
 		var kept *ledger.Checkpoint
 		var err error
-		var proof compliance.ConsistencyProof
 		if *save != "" {
 			if kept, err = keptCheckpoint(*save); err != nil {
 				return err
 			}
 		}
-		err = c.call(cmd.Context(), func(ctx context.Context, api *compliance.Client) (err error) {
-			if s.Status, err = api.Status(ctx); err != nil {
-				return err
-			}
-			if cp, err = api.Checkpoint(ctx); err != nil {
-				if *save != "" {
-					return err
+		var proof compliance.ConsistencyProof
+		err = c.views(cmd.Context(), func(ctx context.Context, vs compliance.Views, auditors []compliance.Auditor) (err error) {
+			s.Views = vs
+			if vs.Largest != nil && kept != nil && kept.Size > 0 && kept.Size < vs.Largest.Size {
+				for _, a := range auditors {
+					if a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr {
+						proof, err = a.Client.ConsistencyProof(ctx, kept.Size, vs.Largest.Size)
+					}
 				}
-				s.NoCheckpoint = err.Error()
-				return nil
-			}
-			s.Checkpoint = &cp
-			if kept != nil && kept.Size > 0 && kept.Size < cp.Size {
-				proof, err = api.ConsistencyProof(ctx, kept.Size, cp.Size)
 			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		if kept != nil {
-			if err := ledger.VerifyConsistency(*kept, cp.Checkpoint, proof.Proof); err != nil {
-				return fmt.Errorf("the auditor's checkpoint of %d entries does not extend the one of %d entries in %s — it serves a log that was rolled back or rewritten: %w; nothing saved, compare with other auditors and 'nzc ledger verify --earlier %s'", cp.Size, kept.Size, *save, err, *save)
-			}
-			s.Extends = kept.Size
+		if l := s.Largest; l != nil {
+			age := time.Now().Unix() - l.Time
+			s.Age = &age
 		}
 		if *save != "" {
-			if !cp.QuorumMet {
-				return fmt.Errorf("the checkpoint of %d entries is cosigned by fewer than %d auditors: nothing saved (are a majority of the auditors up?)", cp.Size, cp.Quorum)
-			}
-			// The auditor's word that a majority signed is not enough:
-			// the note must verify against the federation's auditor keys.
-			keys, err := trustedKeys(c.fed, nil)
-			if err != nil {
+			if err := s.save(*save, kept, proof); err != nil {
 				return err
 			}
-			if _, err := ledger.OpenCheckpoint([]byte(cp.Note), keys); err != nil {
-				return fmt.Errorf("the auditor says its checkpoint of %d entries is cosigned by a majority, but it does not verify against the federation's auditor keys: %w; nothing saved", cp.Size, err)
-			}
-			if err := crypto.WriteFile(*save, []byte(cp.Note), crypto.PublicFileMode, true); err != nil {
-				return err
-			}
-			s.Saved = *save
 		}
-		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
+		if err := cli.Print(cmd.OutOrStdout(), f, s, s.text); err != nil {
+			return err
+		}
+		if !s.Consistent {
+			return ErrSplitView
+		}
+		return nil
 	})
+}
+
+// save writes the largest cosigned checkpoint to path, only when the views
+// agree and it extends the checkpoint the file kept.
+func (s *ledgerStatus) save(path string, kept *ledger.Checkpoint, proof compliance.ConsistencyProof) error {
+	if !s.Consistent {
+		return fmt.Errorf("%w: nothing saved", ErrSplitView)
+	}
+	l := s.Largest
+	if l == nil {
+		var why []string
+		for _, v := range s.Views.Views {
+			switch {
+			case v.Error != "":
+				why = append(why, v.Error)
+			case v.CheckpointError != "":
+				why = append(why, fmt.Sprintf("auditor %s's checkpoint does not verify against the federation's auditor keys with a majority: %s", v.Auditor, v.CheckpointError))
+			}
+		}
+		return fmt.Errorf("no checkpoint cosigned by a majority of the auditors: %s; nothing saved (are a majority of the auditors up?)", strings.Join(why, "; "))
+	}
+	if kept != nil {
+		if err := ledger.VerifyConsistency(*kept, l.Checkpoint, proof.Proof); err != nil {
+			return fmt.Errorf("the largest cosigned checkpoint, %d entries from auditor %s, does not extend the one of %d entries in %s — the auditors serve a log that was rolled back or rewritten: %w; nothing saved, compare with 'nzc ledger verify --earlier %s'", l.Size, l.Auditor, kept.Size, path, err, path)
+		}
+		s.Extends = kept.Size
+	}
+	if err := crypto.WriteFile(path, []byte(l.Note), crypto.PublicFileMode, true); err != nil {
+		return err
+	}
+	s.Saved = path
+	return nil
 }
 
 func (s ledgerStatus) text(w io.Writer) error {
 	var b strings.Builder
-	a := s.Auditor
-	fmt.Fprintf(&b, "auditor %s (%s) is %s in term %d; leader %s (%s)\n", a.ID, a.Addr, a.State, a.Term, a.LeaderID, a.LeaderAddr)
-	fmt.Fprintf(&b, "raft log: last %d, committed %d, applied %d\n", a.LastIndex, a.CommitIndex, a.AppliedIndex)
-	if !s.Ready {
-		fmt.Fprintf(&b, "not ready: %s\n", s.NotYet)
-	}
-	for _, p := range a.Peers {
-		fmt.Fprintf(&b, "  member %s at %s\n", p.ID, p.Addr)
-	}
-	fmt.Fprintf(&b, "ledger %s: %d entries, root %s\n", s.Origin, s.Size, s.Root)
-	if cp := s.Checkpoint; cp != nil {
+	for _, v := range s.Views.Views {
+		if v.Error != "" {
+			fmt.Fprintf(&b, "auditor %s at %s: no answer: %s\n", v.Name(), v.Addr, v.Error)
+			continue
+		}
+		a := v.Status.Auditor
+		fmt.Fprintf(&b, "auditor %s (%s) is %s in term %d; leader %s (%s)\n", a.ID, a.Addr, a.State, a.Term, a.LeaderID, a.LeaderAddr)
+		fmt.Fprintf(&b, "  raft log: last %d, committed %d, applied %d\n", a.LastIndex, a.CommitIndex, a.AppliedIndex)
+		if !v.Status.Ready {
+			fmt.Fprintf(&b, "  not ready: %s\n", v.Status.NotYet)
+		}
+		for _, p := range a.Peers {
+			fmt.Fprintf(&b, "  member %s at %s\n", p.ID, p.Addr)
+		}
+		fmt.Fprintf(&b, "  ledger %s: %d entries, root %s\n", v.Status.Origin, v.Status.Size, v.Status.Root)
+		cp := v.Checkpoint
+		if cp == nil {
+			fmt.Fprintf(&b, "  no checkpoint: %s\n", v.CheckpointError)
+			continue
+		}
 		var signed, missing []string
 		for _, c := range cp.Cosigners {
 			if c.Signed {
@@ -521,19 +786,35 @@ func (s ledgerStatus) text(w io.Writer) error {
 			}
 		}
 		q := "a majority"
-		if !cp.QuorumMet {
+		if !v.Cosigned {
 			q = "NOT a majority"
 		}
-		fmt.Fprintf(&b, "latest checkpoint: %d entries, root %s, cosigned by %s (%s of %d; %d needed)", cp.Size, cp.Root, strings.Join(signed, ", "), q, len(cp.Cosigners), cp.Quorum)
+		fmt.Fprintf(&b, "  latest checkpoint: %d entries, root %s, cosigned by %s (%s of %d; %d needed)", cp.Size, cp.Root, strings.Join(signed, ", "), q, len(cp.Cosigners), cp.Quorum)
 		if len(missing) > 0 {
 			fmt.Fprintf(&b, "; not by %s", strings.Join(missing, ", "))
 		}
 		b.WriteString("\n")
+		if v.CheckpointError != "" {
+			fmt.Fprintf(&b, "  checked against the federation's auditor keys: %s\n", v.CheckpointError)
+		}
+	}
+	if l := s.Largest; l != nil {
+		fmt.Fprintf(&b, "largest cosigned checkpoint: %d entries, root %s, from auditor %s; a majority cosigned it %s ago\n", l.Size, l.Root, l.Auditor, ledger.FormatAge(*s.Age))
+	}
+	fmt.Fprintf(&b, "%d of %d auditors answered", s.Answered, s.Asked)
+	if s.Consistent {
+		fmt.Fprintf(&b, "; no two views disagree (%d consistency proofs checked)\n", s.Proofs)
 	} else {
-		fmt.Fprintf(&b, "no checkpoint: %s\n", s.NoCheckpoint)
+		b.WriteString("\n")
+	}
+	for _, d := range s.Disagreements {
+		fmt.Fprintf(&b, "%s\n", d)
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	if s.Saved != "" {
-		fmt.Fprintf(&b, "saved the checkpoint of %d entries to %s (give it to nzc ledger verify --earlier)\n", s.Checkpoint.Size, s.Saved)
+		fmt.Fprintf(&b, "saved the checkpoint of %d entries to %s (give it to nzc ledger verify --earlier)\n", s.Largest.Size, s.Saved)
 		if s.Extends > 0 {
 			fmt.Fprintf(&b, "it extends the checkpoint of %d entries the file held (consistency proven)\n", s.Extends)
 		}

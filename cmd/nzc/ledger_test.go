@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -94,8 +97,16 @@ func (f *ledgerFixture) log(t *testing.T, quota uint64) *ledger.State {
 	return st
 }
 
-// checkpoint signs the checkpoint of the whole log by the first n auditors.
+// checkpoint signs the checkpoint of the whole log by the first n auditors,
+// now.
 func (f *ledgerFixture) checkpoint(t *testing.T, st *ledger.State, n int) []byte {
+	t.Helper()
+	return f.checkpointAt(t, st, n, time.Now().Unix())
+}
+
+// checkpointAt signs the checkpoint of the whole log by the first n
+// auditors at time at.
+func (f *ledgerFixture) checkpointAt(t *testing.T, st *ledger.State, n int, at int64) []byte {
 	t.Helper()
 	root, err := st.TreeHash(st.TreeSize())
 	if err != nil {
@@ -103,7 +114,7 @@ func (f *ledgerFixture) checkpoint(t *testing.T, st *ledger.State, n int) []byte
 	}
 	var signers []note.Signer
 	for _, a := range f.auditors[:n] {
-		s, err := ledger.NewCheckpointSigner(a.ID, f.key(t, a))
+		s, err := ledger.NewCheckpointSigner(a.ID, f.key(t, a), at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,6 +204,30 @@ func TestLedgerVerifyHonest(t *testing.T) {
 	}
 	if !r.OK || !r.KeysPinned || r.Entries != 4 || len(r.Accounts) != 2 {
 		t.Fatalf("report %+v", r)
+	}
+}
+
+// An export frozen two days ago verifies and says how old it is; with
+// --max-age it fails.
+func TestLedgerVerifyMaxAge(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := f.log(t, 0)
+	b, err := st.Export([][]byte{f.checkpointAt(t, st, 3, time.Now().Add(-48*time.Hour).Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := f.write(t, "frozen.export", b)
+	out, err := runNZC(t, "ledger", "verify", "--export", path, "--federation", f.dir)
+	if err != nil || !strings.Contains(out, "cosigned the latest checkpoint 2d00h ago") {
+		t.Fatalf("without --max-age: %v\n%s", err, out)
+	}
+	out = f.fails(t, "--export", path, "--federation", f.dir, "--max-age", "1h")
+	if !strings.Contains(out, "FAIL freshness") || !strings.Contains(out, "more than the maximum age 1h00m") {
+		t.Fatalf("a frozen export passed --max-age 1h:\n%s", out)
+	}
+	fresh := f.encode(t, f.export(t, st))
+	if out, err := runNZC(t, "ledger", "verify", "--export", fresh, "--federation", f.dir, "--max-age", "1h"); err != nil {
+		t.Fatalf("a fresh export failed --max-age 1h: %v\n%s", err, out)
 	}
 }
 
@@ -366,11 +401,18 @@ func (f *ledgerFixture) complianceAPI(t *testing.T, st *ledger.State, signers in
 // wrap, when not nil: an auditor that lies about what it serves.
 func (f *ledgerFixture) complianceAPIWith(t *testing.T, st *ledger.State, signers int, wrap func(http.Handler) http.Handler) (addr string, cluster *fakeCluster, clients func() []string) {
 	t.Helper()
+	return f.complianceAPIOf(t, f.auditors[0], st, signers, wrap)
+}
+
+// complianceAPIOf is complianceAPIWith served with the certificate of
+// party as.
+func (f *ledgerFixture) complianceAPIOf(t *testing.T, as crypto.PartyFiles, st *ledger.State, signers int, wrap func(http.Handler) http.Handler) (addr string, cluster *fakeCluster, clients func() []string) {
+	t.Helper()
 	ca, err := crypto.LoadCert(f.m.Path(f.m.CACert))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, err := crypto.LoadCredential(f.m.Path(f.auditors[0].Cert), f.m.Path(f.auditors[0].Key))
+	cred, err := crypto.LoadCredential(f.m.Path(as.Cert), f.m.Path(as.Key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,8 +479,8 @@ func TestLedgerExportThenVerify(t *testing.T) {
 	if err != nil || !strings.Contains(text, "hospital hospital-2: ε=0 of cap 8") {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	if c := clients(); len(c) != 3 || !strings.Contains(c[0], "compliance") {
-		t.Fatalf("client identities %v, want the compliance party's three times", c)
+	if c := clients(); len(c) != 5 || !strings.Contains(c[0], "compliance") {
+		t.Fatalf("client identities %v, want the compliance party's five times (status, checkpoint, export, accounts twice)", c)
 	}
 
 	// Errors that must say what to do, and leave no file behind.
@@ -447,7 +489,7 @@ func TestLedgerExportThenVerify(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"export", "--federation", f.dir, "--out", bad}, "--api HOST:PORT and --federation DIR are required"},
+		{[]string{"export", "--federation", f.dir, "--out", bad}, "no configuration naming auditor auditor-1's compliance API: give every auditor as --api ID=HOST:PORT"},
 		{[]string{"export", "--api", addr, "--federation", f.dir}, "--out FILE is required"},
 		{[]string{"export", "--api", addr, "--federation", f.dir, "--as", "nobody", "--out", bad}, `no party "nobody"`},
 		{[]string{"accounts", "--api", "127.0.0.1:1", "--federation", f.dir, "--timeout", "5s"}, "is an auditor's compliance API listening there?"},
@@ -481,7 +523,8 @@ func TestLedgerStatus(t *testing.T) {
 	}
 	text, err = runNZC(t, "ledger", "status", "--api", addr, "--federation", f.dir, "--as", "hospital-1", "--format", "json")
 	var s ledgerStatus
-	if err != nil || json.Unmarshal([]byte(text), &s) != nil || s.Checkpoint == nil || s.Checkpoint.Size != 4 || s.Auditor.CommitIndex != 9 || !s.Checkpoint.QuorumMet {
+	if err != nil || json.Unmarshal([]byte(text), &s) != nil || len(s.Views.Views) != 1 || s.Largest == nil || s.Largest.Size != 4 ||
+		s.Views.Views[0].Status.Auditor.CommitIndex != 9 || !s.Views.Views[0].Cosigned || s.Age == nil || *s.Age > 60 {
 		t.Fatalf("%v: %+v\n%s", err, s, text)
 	}
 
@@ -571,7 +614,144 @@ func TestLedgerStatus(t *testing.T) {
 		t.Fatalf("a checkpoint one auditor signed was saved on its word (%v)", err)
 	}
 
-	if _, err := runNZC(t, "ledger", "status"); err == nil || !strings.Contains(err.Error(), "--api HOST:PORT and --federation DIR are required") {
+	if _, err := runNZC(t, "ledger", "status"); err == nil || !strings.Contains(err.Error(), "--federation DIR is required") {
 		t.Fatalf("no --api: %v", err)
+	}
+}
+
+// grownLog is st with refused filler commands appended until it has n
+// entries.
+func grownLog(t *testing.T, st *ledger.State, n int) *ledger.State {
+	t.Helper()
+	for st.TreeSize() < int64(n) {
+		if _, err := st.Apply([]byte("filler")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// status and export ask every auditor and compare their cosigned views: a
+// lagging auditor is a prefix (proven), an auditor showing a different log
+// is a split view or a fork, and export then writes nothing.
+func TestLedgerStatusComparesEveryAuditor(t *testing.T) {
+	f := newLedgerFixture(t)
+	serve := func(logs ...*ledger.State) []string {
+		var apis []string
+		for i, st := range logs {
+			addr, _, _ := f.complianceAPIOf(t, f.auditors[i], st, 2, nil)
+			apis = append(apis, f.auditors[i].ID+"="+addr)
+		}
+		return []string{"--api", strings.Join(apis, ","), "--federation", f.dir}
+	}
+	long := grownLog(t, f.log(t, 0), 6)
+	tests := []struct {
+		name  string
+		logs  []*ledger.State
+		ok    bool
+		want  string
+		proof int
+	}{
+		{"same log", []*ledger.State{long, long, long}, true, "3 of 3 auditors answered; no two views disagree (0 consistency proofs checked)", 0},
+		{"one lags", []*ledger.State{long, grownLog(t, f.log(t, 0), 5), f.log(t, 0)}, true, "no two views disagree (2 consistency proofs checked)", 2},
+		{"split view", []*ledger.State{long, long, grownLog(t, f.log(t, 7), 7)}, false, "SPLIT VIEW: auditor auditor-1's cosigned checkpoint of 6 entries is not proven a prefix of auditor auditor-3's of 7 entries", 0},
+		{"fork", []*ledger.State{long, grownLog(t, f.log(t, 7), 6), long}, false, "FORK: auditors auditor-2 and auditor-1 show cosigned checkpoints of 6 entries with different roots", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := serve(tc.logs...)
+			text, err := runNZC(t, append([]string{"ledger", "status"}, args...)...)
+			if (err == nil) != tc.ok || !strings.Contains(text, tc.want) {
+				t.Fatalf("status: %v, want ok=%v and %q\n%s", err, tc.ok, tc.want, text)
+			}
+			if !tc.ok && !errors.Is(err, ErrSplitView) {
+				t.Fatalf("status: %v, want ErrSplitView", err)
+			}
+			jtext, _ := runNZC(t, append([]string{"ledger", "status", "--format", "json"}, args...)...)
+			var s ledgerStatus
+			if err := json.NewDecoder(strings.NewReader(jtext)).Decode(&s); err != nil || s.Consistent != tc.ok || s.Proofs != tc.proof || s.Answered != 3 || s.Largest == nil {
+				t.Fatalf("status JSON: %v %+v\n%s", err, s, jtext)
+			}
+			out := filepath.Join(t.TempDir(), "ledger.export")
+			text, err = runNZC(t, append([]string{"ledger", "export", "--out", out}, args...)...)
+			_, statErr := os.Stat(out)
+			if tc.ok {
+				if err != nil || statErr != nil || !strings.Contains(text, "from auditor auditor-1") {
+					t.Fatalf("export: %v (%v)\n%s", err, statErr, text)
+				}
+			} else if err == nil || !errors.Is(err, ErrSplitView) || statErr == nil {
+				t.Fatalf("export of a split view: %v, file %v\n%s", err, statErr, text)
+			}
+		})
+	}
+}
+
+// The client talks to the auditor it asked for: a server presenting
+// another auditor's certificate, or another party's, is refused.
+func TestLedgerClientChecksTheAuditorsIdentity(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := f.log(t, 0)
+	a1, _, _ := f.complianceAPI(t, st, 2)
+	student, _, seen := f.complianceAPIOf(t, f.m.ByRole(crypto.RoleStudent)[0], st, 2, nil)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"accounts", "--api", "auditor-2=" + a1}, "the server is nzc://auditor/auditor-1, not auditor auditor-2"},
+		{[]string{"status", "--api", "auditor-3=" + a1}, "the server is nzc://auditor/auditor-1, not auditor auditor-3"},
+		{[]string{"accounts", "--api", student}, "the server is not the auditor asked for"},
+		{[]string{"accounts", "--api", "rogue-1=" + a1}, `the federation has no auditor "rogue-1"`},
+	} {
+		text, err := runNZC(t, append(append([]string{"ledger"}, tc.args...), "--federation", f.dir, "--timeout", "5s")...)
+		if err == nil && strings.Contains(text, tc.want) {
+			continue // status reports an unreachable auditor and goes on
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%v: %v, want %q\n%s", tc.args, err, tc.want, text)
+		}
+	}
+	if len(seen()) != 0 {
+		t.Fatalf("requests reached a server that is not an auditor: %v", seen())
+	}
+	if text, err := runNZC(t, "ledger", "accounts", "--api", "auditor-1="+a1, "--federation", f.dir); err != nil {
+		t.Fatalf("the auditor asked for: %v\n%s", err, text)
+	}
+}
+
+// A hospital lists the charges naming it with its own certificate, each
+// receipt proven here; it reads its account too, and not another
+// hospital's charges.
+func TestLedgerChargesAsHospital(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := f.log(t, 0)
+	agg, _ := f.m.Party(crypto.RoleAggregator, "aggregator")
+	curve := mechanism.RDPDataIndependentGaussian(mechanism.DefaultGrid(), 400).Values()
+	for i, hs := range [][]string{{"hospital-1", "hospital-2"}, {"hospital-2"}, {"hospital-1"}} {
+		batch := fmt.Sprintf("batch-%d", i)
+		cmd, err := ledger.Sign(&ledger.Charge{BatchID: batch, Student: "student-1", Hospitals: hs, Mechanism: "gnmax",
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
+			Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(2_000_000_000_000_000_000 + i)}, "aggregator", f.key(t, agg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("charge %d: %+v %v", i, r, err)
+		}
+	}
+	addr, _, _ := f.complianceAPI(t, st, 2)
+	text, err := runNZC(t, "ledger", "charges", "--api", addr, "--federation", f.dir, "--as", "hospital-1", "--format", "json")
+	var out chargesOutput
+	if err != nil || json.Unmarshal([]byte(text), &out) != nil || len(out.Charges) != 2 || out.ProofsVerified != 2 ||
+		out.Charges[0].BatchID != "batch-0" || out.Charges[1].BatchID != "batch-2" {
+		t.Fatalf("%v: %+v\n%s", err, out, text)
+	}
+	if text, err := runNZC(t, "ledger", "accounts", "--api", addr, "--federation", f.dir, "--as", "hospital-1"); err != nil || !strings.Contains(text, "hospital hospital-1") {
+		t.Fatalf("accounts with a hospital's certificate: %v\n%s", err, text)
+	}
+	if text, err := runNZC(t, "ledger", "charges", "--api", addr, "--federation", f.dir, "--as", "hospital-1", "--hospital", "hospital-2"); err == nil || !strings.Contains(err.Error(), "only the charges naming itself") {
+		t.Fatalf("a hospital reading another's charges: %v\n%s", err, text)
+	}
+	if text, err := runNZC(t, "ledger", "charges", "--api", addr, "--federation", f.dir, "--hospital", "hospital-2"); err != nil || !strings.Contains(text, "2 charges name hospital-2; each receipt proven") {
+		t.Fatalf("compliance reading hospital-2's charges: %v\n%s", err, text)
 	}
 }

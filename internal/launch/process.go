@@ -21,12 +21,25 @@ var Binaries = []string{"nzc-auditor", "nzc-aggregator", "nzc-teacher", "nzc-stu
 // Build compiles the named commands of this module (cmd/<name>) into dir
 // with the Go toolchain; race builds them with the race detector.
 func Build(ctx context.Context, dir string, race bool, names ...string) error {
+	return build(ctx, dir, race, "", names)
+}
+
+// BuildWithTestHooks is Build with the build tag nzctest, which gives the
+// binaries the fault tests' pause hook (package pause).
+func BuildWithTestHooks(ctx context.Context, dir string, race bool, names ...string) error {
+	return build(ctx, dir, race, "nzctest", names)
+}
+
+func build(ctx context.Context, dir string, race bool, tags string, names []string) error {
 	if _, err := exec.LookPath("go"); err != nil {
 		return fmt.Errorf("%w: building %s needs a Go toolchain; give prebuilt binaries instead", err, strings.Join(names, ", "))
 	}
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	if race {
 		args = append(args, "-race")
+	}
+	if tags != "" {
+		args = append(args, "-tags", tags)
 	}
 	for _, b := range names {
 		args = append(args, "github.com/nzcfed/nzc/cmd/"+b)

@@ -61,9 +61,28 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 	return ServeListener(ctx, ln, h, log)
 }
 
+// Timeouts of every HTTP server of the federation (NewServer): a client
+// has ReadHeaderTimeout to send a request's headers and ReadTimeout for
+// the whole request, a response (an export of the ledger included) must be
+// written within WriteTimeout, and an idle keep-alive connection is closed
+// after IdleTimeout, so that clients that stall cannot hold connections and
+// goroutines without end.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 30 * time.Second
+	WriteTimeout      = 5 * time.Minute
+	IdleTimeout       = 2 * time.Minute
+)
+
+// NewServer returns an HTTP server of h with the federation's timeouts.
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
+}
+
 // ServeListener is Serve on an existing listener.
 func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := NewServer(h)
 	log.Info("operations endpoint listening", "addr", ln.Addr().String(), "paths", "/livez /readyz /metrics")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -72,5 +73,21 @@ func TestServeStopsWithContext(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Serve returned %v after cancel", err)
+	}
+}
+
+// Every HTTP server gets all four timeouts: before, only the header
+// timeout was set, so a client could hold a connection open, idle or
+// mid-request, for ever.
+func TestNewServerHasEveryTimeout(t *testing.T) {
+	s := NewServer(http.NotFoundHandler())
+	for name, d := range map[string]time.Duration{"ReadHeaderTimeout": s.ReadHeaderTimeout, "ReadTimeout": s.ReadTimeout,
+		"WriteTimeout": s.WriteTimeout, "IdleTimeout": s.IdleTimeout} {
+		if d <= 0 {
+			t.Errorf("%s is %v", name, d)
+		}
+	}
+	if s.ReadTimeout < s.ReadHeaderTimeout {
+		t.Errorf("ReadTimeout %v is shorter than ReadHeaderTimeout %v", s.ReadTimeout, s.ReadHeaderTimeout)
 	}
 }

@@ -1,3 +1,5 @@
+//go:build nzctest
+
 package pause
 
 import (

@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/nzcfed/nzc/ml/data"
 )
 
@@ -39,10 +41,18 @@ const (
 	// is smallest relative to their distance to the next nearest centre.
 	// Examples between two clusters (a 4 that could be a 9) come last.
 	Typical Strategy = "typical"
+	// Balanced clusters the pool in its principal components (k-means on
+	// the projection onto the leading components of the pixels, a few
+	// clusters per class) and asks in turn in every cluster, in proportion
+	// to its size: the clearest member of each cluster first, then the
+	// next clearest, and so on. Typical's global order favours the most
+	// compact clusters (on MNIST, ones and zeros); Balanced gives every
+	// kind of example its share from the start.
+	Balanced Strategy = "balanced"
 )
 
 // Strategies lists the strategies Order accepts.
-func Strategies() []Strategy { return []Strategy{Sequential, Random, Typical} }
+func Strategies() []Strategy { return []Strategy{Sequential, Random, Typical, Balanced} }
 
 // ErrConfig reports settings that cannot work.
 var ErrConfig = errors.New("invalid query selection")
@@ -50,9 +60,12 @@ var ErrConfig = errors.New("invalid query selection")
 // Config is how the pool is ordered.
 type Config struct {
 	Strategy Strategy `json:"strategy"`
-	// Clusters for Typical (0: 3 per class of the pool, at most a tenth
-	// of the pool).
+	// Clusters for Typical and Balanced (0: 3 per class of the pool for
+	// Typical, 5 for Balanced, at most a tenth of the pool).
 	Clusters int `json:"clusters,omitempty"`
+	// Components of the projection Balanced clusters in (0: 40, at most
+	// the number of features).
+	Components int `json:"components,omitempty"`
 	// Iterations of k-means for Typical (0: 20).
 	Iterations int    `json:"iterations,omitempty"`
 	Seed       uint64 `json:"seed"`
@@ -69,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.Clusters < 0 || c.Iterations < 0 || c.Iterations > 1000 {
 		return fmt.Errorf("%w: %d clusters and %d iterations, want non-negative (iterations at most 1000)", ErrConfig, c.Clusters, c.Iterations)
+	}
+	if c.Components < 0 || c.Components > 1000 {
+		return fmt.Errorf("%w: %d principal components, want 0 (the default) to 1000", ErrConfig, c.Components)
 	}
 	return nil
 }
@@ -92,16 +108,31 @@ func Order(ctx context.Context, cfg Config, pool *data.Dataset) ([]int, error) {
 		r.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
 		return order, nil
 	}
+	perClass := 3
+	if cfg.Strategy == Balanced {
+		perClass = 5
+	}
 	k := cfg.Clusters
 	if k == 0 {
-		k = min(3*max(1, pool.Classes), n/10)
+		k = min(perClass*max(1, pool.Classes), n/10)
 	}
 	k = max(1, min(k, n))
 	it := cfg.Iterations
 	if it == 0 {
 		it = 20
 	}
-	_, dist, second, err := kmeans(ctx, pool, k, it, cfg.Seed)
+	feat := rows(pool)
+	if cfg.Strategy == Balanced {
+		c := cfg.Components
+		if c == 0 {
+			c = 40
+		}
+		var err error
+		if feat, err = project(ctx, pool, min(c, pool.Dim())); err != nil {
+			return nil, err
+		}
+	}
+	assign, dist, second, err := kmeans(ctx, feat, k, it, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -113,29 +144,105 @@ func Order(ctx context.Context, cfg Config, pool *data.Dataset) ([]int, error) {
 		score[i] = dist[i] / math.Max(second[i], 1e-12)
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(score[a], score[b]) })
+	if cfg.Strategy == Typical {
+		return order, nil
+	}
+	// Balanced: an example's place is its rank in its own cluster's
+	// clarity order relative to the cluster's size, so every cluster is
+	// asked in turn, in proportion to its size; clearer first among equal
+	// places.
+	size := make([]int, k)
+	for _, c := range assign {
+		size[c]++
+	}
+	place := make([]float64, n)
+	seen := make([]int, k)
+	for _, i := range order {
+		c := assign[i]
+		place[i] = (float64(seen[c]) + 0.5) / float64(size[c])
+		seen[c]++
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(place[a], place[b]) })
 	return order, nil
+}
+
+// rows returns the pool's features as float64 rows.
+func rows(pool *data.Dataset) [][]float64 {
+	out := make([][]float64, pool.Len())
+	for i := range out {
+		r := pool.Row(i)
+		out[i] = make([]float64, len(r))
+		for j, v := range r {
+			out[i][j] = float64(v)
+		}
+	}
+	return out
+}
+
+// project returns the pool's rows projected onto their c leading principal
+// components (the eigenvectors of the features' covariance with the
+// largest eigenvalues), centred.
+func project(ctx context.Context, pool *data.Dataset, c int) ([][]float64, error) {
+	n, dim := pool.Len(), pool.Dim()
+	if n == 0 || c >= dim {
+		return rows(pool), nil
+	}
+	mean := make([]float64, dim)
+	for i := range n {
+		for j, v := range pool.Row(i) {
+			mean[j] += float64(v)
+		}
+	}
+	for j := range mean {
+		mean[j] /= float64(n)
+	}
+	x := mat.NewDense(n, dim, nil)
+	for i := range n {
+		for j, v := range pool.Row(i) {
+			x.Set(i, j, float64(v)-mean[j])
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var cov mat.SymDense
+	cov.SymOuterK(1/float64(n), x.T())
+	var eig mat.EigenSym
+	if !eig.Factorize(&cov, true) {
+		return nil, fmt.Errorf("%w: the features' covariance has no eigendecomposition (non-finite features?)", ErrConfig)
+	}
+	var vecs mat.Dense
+	eig.VectorsTo(&vecs)
+	// Eigenvalues come in ascending order: the last c columns lead.
+	lead := vecs.Slice(0, dim, dim-c, dim)
+	var proj mat.Dense
+	proj.Mul(x, lead)
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = mat.Row(nil, i, &proj)
+	}
+	return out, nil
 }
 
 // kmeans clusters the pool's rows with k-means++ seeding and Lloyd's
 // iterations; it returns each row's cluster, its Euclidean distance to the
 // cluster's centre and to the next nearest centre.
-func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uint64) ([]int, []float64, []float64, error) {
-	n, dim := pool.Len(), pool.Dim()
+func kmeans(ctx context.Context, feat [][]float64, k, iterations int, seed uint64) ([]int, []float64, []float64, error) {
+	n := len(feat)
 	if n == 0 {
 		return nil, nil, nil, nil
 	}
+	dim := len(feat[0])
 	r := rand.New(rand.NewPCG(seed, 0x6b6d65616e73))
 	cent := make([]float64, k*dim)
 	d2 := make([]float64, n)
 	setCentre := func(c, i int) {
-		for j, v := range pool.Row(i) {
-			cent[c*dim+j] = float64(v)
-		}
+		copy(cent[c*dim:(c+1)*dim], feat[i])
 	}
 	sq := func(i, c int) float64 {
 		s := 0.0
-		for j, v := range pool.Row(i) {
-			d := float64(v) - cent[c*dim+j]
+		for j, v := range feat[i] {
+			d := v - cent[c*dim+j]
 			s += d * d
 		}
 		return s
@@ -201,8 +308,8 @@ func kmeans(ctx context.Context, pool *data.Dataset, k, iterations int, seed uin
 		clear(count)
 		for i, c := range assign {
 			count[c]++
-			for j, v := range pool.Row(i) {
-				sum[c*dim+j] += float64(v)
+			for j, v := range feat[i] {
+				sum[c*dim+j] += v
 			}
 		}
 		for c := range k {

@@ -151,3 +151,59 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// Balanced gives every cluster its share of the first queries even when
+// one class is far more compact than the others, which Typical's global
+// clarity order puts first.
+func TestBalancedSharesTheFirstQueries(t *testing.T) {
+	p := pool()
+	// Shrink class 0 towards its mean: its examples become the clearest.
+	dim := p.Dim()
+	mean := make([]float64, dim)
+	n0 := 0
+	for i, y := range p.Y {
+		if y == 0 {
+			n0++
+			for j, v := range p.Row(i) {
+				mean[j] += float64(v)
+			}
+		}
+	}
+	for i, y := range p.Y {
+		if y != 0 {
+			continue
+		}
+		r := p.Row(i)
+		for j := range r {
+			m := mean[j] / float64(n0)
+			r[j] = float32(m + 0.2*(float64(r[j])-m))
+		}
+	}
+	share := func(o []int) map[int]int {
+		s := map[int]int{}
+		for _, i := range o[:80] {
+			s[p.Y[i]]++
+		}
+		return s
+	}
+	typ, err := Order(context.Background(), Config{Strategy: Typical, Clusters: 8, Seed: 1}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int{0, 3} { // all features; a projection on 3 components
+		bal, err := Order(context.Background(), Config{Strategy: Balanced, Clusters: 8, Components: c, Seed: 1}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, bs := share(typ), share(bal)
+		t.Logf("components %d: first 80 by class, typical %v, balanced %v", c, ts, bs)
+		if ts[0] < 40 {
+			t.Fatalf("typical put %d of class 0 among the first 80: the test's data do not separate the strategies", ts[0])
+		}
+		for k := range p.Classes {
+			if bs[k] < 12 || bs[k] > 30 {
+				t.Fatalf("balanced: class %d has %d of the first 80 queries, want 12..30 (%v)", k, bs[k], bs)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/nzcfed/nzc/mechanism"
@@ -54,62 +55,125 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 }
 
 // admit decides, before any hospital is asked for votes and before any
-// noise is drawn, whether the connected hospitals' budgets can take the
+// noise is drawn, which of the connected hospitals' budgets can take the
 // batch at its data-independent worst case: every one of its nq queries
-// answered. It reads each hospital's spent ε and remaining δ from the
-// ledger and refuses a batch the ledger is certain to refuse: one whose
-// worst case, composed with what a hospital has spent (the account's curve
-// and pure-ε sum, from the budget read), would take it over its cap, as the
-// ledger's gate composes them. The ledger makes
-// the final decision, also at the worst case; so whether a batch is refused,
-// and what the refusal says, depend only on public state and the batch's
-// size, never on the votes. nzc-svt batches are not checked here: the
-// ledger decides a session's fixed cost when it opens, before any query of
-// it is answered.
-func (a *Aggregator) admit(ctx context.Context, batch string, hs []*hospitalEntry, classes, nq int) *protocol.Error {
+// answered. It first refuses a batch that would pass the student's answer
+// quota at that worst case (for every mechanism). It reads each hospital's spent ε and remaining δ from the
+// ledger and leaves out a hospital the ledger is certain to refuse: one
+// with no account, or whose cap the worst case, composed with what it has
+// spent (the account's curve and pure-ε sum, from the budget read), would
+// pass, as the ledger's gate composes them. The batch goes on with the
+// others while at least the quorum remains, and is refused otherwise. The
+// ledger makes the final decision, also at the worst case; so which
+// hospitals vote, whether a batch is refused and what the refusal says
+// depend only on public state and the batch's size, never on the votes. A
+// hospital that lowers its own cap therefore affects only itself. nzc-svt
+// batches' hospital budgets are not checked here: the ledger decides a session's fixed cost
+// when it opens, before any query of it is answered.
+func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, perr *protocol.Error) {
 	p := a.cfg.Mechanism
-	if p.Mechanism == mechanism.NZCSVT {
-		return nil
-	}
 	ids := make([]string, len(hs))
-	p.Teachers, p.Classes = 0, classes
 	for i, h := range hs {
 		ids[i] = h.id
-		p.Teachers += h.teachers
-	}
-	worst, err := p.Charge(a.grid, nq, 0)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
 	}
 	bctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
-	resp, err := a.cfg.Ledger.Budget(bctx, &nzcpb.BudgetRequest{HospitalIds: ids})
+	resp, err := a.cfg.Ledger.Budget(bctx, &nzcpb.BudgetRequest{HospitalIds: ids, StudentId: student})
 	cancel()
 	if err != nil {
-		return &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+		return nil, nil, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
 			Message: fmt.Sprintf("the ledger did not answer the budget read for batch %s (%v): nothing was asked of the hospitals or drawn; retry the batch", batch, err)}
 	}
+	if perr := quotaAdmits(resp.GetStudent(), student, batch, nq); perr != nil {
+		return nil, nil, perr
+	}
+	if p.Mechanism == mechanism.NZCSVT {
+		return hs, nil, nil
+	}
+	budgets := map[string]*nzcpb.HospitalBudget{}
 	for _, b := range resp.GetBudgets() {
-		conv := b.GetDelta() - worst.Delta
-		if !(conv > 0) {
-			return protocol.Errorf(protocol.CodeBudgetExhausted,
-				"batch %s is not admitted: its worst case (all %d queries answered) has additive δ %.3g, and hospital %s has δ %.3g left: nothing was asked of the hospitals or drawn",
-				batch, nq, worst.Delta, b.GetHospitalId(), b.GetDelta())
+		budgets[b.GetHospitalId()] = b
+	}
+	keep = hs
+	var reasons []string
+	// The worst case depends on the ensemble, so it is recomputed whenever
+	// a hospital is left out, until every remaining one can pay for it.
+	for {
+		p.Teachers, p.Classes = 0, classes
+		for _, h := range keep {
+			p.Teachers += h.teachers
 		}
-		eps := 0.0
-		if !worst.RDP.IsZero() {
-			eps = math.Inf(1)
-			if c, err := worst.RDP.FilterEpsilon(conv); err == nil {
-				eps = c.Epsilon
+		if len(keep) == 0 {
+			break
+		}
+		worst, err := p.Charge(a.grid, nq, 0)
+		if err != nil {
+			return nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+		}
+		var next []*hospitalEntry
+		for _, h := range keep {
+			if why := a.cannotPay(budgets[h.id], worst, nq); why != "" {
+				left = append(left, h.id)
+				reasons = append(reasons, h.id+" "+why)
+				continue
 			}
+			next = append(next, h)
 		}
-		total := a.composedEpsilon(b, worst, conv)
-		if spent := b.GetEpsilonSpent(); eps > b.GetEpsilonCap() || spent > b.GetEpsilonCap() || total > b.GetEpsilonCap() {
-			return protocol.Errorf(protocol.CodeBudgetExhausted,
-				"batch %s is not admitted: hospital %s has spent ε=%.6g of its cap ε=%v, and with the batch's worst case (all %d queries answered, ε=%.6g alone) it would reach ε=%.6g at δ=%.3g: nothing was asked of the hospitals or drawn; a smaller batch may fit",
-				batch, b.GetHospitalId(), spent, b.GetEpsilonCap(), nq, eps, total, conv)
+		if len(next) == len(keep) {
+			break
 		}
+		keep = next
+	}
+	if len(keep) < a.cfg.Quorum {
+		return nil, nil, protocol.Errorf(protocol.CodeBudgetExhausted,
+			"batch %s is not admitted: %d of %d hospitals can pay for its worst case (all %d queries answered) and the quorum is %d (%s): nothing was asked of the hospitals or drawn; a smaller batch may fit",
+			batch, len(keep), len(hs), nq, a.cfg.Quorum, strings.Join(reasons, "; "))
+	}
+	if len(left) > 0 {
+		a.met.leftOut.Add(float64(len(left)))
+		a.log.Warn("hospitals left out of a batch: their budgets cannot pay for its worst case", "batch", batch, "left_out", reasons)
+	}
+	return keep, left, nil
+}
+
+// quotaAdmits refuses, before any hospital is asked, a batch the ledger is
+// certain to refuse for the student's answer quota: its nq queries, all
+// answered, would pass it (the ledger admits at that worst case too). A
+// ledger that reports no quota (an older intake) leaves it to the ledger.
+func quotaAdmits(q *nzcpb.StudentQuota, student, batch string, nq int) *protocol.Error {
+	switch {
+	case q == nil:
+		return nil
+	case !q.GetRegistered():
+		return protocol.Errorf(protocol.CodeBadRequest, "batch %s is not admitted: student %s is not registered in the ledger: the federation's administrator registers students; nothing was asked of the hospitals or drawn", batch, student)
+	case q.GetMaxAnswers() > 0 && (uint64(nq) > q.GetMaxAnswers() || q.GetAnswers() > q.GetMaxAnswers()-uint64(nq)):
+		return protocol.Errorf(protocol.CodeBudgetExhausted, "batch %s is not admitted: student %s has %d of its %d answers, and its %d queries, all answered, would pass the quota: nothing was asked of the hospitals or drawn; a smaller batch may fit",
+			batch, student, q.GetAnswers(), q.GetMaxAnswers(), nq)
 	}
 	return nil
+}
+
+// cannotPay says why the hospital of budget b cannot pay for a batch of nq
+// queries of worst case worst, or "" when it can.
+func (a *Aggregator) cannotPay(b *nzcpb.HospitalBudget, worst mechanism.Charge, nq int) string {
+	if b == nil {
+		return "has no budget account"
+	}
+	conv := b.GetDelta() - worst.Delta
+	if !(conv > 0) {
+		return fmt.Sprintf("has δ %.3g left and the worst case's additive δ is %.3g", b.GetDelta(), worst.Delta)
+	}
+	eps := 0.0
+	if !worst.RDP.IsZero() {
+		eps = math.Inf(1)
+		if c, err := worst.RDP.FilterEpsilon(conv); err == nil {
+			eps = c.Epsilon
+		}
+	}
+	total := a.composedEpsilon(b, worst, conv)
+	if spent := b.GetEpsilonSpent(); eps > b.GetEpsilonCap() || spent > b.GetEpsilonCap() || total > b.GetEpsilonCap() {
+		return fmt.Sprintf("has spent ε=%.6g of its cap ε=%v, and with the worst case (ε=%.6g alone) would reach ε=%.6g at δ=%.3g", spent, b.GetEpsilonCap(), eps, total, conv)
+	}
+	return ""
 }
 
 // composedEpsilon is the ε the ledger's gate would find for the account

@@ -46,7 +46,7 @@ func refusedRetries(t *testing.T, split bool, seed uint64) ([]*protocol.Error, i
 			t.Fatalf("a refused batch changed %s's account", after[i].Hospital)
 		}
 	}
-	if _, ok, _ := a.outbox.Get(batchHex(req)); ok {
+	if _, ok, _ := a.outbox.Get("student-1", batchHex(req)); ok {
 		t.Fatal("a refused batch's answers were kept")
 	}
 	calls := 0

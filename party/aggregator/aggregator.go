@@ -21,6 +21,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 // Hospital is a connected hospital as the aggregator calls it: it answers a
@@ -48,9 +49,25 @@ type Config struct {
 	SigningKey ed25519.PrivateKey
 	// OutboxDir holds the batches awaiting or past their ledger commit.
 	OutboxDir string
+	// Retention is how long a committed batch's answers are kept for the
+	// student's retries (a retry after that is answered afresh and refused
+	// by the ledger as a conflict); zero means DefaultRetention.
+	Retention time.Duration
 	// Mechanism is the aggregation mechanism; Teachers and Classes are set
 	// for each batch from the hospitals that voted.
 	Mechanism mechanism.Params
+	// Classes is the federation's number of classes, fixed when it is
+	// provisioned: a hospital whose Hello announces another is refused.
+	// Required (at least 2).
+	Classes int
+	// Ensembles is each hospital's registered ensemble size (teachers), by
+	// hospital id; Ensemble is the size of a hospital it does not name (0:
+	// such a hospital is refused). A Hello never sets a size: one that
+	// announces another is refused, and every vote batch is checked against
+	// the registered size (each query's histogram sums to it). Sizes above
+	// protocol.MaxTeachers are refused.
+	Ensembles map[string]int
+	Ensemble  int
 	// Quorum is the minimum number of hospitals whose votes a batch needs.
 	Quorum int
 	// Hospitals is how many hospitals the federation expects, for
@@ -72,6 +89,12 @@ type Config struct {
 	// with ledger-unavailable instead of waiting without end. Zero means
 	// DefaultLedgerTimeout.
 	LedgerTimeout time.Duration
+	// RelayBurst and RelayEvery limit the ledger commands each hospital may
+	// relay: RelayBurst at once, then one more every RelayEvery (zero
+	// means DefaultRelayBurst and DefaultRelayEvery). Commands over the
+	// limit are refused with unavailable before they reach the ledger.
+	RelayBurst int
+	RelayEvery time.Duration
 	// Rand is the mechanism's noise source; nil means crypto/rand.
 	Rand io.Reader
 	// Now is the clock for deadlines and charge timestamps; nil means
@@ -87,6 +110,9 @@ type Config struct {
 	// it there; production leaves it nil.
 	Pause func(ctx context.Context, point string)
 }
+
+// DefaultRetention is Config.Retention's default.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // DefaultLedgerTimeout is Config.LedgerTimeout's default: far above a
 // healthy commit (milliseconds) and a raft election (seconds).
@@ -117,10 +143,15 @@ type Aggregator struct {
 	mu        sync.Mutex
 	hospitals map[string]*hospitalEntry
 	students  map[string]*crypto.Recipient
-	classes   int // set by the first hospital; all must agree
+	classes   int // the configured class count; every hospital must agree
 	batches   map[string]*batchLock
+	// proofs are the receipts of committed charges waiting to be handed
+	// to each hospital they name, with its next query batch.
+	proofs map[string][]*nzcpb.Receipt
 
-	refused refusals // batches refused for budget, by student and batch id
+	refused refusals                   // batches refused for budget, by student and batch id
+	relays  *limiter                   // relayed ledger commands, per hospital
+	hellos  map[*quicnet.Conn]struct{} // connections that have sent their Hello
 
 	svtMu    sync.Mutex
 	sessions map[string]*svtSession // by student and hospital set (svtKey)
@@ -158,6 +189,17 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, fmt.Errorf("aggregator: batch deadline %v must be positive", cfg.BatchDeadline)
 	case cfg.OutboxDir == "":
 		return nil, errors.New("aggregator: no outbox directory configured")
+	case cfg.Classes < 2 || cfg.Classes > protocol.MaxClasses:
+		return nil, fmt.Errorf("aggregator: the federation's class count %d is outside [2, %d]: configure the number of classes its teachers vote on", cfg.Classes, protocol.MaxClasses)
+	case cfg.Ensemble < 0 || cfg.Ensemble > protocol.MaxTeachers:
+		return nil, fmt.Errorf("aggregator: default ensemble size %d is outside [0, %d]", cfg.Ensemble, protocol.MaxTeachers)
+	case len(cfg.Ensembles) == 0 && cfg.Ensemble == 0:
+		return nil, errors.New("aggregator: no hospital ensemble sizes configured: register each hospital's number of teachers (or a size for all)")
+	}
+	for id, n := range cfg.Ensembles {
+		if n < 1 || n > protocol.MaxTeachers {
+			return nil, fmt.Errorf("aggregator: hospital %s is registered with %d teachers: want 1 to %d", id, n, protocol.MaxTeachers)
+		}
 	}
 	// Validate the mechanism with a placeholder ensemble size: the real one
 	// is known per batch.
@@ -179,6 +221,15 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.LedgerTimeout <= 0 {
 		cfg.LedgerTimeout = DefaultLedgerTimeout
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.RelayBurst <= 0 {
+		cfg.RelayBurst = DefaultRelayBurst
+	}
+	if cfg.RelayEvery <= 0 {
+		cfg.RelayEvery = DefaultRelayEvery
+	}
 	if cfg.Hospitals < cfg.Quorum {
 		cfg.Hospitals = cfg.Quorum
 	}
@@ -187,8 +238,11 @@ func New(cfg Config) (*Aggregator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
+		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
-		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}}}
+		proofs:   map[string][]*nzcpb.Receipt{},
+		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
+		relays: newLimiter(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
 	}
@@ -199,19 +253,32 @@ func New(cfg Config) (*Aggregator, error) {
 // their votes to.
 func (a *Aggregator) Recipient() *crypto.Recipient { return a.cfg.Identity.Recipient() }
 
+// registered returns a hospital's registered ensemble size, 0 if it has
+// none.
+func (a *Aggregator) registered(id string) int {
+	if n, ok := a.cfg.Ensembles[id]; ok {
+		return n
+	}
+	return a.cfg.Ensemble
+}
+
 // AddHospital registers a connected hospital; the returned function removes
 // it (when its connection ends). A hospital that registers again replaces
-// its earlier connection.
+// its earlier connection. The teachers and classes it announces must be its
+// registered ensemble size and the federation's class count: they are
+// checked, never adopted, and a refusal changes nothing.
 func (a *Aggregator) AddHospital(id string, teachers, classes int, h Hospital) (remove func(), err error) {
-	if teachers < 1 || classes < 2 {
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s announced %d teachers and %d classes: it needs at least 1 teacher and 2 classes", id, teachers, classes)
+	want := a.registered(id)
+	switch {
+	case want == 0:
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s has no registered ensemble size: the federation's administrator registers it before it may vote", id)
+	case teachers != want:
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s announced %d teachers, but it is registered with %d: run it with the registered ensemble, or have the registration changed", id, teachers, want)
+	case classes != a.classes:
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s votes on %d classes, the federation on %d: train its teachers on the federation's classes", id, classes, a.classes)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.classes != 0 && a.classes != classes {
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s votes on %d classes, the federation on %d: train its teachers on the federation's classes", id, classes, a.classes)
-	}
-	a.classes = classes
 	var gen uint64
 	if old, ok := a.hospitals[id]; ok {
 		gen = old.gen + 1
@@ -298,17 +365,14 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "%v", err))
 	}
 	batch := hex.EncodeToString(req.GetBatchId())
-	unlock := a.lockBatch(batch)
+	unlock := a.lockBatch(refusalKey(student, batch))
 	defer unlock()
 
-	rec, ok, err := a.outbox.Get(batch)
+	rec, ok, err := a.outbox.Get(student, batch)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		if rec.Student != student {
-			return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "batch %s belongs to another student: choose a new batch id", batch))
-		}
 		if rec.NumQueries != req.GetNumQueries() || rec.FeatureDim != req.GetFeatureDim() {
 			return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "batch %s was labelled with %d queries of dimension %d; a retry must resend the same batch (or use a new batch id)", batch, rec.NumQueries, rec.FeatureDim))
 		}
@@ -355,10 +419,14 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
 	}
-	if perr := a.admit(ctx, batch, hs, classes, int(req.GetNumQueries())); perr != nil {
-		if perr.Code == protocol.CodeBudgetExhausted {
+	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, int(req.GetNumQueries()))
+	if perr != nil {
+		switch perr.Code {
+		case protocol.CodeBudgetExhausted:
 			a.rememberRefusal(student, batch, reasonBudget, perr)
 			return nil, nil, a.refuse(reasonBudget, perr)
+		case protocol.CodeBadRequest:
+			return nil, nil, a.refuse(reasonBadRequest, perr)
 		}
 		return nil, nil, a.refuse(reasonLedger, perr)
 	}
@@ -432,7 +500,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, nil, err
 	}
 	rec = &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
-		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, Command: cmd,
+		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, LeftOut: leftOut, Command: cmd,
 		SealedLabels: sealed, AnswersHash: hash[:]}
 	if err := a.outbox.Put(rec); err != nil {
 		return nil, nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
@@ -485,7 +553,13 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 	var wg sync.WaitGroup
 	for i, h := range hs {
 		wg.Go(func() {
-			v, err := a.queryOne(cctx, h, q)
+			proofs := a.takeProofs(h.id)
+			qh := &nzcpb.QueryBatch{BatchId: q.BatchId, NumQueries: q.NumQueries, FeatureDim: q.FeatureDim, NumClasses: q.NumClasses,
+				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs}
+			v, err := a.queryOne(cctx, h, qh)
+			if err != nil && len(proofs) > 0 {
+				a.handProof([]string{h.id}, proofs...)
+			}
 			if err != nil {
 				a.log.Warn("hospital did not vote", "hospital", h.id, "batch", batch, "err", err)
 				return
@@ -530,6 +604,29 @@ func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.Qu
 	return &vote{hospital: h.id, teachers: h.teachers, counts: hist.GetCounts()}, nil
 }
 
+// handProof queues receipts for each hospital named, to go with its next
+// query batch: each hospital checks that its votes were charged, and
+// stops voting when they are not. At most protocol.MaxChargeReceipts wait
+// per hospital; older ones are dropped (the hospital then stops voting
+// until it sees the charges otherwise).
+func (a *Aggregator) handProof(hospitals []string, rs ...*nzcpb.Receipt) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, h := range hospitals {
+		q := append(a.proofs[h], rs...)
+		a.proofs[h] = q[max(0, len(q)-protocol.MaxChargeReceipts):]
+	}
+}
+
+// takeProofs returns and forgets the receipts waiting for hospital h.
+func (a *Aggregator) takeProofs(h string) []*nzcpb.Receipt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rs := a.proofs[h]
+	delete(a.proofs, h)
+	return rs
+}
+
 // settle proposes a record's charge (again, if it was proposed before) and
 // returns the labels once the ledger has committed it.
 func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start time.Time) (*nzcpb.LabelResponse, error) {
@@ -555,6 +652,7 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 			}
 			a.pause(ctx, PauseLedgerAnswered)
 			rec.State, rec.LedgerIndex, rec.Receipt = StateCommitted, index, &rcpt
+			rec.Committed = a.cfg.Now().UnixMilli()
 			if err := a.outbox.Put(rec); err != nil {
 				// The charge is committed; a later retry re-proposes the
 				// identical command and the ledger answers duplicate.
@@ -584,12 +682,15 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 			return nil, a.refuse(reasonRejected, perr)
 		}
 	}
+	// Every hospital charged gets the proof, also on a retried delivery
+	// (the queue is in memory: a restarted aggregator hands it again then).
+	a.handProof(rec.Hospitals, protocol.ReceiptToWire(*rec.Receipt))
 	id, err := hex.DecodeString(rec.BatchID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: batch id %q", ErrCorruptOutbox, rec.BatchID)
 	}
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
-		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry,
+		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry, LeftOut: rec.LeftOut,
 		Receipt: protocol.ReceiptToWire(*rec.Receipt)}, nil
 }
 
@@ -627,7 +728,7 @@ func (a *Aggregator) pause(ctx context.Context, point string) {
 }
 
 func (a *Aggregator) forget(rec *Record) {
-	if err := a.outbox.Delete(rec.BatchID); err != nil {
+	if err := a.outbox.Delete(rec.Student, rec.BatchID); err != nil {
 		a.log.Error("could not drop a refused batch from the outbox", "batch", rec.BatchID, "err", err)
 	}
 }
@@ -646,6 +747,16 @@ func (a *Aggregator) updateSpend(hospitals []string) {
 	}
 }
 
+// Prune removes from the outbox the batches committed more than the
+// retention period ago, whose students have had time to fetch them.
+func (a *Aggregator) Prune() error {
+	n, err := a.outbox.Prune(a.cfg.Now().Add(-a.cfg.Retention))
+	if n > 0 {
+		a.log.Info("pruned delivered batches from the outbox", "batches", n, "retention", a.cfg.Retention)
+	}
+	return err
+}
+
 // Recover re-proposes the charge of every pending batch, so that answers
 // charged before a crash are ready for delivery when the student retries.
 // Batches the ledger refuses are dropped; batches it cannot confirm stay
@@ -656,8 +767,8 @@ func (a *Aggregator) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range pending {
-		unlock := a.lockBatch(rec.BatchID)
-		cur, ok, err := a.outbox.Get(rec.BatchID)
+		unlock := a.lockBatch(refusalKey(rec.Student, rec.BatchID))
+		cur, ok, err := a.outbox.Get(rec.Student, rec.BatchID)
 		if err == nil && ok && cur.State == StatePending {
 			_, err = a.settle(ctx, cur, true, a.cfg.Now())
 		}
@@ -671,8 +782,11 @@ func (a *Aggregator) Recover(ctx context.Context) error {
 	return nil
 }
 
-// Budget answers a budget request from the ledger.
+// Budget answers a party's budget request from the ledger. A student's
+// quota is read only by the aggregator, for the batch it admits: a request
+// that names a student is passed on without it.
 func (a *Aggregator) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	req = &nzcpb.BudgetRequest{HospitalIds: req.GetHospitalIds(), Delta: req.GetDelta()}
 	resp, err := a.cfg.Ledger.Budget(ctx, req)
 	if err != nil {
 		var pe *protocol.Error

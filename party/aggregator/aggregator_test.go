@@ -130,12 +130,14 @@ type fakeHospital struct {
 	block    bool // never answers (until ctx ends)
 	split    bool // half the teachers vote the next class: distance to instability 0
 	calls    int
+	proofs   []*nzcpb.Receipt // the charge receipts handed over
 	mu       sync.Mutex
 }
 
 func (h *fakeHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
 	h.mu.Lock()
 	h.calls++
+	h.proofs = append(h.proofs, q.GetChargeReceipts()...)
 	h.mu.Unlock()
 	if h.block {
 		<-ctx.Done()
@@ -187,7 +189,7 @@ const classes = 4
 func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 1})
+	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey)
+	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +239,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key)
+	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key, time.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +274,11 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		ID: agg.ID, Identity: aggID, SigningKey: aggKey, OutboxDir: t.TempDir(),
 		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
 		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led, AuditorKeys: auditorKeys,
+		Classes: classes, Ensembles: map[string]int{},
 		Rand: rand.NewChaCha8([32]byte{7}), Now: func() time.Time { return now },
+	}
+	for _, h := range f.hospitals {
+		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	return f
 }
@@ -339,6 +345,37 @@ func (f *fixture) open(t *testing.T, resp *nzcpb.LabelResponse) *nzcpb.Labels {
 		t.Fatalf("the student cannot verify the receipt: %v", err)
 	}
 	return &l
+}
+
+// Each hospital charged for a batch gets its receipt with its next query
+// batch, and can check it names it against the pinned auditor keys.
+func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	a := f.start(t, f.cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	req2, _ := f.request(t, 2, 4)
+	if _, err := a.Label(t.Context(), "student-1", req2); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.hospitals {
+		h.mu.Lock()
+		proofs := h.proofs
+		h.mu.Unlock()
+		if len(proofs) != 1 {
+			t.Fatalf("%s got %d receipts with its second batch, want the first batch's", h.id, len(proofs))
+		}
+		r, _, err := protocol.ReceiptFromWire(proofs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, _, _, err := ledger.VerifyHospitalReceipt(r, f.cfg.AuditorKeys, h.id)
+		if err != nil || ch.BatchID != batchHex(req) {
+			t.Fatalf("%s: receipt of %v (%v), want batch %s", h.id, ch, err, batchHex(req))
+		}
+	}
 }
 
 func TestReleaseAfterCommitAndReplay(t *testing.T) {
@@ -414,7 +451,7 @@ func TestBudgetRefusalReleasesNothing(t *testing.T) {
 	if p, _ := a.outbox.Pending(); len(p) != 0 {
 		t.Error("a refused batch stayed in the outbox")
 	}
-	if _, ok, _ := a.outbox.Get(batchHex(req)); ok {
+	if _, ok, _ := a.outbox.Get("student-1", batchHex(req)); ok {
 		t.Error("a refused batch's answers were kept")
 	}
 }
@@ -604,6 +641,7 @@ func TestSparseVectorSessions(t *testing.T) {
 	f := newFixture(t, 2, 50)
 	for _, h := range f.hospitals {
 		h.teachers = 200 // 400 in all: a unanimous query is 200 votes from instability, twice the threshold
+		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	cfg := f.cfg
 	cfg.Quorum = 2

@@ -9,10 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
 // hostileHospital answers like its honest inner hospital, then tampers
@@ -202,5 +205,419 @@ func TestHostileVotes(t *testing.T) {
 				t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
 			}
 		})
+	}
+}
+
+// A Hello does not set a hospital's ensemble size or the federation's class
+// count: a hospital that announces 4,000,000,000 teachers (to decide every
+// label), another number than it registered, or another class count (to
+// lock the honest hospitals out) is refused, changes nothing, and the
+// honest hospitals still join and are labelled by their own votes.
+func TestHostileHello(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		id                string
+		teachers, classes int
+		code              error
+	}{
+		{"four billion teachers", "hospital-3", 4_000_000_000, classes, protocol.ErrBadRequest},
+		{"one teacher more than registered", "hospital-3", 21, classes, protocol.ErrBadRequest},
+		{"fewer teachers than registered", "hospital-3", 1, classes, protocol.ErrBadRequest},
+		{"another class count first", "hospital-3", 20, 3, protocol.ErrBadRequest},
+		{"an unregistered hospital", "hospital-9", 20, classes, protocol.ErrUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 3, 50)
+			a, err := New(f.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The hostile Hello comes first.
+			if _, err := a.AddHospital(tc.id, tc.teachers, tc.classes, f.hospitals[2]); !errors.Is(err, tc.code) {
+				t.Fatalf("hostile hello: %v, want %v", err, tc.code)
+			}
+			if ok, why := a.Ready(); ok || !strings.Contains(why, "0 connected") {
+				t.Fatalf("the refused hello registered a hospital: %s", why)
+			}
+			for _, h := range f.hospitals {
+				if _, err := a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
+					t.Fatalf("an honest hospital cannot join after the hostile hello: %v", err)
+				}
+			}
+			a.AddStudent("student-1", f.student.Recipient())
+			req, want := f.request(t, 1, 6)
+			resp, err := a.Label(t.Context(), "student-1", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := f.open(t, resp).GetLabels()
+			for q := range want {
+				if got[q] != want[q] {
+					t.Fatalf("labels %v, want the honest votes' %v", got, want)
+				}
+			}
+		})
+	}
+}
+
+// One hospital that cannot pay — it lowered its own cap, which is its
+// right — no longer stops everyone: it is left out of the batch before any
+// hospital is asked (it is neither asked nor charged, and the student is
+// told), and the others go on while the quorum remains. When too few can
+// pay, the batch is refused plainly and nothing is asked, drawn or charged.
+func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	cfg := f.cfg
+	cfg.Quorum = 2
+	a := f.start(t, cfg)
+	lowerCap := func(t *testing.T, i int, version uint64) {
+		t.Helper()
+		h := f.m.ByRole(crypto.RoleHospital)[i]
+		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: version, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+			t.Fatalf("lower the cap of %s: %v %v", h.ID, res, err)
+		}
+	}
+	lowerCap(t, 2, 1)
+
+	req, want := f.request(t, 1, 6)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatalf("one hospital's lowered cap stopped the batch: %v", err)
+	}
+	got := f.open(t, resp).GetLabels()
+	for q := range want {
+		if got[q] != want[q] && got[q] != -1 {
+			t.Fatalf("labels %v, want %v", got, want)
+		}
+	}
+	if lo := resp.GetLeftOut(); len(lo) != 1 || lo[0] != "hospital-3" {
+		t.Fatalf("the student is told %v left out, want hospital-3", lo)
+	}
+	ch := f.led.charges(t)[batchHex(req)]
+	if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
+		t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
+	}
+	if f.hospitals[2].calls != 0 {
+		t.Fatalf("hospital-3 was asked to vote %d times on a batch it could not pay for", f.hospitals[2].calls)
+	}
+	// A retry says the same.
+	if again, err := a.Label(t.Context(), "student-1", req); err != nil || len(again.GetLeftOut()) != 1 {
+		t.Fatalf("retry: %v, %v", again, err)
+	}
+
+	// With two of three unable to pay, the quorum of two is not met.
+	lowerCap(t, 1, 1)
+	charges := len(f.led.charges(t))
+	req2, _ := f.request(t, 2, 6)
+	_, err = a.Label(t.Context(), "student-1", req2)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "1 of 3 hospitals can pay") ||
+		!strings.Contains(pe.Message, "hospital-2") || !strings.Contains(pe.Message, "hospital-3") {
+		t.Fatalf("got %v, want a budget refusal naming the two hospitals that cannot pay", err)
+	}
+	if len(f.led.charges(t)) != charges || f.hospitals[0].calls != 1 {
+		t.Fatalf("the refused batch was charged or asked (hospital-1 voted %d times)", f.hospitals[0].calls)
+	}
+}
+
+// serve runs a on a loopback listener until the test ends and returns its
+// address.
+func (f *fixture) serve(t *testing.T, a *Aggregator) string {
+	t.Helper()
+	aggP := f.m.ByRole(crypto.RoleAggregator)[0]
+	l, err := Listen("127.0.0.1:0", f.netConfig(t, crypto.RoleAggregator, aggP.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		l.Close()
+	})
+	return l.Addr().String()
+}
+
+// A hospital that floods the aggregator with relayed ledger commands gets
+// RelayBurst of them through, then unavailable with a retry time; nothing
+// more reaches the ledger, and another hospital's relays are not affected.
+// (Before, 300 junk change-cap commands became 300 ledger entries in one
+// second.)
+func TestRelayFloodIsLimitedPerHospital(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	cfg := f.cfg
+	cfg.Now = time.Now
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := f.serve(t, a)
+	conns := map[int]*quicnet.Conn{}
+	relay := func(i int, v uint64) error {
+		h := f.m.ByRole(crypto.RoleHospital)[i]
+		c, ok := conns[i]
+		if !ok {
+			var err error
+			if c, err = quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, h.ID), crypto.RoleAggregator); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			conns[i] = c
+		}
+		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: v, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Invoke(t.Context(), &nzcpb.LedgerSubmit{Command: cmd}, &nzcpb.LedgerResult{})
+	}
+	const flood = 300
+	var limited int
+	for i := range flood {
+		err := relay(0, uint64(1000+i))
+		var pe *protocol.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && pe.RetryAfter > 0:
+			limited++
+		default:
+			t.Fatalf("relay %d: %v", i, err)
+		}
+	}
+	if got := len(f.led.submitted); got != DefaultRelayBurst || limited != flood-DefaultRelayBurst {
+		t.Fatalf("%d of %d relayed commands reached the ledger (%d limited), want %d", got, flood, limited, DefaultRelayBurst)
+	}
+	if err := relay(1, 1); err != nil {
+		t.Fatalf("another hospital's relay after the flood: %v", err)
+	}
+}
+
+func TestLimiterRefills(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := newLimiter(2, time.Second, func() time.Time { return now })
+	for i, want := range []bool{true, true, false} {
+		if ok, _ := l.allow("h"); ok != want {
+			t.Fatalf("request %d at once: %v, want %v", i, ok, want)
+		}
+	}
+	if ok, _ := l.allow("other"); !ok {
+		t.Fatal("another party shares the bucket")
+	}
+	now = now.Add(500 * time.Millisecond)
+	if ok, wait := l.allow("h"); ok || wait != 500*time.Millisecond {
+		t.Fatalf("half an interval later: %v, wait %v", ok, wait)
+	}
+	now = now.Add(500 * time.Millisecond)
+	if ok, _ := l.allow("h"); !ok {
+		t.Fatal("no token after a whole interval")
+	}
+	now = now.Add(time.Hour)
+	for i, want := range []bool{true, true, false} {
+		if ok, _ := l.allow("h"); ok != want {
+			t.Fatalf("after an hour, request %d: %v, want %v (the bucket holds at most the burst)", i, ok, want)
+		}
+	}
+}
+
+// A party registers once per connection: a second Hello on it, honest or
+// not, is refused and changes nothing. (Before, every Hello re-registered
+// the hospital and left a goroutine waiting for the connection's end.)
+func TestOneHelloPerConnection(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	cfg := f.cfg
+	cfg.Now = time.Now
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := f.serve(t, a)
+	c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, "hospital-1"), crypto.RoleAggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hello := &nzcpb.Hello{ProtocolVersion: protocol.ProtocolVersion, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: "hospital-1",
+		AgeRecipient: f.hospRecip[0].String(), Hospital: &nzcpb.HospitalInfo{NumTeachers: 20, NumClasses: classes}}
+	if err := c.Invoke(t.Context(), hello, &nzcpb.Ack{}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	first := a.hospitals["hospital-1"]
+	a.mu.Unlock()
+	for range 3 {
+		if err := c.Invoke(t.Context(), hello, &nzcpb.Ack{}); !errors.Is(err, protocol.ErrBadRequest) {
+			t.Fatalf("a second Hello on one connection: %v, want bad-request", err)
+		}
+	}
+	a.mu.Lock()
+	again := a.hospitals["hospital-1"]
+	a.mu.Unlock()
+	if again != first || again.gen != 0 {
+		t.Fatal("a refused second Hello replaced the hospital's registration")
+	}
+}
+
+// Batch ids are each student's own: another student that sends a batch id
+// already used is labelled on its own account, neither refused (which told
+// it that the id, say the hash of a public data set, had been labelled)
+// nor given the first student's batch; and each student's retry still
+// finds its own answers. Before, the second student got "belongs to
+// another student", and the ledger refused its charge as a conflict.
+func TestBatchIDsAreEachStudentsOwn(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	a := f.start(t, f.cfg)
+	st2 := f.m.ByRole(crypto.RoleStudent)[1]
+	id2, err := crypto.LoadIdentity(f.m.Path(st2.AgeIdentity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.AddStudent(st2.ID, id2.Recipient())
+	req, _ := f.request(t, 5, 6)
+	first, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := a.Label(t.Context(), st2.ID, req)
+	if err != nil {
+		t.Fatalf("another student's batch of the same id: %v", err)
+	}
+	if second.GetReplayed() || second.GetLedgerIndex() == first.GetLedgerIndex() {
+		t.Fatalf("the second student got the first one's batch (entry %d, replayed %v)", second.GetLedgerIndex(), second.GetReplayed())
+	}
+	if _, err := crypto.Open(second.GetSealedLabels(), id2); err != nil {
+		t.Fatalf("the second student's labels are not sealed to it: %v", err)
+	}
+	again, err := a.Label(t.Context(), "student-1", req)
+	if err != nil || !again.GetReplayed() || again.GetLedgerIndex() != first.GetLedgerIndex() {
+		t.Fatalf("the first student's retry: %v %v", again, err)
+	}
+}
+
+// Committed batches leave the outbox once the retention period is over;
+// pending ones stay (their charge may still commit). Before, the outbox
+// grew without end.
+func TestOutboxIsPruned(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	now := time.Unix(1_800_000_000, 0)
+	cfg := f.cfg
+	cfg.Now = func() time.Time { return now }
+	cfg.Retention = time.Hour
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	f.led.down = true
+	pending, _ := f.request(t, 2, 4)
+	if _, err := a.Label(t.Context(), "student-1", pending); !errors.Is(err, protocol.ErrLedgerUnavailable) {
+		t.Fatalf("with the ledger down: %v", err)
+	}
+	count := func() int {
+		t.Helper()
+		all, err := a.outbox.records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(all)
+	}
+	now = now.Add(59 * time.Minute)
+	if err := a.Prune(); err != nil || count() != 2 {
+		t.Fatalf("within the retention: %v, %d records, want 2", err, count())
+	}
+	now = now.Add(2 * time.Minute)
+	if err := a.Prune(); err != nil || count() != 1 {
+		t.Fatalf("after the retention: %v, %d records, want the pending one", err, count())
+	}
+	if p, _ := a.outbox.Pending(); len(p) != 1 || p[0].BatchID != batchHex(pending) {
+		t.Fatalf("pending after pruning: %+v", p)
+	}
+}
+
+// A record written under the old name (the batch id alone) is found by
+// its own student, and moved to its per-student name, and not by another.
+func TestLegacyOutboxRecord(t *testing.T) {
+	o, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.legacyPath("00aa"), []byte(`{"version":1,"batch_id":"00aa","student":"student-1","state":"committed","ledger_index":3}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := o.Get("student-2", "00aa"); ok || err != nil {
+		t.Fatalf("another student found the record: %v %v", ok, err)
+	}
+	r, ok, err := o.Get("student-1", "00aa")
+	if err != nil || !ok || r.LedgerIndex != 3 {
+		t.Fatalf("its student: %+v %v %v", r, ok, err)
+	}
+	if _, err := os.Stat(o.legacyPath("00aa")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the old record was not moved: %v", err)
+	}
+	if _, err := os.Stat(o.path("student-1", "00aa")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quotaLedger reports the student's quota as the ledger would.
+type quotaLedger struct {
+	*fakeLedger
+	quota *nzcpb.StudentQuota
+}
+
+func (l quotaLedger) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	resp, err := l.fakeLedger.Budget(ctx, req)
+	if err == nil && req.GetStudentId() != "" {
+		resp.Student = l.quota
+	}
+	return resp, err
+}
+
+// A batch that would pass the student's answer quota at its worst case is
+// refused before any hospital runs inference on it (before, the hospitals
+// voted and the ledger refused the charge afterwards), and so is a batch of
+// a student the ledger does not know. A student's budget read through the
+// aggregator cannot ask for another student's quota.
+func TestStudentQuotaCheckedBeforeFanOut(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	cfg := f.cfg
+	ql := quotaLedger{fakeLedger: f.led, quota: &nzcpb.StudentQuota{StudentId: "student-1", Registered: true, MaxAnswers: 10, Answers: 6}}
+	cfg.Ledger = ql
+	a := f.start(t, cfg)
+	calls := func() int { return f.hospitals[0].calls + f.hospitals[1].calls }
+
+	req, _ := f.request(t, 1, 6)
+	_, err := a.Label(t.Context(), "student-1", req)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "6 of its 10 answers") || calls() != 0 {
+		t.Fatalf("a batch over the quota: %v (hospitals asked %d times), want refused before fan-out", err, calls())
+	}
+	small, _ := f.request(t, 2, 4)
+	if _, err := a.Label(t.Context(), "student-1", small); err != nil {
+		t.Fatalf("a batch within the quota: %v", err)
+	}
+	ql.quota.Registered = false
+	other, _ := f.request(t, 3, 1)
+	if _, err := a.Label(t.Context(), "student-1", other); !errors.Is(err, protocol.ErrBadRequest) {
+		t.Fatalf("an unregistered student: %v", err)
+	}
+
+	resp, err := a.Budget(t.Context(), &nzcpb.BudgetRequest{StudentId: "student-2"})
+	if err != nil || resp.GetStudent() != nil {
+		t.Fatalf("a budget read naming a student got %v, %v; want no quota", resp.GetStudent(), err)
 	}
 }

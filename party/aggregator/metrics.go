@@ -11,6 +11,9 @@ type metrics struct {
 	// receiptsRejected counts ledger answers of "committed" whose receipt
 	// did not verify: an auditor's word without a majority's proof.
 	receiptsRejected prometheus.Counter
+	// leftOut counts hospitals left out of batches whose worst case their
+	// budgets could not pay for.
+	leftOut prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,9 +30,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Hospitals connected and registered."}),
 		receiptsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "nzc_aggregator_receipts_rejected_total",
 			Help: "Ledger answers of committed whose receipt did not verify against the pinned auditor keys; nothing was released for them."}),
+		leftOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "nzc_aggregator_hospitals_left_out_total",
+			Help: "Hospitals left out of a batch because their budget could not pay for its worst case."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.released, m.refusals, m.batchSeconds, m.epsilon, m.hospitals, m.receiptsRejected)
+		reg.MustRegister(m.released, m.refusals, m.batchSeconds, m.epsilon, m.hospitals, m.receiptsRejected, m.leftOut)
 	}
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,6 +34,19 @@ func (a *Aggregator) Serve(ctx context.Context, l *quicnet.Listener) error {
 	go func() {
 		if err := a.Recover(ctx); err != nil {
 			a.log.Error("could not read the outbox", "err", err)
+		}
+		// Committed batches are kept for a retention period, then pruned.
+		t := time.NewTicker(min(a.cfg.Retention/24, time.Hour))
+		defer t.Stop()
+		for {
+			if err := a.Prune(); err != nil {
+				a.log.Error("could not prune the outbox", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 	}()
 	return l.Serve(ctx, a.mux(), a.log)
@@ -86,6 +100,9 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 	if err != nil {
 		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "age recipient: %v", err)
 	}
+	if !a.firstHello(r.Conn) {
+		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "%s sent a second Hello on one connection: a party registers once per connection; reconnect to register again", r.Peer)
+	}
 	switch r.Peer.Role {
 	case crypto.RoleHospital:
 		hi := h.GetHospital()
@@ -93,10 +110,7 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 		if err != nil {
 			return 0, nil, err
 		}
-		go func() {
-			<-r.Conn.Done()
-			remove()
-		}()
+		context.AfterFunc(r.Conn.Context(), remove)
 	case crypto.RoleStudent:
 		a.AddStudent(r.Peer.ID, rcpt)
 	}
@@ -105,11 +119,34 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 		AgeRecipient: a.Recipient().String(), Message: "registered; " + status})
 }
 
+// firstHello records that c has sent its Hello, until c closes; it
+// returns false when c had sent one already.
+func (a *Aggregator) firstHello(c *quicnet.Conn) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.hellos[c]; ok {
+		return false
+	}
+	a.hellos[c] = struct{}{}
+	context.AfterFunc(c.Context(), func() {
+		a.mu.Lock()
+		delete(a.hellos, c)
+		a.mu.Unlock()
+	})
+	return true
+}
+
 // handleRelay passes a hospital's own account commands (open account,
 // change cap), signed by the hospital, and its registration, signed by the
 // federation administrator, to the ledger: hospitals dial only the
-// aggregator. Nothing else may be relayed.
+// aggregator. Nothing else may be relayed, and each hospital only so many
+// (Config.RelayBurst, RelayEvery); the auditors refuse, without recording
+// them, commands the ledger would refuse.
 func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+	if ok, wait := a.relays.allow(r.Peer.ID); !ok {
+		return 0, nil, &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: wait,
+			Message: fmt.Sprintf("hospital %s relayed more than %d ledger commands in %v: nothing was relayed; retry in %v", r.Peer.ID, a.cfg.RelayBurst, time.Duration(a.cfg.RelayBurst)*a.cfg.RelayEvery, wait.Round(time.Millisecond))}
+	}
 	var s nzcpb.LedgerSubmit
 	if err := r.Decode(&s); err != nil {
 		return 0, nil, err

@@ -43,7 +43,9 @@ func TestHostileRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	aggP := f.m.ByRole(crypto.RoleAggregator)[0]
-	l, err := Listen("127.0.0.1:0", f.netConfig(t, crypto.RoleAggregator, aggP.ID))
+	lcfg := f.netConfig(t, crypto.RoleAggregator, aggP.ID)
+	lcfg.MaxConnsPerPeer = 64 // every case dials anew; the connections close when the test ends
+	l, err := Listen("127.0.0.1:0", lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nzcfed/nzc/ledger"
 
@@ -31,14 +33,17 @@ const outboxVersion = 1
 // Record is one batch in the outbox. The labels are sealed to the student:
 // the outbox never holds them in the clear.
 type Record struct {
-	Version      int      `json:"version"`
-	BatchID      string   `json:"batch_id"` // hex of the student's batch id
-	Student      string   `json:"student"`
-	State        string   `json:"state"`
-	NumQueries   uint32   `json:"num_queries"`
-	FeatureDim   uint32   `json:"feature_dim"`
-	Answered     int      `json:"answered"`
-	Hospitals    []string `json:"hospitals"`
+	Version    int      `json:"version"`
+	BatchID    string   `json:"batch_id"` // hex of the student's batch id
+	Student    string   `json:"student"`
+	State      string   `json:"state"`
+	NumQueries uint32   `json:"num_queries"`
+	FeatureDim uint32   `json:"feature_dim"`
+	Answered   int      `json:"answered"`
+	Hospitals  []string `json:"hospitals"`
+	// LeftOut are the connected hospitals whose budgets could not pay for
+	// the batch's worst case: they were not asked and are not charged.
+	LeftOut      []string `json:"left_out,omitempty"`
 	Command      []byte   `json:"command"` // the signed ledger charge
 	SealedLabels []byte   `json:"sealed_labels"`
 	AnswersHash  []byte   `json:"answers_hash"`
@@ -46,6 +51,9 @@ type Record struct {
 	// Receipt proves the commit (committed records): what the student is
 	// given with the labels.
 	Receipt *ledger.Receipt `json:"receipt,omitempty"`
+	// Committed is when the commit was recorded (unix milliseconds): the
+	// record is pruned a retention period later.
+	Committed int64 `json:"committed_unix_ms,omitempty"`
 }
 
 // ErrCorruptOutbox is matched by errors reading a damaged outbox record.
@@ -63,7 +71,16 @@ func OpenOutbox(dir string) (*Outbox, error) {
 	return &Outbox{dir: dir}, nil
 }
 
-func (o *Outbox) path(batch string) string { return filepath.Join(o.dir, batch+".json") }
+// A batch record's file is named after its student (in hex) and its batch
+// id: each student's batch ids are its own, so one student can neither
+// claim another's batch nor learn that an id was used. Records written
+// before (named after the batch id alone) are still read, and moved to
+// their new name when their student asks for them.
+func (o *Outbox) path(student, batch string) string {
+	return filepath.Join(o.dir, hex.EncodeToString([]byte(student))+"-"+batch+".json")
+}
+
+func (o *Outbox) legacyPath(batch string) string { return filepath.Join(o.dir, batch+".json") }
 
 // Put writes r atomically, replacing any earlier record of its batch.
 func (o *Outbox) Put(r *Record) error {
@@ -72,12 +89,33 @@ func (o *Outbox) Put(r *Record) error {
 	if err != nil {
 		return err
 	}
-	return crypto.WriteFile(o.path(r.BatchID), b, 0o600, true)
+	return crypto.WriteFile(o.path(r.Student, r.BatchID), b, 0o600, true)
 }
 
-// Get returns the record of a batch; ok is false when there is none.
-func (o *Outbox) Get(batch string) (*Record, bool, error) {
-	b, err := os.ReadFile(o.path(batch))
+// Get returns the record of a student's batch; ok is false when there is
+// none.
+func (o *Outbox) Get(student, batch string) (*Record, bool, error) {
+	r, ok, err := o.read(o.path(student, batch), student, batch)
+	if ok || err != nil {
+		return r, ok, err
+	}
+	legacy := o.legacyPath(batch)
+	if r, ok, err = o.read(legacy, "", batch); !ok || err != nil || r.Student != student {
+		return nil, false, err
+	}
+	if err := o.Put(r); err != nil {
+		return nil, false, fmt.Errorf("aggregator: move outbox record %s: %w", legacy, err)
+	}
+	if err := os.Remove(legacy); err != nil {
+		return nil, false, fmt.Errorf("aggregator: move outbox record %s: %w", legacy, err)
+	}
+	return r, true, nil
+}
+
+// read reads the record at path, which must be of batch (and of student,
+// unless it is empty).
+func (o *Outbox) read(path, student, batch string) (*Record, bool, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -86,23 +124,24 @@ func (o *Outbox) Get(batch string) (*Record, bool, error) {
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil || r.Version != outboxVersion || r.BatchID != batch ||
-		(r.State != StatePending && r.State != StateCommitted) {
-		return nil, false, fmt.Errorf("%w: %s: restore it from a backup or move it away (its batch will then be refused by the ledger as a conflict)", ErrCorruptOutbox, o.path(batch))
+		(student != "" && r.Student != student) || (r.State != StatePending && r.State != StateCommitted) {
+		return nil, false, fmt.Errorf("%w: %s: restore it from a backup or move it away (its batch will then be refused by the ledger as a conflict)", ErrCorruptOutbox, path)
 	}
 	return &r, true, nil
 }
 
-// Delete removes a batch's record (after the ledger refused its charge).
-func (o *Outbox) Delete(batch string) error {
-	err := os.Remove(o.path(batch))
+// Delete removes a student's batch record (after the ledger refused its
+// charge, or once its retention is over).
+func (o *Outbox) Delete(student, batch string) error {
+	err := os.Remove(o.path(student, batch))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	return err
 }
 
-// Pending returns the records still waiting for the ledger, by batch id.
-func (o *Outbox) Pending() ([]*Record, error) {
+// records returns every batch record, by batch id.
+func (o *Outbox) records() ([]*Record, error) {
 	ents, err := os.ReadDir(o.dir)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: list outbox: %w", err)
@@ -113,16 +152,69 @@ func (o *Outbox) Pending() ([]*Record, error) {
 		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasPrefix(name, sessionPrefix) || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		r, ok, err := o.Get(strings.TrimSuffix(name, ".json"))
+		name = strings.TrimSuffix(name, ".json")
+		path, student, batch := filepath.Join(o.dir, e.Name()), "", name
+		if hs, b, ok := strings.Cut(name, "-"); ok {
+			st, err := hex.DecodeString(hs)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: not an outbox record name; move it away", ErrCorruptOutbox, path)
+			}
+			student, batch = string(st), b
+		}
+		r, ok, err := o.read(path, student, batch)
 		if err != nil {
 			return nil, err
 		}
-		if ok && r.State == StatePending {
+		if ok {
+			if r.Committed == 0 && r.State == StateCommitted {
+				if fi, err := e.Info(); err == nil {
+					r.Committed = fi.ModTime().UnixMilli() // written before commit times were kept
+				}
+			}
 			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].BatchID < out[j].BatchID })
 	return out, nil
+}
+
+// Pending returns the records still waiting for the ledger, by batch id.
+func (o *Outbox) Pending() ([]*Record, error) {
+	all, err := o.records()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, r := range all {
+		if r.State == StatePending {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Prune removes the committed records committed before cutoff and returns
+// how many. Pending records are never pruned: their charge may still
+// commit.
+func (o *Outbox) Prune(cutoff time.Time) (int, error) {
+	all, err := o.records()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range all {
+		if r.State != StateCommitted || !time.UnixMilli(r.Committed).Before(cutoff) {
+			continue
+		}
+		if err := os.Remove(o.path(r.Student, r.BatchID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		if err := os.Remove(o.legacyPath(r.BatchID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // sessionPrefix starts the file names of session records; batch ids are

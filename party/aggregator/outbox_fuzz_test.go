@@ -16,7 +16,8 @@ func FuzzOutboxRecord(f *testing.F) {
 	good, _ := json.Marshal(&Record{Version: outboxVersion, BatchID: batch, Student: "student-1", State: StatePending,
 		NumQueries: 2, FeatureDim: 3, Answered: 2, Hospitals: []string{"hospital-1"}, Command: []byte{1, 2}, SealedLabels: []byte("age"), AnswersHash: make([]byte, 32)})
 	f.Add(good)
-	f.Add([]byte(`{"version":1,"batch_id":"00aa","state":"committed","ledger_index":7}`))
+	f.Add([]byte(`{"version":1,"batch_id":"00aa","student":"student-1","state":"committed","ledger_index":7}`))
+	f.Add([]byte(`{"version":1,"batch_id":"00aa","student":"student-2","state":"pending"}`))
 	f.Add([]byte(`{"version":2,"batch_id":"00aa","state":"pending"}`))
 	f.Add([]byte(`{"version":1,"batch_id":"00ab","state":"pending"}`))
 	f.Add([]byte(`{"version":1,"batch_id":"00aa","state":"released"}`))
@@ -26,15 +27,15 @@ func FuzzOutboxRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, file []byte) {
-		if err := os.WriteFile(ob.path(batch), file, 0o600); err != nil {
+		if err := os.WriteFile(ob.path("student-1", batch), file, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r, ok, err := ob.Get(batch)
+		r, ok, err := ob.Get("student-1", batch)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptOutbox) {
 				t.Fatalf("untyped error %T: %v", err, err)
 			}
-		} else if !ok || r.BatchID != batch || (r.State != StatePending && r.State != StateCommitted) {
+		} else if !ok || r.BatchID != batch || r.Student != "student-1" || (r.State != StatePending && r.State != StateCommitted) {
 			t.Fatalf("Get accepted %+v (ok %v)", r, ok)
 		}
 		pending, perr := ob.Pending()

@@ -19,6 +19,7 @@ func svtFixture(t *testing.T, n int) (*fixture, Config) {
 	f := newFixture(t, n, 50)
 	for _, h := range f.hospitals {
 		h.teachers = 200
+		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	cfg := f.cfg
 	cfg.Quorum = 2

@@ -143,7 +143,7 @@ func New(cfg Config) (*Auditor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey)
+	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -20,39 +19,36 @@ import (
 )
 
 // Ledger is the auditor's raftnode.StateMachine: the privacy ledger (ledger.State)
-// plus this auditor's checkpoint signing. After every applied batch (and
-// after a snapshot restore) it signs a checkpoint of the whole log with the
-// auditor's own key and keeps it to serve.
+// plus this auditor's checkpoint signing. Each checkpoint it serves is
+// signed on request, as a cosignature stamped with the auditor's clock: the
+// time says when this auditor last vouched for it, which is what lets a
+// verifier tell a fresh checkpoint from a frozen one.
 type Ledger struct {
-	state  *ledger.State
-	id     string
-	signer note.Signer
-
-	mu     sync.Mutex
-	latest []byte // the latest signed checkpoint; nil before the genesis
-	size   int64  // its tree size
-	err    error  // the last signing failure, if the latest is stale
+	state *ledger.State
+	id    string
+	key   ed25519.PrivateKey
+	now   func() time.Time
 }
 
 var (
 	_ raftnode.StateMachine       = (*Ledger)(nil)
-	_ raftnode.BatchObserver      = (*Ledger)(nil)
 	_ raftnode.CheckpointProvider = (*Ledger)(nil)
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
-// ID in the ledger and key its ed25519 checkpoint key.
-func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey) (*Ledger, error) {
+// ID in the ledger, key its ed25519 checkpoint key and now its clock for
+// the cosignatures' time (time.Now when nil).
+func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey, now func() time.Time) (*Ledger, error) {
 	if state == nil {
 		return nil, errors.New("auditor: NewLedger needs a ledger state")
 	}
-	signer, err := ledger.NewCheckpointSigner(auditorID, key)
-	if err != nil {
+	if now == nil {
+		now = time.Now
+	}
+	if _, err := ledger.NewCheckpointSigner(auditorID, key, 0); err != nil {
 		return nil, err
 	}
-	l := &Ledger{state: state, id: auditorID, signer: signer}
-	l.sign()
-	return l, nil
+	return &Ledger{state: state, id: auditorID, key: key, now: now}, nil
 }
 
 // State is the replicated ledger, for reads (accounts, entries, proofs).
@@ -69,37 +65,19 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	return ledger.EncodeResult(r), nil
 }
 
-// AppliedBatch signs a checkpoint of the log as it now stands.
-func (l *Ledger) AppliedBatch(uint64) { l.sign() }
-
 // Snapshot implements raftnode.StateMachine.
 func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
 
-// Restore implements raftnode.StateMachine and signs the restored log's checkpoint.
-func (l *Ledger) Restore(b []byte) error {
-	if err := l.state.Restore(b); err != nil {
-		return err
-	}
-	l.sign()
-	return nil
-}
+// Restore implements raftnode.StateMachine.
+func (l *Ledger) Restore(b []byte) error { return l.state.Restore(b) }
 
-func (l *Ledger) sign() {
-	cp, err := l.state.Checkpoint()
+// sign returns cp signed by this auditor now.
+func (l *Ledger) sign(cp ledger.Checkpoint) ([]byte, error) {
+	s, err := ledger.NewCheckpointSigner(l.id, l.key, max(l.now().Unix(), 0))
 	if err != nil {
-		return // no genesis yet: nothing to commit to
+		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.latest != nil && l.size == cp.Size {
-		return
-	}
-	signed, err := ledger.SignCheckpoint(cp, l.signer)
-	if err != nil {
-		l.err = err
-		return
-	}
-	l.latest, l.size, l.err = signed, cp.Size, nil
+	return ledger.SignCheckpoint(cp, s)
 }
 
 // ErrNoCheckpoint means this auditor has no checkpoint for the size asked:
@@ -111,27 +89,24 @@ var ErrNoCheckpoint = errors.New("auditor: no checkpoint of that size here yet")
 // entries, or of the whole log when treeSize is 0. A past size is signed on
 // request: the tree at a size never changes.
 func (l *Ledger) Checkpoint(treeSize uint64) ([]byte, error) {
-	l.mu.Lock()
-	latest, size, serr := l.latest, l.size, l.err
-	l.mu.Unlock()
-	if treeSize == 0 || (latest != nil && int64(treeSize) == size) {
-		if latest == nil {
+	if treeSize == 0 {
+		cp, err := l.state.Checkpoint()
+		if err != nil {
 			return nil, fmt.Errorf("%w: the ledger has no genesis", ErrNoCheckpoint)
 		}
-		if serr != nil {
-			return nil, fmt.Errorf("auditor: signing the latest checkpoint failed: %w", serr)
-		}
-		return latest, nil
+		return l.sign(cp)
 	}
 	if treeSize > math.MaxInt64 || int64(treeSize) > l.state.TreeSize() {
 		return nil, fmt.Errorf("%w: asked for size %d, applied %d", ErrNoCheckpoint, treeSize, l.state.TreeSize())
+	}
+	if l.state.Origin() == "" {
+		return nil, fmt.Errorf("%w: the ledger has no genesis", ErrNoCheckpoint)
 	}
 	root, err := l.state.TreeHash(int64(treeSize))
 	if err != nil {
 		return nil, err
 	}
-	cp := ledger.Checkpoint{Origin: l.state.Origin(), Size: int64(treeSize), Root: root}
-	return ledger.SignCheckpoint(cp, l.signer)
+	return l.sign(ledger.Checkpoint{Origin: l.state.Origin(), Size: int64(treeSize), Root: root})
 }
 
 // ForkError means another auditor signed a different root for the same tree
@@ -166,13 +141,9 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	var vs []note.Verifier
-	for _, k := range keys {
-		v, err := note.NewVerifier(k)
-		if err != nil {
-			return nil, err
-		}
-		vs = append(vs, v)
+	vs, err := ledger.CheckpointVerifiers(keys)
+	if err != nil {
+		return nil, err
 	}
 	verifiers := note.VerifierList(vs...)
 	mine, err := note.Open(own, verifiers)

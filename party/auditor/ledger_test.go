@@ -190,17 +190,17 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 }
 
 func TestLedgerSnapshotRestoreSigns(t *testing.T) {
-	a, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
+	clock := func() time.Time { return time.Unix(1_800_000_000, 0) }
+	a, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
 	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
 	if _, err := a.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
 		t.Fatal(err)
 	}
-	a.AppliedBatch(1)
 	snap, err := a.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"))
+	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
 	if err := b.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +208,11 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	cb, err := b.Checkpoint(0)
 	if err != nil || string(ca) != string(cb) {
 		t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
+	}
+	// The cosignature carries the auditor's clock.
+	keys, _ := a.State().AuditorKeys(1)
+	sc, err := ledger.OpenCheckpoint(ca, keys)
+	if err != nil || sc.Time != 1_800_000_000 {
+		t.Fatalf("checkpoint time %d (%v), want the clock's 1800000000", sc.Time, err)
 	}
 }

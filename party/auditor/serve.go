@@ -52,7 +52,7 @@ func (a *Auditor) serveHTTP(ctx context.Context, g *errgroup.Group) error {
 
 // serveDashboard serves h on ln until ctx ends.
 func serveDashboard(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := ops.NewServer(h)
 	stop := context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -293,7 +293,7 @@ func TestFederation(t *testing.T) {
 	crashing := &crashingLedger{Ledger: lc, crashed: make(chan string, 1)}
 	aggCfg := aggregator.Config{
 		OutboxDir: t.TempDir(), Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},
-		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second,
+		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second, Classes: classes, Ensemble: teachers,
 	}
 	g := group(t)
 	agg := f.startAggregator(g, "127.0.0.1:0", crashing, aggCfg)

@@ -254,7 +254,8 @@ func TestSoak(t *testing.T) {
 
 		g := group(t)
 		agg := f.startAggregator(g, "127.0.0.1:0", f.ledgerClient(), aggregator.Config{OutboxDir: t.TempDir(),
-			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20}, Quorum: 3, Hospitals: 3, BatchDeadline: 30 * time.Second})
+			Mechanism: mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 20}, Quorum: 3, Hospitals: 3, BatchDeadline: 30 * time.Second,
+			Classes: soakClasses, Ensemble: soakTeachers})
 		aggAddr := agg.Addr
 		hospitals := f.startHospitals(g, agg, 1e6, func(i int) teacher.Voter { return voters[i] })
 		backoff := quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}

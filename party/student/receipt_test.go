@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -56,7 +57,7 @@ func newProofLedger(t *testing.T) *proofLedger {
 	apply(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 100, CapDelta: 1e-5, Timestamp: 2}, "h1", key(6))
 	apply(&ledger.RegisterStudent{Student: "s1", Timestamp: 3}, "admin", key(4))
 	for i := byte(1); i <= 3; i++ {
-		s, err := ledger.NewCheckpointSigner("a"+string('0'+rune(i)), key(i))
+		s, err := ledger.NewCheckpointSigner("a"+string('0'+rune(i)), key(i), time.Now().Unix())
 		if err != nil {
 			t.Fatal(err)
 		}

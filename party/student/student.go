@@ -140,6 +140,9 @@ type Batch struct {
 	LedgerIndex uint64  `json:"ledger_index"`
 	AnswersHash string  `json:"answers_hash"`
 	Replayed    bool    `json:"replayed"`
+	// LeftOut names the hospitals whose budgets could not pay for the
+	// batch: they did not vote on it and were not charged.
+	LeftOut []string `json:"left_out,omitempty"`
 	// Receipt proves the batch's charge was committed by a majority of the
 	// auditors; it was verified when the labels were accepted and can be
 	// verified again (VerifyBatch).
@@ -515,7 +518,7 @@ func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int)
 	}
 	return &Batch{Index: index, BatchID: hex.EncodeToString(id), From: from, Labels: l.GetLabels(),
 		LedgerIndex: resp.GetLedgerIndex(), AnswersHash: hex.EncodeToString(h[:]), Replayed: resp.GetReplayed(),
-		Receipt: &rcpt}, nil
+		LeftOut: resp.GetLeftOut(), Receipt: &rcpt}, nil
 }
 
 func refusedOf(labels []int32) []bool {

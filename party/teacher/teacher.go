@@ -48,9 +48,15 @@ type Config struct {
 	// before the account is opened.
 	Registration []byte
 	Voter        Voter
-	Backoff      quicnet.Backoff
-	Now          func() time.Time
-	Logger       *slog.Logger
+	// AuditorKeys are the auditors' note verifier keys, pinned: with them
+	// the hospital checks the receipt of every charge made for its votes,
+	// and stops voting when ProofLag batches it voted on are unproven
+	// (DefaultProofLag when 0). Without them it checks nothing.
+	AuditorKeys []string
+	ProofLag    int
+	Backoff     quicnet.Backoff
+	Now         func() time.Time
+	Logger      *slog.Logger
 	// Pause, when set, is called at PauseVotesSealed. Fault tests use it to
 	// stop a hospital in the middle of a batch and kill it there;
 	// production leaves it nil.
@@ -73,6 +79,7 @@ type Node struct {
 	// Batches asked at once (several students, or one student's window)
 	// still overlap their decryption, transfer and ledger commit.
 	voting sync.Mutex
+	spend  *spending
 }
 
 // New checks cfg.
@@ -88,6 +95,13 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.New("teacher: no trained teachers: run `nzc-teacher train` first")
 	case cfg.CapEpsilon != 0 && len(cfg.SigningKey) != ed25519.PrivateKeySize:
 		return nil, errors.New("teacher: opening the budget account needs the hospital's signing key")
+	case cfg.ProofLag < 0:
+		return nil, fmt.Errorf("teacher: proof lag %d: give the number of batches (≥ 1) voted on without a proof of their charge before the hospital stops voting, or 0 for %d", cfg.ProofLag, DefaultProofLag)
+	}
+	if len(cfg.AuditorKeys) > 0 {
+		if err := checkKeys(cfg.AuditorKeys); err != nil {
+			return nil, err
+		}
 	}
 	if len(cfg.Registration) > 0 {
 		if err := checkRegistration(cfg.Registration, cfg.ID, cfg.SigningKey); err != nil {
@@ -101,7 +115,10 @@ func New(cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, log: log}
+	n := &Node{cfg: cfg, log: log, spend: newSpending(cfg.ID, cfg.AuditorKeys, cfg.ProofLag, log)}
+	if len(cfg.AuditorKeys) == 0 {
+		log.Warn("no auditor keys configured: this hospital does not check that its votes are charged to it")
+	}
 	s := "connecting to the aggregator at " + cfg.Aggregator
 	n.status.Store(&s)
 	return n, nil
@@ -137,6 +154,10 @@ func (n *Node) Ready() (bool, string) { return n.connected.Load(), *n.status.Loa
 // Answered is the number of query batches answered so far.
 func (n *Node) Answered() int64 { return n.answered.Load() }
 
+// Spending is the hospital's record of the batches it voted on, matched
+// against the charges it has seen proven.
+func (n *Node) Spending() Spending { return n.spend.status() }
+
 // Run keeps the hospital connected to the aggregator until ctx ends,
 // reconnecting with backoff. It returns at once when either side refuses
 // the other's certificate.
@@ -165,6 +186,7 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 			if err := r.Decode(&q); err != nil {
 				return 0, nil, err
 			}
+			n.spend.accept(q.GetChargeReceipts())
 			vb, err := n.answer(ctx, &q, rc)
 			if err != nil {
 				return 0, nil, err
@@ -289,6 +311,10 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "features hold %d queries of %d values; the batch says %d, these teachers take %d",
 			f.GetNumQueries(), f.GetFeatureDim(), q.GetNumQueries(), v.Dim())
 	}
+	if err := n.spend.allow(q.GetBatchId()); err != nil {
+		n.log.Warn("not voting", "err", err)
+		return nil, err
+	}
 	n.voting.Lock()
 	hist, err := v.Votes(ctx, f.GetValues())
 	n.voting.Unlock()
@@ -313,6 +339,7 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 	if err != nil {
 		return nil, err
 	}
+	n.spend.record(q.GetBatchId(), q.GetNumQueries(), n.cfg.Now())
 	n.answered.Add(1)
 	n.log.Debug("answered a query batch", "queries", nq)
 	return &nzcpb.VoteBatch{BatchId: q.GetBatchId(), HospitalId: n.cfg.ID, NumQueries: q.GetNumQueries(),

@@ -459,6 +459,10 @@ type QueryBatch struct {
 	// Answer before this instant (Unix time in milliseconds); later votes are
 	// discarded.
 	DeadlineUnixMs int64 `protobuf:"varint,7,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
+	// Receipts of committed charges that name this hospital, for batches it
+	// voted on earlier: the hospital checks each against the auditors' keys
+	// and stops voting when its votes go unproven too long.
+	ChargeReceipts []*Receipt `protobuf:"bytes,8,rep,name=charge_receipts,json=chargeReceipts,proto3" json:"charge_receipts,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -540,6 +544,13 @@ func (x *QueryBatch) GetDeadlineUnixMs() int64 {
 		return x.DeadlineUnixMs
 	}
 	return 0
+}
+
+func (x *QueryBatch) GetChargeReceipts() []*Receipt {
+	if x != nil {
+		return x.ChargeReceipts
+	}
+	return nil
 }
 
 // Features is the plaintext of sealed_features: num_queries rows of
@@ -845,7 +856,11 @@ type LabelResponse struct {
 	// The proof that a majority of the auditors committed the charge, which
 	// the student verifies against the auditors' keys before it accepts the
 	// labels.
-	Receipt       *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Receipt *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// Hospitals connected when the batch arrived whose budgets could not pay
+	// for its worst case (every query answered): they were not asked to vote
+	// and are not charged. The charge names the hospitals that voted.
+	LeftOut       []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -929,6 +944,13 @@ func (x *LabelResponse) GetReceipt() *Receipt {
 	return nil
 }
 
+func (x *LabelResponse) GetLeftOut() []string {
+	if x != nil {
+		return x.LeftOut
+	}
+	return nil
+}
+
 // Labels is the plaintext of sealed_labels: one entry per query. Where
 // refused[i] is true the mechanism released no label and labels[i] is -1.
 type Labels struct {
@@ -990,7 +1012,10 @@ type BudgetRequest struct {
 	// Empty means every hospital.
 	HospitalIds []string `protobuf:"bytes,1,rep,name=hospital_ids,json=hospitalIds,proto3" json:"hospital_ids,omitempty"`
 	// The δ at which to report ε; 0 means each hospital's cap δ.
-	Delta         float64 `protobuf:"fixed64,2,opt,name=delta,proto3" json:"delta,omitempty"`
+	Delta float64 `protobuf:"fixed64,2,opt,name=delta,proto3" json:"delta,omitempty"`
+	// A student whose answer quota to report as well: the aggregator asks
+	// for the student of the batch it is admitting, and only for it.
+	StudentId     string `protobuf:"bytes,3,opt,name=student_id,json=studentId,proto3" json:"student_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1039,11 +1064,20 @@ func (x *BudgetRequest) GetDelta() float64 {
 	return 0
 }
 
+func (x *BudgetRequest) GetStudentId() string {
+	if x != nil {
+		return x.StudentId
+	}
+	return ""
+}
+
 type BudgetResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Budgets []*HospitalBudget      `protobuf:"bytes,1,rep,name=budgets,proto3" json:"budgets,omitempty"`
 	// Ledger size the answer was computed at.
-	LedgerSize    uint64 `protobuf:"varint,2,opt,name=ledger_size,json=ledgerSize,proto3" json:"ledger_size,omitempty"`
+	LedgerSize uint64 `protobuf:"varint,2,opt,name=ledger_size,json=ledgerSize,proto3" json:"ledger_size,omitempty"`
+	// The quota of the request's student_id, when it named one.
+	Student       *StudentQuota `protobuf:"bytes,3,opt,name=student,proto3" json:"student,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1092,6 +1126,84 @@ func (x *BudgetResponse) GetLedgerSize() uint64 {
 	return 0
 }
 
+func (x *BudgetResponse) GetStudent() *StudentQuota {
+	if x != nil {
+		return x.Student
+	}
+	return nil
+}
+
+// StudentQuota is a student's answer quota in the ledger.
+type StudentQuota struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	StudentId string                 `protobuf:"bytes,1,opt,name=student_id,json=studentId,proto3" json:"student_id,omitempty"`
+	// False when the ledger has no such student.
+	Registered bool `protobuf:"varint,2,opt,name=registered,proto3" json:"registered,omitempty"`
+	// 0 means no quota.
+	MaxAnswers    uint64 `protobuf:"varint,3,opt,name=max_answers,json=maxAnswers,proto3" json:"max_answers,omitempty"`
+	Answers       uint64 `protobuf:"varint,4,opt,name=answers,proto3" json:"answers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StudentQuota) Reset() {
+	*x = StudentQuota{}
+	mi := &file_nzc_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StudentQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StudentQuota) ProtoMessage() {}
+
+func (x *StudentQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StudentQuota.ProtoReflect.Descriptor instead.
+func (*StudentQuota) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StudentQuota) GetStudentId() string {
+	if x != nil {
+		return x.StudentId
+	}
+	return ""
+}
+
+func (x *StudentQuota) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
+	}
+	return false
+}
+
+func (x *StudentQuota) GetMaxAnswers() uint64 {
+	if x != nil {
+		return x.MaxAnswers
+	}
+	return 0
+}
+
+func (x *StudentQuota) GetAnswers() uint64 {
+	if x != nil {
+		return x.Answers
+	}
+	return 0
+}
+
 type HospitalBudget struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	HospitalId string                 `protobuf:"bytes,1,opt,name=hospital_id,json=hospitalId,proto3" json:"hospital_id,omitempty"`
@@ -1114,7 +1226,7 @@ type HospitalBudget struct {
 
 func (x *HospitalBudget) Reset() {
 	*x = HospitalBudget{}
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1238,7 @@ func (x *HospitalBudget) String() string {
 func (*HospitalBudget) ProtoMessage() {}
 
 func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1251,7 @@ func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HospitalBudget.ProtoReflect.Descriptor instead.
 func (*HospitalBudget) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{12}
+	return file_nzc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HospitalBudget) GetHospitalId() string {
@@ -1217,7 +1329,7 @@ type LedgerSubmit struct {
 
 func (x *LedgerSubmit) Reset() {
 	*x = LedgerSubmit{}
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1341,7 @@ func (x *LedgerSubmit) String() string {
 func (*LedgerSubmit) ProtoMessage() {}
 
 func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1354,7 @@ func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSubmit.ProtoReflect.Descriptor instead.
 func (*LedgerSubmit) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{13}
+	return file_nzc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LedgerSubmit) GetCommand() []byte {
@@ -1269,7 +1381,7 @@ type LedgerResult struct {
 
 func (x *LedgerResult) Reset() {
 	*x = LedgerResult{}
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1393,7 @@ func (x *LedgerResult) String() string {
 func (*LedgerResult) ProtoMessage() {}
 
 func (x *LedgerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1406,7 @@ func (x *LedgerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerResult.ProtoReflect.Descriptor instead.
 func (*LedgerResult) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{14}
+	return file_nzc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LedgerResult) GetIndex() uint64 {
@@ -1349,7 +1461,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1473,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1486,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{15}
+	return file_nzc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Receipt) GetEntry() []byte {
@@ -1414,7 +1526,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1538,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1551,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{16}
+	return file_nzc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1490,7 +1602,7 @@ const file_nzc_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x80\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xba\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1502,7 +1614,8 @@ const file_nzc_proto_rawDesc = "" +
 	"numClasses\x12'\n" +
 	"\x0fsealed_features\x18\x05 \x01(\fR\x0esealedFeatures\x12!\n" +
 	"\fhospital_ids\x18\x06 \x03(\tR\vhospitalIds\x12(\n" +
-	"\x10deadline_unix_ms\x18\a \x01(\x03R\x0edeadlineUnixMs\"d\n" +
+	"\x10deadline_unix_ms\x18\a \x01(\x03R\x0edeadlineUnixMs\x128\n" +
+	"\x0fcharge_receipts\x18\b \x03(\v2\x0f.nzc.v1.ReceiptR\x0echargeReceipts\"d\n" +
 	"\bFeatures\x12\x1f\n" +
 	"\vnum_queries\x18\x01 \x01(\rR\n" +
 	"numQueries\x12\x1f\n" +
@@ -1532,7 +1645,7 @@ const file_nzc_proto_rawDesc = "" +
 	"numQueries\x12\x1f\n" +
 	"\vfeature_dim\x18\x03 \x01(\rR\n" +
 	"featureDim\x12'\n" +
-	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xfd\x01\n" +
+	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\x98\x02\n" +
 	"\rLabelResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
@@ -1541,17 +1654,30 @@ const file_nzc_proto_rawDesc = "" +
 	"\fledger_index\x18\x04 \x01(\x04R\vledgerIndex\x12!\n" +
 	"\fanswers_hash\x18\x05 \x01(\fR\vanswersHash\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12)\n" +
-	"\areceipt\x18\a \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\":\n" +
+	"\areceipt\x18\a \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\x12\x19\n" +
+	"\bleft_out\x18\b \x03(\tR\aleftOut\":\n" +
 	"\x06Labels\x12\x16\n" +
 	"\x06labels\x18\x01 \x03(\x05R\x06labels\x12\x18\n" +
-	"\arefused\x18\x02 \x03(\bR\arefused\"H\n" +
+	"\arefused\x18\x02 \x03(\bR\arefused\"g\n" +
 	"\rBudgetRequest\x12!\n" +
 	"\fhospital_ids\x18\x01 \x03(\tR\vhospitalIds\x12\x14\n" +
-	"\x05delta\x18\x02 \x01(\x01R\x05delta\"c\n" +
+	"\x05delta\x18\x02 \x01(\x01R\x05delta\x12\x1d\n" +
+	"\n" +
+	"student_id\x18\x03 \x01(\tR\tstudentId\"\x93\x01\n" +
 	"\x0eBudgetResponse\x120\n" +
 	"\abudgets\x18\x01 \x03(\v2\x16.nzc.v1.HospitalBudgetR\abudgets\x12\x1f\n" +
 	"\vledger_size\x18\x02 \x01(\x04R\n" +
-	"ledgerSize\"\xa8\x02\n" +
+	"ledgerSize\x12.\n" +
+	"\astudent\x18\x03 \x01(\v2\x14.nzc.v1.StudentQuotaR\astudent\"\x88\x01\n" +
+	"\fStudentQuota\x12\x1d\n" +
+	"\n" +
+	"student_id\x18\x01 \x01(\tR\tstudentId\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x02 \x01(\bR\n" +
+	"registered\x12\x1f\n" +
+	"\vmax_answers\x18\x03 \x01(\x04R\n" +
+	"maxAnswers\x12\x18\n" +
+	"\aanswers\x18\x04 \x01(\x04R\aanswers\"\xa8\x02\n" +
 	"\x0eHospitalBudget\x12\x1f\n" +
 	"\vhospital_id\x18\x01 \x01(\tR\n" +
 	"hospitalId\x12\x1f\n" +
@@ -1625,7 +1751,7 @@ func file_nzc_proto_rawDescGZIP() []byte {
 }
 
 var file_nzc_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_nzc_proto_goTypes = []any{
 	(Role)(0),              // 0: nzc.v1.Role
 	(LedgerResultCode)(0),  // 1: nzc.v1.LedgerResultCode
@@ -1642,25 +1768,28 @@ var file_nzc_proto_goTypes = []any{
 	(*Labels)(nil),         // 12: nzc.v1.Labels
 	(*BudgetRequest)(nil),  // 13: nzc.v1.BudgetRequest
 	(*BudgetResponse)(nil), // 14: nzc.v1.BudgetResponse
-	(*HospitalBudget)(nil), // 15: nzc.v1.HospitalBudget
-	(*LedgerSubmit)(nil),   // 16: nzc.v1.LedgerSubmit
-	(*LedgerResult)(nil),   // 17: nzc.v1.LedgerResult
-	(*Receipt)(nil),        // 18: nzc.v1.Receipt
-	(*Error)(nil),          // 19: nzc.v1.Error
+	(*StudentQuota)(nil),   // 15: nzc.v1.StudentQuota
+	(*HospitalBudget)(nil), // 16: nzc.v1.HospitalBudget
+	(*LedgerSubmit)(nil),   // 17: nzc.v1.LedgerSubmit
+	(*LedgerResult)(nil),   // 18: nzc.v1.LedgerResult
+	(*Receipt)(nil),        // 19: nzc.v1.Receipt
+	(*Error)(nil),          // 20: nzc.v1.Error
 }
 var file_nzc_proto_depIdxs = []int32{
 	0,  // 0: nzc.v1.Hello.role:type_name -> nzc.v1.Role
 	4,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
-	18, // 2: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
-	15, // 3: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
-	1,  // 4: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
-	18, // 5: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
-	2,  // 6: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	19, // 2: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
+	19, // 3: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
+	16, // 4: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
+	15, // 5: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
+	1,  // 6: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
+	19, // 7: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
+	2,  // 8: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_nzc_proto_init() }
@@ -1674,7 +1803,7 @@ func file_nzc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nzc_proto_rawDesc), len(file_nzc_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

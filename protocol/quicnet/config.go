@@ -43,6 +43,23 @@ const (
 	DefaultIdleTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultReadTimeout      = time.Minute
+	DefaultWriteTimeout     = time.Minute
+	// DefaultMaxStreams bounds the requests one peer may have open on a
+	// connection at once (a student's window is at most 16).
+	DefaultMaxStreams = 32
+	// DefaultMaxInflight bounds the bytes of request bodies one connection
+	// may have being read or handled at once: two of the largest frames.
+	DefaultMaxInflight = 2 * protocol.DefaultMaxBody
+	// DefaultMaxConnsPerPeer bounds the connections a listener keeps from
+	// one party (a restarted party's old connection lingers until it is
+	// reset or times out).
+	DefaultMaxConnsPerPeer = 4
+	// Flow-control windows: what one stream, and one connection in all,
+	// may have in flight unread. They bound the memory a peer can make a
+	// connection buffer (quic-go's own maxima are 6 and 15 MiB, with 100
+	// streams) while leaving a 150 ms path room for tens of MB/s.
+	maxStreamWindow = 4 << 20
+	maxConnWindow   = 16 << 20
 )
 
 // Config is what a party needs to speak to the federation.
@@ -65,6 +82,21 @@ type Config struct {
 	// whole (default 1 minute), so that streams opened and left silent do
 	// not hold the server's goroutines.
 	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response or request (default 1
+	// minute), so that a peer that stops reading does not hold a
+	// goroutine for ever.
+	WriteTimeout time.Duration
+	// MaxStreams bounds the requests a peer may have open at once on one
+	// connection (default DefaultMaxStreams); MaxConnsPerPeer bounds the
+	// connections a listener accepts from one party (default
+	// DefaultMaxConnsPerPeer): one more is refused.
+	MaxStreams      int
+	MaxConnsPerPeer int
+	// MaxInflight bounds the bytes of request bodies a connection may have
+	// being read or handled at once (default DefaultMaxInflight); a request
+	// over it is refused with unavailable before its body is read. With
+	// MaxConnsPerPeer it bounds the memory one party's requests hold.
+	MaxInflight int
 	// Now is the clock used to check certificate validity; nil means
 	// time.Now.
 	Now func() time.Time
@@ -137,11 +169,29 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-func (c *Config) quicConfig() *quic.Config {
+func orDefaultInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// quicConfig is the QUIC configuration of a dialler or, when listener, of
+// a listener: only the dialler accepts a unidirectional stream (the
+// listener's welcome).
+func (c *Config) quicConfig(listener bool) *quic.Config {
+	uni := int64(1)
+	if listener {
+		uni = -1 // none
+	}
 	return &quic.Config{
-		HandshakeIdleTimeout: orDefault(c.HandshakeTimeout, DefaultHandshakeTimeout),
-		MaxIdleTimeout:       orDefault(c.IdleTimeout, DefaultIdleTimeout),
-		KeepAlivePeriod:      orDefault(c.KeepAlive, DefaultKeepAlive),
+		HandshakeIdleTimeout:       orDefault(c.HandshakeTimeout, DefaultHandshakeTimeout),
+		MaxIdleTimeout:             orDefault(c.IdleTimeout, DefaultIdleTimeout),
+		KeepAlivePeriod:            orDefault(c.KeepAlive, DefaultKeepAlive),
+		MaxIncomingStreams:         int64(orDefaultInt(c.MaxStreams, DefaultMaxStreams)),
+		MaxIncomingUniStreams:      uni,
+		MaxStreamReceiveWindow:     maxStreamWindow,
+		MaxConnectionReceiveWindow: maxConnWindow,
 	}
 }
 

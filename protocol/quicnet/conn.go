@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -35,7 +36,13 @@ type Conn struct {
 	peer    crypto.Peer
 	maxBody int
 	readTO  time.Duration
-	log     *slog.Logger
+	writeTO time.Duration
+	// inflight is the bytes of request bodies being read or handled, at
+	// most maxInflight.
+	inflightMu  sync.Mutex
+	inflight    int
+	maxInflight int
+	log         *slog.Logger
 	// readers pools the frame readers of incoming requests, so that
 	// request bodies reuse buffers instead of allocating each time.
 	readers sync.Pool
@@ -69,6 +76,7 @@ func newConn(qc *quic.Conn, cfg *Config) (*Conn, error) {
 		return nil, err
 	}
 	return &Conn{qc: qc, peer: peer, maxBody: cfg.maxBody(), readTO: orDefault(cfg.ReadTimeout, DefaultReadTimeout),
+		writeTO: orDefault(cfg.WriteTimeout, DefaultWriteTimeout), maxInflight: orDefaultInt(cfg.MaxInflight, DefaultMaxInflight),
 		log: cfg.logger().With("peer", peer.String(), "remote", qc.RemoteAddr().String())}, nil
 }
 
@@ -84,6 +92,9 @@ func (c *Conn) LocalAddr() net.Addr { return c.qc.LocalAddr() }
 // Done is closed when the connection is closed, by either side or by a
 // timeout; Err then says why.
 func (c *Conn) Done() <-chan struct{} { return c.qc.Context().Done() }
+
+// Context is done when the connection is closed, for context.AfterFunc.
+func (c *Conn) Context() context.Context { return c.qc.Context() }
 
 // Err returns why the connection closed, or nil while it is open.
 func (c *Conn) Err() error {
@@ -118,6 +129,8 @@ func (c *Conn) Call(ctx context.Context, t protocol.MsgType, body []byte) (proto
 	defer stop()
 	if d, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(d)
+	} else {
+		_ = s.SetWriteDeadline(time.Now().Add(c.writeTO))
 	}
 	werr := protocol.NewFrameWriter(s, c.maxBody).WriteFrame(t, body)
 	if werr == nil {
@@ -152,6 +165,26 @@ func (c *Conn) callErr(ctx context.Context, t protocol.MsgType, err error) error
 		return fmt.Errorf("%s call to %s: connection closed: %w", t, c.peer, cerr)
 	}
 	return fmt.Errorf("%s call to %s: %w", t, c.peer, err)
+}
+
+// RawStream opens a request stream and hands it over without framing or
+// deadlines: for load tests and tools that play a peer misbehaving below
+// the frame layer (a request left half sent, a header that lies). The
+// caller closes it.
+func (c *Conn) RawStream(ctx context.Context) (io.ReadWriteCloser, error) {
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, c.callErr(ctx, 0, err)
+	}
+	return rawStream{s}, nil
+}
+
+// rawStream closes both directions of a stream on Close.
+type rawStream struct{ *quic.Stream }
+
+func (s rawStream) Close() error {
+	s.CancelRead(codeCancelled)
+	return s.Stream.Close()
 }
 
 // Invoke sends req and decodes the response into resp, checking that the
@@ -256,7 +289,24 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 	defer stop()
 
 	_ = s.SetReadDeadline(time.Now().Add(c.readTO))
-	t, body, err := fr.Next()
+	// The header says what the request is and how long: a request this
+	// peer may not send, or one the connection has no room for, is refused
+	// before its body is read.
+	t, n, err := fr.Header()
+	var route Route
+	if err == nil {
+		route, err = c.route(mux, t)
+	}
+	if err == nil {
+		var release func()
+		if release, err = c.reserve(n); err == nil {
+			defer release()
+		}
+	}
+	var body []byte
+	if err == nil {
+		body, err = fr.Body(n)
+	}
 	var rt protocol.MsgType
 	var rbody []byte
 	switch {
@@ -264,6 +314,10 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 		c.log.Warn("request did not arrive in time", "timeout", c.readTO)
 		err = protocol.Errorf(protocol.CodeBadRequest, "the request did not arrive whole within %s", c.readTO)
 	case err != nil:
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			break // refused from the header, before the body
+		}
 		if !errors.Is(err, protocol.ErrFrameTooLarge) && !errors.Is(err, protocol.ErrUnknownType) &&
 			!errors.Is(err, protocol.ErrMalformedHeader) && !errors.Is(err, protocol.ErrTruncated) {
 			c.log.Debug("request stream failed before a frame arrived", "err", err)
@@ -272,7 +326,7 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 		}
 		c.log.Warn("refused malformed request", "err", err)
 	default:
-		rt, rbody, err = c.dispatchSafe(hctx, mux, t, body)
+		rt, rbody, err = c.dispatchSafe(hctx, route, t, body)
 	}
 	if err != nil {
 		var pe *protocol.Error
@@ -286,6 +340,7 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 			return
 		}
 	}
+	_ = s.SetWriteDeadline(time.Now().Add(c.writeTO))
 	if err := protocol.NewFrameWriter(s, c.maxBody).WriteFrame(rt, rbody); err != nil {
 		c.log.Warn("could not send response", "type", rt.String(), "err", err)
 		if errors.Is(err, protocol.ErrFrameTooLarge) || errors.Is(err, protocol.ErrUnknownType) {
@@ -298,20 +353,22 @@ func (c *Conn) handle(ctx context.Context, s *quic.Stream, mux Mux) {
 
 // dispatchSafe turns a handler's panic into an internal error answer, so
 // that one bad request cannot take the party down.
-func (c *Conn) dispatchSafe(ctx context.Context, mux Mux, t protocol.MsgType, body []byte) (rt protocol.MsgType, rbody []byte, err error) {
+func (c *Conn) dispatchSafe(ctx context.Context, route Route, t protocol.MsgType, body []byte) (rt protocol.MsgType, rbody []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("handler panicked", "type", t.String(), "panic", p, "stack", string(debug.Stack()))
 			rt, rbody, err = 0, nil, fmt.Errorf("handler for %s panicked: %v", t, p)
 		}
 	}()
-	return c.dispatch(ctx, mux, t, body)
+	return route.Handle(ctx, &Request{Peer: c.peer, Type: t, Body: body, Conn: c})
 }
 
-func (c *Conn) dispatch(ctx context.Context, mux Mux, t protocol.MsgType, body []byte) (protocol.MsgType, []byte, error) {
+// route returns the route of a request type, or the refusal of a type
+// without one or of a peer whose role may not send it.
+func (c *Conn) route(mux Mux, t protocol.MsgType) (Route, error) {
 	route, ok := mux[t]
 	if !ok || route.Handle == nil {
-		return 0, nil, protocol.Errorf(protocol.CodeUnknownType, "this party does not serve %s requests", t)
+		return Route{}, protocol.Errorf(protocol.CodeUnknownType, "this party does not serve %s requests", t)
 	}
 	if !slices.Contains(route.Roles, c.peer.Role) {
 		err := c.peer.Expect(route.Roles...)
@@ -319,7 +376,26 @@ func (c *Conn) dispatch(ctx context.Context, mux Mux, t protocol.MsgType, body [
 			err = fmt.Errorf("no role may send %s requests here", t)
 		}
 		c.log.Warn("refused request from a role not allowed to send it", "type", t.String(), "err", err)
-		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "%s", err.Error())
+		return Route{}, protocol.Errorf(protocol.CodeUnauthorized, "%s", err.Error())
 	}
-	return route.Handle(ctx, &Request{Peer: c.peer, Type: t, Body: body, Conn: c})
+	return route, nil
+}
+
+// reserve takes n bytes of the connection's budget for request bodies
+// being read or handled; release returns them. A request that does not
+// fit is refused at once (unavailable), so one peer's requests hold at most
+// maxInflight bytes of this party's memory per connection.
+func (c *Conn) reserve(n int) (release func(), err error) {
+	c.inflightMu.Lock()
+	defer c.inflightMu.Unlock()
+	if c.inflight+n > c.maxInflight {
+		return nil, &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("this connection already has %d bytes of requests in flight and the limit is %d: wait for answers before sending more", c.inflight, c.maxInflight)}
+	}
+	c.inflight += n
+	return func() {
+		c.inflightMu.Lock()
+		c.inflight -= n
+		c.inflightMu.Unlock()
+	}, nil
 }

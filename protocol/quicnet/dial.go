@@ -48,7 +48,7 @@ func Dial(ctx context.Context, addr string, cfg Config, peerRole crypto.Role) (*
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		tlsConf.ServerName = host
 	}
-	qc, err := quic.DialAddr(ctx, addr, tlsConf, cfg.quicConfig())
+	qc, err := quic.DialAddr(ctx, addr, tlsConf, cfg.quicConfig(false))
 	if err != nil {
 		return nil, dialErr(addr, err, &failed)
 	}

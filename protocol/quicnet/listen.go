@@ -78,7 +78,7 @@ func Listen(addr string, cfg Config, roles ...crypto.Role) (*Listener, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: resetKey(cfg.Credential)}
-	ql, err := tr.Listen(tlsConf, cfg.quicConfig())
+	ql, err := tr.Listen(tlsConf, cfg.quicConfig(true))
 	if err != nil {
 		udp.Close()
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
@@ -130,42 +130,66 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 			}
 			return nil, fmt.Errorf("accept: %w", err)
 		}
-		c, err := newConn(qc, &l.cfg)
-		if err == nil && len(l.roles) > 0 {
-			err = c.peer.Expect(l.roles...)
-		}
+		c, err := l.setup(qc)
 		if err != nil {
-			l.reject(qc.RemoteAddr(), err)
-			_ = qc.CloseWithError(codeRejected, err.Error())
-			continue
+			return nil, err
 		}
-		if err := sendWelcome(qc); err != nil {
-			c.log.Debug("connection closed during setup", "err", err)
-			_ = qc.CloseWithError(codeClosed, "setup failed")
-			continue
+		if c != nil {
+			return c, nil
 		}
-		if !l.track(c) {
-			_ = qc.CloseWithError(codeClosed, "listener closed")
-			return nil, fmt.Errorf("accept: %w", net.ErrClosed)
-		}
-		c.log.Info("accepted connection")
-		return c, nil
 	}
+}
+
+// setup checks a new connection's role and the limit of connections per
+// party, then welcomes the party. It returns nil for a refused connection
+// (closed, with the reason) and an error only when the listener is closed.
+func (l *Listener) setup(qc *quic.Conn) (*Conn, error) {
+	c, err := newConn(qc, &l.cfg)
+	if err == nil && len(l.roles) > 0 {
+		err = c.peer.Expect(l.roles...)
+	}
+	if err != nil {
+		l.reject(qc.RemoteAddr(), err)
+		_ = qc.CloseWithError(codeRejected, err.Error())
+		return nil, nil
+	}
+	if err := l.track(c); err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			_ = qc.CloseWithError(codeClosed, "listener closed")
+			return nil, fmt.Errorf("accept: %w", err)
+		}
+		l.reject(qc.RemoteAddr(), err)
+		_ = qc.CloseWithError(codeRejected, err.Error())
+		return nil, nil
+	}
+	if err := sendWelcome(qc, orDefault(l.cfg.HandshakeTimeout, DefaultHandshakeTimeout)); err != nil {
+		c.log.Debug("connection closed during setup", "err", err)
+		_ = qc.CloseWithError(codeClosed, "setup failed")
+		return nil, nil
+	}
+	c.log.Info("accepted connection")
+	return c, nil
 }
 
 // Serve accepts parties until ctx ends (then it returns nil) and serves
 // each connection's requests with mux; log (the connection's own logger
-// when nil) hears when a connection ends.
+// when nil) hears when a connection ends. Each new connection is set up
+// (checked and welcomed) on its own goroutine, so a slow peer does not
+// hold up the next.
 func (l *Listener) Serve(ctx context.Context, mux Mux, log *slog.Logger) error {
 	for {
-		c, err := l.Accept(ctx)
+		qc, err := l.ql.Accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err
+			return fmt.Errorf("accept: %w", err)
 		}
 		go func() {
+			c, err := l.setup(qc)
+			if c == nil || err != nil {
+				return
+			}
 			if err := c.Serve(ctx, mux); err != nil {
 				log := cmp.Or(log, c.log)
 				log.Debug("connection ended", "peer", c.Peer().String(), "err", err)
@@ -174,23 +198,46 @@ func (l *Listener) Serve(ctx context.Context, mux Mux, log *slog.Logger) error {
 	}
 }
 
-func sendWelcome(qc *quic.Conn) error {
+func sendWelcome(qc *quic.Conn, timeout time.Duration) error {
 	s, err := qc.OpenUniStream()
 	if err != nil {
 		return err
 	}
-	_ = s.SetWriteDeadline(time.Now().Add(DefaultHandshakeTimeout))
+	_ = s.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := s.Write([]byte{welcome}); err != nil {
 		return err
 	}
 	return s.Close()
 }
 
-func (l *Listener) track(c *Conn) bool {
+// TooManyConnsError refuses a party that already has the most connections
+// a listener keeps from one party.
+type TooManyConnsError struct {
+	Peer crypto.Peer
+	Max  int
+}
+
+func (e *TooManyConnsError) Error() string {
+	return fmt.Sprintf("%s already has %d connections open here, the most allowed: close one (or wait for a dead one to time out)", e.Peer, e.Max)
+}
+
+// track records an accepted connection until it closes; it refuses one
+// more than MaxConnsPerPeer from the same party, and any once the
+// listener is closed (net.ErrClosed).
+func (l *Listener) track(c *Conn) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return false
+		return net.ErrClosed
+	}
+	max, n := orDefaultInt(l.cfg.MaxConnsPerPeer, DefaultMaxConnsPerPeer), 0
+	for o := range l.conns {
+		if o.peer == c.peer {
+			n++
+		}
+	}
+	if n >= max {
+		return &TooManyConnsError{Peer: c.peer, Max: max}
 	}
 	l.conns[c] = struct{}{}
 	context.AfterFunc(c.qc.Context(), func() {
@@ -198,7 +245,7 @@ func (l *Listener) track(c *Conn) bool {
 		delete(l.conns, c)
 		l.mu.Unlock()
 	})
-	return true
+	return nil
 }
 
 // Close stops listening and closes every connection the listener accepted.

@@ -67,6 +67,25 @@ func (c *checker) required(key, value, what string) {
 	}
 }
 
+// keyFile checks the path of a file holding a secret key: required, and
+// not the key itself. A key pasted in place of its path (in the file, a
+// flag or an NZC_* variable) is refused without repeating it, so that the
+// error does not put the secret in logs or terminals.
+func (c *checker) keyFile(key, value, what string) {
+	c.required(key, value, what)
+	if looksLikeKey(value) {
+		c.add(key, "holds what looks like a key itself, not the path of a key file: write the key to a file only its owner can read (mode 0600) and give that path (the value is not shown here)")
+	}
+}
+
+// looksLikeKey says whether a path setting holds key material instead: a
+// PEM block, an age identity, or text no path has.
+func looksLikeKey(v string) bool {
+	u := strings.ToUpper(v)
+	return strings.Contains(u, "PRIVATE KEY") || strings.Contains(u, "AGE-SECRET-KEY-") ||
+		strings.ContainsAny(v, "\n\r") || len(v) > 4096
+}
+
 // verifierKeys checks a list of note verifier keys (auditor+hash+key), one
 // per auditor, at least one.
 func (c *checker) verifierKeys(key string, keys []string, why string) {

@@ -11,20 +11,23 @@ import (
 
 func validTLS() TLS { return TLS{CA: "ca.pem", Cert: "c.pem", Key: "c.key"} }
 
+func teacherWith(f func(*Teacher)) Validator {
+	c := DefaultTeacher()
+	c.ID, c.TLS, c.AgeIdentity = "h1", validTLS(), "h1.age"
+	f(&c)
+	return c
+}
+
+func aggWith(f func(*Aggregator)) Validator {
+	c := DefaultAggregator()
+	c.Auditors, c.TLS, c.AgeIdentity, c.SigningKey = []string{"127.0.0.1:7600"}, validTLS(), "a.age", "a.sig"
+	c.AuditorKeys = []string{testAuditorKey}
+	f(&c)
+	return c
+}
+
 func TestValidate(t *testing.T) {
-	teacher := func(f func(*Teacher)) Validator {
-		c := DefaultTeacher()
-		c.ID, c.TLS, c.AgeIdentity = "h1", validTLS(), "h1.age"
-		f(&c)
-		return c
-	}
-	agg := func(f func(*Aggregator)) Validator {
-		c := DefaultAggregator()
-		c.Auditors, c.TLS, c.AgeIdentity, c.SigningKey = []string{"127.0.0.1:7600"}, validTLS(), "a.age", "a.sig"
-		c.AuditorKeys = []string{testAuditorKey}
-		f(&c)
-		return c
-	}
+	teacher, agg := teacherWith, aggWith
 	student := func(f func(*Student)) Validator {
 		c := DefaultStudent()
 		c.ID, c.TLS, c.AgeIdentity = "s1", validTLS(), "s.age"
@@ -58,6 +61,12 @@ func TestValidate(t *testing.T) {
 		{"teacher unknown model", teacher(func(c *Teacher) { c.Model = "resnet" }), "model: \"resnet\" is not one of"},
 		{"teacher bad log level", teacher(func(c *Teacher) { c.Log.Level = "loud" }), "log.level"},
 		{"aggregator valid", agg(func(*Aggregator) {}), ""},
+		{"aggregator one class", agg(func(c *Aggregator) { c.Classes = 1 }), "classes: must be between 2"},
+		{"aggregator no ensemble sizes", agg(func(c *Aggregator) { c.Teachers = 0 }), "ensembles: required when teachers is 0"},
+		{"aggregator listed ensembles only", agg(func(c *Aggregator) { c.Teachers, c.Ensembles = 0, []string{"h1=50", "h2=20"} }), ""},
+		{"aggregator bad ensemble", agg(func(c *Aggregator) { c.Ensembles = []string{"h1:50"} }), "is not hospital-id=teachers"},
+		{"aggregator huge ensemble", agg(func(c *Aggregator) { c.Ensembles = []string{"h1=4000000000"} }), "a hospital has 1 to"},
+		{"aggregator ensemble twice", agg(func(c *Aggregator) { c.Ensembles = []string{"h1=5", "h1=6"} }), "listed twice"},
 		{"aggregator no auditors", agg(func(c *Aggregator) { c.Auditors = nil }), "nothing is released without a ledger"},
 		{"aggregator no auditor keys", agg(func(c *Aggregator) { c.AuditorKeys = nil }), "receipt signed by a majority"},
 		{"aggregator bad auditor key", agg(func(c *Aggregator) { c.AuditorKeys = []string{"a1+00+xx"} }), "not a verifier key"},
@@ -124,3 +133,29 @@ func TestValidationListsEveryProblem(t *testing.T) {
 
 // testAuditorKey is a valid checkpoint verifier key of auditor a1.
 const testAuditorKey = "a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"
+
+// A key pasted where its path belongs is refused, and the error does not
+// repeat it (before, "open -----BEGIN PRIVATE KEY-----…: no such file"
+// printed the whole key).
+func TestInlineKeysAreRefusedUnechoed(t *testing.T) {
+	const pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIKeysKeysKeysKeysKeysKeysKeysKeysKeysKeysKey\n-----END PRIVATE KEY-----\n"
+	const age = "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"
+	for _, tc := range []struct {
+		name, secret string
+		err          error
+	}{
+		{"teacher tls key", pem, teacherWith(func(c *Teacher) { c.TLS.Key = pem }).Validate()},
+		{"teacher age identity", age, teacherWith(func(c *Teacher) { c.AgeIdentity = age }).Validate()},
+		{"teacher signing key", pem, teacherWith(func(c *Teacher) { c.SigningKey = pem }).Validate()},
+		{"aggregator signing key", pem, aggWith(func(c *Aggregator) { c.SigningKey = pem }).Validate()},
+		{"aggregator age identity", strings.ToLower(age), aggWith(func(c *Aggregator) { c.AgeIdentity = strings.ToLower(age) }).Validate()},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), "looks like a key itself") {
+			t.Errorf("%s: %v, want a refusal", tc.name, tc.err)
+			continue
+		}
+		if strings.Contains(tc.err.Error(), tc.secret[10:30]) {
+			t.Errorf("%s: the error repeats the key: %v", tc.name, tc.err)
+		}
+	}
+}

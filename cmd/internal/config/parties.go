@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/protocol"
 )
 
 // TLS names the federation files a party authenticates with. They are made
@@ -22,7 +24,7 @@ type TLS struct {
 func (t TLS) check(c *checker) {
 	c.required("tls.ca", t.CA, "path to the federation CA certificate made by `nzc init`")
 	c.required("tls.cert", t.Cert, "path to this party's certificate made by `nzc init`")
-	c.required("tls.key", t.Key, "path to this party's private key made by `nzc init`")
+	c.keyFile("tls.key", t.Key, "path to this party's private key made by `nzc init`")
 }
 
 // Log configures structured logging.
@@ -66,14 +68,17 @@ type Teacher struct {
 	CapEpsilon   float64 `mapstructure:"cap_epsilon" yaml:"cap_epsilon" json:"cap_epsilon" help:"the hospital's privacy cap ε, set when its ledger account opens"`
 	CapDelta     float64 `mapstructure:"cap_delta" yaml:"cap_delta" json:"cap_delta" help:"the hospital's privacy cap δ"`
 	Registration string  `mapstructure:"registration" yaml:"registration,omitempty" json:"registration" help:"administrator-signed ledger registration of a hospital added after the genesis (written by nzc init add-hospital)"`
-	Log          Log     `mapstructure:"log" yaml:"log" json:"log"`
-	Ops          Ops     `mapstructure:"ops" yaml:"ops" json:"ops"`
+	// AuditorKeys and ProofLag make the hospital check its own spending.
+	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); the hospital checks the receipt of every charge made for its votes and stops voting when they do not come"`
+	ProofLag    int      `mapstructure:"proof_lag" yaml:"proof_lag" json:"proof_lag" help:"batches voted on without a majority's proof of their charge before the hospital stops voting"`
+	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
+	Ops         Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultTeacher returns the defaults of nzc-teacher.
 func DefaultTeacher() Teacher {
 	return Teacher{Aggregator: "127.0.0.1:7400", Models: "models", Teachers: 50, Model: "mlp", Seed: 1, Epochs: 5,
-		CapEpsilon: 8, CapDelta: 1e-5, Log: defaultLog()}
+		CapEpsilon: 8, CapDelta: 1e-5, ProofLag: 64, Log: defaultLog()}
 }
 
 // Validate reports every problem in the configuration.
@@ -82,7 +87,10 @@ func (t Teacher) Validate() error {
 	c.id("id", t.ID, "this hospital's id, as named in its certificate (e.g. h1)")
 	c.address("aggregator", t.Aggregator, true, "the aggregator's address")
 	t.TLS.check(&c)
-	c.required("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
+	c.keyFile("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
+	if t.SigningKey != "" {
+		c.keyFile("signing_key", t.SigningKey, "path to this hospital's ed25519 signing key made by `nzc init`")
+	}
 	c.required("models", t.Models, "directory where trained teachers are kept")
 	c.positive("teachers", t.Teachers, "number of teachers")
 	c.oneOf("model", t.Model, "softmax", "mlp", "cnn", "small-cnn")
@@ -96,6 +104,10 @@ func (t Teacher) Validate() error {
 	if !(t.CapDelta > 0 && t.CapDelta < 1) {
 		c.add("cap_delta", "must be in (0, 1), e.g. 1e-5; got %v", t.CapDelta)
 	}
+	if len(t.AuditorKeys) > 0 {
+		c.verifierKeys("auditor_keys", t.AuditorKeys, "the hospital checks the charges made for its votes")
+	}
+	c.positive("proof_lag", t.ProofLag, "batches voted on without a proof of their charge before the hospital stops voting")
 	t.Log.check(&c)
 	t.Ops.check(&c)
 	return c.err()
@@ -142,6 +154,9 @@ type Aggregator struct {
 	Outbox        string           `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
 	Mechanism     mechanism.Params `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
 	Quorum        int              `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
+	Classes       int              `mapstructure:"classes" yaml:"classes" json:"classes" help:"the federation's number of classes; a hospital announcing another is refused"`
+	Teachers      int              `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"registered ensemble size of every hospital not listed in ensembles (0: only listed hospitals may vote)"`
+	Ensembles     []string         `mapstructure:"ensembles" yaml:"ensembles,omitempty" json:"ensembles" help:"registered ensemble sizes as hospital-id=teachers; a hospital announcing another size is refused"`
 	Hospitals     int              `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
 	BatchDeadline time.Duration    `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
 	LedgerTimeout time.Duration    `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
@@ -167,11 +182,34 @@ func DefaultAggregator() Aggregator {
 		Outbox:        "outbox",
 		Mechanism:     mustPreset(mechanism.ConfidentGNMax),
 		Quorum:        1,
+		Classes:       10,
+		Teachers:      DefaultTeacher().Teachers,
 		BatchDeadline: 30 * time.Second,
 		LedgerTimeout: 15 * time.Second,
 		Delta:         1e-5,
 		Log:           defaultLog(),
 	}
+}
+
+// EnsembleSizes parses ensembles: each listed hospital's registered
+// number of teachers.
+func (a Aggregator) EnsembleSizes() (map[string]int, error) {
+	out := make(map[string]int, len(a.Ensembles))
+	for _, e := range a.Ensembles {
+		id, n, ok := strings.Cut(e, "=")
+		t, err := strconv.Atoi(n)
+		if !ok || id == "" || err != nil {
+			return nil, fmt.Errorf("%q is not hospital-id=teachers (e.g. hospital-1=50)", e)
+		}
+		if t < 1 || t > protocol.MaxTeachers {
+			return nil, fmt.Errorf("%q: a hospital has 1 to %d teachers", e, protocol.MaxTeachers)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("hospital %s is listed twice", id)
+		}
+		out[id] = t
+	}
+	return out, nil
 }
 
 // MechanismParams returns the configured mechanism with only the keys it
@@ -190,11 +228,22 @@ func (a Aggregator) Validate() error {
 		c.address("auditors", addr, true, "an auditor's address")
 	}
 	a.TLS.check(&c)
-	c.required("age_identity", a.AgeIdentity, "path to the aggregator's age identity made by `nzc init`")
-	c.required("signing_key", a.SigningKey, "path to the aggregator's ed25519 signing key made by `nzc init`")
+	c.keyFile("age_identity", a.AgeIdentity, "path to the aggregator's age identity made by `nzc init`")
+	c.keyFile("signing_key", a.SigningKey, "path to the aggregator's ed25519 signing key made by `nzc init`")
 	c.required("outbox", a.Outbox, "directory for charged answers awaiting delivery")
 	checkMechanism(&c, a.Mechanism)
 	c.positive("quorum", a.Quorum, "minimum number of hospitals that must vote")
+	if a.Classes < 2 || a.Classes > protocol.MaxClasses {
+		c.add("classes", "must be between 2 and %d: the number of classes the federation's teachers vote on; got %d", protocol.MaxClasses, a.Classes)
+	}
+	if a.Teachers < 0 || a.Teachers > protocol.MaxTeachers {
+		c.add("teachers", "must be between 0 and %d; got %d", protocol.MaxTeachers, a.Teachers)
+	}
+	if sizes, err := a.EnsembleSizes(); err != nil {
+		c.add("ensembles", "%v", err)
+	} else if len(sizes) == 0 && a.Teachers == 0 {
+		c.add("ensembles", "required when teachers is 0: each hospital's registered ensemble size as hospital-id=teachers")
+	}
 	if a.Hospitals < 0 {
 		c.add("hospitals", "must not be negative; got %d", a.Hospitals)
 	}
@@ -259,7 +308,7 @@ func (s Student) Validate() error {
 	c.id("id", s.ID, "this student's id, as named in its certificate (e.g. s1)")
 	c.address("aggregator", s.Aggregator, true, "the aggregator's address")
 	s.TLS.check(&c)
-	c.required("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
+	c.keyFile("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
 	c.verifierKeys("auditor_keys", s.AuditorKeys, "labels are accepted only with a receipt signed by a majority of the auditors")
 	if len(s.Hospitals) == 0 {
 		c.add("hospitals", "required: the hospitals' age recipients (age1…), as listed in federation.json; query features are sealed to them")
@@ -338,7 +387,7 @@ func (a Auditor) Validate() error {
 		c.add("peers", "required with bootstrap: the founding auditors as id=host:port, this one included")
 	}
 	a.TLS.check(&c)
-	c.required("signing_key", a.SigningKey, "path to this auditor's ed25519 key made by `nzc init`")
+	c.keyFile("signing_key", a.SigningKey, "path to this auditor's ed25519 key made by `nzc init`")
 	if _, err := a.PinnedGenesis(); err != nil {
 		c.add("genesis_hash", "%v", err)
 	}

@@ -55,7 +55,7 @@ func buildBinaries(t *testing.T) string {
 		t.Skip("no go toolchain to build the party binaries")
 	}
 	bin := t.TempDir()
-	if err := launch.Build(context.Background(), bin, raceEnabled, append([]string{"nzc"}, launch.Binaries...)...); err != nil {
+	if err := launch.BuildWithTestHooks(context.Background(), bin, raceEnabled, append([]string{"nzc"}, launch.Binaries...)...); err != nil {
 		t.Fatal(err)
 	}
 	return bin
@@ -195,7 +195,7 @@ func newFed(t *testing.T, bin string) *fed {
 	readYAML(t, f.aggPath, &f.aggCfg)
 	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, addr()
 	f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
-	f.aggCfg.LedgerTimeout = ledgerTimeout
+	f.aggCfg.LedgerTimeout, f.aggCfg.Teachers = ledgerTimeout, teachersPerHospital
 	f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
 	writeYAML(t, f.aggPath, f.aggCfg)
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -46,16 +47,30 @@ type Client struct {
 }
 
 // NewClient returns a client of the API at addr (HOST:PORT) presenting
-// cred, trusting only ca.
+// cred, trusting only ca, and requiring the server to be an auditor.
 func NewClient(addr string, ca *x509.Certificate, cred *crypto.Credential) *Client {
+	return NewClientTo(addr, ca, cred, "")
+}
+
+// NewClientTo is NewClient requiring the server to be auditor id, unless
+// id is empty: its certificate's role and id, not only the CA and the host
+// name, must be the ones asked for.
+func NewClientTo(addr string, ca *x509.Certificate, cred *crypto.Credential, id string) *Client {
 	// The server must be an auditor: the CA alone would let any party of
 	// the federation answer for the ledger.
-	return &Client{base: "https://" + addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLSTo(ca, cred, crypto.RoleAuditor, "")}}}
+	return &Client{base: "https://" + addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: crypto.ClientTLSTo(ca, cred, crypto.RoleAuditor, id)}}}
 }
 
 // NewClientAs returns a client of the API at addr presenting the
-// certificate of party as from the federation m.
+// certificate of party as from the federation m; the server may be any
+// auditor of the federation.
 func NewClientAs(addr string, m *crypto.Manifest, as string) (*Client, error) {
+	return NewClientAsTo(addr, m, as, "")
+}
+
+// NewClientAsTo is NewClientAs requiring the server to be auditor id
+// (unless id is empty).
+func NewClientAsTo(addr string, m *crypto.Manifest, as, id string) (*Client, error) {
 	if as == "" {
 		return nil, errors.New("--as ID is required: the party whose certificate to present")
 	}
@@ -71,7 +86,7 @@ func NewClientAs(addr string, m *crypto.Manifest, as string) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s's certificate: %w", as, err)
 		}
-		return NewClient(addr, ca, cred), nil
+		return NewClientTo(addr, ca, cred, id), nil
 	}
 	return nil, fmt.Errorf("federation %s has no party %q: use a party ID from %s", m.Dir, as, crypto.ManifestFile)
 }
@@ -122,6 +137,46 @@ func (c *Client) InclusionProof(ctx context.Context, index, size int64) (Inclusi
 func (c *Client) ConsistencyProof(ctx context.Context, old, newSize int64) (ConsistencyProof, error) {
 	var p ConsistencyProof
 	return p, c.getJSON(ctx, "/v1/proof/consistency?old="+itoa(old)+orCurrent("new", newSize), &p)
+}
+
+// Charges is GET /v1/charges: up to limit (≤ MaxLimit) accepted charges
+// naming hospital from entry start on, each with its receipt. A hospital's
+// certificate reads only its own (hospital may then be empty).
+func (c *Client) Charges(ctx context.Context, hospital string, start, limit int64) (Charges, error) {
+	var ch Charges
+	q := "/v1/charges?start=" + itoa(start) + "&limit=" + itoa(limit)
+	if hospital != "" {
+		q += "&hospital=" + url.QueryEscape(hospital)
+	}
+	return ch, c.getJSON(ctx, q, &ch)
+}
+
+// ProvenCharges reads every charge naming hospital, page by page, and
+// checks each receipt against the auditors' keys (and that it proves the
+// charge the auditor describes): an auditor's list is not taken on its
+// word.
+func (c *Client) ProvenCharges(ctx context.Context, hospital string, keys []string) ([]Charge, error) {
+	var out []Charge
+	for next := int64(0); ; {
+		p, err := c.Charges(ctx, hospital, next, MaxLimit)
+		if err != nil {
+			return out, err
+		}
+		for _, ch := range p.Charges {
+			got, en, _, err := ledger.VerifyHospitalReceipt(ch.Receipt, keys, hospital)
+			if err == nil && (int64(en.Index) != ch.Index || got.BatchID != ch.BatchID || got.Queries != ch.Queries || got.Answers != ch.Answers) {
+				err = fmt.Errorf("the receipt proves entry %d, batch %s, not what the auditor lists", en.Index, got.BatchID)
+			}
+			if err != nil {
+				return out, fmt.Errorf("the auditor's charge at entry %d is not proven against the auditors' keys: %w", ch.Index, err)
+			}
+			out = append(out, ch)
+		}
+		if p.Next == nil {
+			return out, nil
+		}
+		next = *p.Next
+	}
 }
 
 // Export is GET /v1/export: the ledger's export encoding, not yet verified.

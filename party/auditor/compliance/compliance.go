@@ -9,7 +9,8 @@
 //
 //	compliance, auditor  every read endpoint
 //	hospital             aggregates only: status, peers (without keys),
-//	                     accounts, the cosigned checkpoint, proofs; not the
+//	                     accounts, the cosigned checkpoint, proofs, and the
+//	                     charges naming itself with their receipts; not the
 //	                     entries or the export, which carry every party's
 //	                     keys and every batch's details
 //	this auditor itself  (its own certificate, nzc://auditor/<its id>) also
@@ -169,6 +170,7 @@ func (a *API) Handler() http.Handler {
 	route("GET /v1/checkpoint", anyReader, a.checkpoint)
 	route("GET /v1/proof/inclusion", anyReader, a.inclusion)
 	route("GET /v1/proof/consistency", anyReader, a.consistency)
+	route("GET /v1/charges", anyReader, a.charges)
 	route("GET /v1/entries", fullReader, a.entries)
 	route("GET /v1/export", fullReader, a.export)
 	route("POST /v1/admin/join", selfAdmin, a.join)

@@ -65,5 +65,9 @@ func Budgets(s *ledger.State, req *nzcpb.BudgetRequest) *nzcpb.BudgetResponse {
 		}
 		resp.Budgets = append(resp.Budgets, b)
 	}
+	if id := req.GetStudentId(); id != "" {
+		q, ok := s.Student(id)
+		resp.Student = &nzcpb.StudentQuota{StudentId: id, Registered: ok, MaxAnswers: q.MaxAnswers, Answers: q.Answers}
+	}
 	return resp
 }

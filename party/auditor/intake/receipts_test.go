@@ -44,7 +44,7 @@ func newReceiptLedger(t *testing.T) *receiptLedger {
 		t.Fatalf("genesis: %v %v", r, err)
 	}
 	for _, id := range []string{"a1", "a2"} {
-		s, err := ledger.NewCheckpointSigner(id, key(id[1]-'0'))
+		s, err := ledger.NewCheckpointSigner(id, key(id[1]-'0'), time.Now().Unix())
 		if err != nil {
 			t.Fatal(err)
 		}

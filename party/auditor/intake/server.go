@@ -57,21 +57,45 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 	if err := r.Decode(&req); err != nil {
 		return 0, nil, err
 	}
-	data, _, err := s.Node.Submit(ctx, req.GetCommand())
+	out, err := s.Propose(ctx, req.GetCommand())
+	if err != nil {
+		return 0, nil, err
+	}
+	return quicnet.Reply(out)
+}
+
+// Propose replicates one command and returns the ledger's answer, with a
+// receipt for a charge or a session opening. A hospital's own account
+// command (its registration, opening its account, changing its cap), which
+// the aggregator only relays, is first decided against this auditor's
+// replica: one the ledger would refuse or has already applied is answered
+// so without being proposed, so that junk relayed commands do not become
+// permanent entries.
+func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
+	if relayed(cmd) {
+		st := s.Ledger.State()
+		if r := st.Check(cmd); r.Status != ledger.StatusAccepted {
+			r.Index = uint64(st.TreeSize())
+			out := ToWire(r)
+			out.Reason = "not proposed: " + out.GetReason()
+			return out, nil
+		}
+	}
+	data, _, err := s.Node.Submit(ctx, cmd)
 	if err != nil {
 		var rej *raftnode.RejectedError
 		var nl *raftnode.NotLeaderError
 		switch {
 		case errors.As(err, &rej):
-			return quicnet.Reply(&nzcpb.LedgerResult{Index: rej.Index, Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Err.Error()})
+			return &nzcpb.LedgerResult{Index: rej.Index, Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Err.Error()}, nil
 		case errors.As(err, &nl):
-			return 0, nil, protocol.NotLeader(nl.LeaderAddr)
+			return nil, protocol.NotLeader(nl.LeaderAddr)
 		}
-		return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
+		return nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
 	}
 	res, err := ledger.DecodeResult(data)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	out := ToWire(res)
 	if cp, err := s.Ledger.Checkpoint(0); err == nil {
@@ -79,17 +103,32 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 	}
 	switch out.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
-		if !needsReceipt(req.GetCommand()) {
+		if !needsReceipt(cmd) {
 			break
 		}
 		rec, err := s.Receipts.For(ctx, int64(out.GetIndex()))
 		if err != nil {
-			return 0, nil, protocol.Errorf(protocol.CodeLedgerUnavailable,
+			return nil, protocol.Errorf(protocol.CodeLedgerUnavailable,
 				"the charge is entry %d, but its receipt is not ready (%v); retry the same command, which is not charged twice", out.GetIndex(), err)
 		}
 		out.Receipt = protocol.ReceiptToWire(rec)
 	}
-	return quicnet.Reply(out)
+	return out, nil
+}
+
+// relayed says whether cmd is one of the commands the aggregator relays
+// for hospitals (or one that fails to decode, which is refused unproposed
+// too).
+func relayed(cmd []byte) bool {
+	c, err := ledger.DecodeCommand(cmd)
+	if err != nil {
+		return true
+	}
+	switch c.Body.(type) {
+	case *ledger.RegisterParty, *ledger.OpenAccount, *ledger.ChangeCap:
+		return true
+	}
+	return false
 }
 
 func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {

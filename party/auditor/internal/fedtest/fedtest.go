@@ -6,6 +6,7 @@ package fedtest
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -44,7 +45,7 @@ func (k Keys) Cosign(st *ledger.State, signers ...string) ([]byte, error) {
 	}
 	var ss []note.Signer
 	for _, id := range signers {
-		s, err := ledger.NewCheckpointSigner(id, k.Key(id))
+		s, err := ledger.NewCheckpointSigner(id, k.Key(id), time.Now().Unix())
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,126 @@
+package compliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+)
+
+// Charges is GET /v1/charges: the accepted charges that name one
+// hospital, each with its receipt (the entry, its inclusion proof and the
+// checkpoint the auditors cosigned for this answer), so that the hospital
+// can check them against its own record of the batches it voted on
+// without trusting this auditor.
+type Charges struct {
+	Hospital string `json:"hospital"`
+	Start    int64  `json:"start"`
+	Size     int64  `json:"size"` // entries covered by the checkpoint
+	// Next is where the following page starts; null at the end.
+	Next    *int64   `json:"next"`
+	Charges []Charge `json:"charges"`
+}
+
+// Charge is one accepted charge naming the hospital.
+type Charge struct {
+	Index     int64          `json:"index"`
+	BatchID   string         `json:"batch"`
+	Student   string         `json:"student"`
+	Hospitals []string       `json:"hospitals"`
+	Mechanism string         `json:"mechanism"`
+	Queries   uint64         `json:"queries"`
+	Answers   uint64         `json:"answers"`
+	Receipt   ledger.Receipt `json:"receipt"`
+}
+
+// charges serves GET /v1/charges. A hospital reads only the charges naming
+// itself (a hospital= parameter naming another is refused); the compliance
+// and auditor roles name the hospital with hospital=.
+func (a *API) charges(w http.ResponseWriter, r *http.Request, p crypto.Peer) {
+	hospital := r.URL.Query().Get("hospital")
+	switch {
+	case p.Role == crypto.RoleHospital && hospital != "" && hospital != p.ID:
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may read only the charges naming itself, not %s's", p, hospital))
+		return
+	case p.Role == crypto.RoleHospital:
+		hospital = p.ID
+	case hospital == "":
+		writeError(w, http.StatusBadRequest, "parameter hospital is required: the hospital whose charges to list")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), cosignTimeout)
+	defer cancel()
+	signed, err := a.Cluster.CosignCheckpoint(ctx)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "no checkpoint a majority cosigned, so no receipts: "+err.Error())
+		return
+	}
+	cp, err := ledger.PeekCheckpoint(signed)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	start, err := intParam(r, "start", 0, 0, cp.Size)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the cosigned log has %d entries)", cp.Size))
+		return
+	}
+	limit, err := intParam(r, "limit", DefaultLimit, 1, 1<<31-1)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	out, err := hospitalCharges(a.Ledger, signed, cp.Size, hospital, start, min(limit, MaxLimit))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, out)
+}
+
+// chargeScan bounds how many entries one page reads.
+const chargeScan = 100_000
+
+// hospitalCharges returns up to limit accepted charges naming hospital
+// among the entries from start up to size, with receipts against signed.
+func hospitalCharges(st *ledger.State, signed []byte, size int64, hospital string, start, limit int64) (Charges, error) {
+	out := Charges{Hospital: hospital, Start: start, Size: size, Charges: []Charge{}}
+	end := min(size, start+chargeScan)
+	raw, err := st.Entries(start, end)
+	if err != nil {
+		return out, err
+	}
+	for k, b := range raw {
+		i := start + int64(k)
+		en, err := ledger.DecodeEntry(b)
+		if err != nil || en.Status != ledger.StatusAccepted {
+			continue
+		}
+		cmd, err := ledger.DecodeCommand(en.Command)
+		if err != nil {
+			continue
+		}
+		ch, ok := cmd.Body.(*ledger.Charge)
+		if !ok || !slices.Contains(ch.Hospitals, hospital) {
+			continue
+		}
+		if int64(len(out.Charges)) == limit {
+			out.Next = &i
+			return out, nil
+		}
+		rc, err := st.Receipt(i, signed)
+		if err != nil {
+			return out, errors.Join(fmt.Errorf("receipt of entry %d", i), err)
+		}
+		out.Charges = append(out.Charges, Charge{Index: i, BatchID: ch.BatchID, Student: ch.Student, Hospitals: ch.Hospitals,
+			Mechanism: ch.Mechanism, Queries: ch.Queries, Answers: ch.Answers, Receipt: rc})
+	}
+	if end < size {
+		out.Next = &end
+	}
+	return out, nil
+}

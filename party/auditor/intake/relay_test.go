@@ -1,0 +1,135 @@
+package intake
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"testing"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// applyingNode replicates by applying to one State and counts what it was
+// asked to replicate.
+type applyingNode struct {
+	st       *ledger.State
+	proposed int
+}
+
+func (n *applyingNode) Submit(_ context.Context, cmd []byte) ([]byte, uint64, error) {
+	n.proposed++
+	r, err := n.st.Apply(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ledger.EncodeResult(r), r.Index, nil
+}
+
+type stateLedger struct{ st *ledger.State }
+
+func (l stateLedger) Checkpoint(uint64) ([]byte, error) {
+	return nil, errors.New("no checkpoints here")
+}
+func (l stateLedger) State() *ledger.State { return l.st }
+
+// Junk relayed for a hospital — 300 change-cap commands with stale
+// versions, forged or another party's signatures, and bytes that are no
+// command — is answered without being proposed: the log does not grow
+// (before, each became a permanent refused entry on every auditor). A
+// valid change is proposed and answered as before; replayed, it is refused
+// unproposed.
+func TestJunkRelayedCommandsAreNotProposed(t *testing.T) {
+	key := func(b byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(make32(b)) }
+	admin, h1, h2 := key(9), key(11), key(12)
+	st := ledger.New()
+	parties := []ledger.Party{
+		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: key(1).Public().(ed25519.PublicKey)},
+		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: admin.Public().(ed25519.PublicKey)},
+		{ID: "h1", Role: ledger.RoleHospital, PublicKey: h1.Public().(ed25519.PublicKey)},
+		{ID: "h2", Role: ledger.RoleHospital, PublicKey: h2.Public().(ed25519.PublicKey)},
+	}
+	sign := func(b ledger.Body, signer string, k ed25519.PrivateKey) []byte {
+		t.Helper()
+		cmd, err := ledger.Sign(b, signer, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	for _, cmd := range [][]byte{
+		sign(&ledger.Genesis{Origin: "test/ledger", Parties: parties, Timestamp: 1}, "admin", admin),
+		sign(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: 2}, "h1", h1),
+	} {
+		if r, err := st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("setup: %v %v", r, err)
+		}
+	}
+	node := &applyingNode{st: st}
+	s := &Server{Node: node, Ledger: stateLedger{st}}
+	size := st.TreeSize()
+
+	for i := range 300 {
+		var cmd []byte
+		switch i % 4 {
+		case 0: // a version far ahead
+			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: uint64(i + 2), CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h1", h1)
+		case 1: // signed by another hospital
+			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h2", h2)
+		case 2: // a forged signature
+			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h1", h2)
+		case 3:
+			cmd = []byte{0x4e, 0x5a, byte(i)}
+		}
+		res, err := s.Propose(t.Context(), cmd)
+		if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED {
+			t.Fatalf("junk %d: %v %v, want rejected", i, res, err)
+		}
+	}
+	if node.proposed != 0 || st.TreeSize() != size {
+		t.Fatalf("%d junk commands proposed, the log grew from %d to %d", node.proposed, size, st.TreeSize())
+	}
+
+	good := sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: 9}, "h1", h1)
+	res, err := s.Propose(t.Context(), good)
+	if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED || node.proposed != 1 {
+		t.Fatalf("a valid change: %v %v (proposed %d)", res, err, node.proposed)
+	}
+	again, err := s.Propose(t.Context(), good)
+	if err != nil || again.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED || node.proposed != 1 || st.TreeSize() != size+1 {
+		t.Fatalf("the same change replayed: %v %v (proposed %d), want rejected unproposed", again, err, node.proposed)
+	}
+}
+
+// A budget read that names a student reports its quota from the ledger.
+func TestBudgetsReportTheStudentsQuota(t *testing.T) {
+	key := func(b byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(make32(b)) }
+	admin := key(9)
+	st := ledger.New()
+	parties := []ledger.Party{
+		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: key(1).Public().(ed25519.PublicKey)},
+		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: admin.Public().(ed25519.PublicKey)},
+		{ID: "s1", Role: ledger.RoleStudent, PublicKey: key(3).Public().(ed25519.PublicKey)},
+	}
+	for _, b := range []ledger.Body{
+		&ledger.Genesis{Origin: "test/ledger", Parties: parties, Timestamp: 1},
+		&ledger.RegisterStudent{Student: "s1", MaxAnswers: 40, Timestamp: 2},
+	} {
+		cmd, err := ledger.Sign(b, "admin", admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("setup: %v %v", r, err)
+		}
+	}
+	if q := Budgets(st, &nzcpb.BudgetRequest{StudentId: "s1"}).GetStudent(); !q.GetRegistered() || q.GetMaxAnswers() != 40 || q.GetAnswers() != 0 {
+		t.Fatalf("s1: %v", q)
+	}
+	if q := Budgets(st, &nzcpb.BudgetRequest{StudentId: "s9"}).GetStudent(); q == nil || q.GetRegistered() {
+		t.Fatalf("an unknown student: %v", q)
+	}
+	if q := Budgets(st, &nzcpb.BudgetRequest{}).GetStudent(); q != nil {
+		t.Fatalf("no student asked: %v", q)
+	}
+}

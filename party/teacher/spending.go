@@ -1,0 +1,164 @@
+package teacher
+
+import (
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+)
+
+// DefaultProofLag is how many batches a hospital votes on without having
+// seen the proof of their charge before it stops voting.
+const DefaultProofLag = 64
+
+// Spending is what a hospital's own record of its votes shows: the batches
+// it voted on, how many of them it has seen charged to it with a
+// majority's proof, and whether it has stopped voting for want of proofs.
+type Spending struct {
+	Checked  bool   `json:"checked"` // false when no auditor keys are configured
+	Voted    int64  `json:"voted"`
+	Proven   int64  `json:"proven"`
+	Unproven int    `json:"unproven"`
+	Rejected int64  `json:"rejected"` // receipts that did not prove a charge of this hospital's votes
+	Stopped  bool   `json:"stopped"`
+	Oldest   string `json:"oldest_unproven,omitempty"`
+}
+
+// spending records every batch the hospital voted on until it sees the
+// receipt of a committed charge that names it for those votes. When Lag
+// batches are unproven it refuses to vote: an aggregator that skips or
+// under-charges a hospital's votes gets no more of them.
+type spending struct {
+	id   string
+	keys []string // the auditors' pinned verifier keys; nil: no check
+	lag  int
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	unproven map[string]voted // by hex batch id
+	voted    int64
+	proven   int64
+	rejected int64
+}
+
+type voted struct {
+	queries uint32
+	at      time.Time
+}
+
+func newSpending(id string, keys []string, lag int, log *slog.Logger) *spending {
+	if lag <= 0 {
+		lag = DefaultProofLag
+	}
+	return &spending{id: id, keys: keys, lag: lag, log: log, unproven: map[string]voted{}}
+}
+
+// accept checks the charge receipts a query batch hands over and marks
+// the batches they prove.
+func (s *spending) accept(rs []*nzcpb.Receipt) {
+	if len(s.keys) == 0 {
+		return
+	}
+	for _, w := range rs {
+		r, ok, err := protocol.ReceiptFromWire(w)
+		if !ok || err != nil {
+			s.reject("a charge receipt does not decode", err)
+			continue
+		}
+		ch, en, _, err := ledger.VerifyHospitalReceipt(r, s.keys, s.id)
+		if err != nil {
+			s.reject("a charge receipt does not prove a charge of this hospital", err)
+			continue
+		}
+		s.mu.Lock()
+		v, ok := s.unproven[ch.BatchID]
+		switch {
+		case !ok:
+			// Already proven, or a batch voted on before a restart.
+		case ch.Queries > uint64(v.queries) || (ch.Mechanism != string(mechanism.NZCSVT) && ch.Queries != uint64(v.queries)):
+			s.rejected++
+			s.log.Error("a charge names this hospital for another number of queries than it voted on", "batch", ch.BatchID,
+				"voted_queries", v.queries, "charged_queries", ch.Queries, "ledger_index", en.Index)
+		default:
+			delete(s.unproven, ch.BatchID)
+			s.proven++
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *spending) reject(msg string, err error) {
+	s.mu.Lock()
+	s.rejected++
+	s.mu.Unlock()
+	s.log.Error(msg, "err", err)
+}
+
+// allow returns an error, refusing the batch, when the hospital has voted
+// on Lag batches whose charges it has not seen proven.
+func (s *spending) allow(batch []byte) error {
+	if len(s.keys) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, again := s.unproven[hex.EncodeToString(batch)]; again {
+		return nil // a retry of a batch already counted
+	}
+	if n := len(s.unproven); n >= s.lag {
+		return protocol.Errorf(protocol.CodeUnavailable,
+			"hospital %s stops voting: it voted on %d batches whose charges it has not seen proven by a majority of the auditors (the oldest %s); it votes again once the aggregator hands over their receipts",
+			s.id, n, s.oldestLocked())
+	}
+	return nil
+}
+
+// record notes that the hospital voted on batch.
+func (s *spending) record(batch []byte, queries uint32, at time.Time) {
+	if len(s.keys) == 0 {
+		s.mu.Lock()
+		s.voted++
+		s.mu.Unlock()
+		return
+	}
+	id := hex.EncodeToString(batch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, again := s.unproven[id]; !again {
+		s.voted++
+		s.unproven[id] = voted{queries: queries, at: at}
+	}
+}
+
+func (s *spending) oldestLocked() string {
+	ids := make([]string, 0, len(s.unproven))
+	for id := range s.unproven {
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return slices.MinFunc(ids, func(a, b string) int { return s.unproven[a].at.Compare(s.unproven[b].at) })
+}
+
+func (s *spending) status() Spending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Spending{Checked: len(s.keys) > 0, Voted: s.voted, Proven: s.proven, Unproven: len(s.unproven), Rejected: s.rejected,
+		Stopped: len(s.keys) > 0 && len(s.unproven) >= s.lag, Oldest: s.oldestLocked()}
+}
+
+// checkKeys validates the auditors' verifier keys a hospital pins.
+func checkKeys(keys []string) error {
+	if _, err := ledger.CheckpointVerifiers(keys); err != nil {
+		return fmt.Errorf("teacher: auditor keys: %w", err)
+	}
+	return nil
+}
