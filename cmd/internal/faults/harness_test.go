@@ -195,7 +195,7 @@ func newFed(t *testing.T, bin string) *fed {
 	readYAML(t, f.aggPath, &f.aggCfg)
 	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, addr()
 	f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
-	f.aggCfg.LedgerTimeout, f.aggCfg.Teachers = ledgerTimeout, teachersPerHospital
+	f.aggCfg.LedgerTimeout, f.aggCfg.Teachers, f.aggCfg.Classes = ledgerTimeout, teachersPerHospital, classes
 	f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
 	writeYAML(t, f.aggPath, f.aggCfg)
 
@@ -552,9 +552,10 @@ func (f *fed) batchIDs(from, count int) []string {
 	return ids
 }
 
-// outboxRecord reads the aggregator's outbox record of a batch.
+// outboxRecord reads the aggregator's outbox record of the student's batch
+// (a file named after the student, in hex, and the batch id).
 func (f *fed) outboxRecord(batch string) map[string]any {
-	b, err := os.ReadFile(filepath.Join(f.aggCfg.Outbox, batch+".json"))
+	b, err := os.ReadFile(filepath.Join(f.aggCfg.Outbox, hex.EncodeToString([]byte(f.stuCfg.ID))+"-"+batch+".json"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
