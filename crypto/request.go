@@ -286,6 +286,67 @@ func AddPartyFromRequest(dir string, req *KeyRequest, approved Peer, opts AddPar
 	})
 }
 
+// RenewFromRequest issues a new certificate to a party of the federation
+// for the keys it already holds: req must be approved (ErrNotApproved
+// otherwise) and name exactly the party's certified TLS key, its age
+// recipient and its ledger signing key, which the ledger and the students'
+// configurations keep. Only the certificate (<dir>/<id>/tls.crt) and its
+// expiry in the manifest change. A party with new keys joins under a new
+// id instead.
+func RenewFromRequest(dir string, req *KeyRequest, approved Peer, opts AddPartyOptions) (*Manifest, PartyFiles, error) {
+	if req.Peer() != approved {
+		return nil, PartyFiles{}, fmt.Errorf("%w: the request asks for %s, but the approval is for %s", ErrNotApproved, req.Peer(), approved)
+	}
+	if _, err := ParseKeyRequest(req.Encode()); err != nil {
+		return nil, PartyFiles{}, err
+	}
+	m, err := LoadManifest(dir)
+	if err != nil {
+		return nil, PartyFiles{}, err
+	}
+	old, ok := m.Party(approved.Role, approved.ID)
+	if !ok {
+		return nil, PartyFiles{}, fmt.Errorf("%w: the federation has no %s to renew; admit a new party without renewing", ErrNotApproved, approved)
+	}
+	cert, err := LoadCert(m.Path(old.Cert))
+	if err != nil {
+		return nil, PartyFiles{}, err
+	}
+	changed := ""
+	if pub, ok := cert.PublicKey.(ed25519.PublicKey); !ok || !pub.Equal(ed25519.PublicKey(req.TLSKey)) {
+		changed = "TLS key"
+	}
+	if old.AgeRecipient != req.AgeRecipient {
+		changed = "age recipient"
+	}
+	if old.VerifyingKey != "" {
+		pub, err := LoadPublicKey(m.Path(old.VerifyingKey))
+		if err != nil {
+			return nil, PartyFiles{}, err
+		}
+		if !pub.Equal(ed25519.PublicKey(req.SigningKey)) {
+			changed = "signing key"
+		}
+	}
+	if changed != "" {
+		return nil, PartyFiles{}, fmt.Errorf("%w: the request's %s is not the one %s holds; renewal keeps the keys, and a party with new keys joins under a new id", ErrNotApproved, changed, approved)
+	}
+	hosts := append(append([]string(nil), req.Hosts...), opts.Hosts...)
+	opts.Force = true
+	return addParty(dir, approved, opts, func(ca *CA, rnd io.Reader, notBefore, notAfter time.Time) (PartyFiles, error) {
+		c, err := ca.IssueForKey(rnd, IssueRequest{Peer: approved, Hosts: hosts, NotBefore: notBefore, NotAfter: notAfter}, req.TLSKey)
+		if err != nil {
+			return PartyFiles{}, err
+		}
+		if err := WriteCert(m.Path(old.Cert), c, true); err != nil {
+			return PartyFiles{}, err
+		}
+		pf := old
+		pf.NotAfter = c.NotAfter.UTC()
+		return pf, nil
+	})
+}
+
 // colonHex returns b as upper-case hex pairs separated by colons.
 func colonHex(b []byte) string {
 	var s strings.Builder

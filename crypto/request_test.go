@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // newRequest makes a request with its keys in a fresh directory.
@@ -277,4 +278,69 @@ func FuzzParseKeyRequest(f *testing.F) {
 			t.Fatalf("round trip changed the request:\n%s\n%s", a, b)
 		}
 	})
+}
+
+func TestRenewFromRequest(t *testing.T) {
+	admin := filepath.Join(t.TempDir(), "fed")
+	if _, err := Provision(admin, provisionSpec()); err != nil {
+		t.Fatal(err)
+	}
+	r, keys := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 10)
+	_, pf, err := AddPartyFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: t0, Rand: seeded(11)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := LoadCert(filepath.Join(admin, pf.Cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := func() []byte {
+		b, err := os.ReadFile(filepath.Join(admin, ManifestFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	before := manifest()
+	other, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 12) // new keys, same id
+	stranger, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-9"}, 13)
+	for _, tc := range []struct {
+		name     string
+		req      *KeyRequest
+		approved Peer
+		mention  string
+	}{
+		{"new keys for the same id", other, other.Peer(), "renewal keeps the keys"},
+		{"a party the federation does not have", stranger, stranger.Peer(), "no nzc://hospital/hospital-9 to renew"},
+		{"another approval", r, Peer{Role: RoleHospital, ID: "hospital-5"}, "approval is for"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := RenewFromRequest(admin, tc.req, tc.approved, AddPartyOptions{})
+			if !errors.Is(err, ErrNotApproved) || !strings.Contains(err.Error(), tc.mention) {
+				t.Fatalf("got %v, want ErrNotApproved saying %q", err, tc.mention)
+			}
+			if !bytes.Equal(manifest(), before) {
+				t.Fatal("a refused renewal changed the manifest")
+			}
+		})
+	}
+	later := t0.Add(400 * 24 * time.Hour)
+	m, renewed, err := RenewFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: later, Rand: seeded(14)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !renewed.NotAfter.After(pf.NotAfter) || renewed.Cert != pf.Cert || renewed.VerifyingKey != pf.VerifyingKey || renewed.Key != "" {
+		t.Fatalf("renewed entry %+v, was %+v", renewed, pf)
+	}
+	if got, _ := m.Party(RoleHospital, "hospital-4"); got.NotAfter != renewed.NotAfter || len(m.Parties) != 3+1+3+1+1+1 {
+		t.Fatalf("manifest after renewal: %+v (%d parties)", got, len(m.Parties))
+	}
+	cred, err := LoadCredential(filepath.Join(admin, pf.Cert), filepath.Join(keys, PartyKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred.Cert.Equal(first) {
+		t.Fatal("the certificate was not renewed")
+	}
+	assertNoPrivateKeysOf(t, admin, keys)
 }

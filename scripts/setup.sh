@@ -32,21 +32,29 @@ if command -v chromium >/dev/null 2>&1; then
 	echo "chromium: $(chromium --version 2>/dev/null || echo 'installed')"
 fi
 
+# debian_install PACKAGE WHAT: installs a Debian package as root with apt-get
+# (updating the lists once), saying what it is for and how long it took; or,
+# where it cannot, says what skips without it.
+apt_updated=
+debian_install() {
+	if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		echo "$1 is missing; install it (Debian: apt-get install $1) or $2 skips" >&2
+		return 0
+	fi
+	echo "installing $1 (Debian package) for $2"
+	local t0=$SECONDS
+	export DEBIAN_FRONTEND=noninteractive
+	[ -n "$apt_updated" ] || { apt-get update -qq >/dev/null && apt_updated=1; }
+	apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+	echo "installed $1 in $((SECONDS - t0))s"
+}
+
 # The units in deploy/systemd are checked by systemd-analyze (deploy,
 # TestUnitsVerify); CI sets NZC_REQUIRE_SYSTEMD=1 so that test cannot skip.
 # The package (about 10 MB installed) is not started: the test only
 # analyses unit files.
 if ! command -v systemd-analyze >/dev/null 2>&1; then
-	if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-		echo "systemd-analyze is missing; install it (Debian: apt-get install systemd) or the units' check skips" >&2
-	else
-		echo "installing systemd (Debian package) for systemd-analyze"
-		t0=$SECONDS
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >/dev/null
-		apt-get install -y -qq --no-install-recommends systemd >/dev/null
-		echo "installed systemd in $((SECONDS - t0))s"
-	fi
+	debian_install systemd "the check of the systemd units"
 fi
 if command -v systemd-analyze >/dev/null 2>&1; then
 	echo "systemd-analyze: $(systemd-analyze --version | head -1)"
@@ -58,16 +66,7 @@ fi
 # with --no-install-recommends) and took 169 s to install on a busy 2-core
 # machine. It installs torch for Debian's /usr/bin/python3.
 if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
-	if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-		echo "PyTorch is missing; install it (Debian: apt-get install python3-torch) or the PyTorch example's test skips" >&2
-	else
-		echo "installing python3-torch (Debian package) for the PyTorch example"
-		t0=$SECONDS
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >/dev/null
-		apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
-		echo "installed python3-torch in $((SECONDS - t0))s"
-	fi
+	debian_install python3-torch "the PyTorch example's test"
 fi
 if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
 	echo "torch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"

@@ -219,7 +219,12 @@ func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (
 		return keysInstallSummary{}, fmt.Errorf("%s configures %q, but these keys are %s's", cfgPath, c.ID, p)
 	}
 	files := map[string][]byte{}
-	for _, name := range []string{bundleCACert, crypto.PartyCertFile, RegistrationFile} {
+	names := []string{bundleCACert, crypto.PartyCertFile}
+	// A registration comes with a hospital admitted after the genesis.
+	if c.Registration != "" {
+		names = append(names, RegistrationFile)
+	}
+	for _, name := range names {
 		data, err := os.ReadFile(filepath.Join(bundle, name))
 		if err != nil {
 			return keysInstallSummary{}, fmt.Errorf("the bundle lacks a file: %w", err)
@@ -234,7 +239,7 @@ func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (
 	}
 	c.TLS = config.TLS{CA: in(bundleCACert), Cert: in(crypto.PartyCertFile), Key: in(crypto.PartyKeyFile)}
 	c.AgeIdentity, c.SigningKey = in(crypto.AgeIdentityFile), in(crypto.SigningKeyFile)
-	c.Registration, c.Models, c.Data = in(RegistrationFile), in(c.Models), in(c.Data)
+	c.Registration, c.Models, c.Data = in(c.Registration), in(c.Models), in(c.Data)
 	if err := c.Validate(); err != nil {
 		return keysInstallSummary{}, fmt.Errorf("the bundle's configuration: %w", err)
 	}
@@ -252,7 +257,7 @@ func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (
 		}
 	}
 	s := keysInstallSummary{URI: p.String(), Config: filepath.Join(dir, p.ID+".yaml")}
-	for _, name := range []string{bundleCACert, crypto.PartyCertFile, RegistrationFile, p.ID + ".yaml"} {
+	for _, name := range append(names, p.ID+".yaml") {
 		path := filepath.Join(dir, name)
 		if err := crypto.WriteFile(path, files[name], crypto.PublicFileMode, force); err != nil {
 			return keysInstallSummary{}, err

@@ -16,6 +16,11 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 )
 
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // signSummary is what `nzc init sign` reports.
 type signSummary struct {
 	URI                string   `json:"uri"`
@@ -30,6 +35,7 @@ func newInitSignCommand() *cobra.Command {
 		dir, request, role, id, out, fingerprint string
 		hosts                                    []string
 		basePort                                 int
+		renew                                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sign",
@@ -44,9 +50,17 @@ hospital is ever read or written.
 
 A request for another role or id than approved is refused and changes
 nothing. Confirm the request's fingerprint with the hospital out of band
-(--fingerprint checks it for you).`,
-		Example: `  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --out hospital-4-bundle`,
-		Args:    cobra.NoArgs,
+(--fingerprint checks it for you).
+
+With --renew, sign issues a new certificate to a hospital already in the
+federation, for the same keys (its original request): the ledger and the
+students keep its signing key and age recipient, so only the certificate
+changes. The hospital installs the bundle with nzc keys install --force.`,
+		Example: `  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --out hospital-4-bundle
+
+  # Two years later, a new certificate for the same keys:
+  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --renew --out hospital-4-renewed`,
+		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory of an existing federation")
 	cmd.Flags().StringVar(&request, "request", "", "the request.json the party made with nzc keys new")
@@ -56,6 +70,7 @@ nothing. Confirm the request's fingerprint with the hospital out of band
 	cmd.Flags().StringVar(&fingerprint, "fingerprint", "", "the request fingerprint the party told you out of band; refused if it differs")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for the certificate, besides the request's")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses (as given to init)")
+	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new certificate to a hospital already admitted, for the same keys")
 	markRequired(cmd, "request", "role", "id", "out")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		r, err := crypto.ParseRole(role)
@@ -69,7 +84,7 @@ nothing. Confirm the request's fingerprint with the hospital out of band
 		if err != nil {
 			return err
 		}
-		s, err := signRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, ports{basePort})
+		s, err := signRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, ports{basePort}, renew)
 		if err != nil {
 			return err
 		}
@@ -82,10 +97,11 @@ nothing. Confirm the request's fingerprint with the hospital out of band
 	return cmd
 }
 
-// signRequest admits the party of the request file as approved, and writes
-// its bundle in out, which must not exist yet. Every check on the input is
-// made before the federation changes.
-func signRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, pt ports) (signSummary, error) {
+// signRequest admits the party of the request file as approved (or, with
+// renew, issues it a new certificate for the same keys), and writes its
+// bundle in out, which must not exist yet. Every check on the input is made
+// before the federation changes.
+func signRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, pt ports, renew bool) (signSummary, error) {
 	req, err := crypto.LoadKeyRequest(request)
 	if err != nil {
 		return signSummary{}, err
@@ -101,34 +117,45 @@ func signRequest(dir, request string, approved crypto.Peer, out, fingerprint str
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return signSummary{}, err
 	}
-	m, p, err := crypto.AddPartyFromRequest(dir, req, approved, crypto.AddPartyOptions{Hosts: hosts})
+	add, reg := crypto.AddPartyFromRequest, ""
+	if renew {
+		add = crypto.RenewFromRequest
+	}
+	m, p, err := add(dir, req, approved, crypto.AddPartyOptions{Hosts: hosts})
 	if err != nil {
 		return signSummary{}, err
 	}
-	reg, err := writeRegistration(m, p)
-	if err != nil {
-		return signSummary{}, err
+	if !renew {
+		if reg, err = writeRegistration(m, p); err != nil {
+			return signSummary{}, err
+		}
+	} else if path := filepath.Join(m.Dir, p.ID, RegistrationFile); fileExists(path) {
+		reg = path // the ledger registered the hospital with the same key
 	}
 	cfgs, err := partyConfigs(m, pt)
 	if err != nil {
 		return signSummary{}, err
 	}
 	tc := cfgs[p.ID].(config.Teacher)
-	tc.Registration = RegistrationFile
+	if reg != "" {
+		tc.Registration = RegistrationFile
+	}
 	cfg, err := yaml.Marshal(tc)
 	if err != nil {
 		return signSummary{}, err
 	}
 	header := fmt.Sprintf("# hospital configuration of %s, written by `nzc init sign`.\n# Paths are relative to the hospital's key directory until `nzc keys install`.\n", p.ID)
-	files := []struct {
-		name string
-		from string
-		data []byte
-	}{
+	type bundleFile struct {
+		name, from string // from: a file to copy; else data
+		data       []byte
+	}
+	files := []bundleFile{
 		{name: bundleCACert, from: m.Path(m.CACert)},
 		{name: crypto.PartyCertFile, from: m.Path(p.Cert)},
-		{name: RegistrationFile, from: reg},
 		{name: p.ID + ".yaml", data: append([]byte(header), cfg...)},
+	}
+	if reg != "" {
+		files = append(files, bundleFile{name: RegistrationFile, from: reg})
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return signSummary{}, fmt.Errorf("create the bundle directory: %w; %s is admitted already, so send it %s, %s and %s by hand", err, p.ID, m.Path(m.CACert), m.Path(p.Cert), reg)

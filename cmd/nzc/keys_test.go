@@ -148,6 +148,34 @@ func TestKeyRequestFlow(t *testing.T) {
 		t.Fatalf("a second install without --force: %v", err)
 	}
 	noSecrets("keys install")
+
+	// The same request again admits nothing new; with --renew it gets a
+	// new certificate for the same keys, installed with --force.
+	renewed := filepath.Join(root, "renewed")
+	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--out", renewed); !errors.Is(err, crypto.ErrExists) {
+		t.Fatalf("admitting hospital-4 twice: %v", err)
+	}
+	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--renew", "--out", renewed); err != nil {
+		t.Fatal(err)
+	}
+	noSecrets("init sign --renew")
+	old, err := os.ReadFile(h.TLS.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", renewed, "--ca-fingerprint", signed.CAFingerprint, "--force"); err != nil {
+		t.Fatal(err)
+	}
+	now, err := os.ReadFile(h.TLS.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(old, now) {
+		t.Fatal("the renewed certificate was not installed")
+	}
+	if _, err := crypto.LoadCredential(h.TLS.Cert, h.TLS.Key); err != nil {
+		t.Fatalf("the renewed certificate does not go with the hospital's key: %v", err)
+	}
 }
 
 // TestKeysInstallRefusesAnotherPartysBundle: a bundle made for another

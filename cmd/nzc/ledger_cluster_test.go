@@ -51,11 +51,11 @@ func TestLedgerPeersAndEntries(t *testing.T) {
 		want string
 	}{
 		{[]string{"entries", "--as", "hospital-1"}, "403 Forbidden: nzc://hospital/hospital-1 may not read /v1/entries"},
-		{[]string{"entries", "--as", "aggregator"}, "only the compliance, hospital and auditor roles may"},
+		{[]string{"entries", "--as", "aggregator"}, "only the compliance, hospital, student and auditor roles may"},
 		{[]string{"entries", "--start", "9"}, "400 Bad Request: parameter start=9 is out of range"},
 		{[]string{"entries", "--limit", "0"}, "--limit ≥ 1"},
 		{[]string{"export", "--as", "hospital-1", "--out", filepath.Join(t.TempDir(), "x")}, "only the compliance and auditor roles may"},
-		{[]string{"accounts", "--as", "student-1"}, "only the compliance, hospital and auditor roles may"},
+		{[]string{"entries", "--as", "student-1"}, "only the compliance and auditor roles may"},
 	} {
 		text, err := runNZC(t, append(append([]string{"ledger"}, tc.args...), api...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -516,14 +516,7 @@ func TestFederation(t *testing.T) {
 
 		stop := group(t).Start(p.ID, newTeacher(reg).Run)
 		defer stop()
-		waitFor(t, 20*time.Second, p.ID+"'s budget account", func() bool {
-			for _, a := range f.machines[0].State().Accounts() {
-				if a.Hospital == p.ID {
-					return true
-				}
-			}
-			return false
-		})
+		f.waitForAccount(t, p.ID)
 	})
 	t.Run("a hospital that made its own keys joins by a key request", func(t *testing.T) {
 		// The hospital makes its keys where it runs; the administrator sees
@@ -566,14 +559,7 @@ func TestFederation(t *testing.T) {
 		}
 		stop := group(t).Start(p.ID, n.Run)
 		defer stop()
-		waitFor(t, 20*time.Second, p.ID+"'s budget account", func() bool {
-			for _, a := range f.machines[0].State().Accounts() {
-				if a.Hospital == p.ID {
-					return true
-				}
-			}
-			return false
-		})
+		f.waitForAccount(t, p.ID)
 		// Nothing the administrator holds is one of the hospital's secrets.
 		secrets := [][]byte{[]byte(id.SecretString()), cred.Key.Seed(), sign.Seed()}
 		err = filepath.WalkDir(m.Dir, func(path string, d fs.DirEntry, err error) error {
@@ -591,6 +577,20 @@ func TestFederation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// waitForAccount waits until the ledger has opened hospital id's budget
+// account.
+func (f *federation) waitForAccount(t *testing.T, id string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, id+"'s budget account", func() bool {
+		for _, a := range f.machines[0].State().Accounts() {
+			if a.Hospital == id {
+				return true
+			}
+		}
+		return false
 	})
 }
 

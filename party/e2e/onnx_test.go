@@ -4,12 +4,8 @@ package e2e
 
 import (
 	"encoding/hex"
-	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,23 +23,7 @@ import (
 // class's near 1 and the others near 0, and returns their directory.
 func oneHotTeachers(t *testing.T, seed uint64) string {
 	t.Helper()
-	r := rand.New(rand.NewPCG(seed, 1))
-	var b strings.Builder
-	for i := range 400 {
-		c := i % 4
-		for f := range 4 {
-			v := 0.1 * r.Float64()
-			if f == c {
-				v += 0.9
-			}
-			fmt.Fprintf(&b, "%.4f,", v)
-		}
-		fmt.Fprintf(&b, "%d\n", c)
-	}
-	csv := filepath.Join(t.TempDir(), "train.csv")
-	if err := os.WriteFile(csv, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	csv := onnxtest.OneHotCSV(t, 400, seed)
 	dir := filepath.Join(t.TempDir(), "models")
 	if _, err := teacher.Train(t.Context(), teacher.TrainOptions{Data: csv, Teachers: 5, Model: "softmax", Epochs: 300, Seed: seed, Models: dir}); err != nil {
 		t.Fatal(err)
@@ -108,7 +88,7 @@ func TestFederationWithONNXTeachers(t *testing.T) {
 	// below 1e-9. The cap is large enough for the cost.
 	agg := f.startAggregator(g, "127.0.0.1:0", f.ledgerClient(), aggregator.Config{
 		OutboxDir: t.TempDir(), Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 8, Sigma1: 1, Sigma2: 1},
-		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second,
+		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second, Classes: d.Classes, Ensemble: perHospital,
 	})
 	hospitals := f.startHospitals(g, agg, 1000, func(i int) teacher.Voter { return voters[i] })
 

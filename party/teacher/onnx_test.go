@@ -3,45 +3,20 @@ package teacher
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nzcfed/nzc/ml/onnx"
+	"github.com/nzcfed/nzc/ml/onnx/onnxtest"
 )
-
-// oneHotCSV writes n rows of 4 features, the class's feature near 1 and the
-// others near 0, and returns the file.
-func oneHotCSV(t testing.TB, n int, seed uint64) string {
-	t.Helper()
-	r := rand.New(rand.NewPCG(seed, 1))
-	var b strings.Builder
-	for i := range n {
-		c := i % 4
-		for f := range 4 {
-			v := 0.1 * r.Float64()
-			if f == c {
-				v += 0.9
-			}
-			fmt.Fprintf(&b, "%.4f,", v)
-		}
-		fmt.Fprintf(&b, "%d\n", c)
-	}
-	path := filepath.Join(t.TempDir(), "train.csv")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // trainGo trains teachers on one-hot data and returns their directory.
 func trainGo(t testing.TB, teachers int, seed uint64) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "models")
-	if _, err := Train(t.Context(), TrainOptions{Data: oneHotCSV(t, 160, seed), Teachers: teachers, Model: "softmax", Epochs: 30, Seed: seed, Models: dir}); err != nil {
+	if _, err := Train(t.Context(), TrainOptions{Data: onnxtest.OneHotCSV(t, 160, seed), Teachers: teachers, Model: "softmax", Epochs: 30, Seed: seed, Models: dir}); err != nil {
 		t.Fatal(err)
 	}
 	return dir

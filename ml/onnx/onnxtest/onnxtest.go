@@ -1,13 +1,41 @@
-// Package onnxtest is for tests only: where the tests find the ONNX
-// Runtime library.
+// Package onnxtest is for tests of ONNX teachers only: where the tests
+// find the ONNX Runtime library, and small data teachers learn at once.
 package onnxtest
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
+
+// OneHotCSV writes n rows of 4 features and their class (i mod 4), the
+// class's feature in [0.9, 1) and the others in [0, 0.1), drawn from seed,
+// as a CSV file nzc-teacher train reads, and returns its path.
+func OneHotCSV(t testing.TB, n int, seed uint64) string {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	var b strings.Builder
+	for i := range n {
+		c := i % 4
+		for f := range 4 {
+			v := 0.1 * r.Float64()
+			if f == c {
+				v += 0.9
+			}
+			fmt.Fprintf(&b, "%.4f,", v)
+		}
+		fmt.Fprintf(&b, "%d\n", c)
+	}
+	path := filepath.Join(t.TempDir(), "train.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // Library returns the ONNX Runtime library the tests use: $NZC_ONNXRUNTIME,
 // or the one scripts/fetch-onnxruntime.sh puts in lib/onnxruntime. Without

@@ -43,6 +43,9 @@ type Charge struct {
 func (a *API) charges(w http.ResponseWriter, r *http.Request, p crypto.Peer) {
 	hospital := r.URL.Query().Get("hospital")
 	switch {
+	case p.Role == crypto.RoleStudent:
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may not read charges: they name other students' batches; a student reads the accounts, checkpoints and proofs", p))
+		return
 	case p.Role == crypto.RoleHospital && hospital != "" && hospital != p.ID:
 		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may read only the charges naming itself, not %s's", p, hospital))
 		return

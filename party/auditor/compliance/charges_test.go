@@ -49,7 +49,8 @@ func TestHospitalReadsItsOwnCharges(t *testing.T) {
 	}{
 		{"/v1/charges?hospital=h2", "hospital", "h1", http.StatusForbidden, "only the charges naming itself"},
 		{"/v1/charges", "compliance", "compliance", http.StatusBadRequest, "parameter hospital is required"},
-		{"/v1/charges?hospital=h2", "student", "s1", http.StatusForbidden, "may not read the ledger"},
+		{"/v1/charges?hospital=h2", "student", "s1", http.StatusForbidden, "may not read charges"},
+		{"/v1/charges?hospital=h2", "aggregator", "agg", http.StatusForbidden, "may not read the ledger"},
 	} {
 		code, body := serve(h, as("GET", tc.path, tc.role, tc.id, ""))
 		if code != tc.code || !strings.Contains(string(body), tc.want) {

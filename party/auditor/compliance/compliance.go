@@ -13,6 +13,10 @@
 //	                     charges naming itself with their receipts; not the
 //	                     entries or the export, which carry every party's
 //	                     keys and every batch's details
+//	student              the same aggregates but no charges: the hospitals'
+//	                     accounts it plans its queries with, which the
+//	                     aggregator's budget read also gives it (one policy
+//	                     for students on either path)
 //	this auditor itself  (its own certificate, nzc://auditor/<its id>) also
 //	                     POST /v1/admin/join, /v1/admin/remove,
 //	                     /v1/admin/snapshot
@@ -189,17 +193,18 @@ func (a *API) authorize(r *http.Request, l level) (crypto.Peer, int, error) {
 	if err != nil {
 		return crypto.Peer{}, http.StatusForbidden, err
 	}
-	reader := p.Role == crypto.RoleCompliance || p.Role == crypto.RoleAuditor || p.Role == crypto.RoleHospital
+	full := p.Role == crypto.RoleCompliance || p.Role == crypto.RoleAuditor
+	reader := full || p.Role == crypto.RoleHospital || p.Role == crypto.RoleStudent
 	switch {
 	case l != selfAdmin && !reader:
-		return p, http.StatusForbidden, fmt.Errorf("%s may not read the ledger: only the compliance, hospital and auditor roles may", p)
+		return p, http.StatusForbidden, fmt.Errorf("%s may not read the ledger: only the compliance, hospital, student and auditor roles may", p)
 	case l == anyReader:
 		return p, 0, nil
 	case l == fullReader:
-		if p.Role != crypto.RoleHospital {
+		if full {
 			return p, 0, nil
 		}
-		return p, http.StatusForbidden, fmt.Errorf("%s may not read %s: it carries every party's keys and every batch, so only the compliance and auditor roles may (hospitals read the accounts, checkpoints and proofs)", p, r.URL.Path)
+		return p, http.StatusForbidden, fmt.Errorf("%s may not read %s: it carries every party's keys and every batch, so only the compliance and auditor roles may (hospitals and students read the accounts, checkpoints and proofs)", p, r.URL.Path)
 	default:
 		self := crypto.Peer{Role: crypto.RoleAuditor, ID: a.Self}
 		if p == self {
@@ -257,7 +262,7 @@ func (a *API) peers(w http.ResponseWriter, _ *http.Request, p crypto.Peer) {
 	for _, m := range st.Peers {
 		k, ok := keys[m.ID]
 		pi := PeerInfo{ID: m.ID, Addr: m.Addr, Leader: m.ID == st.LeaderID, InLedger: ok}
-		if p.Role != crypto.RoleHospital {
+		if p.Role == crypto.RoleCompliance || p.Role == crypto.RoleAuditor {
 			pi.VerifierKey = k
 		}
 		out = append(out, pi)

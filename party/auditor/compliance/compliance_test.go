@@ -136,17 +136,19 @@ func TestRoles(t *testing.T) {
 		cases = append(cases,
 			tc{"compliance " + p, "GET", p, "compliance", "compliance", "", 200, ""},
 			tc{"auditor " + p, "GET", p, "auditor", "a2", "", 200, ""},
-			tc{"student " + p, "GET", p, "student", "s1", "", 403, "only the compliance, hospital and auditor roles may"},
-			tc{"aggregator " + p, "GET", p, "aggregator", "agg", "", 403, "only the compliance, hospital and auditor roles may"},
+			tc{"aggregator " + p, "GET", p, "aggregator", "agg", "", 403, "only the compliance, hospital, student and auditor roles may"},
 			tc{"no certificate " + p, "GET", p, "", "", "", 401, "present a client certificate"},
 		)
 	}
 	for _, p := range reads {
-		cases = append(cases, tc{"hospital " + p, "GET", p, "hospital", "h1", "", 200, ""})
+		cases = append(cases, tc{"hospital " + p, "GET", p, "hospital", "h1", "", 200, ""},
+			tc{"student " + p, "GET", p, "student", "s1", "", 200, ""})
 	}
 	for _, p := range full {
-		cases = append(cases, tc{"hospital " + p, "GET", p, "hospital", "h1", "", 403, "only the compliance and auditor roles may"})
+		cases = append(cases, tc{"hospital " + p, "GET", p, "hospital", "h1", "", 403, "only the compliance and auditor roles may"},
+			tc{"student " + p, "GET", p, "student", "s1", "", 403, "only the compliance and auditor roles may"})
 	}
+	cases = append(cases, tc{"student /v1/charges", "GET", "/v1/charges?hospital=h1", "student", "s1", "", 403, "may not read charges"})
 	for _, p := range []string{"/v1/admin/join", "/v1/admin/remove", "/v1/admin/snapshot"} {
 		cases = append(cases,
 			tc{"other auditor " + p, "POST", p, "auditor", "a2", `{"id":"a4","addr":"127.0.0.1:7504"}`, 403, "only its own operator may, with the certificate of nzc://auditor/a1"},
@@ -426,7 +428,8 @@ func TestTLS(t *testing.T) {
 	}{
 		{"compliance", cred(m, crypto.RoleCompliance), 200, "h1"},
 		{"hospital", cred(m, crypto.RoleHospital), 200, "h1"},
-		{"student", cred(m, crypto.RoleStudent), 403, "only the compliance, hospital and auditor roles may"},
+		{"student", cred(m, crypto.RoleStudent), 200, "h1"},
+		{"aggregator", cred(m, crypto.RoleAggregator), 403, "only the compliance, hospital, student and auditor roles may"},
 		{"no client certificate", nil, 0, ""},
 		{"another federation's compliance", cred(other, crypto.RoleCompliance), 0, ""},
 	} {
