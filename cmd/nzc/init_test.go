@@ -18,8 +18,13 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 )
 
+// runNZC runs nzc with args. Each call keeps its checkpoints (nzc ledger
+// verify and status) in a directory of its own, so that the many logs a test
+// verifies with the same auditor keys do not meet there; a test of the
+// kept checkpoint names its directory with --checkpoints.
 func runNZC(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	t.Setenv("NZC_CHECKPOINTS", t.TempDir())
 	return clitest.Execute(t, newRootCommand(), args...)
 }
 

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,6 +86,13 @@ directory's, with its key), or from --keys, each a note verifier key
 ("auditor-1+1a2b3c4d+AbC…"), a file of such keys (one a line), or an
 auditor's sign.pub (the auditor's ID is the name of its directory).
 
+The last checkpoint verified for a federation is kept (--checkpoints,
+default $NZC_CHECKPOINTS or nzc/checkpoints in the user's configuration
+directory, one file per set of auditor keys; 'nzc ledger status' keeps the
+same file): a later export must extend it, so a log rolled back or forked
+behind what you verified before fails without any file kept by hand.
+--no-keep neither checks against it nor updates it.
+
 Every check is printed with what it was about; the exit status is non-zero
 when any fails.`,
 		Example: `  # Verify against the auditors of a federation directory:
@@ -106,6 +114,7 @@ when any fails.`,
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
 	maxAge := cmd.Flags().Duration("max-age", 0, "fail unless a majority of the auditors cosigned the latest checkpoint at most this long ago (e.g. 1h): a frozen or stale export fails")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
+	keep := addKeepFlags(cmd)
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *exportPath == "" {
 			return errors.New("--export is required: the file written by 'nzc ledger export'")
@@ -125,6 +134,19 @@ when any fails.`,
 				return fmt.Errorf("read an earlier checkpoint: %w", err)
 			}
 			earlierCps = append(earlierCps, b)
+		}
+		keptPath, err := keep.path(trusted)
+		if err != nil {
+			return err
+		}
+		if keptPath != "" {
+			b, err := os.ReadFile(keptPath)
+			switch {
+			case err == nil:
+				earlierCps = append(earlierCps, b)
+			case !errors.Is(err, fs.ErrNotExist):
+				return fmt.Errorf("read the kept checkpoint: %w", err)
+			}
 		}
 		if *maxAge < 0 {
 			return fmt.Errorf("--max-age %v: give a positive duration such as 1h, or leave it out", *maxAge)
@@ -147,8 +169,84 @@ when any fails.`,
 		if !r.OK {
 			return ErrLedgerNotVerified
 		}
+		if keptPath != "" {
+			size, err := keepLatest(keptPath, export)
+			if err != nil {
+				return err
+			}
+			if f == cli.FormatText {
+				fmt.Fprintf(cmd.ErrOrStderr(), "kept the checkpoint of %d entries in %s: a later verify or status fails on a log rolled back behind it\n", size, keptPath)
+			}
+		}
 		return nil
 	})
+}
+
+// keepFlags say where the last checkpoint verified for a federation is
+// kept between runs of verify and status, so that a log rolled back or
+// rewritten behind it fails without the officer keeping files by hand.
+type keepFlags struct {
+	dir string
+	off bool
+}
+
+func addKeepFlags(cmd *cobra.Command) *keepFlags {
+	k := &keepFlags{}
+	cmd.Flags().StringVar(&k.dir, "checkpoints", "", "directory where the last checkpoint verified for each federation is kept and checked (default $NZC_CHECKPOINTS, else nzc/checkpoints in the user's configuration directory)")
+	cmd.Flags().BoolVar(&k.off, "no-keep", false, "neither check against nor update the kept checkpoint")
+	return k
+}
+
+// path is the kept checkpoint's file for the federation whose auditors'
+// keys are trusted ("" with --no-keep): one file per set of auditor keys.
+func (k *keepFlags) path(trusted []string) (string, error) {
+	if k.off {
+		return "", nil
+	}
+	dir := cmp.Or(k.dir, os.Getenv("NZC_CHECKPOINTS"))
+	if dir == "" {
+		cfg, err := os.UserConfigDir()
+		if err != nil {
+			return "", fmt.Errorf("no directory to keep checkpoints in (%v): give --checkpoints DIR, or --no-keep", err)
+		}
+		dir = filepath.Join(cfg, "nzc", "checkpoints")
+	}
+	h := sha256.Sum256([]byte(strings.Join(slices.Sorted(slices.Values(trusted)), "\n")))
+	return filepath.Join(dir, hex.EncodeToString(h[:8])+".checkpoint"), nil
+}
+
+// keepLatest writes the largest checkpoint of a verified export to path,
+// unless the checkpoint kept there is larger, and returns the kept size.
+// The export was verified to extend what path held.
+func keepLatest(path string, export []byte) (int64, error) {
+	x, err := ledger.DecodeExport(export)
+	if err != nil {
+		return 0, err
+	}
+	var best []byte
+	var size int64 = -1
+	for _, b := range x.Checkpoints {
+		if c, err := ledger.PeekCheckpoint(b); err == nil && c.Size > size {
+			best, size = b, c.Size
+		}
+	}
+	kept, err := keptCheckpoint(path)
+	if err != nil {
+		return 0, err
+	}
+	if best == nil || (kept != nil && kept.Size > size) {
+		if kept != nil {
+			return kept.Size, nil
+		}
+		return 0, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return 0, fmt.Errorf("keep the checkpoint: %w", err)
+	}
+	if err := crypto.WriteFile(path, best, crypto.PublicFileMode, true); err != nil {
+		return 0, fmt.Errorf("keep the checkpoint: %w", err)
+	}
+	return size, nil
 }
 
 // federationDirectory returns the parties of a federation directory as its
@@ -683,18 +781,31 @@ keep it, and give it to a later 'nzc ledger verify --earlier' to prove that
 the log was only ever extended. When the file already holds a checkpoint, the
 new one replaces it only if it provably extends it (a consistency proof,
 checked here): auditors serving a log that was rolled back, or rewritten, are
-refused and the file keeps the checkpoint you had.`,
+refused and the file keeps the checkpoint you had. Without --save-checkpoint
+the same is done with the kept checkpoint that 'nzc ledger verify' also
+keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 		Example: `  nzc ledger status --federation fed
   nzc ledger status --federation fed --save-checkpoint 2026-11.checkpoint --format json
   nzc ledger status --federation fed --api auditor-1=10.0.0.1:7700,auditor-2=10.0.0.2:7700,auditor-3=10.0.0.3:7700`,
 		Args: cobra.NoArgs,
 	}
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
-	save := cmd.Flags().String("save-checkpoint", "", "write the largest checkpoint cosigned by a majority of the auditors to this file")
+	save := cmd.Flags().String("save-checkpoint", "", "write the largest checkpoint cosigned by a majority of the auditors to this file (default: the kept checkpoint, see --checkpoints)")
+	keep := addKeepFlags(cmd)
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		var s ledgerStatus
 		var kept *ledger.Checkpoint
 		var err error
+		explicit := *save != ""
+		if !explicit && c.fed != "" {
+			trusted, err := trustedKeys(c.fed, nil)
+			if err != nil {
+				return err
+			}
+			if *save, err = keep.path(trusted); err != nil {
+				return err
+			}
+		}
 		if *save != "" {
 			if kept, err = keptCheckpoint(*save); err != nil {
 				return err
@@ -719,7 +830,15 @@ refused and the file keeps the checkpoint you had.`,
 			age := time.Now().Unix() - l.Time
 			s.Age = &age
 		}
-		if *save != "" {
+		// The kept checkpoint moves forward whenever the views agree; a
+		// split view is reported below, and a log that does not extend
+		// the kept checkpoint fails here.
+		if *save != "" && (explicit || (s.Consistent && s.Largest != nil)) {
+			if !explicit {
+				if err := os.MkdirAll(filepath.Dir(*save), 0o700); err != nil {
+					return fmt.Errorf("keep the checkpoint: %w", err)
+				}
+			}
 			if err := s.save(*save, kept, proof); err != nil {
 				return err
 			}

@@ -769,3 +769,64 @@ func TestLedgerAuditorReadsAnotherAuditor(t *testing.T) {
 		t.Fatalf("auditor-2 administering auditor-1: %v", err)
 	}
 }
+
+// TestLedgerKeepsTheLastCheckpoint: verify and status keep the last
+// checkpoint they verified for a federation without being asked, and fail
+// on a log rolled back or forked behind it; --no-keep checks nothing.
+func TestLedgerKeepsTheLastCheckpoint(t *testing.T) {
+	f := newLedgerFixture(t)
+	keep := t.TempDir()
+	st := f.log(t, 0)
+	four := f.encode(t, f.export(t, st))
+	forked := f.encode(t, f.export(t, f.log(t, 7))) // the same size, another last entry
+	verify := func(export string, extra ...string) (string, error) {
+		return runNZC(t, append([]string{"ledger", "verify", "--federation", f.dir, "--checkpoints", keep, "--export", export}, extra...)...)
+	}
+	keptSize := func() int64 {
+		t.Helper()
+		files, _ := filepath.Glob(filepath.Join(keep, "*.checkpoint"))
+		if len(files) != 1 {
+			t.Fatalf("kept files %v, want one for the federation", files)
+		}
+		b, _ := os.ReadFile(files[0])
+		c, err := ledger.PeekCheckpoint(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Size
+	}
+	if text, err := verify(four); err != nil || keptSize() != 4 {
+		t.Fatalf("first verify: %v\n%s", err, text)
+	}
+	if _, err := st.Apply([]byte("a refused command still grows the log")); err != nil {
+		t.Fatal(err)
+	}
+	if text, err := verify(f.encode(t, f.export(t, st))); err != nil || keptSize() != 5 {
+		t.Fatalf("a grown log: %v\n%s", err, text)
+	}
+	for _, tc := range []struct{ name, export string }{{"rolled back", four}, {"forked", forked}} {
+		text, err := verify(tc.export)
+		if !errors.Is(err, ErrLedgerNotVerified) || !strings.Contains(text, "FAIL") {
+			t.Fatalf("%s: %v, want a failure against the kept checkpoint\n%s", tc.name, err, text)
+		}
+		if keptSize() != 5 {
+			t.Fatalf("%s: the kept checkpoint moved", tc.name)
+		}
+	}
+	if text, err := verify(four, "--no-keep"); err != nil {
+		t.Fatalf("--no-keep checks nothing kept: %v\n%s", err, text)
+	}
+
+	// status keeps the same file: the auditors serving the grown log pass,
+	// the rolled-back one is refused and the file stays.
+	status := func(st *ledger.State) (string, error) {
+		addr, _, _ := f.complianceAPI(t, st, 2)
+		return runNZC(t, "ledger", "status", "--api", addr, "--federation", f.dir, "--checkpoints", keep)
+	}
+	if text, err := status(st); err != nil || !strings.Contains(text, "saved the checkpoint of 5 entries") {
+		t.Fatalf("status of the grown log: %v\n%s", err, text)
+	}
+	if text, err := status(f.log(t, 0)); err == nil || !strings.Contains(err.Error(), "rolled back") || keptSize() != 5 {
+		t.Fatalf("status of a rolled-back log: %v\n%s", err, text)
+	}
+}
