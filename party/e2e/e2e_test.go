@@ -39,12 +39,35 @@ const (
 )
 
 func logger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(newTWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-type tWriter struct{ t *testing.T }
+// tWriter logs to t until the test ends; a party still stopping after that
+// logs nowhere (the testing package panics on a Log after a test completed).
+type tWriter struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
 
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func newTWriter(t *testing.T) *tWriter {
+	w := &tWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(p))
+	}
+	return len(p), nil
+}
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()

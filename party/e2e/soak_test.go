@@ -244,7 +244,7 @@ func TestSoak(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), bound)
 		defer cancel()
-		log := slog.New(countingHandler{slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}), &warnings, &errs})
+		log := slog.New(countingHandler{slog.NewTextHandler(newTWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}), &warnings, &errs})
 		// Raft runs with the auditors' production timeouts (1s): the
 		// tests' fast ones make elections churn on a loaded machine.
 		f := newFederation(t, soakStudents, log)
