@@ -14,20 +14,22 @@ import (
 )
 
 // AdminID is the ledger party of the federation administrator: whoever holds
-// the federation CA key, which signs the genesis and registers students.
+// the administrator key (admin/admin.key; the CA key in a federation made
+// before the two were apart), which signs the genesis and registers parties
+// and students.
 const AdminID = "federation-admin"
 
-// GenesisCommands returns the signed commands that start a federation's
-// ledger: the genesis naming the administrator (the CA key), the auditors,
-// the aggregator, the hospitals and the students, then one registration per
-// student (no answer quota). Hospitals open their own accounts later, with
-// commands only they can sign. now is put into the commands as their
-// timestamp.
-func GenesisCommands(m *crypto.Manifest, caKey ed25519.PrivateKey, origin string, now time.Time) ([][]byte, error) {
-	if len(caKey) != ed25519.PrivateKeySize {
-		return nil, errors.New("intake: the genesis needs the federation CA key (ca/ca.key)")
+// GenesisCommands returns the commands, signed with the administrator key,
+// that start a federation's ledger: the genesis naming the administrator,
+// the auditors, the aggregator, the hospitals and the students, then one
+// registration per student (no answer quota). Hospitals open their own
+// accounts later, with commands only they can sign. now is put into the
+// commands as their timestamp.
+func GenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin string, now time.Time) ([][]byte, error) {
+	if len(adminKey) != ed25519.PrivateKeySize {
+		return nil, errors.New("intake: the genesis needs the federation administrator's signing key (admin/admin.key)")
 	}
-	parties, err := Directory(m, caKey.Public().(ed25519.PublicKey))
+	parties, err := Directory(m, adminKey.Public().(ed25519.PublicKey))
 	if err != nil {
 		return nil, err
 	}
@@ -38,13 +40,13 @@ func GenesisCommands(m *crypto.Manifest, caKey ed25519.PrivateKey, origin string
 		}
 	}
 	ts := now.UnixNano()
-	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: ts}, AdminID, caKey)
+	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: ts}, AdminID, adminKey)
 	if err != nil {
 		return nil, err
 	}
 	out := [][]byte{g}
 	for _, s := range students {
-		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s, Timestamp: ts}, AdminID, caKey)
+		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s, Timestamp: ts}, AdminID, adminKey)
 		if err != nil {
 			return nil, err
 		}
@@ -53,11 +55,11 @@ func GenesisCommands(m *crypto.Manifest, caKey ed25519.PrivateKey, origin string
 	return out, nil
 }
 
-// RegisterHospital signs, with the federation CA key, the command that adds
+// RegisterHospital signs, with the administrator key, the command that adds
 // a hospital provisioned after the genesis (`nzc init add-hospital`) to the
 // ledger. The hospital relays it through the aggregator before opening its
 // account; the ledger checks the administrator's signature.
-func RegisterHospital(m *crypto.Manifest, p crypto.PartyFiles, caKey ed25519.PrivateKey, now time.Time) ([]byte, error) {
+func RegisterHospital(m *crypto.Manifest, p crypto.PartyFiles, adminKey ed25519.PrivateKey, now time.Time) ([]byte, error) {
 	if p.Role != crypto.RoleHospital || p.VerifyingKey == "" {
 		return nil, fmt.Errorf("intake: %s is not a hospital with a signing key", p.ID)
 	}
@@ -65,7 +67,7 @@ func RegisterHospital(m *crypto.Manifest, p crypto.PartyFiles, caKey ed25519.Pri
 	if err != nil {
 		return nil, err
 	}
-	return ledger.Sign(&ledger.RegisterParty{Party: ledger.Party{ID: p.ID, Role: ledger.RoleHospital, PublicKey: pub}, Timestamp: now.UnixNano()}, AdminID, caKey)
+	return ledger.Sign(&ledger.RegisterParty{Party: ledger.Party{ID: p.ID, Role: ledger.RoleHospital, PublicKey: pub}, Timestamp: now.UnixNano()}, AdminID, adminKey)
 }
 
 // WriteGenesis writes commands to path as a JSON list (base64 strings).
