@@ -328,12 +328,23 @@ func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
 	}
 }
 
-// serve runs a on a loopback listener until the test ends and returns its
-// address.
-func (f *fixture) serve(t *testing.T, a *Aggregator) string {
+// served is a new aggregator on the fixture's configuration with the real
+// clock, served on a loopback listener (its configuration changed by tune,
+// when given) until the test ends, and its address.
+func (f *fixture) served(t *testing.T, tune ...func(*quicnet.Config)) (*Aggregator, string) {
 	t.Helper()
+	cfg := f.cfg
+	cfg.Now = time.Now
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	aggP := f.m.ByRole(crypto.RoleAggregator)[0]
-	l, err := Listen("127.0.0.1:0", f.netConfig(t, crypto.RoleAggregator, aggP.ID))
+	lcfg := f.netConfig(t, crypto.RoleAggregator, aggP.ID)
+	for _, fn := range tune {
+		fn(&lcfg)
+	}
+	l, err := Listen("127.0.0.1:0", lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +358,7 @@ func (f *fixture) serve(t *testing.T, a *Aggregator) string {
 		}
 		l.Close()
 	})
-	return l.Addr().String()
+	return a, l.Addr().String()
 }
 
 // A hospital that floods the aggregator with relayed ledger commands gets
@@ -357,13 +368,7 @@ func (f *fixture) serve(t *testing.T, a *Aggregator) string {
 // second.)
 func TestRelayFloodIsLimitedPerHospital(t *testing.T) {
 	f := newFixture(t, 2, 50)
-	cfg := f.cfg
-	cfg.Now = time.Now
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := f.serve(t, a)
+	_, addr := f.served(t)
 	conns := map[int]*quicnet.Conn{}
 	relay := func(i int, v uint64) error {
 		h := f.m.ByRole(crypto.RoleHospital)[i]
@@ -439,13 +444,7 @@ func TestLimiterRefills(t *testing.T) {
 // the hospital and left a goroutine waiting for the connection's end.)
 func TestOneHelloPerConnection(t *testing.T) {
 	f := newFixture(t, 2, 50)
-	cfg := f.cfg
-	cfg.Now = time.Now
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := f.serve(t, a)
+	a, addr := f.served(t)
 	c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, "hospital-1"), crypto.RoleAggregator)
 	if err != nil {
 		t.Fatal(err)

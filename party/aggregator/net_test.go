@@ -1,11 +1,9 @@
 package aggregator
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/protocol"
@@ -36,33 +34,12 @@ func (f *fixture) netConfig(t *testing.T, role crypto.Role, id string) quicnet.C
 // stay as they were.
 func TestHostileRequests(t *testing.T) {
 	f := newFixture(t, 2, 50)
-	cfg := f.cfg
-	cfg.Now = time.Now
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aggP := f.m.ByRole(crypto.RoleAggregator)[0]
-	lcfg := f.netConfig(t, crypto.RoleAggregator, aggP.ID)
-	lcfg.MaxConnsPerPeer = 64 // every case dials anew; the connections close when the test ends
-	l, err := Listen("127.0.0.1:0", lcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		l.Close()
-	})
+	// Every case dials anew; the connections close when the test ends.
+	a, addr := f.served(t, func(c *quicnet.Config) { c.MaxConnsPerPeer = 64 })
 
 	dial := func(role crypto.Role, id string) *quicnet.Conn {
 		t.Helper()
-		c, err := quicnet.Dial(t.Context(), l.Addr().String(), f.netConfig(t, role, id), crypto.RoleAggregator)
+		c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, role, id), crypto.RoleAggregator)
 		if err != nil {
 			t.Fatal(err)
 		}
