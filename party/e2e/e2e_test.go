@@ -509,14 +509,7 @@ func TestFederation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		adminKey, err := m2.AdminSigningKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := intake.RegisterHospital(m2, p, adminKey, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg := registration(t, m2, p)
 		newTeacher := func(registration []byte) *teacher.Node {
 			n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
 				SigningKey: f.signingKey(p), CapEpsilon: capEps, CapDelta: 1e-5, Registration: registration, Voter: voter{},
@@ -553,14 +546,7 @@ func TestFederation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		adminKey, err := m2.AdminSigningKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := intake.RegisterHospital(m2, p, adminKey, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg := registration(t, m2, p)
 		cred, err := crypto.LoadCredential(m2.Path(p.Cert), filepath.Join(keys, crypto.PartyKeyFile))
 		if err != nil {
 			t.Fatal(err)
@@ -626,4 +612,19 @@ func (f *federation) auditorKeys() []string {
 		f.t.Fatal(err)
 	}
 	return keys
+}
+
+// registration is the administrator's signed registration of hospital p,
+// added to the federation m after its genesis.
+func registration(t *testing.T, m *crypto.Manifest, p crypto.PartyFiles) []byte {
+	t.Helper()
+	adminKey, err := m.AdminSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := intake.RegisterHospital(m, p, adminKey, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
