@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -201,10 +202,11 @@ func runWAN(ctx context.Context, cfg Config, all *data.Dataset, what string, pro
 	return sec, nil
 }
 
-// percentile is the p-quantile of sorted values (0 when there are none).
-func percentile(sorted []float64, p float64) float64 {
+// percentile is the p-quantile of sorted values (zero when there are none).
+func percentile[T cmp.Ordered](sorted []T, p float64) T {
 	if len(sorted) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
 }
