@@ -87,6 +87,15 @@ type Config struct {
 	// student's own data only, and a session allows adaptively chosen
 	// queries, so the row costs what the session costs.
 	Bootstrap int
+	// BootstrapRounds is how many more times the bootstrapped session's
+	// student is retrained and the rest re-ranked: each time the answers
+	// have doubled (after 2·Bootstrap, 4·Bootstrap, …). A student trained
+	// on more labels is sure of more examples of every class, so the
+	// session reaches further before its refusal. 0: one student only.
+	BootstrapRounds int
+	// Confident is how each bootstrapped student ranks the rest
+	// (selection.Confident).
+	Confident selection.ConfidentConfig
 
 	Delta float64 // δ of every (ε, δ) figure
 	// SSOrder and SSSigma parameterise the smooth-sensitivity release of
@@ -199,6 +208,12 @@ func (c *Config) Validate() error {
 	if c.Bootstrap < 0 {
 		return fmt.Errorf("%w: bootstrap after %d answers, want 0 (off) or more", ErrConfig, c.Bootstrap)
 	}
+	if c.BootstrapRounds < 0 || c.BootstrapRounds > 20 {
+		return fmt.Errorf("%w: %d more bootstrap rounds, want 0 to 20", ErrConfig, c.BootstrapRounds)
+	}
+	if err := c.Confident.Validate(); err != nil {
+		return fmt.Errorf("%w: bootstrap: %w", ErrConfig, err)
+	}
 	for _, a := range c.CompareAggregators {
 		if !slices.Contains(c.Aggregators, a) {
 			return fmt.Errorf("%w: compared aggregator %q is not among the aggregators %v", ErrConfig, a, c.Aggregators)
@@ -243,6 +258,9 @@ func Preset(name string) (Config, error) {
 		Selection:          selection.Config{Strategy: selection.Typical, Seed: 1},
 		CompareSelections:  []selection.Strategy{selection.Sequential},
 		CompareAggregators: []string{string(mechanism.NZCSVT)},
+		// A bootstrapped student's confidence is the least it gives its
+		// class over the example and its copies moved by a pixel.
+		Confident: selection.ConfidentConfig{Shift: 1},
 	}
 	switch name {
 	case PresetPaperMNIST:

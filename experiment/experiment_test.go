@@ -327,31 +327,48 @@ func TestRunBootstrap(t *testing.T) {
 	svt.Threshold, svt.MaxRefusals = 20, 100
 	cfg.Mechanisms = maps.Clone(cfg.Mechanisms)
 	cfg.Mechanisms["nzc-svt"] = svt
-	rep, err := Run(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plain, boot *Row
-	for i, r := range rep.Rows {
-		switch {
-		case r.Aggregator == "nzc-svt" && r.Selection == string(cfg.Selection.Strategy):
-			plain = &rep.Rows[i]
-		case r.Aggregator == "nzc-svt" && r.Selection == "typical, then confident after 10":
-			boot = &rep.Rows[i]
+	for _, tc := range []struct {
+		rounds    int
+		confident selection.ConfidentConfig
+		selection string
+	}{
+		{0, selection.ConfidentConfig{Shift: 1}, "typical, then confident after 10"},
+		{2, selection.ConfidentConfig{Shift: 1, Floor: 0.9, Spread: 5}, "typical, then confident after 10, retrained 2 times as the answers doubled"},
+	} {
+		cfg.BootstrapRounds, cfg.Confident = tc.rounds, tc.confident
+		rep, err := Run(context.Background(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plain, boot *Row
+		for i, r := range rep.Rows {
+			switch {
+			case r.Aggregator == "nzc-svt" && r.Selection == string(cfg.Selection.Strategy):
+				plain = &rep.Rows[i]
+			case r.Aggregator == "nzc-svt" && r.Selection == tc.selection:
+				boot = &rep.Rows[i]
+			}
+		}
+		if plain == nil || boot == nil {
+			t.Fatalf("rows %+v: want nzc-svt in the selection order and bootstrapped (%s)", rep.Rows, tc.selection)
+		}
+		t.Logf("in order: %d answered, %.3f; %s: %d answered, %.3f", plain.Answered, plain.StudentAccuracy, tc.selection, boot.Answered, boot.StudentAccuracy)
+		if boot.Epsilon != plain.Epsilon || boot.Queries != 500 || boot.Answered > boot.Queries || boot.Answered < 10 {
+			t.Fatalf("bootstrapped row %+v, in order %+v: want the same ε, 500 queries and at least 10 answers", boot, plain)
+		}
+		if boot.LabelAccuracy < 0.8 {
+			t.Fatalf("bootstrapped row %+v: labels no better than chance", boot)
 		}
 	}
-	if plain == nil || boot == nil {
-		t.Fatalf("rows %+v: want nzc-svt in the selection order and bootstrapped", rep.Rows)
-	}
-	t.Logf("in order: %d answered, %.3f; bootstrapped: %d answered, %.3f", plain.Answered, plain.StudentAccuracy, boot.Answered, boot.StudentAccuracy)
-	if boot.Epsilon != plain.Epsilon || boot.Queries != 500 || boot.Answered > boot.Queries || boot.Answered < 10 {
-		t.Fatalf("bootstrapped row %+v, in order %+v: want the same ε, 500 queries and at least 10 answers", boot, plain)
-	}
-	if boot.LabelAccuracy < 0.8 {
-		t.Fatalf("bootstrapped row %+v: labels no better than chance", boot)
-	}
-	cfg.Bootstrap = -1
-	if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
-		t.Fatalf("bootstrap -1: %v, want ErrConfig", err)
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Bootstrap = -1 },
+		func(c *Config) { c.BootstrapRounds = -1 },
+		func(c *Config) { c.Confident.Floor = 1 },
+	} {
+		c := cfg
+		bad(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Fatalf("%+v: %v, want ErrConfig", c, err)
+		}
 	}
 }

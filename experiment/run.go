@@ -97,8 +97,11 @@ type Report struct {
 	// when on (it replaces self-training).
 	StudentConsistency *model.Consistency `json:"student_consistency,omitempty"`
 	// Selection is the query order of the rows that do not name another.
-	Selection   selection.Config `json:"selection"`
-	WallSeconds float64          `json:"wall_seconds"`
+	Selection selection.Config `json:"selection"`
+	// BootstrapConfident is how the bootstrapped session's students rank
+	// the pool, when there is such a row.
+	BootstrapConfident *selection.ConfidentConfig `json:"bootstrap_confident,omitempty"`
+	WallSeconds        float64                    `json:"wall_seconds"`
 	// CPUSeconds is the process's CPU time (user + system), when the caller
 	// measured it: on a shared machine it says more than the wall time.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
@@ -237,6 +240,8 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 				if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
 					continue
 				}
+				cc := cfg.Confident
+				rep.BootstrapConfident = &cc
 				row, full, err := st.bootstrap(ctx, agg, k, classes, hist, primary[:maxQ])
 				if err != nil {
 					return nil, fmt.Errorf("%s with %d teachers, bootstrapped: %w", agg, k, err)
@@ -421,15 +426,21 @@ func account(cfg Config, p mechanism.Params, row *Row, refused int) error {
 	return nil
 }
 
-// bootstrap runs one session of the session-keeping aggregator agg in two
-// orders (Config.Bootstrap): first, the first queries of the pool in
-// order until Bootstrap are answered; then a student trained on those
-// labels picks the rest (selection.Confident) among pool. It returns the
-// row and the released labels, one per query (metrics.Refused elsewhere).
+// bootstrap runs one session of the session-keeping aggregator agg in
+// several orders (Config.Bootstrap, BootstrapRounds, Confident): first, the
+// first queries of the pool in order until Bootstrap are answered; then a
+// student trained on those labels picks among the rest of pool
+// (selection.Confident) until the answers have doubled, and a student
+// retrained on them picks again, BootstrapRounds times; the last student's
+// order runs until the session ends. It returns the row and the released
+// labels, one per query (metrics.Refused elsewhere).
 func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
 	cfg := s.cfg
 	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
 	strat := fmt.Sprintf("%s, then confident after %d", cfg.Selection.Strategy, cfg.Bootstrap)
+	if cfg.BootstrapRounds > 0 {
+		strat = fmt.Sprintf("%s, then confident after %d, retrained %d times as the answers doubled", cfg.Selection.Strategy, cfg.Bootstrap, cfg.BootstrapRounds)
+	}
 	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool)}
 	m, err := mechanism.New(p)
 	if err != nil {
@@ -451,9 +462,11 @@ func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hi
 	}
 	var order, labels []int
 	refused := 0
-	ask := func(qs []int, stop func() bool) (bool, error) {
+	// ask asks qs in turn until until are answered or the session ends
+	// (done).
+	ask := func(qs []int, until int) (done bool, err error) {
 		for _, q := range qs {
-			if stop() {
+			if row.Answered >= until {
 				return false, nil
 			}
 			o, err := m.Answer(src, mechanism.Histogram(hist[q]))
@@ -474,23 +487,28 @@ func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hi
 			full[q] = o.Label
 			labels = append(labels, o.Label)
 		}
-		return false, nil
+		return true, nil
 	}
-	done, err := ask(pool, func() bool { return row.Answered >= cfg.Bootstrap })
+	done, err := ask(pool, cfg.Bootstrap)
 	if err != nil {
 		return row, nil, err
 	}
-	if !done && row.Answered > 0 {
-		net, err := s.fit(ctx, "bootstrap student", full)
+	until := cfg.Bootstrap
+	for r := 0; !done && row.Answered > 0; r++ {
+		net, err := s.fit(ctx, fmt.Sprintf("bootstrap student %d", r+1), full)
 		if err != nil {
 			return row, nil, err
 		}
-		next, err := selection.Confident(ctx, net, s.queries, asked, 1)
+		next, err := selection.Confident(ctx, net, s.queries, asked, cfg.Confident)
 		if err != nil {
 			return row, nil, err
 		}
-		s.log.Info("bootstrap student trained", "aggregator", agg, "answered", row.Answered, "asking", len(next))
-		if _, err := ask(next, func() bool { return false }); err != nil {
+		until *= 2
+		if r >= cfg.BootstrapRounds {
+			until = math.MaxInt
+		}
+		s.log.Info("bootstrap student trained", "aggregator", agg, "round", r+1, "answered", row.Answered, "asking", len(next), "until", until)
+		if done, err = ask(next, until); err != nil {
 			return row, nil, err
 		}
 	}

@@ -89,6 +89,7 @@ holding the four standard idx files works.`,
 	dataDir := fs.String("data-dir", "data/mnist", "directory holding the four idx files (gzipped or not)")
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
 	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
+	bootstrapRounds := fs.Int("bootstrap-rounds", -1, "with --bootstrap, retrain the bootstrap student this many more times, each time the answers have doubled (default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
@@ -164,6 +165,9 @@ holding the four standard idx files works.`,
 		}
 		if *bootstrap >= 0 {
 			cfg.Bootstrap = *bootstrap
+		}
+		if *bootstrapRounds >= 0 {
+			cfg.BootstrapRounds = *bootstrapRounds
 		}
 		cfg.SeededEstimates = *seededEstimates
 		if *holdout > 0 {

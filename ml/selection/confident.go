@@ -4,21 +4,63 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/model"
 )
 
+// ConfidentConfig is how Confident ranks a pool.
+type ConfidentConfig struct {
+	// Shift is how far, in pixels, the four shifted views of an example
+	// are moved (0: the example itself only).
+	Shift int `json:"shift"`
+	// Floor is the confidence below which an example waits until every
+	// example at or above it was asked (0: none waits).
+	Floor float64 `json:"floor,omitempty"`
+	// Spread is how many examples of each predicted class, among those at
+	// or above Floor, are taken far from what was asked before instead of
+	// most confident first (0: none).
+	Spread int `json:"spread,omitempty"`
+}
+
+// Validate checks the settings.
+func (c ConfidentConfig) Validate() error {
+	switch {
+	case c.Shift < 0 || c.Shift > 8:
+		return fmt.Errorf("%w: shift %d, want 0..8 pixels", ErrConfig, c.Shift)
+	case !(c.Floor >= 0 && c.Floor < 1):
+		return fmt.Errorf("%w: confidence floor %v, want 0 (none) up to but not including 1", ErrConfig, c.Floor)
+	case c.Spread < 0:
+		return fmt.Errorf("%w: spread %d, want 0 (none) or more examples per class", ErrConfig, c.Spread)
+	}
+	return nil
+}
+
+// spreadComponents is the dimension of the principal-component projection
+// in which Confident measures how far an example is from those asked.
+const spreadComponents = 40
+
 // Confident orders the examples of pool that have not been asked yet
 // (asked[i] false) by a student's confidence, balanced by the class the
 // student predicts: each example is predicted on itself and on its copies
-// moved by shift pixels up, down, left and right (0: itself only); its
-// class is the one with the highest mean probability, and its confidence
-// the lowest probability any view gives that class. Within each predicted
-// class the most confident come first, and the classes are asked in turn,
-// one example each (a class the student predicts rarely is not asked about
+// moved by cc.Shift pixels up, down, left and right; its class is the one
+// with the highest mean probability, and its confidence the lowest
+// probability any view gives that class. Within each predicted class the
+// most confident come first, and the classes are asked in turn, one
+// example each (a class the student predicts rarely is not asked about
 // less: the student may be under-predicting it).
+//
+// Examples whose confidence is below cc.Floor come after every example at
+// or above it (in the same turns among themselves): a class with few
+// confident examples then stops taking its turn instead of pushing
+// doubtful ones forward, on which the teachers may disagree. With
+// cc.Spread > 0, the first cc.Spread turns of each class take, among its
+// examples at or above the floor, the one farthest from every example
+// asked or taken before (farthest-first in the pool's leading principal
+// components): the most confident examples are near-copies of one another
+// and of what was asked, and teach a student least.
 //
 // The student is trained on labels already released and on the pool
 // itself, so the order is post-processing of earlier releases: with
@@ -26,73 +68,54 @@ import (
 // student that asks about what it is sure of asks about what the teachers
 // agree on, and the class balance keeps the easiest digits from crowding
 // out the rest.
-func Confident(ctx context.Context, net *model.Network, pool *data.Dataset, asked []bool, shift int) ([]int, error) {
+func Confident(ctx context.Context, net *model.Network, pool *data.Dataset, asked []bool, cc ConfidentConfig) ([]int, error) {
 	n := pool.Len()
 	if len(asked) != n {
 		return nil, fmt.Errorf("%w: %d asked flags for a pool of %d", ErrConfig, len(asked), n)
 	}
-	if shift < 0 || shift > 8 {
-		return nil, fmt.Errorf("%w: shift %d, want 0..8 pixels", ErrConfig, shift)
+	if err := cc.Validate(); err != nil {
+		return nil, err
 	}
 	k := net.Spec().Classes
-	sh := pool.Shape
-	views := [][2]int{{0, 0}}
-	if shift > 0 && sh.Height > 1 && sh.Width > 1 {
-		views = append(views, [2]int{shift, 0}, [2]int{-shift, 0}, [2]int{0, shift}, [2]int{0, -shift})
-	}
 	var rest []int
 	for i, a := range asked {
 		if !a {
 			rest = append(rest, i)
 		}
 	}
-	sub := pool.Subset(rest)
-	m, dim := sub.Len(), sub.Dim()
-	probs := make([][]float32, len(views))
-	x := make([]float32, len(sub.X))
-	for v, d := range views {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if d == [2]int{0, 0} {
-			copy(x, sub.X)
-		} else {
-			for i := range m {
-				model.Translate(x[i*dim:(i+1)*dim], sub.Row(i), sh, d[0], d[1])
-			}
-		}
-		p, err := net.Probabilities(x)
-		if err != nil {
-			return nil, err
-		}
-		probs[v] = p
+	class, conf, err := confidence(ctx, net, pool.Subset(rest), cc.Shift)
+	if err != nil {
+		return nil, err
 	}
-	class := make([]int, m)
-	conf := make([]float64, m)
+	m := len(rest)
 	byClass := make([][]int, k)
-	for i := range m {
-		best, bm := 0, -1.0
-		for c := range k {
-			s := 0.0
-			for _, p := range probs {
-				s += float64(p[i*k+c])
-			}
-			if s > bm {
-				best, bm = c, s
-			}
+	for i, c := range class {
+		byClass[c] = append(byClass[c], i)
+	}
+	var feat [][]float64
+	if cc.Spread > 0 {
+		if feat, err = project(ctx, pool, min(spreadComponents, pool.Dim())); err != nil {
+			return nil, err
 		}
-		lo := 1.0
-		for _, p := range probs {
-			lo = min(lo, float64(p[i*k+best]))
-		}
-		class[i], conf[i] = best, lo
-		byClass[best] = append(byClass[best], i)
 	}
 	place := make([]float64, m)
 	for _, idx := range byClass {
 		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(conf[b], conf[a]) })
+		sure := 0
+		for sure < len(idx) && conf[idx[sure]] >= cc.Floor {
+			sure++
+		}
+		if cc.Spread > 0 {
+			if err := farthestFirst(ctx, feat, asked, rest, idx[:sure], cc.Spread); err != nil {
+				return nil, err
+			}
+		}
 		for r, i := range idx {
 			place[i] = float64(r)
+			if r >= sure {
+				// After every confident example of every class.
+				place[i] = float64(m + r - sure)
+			}
 		}
 	}
 	order := make([]int, m)
@@ -109,4 +132,113 @@ func Confident(ctx context.Context, net *model.Network, pool *data.Dataset, aske
 		order[j] = rest[i]
 	}
 	return order, nil
+}
+
+// confidence predicts every example of sub on itself and, with shift > 0,
+// on its copies moved by shift pixels in the four directions: its class has
+// the highest mean probability, its confidence is the lowest probability a
+// view gives that class.
+func confidence(ctx context.Context, net *model.Network, sub *data.Dataset, shift int) ([]int, []float64, error) {
+	k, sh := net.Spec().Classes, sub.Shape
+	views := [][2]int{{0, 0}}
+	if shift > 0 && sh.Height > 1 && sh.Width > 1 {
+		views = append(views, [2]int{shift, 0}, [2]int{-shift, 0}, [2]int{0, shift}, [2]int{0, -shift})
+	}
+	m, dim := sub.Len(), sub.Dim()
+	probs := make([][]float32, len(views))
+	x := make([]float32, len(sub.X))
+	for v, d := range views {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		if d == [2]int{0, 0} {
+			copy(x, sub.X)
+		} else {
+			for i := range m {
+				model.Translate(x[i*dim:(i+1)*dim], sub.Row(i), sh, d[0], d[1])
+			}
+		}
+		p, err := net.Probabilities(x)
+		if err != nil {
+			return nil, nil, err
+		}
+		probs[v] = p
+	}
+	class := make([]int, m)
+	conf := make([]float64, m)
+	for i := range m {
+		best, bm := 0, -1.0
+		for c := range k {
+			s := 0.0
+			for _, p := range probs {
+				s += float64(p[i*k+c])
+			}
+			if s > bm {
+				best, bm = c, s
+			}
+		}
+		lo := 1.0
+		for _, p := range probs {
+			lo = min(lo, float64(p[i*k+best]))
+		}
+		class[i], conf[i] = best, lo
+	}
+	return class, conf, nil
+}
+
+// farthestFirst reorders the first picks entries of cand (indices into
+// rest, which indexes feat) greedily: each is the candidate farthest from
+// every example asked before (asked, indexed like feat) and every candidate
+// already picked. The others keep their order after them.
+func farthestFirst(ctx context.Context, feat [][]float64, asked []bool, rest, cand []int, picks int) error {
+	picks = min(picks, len(cand))
+	if picks == 0 {
+		return nil
+	}
+	d := make([]float64, len(cand))
+	for j := range d {
+		d[j] = math.Inf(1)
+	}
+	var centres [][]float64
+	for i, a := range asked {
+		if a {
+			centres = append(centres, feat[i])
+		}
+	}
+	for j, c := range cand {
+		if j%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		for _, z := range centres {
+			d[j] = min(d[j], sqDist(feat[rest[c]], z))
+		}
+	}
+	for p := range picks {
+		best := p
+		for j := p + 1; j < len(cand); j++ {
+			if d[j] > d[best] {
+				best = j
+			}
+		}
+		c, dc := cand[best], d[best]
+		copy(cand[p+1:best+1], cand[p:best])
+		copy(d[p+1:best+1], d[p:best])
+		cand[p], d[p] = c, dc
+		z := feat[rest[cand[p]]]
+		for j := p + 1; j < len(cand); j++ {
+			d[j] = min(d[j], sqDist(feat[rest[cand[j]]], z))
+		}
+	}
+	return nil
+}
+
+func sqDist(a, b []float64) float64 {
+	s := 0.0
+	for i, v := range a {
+		e := v - b[i]
+		s += e * e
+	}
+	return s
 }

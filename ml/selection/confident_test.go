@@ -3,9 +3,11 @@ package selection
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 
+	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/model"
 )
 
@@ -27,7 +29,7 @@ func TestConfidentAsksWhatTheStudentIsSureOf(t *testing.T) {
 	for i := range 40 {
 		asked[i] = true
 	}
-	o, err := Confident(ctx, net, p, asked, 0)
+	o, err := Confident(ctx, net, p, asked, ConfidentConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,149 @@ func TestConfidentAsksWhatTheStudentIsSureOf(t *testing.T) {
 			t.Fatalf("predicted class %d has %d of the first 80 queries, want ≥ 12 (%v)", k, seen[k], seen)
 		}
 	}
-	if _, err := Confident(ctx, net, p, asked[:5], 0); !errors.Is(err, ErrConfig) {
+	if _, err := Confident(ctx, net, p, asked[:5], ConfidentConfig{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("5 flags for %d examples: %v, want ErrConfig", p.Len(), err)
+	}
+}
+
+// softmaxStudent is a softmax student trained on the first n examples of p.
+func softmaxStudent(t *testing.T, p *data.Dataset, n int) *model.Network {
+	t.Helper()
+	net, err := model.New(model.Spec{Kind: model.KindSoftmax, Input: p.Shape, Classes: p.Classes}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Train(context.Background(), p.Slice(0, n), model.TrainConfig{Optimizer: model.Adam, LearnRate: 1e-2, BatchSize: 8, Epochs: 1, MinSteps: 200}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return net
+}
+
+// With a floor, no example below it is asked before one at or above it;
+// without one the turns are strict and doubtful examples come early.
+func TestConfidentFloor(t *testing.T) {
+	ctx := context.Background()
+	p := pool()
+	net := softmaxStudent(t, p, 40)
+	asked := make([]bool, p.Len())
+	for i := range 40 {
+		asked[i] = true
+	}
+	_, conf, err := confidence(ctx, net, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The floor at the confidence of the 30th percentile of the rest.
+	rest := slices.Sorted(slices.Values(conf[40:]))
+	floor := rest[len(rest)*3/10]
+	for _, tc := range []struct {
+		floor     float64
+		wantEarly bool // an example below the floor before one above it
+	}{{0, true}, {floor, false}} {
+		o, err := Confident(ctx, net, p, asked, ConfidentConfig{Floor: tc.floor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastSure, firstDoubt := -1, len(o)
+		for j, i := range o {
+			if conf[i] >= floor {
+				lastSure = j
+			} else {
+				firstDoubt = min(firstDoubt, j)
+			}
+		}
+		if early := firstDoubt < lastSure; early != tc.wantEarly {
+			t.Errorf("floor %v: first example below %.3f at %d, last at or above it at %d; want below-first %v", tc.floor, floor, firstDoubt, lastSure, tc.wantEarly)
+		}
+	}
+	for _, bad := range []ConfidentConfig{{Floor: 1}, {Floor: -0.1}, {Spread: -1}, {Shift: 9}} {
+		if _, err := Confident(ctx, net, p, asked, bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+// With a spread, each class's first turns go to examples far from what was
+// asked and from each other, not to near-copies of the most confident.
+func TestConfidentSpread(t *testing.T) {
+	ctx := context.Background()
+	p := pool()
+	net := softmaxStudent(t, p, 40)
+	asked := make([]bool, p.Len())
+	for i := range 40 {
+		asked[i] = true
+	}
+	feat := rows(p)
+	// coverage is the largest distance of an example of the rest to its
+	// nearest asked or chosen one, after choosing the first m of o (the
+	// radius farthest-first keeps small).
+	coverage := func(o []int, m int) float64 {
+		var centres [][]float64
+		for i, a := range asked {
+			if a {
+				centres = append(centres, feat[i])
+			}
+		}
+		for _, i := range o[:m] {
+			centres = append(centres, feat[i])
+		}
+		r := 0.0
+		for _, i := range o[m:] {
+			d := math.Inf(1)
+			for _, z := range centres {
+				d = min(d, sqDist(feat[i], z))
+			}
+			r = max(r, math.Sqrt(d))
+		}
+		return r
+	}
+	plain, err := Confident(ctx, net, p, asked, ConfidentConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spread, err := Confident(ctx, net, p, asked, ConfidentConfig{Spread: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(spread)); !slices.Equal(got, identity(p.Len())[40:]) {
+		t.Fatal("not a permutation of the examples not yet asked")
+	}
+	cp, cs := coverage(plain, 40), coverage(spread, 40)
+	t.Logf("largest distance to the nearest asked after 40 more: most confident first %.3f, spread %.3f", cp, cs)
+	if !(cs < 0.9*cp) {
+		t.Fatalf("spread leaves an example at distance %.3f, most confident first %.3f: want at least 10 %% closer", cs, cp)
+	}
+	pred, err := net.Predict(p.X)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]int{}
+	for _, i := range spread[:40] {
+		seen[pred[i]]++
+	}
+	for k := range p.Classes {
+		if seen[k] != 10 {
+			t.Fatalf("predicted classes of the first 40 with spread: %v, want 10 each", seen)
+		}
+	}
+}
+
+// Farthest-first takes the point farthest from the asked ones, then the
+// one farthest from both.
+func TestFarthestFirst(t *testing.T) {
+	feat := [][]float64{{0}, {1}, {10}, {4}, {9}, {5}}
+	asked := []bool{true, false, false, false, false, false}
+	rest := []int{1, 2, 3, 4, 5}
+	cand := []int{0, 1, 2, 3, 4} // indices into rest
+	if err := farthestFirst(context.Background(), feat, asked, rest, cand, 2); err != nil {
+		t.Fatal(err)
+	}
+	// 10 first (farthest from 0), then 5 (farthest from 0 and 10).
+	if got := []float64{feat[rest[cand[0]]][0], feat[rest[cand[1]]][0]}; !slices.Equal(got, []float64{10, 5}) {
+		t.Fatalf("first two picks %v, want [10 5]", got)
+	}
+	// The others keep their places after the picks.
+	if got := []float64{feat[rest[cand[2]]][0], feat[rest[cand[3]]][0], feat[rest[cand[4]]][0]}; !slices.Equal(got, []float64{1, 4, 9}) {
+		t.Fatalf("rest %v, want [1 4 9] (their order)", got)
 	}
 }
