@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/nzcfed/nzc/ml/data"
@@ -20,9 +19,11 @@ type ConfidentConfig struct {
 	// example at or above it was asked (0: none waits).
 	Floor float64 `json:"floor,omitempty"`
 	// Spread is how many examples of each predicted class, among those at
-	// or above Floor, are taken far from what was asked before instead of
-	// most confident first (0: none).
+	// or above Floor, are taken as representatives of as many clusters of
+	// them instead of most confident first (0: none).
 	Spread int `json:"spread,omitempty"`
+	// Seed of the clustering.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // Validate checks the settings.
@@ -56,11 +57,13 @@ const spreadComponents = 40
 // or above it (in the same turns among themselves): a class with few
 // confident examples then stops taking its turn instead of pushing
 // doubtful ones forward, on which the teachers may disagree. With
-// cc.Spread > 0, the first cc.Spread turns of each class take, among its
-// examples at or above the floor, the one farthest from every example
-// asked or taken before (farthest-first in the pool's leading principal
-// components): the most confident examples are near-copies of one another
-// and of what was asked, and teach a student least.
+// cc.Spread > 0, the first cc.Spread turns of each class go to
+// representatives of its examples at or above the floor: k-means with
+// cc.Spread clusters in the pool's leading principal components, the
+// member nearest each centre, most confident first. The most confident
+// examples are near-copies of one another and teach a student least;
+// representatives cover the class without its outliers (the examples
+// farthest from what was asked are the ones teachers split on).
 //
 // The student is trained on labels already released and on the pool
 // itself, so the order is post-processing of earlier releases: with
@@ -106,7 +109,7 @@ func Confident(ctx context.Context, net *model.Network, pool *data.Dataset, aske
 			sure++
 		}
 		if cc.Spread > 0 {
-			if err := farthestFirst(ctx, feat, asked, rest, idx[:sure], cc.Spread); err != nil {
+			if err := representatives(ctx, feat, rest, idx[:sure], cc.Spread, cc.Seed); err != nil {
 				return nil, err
 			}
 		}
@@ -186,51 +189,47 @@ func confidence(ctx context.Context, net *model.Network, sub *data.Dataset, shif
 	return class, conf, nil
 }
 
-// farthestFirst reorders the first picks entries of cand (indices into
-// rest, which indexes feat) greedily: each is the candidate farthest from
-// every example asked before (asked, indexed like feat) and every candidate
-// already picked. The others keep their order after them.
-func farthestFirst(ctx context.Context, feat [][]float64, asked []bool, rest, cand []int, picks int) error {
+// representatives moves to the front of cand (indices into rest, which
+// indexes feat; most confident first) one example of each of picks k-means
+// clusters of cand: the one nearest its cluster's centre. They keep their
+// order among themselves, and so do the others after them.
+func representatives(ctx context.Context, feat [][]float64, rest, cand []int, picks int, seed uint64) error {
 	picks = min(picks, len(cand))
 	if picks == 0 {
 		return nil
 	}
-	d := make([]float64, len(cand))
-	for j := range d {
-		d[j] = math.Inf(1)
-	}
-	var centres [][]float64
-	for i, a := range asked {
-		if a {
-			centres = append(centres, feat[i])
-		}
-	}
+	sub := make([][]float64, len(cand))
 	for j, c := range cand {
-		if j%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		for _, z := range centres {
-			d[j] = min(d[j], sqDist(feat[rest[c]], z))
+		sub[j] = feat[rest[c]]
+	}
+	assign, dist, _, err := kmeans(ctx, sub, picks, 20, seed)
+	if err != nil {
+		return err
+	}
+	best := make([]int, picks)
+	for c := range best {
+		best[c] = -1
+	}
+	for j, c := range assign {
+		if best[c] < 0 || dist[j] < dist[best[c]] {
+			best[c] = j
 		}
 	}
-	for p := range picks {
-		best := p
-		for j := p + 1; j < len(cand); j++ {
-			if d[j] > d[best] {
-				best = j
-			}
-		}
-		c, dc := cand[best], d[best]
-		copy(cand[p+1:best+1], cand[p:best])
-		copy(d[p+1:best+1], d[p:best])
-		cand[p], d[p] = c, dc
-		z := feat[rest[cand[p]]]
-		for j := p + 1; j < len(cand); j++ {
-			d[j] = min(d[j], sqDist(feat[rest[cand[j]]], z))
+	front := make([]bool, len(cand))
+	for _, j := range best {
+		if j >= 0 {
+			front[j] = true
 		}
 	}
+	var head, tail []int
+	for j, c := range cand {
+		if front[j] {
+			head = append(head, c)
+		} else {
+			tail = append(tail, c)
+		}
+	}
+	copy(cand, append(head, tail...))
 	return nil
 }
 

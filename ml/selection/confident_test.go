@@ -126,8 +126,8 @@ func TestConfidentFloor(t *testing.T) {
 	}
 }
 
-// With a spread, each class's first turns go to examples far from what was
-// asked and from each other, not to near-copies of the most confident.
+// With a spread, each class's first turns go to representatives of its
+// examples, not to near-copies of the most confident.
 func TestConfidentSpread(t *testing.T) {
 	ctx := context.Background()
 	p := pool()
@@ -137,9 +137,8 @@ func TestConfidentSpread(t *testing.T) {
 		asked[i] = true
 	}
 	feat := rows(p)
-	// coverage is the largest distance of an example of the rest to its
-	// nearest asked or chosen one, after choosing the first m of o (the
-	// radius farthest-first keeps small).
+	// coverage is the mean distance of the rest to its nearest asked or
+	// chosen example, after choosing the first m of o.
 	coverage := func(o []int, m int) float64 {
 		var centres [][]float64
 		for i, a := range asked {
@@ -150,15 +149,15 @@ func TestConfidentSpread(t *testing.T) {
 		for _, i := range o[:m] {
 			centres = append(centres, feat[i])
 		}
-		r := 0.0
+		s := 0.0
 		for _, i := range o[m:] {
 			d := math.Inf(1)
 			for _, z := range centres {
 				d = min(d, sqDist(feat[i], z))
 			}
-			r = max(r, math.Sqrt(d))
+			s += math.Sqrt(d)
 		}
-		return r
+		return s / float64(len(o)-m)
 	}
 	plain, err := Confident(ctx, net, p, asked, ConfidentConfig{})
 	if err != nil {
@@ -172,9 +171,9 @@ func TestConfidentSpread(t *testing.T) {
 		t.Fatal("not a permutation of the examples not yet asked")
 	}
 	cp, cs := coverage(plain, 40), coverage(spread, 40)
-	t.Logf("largest distance to the nearest asked after 40 more: most confident first %.3f, spread %.3f", cp, cs)
+	t.Logf("mean distance to the nearest asked after 40 more: most confident first %.3f, spread %.3f", cp, cs)
 	if !(cs < 0.9*cp) {
-		t.Fatalf("spread leaves an example at distance %.3f, most confident first %.3f: want at least 10 %% closer", cs, cp)
+		t.Fatalf("spread leaves the rest at mean distance %.3f, most confident first %.3f: want at least 10 %% closer", cs, cp)
 	}
 	pred, err := net.Predict(p.X)
 	if err != nil {
@@ -191,22 +190,22 @@ func TestConfidentSpread(t *testing.T) {
 	}
 }
 
-// Farthest-first takes the point farthest from the asked ones, then the
-// one farthest from both.
-func TestFarthestFirst(t *testing.T) {
-	feat := [][]float64{{0}, {1}, {10}, {4}, {9}, {5}}
-	asked := []bool{true, false, false, false, false, false}
-	rest := []int{1, 2, 3, 4, 5}
-	cand := []int{0, 1, 2, 3, 4} // indices into rest
-	if err := farthestFirst(context.Background(), feat, asked, rest, cand, 2); err != nil {
+// Representatives come first, one per cluster, in their earlier order;
+// the others keep theirs.
+func TestRepresentatives(t *testing.T) {
+	// Two tight groups on a line, around 0 and around 10.
+	feat := [][]float64{{-9}, {0.2}, {10.1}, {-0.1}, {9.8}, {10}, {0}}
+	rest := []int{1, 2, 3, 4, 5, 6}
+	cand := []int{0, 1, 2, 3, 4, 5} // indices into rest
+	if err := representatives(context.Background(), feat, rest, cand, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	// 10 first (farthest from 0), then 5 (farthest from 0 and 10).
-	if got := []float64{feat[rest[cand[0]]][0], feat[rest[cand[1]]][0]}; !slices.Equal(got, []float64{10, 5}) {
-		t.Fatalf("first two picks %v, want [10 5]", got)
+	got := make([]float64, len(cand))
+	for j, c := range cand {
+		got[j] = feat[rest[c]][0]
 	}
-	// The others keep their places after the picks.
-	if got := []float64{feat[rest[cand[2]]][0], feat[rest[cand[3]]][0], feat[rest[cand[4]]][0]}; !slices.Equal(got, []float64{1, 4, 9}) {
-		t.Fatalf("rest %v, want [1 4 9] (their order)", got)
+	// The centres' nearest members, 10 and 0, in their order, then the rest.
+	if want := []float64{10, 0, 0.2, 10.1, -0.1, 9.8}; !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
 	}
 }
