@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -224,6 +225,26 @@ func startAuditors(t *testing.T, f *federation) {
 	f.intakes = launch.Intakes(f.auditors)
 }
 
+// checkCharges checks that every batch of res was charged once to the
+// student and exactly these hospitals, for its queries, with the hash of the
+// labels the student received.
+func (f *federation) checkCharges(res *student.Result, studentID string, hospitals ...string) {
+	f.t.Helper()
+	charges := f.charges()
+	for _, b := range res.Batches {
+		ch := charges[b.BatchID]
+		if ch == nil {
+			f.t.Fatalf("batch %d was delivered without a charge in the ledger", b.Index)
+		}
+		if hex.EncodeToString(ch.AnswersHash[:]) != b.AnswersHash {
+			f.t.Fatalf("batch %d: the labels' hash differs from the answers hash the ledger committed", b.Index)
+		}
+		if !slices.Equal(ch.Hospitals, hospitals) || ch.Student != studentID || ch.Queries != uint64(len(b.Labels)) {
+			f.t.Fatalf("batch %d: charge names %v and %s for %d queries, want %v and %s for %d", b.Index, ch.Hospitals, ch.Student, ch.Queries, hospitals, studentID, len(b.Labels))
+		}
+	}
+}
+
 // charges returns the accepted charges of the ledger as every auditor
 // holds it, once all three agree.
 func (f *federation) charges() map[string]*ledger.Charge {
@@ -335,19 +356,7 @@ func TestFederation(t *testing.T) {
 
 	checkAgainstLedger := func(res *student.Result) {
 		t.Helper()
-		charges := f.charges()
-		for _, b := range res.Batches {
-			ch := charges[b.BatchID]
-			if ch == nil {
-				t.Fatalf("batch %d was delivered without a charge in the ledger", b.Index)
-			}
-			if hex.EncodeToString(ch.AnswersHash[:]) != b.AnswersHash {
-				t.Fatalf("batch %d: the labels' hash differs from the answers hash the ledger committed", b.Index)
-			}
-			if len(ch.Hospitals) != 3 || ch.Student != "student-1" || ch.Queries != uint64(len(b.Labels)) {
-				t.Fatalf("batch %d: charge %+v", b.Index, ch)
-			}
-		}
+		f.checkCharges(res, "student-1", "hospital-1", "hospital-2", "hospital-3")
 	}
 
 	// labelAll labels d through s in the given number of batches, checks
