@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // One party cannot open connections without end: past MaxConnsPerPeer the
