@@ -404,6 +404,51 @@ func TestFederation(t *testing.T) {
 		}
 	})
 
+	t.Run("a bootstrapped run asks the rest in the ranked order, once", func(t *testing.T) {
+		var ranked int
+		boot, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
+			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
+			Logger: logger(t).With("party", "student"), Bootstrap: 5,
+			Rank: func(_ context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error) {
+				ranked++
+				// Batches 0 and 1 answer the first 5; batch 2 was asked
+				// meanwhile (window 2) and counts as asked too.
+				for q := range d.Len() {
+					if asked[q] != (q < 12) || (q >= 12 && labels[q] != -1) {
+						t.Errorf("query %d: asked %v, label %d when the rest is ranked", q, asked[q], labels[q])
+					}
+				}
+				return []int{15, 14, 13}, nil // query 12 is never asked
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := dataset(16, 300)
+		res, err := boot.Label(t.Context(), d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 14, 13}
+		if ranked != 1 || !slices.Equal(res.Order, want) || len(res.Batches) != 4 || res.Answered+res.Refused != 15 {
+			t.Fatalf("ranked %d times; asked %v in %d batches (%d answered, %d refused), want %v in 4", ranked, res.Order, len(res.Batches), res.Answered, res.Refused, want)
+		}
+		for i, b := range res.Batches {
+			if b.From != 4*i {
+				t.Errorf("batch %d starts at %d of the order, want %d", i, b.From, 4*i)
+			}
+		}
+		for q, l := range res.Labels {
+			if (q == 12 && l != -1) || (l >= 0 && l != d.Y[q]) {
+				t.Errorf("query %d: label %d, every teacher voted %d", q, l, d.Y[q])
+			}
+		}
+		checkAgainstLedger(res)
+		again, err := boot.Label(t.Context(), d, nil)
+		if err != nil || again.Resumed != 4 || ranked != 1 || !slices.Equal(again.Labels, res.Labels) {
+			t.Fatalf("a second run resumed %d of 4 batches, ranked %d times (%v), labels %v, want %v", again.Resumed, ranked, err, again.Labels, res.Labels)
+		}
+	})
+
 	t.Run("a crash between commit and delivery loses nothing and charges once", func(t *testing.T) {
 		crashing.mu.Lock()
 		crashing.armed = true
