@@ -114,7 +114,7 @@ func bootstrapAfter(cmd *cobra.Command, n int, arch string) func(*student.Config
 			if err != nil {
 				return nil, err
 			}
-			return selection.Confident(ctx, net, d, asked, 1)
+			return selection.Confident(ctx, net, d, asked, selection.ConfidentConfig{Shift: 1})
 		}
 	}
 }
