@@ -335,7 +335,7 @@ func TestRunBootstrap(t *testing.T) {
 		{0, selection.ConfidentConfig{Shift: 1}, "typical, then confident after 10"},
 		{2, selection.ConfidentConfig{Shift: 1, Floor: 0.9, Spread: 5}, "typical, then confident after 10, retrained 2 times as the answers doubled"},
 	} {
-		cfg.BootstrapRounds, cfg.Confident = tc.rounds, tc.confident
+		cfg.BootstrapRounds, cfg.Confident, cfg.BootstrapEpochs = tc.rounds, tc.confident, tc.rounds
 		rep, err := Run(context.Background(), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -364,6 +364,7 @@ func TestRunBootstrap(t *testing.T) {
 		func(c *Config) { c.Bootstrap = -1 },
 		func(c *Config) { c.BootstrapRounds = -1 },
 		func(c *Config) { c.Confident.Floor = 1 },
+		func(c *Config) { c.BootstrapEpochs = -1 },
 	} {
 		c := cfg
 		bad(&c)

@@ -101,7 +101,10 @@ type Report struct {
 	// BootstrapConfident is how the bootstrapped session's students rank
 	// the pool, when there is such a row.
 	BootstrapConfident *selection.ConfidentConfig `json:"bootstrap_confident,omitempty"`
-	WallSeconds        float64                    `json:"wall_seconds"`
+	// BootstrapEpochs is the consistency passes of those students, when
+	// they differ from StudentConsistency's.
+	BootstrapEpochs int     `json:"bootstrap_epochs,omitempty"`
+	WallSeconds     float64 `json:"wall_seconds"`
 	// CPUSeconds is the process's CPU time (user + system), when the caller
 	// measured it: on a shared machine it says more than the wall time.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
@@ -241,7 +244,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 					continue
 				}
 				cc := cfg.Confident
-				rep.BootstrapConfident = &cc
+				rep.BootstrapConfident, rep.BootstrapEpochs = &cc, cfg.BootstrapEpochs
 				row, full, err := st.bootstrap(ctx, agg, k, classes, hist, primary[:maxQ])
 				if err != nil {
 					return nil, fmt.Errorf("%s with %d teachers, bootstrapped: %w", agg, k, err)
@@ -495,7 +498,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hi
 	}
 	until := cfg.Bootstrap
 	for r := 0; !done && row.Answered > 0; r++ {
-		net, err := s.fit(ctx, fmt.Sprintf("bootstrap student %d", r+1), full)
+		net, err := s.fit(ctx, fmt.Sprintf("bootstrap student %d", r+1), full, cfg.BootstrapEpochs)
 		if err != nil {
 			return row, nil, err
 		}
@@ -638,7 +641,7 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 // train trains one student and scores it on the held-out examples; a
 // student with no label at all scores 0.
 func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
-	n, err := s.fit(ctx, label, labels)
+	n, err := s.fit(ctx, label, labels, 0)
 	if errors.Is(err, ensemble.ErrNoLabels) {
 		return 0, nil
 	}
@@ -649,13 +652,17 @@ func (s *students) train(ctx context.Context, label string, labels []int) (float
 }
 
 // fit trains one student on labels (one per query, metrics.Refused where
-// none was released) and its unlabelled queries, as configured.
-func (s *students) fit(ctx context.Context, label string, labels []int) (*model.Network, error) {
+// none was released) and its unlabelled queries, as configured; epochs,
+// when positive, replaces the consistency training's passes.
+func (s *students) fit(ctx context.Context, label string, labels []int, epochs int) (*model.Network, error) {
 	bar := progress.New(s.cfg.Progress, s.now)
 	defer bar.Done()
 	prog := func(done, total int) { bar.Update(label, done, total, "samples") }
-	if s.cfg.Consistency.Enabled() {
-		n, res, err := ensemble.TrainStudentConsistency(ctx, s.spec, s.cfg.StudentTrain, s.cfg.Consistency, s.cfg.Seed, s.queries, labels, prog)
+	if cc := s.cfg.Consistency; cc.Enabled() {
+		if epochs > 0 {
+			cc.Epochs = epochs
+		}
+		n, res, err := ensemble.TrainStudentConsistency(ctx, s.spec, s.cfg.StudentTrain, cc, s.cfg.Seed, s.queries, labels, prog)
 		if err != nil {
 			return nil, err
 		}
