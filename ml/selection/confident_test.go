@@ -69,8 +69,9 @@ func TestConfidentAsksWhatTheStudentIsSureOf(t *testing.T) {
 	}
 }
 
-// softmaxStudent is a softmax student trained on the first n examples of p.
-func softmaxStudent(t *testing.T, p *data.Dataset, n int) *model.Network {
+// softmaxStudent is a softmax student trained on the first n examples of
+// p, and the flags that say those n were asked.
+func softmaxStudent(t *testing.T, p *data.Dataset, n int) (*model.Network, []bool) {
 	t.Helper()
 	net, err := model.New(model.Spec{Kind: model.KindSoftmax, Input: p.Shape, Classes: p.Classes}, 1)
 	if err != nil {
@@ -79,7 +80,11 @@ func softmaxStudent(t *testing.T, p *data.Dataset, n int) *model.Network {
 	if _, err := net.Train(context.Background(), p.Slice(0, n), model.TrainConfig{Optimizer: model.Adam, LearnRate: 1e-2, BatchSize: 8, Epochs: 1, MinSteps: 200}, nil); err != nil {
 		t.Fatal(err)
 	}
-	return net
+	asked := make([]bool, p.Len())
+	for i := range n {
+		asked[i] = true
+	}
+	return net, asked
 }
 
 // With a floor, no example below it is asked before one at or above it;
@@ -87,11 +92,7 @@ func softmaxStudent(t *testing.T, p *data.Dataset, n int) *model.Network {
 func TestConfidentFloor(t *testing.T) {
 	ctx := context.Background()
 	p := pool()
-	net := softmaxStudent(t, p, 40)
-	asked := make([]bool, p.Len())
-	for i := range 40 {
-		asked[i] = true
-	}
+	net, asked := softmaxStudent(t, p, 40)
 	_, conf, err := confidence(ctx, net, p, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -131,11 +132,7 @@ func TestConfidentFloor(t *testing.T) {
 func TestConfidentSpread(t *testing.T) {
 	ctx := context.Background()
 	p := pool()
-	net := softmaxStudent(t, p, 40)
-	asked := make([]bool, p.Len())
-	for i := range 40 {
-		asked[i] = true
-	}
+	net, asked := softmaxStudent(t, p, 40)
 	feat := rows(p)
 	// coverage is the mean distance of the rest to its nearest asked or
 	// chosen example, after choosing the first m of o.
