@@ -485,7 +485,7 @@ func TestForwardedMembershipOnlyForItself(t *testing.T) {
 	})
 	leader := c.addrs[li]
 	rogue := c.nodes[(li+2)%3] // a follower
-	victim := (li + 1) % 3      // the other follower
+	victim := (li + 1) % 3     // the other follower
 	for _, tc := range []struct {
 		name string
 		op   byte
