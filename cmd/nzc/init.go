@@ -82,6 +82,7 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		case crypto.RoleHospital:
 			c := config.DefaultTeacher()
 			c.ID, c.Aggregator, c.TLS = p.ID, loopback(pt.aggregator()), tlsOf(p)
+			c.Auditors = intakes
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.AuditorKeys = auditorKeys
 			c.Models = filepath.Join(m.Dir, p.ID, "models")

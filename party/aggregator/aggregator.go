@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/ratelimit"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
@@ -152,7 +153,7 @@ type Aggregator struct {
 	proofs map[string][]*nzcpb.Receipt
 
 	refused refusals                   // batches refused for budget, by student and batch id
-	relays  *limiter                   // relayed ledger commands, per hospital
+	relays  *ratelimit.Limiter         // relayed ledger commands, per hospital
 	hellos  map[*quicnet.Conn]struct{} // connections that have sent their Hello
 
 	svtMu    sync.Mutex
@@ -244,7 +245,7 @@ func New(cfg Config) (*Aggregator, error) {
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
 		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
-		relays: newLimiter(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
+		relays: ratelimit.New(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
 	}

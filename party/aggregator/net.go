@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -143,7 +144,7 @@ func (a *Aggregator) firstHello(c *quicnet.Conn) bool {
 // (Config.RelayBurst, RelayEvery); the auditors refuse, without recording
 // them, commands the ledger would refuse.
 func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
-	if ok, wait := a.relays.allow(r.Peer.ID); !ok {
+	if ok, wait := a.relays.Allow(r.Peer.ID); !ok {
 		return 0, nil, &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: wait,
 			Message: fmt.Sprintf("hospital %s relayed more than %d ledger commands in %v: nothing was relayed; retry in %v", r.Peer.ID, a.cfg.RelayBurst, time.Duration(a.cfg.RelayBurst)*a.cfg.RelayEvery, wait.Round(time.Millisecond))}
 	}
@@ -187,9 +188,11 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 	return quicnet.Reply(res)
 }
 
-// LedgerClient submits commands to the auditors over QUIC. Any auditor
-// takes a command (followers forward it to the raft leader); when one is
-// unreachable the next is tried.
+// LedgerClient submits commands to the auditors over QUIC: the
+// aggregator's, and a hospital's own account commands (nzc-teacher cap).
+// Any auditor takes a command (followers forward it to the raft leader);
+// when one is unreachable the next is tried, and when one answers
+// not-leader naming one of the client's addresses, that one.
 type LedgerClient struct {
 	cfg   quicnet.Config
 	addrs []string
@@ -245,18 +248,24 @@ func (l *LedgerClient) connect(ctx context.Context) (*quicnet.Conn, error) {
 	return nil, fmt.Errorf("no auditor reachable: %w", errors.Join(errs...))
 }
 
-func (l *LedgerClient) drop(c *quicnet.Conn) {
+// drop closes c and moves on: to the auditor at leader when it is one of
+// the client's addresses, otherwise to the next.
+func (l *LedgerClient) drop(c *quicnet.Conn, leader string) {
 	_ = l.mu.lock(context.Background())
 	defer l.mu.unlock()
 	if l.conn == c {
 		_ = c.Close()
 		l.conn = nil
 		l.next++
+		if i := slices.Index(l.addrs, leader); leader != "" && i >= 0 {
+			l.next = i
+		}
 	}
 }
 
 // call invokes req on an auditor, moving to the next auditor when the
-// connection fails or the auditor says it cannot serve now.
+// connection fails or the auditor says it cannot serve now, and to the
+// leader when the auditor names it.
 func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error {
 	var last error
 	for range 2 * len(l.addrs) {
@@ -273,7 +282,11 @@ func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error 
 		if errors.As(err, &pe) && !pe.Code.Retryable() {
 			return err
 		}
-		l.drop(c)
+		var leader string
+		if pe != nil && pe.Code == protocol.CodeNotLeader {
+			leader = pe.LeaderAddress
+		}
+		l.drop(c, leader)
 		if ctx.Err() != nil {
 			break
 		}

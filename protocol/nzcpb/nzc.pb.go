@@ -1218,8 +1218,11 @@ type HospitalBudget struct {
 	// its charges' pure ε (+Inf once a charge had none): what the ledger's
 	// gate composes a new charge with, so the aggregator can admit a batch
 	// exactly as the gate would before any vote is summed.
-	Curve         []float64 `protobuf:"fixed64,8,rep,packed,name=curve,proto3" json:"curve,omitempty"`
-	PureEpsilon   float64   `protobuf:"fixed64,9,opt,name=pure_epsilon,json=pureEpsilon,proto3" json:"pure_epsilon,omitempty"`
+	Curve       []float64 `protobuf:"fixed64,8,rep,packed,name=curve,proto3" json:"curve,omitempty"`
+	PureEpsilon float64   `protobuf:"fixed64,9,opt,name=pure_epsilon,json=pureEpsilon,proto3" json:"pure_epsilon,omitempty"`
+	// The number of cap changes applied so far: a hospital signs its next
+	// change-cap with cap_version + 1.
+	CapVersion    uint64 `protobuf:"varint,10,opt,name=cap_version,json=capVersion,proto3" json:"cap_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1313,6 +1316,13 @@ func (x *HospitalBudget) GetCurve() []float64 {
 func (x *HospitalBudget) GetPureEpsilon() float64 {
 	if x != nil {
 		return x.PureEpsilon
+	}
+	return 0
+}
+
+func (x *HospitalBudget) GetCapVersion() uint64 {
+	if x != nil {
+		return x.CapVersion
 	}
 	return 0
 }
@@ -1677,7 +1687,7 @@ const file_nzc_proto_rawDesc = "" +
 	"registered\x12\x1f\n" +
 	"\vmax_answers\x18\x03 \x01(\x04R\n" +
 	"maxAnswers\x12\x18\n" +
-	"\aanswers\x18\x04 \x01(\x04R\aanswers\"\xa8\x02\n" +
+	"\aanswers\x18\x04 \x01(\x04R\aanswers\"\xc9\x02\n" +
 	"\x0eHospitalBudget\x12\x1f\n" +
 	"\vhospital_id\x18\x01 \x01(\tR\n" +
 	"hospitalId\x12\x1f\n" +
@@ -1689,7 +1699,10 @@ const file_nzc_proto_rawDesc = "" +
 	"\x10queries_answered\x18\x06 \x01(\x04R\x0fqueriesAnswered\x12\x18\n" +
 	"\acharges\x18\a \x01(\x04R\acharges\x12\x14\n" +
 	"\x05curve\x18\b \x03(\x01R\x05curve\x12!\n" +
-	"\fpure_epsilon\x18\t \x01(\x01R\vpureEpsilon\"(\n" +
+	"\fpure_epsilon\x18\t \x01(\x01R\vpureEpsilon\x12\x1f\n" +
+	"\vcap_version\x18\n" +
+	" \x01(\x04R\n" +
+	"capVersion\"(\n" +
 	"\fLedgerSubmit\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\"\xb5\x01\n" +
 	"\fLedgerResult\x12\x14\n" +
