@@ -107,7 +107,13 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 	switch r.Peer.Role {
 	case crypto.RoleHospital:
 		hi := h.GetHospital()
-		remove, err := a.AddHospital(r.Peer.ID, int(hi.GetNumTeachers()), int(hi.GetNumClasses()), connHospital{r.Conn})
+		// The hospital's size is the administrator's registration in the
+		// ledger, never the Hello's.
+		reg, err := a.ledgerEnsemble(ctx, r.Peer.ID)
+		if err != nil {
+			return 0, nil, err
+		}
+		remove, err := a.addHospital(r.Peer.ID, int(hi.GetNumTeachers()), int(hi.GetNumClasses()), reg, connHospital{r.Conn})
 		if err != nil {
 			return 0, nil, err
 		}
@@ -138,11 +144,12 @@ func (a *Aggregator) firstHello(c *quicnet.Conn) bool {
 }
 
 // handleRelay passes a hospital's own account commands (open account,
-// change cap), signed by the hospital, and its registration, signed by the
-// federation administrator, to the ledger: hospitals dial only the
-// aggregator. Nothing else may be relayed, and each hospital only so many
-// (Config.RelayBurst, RelayEvery); the auditors refuse, without recording
-// them, commands the ledger would refuse.
+// change cap), signed by the hospital, and its registrations (as a party
+// and of its ensemble), signed by the federation administrator, to the
+// ledger: hospitals dial only the aggregator (and, for their own account
+// commands, the auditors directly). Nothing else may be relayed, and each
+// hospital only so many (Config.RelayBurst, RelayEvery); the auditors
+// refuse, without recording them, commands the ledger would refuse.
 func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
 	if ok, wait := a.relays.Allow(r.Peer.ID); !ok {
 		return 0, nil, &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: wait,
@@ -170,10 +177,14 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 			return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only its own registration", r.Peer.ID)
 		}
 		subject = b.Party.ID
+	case *ledger.RegisterEnsemble:
+		// So does its ensemble's registration, which the ledger checks
+		// the same way.
+		subject = b.Hospital
 	default:
-		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own registration, open-account and change-cap commands, not %s", c.Body.Kind())
+		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own registrations, open-account and change-cap commands, not %s", c.Body.Kind())
 	}
-	if _, isReg := c.Body.(*ledger.RegisterParty); subject != r.Peer.ID || (!isReg && c.Signer != r.Peer.ID) {
+	if subject != r.Peer.ID || (!adminSigned(c.Body) && c.Signer != r.Peer.ID) {
 		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only commands about and signed by itself", r.Peer.ID)
 	}
 	res, err := a.cfg.Ledger.Submit(ctx, s.GetCommand())
@@ -186,6 +197,16 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 	}
 	a.log.Info("relayed a hospital's account command", "hospital", r.Peer.ID, "kind", c.Body.Kind().String(), "code", res.GetCode().String())
 	return quicnet.Reply(res)
+}
+
+// adminSigned says whether a relayed command is one of the hospital's
+// registrations, which the administrator signs.
+func adminSigned(b ledger.Body) bool {
+	switch b.(type) {
+	case *ledger.RegisterParty, *ledger.RegisterEnsemble:
+		return true
+	}
+	return false
 }
 
 // LedgerClient submits commands to the auditors over QUIC: the

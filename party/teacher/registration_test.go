@@ -3,6 +3,7 @@ package teacher
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -35,6 +36,15 @@ func registrationConfig(t testing.TB, reg []byte) Config {
 		CapEpsilon: 8, CapDelta: 1e-5, Registration: reg, Voter: oneVoter{}}
 }
 
+// list is the JSON list of commands nzc init add-hospital writes.
+func list(t testing.TB, cmds ...[]byte) []byte {
+	b, err := json.Marshal(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func sign(t testing.TB, b ledger.Body, signer string, key ed25519.PrivateKey) []byte {
 	c, err := ledger.Sign(b, signer, key)
 	if err != nil {
@@ -52,6 +62,9 @@ func TestRegistrationIsChecked(t *testing.T) {
 	register := func(id string, role ledger.Role, pub ed25519.PublicKey) []byte {
 		return sign(t, &ledger.RegisterParty{Party: ledger.Party{ID: id, Role: role, PublicKey: pub}, Timestamp: 1}, "federation-admin", admin)
 	}
+	ensemble := func(id string) []byte {
+		return sign(t, &ledger.RegisterEnsemble{Hospital: id, Version: 1, Teachers: 1, Classes: 2, Timestamp: 1}, "federation-admin", admin)
+	}
 	for _, tc := range []struct {
 		name    string
 		reg     []byte
@@ -64,6 +77,11 @@ func TestRegistrationIsChecked(t *testing.T) {
 		{"another hospital's registration", register("hospital-5", ledger.RoleHospital, own), "hospital-5"},
 		{"a registration as another role", register("hospital-4", ledger.RoleStudent, own), "student"},
 		{"a registration of another key", register("hospital-4", ledger.RoleHospital, testKey(5).Public().(ed25519.PublicKey)), "another signing key"},
+		{"with its ensemble's", list(t, register("hospital-4", ledger.RoleHospital, own), ensemble("hospital-4")), ""},
+		{"with another hospital's ensemble", list(t, register("hospital-4", ledger.RoleHospital, own), ensemble("hospital-5")), "hospital-5"},
+		{"an ensemble alone", list(t, ensemble("hospital-4")), "should come first"},
+		{"two party registrations", list(t, register("hospital-4", ledger.RoleHospital, own), register("hospital-4", ledger.RoleHospital, own)), "second party registration"},
+		{"a broken list", []byte("[\"AQ"), "nor a list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := New(registrationConfig(t, tc.reg))

@@ -67,6 +67,13 @@ func Budgets(s *ledger.State, req *nzcpb.BudgetRequest) *nzcpb.BudgetResponse {
 		}
 		resp.Budgets = append(resp.Budgets, b)
 	}
+	for _, e := range s.Ensembles() {
+		resp.Classes = e.Classes // every registration names the federation's
+		if len(req.GetHospitalIds()) > 0 && !slices.Contains(req.GetHospitalIds(), e.Hospital) {
+			continue
+		}
+		resp.Ensembles = append(resp.Ensembles, &nzcpb.RegisteredEnsemble{HospitalId: e.Hospital, Teachers: e.Teachers, Version: e.Version})
+	}
 	if id := req.GetStudentId(); id != "" {
 		q, ok := s.Student(id)
 		resp.Student = &nzcpb.StudentQuota{StudentId: id, Registered: ok, MaxAnswers: q.MaxAnswers, Answers: q.Answers}

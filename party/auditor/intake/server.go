@@ -163,11 +163,11 @@ func ownAccountCommand(hospital string, cmd []byte) error {
 
 // Propose replicates one command and returns the ledger's answer, with a
 // receipt for a charge or a session opening. A hospital's own account
-// command (its registration, opening its account, changing its cap), which
+// command (its registrations, opening its account, changing its cap), which
 // the aggregator relays or the hospital submits directly, is first decided
-// against this auditor's replica: one the ledger would refuse or has already applied is answered
-// so without being proposed, so that junk relayed commands do not become
-// permanent entries.
+// against this auditor's replica: one the ledger would refuse or has
+// already applied is answered so without being proposed, so that junk
+// relayed commands do not become permanent entries.
 func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
 	if relayed(cmd) {
 		st := s.Ledger.State()
@@ -213,8 +213,9 @@ func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, 
 	return out, nil
 }
 
-// relayed says whether cmd is one of a hospital's own account commands,
-// relayed by the aggregator or submitted directly (or one that fails to decode, which is refused unproposed
+// relayed says whether cmd is one of a hospital's own account commands or
+// registrations, relayed by the aggregator or submitted directly (or one
+// that fails to decode, which is refused unproposed
 // too).
 func relayed(cmd []byte) bool {
 	c, err := ledger.DecodeCommand(cmd)
@@ -222,7 +223,7 @@ func relayed(cmd []byte) bool {
 		return true
 	}
 	switch c.Body.(type) {
-	case *ledger.RegisterParty, *ledger.OpenAccount, *ledger.ChangeCap:
+	case *ledger.RegisterParty, *ledger.OpenAccount, *ledger.ChangeCap, *ledger.RegisterEnsemble:
 		return true
 	}
 	return false

@@ -1,0 +1,138 @@
+package aggregator
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+// registerEnsembles registers, signed by the federation's administrator,
+// the first n fixture hospitals' ensembles in the ledger at their fakes'
+// sizes.
+func (f *fixture) registerEnsembles(t *testing.T, n int) {
+	t.Helper()
+	ca, err := crypto.LoadCA(f.m.Path(f.m.CACert), f.m.Path(f.m.CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.hospitals[:n] {
+		cmd, err := ledger.Sign(&ledger.RegisterEnsemble{Hospital: h.id, Version: 1, Teachers: uint64(h.teachers), Classes: classes, Timestamp: 1}, intake.AdminID, ca.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+			t.Fatalf("registering %s: %v %v", h.id, res, err)
+		}
+	}
+}
+
+// A hospital's size is the administrator's registration in the ledger,
+// not the aggregator's configuration: with the configuration saying
+// something else (7 teachers for hospital-1, as a hospital's own claim
+// written there would), a Hello announcing the configured size is refused
+// and one announcing the registered size is accepted. Once the ledger holds
+// registrations, a hospital without one is refused even at a size the
+// configuration gives it. (Before, the configuration decided.)
+func TestHelloIsHeldToTheLedgersRegistration(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	f.registerEnsembles(t, 1)
+	f.cfg.Ensembles["hospital-1"] = 7
+	a, addr := f.served(t)
+	hello := func(id string, recipient *crypto.Recipient, teachers uint32) error {
+		c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, id), crypto.RoleAggregator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.Invoke(t.Context(), &nzcpb.Hello{ProtocolVersion: protocol.ProtocolVersion, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: id,
+			AgeRecipient: recipient.String(), Hospital: &nzcpb.HospitalInfo{NumTeachers: teachers, NumClasses: classes}}, &nzcpb.Ack{})
+	}
+	if err := hello("hospital-1", f.hospRecip[0], 7); !errors.Is(err, protocol.ErrBadRequest) {
+		t.Fatalf("a Hello of the configured, unregistered size: %v, want bad-request", err)
+	}
+	if err := hello("hospital-1", f.hospRecip[0], 20); err != nil {
+		t.Fatalf("a Hello of the registered size: %v", err)
+	}
+	a.mu.Lock()
+	e := a.hospitals["hospital-1"]
+	a.mu.Unlock()
+	if e == nil || e.teachers != 20 || !e.ledger {
+		t.Fatalf("hospital-1 registered as %+v", e)
+	}
+	if err := hello("hospital-2", f.hospRecip[1], 20); !errors.Is(err, protocol.ErrUnauthorized) {
+		t.Fatalf("a hospital the ledger has no registration for: %v, want unauthorized", err)
+	}
+}
+
+// Charges record each voter's registered size, and the ledger accepts
+// them only at those sizes.
+func TestChargesRecordTheRegisteredEnsembles(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	f.registerEnsembles(t, 2)
+	a, err := New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.hospitals {
+		reg, err := a.ledgerEnsemble(t.Context(), h.id)
+		if err != nil || !reg.ledger || reg.teachers != h.teachers {
+			t.Fatalf("%s: %+v %v", h.id, reg, err)
+		}
+		if _, err := a.addHospital(h.id, h.teachers, h.classes, reg, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.AddStudent("student-1", f.student.Recipient())
+	req, _ := f.request(t, 1, 6)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	charges := f.led.charges(t)
+	if len(charges) != 1 {
+		t.Fatalf("%d charges", len(charges))
+	}
+	for _, c := range charges {
+		if !slices.Equal(c.Ensembles, []uint64{20, 20}) || c.Kind() != ledger.KindChargeV2 {
+			t.Fatalf("the charge records sizes %v (kind %s), want the registered [20 20]", c.Ensembles, c.Kind())
+		}
+	}
+}
+
+// Hospitals that joined before the ledger held their registrations (at the
+// configuration's sizes) are held to the registrations once they appear:
+// one registered at its connected size votes and its charges state it; one
+// registered at another size is left out of the batch, named to the
+// student, rather than making every charge a refused one.
+func TestBatchesFollowRegistrationsAppliedLater(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	cfg := f.cfg
+	cfg.Quorum = 2
+	a := f.start(t, cfg) // before any registration: the configuration's sizes
+	f.hospitals[2].teachers = 21
+	f.registerEnsembles(t, 3) // hospital-3 registered at 21, connected at 20
+	f.hospitals[2].teachers = 20
+	req, _ := f.request(t, 1, 6)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.GetLeftOut(), []string{"hospital-3"}) {
+		t.Fatalf("left out %v, want hospital-3", resp.GetLeftOut())
+	}
+	charges := f.led.charges(t)
+	if len(charges) != 1 {
+		t.Fatalf("%d charges", len(charges))
+	}
+	for _, c := range charges {
+		if !slices.Equal(c.Hospitals, []string{"hospital-1", "hospital-2"}) || !slices.Equal(c.Ensembles, []uint64{20, 20}) {
+			t.Fatalf("charge of %v with sizes %v", c.Hospitals, c.Ensembles)
+		}
+	}
+}
