@@ -68,7 +68,7 @@ this hospital's account changes.`,
 			return err
 		}
 		return cli.Print(cmd.OutOrStdout(), f, res, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "%s: cap of %s is ε=%v δ=%v (%s, version %d, ledger entry %d)\n",
+			_, err := fmt.Fprintf(w, "%s: the cap of %s is ε=%v δ=%v (%s, version %d, ledger entry %d)\n",
 				res.Code, res.Hospital, res.Epsilon, res.Delta, res.Command, res.Version, res.Index)
 			return err
 		})

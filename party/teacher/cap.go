@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/nzcfed/nzc/ledger"
@@ -38,7 +39,7 @@ type CapResult struct {
 	Epsilon  float64 `json:"cap_epsilon"`
 	Delta    float64 `json:"cap_delta"`
 	Index    uint64  `json:"ledger_index"`
-	Code     string  `json:"code"`
+	Code     string  `json:"code"` // committed, rejected, …
 }
 
 // ErrCapRefused is matched by the error of a cap request the ledger
@@ -88,7 +89,7 @@ func SetCap(ctx context.Context, in Intake, req CapRequest) (CapResult, error) {
 		if err != nil {
 			return CapResult{}, fmt.Errorf("submitting the %s of %s: %w", out.Command, req.Hospital, err)
 		}
-		out.Index, out.Code = res.GetIndex(), res.GetCode().String()
+		out.Index, out.Code = res.GetIndex(), strings.ToLower(strings.TrimPrefix(res.GetCode().String(), "LEDGER_RESULT_CODE_"))
 		if res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
 			return out, nil
 		}

@@ -129,3 +129,30 @@ func FuzzRegistration(f *testing.F) {
 		}
 	})
 }
+
+// Whatever the registration file holds, checking it returns commands that
+// are this hospital's registrations or an error, never a panic.
+func FuzzCheckRegistration(f *testing.F) {
+	admin := testKey(1)
+	own := testKey(4).Public().(ed25519.PublicKey)
+	reg := sign(f, &ledger.RegisterParty{Party: ledger.Party{ID: "hospital-4", Role: ledger.RoleHospital, PublicKey: own}, Timestamp: 1}, "federation-admin", admin)
+	ens := sign(f, &ledger.RegisterEnsemble{Hospital: "hospital-4", Version: 1, Teachers: 3, Classes: 2, Timestamp: 1}, "federation-admin", admin)
+	f.Add(reg)
+	f.Add(list(f, reg, ens))
+	f.Add([]byte("[]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cmds, err := checkRegistration(b, "hospital-4", testKey(4))
+		if err != nil {
+			return
+		}
+		for i, c := range cmds {
+			d, err := ledger.DecodeCommand(c)
+			if err != nil {
+				t.Fatalf("accepted command %d does not decode: %v", i, err)
+			}
+			if _, ok := d.Body.(*ledger.RegisterParty); ok != (i == 0) {
+				t.Fatalf("command %d is a %s", i, d.Body.Kind())
+			}
+		}
+	})
+}

@@ -169,7 +169,7 @@ func TestDroppingAggregatorCannotKeepAHospitalsCap(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the hospital's direct cap change: %v", err)
 	}
-	if got.Command != "change-cap" || got.Version != 1 || got.Code != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED.String() {
+	if got.Command != "change-cap" || got.Version != 1 || got.Code != "committed" {
 		t.Fatalf("result %+v", got)
 	}
 	if a := f.capOf(t, f.h1.ID); a.CapEpsilon != 2 || a.CapDelta != 1e-6 || a.CapVersion != 1 {
