@@ -136,3 +136,44 @@ func TestBatchesFollowRegistrationsAppliedLater(t *testing.T) {
 		}
 	}
 }
+
+// A hospital relays its own ensemble registration (a hospital added after
+// the genesis brings it), signed by the administrator, and no other
+// hospital's; one it signed itself reaches the ledger only to be refused.
+func TestHospitalRelaysOnlyItsOwnEnsembleRegistration(t *testing.T) {
+	f := newFixture(t, 2, 50)
+	_, addr := f.served(t)
+	ca, err := crypto.LoadCA(f.m.Path(f.m.CACert), f.m.Path(f.m.CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1 := f.m.ByRole(crypto.RoleHospital)[0]
+	h1Key, err := crypto.LoadPrivateKey(f.m.Path(h1.SigningKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, h1.ID), crypto.RoleAggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	relay := func(b ledger.Body, signer string, key []byte) (*nzcpb.LedgerResult, error) {
+		cmd, err := ledger.Sign(b, signer, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res nzcpb.LedgerResult
+		return &res, c.Invoke(t.Context(), &nzcpb.LedgerSubmit{Command: cmd}, &res)
+	}
+	if _, err := relay(&ledger.RegisterEnsemble{Hospital: "hospital-2", Version: 1, Teachers: 20, Classes: classes, Timestamp: 1}, intake.AdminID, ca.Key()); !errors.Is(err, protocol.ErrUnauthorized) || len(f.led.submitted) != 0 {
+		t.Fatalf("another hospital's registration: %v (%d submitted), want unauthorized and nothing relayed", err, len(f.led.submitted))
+	}
+	res, err := relay(&ledger.RegisterEnsemble{Hospital: h1.ID, Version: 1, Teachers: 20, Classes: classes, Timestamp: 1}, h1.ID, h1Key)
+	if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED {
+		t.Fatalf("a registration the hospital signed: %v %v, want the ledger's refusal", res, err)
+	}
+	res, err = relay(&ledger.RegisterEnsemble{Hospital: h1.ID, Version: 1, Teachers: 20, Classes: classes, Timestamp: 1}, intake.AdminID, ca.Key())
+	if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		t.Fatalf("its own registration: %v %v", res, err)
+	}
+}
