@@ -165,8 +165,13 @@ func TestHospitalRelaysOnlyItsOwnEnsembleRegistration(t *testing.T) {
 		var res nzcpb.LedgerResult
 		return &res, c.Invoke(t.Context(), &nzcpb.LedgerSubmit{Command: cmd}, &res)
 	}
-	if _, err := relay(&ledger.RegisterEnsemble{Hospital: "hospital-2", Version: 1, Teachers: 20, Classes: classes, Timestamp: 1}, intake.AdminID, ca.Key()); !errors.Is(err, protocol.ErrUnauthorized) || len(f.led.submitted) != 0 {
-		t.Fatalf("another hospital's registration: %v (%d submitted), want unauthorized and nothing relayed", err, len(f.led.submitted))
+	submitted := func() int {
+		f.led.mu.Lock()
+		defer f.led.mu.Unlock()
+		return len(f.led.submitted)
+	}
+	if _, err := relay(&ledger.RegisterEnsemble{Hospital: "hospital-2", Version: 1, Teachers: 20, Classes: classes, Timestamp: 1}, intake.AdminID, ca.Key()); !errors.Is(err, protocol.ErrUnauthorized) || submitted() != 0 {
+		t.Fatalf("another hospital's registration: %v (%d submitted), want unauthorized and nothing relayed", err, submitted())
 	}
 	res, err := relay(&ledger.RegisterEnsemble{Hospital: h1.ID, Version: 1, Teachers: 20, Classes: classes, Timestamp: 1}, h1.ID, h1Key)
 	if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED {
