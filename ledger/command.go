@@ -172,6 +172,26 @@ type RegisterEnsemble struct {
 	Timestamp int64
 }
 
+// AccountSubject returns the hospital a hospital's own command concerns,
+// and whether the hospital signs it: its account commands (open-account,
+// change-cap), which only it signs, and its registrations (register-party
+// of a hospital, register-ensemble), which an administrator signs. ok is
+// false for every other command. Those who pass commands on for a
+// hospital check with it that a hospital passes on only its own.
+func AccountSubject(b Body) (hospital string, bySelf, ok bool) {
+	switch b := b.(type) {
+	case *OpenAccount:
+		return b.Hospital, true, true
+	case *ChangeCap:
+		return b.Hospital, true, true
+	case *RegisterParty:
+		return b.Party.ID, false, b.Party.Role == RoleHospital
+	case *RegisterEnsemble:
+		return b.Hospital, false, true
+	}
+	return "", false, false
+}
+
 // Bounds of a registered ensemble.
 const (
 	MaxTeachers = 1 << 20

@@ -157,3 +157,24 @@ func TestChargeV2DecodeRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestAccountSubject(t *testing.T) {
+	for _, tc := range []struct {
+		body          Body
+		hospital      string
+		bySelf, found bool
+	}{
+		{&OpenAccount{Hospital: "h1"}, "h1", true, true},
+		{&ChangeCap{Hospital: "h2"}, "h2", true, true},
+		{&RegisterParty{Party: testParty("h4", RoleHospital)}, "h4", false, true},
+		{&RegisterEnsemble{Hospital: "h3"}, "h3", false, true},
+		{&RegisterParty{Party: testParty("s9", RoleStudent)}, "s9", false, false},
+		{&Charge{Hospitals: []string{"h1"}}, "", false, false},
+		{&RegisterStudent{Student: "s1"}, "", false, false},
+	} {
+		h, bySelf, ok := AccountSubject(tc.body)
+		if ok != tc.found || (ok && (h != tc.hospital || bySelf != tc.bySelf)) {
+			t.Errorf("%s: %q %v %v, want %q %v %v", tc.body.Kind(), h, bySelf, ok, tc.hospital, tc.bySelf, tc.found)
+		}
+	}
+}

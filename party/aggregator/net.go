@@ -163,28 +163,13 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 	if err != nil {
 		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "ledger command: %v", err)
 	}
-	var subject string
-	switch b := c.Body.(type) {
-	case *ledger.OpenAccount:
-		subject = b.Hospital
-	case *ledger.ChangeCap:
-		subject = b.Hospital
-	case *ledger.RegisterParty:
-		// A hospital added after the genesis brings its registration,
-		// signed by the federation administrator; the ledger checks that
-		// signature.
-		if b.Party.Role != ledger.RoleHospital || b.Party.ID != r.Peer.ID {
-			return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only its own registration", r.Peer.ID)
-		}
-		subject = b.Party.ID
-	case *ledger.RegisterEnsemble:
-		// So does its ensemble's registration, which the ledger checks
-		// the same way.
-		subject = b.Hospital
-	default:
+	// A hospital added after the genesis brings its registrations, signed
+	// by the federation administrator; the ledger checks that signature.
+	subject, bySelf, ok := ledger.AccountSubject(c.Body)
+	if !ok {
 		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own registrations, open-account and change-cap commands, not %s", c.Body.Kind())
 	}
-	if subject != r.Peer.ID || (!adminSigned(c.Body) && c.Signer != r.Peer.ID) {
+	if subject != r.Peer.ID || (bySelf && c.Signer != r.Peer.ID) {
 		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only commands about and signed by itself", r.Peer.ID)
 	}
 	res, err := a.cfg.Ledger.Submit(ctx, s.GetCommand())
@@ -197,16 +182,6 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 	}
 	a.log.Info("relayed a hospital's account command", "hospital", r.Peer.ID, "kind", c.Body.Kind().String(), "code", res.GetCode().String())
 	return quicnet.Reply(res)
-}
-
-// adminSigned says whether a relayed command is one of the hospital's
-// registrations, which the administrator signs.
-func adminSigned(b ledger.Body) bool {
-	switch b.(type) {
-	case *ledger.RegisterParty, *ledger.RegisterEnsemble:
-		return true
-	}
-	return false
 }
 
 // LedgerClient submits commands to the auditors over QUIC: the

@@ -146,13 +146,8 @@ func ownAccountCommand(hospital string, cmd []byte) error {
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "ledger command: %v", err)
 	}
-	var subject string
-	switch b := c.Body.(type) {
-	case *ledger.OpenAccount:
-		subject = b.Hospital
-	case *ledger.ChangeCap:
-		subject = b.Hospital
-	default:
+	subject, bySelf, ok := ledger.AccountSubject(c.Body)
+	if !ok || !bySelf {
 		return protocol.Errorf(protocol.CodeUnauthorized, "a hospital submits only its own open-account and change-cap commands, not %s: nothing was proposed", c.Body.Kind())
 	}
 	if subject != hospital || c.Signer != hospital {
