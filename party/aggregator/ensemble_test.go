@@ -182,3 +182,24 @@ func TestHospitalRelaysOnlyItsOwnEnsembleRegistration(t *testing.T) {
 		t.Fatalf("its own registration: %v %v", res, err)
 	}
 }
+
+// nzc-svt charges record the registered sizes too, and the ledger takes
+// them.
+func TestSessionChargesRecordTheRegisteredEnsembles(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	f.registerEnsembles(t, 2)
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+		t.Fatal(err)
+	}
+	charges := f.led.charges(t)
+	if len(charges) != 1 {
+		t.Fatalf("%d charges", len(charges))
+	}
+	for _, c := range charges {
+		if c.Session == "" || !slices.Equal(c.Ensembles, []uint64{200, 200}) {
+			t.Fatalf("session %q, sizes %v; want a session charge of [200 200]", c.Session, c.Ensembles)
+		}
+	}
+}
