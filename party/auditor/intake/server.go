@@ -69,12 +69,12 @@ func Listen(addr string, cfg quicnet.Config) (*quicnet.Listener, error) {
 
 // Serve accepts connections on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l *quicnet.Listener) error {
-	return l.Serve(ctx, s.Mux(), s.Logger)
+	return l.Serve(ctx, s.mux(), s.Logger)
 }
 
-// Mux routes the intake's requests: the aggregator's, and a hospital's
+// mux routes the intake's requests: the aggregator's, and a hospital's
 // about its own account.
-func (s *Server) Mux() quicnet.Mux {
+func (s *Server) mux() quicnet.Mux {
 	callers := []crypto.Role{crypto.RoleAggregator, crypto.RoleHospital}
 	return quicnet.Mux{
 		protocol.TypeLedgerSubmit:  {Roles: callers, Handle: s.submit},
