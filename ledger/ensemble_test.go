@@ -53,14 +53,7 @@ func TestRegisterEnsembleRefusals(t *testing.T) {
 	if len(got) != 2 || got[0].Hospital != "h1" || got[0].Teachers != 90 || got[0].Version != 2 || got[1].Teachers != 150 {
 		t.Fatalf("ensembles %+v", got)
 	}
-	snap, err := f.st.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	restored := New()
-	if err := restored.Restore(snap); err != nil {
-		t.Fatal(err)
-	}
+	restored := restoredCopy(t, f.st)
 	if !slices.Equal(restored.Ensembles(), got) {
 		t.Fatalf("restored ensembles %+v, want %+v", restored.Ensembles(), got)
 	}

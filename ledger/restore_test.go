@@ -14,14 +14,7 @@ import (
 func TestRestoredReplicaKnowsTheLatestSessions(t *testing.T) {
 	f := newFed(t)
 	f.must(openSession(t, "svt1", "s2", []string{"h1"}, 3), "agg")
-	snap, err := f.st.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	restored := New()
-	if err := restored.Restore(snap); err != nil {
-		t.Fatal(err)
-	}
+	restored := restoredCopy(t, f.st)
 	zero := make([]float64, mechanism.DefaultGrid().Len())
 	charge := chargeBody("b1", []string{"h1"}, zero, 1)
 	charge.Session, charge.Mechanism, charge.Params = "svt1", "nzc-svt", svtParams(3).LedgerParams()

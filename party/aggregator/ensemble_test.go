@@ -90,18 +90,9 @@ func TestChargesRecordTheRegisteredEnsembles(t *testing.T) {
 		}
 	}
 	a.AddStudent("student-1", f.student.Recipient())
-	req, _ := f.request(t, 1, 6)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
-	charges := f.led.charges(t)
-	if len(charges) != 1 {
-		t.Fatalf("%d charges", len(charges))
-	}
-	for _, c := range charges {
-		if !slices.Equal(c.Ensembles, []uint64{20, 20}) || c.Kind() != ledger.KindChargeV2 {
-			t.Fatalf("the charge records sizes %v (kind %s), want the registered [20 20]", c.Ensembles, c.Kind())
-		}
+	_, c := f.labelOne(t, a, 6)
+	if !slices.Equal(c.Ensembles, []uint64{20, 20}) || c.Kind() != ledger.KindChargeV2 {
+		t.Fatalf("the charge records sizes %v (kind %s), want the registered [20 20]", c.Ensembles, c.Kind())
 	}
 }
 
@@ -118,22 +109,12 @@ func TestBatchesFollowRegistrationsAppliedLater(t *testing.T) {
 	f.hospitals[2].teachers = 21
 	f.registerEnsembles(t, 3) // hospital-3 registered at 21, connected at 20
 	f.hospitals[2].teachers = 20
-	req, _ := f.request(t, 1, 6)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, c := f.labelOne(t, a, 6)
 	if !slices.Equal(resp.GetLeftOut(), []string{"hospital-3"}) {
 		t.Fatalf("left out %v, want hospital-3", resp.GetLeftOut())
 	}
-	charges := f.led.charges(t)
-	if len(charges) != 1 {
-		t.Fatalf("%d charges", len(charges))
-	}
-	for _, c := range charges {
-		if !slices.Equal(c.Hospitals, []string{"hospital-1", "hospital-2"}) || !slices.Equal(c.Ensembles, []uint64{20, 20}) {
-			t.Fatalf("charge of %v with sizes %v", c.Hospitals, c.Ensembles)
-		}
+	if !slices.Equal(c.Hospitals, []string{"hospital-1", "hospital-2"}) || !slices.Equal(c.Ensembles, []uint64{20, 20}) {
+		t.Fatalf("charge of %v with sizes %v", c.Hospitals, c.Ensembles)
 	}
 }
 
@@ -189,17 +170,27 @@ func TestSessionChargesRecordTheRegisteredEnsembles(t *testing.T) {
 	f, cfg := svtFixture(t, 2)
 	f.registerEnsembles(t, 2)
 	a := f.start(t, cfg)
-	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
+	_, c := f.labelOne(t, a, 4)
+	if c.Session == "" || !slices.Equal(c.Ensembles, []uint64{200, 200}) {
+		t.Fatalf("session %q, sizes %v; want a session charge of [200 200]", c.Session, c.Ensembles)
+	}
+}
+
+// labelOne labels one batch of nq queries and returns the answer and its
+// charge, the ledger's only one.
+func (f *fixture) labelOne(t *testing.T, a *Aggregator, nq int) (*nzcpb.LabelResponse, *ledger.Charge) {
+	t.Helper()
+	req, _ := f.request(t, 1, nq)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
 		t.Fatal(err)
 	}
 	charges := f.led.charges(t)
 	if len(charges) != 1 {
-		t.Fatalf("%d charges", len(charges))
+		t.Fatalf("%d charges, want 1", len(charges))
 	}
 	for _, c := range charges {
-		if c.Session == "" || !slices.Equal(c.Ensembles, []uint64{200, 200}) {
-			t.Fatalf("session %q, sizes %v; want a session charge of [200 200]", c.Session, c.Ensembles)
-		}
+		return resp, c
 	}
+	return nil, nil
 }
