@@ -20,7 +20,8 @@ func newRunCommand() *cobra.Command {
 		Long: `run starts this auditor's member of the ledger cluster: raft over mutual TLS
 with the federation certificates (auditor certificates only), the ledger with
 checkpoints signed by this auditor's key, and the intake where the aggregator
-— and only the aggregator — submits charges over QUIC. With bootstrap set it
+— and only the aggregator — submits charges over QUIC (a hospital may submit
+there only its own account commands). With bootstrap set it
 founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 

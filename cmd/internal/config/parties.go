@@ -117,8 +117,13 @@ type Teacher struct {
 	// AuditorKeys and ProofLag make the hospital check its own spending.
 	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); the hospital checks the receipt of every charge made for its votes and stops voting when they do not come"`
 	ProofLag    int      `mapstructure:"proof_lag" yaml:"proof_lag" json:"proof_lag" help:"batches voted on without a majority's proof of their charge before the hospital stops voting"`
-	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
-	Ops         Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
+
+	// Auditors are the auditors' intake addresses, where the hospital
+	// sends its own cap changes without the aggregator (nzc-teacher cap).
+	Auditors []string `mapstructure:"auditors" yaml:"auditors,omitempty" json:"auditors" help:"auditor intake addresses (host:port), where the hospital sends its own cap changes (nzc-teacher cap)"`
+
+	Log Log `mapstructure:"log" yaml:"log" json:"log"`
+	Ops Ops `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultTeacher returns the defaults of nzc-teacher.
@@ -132,6 +137,9 @@ func (t Teacher) Validate() error {
 	var c checker
 	c.id("id", t.ID, "this hospital's id, as named in its certificate (e.g. h1)")
 	c.address("aggregator", t.Aggregator, true, "the aggregator's address")
+	for _, addr := range t.Auditors {
+		c.address("auditors", addr, true, "an auditor's intake address")
+	}
 	t.TLS.check(&c)
 	c.keyFile("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
 	if t.SigningKey != "" {
