@@ -221,6 +221,9 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		return nil, fmt.Errorf("auditor: start raft: %w", err)
 	}
 	n.raft = r
+	if d.mux != nil {
+		d.mux.peers.set(fromRaft(r))
+	}
 	if cfg.MaxPacked != 1 {
 		n.proposals = make(chan *proposal, maxBatchCommands)
 		n.wg.Add(1)
