@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -19,12 +20,15 @@ import (
 // connection is read here first and reaches raft only when its header
 // names the certificate's id. raft reads exactly the bytes the peer sent.
 //
-// The check decodes, with the codec raft uses, the header fields raft
-// reads (RPCHeader's ID and Addr, the legacy Leader and Candidate
-// addresses) and InstallSnapshot's Size, skipping the rest, and requires
-// the request to be a msgpack map, as raft writes it: a map's fields are
-// named, so both decoders give every field the same value (an array's
-// fields are positional, and the two structs differ). The header's address
+// The guard first finds where the request ends by walking its msgpack
+// structure (without decoding), then decodes, with the codec raft uses,
+// the header fields raft reads (RPCHeader's ID and Addr, the legacy Leader
+// and Candidate addresses) and InstallSnapshot's Size from exactly those
+// bytes, skipping the rest, and requires the codec to have read all of
+// them: a disagreement on where the request ends refuses it. The request
+// must be a msgpack map, as raft writes it: a map's fields are named, so
+// both decoders give every field the same value (an array's fields are
+// positional, and the two structs differ). The header's address
 // is not compared with the configuration: raft writes its resolved
 // listening address there, while the configuration may name the same
 // server by host name.
@@ -101,7 +105,7 @@ type rpcGuard struct {
 	dec    *codec.Decoder
 	refuse func(error) // called once with the ErrRPCImpersonation that ended the stream
 
-	raw     []byte // the current RPC as read, for the decoder's reads
+	raw     []byte // the current RPC as read
 	pending []byte // checked bytes raft has not read yet
 	snap    int64  // snapshot bytes still to pass through
 	err     error  // the error every later read returns
@@ -109,7 +113,7 @@ type rpcGuard struct {
 
 func newRPCGuard(r io.Reader, peer string) *rpcGuard {
 	g := &rpcGuard{br: bufio.NewReaderSize(r, guardReadBuffer), peer: peer, refuse: func(error) {}}
-	g.dec = codec.NewDecoder((*rpcCapture)(g), &codec.MsgpackHandle{})
+	g.dec = codec.NewDecoderBytes(nil, &codec.MsgpackHandle{})
 	return g
 }
 
@@ -144,29 +148,32 @@ func (g *rpcGuard) next() error {
 		g.raw = nil
 	}
 	g.raw = g.raw[:0]
-	c := (*rpcCapture)(g)
-	typ, err := c.ReadByte()
+	typ, err := g.br.ReadByte()
 	if err != nil {
 		return err
 	}
+	g.raw = append(g.raw, typ)
 	if typ > rpcRequestPreVote {
 		g.pending = g.raw // raft refuses it and closes the connection
 		return nil
 	}
-	b, err := c.ReadByte()
+	b, err := g.br.Peek(1)
 	if err != nil {
 		return noEOF(err)
 	}
-	if !(b >= 0x80 && b <= 0x8f || b == 0xde || b == 0xdf) {
-		return fmt.Errorf("%w (first byte %#x)", errRPCNotMap, b)
+	if !(b[0] >= 0x80 && b[0] <= 0x8f || b[0] == 0xde || b[0] == 0xdf) {
+		return fmt.Errorf("%w (first byte %#x)", errRPCNotMap, b[0])
 	}
-	_ = c.UnreadByte()
-	var h rpcHead
-	if err := g.dec.Decode(&h); err != nil {
-		if len(g.raw) >= maxRPCBytes {
-			return errRPCTooLarge
-		}
+	if err := g.readValue(); err != nil {
 		return noEOF(err)
+	}
+	var h rpcHead
+	g.dec.ResetBytes(g.raw[1:])
+	if err := g.dec.Decode(&h); err != nil {
+		return fmt.Errorf("auditor: raft RPC type %d does not decode: %w", typ, err)
+	}
+	if n := g.dec.NumBytesRead(); n != len(g.raw)-1 {
+		return fmt.Errorf("auditor: raft RPC type %d: the codec read %d of its %d bytes", typ, n, len(g.raw)-1)
 	}
 	if err := checkHeader(g.peer, typ, &h); err != nil {
 		return err
@@ -176,6 +183,121 @@ func (g *rpcGuard) next() error {
 		g.snap = h.Size
 	}
 	return nil
+}
+
+// readValue appends one msgpack value from br to raw, walking its
+// structure without decoding it.
+func (g *rpcGuard) readValue() error {
+	r := valueReader{br: g.br, raw: g.raw}
+	err := r.value()
+	g.raw = r.raw
+	return err
+}
+
+// valueReader walks one msgpack value. It lives on the stack while it
+// runs: appending to raw there costs no write barrier per byte.
+type valueReader struct {
+	br  *bufio.Reader
+	raw []byte
+}
+
+func (r *valueReader) value() error {
+	for left := uint64(1); left > 0; left-- {
+		b, err := r.take(1)
+		if err != nil {
+			return err
+		}
+		t := b[0]
+		var size, count uint64 // payload bytes; values contained
+		switch {
+		case t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3:
+		case t <= 0x8f:
+			count = 2 * uint64(t&0x0f)
+		case t <= 0x9f:
+			count = uint64(t & 0x0f)
+		case t <= 0xbf:
+			size = uint64(t & 0x1f)
+		case t == 0xc4 || t == 0xd9: // bin8, str8
+			size, err = r.length(1)
+		case t == 0xc5 || t == 0xda:
+			size, err = r.length(2)
+		case t == 0xc6 || t == 0xdb:
+			size, err = r.length(4)
+		case t == 0xc7, t == 0xc8, t == 0xc9: // ext8/16/32: length, then a type byte
+			size, err = r.length(1 << (t - 0xc7))
+			size++
+		case t == 0xca || t == 0xce || t == 0xd2:
+			size = 4
+		case t == 0xcb || t == 0xcf || t == 0xd3:
+			size = 8
+		case t == 0xcc || t == 0xd0:
+			size = 1
+		case t == 0xcd || t == 0xd1:
+			size = 2
+		case t >= 0xd4 && t <= 0xd8: // fixext: a type byte and 1..16 bytes
+			size = 1 + 1<<(t-0xd4)
+		case t == 0xdc:
+			count, err = r.length(2)
+		case t == 0xdd:
+			count, err = r.length(4)
+		case t == 0xde:
+			count, err = r.length(2)
+			count *= 2
+		case t == 0xdf:
+			count, err = r.length(4)
+			count *= 2
+		default: // 0xc1, never used
+			return fmt.Errorf("auditor: raft RPC holds the unused msgpack byte %#x", t)
+		}
+		if err != nil {
+			return err
+		}
+		// Every value is at least one byte: a count or size beyond the
+		// bound cannot arrive within it.
+		if size > maxRPCBytes || count > maxRPCBytes || left+count > maxRPCBytes {
+			return errRPCTooLarge
+		}
+		left += count
+		if size > 0 {
+			if _, err := r.take(int(size)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// length reads a big-endian length of n bytes.
+func (r *valueReader) length(n int) (uint64, error) {
+	b, err := r.take(n)
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v, nil
+}
+
+// take appends the next n bytes of the stream to raw and returns them.
+func (r *valueReader) take(n int) ([]byte, error) {
+	if len(r.raw)+n > maxRPCBytes {
+		return nil, errRPCTooLarge
+	}
+	start := len(r.raw)
+	if n <= r.br.Buffered() {
+		b, _ := r.br.Peek(n)
+		r.raw = append(r.raw, b...)
+		_, _ = r.br.Discard(n)
+		return r.raw[start:], nil
+	}
+	r.raw = slices.Grow(r.raw, n)[:start+n]
+	if _, err := io.ReadFull(r.br, r.raw[start:]); err != nil {
+		r.raw = r.raw[:start]
+		return nil, err
+	}
+	return r.raw[start:], nil
 }
 
 // noEOF turns the end of the stream inside an RPC into an error raft
@@ -200,43 +322,6 @@ func checkHeader(peer string, typ byte, h *rpcHead) error {
 		len(h.Candidate) > 0 && string(h.Candidate) != string(h.Addr):
 		return fmt.Errorf("%w: RPC type %d from %q names address %q and a legacy address %q%q", ErrRPCImpersonation, typ, peer, h.Addr, h.Leader, h.Candidate)
 	}
-	return nil
-}
-
-// rpcCapture is the guard as the decoder reads it: an io.ByteScanner over
-// the peer's stream that records every byte the decoder takes in raw, and
-// nothing more, up to maxRPCBytes.
-type rpcCapture rpcGuard
-
-func (c *rpcCapture) Read(p []byte) (int, error) {
-	if len(c.raw) >= maxRPCBytes {
-		return 0, errRPCTooLarge
-	}
-	p = p[:min(len(p), maxRPCBytes-len(c.raw))]
-	n, err := c.br.Read(p)
-	c.raw = append(c.raw, p[:n]...)
-	return n, err
-}
-
-func (c *rpcCapture) ReadByte() (byte, error) {
-	if len(c.raw) >= maxRPCBytes {
-		return 0, errRPCTooLarge
-	}
-	b, err := c.br.ReadByte()
-	if err == nil {
-		c.raw = append(c.raw, b)
-	}
-	return b, err
-}
-
-func (c *rpcCapture) UnreadByte() error {
-	if len(c.raw) == 0 {
-		return bufio.ErrInvalidUnreadByte
-	}
-	if err := c.br.UnreadByte(); err != nil {
-		return err
-	}
-	c.raw = c.raw[:len(c.raw)-1]
 	return nil
 }
 
