@@ -96,6 +96,8 @@ type Param = mechanism.KV
 // and CloseSession.
 type Body interface {
 	Kind() Kind
+	// Stamp is the time its proposer put in, in unix nanoseconds.
+	Stamp() int64
 	encode(e *encoder)
 }
 
@@ -204,6 +206,15 @@ func (*RegisterStudent) Kind() Kind { return KindRegisterStudent }
 func (*Charge) Kind() Kind          { return KindCharge }
 func (*OpenSession) Kind() Kind     { return KindOpenSession }
 func (*CloseSession) Kind() Kind    { return KindCloseSession }
+
+func (b *Genesis) Stamp() int64         { return b.Timestamp }
+func (b *RegisterParty) Stamp() int64   { return b.Timestamp }
+func (b *OpenAccount) Stamp() int64     { return b.Timestamp }
+func (b *ChangeCap) Stamp() int64       { return b.Timestamp }
+func (b *RegisterStudent) Stamp() int64 { return b.Timestamp }
+func (b *Charge) Stamp() int64          { return b.Timestamp }
+func (b *OpenSession) Stamp() int64     { return b.Timestamp }
+func (b *CloseSession) Stamp() int64    { return b.Timestamp }
 
 func encodeParty(e *encoder, p Party) {
 	e.id("party id", p.ID)

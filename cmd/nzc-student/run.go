@@ -74,7 +74,7 @@ func (d *dataFlags) load() (*data.Dataset, error) {
 	return ds.Slice(d.from, to), nil
 }
 
-func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config) (*student.Client, error) {
+func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config, opts ...func(*student.Config)) (*student.Client, error) {
 	log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
 	netCfg, err := node.NetConfig(cfg.TLS, log)
 	if err != nil {
@@ -92,8 +92,31 @@ func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config) (*s
 		}
 		hs = append(hs, rc)
 	}
-	return student.New(student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs, AuditorKeys: cfg.AuditorKeys,
-		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Selection: sel, Logger: log})
+	sc := student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs, AuditorKeys: cfg.AuditorKeys,
+		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Selection: sel, Logger: log}
+	for _, o := range opts {
+		o(&sc)
+	}
+	return student.New(sc)
+}
+
+// bootstrapAfter makes a client ask in two parts (student.Config.Bootstrap):
+// after n answers, a consistency-trained student of architecture arch
+// ranks the rest by its confidence, balanced by the class it predicts.
+func bootstrapAfter(cmd *cobra.Command, n int, arch string) func(*student.Config) {
+	return func(c *student.Config) {
+		if n == 0 {
+			return
+		}
+		c.Bootstrap = n
+		c.Rank = func(ctx context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error) {
+			net, _, err := trainStudent(cmd, d, labels, arch, 20, 1, true, 0)
+			if err != nil {
+				return nil, err
+			}
+			return selection.Confident(ctx, net, d, asked, 1)
+		}
+	}
 }
 
 func newLabelCommand() *cobra.Command {
@@ -112,6 +135,11 @@ twice. A refusal retrying cannot fix (the budget is exhausted) stops the run
 with the labels received so far.`,
 		Example: `  nzc-student label --config federation/student-1.yaml --data data/mnist --count 1000 --out labels.json
 
+  # With nzc-svt: every kind of example first, then, after 20 answers, what a
+  # student trained on them is sure of (the session answers those for free):
+  nzc-student label --config federation/student-1.yaml --data data/mnist --count 9000 \
+      --selection balanced --bootstrap 20 --out labels.json
+
   # Progress is on stderr; the summary as JSON on stdout:
   nzc-student label --config federation/student-1.yaml --data queries.csv --out labels.json --format json`,
 		Args: cobra.NoArgs,
@@ -119,12 +147,21 @@ with the labels received so far.`,
 	df := addDataFlags(cmd, 1000)
 	out := cmd.Flags().String("out", "labels.json", "where to write the labels (JSON)")
 	sel := cmd.Flags().String("selection", "sequential", "order in which to ask: sequential, random, typical (the examples nearest the centres of clusters of the student's own data first: with nzc-svt, the queries the teachers agree on, answered before the session's refusals run out) or balanced (the same in turn in every cluster of the data's principal components, so every kind of example has its share); costs no privacy")
+	boot := cmd.Flags().Int("bootstrap", 0, "ask in the --selection order only until this many queries are answered, then train a student on them and the rest of the data (consistency training) and ask first what it is surest of, in turn for every class it predicts: with nzc-svt, queries the session answers without spending its refusals (0: off; costs no privacy)")
+	bootModel := cmd.Flags().String("bootstrap-model", "cnn", "the architecture of the --bootstrap student: softmax, mlp or cnn")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
 		if err != nil {
 			return err
 		}
-		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1})
+		if *boot > 0 {
+			// Checked before anything is asked: the ranking comes after the
+			// first answers were paid for.
+			if _, err := model.Preset(*bootModel, d.Shape, d.Classes); err != nil {
+				return fmt.Errorf("--bootstrap-model: %w", err)
+			}
+		}
+		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, *boot, *bootModel))
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@
 package proctest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/internal/syncbuf"
 )
 
 // Build compiles the main package pkg (an import path of this module's
@@ -71,28 +71,10 @@ type Process struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	out  *buffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error // Wait's result, once done is closed
 	runs int
-}
-
-// buffer is an io.Writer safe for the two output pipes and readers.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Start runs bin with args and the extra environment variables env
@@ -100,7 +82,7 @@ func (b *buffer) String() string {
 // killed at the end of the test.
 func Start(t testing.TB, name, bin string, env []string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Name: name, t: t, bin: bin, args: args, env: env, out: &buffer{}}
+	p := &Process{Name: name, t: t, bin: bin, args: args, env: env, out: &syncbuf.Buffer{}}
 	p.start()
 	t.Cleanup(func() {
 		p.Kill()

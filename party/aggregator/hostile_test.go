@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/syncbuf"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -73,24 +73,6 @@ func (h *hostileHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcp
 	}
 	h.tamper(&votes{t: h.t, vb: vb, h: h})
 	return vb, nil
-}
-
-// syncBuffer is a log destination safe for the aggregator's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A hospital that sends votes it may not send is left out of the batch,
@@ -158,7 +140,7 @@ func TestHostileVotes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 3, 50)
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			cfg := f.cfg
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			a, err := New(cfg)

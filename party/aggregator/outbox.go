@@ -132,27 +132,43 @@ func (o *Outbox) read(path, student, batch string) (*Record, bool, error) {
 
 // Delete removes a student's batch record (after the ledger refused its
 // charge, or once its retention is over).
-func (o *Outbox) Delete(student, batch string) error {
-	err := os.Remove(o.path(student, batch))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+func (o *Outbox) Delete(student, batch string) error { return remove(o.path(student, batch)) }
+
+// remove deletes a record file; one already gone is not an error.
+func remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	return err
+	return nil
 }
 
-// records returns every batch record, by batch id.
-func (o *Outbox) records() ([]*Record, error) {
+// list returns the outbox's record files: the sessions' (sessions true) or
+// the batches'.
+func (o *Outbox) list(sessions bool) ([]fs.DirEntry, error) {
 	ents, err := os.ReadDir(o.dir)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: list outbox: %w", err)
 	}
-	var out []*Record
+	var out []fs.DirEntry
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasPrefix(name, sessionPrefix) || !strings.HasSuffix(name, ".json") {
+		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasPrefix(name, sessionPrefix) != sessions || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		name = strings.TrimSuffix(name, ".json")
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// records returns every batch record, by batch id.
+func (o *Outbox) records() ([]*Record, error) {
+	ents, err := o.list(false)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, e := range ents {
+		name := strings.TrimSuffix(e.Name(), ".json")
 		path, student, batch := filepath.Join(o.dir, e.Name()), "", name
 		if hs, b, ok := strings.Cut(name, "-"); ok {
 			st, err := hex.DecodeString(hs)
@@ -254,27 +270,17 @@ func (o *Outbox) PutSession(r *SessionRecord) error {
 }
 
 // DeleteSession removes a session record (the session is over).
-func (o *Outbox) DeleteSession(id string) error {
-	err := os.Remove(o.sessionPath(id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
-}
+func (o *Outbox) DeleteSession(id string) error { return remove(o.sessionPath(id)) }
 
 // Sessions returns the session records, by session id.
 func (o *Outbox) Sessions() ([]*SessionRecord, error) {
-	ents, err := os.ReadDir(o.dir)
+	ents, err := o.list(true)
 	if err != nil {
-		return nil, fmt.Errorf("aggregator: list outbox: %w", err)
+		return nil, err
 	}
 	var out []*SessionRecord
 	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() || !strings.HasPrefix(name, sessionPrefix) || !strings.HasSuffix(name, ".json") {
-			continue
-		}
-		id := strings.TrimSuffix(strings.TrimPrefix(name, sessionPrefix), ".json")
+		id := strings.TrimSuffix(strings.TrimPrefix(e.Name(), sessionPrefix), ".json")
 		b, err := os.ReadFile(o.sessionPath(id))
 		if err != nil {
 			return nil, fmt.Errorf("aggregator: read outbox: %w", err)

@@ -34,7 +34,8 @@ type Ledger struct {
 	now   func() time.Time
 
 	mu     sync.Mutex
-	growth []grown // the log's sizes after recent batches, ascending
+	growth []grown       // the log's sizes after recent batches, ascending
+	next   chan struct{} // closed (and replaced) when the log grows
 }
 
 // grown says the log reached size at time at (Unix seconds).
@@ -50,6 +51,7 @@ var (
 	_ raftnode.StateMachine       = (*Ledger)(nil)
 	_ raftnode.BatchObserver      = (*Ledger)(nil)
 	_ raftnode.CheckpointProvider = (*Ledger)(nil)
+	_ raftnode.CheckpointWaiter   = (*Ledger)(nil)
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
@@ -65,7 +67,7 @@ func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey, no
 	if _, err := ledger.NewCheckpointSigner(auditorID, key, 0); err != nil {
 		return nil, err
 	}
-	return &Ledger{state: state, id: auditorID, key: key, now: now}, nil
+	return &Ledger{state: state, id: auditorID, key: key, now: now, next: make(chan struct{})}, nil
 }
 
 // State is the replicated ledger, for reads (accounts, entries, proofs).
@@ -107,6 +109,8 @@ func (l *Ledger) grew() {
 	if n := len(l.growth); n > 0 && l.growth[n-1].size >= g.size {
 		return
 	}
+	close(l.next)
+	l.next = make(chan struct{})
 	if len(l.growth) == maxGrowth {
 		l.growth = append(l.growth[:0], l.growth[1:]...)
 	}
@@ -173,6 +177,31 @@ func (l *Ledger) Checkpoint(treeSize uint64) ([]byte, error) {
 	return l.sign(ledger.Checkpoint{Origin: l.state.Origin(), Size: int64(treeSize), Root: root})
 }
 
+// WaitCheckpoint is Checkpoint, except that for a size this auditor has
+// not applied yet it waits, until ctx ends, for the log to reach it: a
+// follower asked to cosign the leader's newest checkpoint answers as soon
+// as it has applied the entries, rather than after the leader's next poll.
+func (l *Ledger) WaitCheckpoint(ctx context.Context, treeSize uint64) ([]byte, error) {
+	for {
+		l.mu.Lock()
+		next := l.next
+		l.mu.Unlock()
+		cp, err := l.Checkpoint(treeSize)
+		if !errors.Is(err, ErrNoCheckpoint) {
+			return cp, err
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
+}
+
+// peerAskTimeout bounds one request for a peer's cosignature; the peer
+// waits for the size it is asked for at most until then.
+const peerAskTimeout = 250 * time.Millisecond
+
 // ForkError means another auditor signed a different root for the same tree
 // size: the auditors' logs have diverged. This must never happen; stop and
 // investigate before releasing anything.
@@ -237,8 +266,12 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 		return note.Sign(&note.Note{Text: mine.Text, Sigs: all})
 	}
 	// Ask every peer at once, each until it has applied the size (a
-	// follower may lag by a few entries) or ctx ends, so that a dead or
-	// slow auditor delays nobody once enough have answered.
+	// follower may lag by a few entries, and answers once it has them) or
+	// ctx ends, so that a dead or slow auditor delays nobody once enough
+	// have answered. An ask still out when the round ends is left to
+	// finish (within peerAskTimeout) rather than cancelled: a cancelled ask
+	// closes its connection, and the next round would pay a new handshake
+	// for it. Only the retries stop with the round.
 	target := len(vs)
 	if !all {
 		target = ledger.Quorum(len(vs))
@@ -247,24 +280,23 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 		addr string
 		note []byte
 	}
-	askCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	answers := make(chan answer)
+	answers := make(chan answer, len(peers))
+	round, endRound := context.WithCancel(ctx)
+	defer endRound()
 	for _, addr := range peers {
 		go func() {
 			wait := 5 * time.Millisecond
 			for {
-				theirs, err := n.PeerCheckpoint(askCtx, addr, uint64(cp.Size))
+				call, cancel := context.WithTimeout(ctx, peerAskTimeout)
+				theirs, err := n.PeerCheckpoint(call, addr, uint64(cp.Size))
+				cancel()
 				if err == nil {
-					select {
-					case answers <- answer{addr, theirs}:
-					case <-askCtx.Done():
-					}
+					answers <- answer{addr, theirs}
 					return
 				}
 				log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
-				if backoff.Wait(askCtx, wait) != nil {
-					return
+				if backoff.Wait(round, wait) != nil {
+					return // the round is over: ask no more
 				}
 				wait = min(2*wait, 200*time.Millisecond)
 			}

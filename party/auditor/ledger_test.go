@@ -272,3 +272,47 @@ func TestCheckpointTimeIsWhenItWasTheLargest(t *testing.T) {
 		t.Fatalf("a forgotten size was stamped %d, want 0", sc.Time)
 	}
 }
+
+// A peer asking for a size not applied yet is answered as soon as the log
+// reaches it, and told ErrNoCheckpoint if it does not before its deadline.
+func TestWaitCheckpointAnswersOnceApplied(t *testing.T) {
+	l, err := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
+	if _, err := l.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
+		t.Fatal(err)
+	}
+	l.AppliedBatch(1)
+
+	short, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := l.WaitCheckpoint(short, 2); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("size 2 never applied: %v, want ErrNoCheckpoint", err)
+	}
+
+	type answer struct {
+		cp  []byte
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		cp, err := l.WaitCheckpoint(t.Context(), 3)
+		got <- answer{cp, err}
+	}()
+	for i := uint64(2); i <= 3; i++ {
+		if _, err := l.Apply(i, []byte("filler")); err != nil {
+			t.Fatal(err)
+		}
+		l.AppliedBatch(i)
+	}
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	keys, _ := l.State().AuditorKeys(1)
+	if sc, err := ledger.OpenCheckpoint(a.cp, keys); err != nil || sc.Size != 3 {
+		t.Fatalf("checkpoint of size %d (%v), want 3", sc.Size, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -224,6 +225,26 @@ func startAuditors(t *testing.T, f *federation) {
 	f.intakes = launch.Intakes(f.auditors)
 }
 
+// checkCharges checks that every batch of res was charged once to the
+// student and exactly these hospitals, for its queries, with the hash of the
+// labels the student received.
+func (f *federation) checkCharges(res *student.Result, studentID string, hospitals ...string) {
+	f.t.Helper()
+	charges := f.charges()
+	for _, b := range res.Batches {
+		ch := charges[b.BatchID]
+		if ch == nil {
+			f.t.Fatalf("batch %d was delivered without a charge in the ledger", b.Index)
+		}
+		if hex.EncodeToString(ch.AnswersHash[:]) != b.AnswersHash {
+			f.t.Fatalf("batch %d: the labels' hash differs from the answers hash the ledger committed", b.Index)
+		}
+		if !slices.Equal(ch.Hospitals, hospitals) || ch.Student != studentID || ch.Queries != uint64(len(b.Labels)) {
+			f.t.Fatalf("batch %d: charge names %v and %s for %d queries, want %v and %s for %d", b.Index, ch.Hospitals, ch.Student, ch.Queries, hospitals, studentID, len(b.Labels))
+		}
+	}
+}
+
 // charges returns the accepted charges of the ledger as every auditor
 // holds it, once all three agree.
 func (f *federation) charges() map[string]*ledger.Charge {
@@ -335,19 +356,7 @@ func TestFederation(t *testing.T) {
 
 	checkAgainstLedger := func(res *student.Result) {
 		t.Helper()
-		charges := f.charges()
-		for _, b := range res.Batches {
-			ch := charges[b.BatchID]
-			if ch == nil {
-				t.Fatalf("batch %d was delivered without a charge in the ledger", b.Index)
-			}
-			if hex.EncodeToString(ch.AnswersHash[:]) != b.AnswersHash {
-				t.Fatalf("batch %d: the labels' hash differs from the answers hash the ledger committed", b.Index)
-			}
-			if len(ch.Hospitals) != 3 || ch.Student != "student-1" || ch.Queries != uint64(len(b.Labels)) {
-				t.Fatalf("batch %d: charge %+v", b.Index, ch)
-			}
-		}
+		f.checkCharges(res, "student-1", "hospital-1", "hospital-2", "hospital-3")
 	}
 
 	// labelAll labels d through s in the given number of batches, checks
@@ -392,6 +401,51 @@ func TestFederation(t *testing.T) {
 			if b.Index != i || b.From != 4*i {
 				t.Fatalf("batch %d recorded as index %d from %d", i, b.Index, b.From)
 			}
+		}
+	})
+
+	t.Run("a bootstrapped run asks the rest in the ranked order, once", func(t *testing.T) {
+		var ranked int
+		boot, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
+			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
+			Logger: logger(t).With("party", "student"), Bootstrap: 5,
+			Rank: func(_ context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error) {
+				ranked++
+				// Batches 0 and 1 answer the first 5; batch 2 was asked
+				// meanwhile (window 2) and counts as asked too.
+				for q := range d.Len() {
+					if asked[q] != (q < 12) || (q >= 12 && labels[q] != -1) {
+						t.Errorf("query %d: asked %v, label %d when the rest is ranked", q, asked[q], labels[q])
+					}
+				}
+				return []int{15, 14, 13}, nil // query 12 is never asked
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := dataset(16, 300)
+		res, err := boot.Label(t.Context(), d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 14, 13}
+		if ranked != 1 || !slices.Equal(res.Order, want) || len(res.Batches) != 4 || res.Answered+res.Refused != 15 {
+			t.Fatalf("ranked %d times; asked %v in %d batches (%d answered, %d refused), want %v in 4", ranked, res.Order, len(res.Batches), res.Answered, res.Refused, want)
+		}
+		for i, b := range res.Batches {
+			if b.From != 4*i {
+				t.Errorf("batch %d starts at %d of the order, want %d", i, b.From, 4*i)
+			}
+		}
+		for q, l := range res.Labels {
+			if (q == 12 && l != -1) || (l >= 0 && l != d.Y[q]) {
+				t.Errorf("query %d: label %d, every teacher voted %d", q, l, d.Y[q])
+			}
+		}
+		checkAgainstLedger(res)
+		again, err := boot.Label(t.Context(), d, nil)
+		if err != nil || again.Resumed != 4 || ranked != 1 || !slices.Equal(again.Labels, res.Labels) {
+			t.Fatalf("a second run resumed %d of 4 batches, ranked %d times (%v), labels %v, want %v", again.Resumed, ranked, err, again.Labels, res.Labels)
 		}
 	})
 

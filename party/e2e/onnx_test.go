@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"encoding/hex"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -106,18 +105,6 @@ func TestFederationWithONNXTeachers(t *testing.T) {
 	if res.Answered != queries || !slices.Equal(res.Labels, d.Y) {
 		t.Fatalf("labels %v (%d answered), want %v", res.Labels, res.Answered, d.Y)
 	}
-	charges := f.charges()
-	for _, b := range res.Batches {
-		ch := charges[b.BatchID]
-		if ch == nil {
-			t.Fatalf("batch %d was delivered without a charge", b.Index)
-		}
-		if hex.EncodeToString(ch.AnswersHash[:]) != b.AnswersHash {
-			t.Fatalf("batch %d: the labels' hash is not the committed one", b.Index)
-		}
-		if !slices.Equal(ch.Hospitals, []string{"hospital-1", "hospital-2", "hospital-3"}) || ch.Queries != uint64(len(b.Labels)) {
-			t.Fatalf("batch %d: charge names %v for %d queries", b.Index, ch.Hospitals, ch.Queries)
-		}
-	}
+	f.checkCharges(res, "student-1", "hospital-1", "hospital-2", "hospital-3")
 	t.Logf("%d labels from 1 hospital on ONNX Runtime and 2 on Go teachers, %d batches each charged once", len(res.Labels), len(res.Batches))
 }

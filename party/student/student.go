@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,8 +66,19 @@ type Config struct {
 	// aggregator, typical asks first about the queries the teachers are
 	// likely to agree on, which the session answers without ending.
 	Selection selection.Config
-	Backoff   quicnet.Backoff
-	Logger    *slog.Logger
+	// Bootstrap, when positive, asks in the Selection order only until
+	// this many queries are answered, then asks the rest in the order Rank
+	// gives from the labels released so far: a student trained on them
+	// asks next about what it is sure of, which an nzc-svt session answers
+	// without spending its refusals. Post-processing of released labels:
+	// no privacy cost.
+	Bootstrap int
+	// Rank orders the queries of d not asked yet (asked[i] false), given
+	// the labels released so far (−1 where none). Required with Bootstrap;
+	// it may return fewer queries than are left (those are not asked).
+	Rank    func(ctx context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error)
+	Backoff quicnet.Backoff
+	Logger  *slog.Logger
 }
 
 // Client labels data through the aggregator.
@@ -102,6 +114,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	if err := cfg.Selection.Validate(); err != nil {
 		return nil, fmt.Errorf("student: %w", err)
+	}
+	switch {
+	case cfg.Bootstrap < 0:
+		return nil, fmt.Errorf("%w: bootstrap after %d answers, want 0 (off) or more", selection.ErrConfig, cfg.Bootstrap)
+	case cfg.Bootstrap > 0 && cfg.Rank == nil:
+		return nil, fmt.Errorf("%w: bootstrap after %d answers needs a way to rank the rest", selection.ErrConfig, cfg.Bootstrap)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -233,31 +251,161 @@ func validLabels(ls []int32, classes int) bool {
 // protocol sentinel, e.g. protocol.ErrBudgetExhausted).
 func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) (*Result, error) {
 	hash := FeatureHash(d)
-	if c.cfg.Selection.Strategy == selection.Sequential {
-		return c.label(ctx, d, hash, hash, progress)
+	if c.cfg.Selection.Strategy == selection.Sequential && c.cfg.Bootstrap == 0 {
+		return c.label(ctx, d, hash, hash, nil, progress)
 	}
 	// Ask in the selected order: label the reordered data, whose batches
 	// are named after the data and the order, and put every label back
 	// where its query is.
-	order, err := selection.Order(ctx, c.cfg.Selection, d)
-	if err != nil {
+	order := make([]int, d.Len())
+	for i := range order {
+		order[i] = i
+	}
+	name := hash
+	if c.cfg.Selection.Strategy != selection.Sequential {
+		var err error
+		if order, err = selection.Order(ctx, c.cfg.Selection, d); err != nil {
+			return nil, err
+		}
+		sel, _ := json.Marshal(c.cfg.Selection)
+		name = hash + "/" + string(sel)
+	}
+	if c.cfg.Bootstrap > 0 {
+		return c.bootstrap(ctx, d, hash, name, order, progress)
+	}
+	res, err := c.label(ctx, d.Subset(order), hash, name, nil, progress)
+	return placed(res, order, d.Len()), err
+}
+
+// placed puts res's labels, asked in the given order, back where their
+// queries are among n.
+func placed(res *Result, order []int, n int) *Result {
+	if res == nil {
+		return nil
+	}
+	labels := make([]int, n)
+	for i := range labels {
+		labels[i] = -1
+	}
+	for j, q := range order[:len(res.Labels)] {
+		labels[q] = res.Labels[j]
+	}
+	out := *res
+	out.Labels, out.Order, out.Queries = labels, order, n
+	return &out
+}
+
+// bootstrapRecord is the order a bootstrapped run asks its second part
+// in, kept in the state directory: a resumed run asks the same batches.
+type bootstrapRecord struct {
+	// FirstBatches is how many batches of the first order were asked.
+	FirstBatches int   `json:"first_batches"`
+	Order        []int `json:"order"`
+}
+
+// bootstrap labels d in two parts (Config.Bootstrap): the first queries of
+// order until Bootstrap are answered, then the rest in the order Rank
+// gives. The second order is recorded before it is asked.
+func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name string, order []int, progress Progress) (*Result, error) {
+	recPath := filepath.Join(c.cfg.StateDir, hash[:16], "bootstrap-"+shortHash(fmt.Sprintf("%s/bootstrap/%d", name, c.cfg.Bootstrap))+".json")
+	var rec bootstrapRecord
+	known := false
+	if b, err := os.ReadFile(recPath); err == nil {
+		if json.Unmarshal(b, &rec) != nil || rec.FirstBatches < 1 || !isPartialPermutation(rec.Order, d.Len()) {
+			return nil, fmt.Errorf("student: state file %s is damaged; move it away to rank the rest again", recPath)
+		}
+		known = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	sel, _ := json.Marshal(c.cfg.Selection)
-	res, err := c.label(ctx, d.Subset(order), hash, hash+"/"+string(sel), progress)
-	if res != nil {
-		labels := make([]int, len(res.Labels))
-		for j, q := range order {
-			labels[q] = res.Labels[j]
-		}
-		res.Labels, res.Order = labels, order
+	// The first part: until Bootstrap are answered, or, when the order of
+	// the rest is recorded, exactly the batches asked before it was made
+	// (the batches in flight when the answers sufficed included).
+	firstPart, stop := order, func(r *Result, _ int) bool { return r.Answered >= c.cfg.Bootstrap }
+	if known {
+		firstPart, stop = order[:min(rec.FirstBatches*c.cfg.BatchSize, len(order))], nil
 	}
-	return res, err
+	first, err := c.label(ctx, d.Subset(firstPart), hash, name, stop, progress)
+	if err != nil || (!known && first.Answered < c.cfg.Bootstrap) {
+		return placed(first, order, d.Len()), err
+	}
+	asked := 0
+	for _, b := range first.Batches {
+		asked += len(b.Labels)
+	}
+	firstAll := placed(first, order, d.Len())
+	if !known {
+		isAsked := make([]bool, d.Len())
+		for _, q := range order[:asked] {
+			isAsked[q] = true
+		}
+		rest, err := c.cfg.Rank(ctx, d, firstAll.Labels, isAsked)
+		if err != nil {
+			return firstAll, fmt.Errorf("student: rank the queries after the first %d answers: %w", first.Answered, err)
+		}
+		for _, q := range rest {
+			if q < 0 || q >= d.Len() || isAsked[q] {
+				return firstAll, fmt.Errorf("student: the ranking names query %d, which is asked already or out of range", q)
+			}
+			isAsked[q] = true
+		}
+		rec = bootstrapRecord{FirstBatches: len(first.Batches), Order: rest}
+		b, _ := json.Marshal(rec)
+		if err := crypto.WriteFile(recPath, b, 0o600, true); err != nil {
+			return firstAll, err
+		}
+		c.log.Info("bootstrapped", "answered", first.Answered, "asked", asked, "asking next", len(rest))
+	}
+	all := append(slices.Clip(order[:asked]), rec.Order...)
+	next := func(done, _ int) {
+		if progress != nil {
+			progress(asked+done, len(all))
+		}
+	}
+	second, err := c.label(ctx, d.Subset(rec.Order), hash, name+"/then/"+shortHash(fmt.Sprint(rec.Order)), nil, next)
+	if second == nil {
+		return firstAll, err
+	}
+	// One result in the order asked: the first part's queries, then the
+	// second's, whose batches' From is shifted past the first part.
+	res := first
+	res.Labels = append(first.Labels[:asked], second.Labels...)
+	for _, b := range second.Batches {
+		shifted := *b
+		shifted.From += asked
+		res.Batches = append(res.Batches, &shifted)
+	}
+	res.Answered += second.Answered
+	res.Refused += second.Refused
+	res.Resumed += second.Resumed
+	res.ProofsVerified += second.ProofsVerified
+	res.Stopped = second.Stopped
+	return placed(res, all, d.Len()), err
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:8])
+}
+
+// isPartialPermutation reports whether order names distinct queries of n.
+func isPartialPermutation(order []int, n int) bool {
+	seen := make([]bool, n)
+	for _, q := range order {
+		if q < 0 || q >= n || seen[q] {
+			return false
+		}
+		seen[q] = true
+	}
+	return true
 }
 
 // label labels d in its own order; dataHash is reported, batchHash names
 // its batches and state.
-func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash string, progress Progress) (*Result, error) {
+// After each batch recorded, stop (if not nil) says whether to ask no
+// more: batches already asked are still waited for and recorded, since they
+// may have been charged.
+func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash string, stop func(r *Result, batches int) bool, progress Progress) (*Result, error) {
 	hash := batchHash
 	if batchHash != dataHash {
 		h := sha256.Sum256([]byte(batchHash))
@@ -312,11 +460,17 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 		}
 	}()
 	var stopErr error
+	stopped := false
 	for i := range nb {
-		for k := i; k < i+c.cfg.Window; k++ {
-			ask(k)
+		if !stopped {
+			for k := i; k < i+c.cfg.Window; k++ {
+				ask(k)
+			}
 		}
 		a := inflight[i]
+		if a == nil {
+			break // stopped, and every batch asked is recorded
+		}
 		<-a.done
 		from, to := i*c.cfg.BatchSize, min((i+1)*c.cfg.BatchSize, n)
 		bt, err := a.bt, a.err
@@ -344,14 +498,15 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 		res.Batches = append(res.Batches, bt)
 		for j, l := range bt.Labels {
 			res.Labels[from+j] = int(l)
+			if l >= 0 {
+				res.Answered++
+			}
 		}
 		if progress != nil {
 			progress(to, n)
 		}
-	}
-	for _, l := range res.Labels {
-		if l >= 0 {
-			res.Answered++
+		if stop != nil && !stopped && stop(res, len(res.Batches)) {
+			stopped = true
 		}
 	}
 	asked := 0

@@ -2,11 +2,13 @@ package student
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/selection"
 )
 
@@ -86,6 +88,34 @@ func TestNewChecksSelection(t *testing.T) {
 			}
 			if err == nil && c.cfg.Selection.Strategy == "" {
 				t.Fatal("no strategy set")
+			}
+		})
+	}
+}
+
+func TestNewChecksBootstrap(t *testing.T) {
+	id, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := func(context.Context, *data.Dataset, []int, []bool) ([]int, error) { return nil, nil }
+	tests := []struct {
+		name      string
+		bootstrap int
+		rank      func(context.Context, *data.Dataset, []int, []bool) ([]int, error)
+		ok        bool
+	}{
+		{"off", 0, nil, true},
+		{"after 20 answers, ranked", 20, rank, true},
+		{"no way to rank the rest", 20, nil, false},
+		{"negative", -1, rank, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(Config{ID: "s1", Identity: id, Hospitals: []*crypto.Recipient{id.Recipient()}, BatchSize: 8, StateDir: t.TempDir(),
+				AuditorKeys: []string{"a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"}, Bootstrap: tt.bootstrap, Rank: tt.rank})
+			if (err == nil) != tt.ok || (err != nil && !errors.Is(err, selection.ErrConfig)) {
+				t.Fatalf("New: %v, want ok=%v", err, tt.ok)
 			}
 		})
 	}

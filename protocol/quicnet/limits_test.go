@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -78,12 +80,7 @@ func TestStreamsPerConnectionAreLimited(t *testing.T) {
 	srv := f.config(t, "auditor-1")
 	srv.MaxStreams = 2
 	client, server := connectPair(t, listen(t, srv), f.config(t, "aggregator"), crypto.RoleAuditor)
-	started, release := make(chan struct{}, 8), make(chan struct{})
-	serve(t, server, Mux{protocol.TypeBudgetRequest: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(ctx context.Context, _ *Request) (protocol.MsgType, []byte, error) {
-		started <- struct{}{}
-		<-release
-		return Reply(&nzcpb.BudgetResponse{})
-	}}})
+	started, release := serveBlocked(t, server, protocol.TypeBudgetRequest, &nzcpb.BudgetResponse{})
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() { errs <- client.Invoke(ctx, &nzcpb.BudgetRequest{}, &nzcpb.BudgetResponse{}) }()
@@ -165,12 +162,7 @@ func TestInflightBytesPerConnectionAreBounded(t *testing.T) {
 	srv := f.config(t, "auditor-1")
 	srv.MaxInflight = 1000
 	client, server := connectPair(t, listen(t, srv), f.config(t, "aggregator"), crypto.RoleAuditor)
-	started, release := make(chan struct{}, 2), make(chan struct{})
-	serve(t, server, Mux{protocol.TypeLedgerSubmit: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(ctx context.Context, _ *Request) (protocol.MsgType, []byte, error) {
-		started <- struct{}{}
-		<-release
-		return Reply(&nzcpb.LedgerResult{Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, Reason: "ok"})
-	}}})
+	started, release := serveBlocked(t, server, protocol.TypeLedgerSubmit, &nzcpb.LedgerResult{Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, Reason: "ok"})
 	req := &nzcpb.LedgerSubmit{Command: make([]byte, 600)}
 	first := make(chan error, 1)
 	go func() { first <- client.Invoke(ctx, req, &nzcpb.LedgerResult{}) }()
@@ -187,4 +179,17 @@ func TestInflightBytesPerConnectionAreBounded(t *testing.T) {
 	if err := client.Invoke(ctx, req, &nzcpb.LedgerResult{}); err != nil {
 		t.Fatalf("after the first was answered: %v", err)
 	}
+}
+
+// serveBlocked serves typ from the aggregator on server with a handler that
+// signals started as each request begins and answers reply only once
+// release is closed: requests that hold a connection's resources.
+func serveBlocked(t *testing.T, server *Conn, typ protocol.MsgType, reply proto.Message) (started <-chan struct{}, release chan struct{}) {
+	s, r := make(chan struct{}, 8), make(chan struct{})
+	serve(t, server, Mux{typ: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(context.Context, *Request) (protocol.MsgType, []byte, error) {
+		s <- struct{}{}
+		<-r
+		return Reply(reply)
+	}}})
+	return s, r
 }

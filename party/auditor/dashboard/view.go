@@ -349,7 +349,7 @@ func (d *Dashboard) activity(size int64, points []ledger.SpendPoint) (Activity, 
 		case en.Status == ledger.StatusRefused && len(a.Refusals) < d.opts.Recent:
 			r := RefusalView{Index: en.Index, Kind: "undecodable", Code: en.Code.String(), Subject: en.Subject}
 			if cerr == nil {
-				r.Kind, r.Signer, r.Time = c.Body.Kind().String(), c.Signer, formatTime(timestamp(c.Body))
+				r.Kind, r.Signer, r.Time = c.Body.Kind().String(), c.Signer, formatTime(c.Body.Stamp())
 				if ch, ok := c.Body.(*ledger.Charge); ok {
 					r.Batch = ch.BatchID
 				}
@@ -389,28 +389,6 @@ func params(ps []ledger.Param) string {
 		b.WriteString(p.Key + "=" + p.Value)
 	}
 	return b.String()
-}
-
-func timestamp(b ledger.Body) int64 {
-	switch b := b.(type) {
-	case *ledger.Genesis:
-		return b.Timestamp
-	case *ledger.RegisterParty:
-		return b.Timestamp
-	case *ledger.OpenAccount:
-		return b.Timestamp
-	case *ledger.ChangeCap:
-		return b.Timestamp
-	case *ledger.RegisterStudent:
-		return b.Timestamp
-	case *ledger.Charge:
-		return b.Timestamp
-	case *ledger.OpenSession:
-		return b.Timestamp
-	case *ledger.CloseSession:
-		return b.Timestamp
-	}
-	return 0
 }
 
 // reason explains a refusal from what its entry records (the code and the

@@ -267,7 +267,7 @@ func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) (
 		}
 		return nil, 0, n.removeLocal(ctx, string(body))
 	case opCheckpoint:
-		cp, err := n.localCheckpoint(body)
+		cp, err := n.peerCheckpoint(ctx, body)
 		return cp, 0, err
 	default:
 		return nil, 0, fmt.Errorf("unknown forwarding operation %d", op)

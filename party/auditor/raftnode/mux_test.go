@@ -9,11 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/nzcfed/nzc/internal/syncbuf"
 	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 )
 
@@ -83,7 +84,7 @@ func TestMuxClosesRaftConnections(t *testing.T) {
 func TestRaftChannelRefusesBadCertificates(t *testing.T) {
 	ca := newTestCA(t)
 	server, _ := ca.tlsPair(t, "auditor", "a")
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	m, err := newMuxListener("127.0.0.1:0", nil, server, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -146,22 +147,4 @@ func TestRaftChannelRefusesBadCertificates(t *testing.T) {
 			auditortest.WaitFor(t, 5*time.Second, "the auditor to log the refusal", func() bool { return strings.Contains(logs.String(), tc.log) })
 		})
 	}
-}
-
-// lockedBuffer is a log destination safe for the listener's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -724,6 +724,19 @@ type CheckpointProvider interface {
 	Checkpoint(treeSize uint64) ([]byte, error)
 }
 
+// CheckpointWaiter is implemented by a CheckpointProvider that can wait
+// for a tree size it has not applied yet. A peer's request for such a size
+// (the leader gathering cosignatures on entries just committed) is then
+// answered once this node has applied them, within peerCheckpointWait,
+// instead of being refused and asked again.
+type CheckpointWaiter interface {
+	WaitCheckpoint(ctx context.Context, treeSize uint64) ([]byte, error)
+}
+
+// peerCheckpointWait bounds how long a peer's checkpoint request waits for
+// this node to apply the size it asks for.
+const peerCheckpointWait = time.Second
+
 // Checkpoint returns this node's signed checkpoint (see CheckpointProvider).
 func (n *Node) Checkpoint(treeSize uint64) ([]byte, error) {
 	return n.localCheckpoint(binary.AppendUvarint(nil, treeSize))
@@ -752,6 +765,19 @@ func (n *Node) localCheckpoint(body []byte) ([]byte, error) {
 		return nil, errors.New("auditor: malformed checkpoint request")
 	}
 	return cp.Checkpoint(size)
+}
+
+// peerCheckpoint answers a peer's checkpoint request, waiting a little for
+// a size not applied yet when the state machine can.
+func (n *Node) peerCheckpoint(ctx context.Context, body []byte) ([]byte, error) {
+	w, ok := n.cfg.StateMachine.(CheckpointWaiter)
+	size, k := binary.Uvarint(body)
+	if !ok || k <= 0 || k != len(body) {
+		return n.localCheckpoint(body)
+	}
+	ctx, cancel := context.WithTimeout(ctx, peerCheckpointWait)
+	defer cancel()
+	return w.WaitCheckpoint(ctx, size)
 }
 
 // backoff waits between retries: 5ms doubling to 200ms.

@@ -470,16 +470,30 @@ func TestForwardedMembershipOnlyForItself(t *testing.T) {
 	c := newTLSCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	leader := c.addrs[0]
-	rogue := c.nodes[2] // "regulator", a follower
+	// Leadership may have moved under load since the cluster formed: the
+	// rogue must be a follower now (a leader's own Remove is its
+	// administrator's to call, not a forwarded request).
+	li := -1
+	auditortest.WaitFor(t, 10*time.Second, "a leader", func() bool {
+		for i, n := range c.nodes {
+			if n.Status().State == "Leader" {
+				li = i
+				return true
+			}
+		}
+		return false
+	})
+	leader := c.addrs[li]
+	rogue := c.nodes[(li+2)%3] // a follower
+	victim := (li + 1) % 3      // the other follower
 	for _, tc := range []struct {
 		name string
 		op   byte
 		body []byte
 	}{
 		{"join a made-up voter", opJoin, encodePair("rogue-1", "127.0.0.1:1")},
-		{"remove the leader", opRemove, []byte(c.ids(0))},
-		{"remove another follower", opRemove, []byte(c.ids(1))},
+		{"remove the leader", opRemove, []byte(c.ids(li))},
+		{"remove another follower", opRemove, []byte(c.ids(victim))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := rogue.fwd.call(ctx, leader, tc.op, tc.body)
@@ -489,10 +503,10 @@ func TestForwardedMembershipOnlyForItself(t *testing.T) {
 		})
 	}
 	// Through the node's own API, forwarded to the leader: the same.
-	if err := rogue.Remove(ctx, c.ids(1)); err == nil {
+	if err := rogue.Remove(ctx, c.ids(victim)); err == nil {
 		t.Fatal("a follower removed another auditor through the leader")
 	}
-	peers := c.nodes[0].Status().Peers
+	peers := c.nodes[li].Status().Peers
 	if len(peers) != 3 {
 		t.Fatalf("membership changed: %+v", peers)
 	}
