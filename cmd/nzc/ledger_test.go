@@ -377,6 +377,9 @@ func (c *fakeCluster) Join(_ context.Context, id, addr string) error {
 	c.joined = append(c.joined, id+"="+addr)
 	return nil
 }
+func (c *fakeCluster) RemoveSigned(context.Context, string, []byte) error {
+	return raftnode.ErrMembership
+}
 func (c *fakeCluster) Remove(_ context.Context, id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -507,6 +507,29 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	return n.leaderOp(ctx, opRemove, []byte(id), func(ctx context.Context) error { return n.removeLocal(ctx, id) })
 }
 
+// RemoveSigned takes the auditor id out of the cluster on the proof of a
+// quorum of the other auditors (Config.VerifyRemoval): the way to remove an
+// auditor that has vanished, which cannot ask for its own removal. This
+// node checks the proof before forwarding it, and the leader checks it
+// again before it changes the membership; a proof that does not verify is
+// an error matching ErrMembership and changes nothing.
+func (n *Node) RemoveSigned(ctx context.Context, id string, proof []byte) error {
+	if err := n.verifyRemoval(id, proof); err != nil {
+		return err
+	}
+	return n.leaderOp(ctx, opRemoveSigned, encodePair(id, string(proof)), func(ctx context.Context) error { return n.removeLocal(ctx, id) })
+}
+
+func (n *Node) verifyRemoval(id string, proof []byte) error {
+	if n.cfg.VerifyRemoval == nil {
+		return fmt.Errorf("%w: this auditor checks no quorum-signed removals", ErrMembership)
+	}
+	if err := n.cfg.VerifyRemoval(id, proof); err != nil {
+		return fmt.Errorf("%w: the removal of %q is not signed by a quorum: %w", ErrMembership, id, err)
+	}
+	return nil
+}
+
 // leaderOp runs local on the leader, or forwards op to it.
 func (n *Node) leaderOp(ctx context.Context, op byte, body []byte, local func(context.Context) error) error {
 	b := backoff{}
