@@ -31,10 +31,7 @@ func TestRemoveSignedChecksTheProof(t *testing.T) {
 	defer cancel()
 	li := c.leader()
 	follower, victim := c.nodes[(li+1)%3], (li+2)%3
-	// The victim vanishes (possibly before its own join call returned).
-	c.cancel[victim]()
-	<-c.done[victim]
-	c.nodes[victim] = nil
+	c.stop(victim) // vanished
 	gone := c.ids(victim)
 	weak := []byte(quorumProof(c.ids(li))) // a valid proof, for another auditor
 	if err := follower.RemoveSigned(ctx, gone, weak); !errors.Is(err, ErrMembership) {
