@@ -44,10 +44,13 @@ const (
 
 const (
 	// maxRPCBytes bounds one RPC, the snapshot data that follows an
-	// InstallSnapshot aside: raft sends at most 512 entries (Config's
+	// InstallSnapshot aside. raft sends at most 512 entries (Config's
 	// MaxAppendEntries) per AppendEntries, and a packed entry holds at
-	// most maxBatchBytes of commands plus one.
-	maxRPCBytes = 256 << 20
+	// most maxBatchCommands commands (and maxBatchBytes of them plus one):
+	// 512 full entries of ledger charges (about 1.5 KiB each) come to
+	// about 768 MiB, which a follower catching up on a backlog must be
+	// able to receive.
+	maxRPCBytes = 1 << 30
 	// guardReadBuffer is the size of the guard's read buffer on the TLS
 	// stream.
 	guardReadBuffer = 64 << 10
@@ -280,6 +283,10 @@ func (r *valueReader) length(n int) (uint64, error) {
 	return v, nil
 }
 
+// takeChunk is the most take allocates ahead of the bytes arriving: a
+// peer that announces a large field without sending it costs little.
+const takeChunk = 1 << 20
+
 // take appends the next n bytes of the stream to raw and returns them.
 func (r *valueReader) take(n int) ([]byte, error) {
 	if len(r.raw)+n > maxRPCBytes {
@@ -292,10 +299,15 @@ func (r *valueReader) take(n int) ([]byte, error) {
 		_, _ = r.br.Discard(n)
 		return r.raw[start:], nil
 	}
-	r.raw = slices.Grow(r.raw, n)[:start+n]
-	if _, err := io.ReadFull(r.br, r.raw[start:]); err != nil {
-		r.raw = r.raw[:start]
-		return nil, err
+	for left := n; left > 0; {
+		k := min(left, takeChunk)
+		at := len(r.raw)
+		r.raw = slices.Grow(r.raw, k)[:at+k]
+		if _, err := io.ReadFull(r.br, r.raw[at:]); err != nil {
+			r.raw = r.raw[:start]
+			return nil, err
+		}
+		left -= k
 	}
 	return r.raw[start:], nil
 }

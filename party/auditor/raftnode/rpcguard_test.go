@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -226,12 +227,23 @@ func TestRPCGuardPassesExactBytes(t *testing.T) {
 		{"then one for another id", other, ErrRPCImpersonation},
 		{"then an array", array.Bytes(), errRPCNotMap},
 		{"then a truncated one", other[:len(other)-1], io.ErrUnexpectedEOF},
+		// An id announced at 2 GiB is refused before anything is allocated;
+		// one announced at 512 MiB and cut short allocates as bytes arrive.
+		{"then one announcing a huge field", []byte{rpcAppendEntries, 0x81, 0xa2, 'I', 'D', 0xc6, 0x7f, 0xff, 0xff, 0xff}, errRPCTooLarge},
+		{"then one announcing a large field it does not send", []byte{rpcAppendEntries, 0x81, 0xa2, 'I', 'D', 0xc6, 0x20, 0, 0, 0, 1, 2, 3}, io.ErrUnexpectedEOF},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newRPCGuard(bytes.NewReader(append(append([]byte{}, good...), tc.tail...)), "a1")
 			var refused error
 			g.refuse = func(err error) { refused = err }
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
 			got, err := io.ReadAll(g)
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+				t.Fatalf("reading %d bytes allocated %d MiB", len(good)+len(tc.tail), grew>>20)
+			}
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("read: %v, want %v", err, tc.wantErr)
 			}
