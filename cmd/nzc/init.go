@@ -94,10 +94,10 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.Auditors = intakes
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.AuditorKeys = auditorKeys
-			c.Models = filepath.Join(m.Dir, p.ID, "models")
+			c.Models, c.State = filepath.Join(m.Dir, p.ID, "models"), filepath.Join(m.Dir, p.ID, "state")
 			if ownKeys(p) {
 				c.TLS = config.TLS{CA: bundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
-				c.AgeIdentity, c.SigningKey, c.Models = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models"
+				c.AgeIdentity, c.SigningKey, c.Models, c.State = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models", "state"
 			}
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,9 +60,13 @@ type Config struct {
 	// (DefaultProofLag when 0). Without them it checks nothing.
 	AuditorKeys []string
 	ProofLag    int
-	Backoff     quicnet.Backoff
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// State is the directory where the hospital keeps its record of the
+	// batches it voted on (VoteRecordFile), so that a restart forgets no
+	// unproven vote. Empty keeps the record in memory only.
+	State   string
+	Backoff quicnet.Backoff
+	Now     func() time.Time
+	Logger  *slog.Logger
 	// Pause, when set, is called at PauseVotesSealed. Fault tests use it to
 	// stop a hospital in the middle of a batch and kill it there;
 	// production leaves it nil.
@@ -123,9 +129,23 @@ func New(cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, log: log, registrations: regs, spend: newSpending(cfg.ID, cfg.AuditorKeys, cfg.ProofLag, log)}
-	if len(cfg.AuditorKeys) == 0 {
+	record := ""
+	if cfg.State != "" && len(cfg.AuditorKeys) > 0 {
+		if err := os.MkdirAll(cfg.State, 0o700); err != nil {
+			return nil, fmt.Errorf("teacher: state directory: %w", err)
+		}
+		record = filepath.Join(cfg.State, VoteRecordFile)
+	}
+	spend, err := newSpending(cfg.ID, cfg.AuditorKeys, cfg.ProofLag, log, record)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: log, registrations: regs, spend: spend}
+	switch {
+	case len(cfg.AuditorKeys) == 0:
 		log.Warn("no auditor keys configured: this hospital does not check that its votes are charged to it")
+	case record == "":
+		log.Warn("no state directory configured: a restart forgets the votes whose charges this hospital has not seen proven")
 	}
 	s := "connecting to the aggregator at " + cfg.Aggregator
 	n.status.Store(&s)
@@ -394,7 +414,10 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 	if err != nil {
 		return nil, err
 	}
-	n.spend.record(q.GetBatchId(), q.GetNumQueries(), n.cfg.Now())
+	if err := n.spend.record(q.GetBatchId(), q.GetNumQueries(), n.cfg.Now()); err != nil {
+		n.log.Error("not voting", "err", err)
+		return nil, err
+	}
 	n.answered.Add(1)
 	n.log.Debug("answered a query batch", "queries", nq)
 	return &nzcpb.VoteBatch{BatchId: q.GetBatchId(), HospitalId: n.cfg.ID, NumQueries: q.GetNumQueries(),

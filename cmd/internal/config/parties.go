@@ -117,6 +117,7 @@ type Teacher struct {
 	// AuditorKeys and ProofLag make the hospital check its own spending.
 	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); the hospital checks the receipt of every charge made for its votes and stops voting when they do not come"`
 	ProofLag    int      `mapstructure:"proof_lag" yaml:"proof_lag" json:"proof_lag" help:"batches voted on without a majority's proof of their charge before the hospital stops voting"`
+	State       string   `mapstructure:"state" yaml:"state" json:"state" help:"directory keeping the record of the batches this hospital voted on (votes.json), so that a restart still counts the votes not yet proven"`
 
 	// Auditors are the auditors' intake addresses, where the hospital
 	// sends its own cap changes without the aggregator (nzc-teacher cap).
@@ -129,7 +130,7 @@ type Teacher struct {
 // DefaultTeacher returns the defaults of nzc-teacher.
 func DefaultTeacher() Teacher {
 	return Teacher{Aggregator: "127.0.0.1:7400", Models: "models", Teachers: 50, Model: "mlp", Seed: 1, Epochs: 5,
-		CapEpsilon: 8, CapDelta: 1e-5, ProofLag: 64, Log: defaultLog(), Ops: Ops{MemoryLimit: defaultMemoryLimit}}
+		CapEpsilon: 8, CapDelta: 1e-5, ProofLag: 64, State: "state", Log: defaultLog(), Ops: Ops{MemoryLimit: defaultMemoryLimit}}
 }
 
 // Validate reports every problem in the configuration.
@@ -162,6 +163,7 @@ func (t Teacher) Validate() error {
 		c.verifierKeys("auditor_keys", t.AuditorKeys, "the hospital checks the charges made for its votes")
 	}
 	c.positive("proof_lag", t.ProofLag, "batches voted on without a proof of their charge before the hospital stops voting")
+	c.required("state", t.State, "directory keeping the record of the batches this hospital voted on")
 	t.Log.check(&c)
 	t.Ops.check(&c)
 	return c.err()
