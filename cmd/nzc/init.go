@@ -268,16 +268,16 @@ Existing keys are never overwritten unless --force is given.`,
 	cmd.Flags().StringArrayVar(&partyHosts, "party-host", nil, "ID=HOST: a DNS name or IP address for party ID's certificate only (repeat for more), so that a client reaching HOST knows it reached that party")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing federation's keys and configurations")
-	cmd.Flags().IntVar(&teachers, "teachers", 0, "each hospital's ensemble size, registered in the ledger's genesis, signed by the administrator: the aggregator then takes it from the ledger and refuses a hospital announcing another (0: register none; the aggregator's configuration decides)")
-	cmd.Flags().IntVar(&classes, "classes", config.DefaultAggregator().Classes, "the federation's number of classes, registered with each hospital's ensemble (with --teachers)")
+	cmd.Flags().IntVar(&teachers, "teachers", config.DefaultTeacher().Teachers, "each hospital's ensemble size, registered in the ledger's genesis, signed by the administrator: the aggregator takes it from the ledger and refuses a hospital announcing another (0: register none, and the aggregator's configuration decides, as in federations made before registrations)")
+	cmd.Flags().IntVar(&classes, "classes", config.DefaultAggregator().Classes, "the federation's number of classes, registered with each hospital's ensemble")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if basePort < 1 || basePort+1000+hospitals+auditors+students+2 > 65535 {
 			return fmt.Errorf("--base-port %d leaves no room for the federation's ports; use a value between 1024 and 60000", basePort)
 		}
-		if cmd.Flags().Changed("classes") && !cmd.Flags().Changed("teachers") {
+		if cmd.Flags().Changed("classes") && teachers == 0 {
 			return errors.New("--classes is registered with each hospital's ensemble: give --teachers too")
 		}
-		if cmd.Flags().Changed("teachers") {
+		if teachers != 0 {
 			if err := checkEnsemble(teachers, classes); err != nil {
 				return err
 			}

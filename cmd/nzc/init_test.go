@@ -152,9 +152,22 @@ func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the new hospital's ledger registration: %v", err)
 	}
-	cmd, err := ledger.DecodeCommand(raw)
+	// The party's registration, then its ensemble's (nzc init registers
+	// the founding hospitals' by default; the new one gets the same size).
+	regs, err := teacher.Registrations(raw)
+	if err != nil || len(regs) != 2 {
+		t.Fatalf("%d registrations: %v", len(regs), err)
+	}
+	cmd, err := ledger.DecodeCommand(regs[0])
 	if err != nil {
 		t.Fatal(err)
+	}
+	ens, err := ledger.DecodeCommand(regs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := ens.Body.(*ledger.RegisterEnsemble); !ok || e.Hospital != "hospital-2" || int(e.Teachers) != config.DefaultTeacher().Teachers {
+		t.Fatalf("ensemble registration: %+v", ens.Body)
 	}
 	if reg, ok := cmd.Body.(*ledger.RegisterParty); !ok || reg.Party.ID != "hospital-2" || reg.Party.Role != ledger.RoleHospital {
 		t.Fatalf("registration command: %+v", cmd.Body)
@@ -262,11 +275,11 @@ func TestInitRegistersTheEnsembles(t *testing.T) {
 			t.Fatalf("%s registered as %+v, configured with %d teachers; want %d", id, e[len(e)-1], hc.Teachers, tc.want)
 		}
 	}
-	for _, args := range [][]string{{"--teachers", "0"}, {"--teachers", "2000000"}, {"--teachers", "5", "--classes", "1"}, {"--classes", "4"}} {
+	for _, args := range [][]string{{"--teachers", "-1"}, {"--teachers", "2000000"}, {"--teachers", "5", "--classes", "1"}, {"--teachers", "0", "--classes", "4"}} {
 		other := filepath.Join(t.TempDir(), "fed")
 		want := args[len(args)-2]
-		if len(args) == 2 && args[0] == "--classes" {
-			want = "--teachers"
+		if args[len(args)-2] == "--classes" && args[1] == "0" {
+			want = "--teachers" // classes are registered with the ensembles
 		}
 		if _, err := runNZC(t, append([]string{"init", "--dir", other}, args...)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("init %v: %v, want an error naming %s", args, err, want)
