@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
@@ -10,7 +8,6 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/party/auditor"
-	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 func newRunCommand() *cobra.Command {
@@ -62,14 +59,7 @@ take snapshots (see 'nzc ledger --help').`,
 		if err := loadGenesis(cfg, &ac); err != nil {
 			return err
 		}
-		for _, p := range cfg.Peers {
-			id, addr, _ := strings.Cut(p, "=")
-			if cfg.Bootstrap {
-				ac.Peers = append(ac.Peers, raftnode.Peer{ID: id, Addr: addr})
-			} else if id != cfg.ID {
-				ac.Join = append(ac.Join, addr)
-			}
-		}
+		ac.Peers, ac.Join = peers(cfg)
 		a, err := auditor.New(ac)
 		if err != nil {
 			return err
