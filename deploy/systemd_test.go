@@ -132,7 +132,7 @@ func TestUnitsRunTheBinaries(t *testing.T) {
 				t.Error("starts no binary of this module")
 			}
 			for _, want := range []string{"User=nzc-", "StateDirectory=nzc-", "ProtectSystem=strict", "ProtectHome=yes",
-				"NoNewPrivileges=yes", "PrivateTmp=yes", "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "UMask=0077"} {
+				"NoNewPrivileges=yes", "PrivateTmp=yes", "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "UMask=0077", "MemoryMax="} {
 				if !strings.Contains(text, want) {
 					t.Errorf("lacks %q", strings.TrimSpace(want))
 				}

@@ -121,6 +121,9 @@ type decoder struct {
 	buf []byte
 	off int
 	err error
+	// kind is the command kind being decoded, for bodies with more than
+	// one encoding (charge and charge-v2).
+	kind Kind
 }
 
 func (d *decoder) fail(format string, args ...any) {

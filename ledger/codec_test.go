@@ -28,7 +28,12 @@ func goldenCommands(t testing.TB) map[string][]byte {
 			Curve: curve, Delta: 1e-9, AnswersHash: sha256.Sum256([]byte("answers")), Timestamp: 1_700_000_000_000_000_005}, "agg"),
 		"open-session": f.sign(&OpenSession{SessionID: "svt-1", Student: "s1", Hospitals: []string{"h1", "h2", "h3"}, Mechanism: "nzc-svt",
 			Params: []Param{{Key: "k", Value: "10"}}, MaxRefusals: 10, Curve: gaussCurve(10, 3), Timestamp: 1_700_000_000_000_000_006}, "agg"),
-		"close-session": f.sign(&CloseSession{SessionID: "svt-1", Queries: 500, Answers: 490, Timestamp: 1_700_000_000_000_000_007}, "agg"),
+		"close-session":     f.sign(&CloseSession{SessionID: "svt-1", Queries: 500, Answers: 490, Timestamp: 1_700_000_000_000_000_007}, "agg"),
+		"register-ensemble": f.sign(&RegisterEnsemble{Hospital: "h1", Version: 1, Teachers: 250, Classes: 10, Timestamp: 1_700_000_000_000_000_008}, "admin"),
+		"charge-v2": f.sign(&Charge{BatchID: "batch-0002", Student: "s1", Hospitals: []string{"h1", "h2"}, Mechanism: "gnmax",
+			Params: []Param{{Key: "sigma", Value: "40"}, {Key: "threshold", Value: "none"}}, Queries: 100, Answers: 97,
+			Curve: curve, Delta: 1e-9, AnswersHash: sha256.Sum256([]byte("answers")), Timestamp: 1_700_000_000_000_000_009,
+			Ensembles: []uint64{100, 150}}, "agg"),
 	}
 }
 

@@ -23,25 +23,32 @@ type Kind uint8
 
 // The commands. The numbers are part of the encoding and never reused.
 const (
-	KindGenesis         Kind = 1 // start the ledger: origin and the first parties (signed by an administrator it lists)
-	KindRegisterParty   Kind = 2 // add a party (signed by an administrator)
-	KindOpenAccount     Kind = 3 // a hospital opens its budget account with its cap (signed by that hospital)
-	KindChangeCap       Kind = 4 // a hospital changes its cap (signed by that hospital)
-	KindRegisterStudent Kind = 5 // allow a student to be charged for, with an optional quota (signed by an administrator)
-	KindCharge          Kind = 6 // a privacy charge for one batch of answers (signed by an aggregator)
-	KindOpenSession     Kind = 7 // open a sparse-vector session, charging its whole cost (signed by an aggregator)
-	KindCloseSession    Kind = 8 // close a sparse-vector session, recording its counts (signed by an aggregator)
+	KindGenesis          Kind = 1 // start the ledger: origin and the first parties (signed by an administrator it lists)
+	KindRegisterParty    Kind = 2 // add a party (signed by an administrator)
+	KindOpenAccount      Kind = 3 // a hospital opens its budget account with its cap (signed by that hospital)
+	KindChangeCap        Kind = 4 // a hospital changes its cap (signed by that hospital)
+	KindRegisterStudent  Kind = 5 // allow a student to be charged for, with an optional quota (signed by an administrator)
+	KindCharge           Kind = 6 // a privacy charge for one batch of answers (signed by an aggregator)
+	KindOpenSession      Kind = 7 // open a sparse-vector session, charging its whole cost (signed by an aggregator)
+	KindCloseSession     Kind = 8 // close a sparse-vector session, recording its counts (signed by an aggregator)
+	KindRegisterEnsemble Kind = 9 // register a hospital's ensemble size and the federation's class count (signed by an administrator)
+	// KindChargeV2 is a charge that also records each hospital's
+	// registered ensemble size: Charge with Ensembles set. A charge
+	// without them keeps the kind charge and its encoding.
+	KindChargeV2 Kind = 10
 )
 
 var kindNames = [...]string{
-	KindGenesis:         "genesis",
-	KindRegisterParty:   "register-party",
-	KindOpenAccount:     "open-account",
-	KindChangeCap:       "change-cap",
-	KindRegisterStudent: "register-student",
-	KindCharge:          "charge",
-	KindOpenSession:     "open-session",
-	KindCloseSession:    "close-session",
+	KindGenesis:          "genesis",
+	KindRegisterParty:    "register-party",
+	KindOpenAccount:      "open-account",
+	KindChangeCap:        "change-cap",
+	KindRegisterStudent:  "register-student",
+	KindCharge:           "charge",
+	KindOpenSession:      "open-session",
+	KindCloseSession:     "close-session",
+	KindRegisterEnsemble: "register-ensemble",
+	KindChargeV2:         "charge-v2",
 }
 
 // enumName is the name of v in names, or unknown(v) when it has none.
@@ -92,8 +99,8 @@ type Party struct {
 type Param = mechanism.KV
 
 // Body is the content of a command. It is implemented by Genesis,
-// RegisterParty, OpenAccount, ChangeCap, RegisterStudent, Charge, OpenSession
-// and CloseSession.
+// RegisterParty, OpenAccount, ChangeCap, RegisterStudent, Charge, OpenSession,
+// CloseSession and RegisterEnsemble.
 type Body interface {
 	Kind() Kind
 	// Stamp is the time its proposer put in, in unix nanoseconds.
@@ -149,6 +156,48 @@ type RegisterStudent struct {
 	Timestamp  int64
 }
 
+// RegisterEnsemble records a hospital's ensemble size (its number of
+// teachers, each of whom casts one vote per query) and the number of
+// classes they vote on, which is the federation's: every registration names
+// the same. Signed by an administrator. Version is 1 for a hospital's first
+// registration and one more for each replacement, so that an old
+// registration cannot be replayed. The aggregator takes each hospital's
+// size from here, never from the hospital, and every charge naming the
+// hospital must state this size.
+type RegisterEnsemble struct {
+	Hospital  string
+	Version   uint64 // 1 for the first registration, 2 for the second, …
+	Teachers  uint64 // 1 to MaxTeachers
+	Classes   uint64 // 2 to MaxClasses
+	Timestamp int64
+}
+
+// AccountSubject returns the hospital a hospital's own command concerns,
+// and whether the hospital signs it: its account commands (open-account,
+// change-cap), which only it signs, and its registrations (register-party
+// of a hospital, register-ensemble), which an administrator signs. ok is
+// false for every other command. Those who pass commands on for a
+// hospital check with it that a hospital passes on only its own.
+func AccountSubject(b Body) (hospital string, bySelf, ok bool) {
+	switch b := b.(type) {
+	case *OpenAccount:
+		return b.Hospital, true, true
+	case *ChangeCap:
+		return b.Hospital, true, true
+	case *RegisterParty:
+		return b.Party.ID, false, b.Party.Role == RoleHospital
+	case *RegisterEnsemble:
+		return b.Hospital, false, true
+	}
+	return "", false, false
+}
+
+// Bounds of a registered ensemble.
+const (
+	MaxTeachers = 1 << 20
+	MaxClasses  = 1 << 16
+)
+
 // Charge is the privacy cost of one batch of answers, computed by the
 // aggregator with the mechanism package and committed before any answer is
 // released. Curve is the RDP curve of the whole batch on the default order
@@ -168,6 +217,12 @@ type Charge struct {
 	Delta       float64
 	AnswersHash [32]byte // SHA-256 of the released answers
 	Timestamp   int64
+	// Ensembles, when set, is each hospital's registered ensemble size, in
+	// the order of Hospitals (the charge is then of kind charge-v2, which
+	// encodes it after the hospitals); the ledger refuses a charge whose
+	// sizes are not the registered ones. Empty in a charge of hospitals
+	// with no registration (kind charge, encoded as before).
+	Ensembles []uint64
 }
 
 // OpenSession opens a sparse-vector session and charges its whole fixed cost
@@ -198,23 +253,33 @@ type CloseSession struct {
 	Timestamp int64
 }
 
-func (*Genesis) Kind() Kind         { return KindGenesis }
-func (*RegisterParty) Kind() Kind   { return KindRegisterParty }
-func (*OpenAccount) Kind() Kind     { return KindOpenAccount }
-func (*ChangeCap) Kind() Kind       { return KindChangeCap }
-func (*RegisterStudent) Kind() Kind { return KindRegisterStudent }
-func (*Charge) Kind() Kind          { return KindCharge }
-func (*OpenSession) Kind() Kind     { return KindOpenSession }
-func (*CloseSession) Kind() Kind    { return KindCloseSession }
+func (*Genesis) Kind() Kind          { return KindGenesis }
+func (*RegisterParty) Kind() Kind    { return KindRegisterParty }
+func (*OpenAccount) Kind() Kind      { return KindOpenAccount }
+func (*ChangeCap) Kind() Kind        { return KindChangeCap }
+func (*RegisterStudent) Kind() Kind  { return KindRegisterStudent }
+func (*RegisterEnsemble) Kind() Kind { return KindRegisterEnsemble }
 
-func (b *Genesis) Stamp() int64         { return b.Timestamp }
-func (b *RegisterParty) Stamp() int64   { return b.Timestamp }
-func (b *OpenAccount) Stamp() int64     { return b.Timestamp }
-func (b *ChangeCap) Stamp() int64       { return b.Timestamp }
-func (b *RegisterStudent) Stamp() int64 { return b.Timestamp }
-func (b *Charge) Stamp() int64          { return b.Timestamp }
-func (b *OpenSession) Stamp() int64     { return b.Timestamp }
-func (b *CloseSession) Stamp() int64    { return b.Timestamp }
+// Kind is charge-v2 for a charge that records the ensemble sizes, charge
+// otherwise.
+func (b *Charge) Kind() Kind {
+	if len(b.Ensembles) > 0 {
+		return KindChargeV2
+	}
+	return KindCharge
+}
+func (*OpenSession) Kind() Kind  { return KindOpenSession }
+func (*CloseSession) Kind() Kind { return KindCloseSession }
+
+func (b *Genesis) Stamp() int64          { return b.Timestamp }
+func (b *RegisterParty) Stamp() int64    { return b.Timestamp }
+func (b *OpenAccount) Stamp() int64      { return b.Timestamp }
+func (b *ChangeCap) Stamp() int64        { return b.Timestamp }
+func (b *RegisterStudent) Stamp() int64  { return b.Timestamp }
+func (b *Charge) Stamp() int64           { return b.Timestamp }
+func (b *OpenSession) Stamp() int64      { return b.Timestamp }
+func (b *CloseSession) Stamp() int64     { return b.Timestamp }
+func (b *RegisterEnsemble) Stamp() int64 { return b.Timestamp }
 
 func encodeParty(e *encoder, p Party) {
 	e.id("party id", p.ID)
@@ -380,6 +445,17 @@ func (b *Charge) encode(e *encoder) {
 	e.id("batch id", b.BatchID)
 	e.id("student", b.Student)
 	encodeIDs(e, "hospitals", b.Hospitals)
+	if len(b.Ensembles) > 0 {
+		if len(b.Ensembles) != len(b.Hospitals) {
+			e.fail("a charge states %d ensemble sizes for %d hospitals", len(b.Ensembles), len(b.Hospitals))
+		}
+		for _, n := range b.Ensembles {
+			if n < 1 || n > MaxTeachers {
+				e.fail("ensemble size %d is outside [1, %d]", n, MaxTeachers)
+			}
+			e.u64(n)
+		}
+	}
 	e.optID("session", b.Session)
 	e.id("mechanism", b.Mechanism)
 	encodeParams(e, b.Params)
@@ -395,6 +471,19 @@ func (b *Charge) decode(d *decoder) {
 	b.BatchID = d.id("batch id")
 	b.Student = d.id("student")
 	b.Hospitals = decodeIDs(d, "hospitals")
+	if d.kind == KindChargeV2 {
+		if len(b.Hospitals) == 0 && d.err == nil {
+			d.fail("a charge-v2 names no hospital")
+		}
+		b.Ensembles = make([]uint64, 0, len(b.Hospitals))
+		for range b.Hospitals {
+			n := d.u64()
+			if (n < 1 || n > MaxTeachers) && d.err == nil {
+				d.fail("ensemble size %d is outside [1, %d]", n, MaxTeachers)
+			}
+			b.Ensembles = append(b.Ensembles, n)
+		}
+	}
 	b.Session = d.optID("session")
 	b.Mechanism = d.id("mechanism")
 	b.Params = decodeParams(d)
@@ -403,6 +492,22 @@ func (b *Charge) decode(d *decoder) {
 	b.Curve = decodeCurve(d)
 	b.Delta = d.f64("δ")
 	copy(b.AnswersHash[:], d.take(hashSize))
+	b.Timestamp = d.i64()
+}
+
+func (b *RegisterEnsemble) encode(e *encoder) {
+	e.id("hospital", b.Hospital)
+	e.u64(b.Version)
+	e.u64(b.Teachers)
+	e.u64(b.Classes)
+	e.i64(b.Timestamp)
+}
+
+func (b *RegisterEnsemble) decode(d *decoder) {
+	b.Hospital = d.id("hospital")
+	b.Version = d.u64()
+	b.Teachers = d.u64()
+	b.Classes = d.u64()
 	b.Timestamp = d.i64()
 }
 
@@ -555,15 +660,18 @@ func DecodeCommand(b []byte) (Command, error) {
 		body = &ChangeCap{}
 	case KindRegisterStudent:
 		body = &RegisterStudent{}
-	case KindCharge:
+	case KindCharge, KindChargeV2:
 		body = &Charge{}
 	case KindOpenSession:
 		body = &OpenSession{}
 	case KindCloseSession:
 		body = &CloseSession{}
+	case KindRegisterEnsemble:
+		body = &RegisterEnsemble{}
 	default:
 		return Command{}, fmt.Errorf("%w: unknown command kind %d", ErrMalformed, k)
 	}
+	d.kind = k
 	body.decode(d)
 	c := Command{Body: body}
 	c.Signer = d.id("signer")

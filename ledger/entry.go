@@ -63,6 +63,12 @@ const (
 	CodeBadParams         Code = 26 // the mechanism or its parameters do not parse canonically, or do not fit the command
 	CodeUnderCost         Code = 27 // the stated curve or δ is below the cost the ledger derives from the mechanism and parameters
 	CodeSessionSuperseded Code = 28 // the session was replaced by a later one of the same aggregator, student and hospitals
+	// CodeEnsembleMismatch: a charge states an ensemble size or class count
+	// other than the registered one, or states none for a hospital that
+	// has one.
+	CodeEnsembleMismatch Code = 29
+	CodeBadEnsemble      Code = 30 // an ensemble registration's teachers or classes are out of range, or its classes differ from the federation's
+	CodeStaleEnsemble    Code = 31 // an ensemble registration whose version is not the next one
 )
 
 var codeNames = [...]string{
@@ -95,6 +101,9 @@ var codeNames = [...]string{
 	CodeBadParams:         "bad-params",
 	CodeUnderCost:         "under-cost",
 	CodeSessionSuperseded: "session-superseded",
+	CodeEnsembleMismatch:  "ensemble-mismatch",
+	CodeBadEnsemble:       "bad-ensemble",
+	CodeStaleEnsemble:     "stale-ensemble-version",
 }
 
 func (c Code) String() string { return enumName(codeNames[:], c, "code") }

@@ -138,3 +138,17 @@ func openSession(t testing.TB, id, student string, hospitals []string, k int) *O
 
 // testCosignTime is the time of the test auditors' cosignatures.
 const testCosignTime = 1_700_000_000
+
+// restoredCopy is a new state restored from st's snapshot.
+func restoredCopy(t testing.TB, st *State) *State {
+	t.Helper()
+	snap, err := st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := New()
+	if err := restored.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	return restored
+}

@@ -72,14 +72,7 @@ func TestGenesisHash(t *testing.T) {
 	if got, ok := f.st.GenesisHash(); !ok || got != want {
 		t.Fatalf("GenesisHash = %x %v, want %x", got, ok, want)
 	}
-	snap, err := f.st.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	restored := New()
-	if err := restored.Restore(snap); err != nil {
-		t.Fatal(err)
-	}
+	restored := restoredCopy(t, f.st)
 	if got, ok := restored.GenesisHash(); !ok || got != want {
 		t.Fatalf("after a restore: %x %v", got, ok)
 	}

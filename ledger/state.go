@@ -125,8 +125,10 @@ type State struct {
 	students    map[string]*studentAcct
 	batches     map[string]applied
 	sessions    map[string]*session
-	opened      map[string]applied // session ID → the OpenSession that opened it
-	latest      map[string]string  // sessionKey → the ID of the session opened last
+	opened      map[string]applied  // session ID → the OpenSession that opened it
+	latest      map[string]string   // sessionKey → the ID of the session opened last
+	ensembles   map[string]Ensemble // hospital → its registered ensemble
+	classes     uint64              // the federation's class count, from the first ensemble registration
 
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
@@ -137,16 +139,17 @@ type State struct {
 // New returns an empty ledger. Its first accepted command must be a Genesis.
 func New() *State {
 	return &State{
-		grid:     mechanism.DefaultGrid(),
-		parties:  map[string]Party{},
-		joined:   map[string]uint64{},
-		accounts: map[string]*account{},
-		students: map[string]*studentAcct{},
-		batches:  map[string]applied{},
-		sessions: map[string]*session{},
-		opened:   map[string]applied{},
-		latest:   map[string]string{},
-		costs:    costCache{},
+		grid:      mechanism.DefaultGrid(),
+		parties:   map[string]Party{},
+		joined:    map[string]uint64{},
+		accounts:  map[string]*account{},
+		students:  map[string]*studentAcct{},
+		batches:   map[string]applied{},
+		sessions:  map[string]*session{},
+		opened:    map[string]applied{},
+		latest:    map[string]string{},
+		ensembles: map[string]Ensemble{},
+		costs:     costCache{},
 	}
 }
 
@@ -259,6 +262,8 @@ func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
 		return s.openSession(c, signer, b, index)
 	case *CloseSession:
 		return s.closeSession(c, signer, b, index)
+	case *RegisterEnsemble:
+		return s.registerEnsemble(signer, b, index)
 	}
 	return refuse(CodeMalformed, "", "command kind %s is not handled", c.Body.Kind()), nil
 }
@@ -470,6 +475,9 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if b.Answers > b.Queries {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s: %d answers for %d queries", b.BatchID, b.Answers, b.Queries), nil
 	}
+	if r, ok := s.ensembleCheck(b); !ok {
+		return r, nil
+	}
 	// Admission at the batch's worst case: every query answered.
 	if r, ok := s.studentQuota(b.Student, b.Queries); !ok {
 		return r, nil
@@ -493,6 +501,84 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 		s.students[b.Student].answers += b.Answers
 		s.batches[b.key()] = applied{digest: digest, index: index}
 	}
+}
+
+// Ensemble is a hospital's registered ensemble (RegisterEnsemble).
+type Ensemble struct {
+	Hospital string `json:"hospital"`
+	Teachers uint64 `json:"teachers"`
+	Classes  uint64 `json:"classes"`
+	Version  uint64 `json:"version"`
+	Entry    uint64 `json:"entry"` // the entry that registered it
+}
+
+// Ensembles returns every hospital's registered ensemble, sorted by
+// hospital ID.
+func (s *State) Ensembles() []Ensemble {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Ensemble, 0, len(s.ensembles))
+	for _, e := range s.ensembles {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Ensemble) int { return strings.Compare(a.Hospital, b.Hospital) })
+	return out
+}
+
+func (s *State) registerEnsemble(signer Party, b *RegisterEnsemble, index uint64) (Result, func()) {
+	if signer.Role != RoleAdmin {
+		return refuse(CodeWrongSigner, signer.ID, "only an administrator registers ensembles, %s is a %s", signer.ID, signer.Role), nil
+	}
+	if p, ok := s.parties[b.Hospital]; !ok || p.Role != RoleHospital {
+		return refuse(CodeUnknownHospital, b.Hospital, "%s is not a registered hospital; register the party first", b.Hospital), nil
+	}
+	if b.Teachers < 1 || b.Teachers > MaxTeachers || b.Classes < 2 || b.Classes > MaxClasses {
+		return refuse(CodeBadEnsemble, b.Hospital, "ensemble of %s: %d teachers on %d classes; want 1 to %d teachers and 2 to %d classes", b.Hospital, b.Teachers, b.Classes, MaxTeachers, MaxClasses), nil
+	}
+	if s.classes != 0 && b.Classes != s.classes {
+		return refuse(CodeBadEnsemble, b.Hospital, "ensemble of %s votes on %d classes, the federation's registrations on %d; every hospital votes on the federation's classes", b.Hospital, b.Classes, s.classes), nil
+	}
+	prev := s.ensembles[b.Hospital]
+	if b.Version != prev.Version+1 {
+		return refuse(CodeStaleEnsemble, b.Hospital, "ensemble registration version %d for %s, the next is %d; sign a new registration", b.Version, b.Hospital, prev.Version+1), nil
+	}
+	return accept("registered the ensemble of %s: %d teachers on %d classes (version %d)", b.Hospital, b.Teachers, b.Classes, b.Version), func() {
+		s.ensembles[b.Hospital] = Ensemble{Hospital: b.Hospital, Teachers: b.Teachers, Classes: b.Classes, Version: b.Version, Entry: index}
+		s.classes = b.Classes
+	}
+}
+
+// ensembleCheck holds a charge to the registered ensembles: a charge-v2
+// states each hospital's registered size, and its parameters the sum of
+// them and the federation's classes; a charge without sizes may name only
+// hospitals with no registration.
+func (s *State) ensembleCheck(b *Charge) (Result, bool) {
+	if len(b.Ensembles) == 0 {
+		for _, h := range b.Hospitals {
+			if e, ok := s.ensembles[h]; ok {
+				return refuse(CodeEnsembleMismatch, h, "batch %s names hospital %s without its registered ensemble size (%d teachers); state each hospital's registered size", b.BatchID, h, e.Teachers), false
+			}
+		}
+		return Result{}, true
+	}
+	if len(b.Ensembles) != len(b.Hospitals) {
+		return refuse(CodeEnsembleMismatch, b.BatchID, "batch %s states %d ensemble sizes for %d hospitals", b.BatchID, len(b.Ensembles), len(b.Hospitals)), false
+	}
+	var sum uint64
+	for i, h := range b.Hospitals {
+		e, ok := s.ensembles[h]
+		if !ok {
+			return refuse(CodeEnsembleMismatch, h, "batch %s states %d teachers for hospital %s, which has no registered ensemble", b.BatchID, b.Ensembles[i], h), false
+		}
+		if e.Teachers != b.Ensembles[i] {
+			return refuse(CodeEnsembleMismatch, h, "batch %s states %d teachers for hospital %s, registered with %d (entry %d)", b.BatchID, b.Ensembles[i], h, e.Teachers, e.Entry), false
+		}
+		sum += e.Teachers
+	}
+	if pc := s.costs.get(s.grid, b.Mechanism, b.Params); pc.err == nil && (uint64(pc.p.Teachers) != sum || uint64(pc.p.Classes) != s.classes) {
+		return refuse(CodeEnsembleMismatch, b.BatchID, "batch %s's parameters say %d teachers on %d classes; its hospitals' registered ensembles are %d teachers on %d classes", b.BatchID, pc.p.Teachers, pc.p.Classes, sum, s.classes), false
+	}
+	return Result{}, true
 }
 
 // studentQuota admits a batch of queries against the student's quota at

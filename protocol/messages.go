@@ -293,6 +293,17 @@ func Validate(m proto.Message) error {
 				return err
 			}
 		}
+		for _, e := range m.GetEnsembles() {
+			if err := checkPartyID("ensembles.hospital_id", e.GetHospitalId()); err != nil {
+				return err
+			}
+			if e.GetTeachers() < 1 || e.GetTeachers() > MaxTeachers {
+				return bad("the registered ensemble of %q has %d teachers, want 1 to %d", e.GetHospitalId(), e.GetTeachers(), MaxTeachers)
+			}
+		}
+		if c := m.GetClasses(); c != 0 && (c < 2 || c > MaxClasses) {
+			return bad("the registered class count %d is outside [2, %d]", c, MaxClasses)
+		}
 		for _, b := range m.GetBudgets() {
 			if err := checkPartyID("hospital_id", b.GetHospitalId()); err != nil {
 				return err

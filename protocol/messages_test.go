@@ -73,6 +73,18 @@ func TestValidateRejects(t *testing.T) {
 		{"label response short hash", "label-response", func(m proto.Message) { m.(*nzcpb.LabelResponse).AnswersHash = []byte{1} }},
 		{"budget delta", "budget-request", func(m proto.Message) { m.(*nzcpb.BudgetRequest).Delta = 1 }},
 		{"budget NaN", "budget-response", func(m proto.Message) { m.(*nzcpb.BudgetResponse).Budgets[0].EpsilonSpent = math.NaN() }},
+		{"ensemble of no teachers", "budget-response", func(m proto.Message) {
+			r := m.(*nzcpb.BudgetResponse)
+			r.Classes, r.Ensembles = 10, []*nzcpb.RegisteredEnsemble{{HospitalId: "h1", Teachers: 0, Version: 1}}
+		}},
+		{"ensemble too large", "budget-response", func(m proto.Message) {
+			r := m.(*nzcpb.BudgetResponse)
+			r.Classes, r.Ensembles = 10, []*nzcpb.RegisteredEnsemble{{HospitalId: "h1", Teachers: MaxTeachers + 1, Version: 1}}
+		}},
+		{"ensemble without hospital", "budget-response", func(m proto.Message) {
+			m.(*nzcpb.BudgetResponse).Ensembles = []*nzcpb.RegisteredEnsemble{{Teachers: 5, Version: 1}}
+		}},
+		{"one registered class", "budget-response", func(m proto.Message) { m.(*nzcpb.BudgetResponse).Classes = 1 }},
 		{"ledger empty", "ledger-submit", func(m proto.Message) { m.(*nzcpb.LedgerSubmit).Command = nil }},
 		{"ledger result no code", "ledger-result", func(m proto.Message) { m.(*nzcpb.LedgerResult).Code = 0 }},
 		{"error no code", "error-not-leader", func(m proto.Message) { m.(*nzcpb.Error).Code = 0 }},

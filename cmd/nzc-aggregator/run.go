@@ -40,6 +40,9 @@ once: retries and restarts deliver the stored answers.
 			return err
 		}
 		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", "aggregator")
+		if _, err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
+			return err
+		}
 		netCfg, err := node.NetConfig(cfg.TLS, log)
 		if err != nil {
 			return err

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
@@ -10,7 +8,6 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/party/auditor"
-	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 
 func newRunCommand() *cobra.Command {
@@ -20,7 +17,8 @@ func newRunCommand() *cobra.Command {
 		Long: `run starts this auditor's member of the ledger cluster: raft over mutual TLS
 with the federation certificates (auditor certificates only), the ledger with
 checkpoints signed by this auditor's key, and the intake where the aggregator
-— and only the aggregator — submits charges over QUIC. With bootstrap set it
+— and only the aggregator — submits charges over QUIC (a hospital may submit
+there only its own account commands). With bootstrap set it
 founds the cluster with its peers; otherwise it joins them. An empty ledger
 is started with the signed genesis commands nzc init wrote.
 
@@ -47,6 +45,9 @@ take snapshots (see 'nzc ledger --help').`,
 		ac := auditor.Config{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: cfg.Raft, AdvertiseAddr: cfg.Advertise,
 			IntakeAddr: cfg.Listen, APIAddr: cfg.API, DashboardAddr: cfg.Dashboard, OpsAddr: cfg.Ops.Listen,
 			Bootstrap: cfg.Bootstrap, Logger: cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)}
+		if _, err := node.ApplyMemoryLimit(cfg.Ops, ac.Logger); err != nil {
+			return err
+		}
 		nc, err := node.NetConfig(cfg.TLS, ac.Logger)
 		if err != nil {
 			return err
@@ -58,14 +59,7 @@ take snapshots (see 'nzc ledger --help').`,
 		if err := loadGenesis(cfg, &ac); err != nil {
 			return err
 		}
-		for _, p := range cfg.Peers {
-			id, addr, _ := strings.Cut(p, "=")
-			if cfg.Bootstrap {
-				ac.Peers = append(ac.Peers, raftnode.Peer{ID: id, Addr: addr})
-			} else if id != cfg.ID {
-				ac.Join = append(ac.Join, addr)
-			}
-		}
+		ac.Peers, ac.Join = peers(cfg)
 		a, err := auditor.New(ac)
 		if err != nil {
 			return err

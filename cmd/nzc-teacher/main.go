@@ -27,6 +27,9 @@ environment variables and a YAML file made by 'nzc init'.`,
   nzc-teacher train --config federation/hospital-1.yaml --data data/mnist --teachers 10
   nzc-teacher run --config federation/hospital-1.yaml
 
+  # Lower the hospital's privacy cap, straight to the auditors:
+  nzc-teacher cap --config federation/hospital-1.yaml --epsilon 4 --delta 1e-6
+
   # Check the configuration nzc init wrote for hospital h1:
   nzc-teacher config show --config federation/h1.yaml
 
@@ -36,5 +39,6 @@ environment variables and a YAML file made by 'nzc init'.`,
 		newTrainCommand(),
 		newRunCommand(),
 		newStatusCommand(),
+		newCapCommand(),
 	)
 }

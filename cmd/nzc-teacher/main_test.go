@@ -26,3 +26,23 @@ func TestTrainNeedsData(t *testing.T) {
 		t.Fatalf("status without teachers: %v", err)
 	}
 }
+
+func TestCapNeedsACapAndTheAuditors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.yaml")
+	cfg := "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\nsigning_key: h.sig\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cap", "--config", path}, "--epsilon"},
+		{[]string{"cap", "--config", path, "--epsilon", "4"}, "--auditors"},
+		{[]string{"cap", "--config", path, "--epsilon", "4", "--auditors", "nowhere"}, "auditors"},
+	} {
+		if _, err := clitest.Execute(t, newRootCommand(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}

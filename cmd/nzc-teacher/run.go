@@ -83,6 +83,9 @@ certificate.`,
 			return err
 		}
 		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
+		if _, err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
+			return err
+		}
 		ens, models, err := teacher.LoadVoter(cfg.Models, cfg.ONNXRuntime)
 		if err != nil {
 			return err
@@ -110,7 +113,7 @@ certificate.`,
 		}
 		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
 			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log,
-			AuditorKeys: cfg.AuditorKeys, ProofLag: cfg.ProofLag,
+			AuditorKeys: cfg.AuditorKeys, ProofLag: cfg.ProofLag, State: cfg.State,
 			Pause: pause.Hook(log)})
 		if errors.Is(err, teacher.ErrBadRegistration) {
 			return fmt.Errorf("registration %s: %w", cfg.Registration, err)

@@ -335,7 +335,7 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 		return err
 	}
 	m := d.fed.M
-	if err := writeGenesis(m); err != nil {
+	if err := writeGenesis(m, d.o.teachers, config.DefaultAggregator().Classes); err != nil {
 		return err
 	}
 	if d.pt, err = freePorts(len(m.Parties)); err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +19,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
@@ -70,6 +73,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The founding hospitals' ensembles the genesis registers, which the
+	// aggregator's configured sizes and each hospital's teachers follow.
+	ensembles := intake.GenesisEnsembles(genesis)
 	var recipients []string
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		recipients = append(recipients, h.AgeRecipient)
@@ -81,13 +87,17 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 		switch p.Role {
 		case crypto.RoleHospital:
 			c := config.DefaultTeacher()
+			if len(ensembles) > 0 {
+				c.Teachers = int(ensembles[0].Teachers)
+			}
 			c.ID, c.Aggregator, c.TLS = p.ID, loopback(pt.aggregator()), tlsOf(p)
+			c.Auditors = intakes
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.AuditorKeys = auditorKeys
-			c.Models = filepath.Join(m.Dir, p.ID, "models")
+			c.Models, c.State = filepath.Join(m.Dir, p.ID, "models"), filepath.Join(m.Dir, p.ID, "state")
 			if ownKeys(p) {
 				c.TLS = config.TLS{CA: bundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
-				c.AgeIdentity, c.SigningKey, c.Models = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models"
+				c.AgeIdentity, c.SigningKey, c.Models, c.State = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models", "state"
 			}
 			c.Ops.Listen = loopback(pt.ops(k))
 			out[p.ID] = c
@@ -96,6 +106,9 @@ func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
 			c.Listen, c.Auditors, c.TLS = loopback(pt.aggregator()), intakes, tlsOf(p)
 			c.AuditorKeys = auditorKeys
 			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
+			if len(ensembles) > 0 {
+				c.Teachers, c.Classes = int(ensembles[0].Teachers), int(ensembles[0].Classes)
+			}
 			// A majority of the hospitals must vote on every batch: one
 			// hospital alone never decides a label.
 			c.Quorum = c.Hospitals/2 + 1
@@ -214,7 +227,7 @@ func newInitCommand() *cobra.Command {
 		dir                           string
 		hospitals, auditors, students int
 		hosts, partyHosts             []string
-		basePort                      int
+		basePort, teachers, classes   int
 		force                         bool
 	)
 	cmd := &cobra.Command{
@@ -234,6 +247,11 @@ Existing keys are never overwritten unless --force is given.`,
   # Later, one more hospital, leaving every other key untouched:
   nzc init add-hospital --dir federation
 
+  # Hospitals of 20 teachers each, voting on 2 classes, registered in the
+  # ledger's genesis (the aggregator takes the sizes from the ledger and
+  # refuses a hospital announcing another):
+  nzc init --dir federation --teachers 20 --classes 2
+
   # Each auditor's certificate names its own host, not the others':
   nzc init --dir federation --party-host auditor-1=a1.example.org --party-host auditor-2=a2.example.org \
       --party-host auditor-3=a3.example.org
@@ -250,9 +268,19 @@ Existing keys are never overwritten unless --force is given.`,
 	cmd.Flags().StringArrayVar(&partyHosts, "party-host", nil, "ID=HOST: a DNS name or IP address for party ID's certificate only (repeat for more), so that a client reaching HOST knows it reached that party")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing federation's keys and configurations")
+	cmd.Flags().IntVar(&teachers, "teachers", config.DefaultTeacher().Teachers, "each hospital's ensemble size, registered in the ledger's genesis, signed by the administrator: the aggregator takes it from the ledger and refuses a hospital announcing another (0: register none, and the aggregator's configuration decides, as in federations made before registrations)")
+	cmd.Flags().IntVar(&classes, "classes", config.DefaultAggregator().Classes, "the federation's number of classes, registered with each hospital's ensemble")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if basePort < 1 || basePort+1000+hospitals+auditors+students+2 > 65535 {
 			return fmt.Errorf("--base-port %d leaves no room for the federation's ports; use a value between 1024 and 60000", basePort)
+		}
+		if cmd.Flags().Changed("classes") && teachers == 0 {
+			return errors.New("--classes is registered with each hospital's ensemble: give --teachers too")
+		}
+		if teachers != 0 {
+			if err := checkEnsemble(teachers, classes); err != nil {
+				return err
+			}
 		}
 		dir, err := filepath.Abs(dir)
 		if err != nil {
@@ -270,7 +298,7 @@ Existing keys are never overwritten unless --force is given.`,
 		if err != nil {
 			return err
 		}
-		if err := writeGenesis(m); err != nil {
+		if err := writeGenesis(m, teachers, classes); err != nil {
 			return err
 		}
 		cfgs, err := partyConfigs(m, ports{basePort})
@@ -293,19 +321,29 @@ func newAddHospitalCommand() *cobra.Command {
 		dir, id  string
 		hosts    []string
 		basePort int
+		teachers int
 	)
 	cmd := &cobra.Command{
 		Use:   "add-hospital",
 		Short: "Issue keys and a configuration for one more hospital, leaving all other keys untouched",
 		Example: `  nzc init add-hospital --dir federation
-  nzc init add-hospital --dir federation --id st-marys`,
+  nzc init add-hospital --dir federation --id st-marys
+
+  # A hospital of 30 teachers (registered in the ledger with it):
+  nzc init add-hospital --dir federation --id st-marys --teachers 30`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory of an existing federation")
 	cmd.Flags().StringVar(&id, "id", "", "the new hospital's id (default: the next free hospital-N)")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for the certificate")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses (as given to init)")
+	cmd.Flags().IntVar(&teachers, "teachers", 0, "the new hospital's ensemble size, registered in the ledger with it (default: the founding hospitals')")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
+		if teachers != 0 {
+			if err := checkEnsemble(teachers, ledger.MaxClasses); err != nil {
+				return err
+			}
+		}
 		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return err
@@ -314,7 +352,7 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		reg, err := writeRegistration(m, p)
+		reg, err := writeRegistrationOf(m, p, teachers)
 		if err != nil {
 			return err
 		}
@@ -324,6 +362,9 @@ func newAddHospitalCommand() *cobra.Command {
 		}
 		tc := cfgs[p.ID].(config.Teacher)
 		tc.Registration = reg
+		if teachers != 0 {
+			tc.Teachers = teachers
+		}
 		cfgs[p.ID] = tc
 		written, err := writeConfigs(m, cfgs, p.ID, false)
 		if err != nil {
@@ -343,17 +384,53 @@ const RegistrationFile = "ledger-registration.cmd"
 
 // writeRegistration signs, with the administrator's key, the ledger command
 // that adds a hospital provisioned after the genesis, and writes it in the
-// hospital's directory. The hospital relays it through the aggregator when
-// it starts.
+// hospital's directory. In a federation whose genesis registers the
+// hospitals' ensembles, the file is a JSON list of that command and the
+// registration of the new hospital's ensemble (the founding hospitals'
+// size). The hospital relays them through the aggregator when it starts.
 func writeRegistration(m *crypto.Manifest, p crypto.PartyFiles) (string, error) {
+	return writeRegistrationOf(m, p, 0)
+}
+
+// writeRegistrationOf is writeRegistration with the new hospital's
+// ensemble of teachers (0: the founding hospitals' size).
+func writeRegistrationOf(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (string, error) {
 	key, err := m.AdminSigningKey()
 	if err != nil {
 		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
 	}
-	cmd, err := intake.RegisterHospital(m, p, key, time.Now())
+	now := time.Now()
+	out, err := intake.RegisterHospital(m, p, key, now)
 	if err != nil {
 		return "", err
 	}
+	genesis, err := intake.ReadGenesis(filepath.Join(m.Dir, GenesisFile))
+	if err != nil {
+		return "", err
+	}
+	if ens := intake.GenesisEnsembles(genesis); len(ens) > 0 {
+		if teachers == 0 {
+			teachers = int(ens[0].Teachers)
+		}
+		e, err := intake.EnsembleCommands([]string{p.ID}, teachers, int(ens[0].Classes), key, now)
+		if err != nil {
+			return "", err
+		}
+		if out, err = json.Marshal([][]byte{out, e[0]}); err != nil {
+			return "", err
+		}
+	}
 	path := filepath.Join(m.Dir, p.ID, RegistrationFile)
-	return path, crypto.WriteFile(path, cmd, 0o644, false)
+	return path, crypto.WriteFile(path, out, 0o644, false)
+}
+
+// checkEnsemble refuses an ensemble size or class count the ledger would.
+func checkEnsemble(teachers, classes int) error {
+	if teachers < 1 || teachers > ledger.MaxTeachers {
+		return fmt.Errorf("--teachers %d: a hospital has 1 to %d teachers", teachers, ledger.MaxTeachers)
+	}
+	if classes < 2 || classes > ledger.MaxClasses {
+		return fmt.Errorf("--classes %d: a federation has 2 to %d classes", classes, ledger.MaxClasses)
+	}
+	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/teacher"
 )
 
 // runNZC runs nzc with args. Each call keeps its checkpoints (nzc ledger
@@ -150,9 +152,22 @@ func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the new hospital's ledger registration: %v", err)
 	}
-	cmd, err := ledger.DecodeCommand(raw)
+	// The party's registration, then its ensemble's (nzc init registers
+	// the founding hospitals' by default; the new one gets the same size).
+	regs, err := teacher.Registrations(raw)
+	if err != nil || len(regs) != 2 {
+		t.Fatalf("%d registrations: %v", len(regs), err)
+	}
+	cmd, err := ledger.DecodeCommand(regs[0])
 	if err != nil {
 		t.Fatal(err)
+	}
+	ens, err := ledger.DecodeCommand(regs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := ens.Body.(*ledger.RegisterEnsemble); !ok || e.Hospital != "hospital-2" || int(e.Teachers) != config.DefaultTeacher().Teachers {
+		t.Fatalf("ensemble registration: %+v", ens.Body)
 	}
 	if reg, ok := cmd.Body.(*ledger.RegisterParty); !ok || reg.Party.ID != "hospital-2" || reg.Party.Role != ledger.RoleHospital {
 		t.Fatalf("registration command: %+v", cmd.Body)
@@ -200,6 +215,77 @@ func TestInitPartyHosts(t *testing.T) {
 	for _, bad := range []string{"nobody=x.example.org", "auditor-1"} {
 		if _, err := runNZC(t, "init", "--dir", filepath.Join(t.TempDir(), "f"), "--party-host", bad); err == nil {
 			t.Fatalf("--party-host %s was accepted", bad)
+		}
+	}
+}
+
+// Given --teachers, the genesis registers every founding hospital's
+// ensemble, signed by the administrator; the configurations follow it, a
+// hospital added later brings its own registration, and a size the ledger
+// would refuse is refused before anything is written.
+func TestInitRegistersTheEnsembles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "1", "--teachers", "7", "--classes", "3"); err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := intake.ReadGenesis(filepath.Join(dir, GenesisFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ledger.New()
+	for i, c := range cmds {
+		if r, err := st.Apply(c); err != nil || r.Status != ledger.StatusAccepted {
+			t.Fatalf("genesis command %d: %+v %v", i, r, err)
+		}
+	}
+	got := st.Ensembles()
+	if len(got) != 2 || got[0].Hospital != "hospital-1" || got[1].Hospital != "hospital-2" || got[0].Teachers != 7 || got[1].Classes != 3 {
+		t.Fatalf("registered ensembles %+v, want hospital-1 and hospital-2 at 7 teachers on 3 classes", got)
+	}
+	h := loadAs(t, filepath.Join(dir, "hospital-1.yaml"), config.DefaultTeacher())
+	a := loadAs(t, filepath.Join(dir, "aggregator.yaml"), config.DefaultAggregator())
+	if h.Teachers != 7 || a.Teachers != 7 || a.Classes != 3 {
+		t.Fatalf("hospital trains %d teachers, aggregator expects %d on %d classes; want 7 on 3", h.Teachers, a.Teachers, a.Classes)
+	}
+	// A hospital added later brings its ensemble's registration with its
+	// own: the founding hospitals' size, or the one given.
+	for i, tc := range []struct {
+		args []string
+		want uint64
+	}{{nil, 7}, {[]string{"--teachers", "9"}, 9}} {
+		id := "late-" + string(rune('a'+i))
+		if _, err := runNZC(t, append([]string{"init", "add-hospital", "--dir", dir, "--id", id}, tc.args...)...); err != nil {
+			t.Fatal(err)
+		}
+		hc := loadAs(t, filepath.Join(dir, id+".yaml"), config.DefaultTeacher())
+		raw, err := os.ReadFile(hc.Registration)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs, err := teacher.Registrations(raw)
+		if err != nil || len(regs) != 2 {
+			t.Fatalf("%s: %d registrations: %v", id, len(regs), err)
+		}
+		for _, c := range regs {
+			if r, err := st.Apply(c); err != nil || r.Status != ledger.StatusAccepted {
+				t.Fatalf("%s's registration: %+v %v", id, r, err)
+			}
+		}
+		if e := st.Ensembles(); e[len(e)-1].Hospital != id || e[len(e)-1].Teachers != tc.want || hc.Teachers != int(tc.want) {
+			t.Fatalf("%s registered as %+v, configured with %d teachers; want %d", id, e[len(e)-1], hc.Teachers, tc.want)
+		}
+	}
+	for _, args := range [][]string{{"--teachers", "-1"}, {"--teachers", "2000000"}, {"--teachers", "5", "--classes", "1"}, {"--teachers", "0", "--classes", "4"}} {
+		other := filepath.Join(t.TempDir(), "fed")
+		want := args[len(args)-2]
+		if args[len(args)-2] == "--classes" && args[1] == "0" {
+			want = "--teachers" // classes are registered with the ensembles
+		}
+		if _, err := runNZC(t, append([]string{"init", "--dir", other}, args...)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("init %v: %v, want an error naming %s", args, err, want)
+		}
+		if _, err := os.Stat(other); err == nil {
+			t.Errorf("init %v wrote %s", args, other)
 		}
 	}
 }

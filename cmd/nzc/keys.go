@@ -239,7 +239,7 @@ func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (
 	}
 	c.TLS = config.TLS{CA: in(bundleCACert), Cert: in(crypto.PartyCertFile), Key: in(crypto.PartyKeyFile)}
 	c.AgeIdentity, c.SigningKey = in(crypto.AgeIdentityFile), in(crypto.SigningKeyFile)
-	c.Registration, c.Models, c.Data = in(c.Registration), in(c.Models), in(c.Data)
+	c.Registration, c.Models, c.Data, c.State = in(c.Registration), in(c.Models), in(c.Data), in(c.State)
 	if err := c.Validate(); err != nil {
 		return keysInstallSummary{}, fmt.Errorf("the bundle's configuration: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/teacher"
 )
 
 // TestKeyRequestFlow runs the flow of a hospital that keeps its own keys,
@@ -111,7 +112,7 @@ func TestKeyRequestFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ledger.DecodeCommand(reg)
+	regs, err := teacher.Registrations(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +120,14 @@ func TestKeyRequestFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Verify(adminPub) {
-		t.Fatal("the registration does not verify with the administrator key")
+	for _, reg := range regs {
+		c, err := ledger.DecodeCommand(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Verify(adminPub) {
+			t.Fatal("the registration does not verify with the administrator key")
+		}
 	}
 
 	// The party installs only a bundle from the CA it confirmed.
@@ -291,8 +298,14 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := ledger.DecodeCommand(reg); err != nil || !c.Verify(adminPub) {
-		t.Fatalf("add-hospital's registration is not signed by the administrator key: %v", err)
+	regs, err := teacher.Registrations(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reg := range regs {
+		if c, err := ledger.DecodeCommand(reg); err != nil || !c.Verify(adminPub) {
+			t.Fatalf("add-hospital's registration is not signed by the administrator key: %v", err)
+		}
 	}
 }
 

@@ -57,6 +57,7 @@ auditor's compliance API over HTTPS, presenting the client certificate of
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newLedgerStatusCommand(), newLedgerPeersCommand(), newLedgerJoinCommand(), newLedgerRemovePeerCommand(),
+		newLedgerSignRemovalCommand(), newLedgerRemoveSignedCommand(),
 		newLedgerAccountsCommand(), newLedgerChargesCommand(), newLedgerEntriesCommand(), newLedgerExportCommand(), newLedgerVerifyCommand(),
 		newLedgerSnapshotCommand())
 	return cmd

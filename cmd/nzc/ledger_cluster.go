@@ -113,9 +113,14 @@ func printEntries(w io.Writer, out entriesOutput) error {
 		if e.Command != nil {
 			fmt.Fprintf(&b, "  %-16s by %-18s", e.Command.Kind, e.Command.Signer)
 			switch e.Command.Kind {
-			case ledger.KindCharge.String():
+			case ledger.KindCharge.String(), ledger.KindChargeV2.String():
 				fmt.Fprintf(&b, "  batch %v for %v, hospitals %v, %v of %v answered", e.Command.Body["batch"], e.Command.Body["student"],
 					e.Command.Body["hospitals"], e.Command.Body["answers"], e.Command.Body["queries"])
+				if sizes, ok := e.Command.Body["ensembles"]; ok {
+					fmt.Fprintf(&b, ", teachers %v", sizes)
+				}
+			case ledger.KindRegisterEnsemble.String():
+				fmt.Fprintf(&b, "  %v: %v teachers on %v classes (version %v)", e.Command.Body["hospital"], e.Command.Body["teachers"], e.Command.Body["classes"], e.Command.Body["version"])
 			case ledger.KindOpenAccount.String(), ledger.KindChangeCap.String():
 				fmt.Fprintf(&b, "  cap ε=%v δ=%v", e.Command.Body["cap_epsilon"], e.Command.Body["cap_delta"])
 			}

@@ -377,6 +377,12 @@ func (c *fakeCluster) Join(_ context.Context, id, addr string) error {
 	c.joined = append(c.joined, id+"="+addr)
 	return nil
 }
+func (c *fakeCluster) RemoveSigned(_ context.Context, id string, proof []byte) error {
+	if err := compliance.VerifyRemoval(c.st.Auditors(c.st.TreeSize()), id, proof, time.Now()); err != nil {
+		return fmt.Errorf("%w: %w", raftnode.ErrMembership, err)
+	}
+	return c.Remove(context.Background(), id)
+}
 func (c *fakeCluster) Remove(_ context.Context, id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

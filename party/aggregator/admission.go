@@ -86,15 +86,21 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 	if perr := quotaAdmits(resp.GetStudent(), student, batch, nq); perr != nil {
 		return nil, nil, perr
 	}
+	hs, left, reasons, perr := registeredEnsembles(resp, batch, hs, classes)
+	if perr != nil {
+		return nil, nil, perr
+	}
 	if p.Mechanism == mechanism.NZCSVT {
-		return hs, nil, nil
+		if len(hs) < a.cfg.Quorum {
+			return nil, nil, a.tooFew(batch, hs, left, nq, reasons)
+		}
+		return hs, left, nil
 	}
 	budgets := map[string]*nzcpb.HospitalBudget{}
 	for _, b := range resp.GetBudgets() {
 		budgets[b.GetHospitalId()] = b
 	}
 	keep = hs
-	var reasons []string
 	// The worst case depends on the ensemble, so it is recomputed whenever
 	// a hospital is left out, until every remaining one can pay for it.
 	for {
@@ -124,15 +130,56 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		keep = next
 	}
 	if len(keep) < a.cfg.Quorum {
-		return nil, nil, protocol.Errorf(protocol.CodeBudgetExhausted,
-			"batch %s is not admitted: %d of %d hospitals can pay for its worst case (all %d queries answered) and the quorum is %d (%s): nothing was asked of the hospitals or drawn; a smaller batch may fit",
-			batch, len(keep), len(hs), nq, a.cfg.Quorum, strings.Join(reasons, "; "))
+		return nil, nil, a.tooFew(batch, keep, left, nq, reasons)
 	}
 	if len(left) > 0 {
 		a.met.leftOut.Add(float64(len(left)))
-		a.log.Warn("hospitals left out of a batch: their budgets cannot pay for its worst case", "batch", batch, "left_out", reasons)
+		a.log.Warn("hospitals left out of a batch: their budgets cannot pay for its worst case, or their ensembles are not the ledger's", "batch", batch, "left_out", reasons)
 	}
 	return keep, left, nil
+}
+
+// tooFew is the refusal of a batch that fewer than the quorum of
+// hospitals can take.
+func (a *Aggregator) tooFew(batch string, keep []*hospitalEntry, left []string, nq int, reasons []string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeBudgetExhausted,
+		"batch %s is not admitted: %d of %d hospitals can pay for its worst case (all %d queries answered) and the quorum is %d (%s): nothing was asked of the hospitals or drawn; a smaller batch may fit",
+		batch, len(keep), len(keep)+len(left), nq, a.cfg.Quorum, strings.Join(reasons, "; "))
+}
+
+// registeredEnsembles holds the batch's hospitals to the ensembles the
+// ledger registers, when it registers any: a hospital connected at another
+// size (or at the configuration's, before its registration was applied)
+// or with no registration is left out, since the ledger would refuse a
+// charge naming it; the others are marked so that their charges state
+// their registered sizes. With no registration in the ledger the
+// configuration's sizes stand. A ledger whose class count is not the
+// aggregator's refuses the batch plainly.
+func registeredEnsembles(resp *nzcpb.BudgetResponse, batch string, hs []*hospitalEntry, classes int) (keep []*hospitalEntry, left, reasons []string, perr *protocol.Error) {
+	if resp.GetClasses() == 0 {
+		return hs, nil, nil, nil
+	}
+	if int(resp.GetClasses()) != classes {
+		return nil, nil, nil, protocol.Errorf(protocol.CodeUnavailable, "batch %s is not admitted: the ledger registers the federation's ensembles on %d classes, the aggregator is configured for %d: nothing was asked of the hospitals or drawn; the aggregator's operator sets classes to the registered count", batch, resp.GetClasses(), classes)
+	}
+	size := map[string]int{}
+	for _, e := range resp.GetEnsembles() {
+		size[e.GetHospitalId()] = int(e.GetTeachers())
+	}
+	for _, h := range hs {
+		n, ok := size[h.id]
+		switch {
+		case !ok:
+			left, reasons = append(left, h.id), append(reasons, h.id+" has no ensemble registered in the ledger")
+		case n != h.teachers:
+			left, reasons = append(left, h.id), append(reasons, fmt.Sprintf("%s is registered in the ledger with %d teachers but connected with %d", h.id, n, h.teachers))
+		default:
+			c := *h
+			c.ledger = true
+			keep = append(keep, &c)
+		}
+	}
+	return keep, left, reasons, nil
 }
 
 // quotaAdmits refuses, before any hospital is asked, a batch the ledger is

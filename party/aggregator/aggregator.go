@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/ratelimit"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
@@ -152,7 +153,7 @@ type Aggregator struct {
 	proofs map[string][]*nzcpb.Receipt
 
 	refused refusals                   // batches refused for budget, by student and batch id
-	relays  *limiter                   // relayed ledger commands, per hospital
+	relays  *ratelimit.Limiter         // relayed ledger commands, per hospital
 	hellos  map[*quicnet.Conn]struct{} // connections that have sent their Hello
 
 	svtMu    sync.Mutex
@@ -163,8 +164,11 @@ type hospitalEntry struct {
 	id       string
 	teachers int
 	classes  int
-	h        Hospital
-	gen      uint64
+	// ledger says the size is the ledger's registration (register-
+	// ensemble), which the hospital's charges then state.
+	ledger bool
+	h      Hospital
+	gen    uint64
 }
 
 type batchLock struct {
@@ -244,7 +248,7 @@ func New(cfg Config) (*Aggregator, error) {
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
 		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
-		relays: newLimiter(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
+		relays: ratelimit.New(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
 	}
@@ -267,17 +271,57 @@ func (a *Aggregator) registered(id string) int {
 // AddHospital registers a connected hospital; the returned function removes
 // it (when its connection ends). A hospital that registers again replaces
 // its earlier connection. The teachers and classes it announces must be its
-// registered ensemble size and the federation's class count: they are
-// checked, never adopted, and a refusal changes nothing.
+// registered ensemble size and the federation's class count (here, from the
+// configuration; a Hello checks them against the ledger's registrations
+// when it has any): they are checked, never adopted, and a refusal changes
+// nothing.
 func (a *Aggregator) AddHospital(id string, teachers, classes int, h Hospital) (remove func(), err error) {
-	want := a.registered(id)
+	return a.addHospital(id, teachers, classes, a.configured(id), h)
+}
+
+// ensembleReg is a hospital's registered ensemble size and the
+// federation's class count, from the ledger or from the configuration.
+type ensembleReg struct {
+	teachers, classes int
+	ledger            bool
+}
+
+// configured is a hospital's size from the configuration (0 when it has
+// none).
+func (a *Aggregator) configured(id string) ensembleReg {
+	return ensembleReg{teachers: a.registered(id), classes: a.classes}
+}
+
+// ledgerEnsemble reads a hospital's registered ensemble from the ledger.
+// When the ledger holds no registration at all (a federation made before
+// they existed) the configuration's sizes stand; when it holds some, a
+// hospital without one is refused.
+func (a *Aggregator) ledgerEnsemble(ctx context.Context, id string) (ensembleReg, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
+	defer cancel()
+	resp, err := a.cfg.Ledger.Budget(ctx, &nzcpb.BudgetRequest{HospitalIds: []string{id}})
+	if err != nil {
+		return ensembleReg{}, protocol.Errorf(protocol.CodeLedgerUnavailable, "could not read the registered ensemble of %s from the ledger (%v): retry when the auditors answer", id, err)
+	}
+	if resp.GetClasses() == 0 {
+		return a.configured(id), nil
+	}
+	for _, e := range resp.GetEnsembles() {
+		if e.GetHospitalId() == id {
+			return ensembleReg{teachers: int(e.GetTeachers()), classes: int(resp.GetClasses()), ledger: true}, nil
+		}
+	}
+	return ensembleReg{classes: int(resp.GetClasses()), ledger: true}, nil
+}
+
+func (a *Aggregator) addHospital(id string, teachers, classes int, reg ensembleReg, h Hospital) (remove func(), err error) {
 	switch {
-	case want == 0:
+	case reg.teachers == 0:
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s has no registered ensemble size: the federation's administrator registers it before it may vote", id)
-	case teachers != want:
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s announced %d teachers, but it is registered with %d: run it with the registered ensemble, or have the registration changed", id, teachers, want)
-	case classes != a.classes:
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s votes on %d classes, the federation on %d: train its teachers on the federation's classes", id, classes, a.classes)
+	case teachers != reg.teachers:
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s announced %d teachers, but it is registered with %d: run it with the registered ensemble, or have the registration changed", id, teachers, reg.teachers)
+	case classes != reg.classes:
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "hospital %s votes on %d classes, the federation on %d: train its teachers on the federation's classes", id, classes, reg.classes)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -285,7 +329,7 @@ func (a *Aggregator) AddHospital(id string, teachers, classes int, h Hospital) (
 	if old, ok := a.hospitals[id]; ok {
 		gen = old.gen + 1
 	}
-	e := &hospitalEntry{id: id, teachers: teachers, classes: classes, h: h, gen: gen}
+	e := &hospitalEntry{id: id, teachers: teachers, classes: classes, ledger: reg.ledger, h: h, gen: gen}
 	a.hospitals[id] = e
 	a.met.hospitals.Set(float64(len(a.hospitals)))
 	a.log.Info("hospital registered", "hospital", id, "teachers", teachers, "classes", classes, "status", a.statusLocked())
@@ -446,6 +490,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		voters = append(voters, v.hospital)
 	}
 	sort.Strings(voters)
+	ensembles := chargedEnsembles(votes, voters)
 	for q := range nq {
 		h := make(mechanism.Histogram, classes)
 		for _, v := range votes {
@@ -491,7 +536,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		Mechanism: string(p.Mechanism), Params: p.LedgerParams(),
 		Queries: uint64(processed), Answers: uint64(answered),
 		Curve: curve, Delta: delta, AnswersHash: hash,
-		Timestamp: a.cfg.Now().UnixNano(),
+		Timestamp: a.cfg.Now().UnixNano(), Ensembles: ensembles,
 	}
 	cmd, err := ledger.Sign(charge, a.cfg.ID, a.cfg.SigningKey)
 	if err != nil {
@@ -536,7 +581,27 @@ func labelsOf(res mechanism.BatchResult) *nzcpb.Labels {
 type vote struct {
 	hospital string
 	teachers int
+	ledger   bool // teachers is the ledger's registration
 	counts   []uint32
+}
+
+// chargedEnsembles returns the ensemble sizes a charge of votes records,
+// in the order of voters: each hospital's registration in the ledger,
+// which the ledger checks the charge against. It is nil when the sizes are
+// the configuration's (the ledger then holds no registration for them).
+func chargedEnsembles(votes []vote, voters []string) []uint64 {
+	size := make(map[string]uint64, len(votes))
+	for _, v := range votes {
+		if !v.ledger {
+			return nil
+		}
+		size[v.hospital] = uint64(v.teachers)
+	}
+	out := make([]uint64, len(voters))
+	for i, h := range voters {
+		out[i] = size[h]
+	}
+	return out
 }
 
 // collect fans the batch out and returns the valid votes that arrived
@@ -603,7 +668,7 @@ func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.Qu
 		return nil, fmt.Errorf("votes of %s: %d queries × %d classes from %d teachers, want %d × %d from the %d it registered",
 			h.id, hist.GetNumQueries(), hist.GetNumClasses(), hist.GetNumTeachers(), q.GetNumQueries(), q.GetNumClasses(), h.teachers)
 	}
-	return &vote{hospital: h.id, teachers: h.teachers, counts: hist.GetCounts()}, nil
+	return &vote{hospital: h.id, teachers: h.teachers, ledger: h.ledger, counts: hist.GetCounts()}, nil
 }
 
 // handProof queues receipts for each hospital named, to go with its next

@@ -394,33 +394,6 @@ func TestRelayFloodIsLimitedPerHospital(t *testing.T) {
 	}
 }
 
-func TestLimiterRefills(t *testing.T) {
-	now := time.Unix(0, 0)
-	l := newLimiter(2, time.Second, func() time.Time { return now })
-	for i, want := range []bool{true, true, false} {
-		if ok, _ := l.allow("h"); ok != want {
-			t.Fatalf("request %d at once: %v, want %v", i, ok, want)
-		}
-	}
-	if ok, _ := l.allow("other"); !ok {
-		t.Fatal("another party shares the bucket")
-	}
-	now = now.Add(500 * time.Millisecond)
-	if ok, wait := l.allow("h"); ok || wait != 500*time.Millisecond {
-		t.Fatalf("half an interval later: %v, wait %v", ok, wait)
-	}
-	now = now.Add(500 * time.Millisecond)
-	if ok, _ := l.allow("h"); !ok {
-		t.Fatal("no token after a whole interval")
-	}
-	now = now.Add(time.Hour)
-	for i, want := range []bool{true, true, false} {
-		if ok, _ := l.allow("h"); ok != want {
-			t.Fatalf("after an hour, request %d: %v, want %v (the bucket holds at most the burst)", i, ok, want)
-		}
-	}
-}
-
 // A party registers once per connection: a second Hello on it, honest or
 // not, is refused and changes nothing. (Before, every Hello re-registered
 // the hospital and left a goroutine waiting for the connection's end.)

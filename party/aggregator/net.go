@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -106,7 +107,13 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 	switch r.Peer.Role {
 	case crypto.RoleHospital:
 		hi := h.GetHospital()
-		remove, err := a.AddHospital(r.Peer.ID, int(hi.GetNumTeachers()), int(hi.GetNumClasses()), connHospital{r.Conn})
+		// The hospital's size is the administrator's registration in the
+		// ledger, never the Hello's.
+		reg, err := a.ledgerEnsemble(ctx, r.Peer.ID)
+		if err != nil {
+			return 0, nil, err
+		}
+		remove, err := a.addHospital(r.Peer.ID, int(hi.GetNumTeachers()), int(hi.GetNumClasses()), reg, connHospital{r.Conn})
 		if err != nil {
 			return 0, nil, err
 		}
@@ -137,13 +144,14 @@ func (a *Aggregator) firstHello(c *quicnet.Conn) bool {
 }
 
 // handleRelay passes a hospital's own account commands (open account,
-// change cap), signed by the hospital, and its registration, signed by the
-// federation administrator, to the ledger: hospitals dial only the
-// aggregator. Nothing else may be relayed, and each hospital only so many
-// (Config.RelayBurst, RelayEvery); the auditors refuse, without recording
-// them, commands the ledger would refuse.
+// change cap), signed by the hospital, and its registrations (as a party
+// and of its ensemble), signed by the federation administrator, to the
+// ledger: hospitals dial only the aggregator (and, for their own account
+// commands, the auditors directly). Nothing else may be relayed, and each
+// hospital only so many (Config.RelayBurst, RelayEvery); the auditors
+// refuse, without recording them, commands the ledger would refuse.
 func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
-	if ok, wait := a.relays.allow(r.Peer.ID); !ok {
+	if ok, wait := a.relays.Allow(r.Peer.ID); !ok {
 		return 0, nil, &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: wait,
 			Message: fmt.Sprintf("hospital %s relayed more than %d ledger commands in %v: nothing was relayed; retry in %v", r.Peer.ID, a.cfg.RelayBurst, time.Duration(a.cfg.RelayBurst)*a.cfg.RelayEvery, wait.Round(time.Millisecond))}
 	}
@@ -155,24 +163,13 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 	if err != nil {
 		return 0, nil, protocol.Errorf(protocol.CodeBadRequest, "ledger command: %v", err)
 	}
-	var subject string
-	switch b := c.Body.(type) {
-	case *ledger.OpenAccount:
-		subject = b.Hospital
-	case *ledger.ChangeCap:
-		subject = b.Hospital
-	case *ledger.RegisterParty:
-		// A hospital added after the genesis brings its registration,
-		// signed by the federation administrator; the ledger checks that
-		// signature.
-		if b.Party.Role != ledger.RoleHospital || b.Party.ID != r.Peer.ID {
-			return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only its own registration", r.Peer.ID)
-		}
-		subject = b.Party.ID
-	default:
-		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own registration, open-account and change-cap commands, not %s", c.Body.Kind())
+	// A hospital added after the genesis brings its registrations, signed
+	// by the federation administrator; the ledger checks that signature.
+	subject, bySelf, ok := ledger.AccountSubject(c.Body)
+	if !ok {
+		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "a hospital may relay only its own registrations, open-account and change-cap commands, not %s", c.Body.Kind())
 	}
-	if _, isReg := c.Body.(*ledger.RegisterParty); subject != r.Peer.ID || (!isReg && c.Signer != r.Peer.ID) {
+	if subject != r.Peer.ID || (bySelf && c.Signer != r.Peer.ID) {
 		return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may relay only commands about and signed by itself", r.Peer.ID)
 	}
 	res, err := a.cfg.Ledger.Submit(ctx, s.GetCommand())
@@ -187,9 +184,11 @@ func (a *Aggregator) handleRelay(ctx context.Context, r *quicnet.Request) (proto
 	return quicnet.Reply(res)
 }
 
-// LedgerClient submits commands to the auditors over QUIC. Any auditor
-// takes a command (followers forward it to the raft leader); when one is
-// unreachable the next is tried.
+// LedgerClient submits commands to the auditors over QUIC: the
+// aggregator's, and a hospital's own account commands (nzc-teacher cap).
+// Any auditor takes a command (followers forward it to the raft leader);
+// when one is unreachable the next is tried, and when one answers
+// not-leader naming one of the client's addresses, that one.
 type LedgerClient struct {
 	cfg   quicnet.Config
 	addrs []string
@@ -245,18 +244,24 @@ func (l *LedgerClient) connect(ctx context.Context) (*quicnet.Conn, error) {
 	return nil, fmt.Errorf("no auditor reachable: %w", errors.Join(errs...))
 }
 
-func (l *LedgerClient) drop(c *quicnet.Conn) {
+// drop closes c and moves on: to the auditor at leader when it is one of
+// the client's addresses, otherwise to the next.
+func (l *LedgerClient) drop(c *quicnet.Conn, leader string) {
 	_ = l.mu.lock(context.Background())
 	defer l.mu.unlock()
 	if l.conn == c {
 		_ = c.Close()
 		l.conn = nil
 		l.next++
+		if i := slices.Index(l.addrs, leader); leader != "" && i >= 0 {
+			l.next = i
+		}
 	}
 }
 
 // call invokes req on an auditor, moving to the next auditor when the
-// connection fails or the auditor says it cannot serve now.
+// connection fails or the auditor says it cannot serve now, and to the
+// leader when the auditor names it.
 func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error {
 	var last error
 	for range 2 * len(l.addrs) {
@@ -273,7 +278,11 @@ func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error 
 		if errors.As(err, &pe) && !pe.Code.Retryable() {
 			return err
 		}
-		l.drop(c)
+		var leader string
+		if pe != nil && pe.Code == protocol.CodeNotLeader {
+			leader = pe.LeaderAddress
+		}
+		l.drop(c, leader)
 		if ctx.Err() != nil {
 			break
 		}

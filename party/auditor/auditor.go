@@ -18,6 +18,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/protocol/quicnet"
@@ -160,6 +161,10 @@ func New(cfg Config) (*Auditor, error) {
 		ServerTLS: crypto.ServerTLS(cfg.CA, cfg.Credential), ClientTLS: crypto.ClientTLS(cfg.CA, cfg.Credential),
 		Bootstrap: cfg.Bootstrap, Peers: cfg.Peers, Join: cfg.Join,
 		StateMachine: led, Logger: log, Tuning: cfg.Raft,
+		VerifyRemoval: func(id string, proof []byte) error {
+			st := led.State()
+			return compliance.VerifyRemoval(st.Auditors(st.TreeSize()), id, proof, led.now())
+		},
 	})
 	if err != nil {
 		return nil, err

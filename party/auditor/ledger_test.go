@@ -228,15 +228,7 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 func TestCheckpointTimeIsWhenItWasTheLargest(t *testing.T) {
 	now := int64(1_800_000_000)
 	clock := func() time.Time { return time.Unix(now, 0) }
-	l, err := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
-	if _, err := l.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
-		t.Fatal(err)
-	}
-	l.AppliedBatch(1)
+	l := regulatorLedger(t, clock)
 	for i := range 3 { // sizes 2, 3, 4 at now + 100, + 200, + 300
 		now += 100
 		if _, err := l.Apply(uint64(i+2), []byte("filler")); err != nil {
@@ -276,15 +268,7 @@ func TestCheckpointTimeIsWhenItWasTheLargest(t *testing.T) {
 // A peer asking for a size not applied yet is answered as soon as the log
 // reaches it, and told ErrNoCheckpoint if it does not before its deadline.
 func TestWaitCheckpointAnswersOnceApplied(t *testing.T) {
-	l, err := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
-	if _, err := l.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
-		t.Fatal(err)
-	}
-	l.AppliedBatch(1)
+	l := regulatorLedger(t, nil)
 
 	short, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
@@ -315,4 +299,20 @@ func TestWaitCheckpointAnswersOnceApplied(t *testing.T) {
 	if sc, err := ledger.OpenCheckpoint(a.cp, keys); err != nil || sc.Size != 3 {
 		t.Fatalf("checkpoint of size %d (%v), want 3", sc.Size, err)
 	}
+}
+
+// regulatorLedger is the ledger of auditor "regulator" with its genesis
+// applied (size 1), on clock.
+func regulatorLedger(t *testing.T, clock func() time.Time) *Ledger {
+	t.Helper()
+	l, err := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties := []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin), ledgerKeys.Party("regulator", ledger.RoleAuditor)}
+	if _, err := l.Apply(1, signed(t, &ledger.Genesis{Origin: "o", Parties: parties, Timestamp: 1}, "admin")); err != nil {
+		t.Fatal(err)
+	}
+	l.AppliedBatch(1)
+	return l
 }

@@ -3,6 +3,7 @@ package teacher
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -35,6 +36,15 @@ func registrationConfig(t testing.TB, reg []byte) Config {
 		CapEpsilon: 8, CapDelta: 1e-5, Registration: reg, Voter: oneVoter{}}
 }
 
+// list is the JSON list of commands nzc init add-hospital writes.
+func list(t testing.TB, cmds ...[]byte) []byte {
+	b, err := json.Marshal(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func sign(t testing.TB, b ledger.Body, signer string, key ed25519.PrivateKey) []byte {
 	c, err := ledger.Sign(b, signer, key)
 	if err != nil {
@@ -52,6 +62,9 @@ func TestRegistrationIsChecked(t *testing.T) {
 	register := func(id string, role ledger.Role, pub ed25519.PublicKey) []byte {
 		return sign(t, &ledger.RegisterParty{Party: ledger.Party{ID: id, Role: role, PublicKey: pub}, Timestamp: 1}, "federation-admin", admin)
 	}
+	ensemble := func(id string) []byte {
+		return sign(t, &ledger.RegisterEnsemble{Hospital: id, Version: 1, Teachers: 1, Classes: 2, Timestamp: 1}, "federation-admin", admin)
+	}
 	for _, tc := range []struct {
 		name    string
 		reg     []byte
@@ -64,6 +77,11 @@ func TestRegistrationIsChecked(t *testing.T) {
 		{"another hospital's registration", register("hospital-5", ledger.RoleHospital, own), "hospital-5"},
 		{"a registration as another role", register("hospital-4", ledger.RoleStudent, own), "student"},
 		{"a registration of another key", register("hospital-4", ledger.RoleHospital, testKey(5).Public().(ed25519.PublicKey)), "another signing key"},
+		{"with its ensemble's", list(t, register("hospital-4", ledger.RoleHospital, own), ensemble("hospital-4")), ""},
+		{"with another hospital's ensemble", list(t, register("hospital-4", ledger.RoleHospital, own), ensemble("hospital-5")), "hospital-5"},
+		{"an ensemble alone", list(t, ensemble("hospital-4")), "should come first"},
+		{"two party registrations", list(t, register("hospital-4", ledger.RoleHospital, own), register("hospital-4", ledger.RoleHospital, own)), "second party registration"},
+		{"a broken list", []byte("[\"AQ"), "nor a list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := New(registrationConfig(t, tc.reg))
@@ -108,6 +126,33 @@ func FuzzRegistration(f *testing.F) {
 		b, ok := cmd.Body.(*ledger.RegisterParty)
 		if !ok || b.Party.ID != "hospital-4" || b.Party.Role != ledger.RoleHospital || !b.Party.PublicKey.Equal(testKey(4).Public()) {
 			t.Fatalf("accepted %+v", cmd.Body)
+		}
+	})
+}
+
+// Whatever the registration file holds, checking it returns commands that
+// are this hospital's registrations or an error, never a panic.
+func FuzzCheckRegistration(f *testing.F) {
+	admin := testKey(1)
+	own := testKey(4).Public().(ed25519.PublicKey)
+	reg := sign(f, &ledger.RegisterParty{Party: ledger.Party{ID: "hospital-4", Role: ledger.RoleHospital, PublicKey: own}, Timestamp: 1}, "federation-admin", admin)
+	ens := sign(f, &ledger.RegisterEnsemble{Hospital: "hospital-4", Version: 1, Teachers: 3, Classes: 2, Timestamp: 1}, "federation-admin", admin)
+	f.Add(reg)
+	f.Add(list(f, reg, ens))
+	f.Add([]byte("[]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cmds, err := checkRegistration(b, "hospital-4", testKey(4))
+		if err != nil {
+			return
+		}
+		for i, c := range cmds {
+			d, err := ledger.DecodeCommand(c)
+			if err != nil {
+				t.Fatalf("accepted command %d does not decode: %v", i, err)
+			}
+			if _, ok := d.Body.(*ledger.RegisterParty); ok != (i == 0) {
+				t.Fatalf("command %d is a %s", i, d.Body.Kind())
+			}
 		}
 	})
 }

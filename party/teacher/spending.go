@@ -40,6 +40,7 @@ type spending struct {
 	keys []string // the auditors' pinned verifier keys; nil: no check
 	lag  int
 	log  *slog.Logger
+	path string // the record's file (VoteRecordFile); "": memory only
 
 	mu       sync.Mutex
 	unproven map[string]voted // by hex batch id
@@ -53,19 +54,42 @@ type voted struct {
 	at      time.Time
 }
 
-func newSpending(id string, keys []string, lag int, log *slog.Logger) *spending {
+// newSpending returns the record of hospital id's votes, kept in the file
+// path when it is set (and reloaded from it), in memory otherwise.
+func newSpending(id string, keys []string, lag int, log *slog.Logger, path string) (*spending, error) {
 	if lag <= 0 {
 		lag = DefaultProofLag
 	}
-	return &spending{id: id, keys: keys, lag: lag, log: log, unproven: map[string]voted{}}
+	s := &spending{id: id, keys: keys, lag: lag, log: log, path: path, unproven: map[string]voted{}}
+	if path != "" {
+		if err := s.load(path); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // accept checks the charge receipts a query batch hands over and marks
 // the batches they prove.
 func (s *spending) accept(rs []*nzcpb.Receipt) {
-	if len(s.keys) == 0 {
+	if len(s.keys) == 0 || len(rs) == 0 {
 		return
 	}
+	s.mu.Lock()
+	seen := s.proven + s.rejected
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.proven+s.rejected == seen {
+			return
+		}
+		if err := s.saveLocked(); err != nil {
+			// The proofs count in memory; the file keeps them unproven
+			// until a later save succeeds.
+			s.log.Error("the proofs of this hospital's charges are not saved", "err", err)
+		}
+	}()
 	for _, w := range rs {
 		r, ok, err := protocol.ReceiptFromWire(w)
 		if !ok || err != nil {
@@ -81,7 +105,7 @@ func (s *spending) accept(rs []*nzcpb.Receipt) {
 		v, ok := s.unproven[ch.BatchID]
 		switch {
 		case !ok:
-			// Already proven, or a batch voted on before a restart.
+			// Already proven, or voted on before the record was kept.
 		case ch.Queries > uint64(v.queries) || (ch.Mechanism != string(mechanism.NZCSVT) && ch.Queries != uint64(v.queries)):
 			s.rejected++
 			s.log.Error("a charge names this hospital for another number of queries than it voted on", "batch", ch.BatchID,
@@ -120,21 +144,30 @@ func (s *spending) allow(batch []byte) error {
 	return nil
 }
 
-// record notes that the hospital voted on batch.
-func (s *spending) record(batch []byte, queries uint32, at time.Time) {
+// record notes that the hospital voted on batch, on disk before the votes
+// leave: when the record cannot be saved it returns an error and changes
+// nothing, and the votes must not be sent.
+func (s *spending) record(batch []byte, queries uint32, at time.Time) error {
 	if len(s.keys) == 0 {
 		s.mu.Lock()
 		s.voted++
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	id := hex.EncodeToString(batch)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, again := s.unproven[id]; !again {
-		s.voted++
-		s.unproven[id] = voted{queries: queries, at: at}
+	if _, again := s.unproven[id]; again {
+		return nil
 	}
+	s.voted++
+	s.unproven[id] = voted{queries: queries, at: at}
+	if err := s.saveLocked(); err != nil {
+		s.voted--
+		delete(s.unproven, id)
+		return protocol.Errorf(protocol.CodeUnavailable, "hospital %s does not vote: %v", s.id, err)
+	}
+	return nil
 }
 
 func (s *spending) oldestLocked() string {

@@ -108,39 +108,14 @@ func (sl *spendLedger) charge(t *testing.T, batch []byte, hospitals []string, qu
 // minority's word gets no more votes from it.
 func TestHospitalStopsVotingWithoutProofOfItsCharges(t *testing.T) {
 	sl := newSpendLedger(t)
-	id, err := crypto.GenerateIdentity()
+	h := newVoteHarness(t)
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, ProofLag: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg, err := crypto.GenerateIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: id, Voter: countVoter{}, AuditorKeys: sl.keys, ProofLag: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := func(i byte) []byte { return []byte(strings.Repeat(string('a'+i), 16)) }
-	vote := func(i byte, receipts ...*nzcpb.Receipt) error {
-		t.Helper()
-		plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: 4, FeatureDim: 1, Values: []float32{1, 2, 3, 4}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sealed, err := crypto.Seal(plain, id.Recipient())
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := &nzcpb.QueryBatch{BatchId: batch(i), NumQueries: 4, FeatureDim: 1, NumClasses: 2, SealedFeatures: sealed,
-			HospitalIds: []string{"h1", "h2"}, DeadlineUnixMs: time.Now().Add(time.Minute).UnixMilli(), ChargeReceipts: receipts}
-		n.spend.accept(q.GetChargeReceipts())
-		_, err = n.answer(context.Background(), q, agg.Recipient())
-		return err
-	}
-	stopped := func(err error) bool {
-		var pe *protocol.Error
-		return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && strings.Contains(pe.Message, "stops voting")
-	}
+	batch := spendBatch
+	vote := func(i byte, receipts ...*nzcpb.Receipt) error { t.Helper(); return h.vote(n, i, receipts...) }
+	stopped := stoppedVoting
 	// Two batches voted on, neither proven: the third is refused.
 	for i := byte(1); i <= 2; i++ {
 		if err := vote(i); err != nil {
@@ -182,4 +157,52 @@ func TestHospitalStopsVotingWithoutProofOfItsCharges(t *testing.T) {
 	if s := n.Spending(); s.Proven != 1 || s.Unproven != 2 || s.Voted != 3 {
 		t.Fatalf("spending %+v", s)
 	}
+}
+
+// spendBatch is the id of test batch i.
+func spendBatch(i byte) []byte { return []byte(strings.Repeat(string('a'+i), 16)) }
+
+// voteHarness asks a hospital to vote on test batches, as the aggregator
+// would.
+type voteHarness struct {
+	t       *testing.T
+	id, agg *crypto.Identity
+}
+
+func newVoteHarness(t *testing.T) *voteHarness {
+	t.Helper()
+	id, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &voteHarness{t: t, id: id, agg: agg}
+}
+
+// vote hands n the receipts and asks it to vote on batch i of 4 queries.
+func (h *voteHarness) vote(n *Node, i byte, receipts ...*nzcpb.Receipt) error {
+	h.t.Helper()
+	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: 4, FeatureDim: 1, Values: []float32{1, 2, 3, 4}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sealed, err := crypto.Seal(plain, h.id.Recipient())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	q := &nzcpb.QueryBatch{BatchId: spendBatch(i), NumQueries: 4, FeatureDim: 1, NumClasses: 2, SealedFeatures: sealed,
+		HospitalIds: []string{"h1", "h2"}, DeadlineUnixMs: time.Now().Add(time.Minute).UnixMilli(), ChargeReceipts: receipts}
+	n.spend.accept(q.GetChargeReceipts())
+	_, err = n.answer(context.Background(), q, h.agg.Recipient())
+	return err
+}
+
+// stoppedVoting reports whether err is the hospital's refusal to vote for
+// want of proofs.
+func stoppedVoting(err error) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && strings.Contains(pe.Message, "stops voting")
 }

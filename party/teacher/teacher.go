@@ -8,9 +8,12 @@ package teacher
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +46,12 @@ type Config struct {
 	// CapEpsilon and CapDelta are the hospital's privacy cap, set when its
 	// account is opened. Zero CapEpsilon opens no account.
 	CapEpsilon, CapDelta float64
-	// Registration, when set, is the administrator-signed command that adds
-	// a hospital provisioned after the genesis to the ledger; it is relayed
-	// before the account is opened.
+	// Registration, when set, is what nzc init add-hospital wrote for a
+	// hospital provisioned after the genesis: the administrator-signed
+	// command that registers it in the ledger, or a JSON list of commands
+	// (that one, then the registration of its ensemble). They are relayed
+	// before the Hello, which the aggregator checks against the ledger's
+	// ensemble registration, and again before the account is opened.
 	Registration []byte
 	Voter        Voter
 	// AuditorKeys are the auditors' note verifier keys, pinned: with them
@@ -54,9 +60,13 @@ type Config struct {
 	// (DefaultProofLag when 0). Without them it checks nothing.
 	AuditorKeys []string
 	ProofLag    int
-	Backoff     quicnet.Backoff
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// State is the directory where the hospital keeps its record of the
+	// batches it voted on (VoteRecordFile), so that a restart forgets no
+	// unproven vote. Empty keeps the record in memory only.
+	State   string
+	Backoff quicnet.Backoff
+	Now     func() time.Time
+	Logger  *slog.Logger
 	// Pause, when set, is called at PauseVotesSealed. Fault tests use it to
 	// stop a hospital in the middle of a batch and kill it there;
 	// production leaves it nil.
@@ -69,11 +79,13 @@ const PauseVotesSealed = "votes-sealed"
 
 // Node is a running hospital.
 type Node struct {
-	cfg       Config
-	log       *slog.Logger
-	connected atomic.Bool
-	answered  atomic.Int64
-	status    atomic.Pointer[string]
+	cfg Config
+	log *slog.Logger
+	// registrations are the commands of Config.Registration.
+	registrations [][]byte
+	connected     atomic.Bool
+	answered      atomic.Int64
+	status        atomic.Pointer[string]
 	// voting serialises the teachers' inference: models are not safe for
 	// concurrent use, and one batch's inference already uses every core.
 	// Batches asked at once (several students, or one student's window)
@@ -103,8 +115,10 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	var regs [][]byte
 	if len(cfg.Registration) > 0 {
-		if err := checkRegistration(cfg.Registration, cfg.ID, cfg.SigningKey); err != nil {
+		var err error
+		if regs, err = checkRegistration(cfg.Registration, cfg.ID, cfg.SigningKey); err != nil {
 			return nil, err
 		}
 	}
@@ -115,9 +129,23 @@ func New(cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, log: log, spend: newSpending(cfg.ID, cfg.AuditorKeys, cfg.ProofLag, log)}
-	if len(cfg.AuditorKeys) == 0 {
+	record := ""
+	if cfg.State != "" && len(cfg.AuditorKeys) > 0 {
+		if err := os.MkdirAll(cfg.State, 0o700); err != nil {
+			return nil, fmt.Errorf("teacher: state directory: %w", err)
+		}
+		record = filepath.Join(cfg.State, VoteRecordFile)
+	}
+	spend, err := newSpending(cfg.ID, cfg.AuditorKeys, cfg.ProofLag, log, record)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: log, registrations: regs, spend: spend}
+	switch {
+	case len(cfg.AuditorKeys) == 0:
 		log.Warn("no auditor keys configured: this hospital does not check that its votes are charged to it")
+	case record == "":
+		log.Warn("no state directory configured: a restart forgets the votes whose charges this hospital has not seen proven")
 	}
 	s := "connecting to the aggregator at " + cfg.Aggregator
 	n.status.Store(&s)
@@ -129,21 +157,64 @@ func New(cfg Config) (*Node, error) {
 var ErrBadRegistration = errors.New("teacher: the registration is not this hospital's")
 
 // checkRegistration checks, before anything is relayed, that reg is the
-// registration of hospital id with the public half of key (when set). The
-// administrator's signature is the ledger's to check.
-func checkRegistration(reg []byte, id string, key ed25519.PrivateKey) error {
-	c, err := ledger.DecodeCommand(reg)
+// registration of hospital id with the public half of key (when set),
+// alone or followed by registrations of its ensemble, and returns the
+// commands. The administrator's signature is the ledger's to check.
+func checkRegistration(reg []byte, id string, key ed25519.PrivateKey) ([][]byte, error) {
+	cmds, err := Registrations(reg)
 	if err != nil {
-		return fmt.Errorf("%w: it is not a ledger command (%v); use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, err)
+		return nil, fmt.Errorf("%w: %v; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, err)
 	}
-	b, ok := c.Body.(*ledger.RegisterParty)
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: it is a %s command, not a registration; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, c.Body.Kind())
-	case b.Party.ID != id || b.Party.Role != ledger.RoleHospital:
-		return fmt.Errorf("%w: it registers %s %s, not hospital %s; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, b.Party.Role, b.Party.ID, id)
-	case len(key) == ed25519.PrivateKeySize && !b.Party.PublicKey.Equal(key.Public()):
-		return fmt.Errorf("%w: it registers another signing key than this hospital's; use the registration made with its keys", ErrBadRegistration)
+	for i, b := range cmds {
+		c, err := ledger.DecodeCommand(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: it is not a ledger command (%v); use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, err)
+		}
+		switch b := c.Body.(type) {
+		case *ledger.RegisterParty:
+			switch {
+			case i != 0:
+				return nil, fmt.Errorf("%w: it holds a second party registration; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration)
+			case b.Party.ID != id || b.Party.Role != ledger.RoleHospital:
+				return nil, fmt.Errorf("%w: it registers %s %s, not hospital %s; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, b.Party.Role, b.Party.ID, id)
+			case len(key) == ed25519.PrivateKeySize && !b.Party.PublicKey.Equal(key.Public()):
+				return nil, fmt.Errorf("%w: it registers another signing key than this hospital's; use the registration made with its keys", ErrBadRegistration)
+			}
+		case *ledger.RegisterEnsemble:
+			if i == 0 || b.Hospital != id {
+				return nil, fmt.Errorf("%w: it registers the ensemble of %s where hospital %s's registration should come first; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, b.Hospital, id)
+			}
+		default:
+			return nil, fmt.Errorf("%w: it is a %s command, not a registration; use the file `nzc init add-hospital` wrote for this hospital", ErrBadRegistration, c.Body.Kind())
+		}
+	}
+	return cmds, nil
+}
+
+// Registrations splits what nzc init add-hospital writes for a hospital
+// added after the genesis: one ledger command, or a JSON list of them (the
+// hospital's registration, then its ensemble's). A ledger command starts
+// with its version byte, never with '['.
+func Registrations(b []byte) ([][]byte, error) {
+	if len(b) == 0 || b[0] != '[' {
+		return [][]byte{b}, nil
+	}
+	var cmds [][]byte
+	if err := json.Unmarshal(b, &cmds); err != nil || len(cmds) == 0 {
+		return nil, fmt.Errorf("it is not a ledger command nor a list of them (%v)", err)
+	}
+	return cmds, nil
+}
+
+// relayRegistrations relays the hospital's registrations through the
+// aggregator; a refusal (an earlier run registered it already) is logged.
+func (n *Node) relayRegistrations(ctx context.Context, c *quicnet.Conn) error {
+	for _, cmd := range n.registrations {
+		var res nzcpb.LedgerResult
+		if err := c.Invoke(ctx, &nzcpb.LedgerSubmit{Command: cmd}, &res); err != nil {
+			return fmt.Errorf("relaying this hospital's registration: %w", err)
+		}
+		n.log.Info("relayed this hospital's registration", "code", res.GetCode().String(), "reason", res.GetReason())
 	}
 	return nil
 }
@@ -199,6 +270,15 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 	served := make(chan error, 1)
 	go func() { served <- c.Serve(ctx, mux) }()
 
+	// A hospital added after the genesis is registered (its ensemble too)
+	// before its Hello, which the aggregator checks against the ledger.
+	if len(n.registrations) > 0 {
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := n.relayRegistrations(rctx, c); err != nil {
+			n.log.Warn("could not relay this hospital's registration before registering with the aggregator", "err", err)
+		}
+		rcancel()
+	}
 	hello := &nzcpb.Hello{ProtocolVersion: protocol.ProtocolVersion, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: n.cfg.ID,
 		AgeRecipient: n.cfg.Identity.Recipient().String(), Software: "nzc-teacher",
 		Hospital: &nzcpb.HospitalInfo{NumTeachers: uint32(n.cfg.Voter.Teachers()), NumClasses: uint32(n.cfg.Voter.Classes())}}
@@ -261,15 +341,10 @@ func (n *Node) openAccount(ctx context.Context, c *quicnet.Conn) error {
 		n.log.Info("budget account open", "cap_epsilon", b.GetEpsilonCap(), "epsilon_spent", b.GetEpsilonSpent())
 		return nil
 	}
-	if len(n.cfg.Registration) > 0 {
-		var reg nzcpb.LedgerResult
-		if err := c.Invoke(ctx, &nzcpb.LedgerSubmit{Command: n.cfg.Registration}, &reg); err != nil {
-			return fmt.Errorf("relaying this hospital's registration: %w", err)
-		}
-		// A refusal (for instance an earlier run registered it already) is
-		// logged; opening the account below says whether the ledger knows
-		// this hospital.
-		n.log.Info("relayed this hospital's registration", "code", reg.GetCode().String(), "reason", reg.GetReason())
+	// Opening the account below says whether the ledger knows this
+	// hospital.
+	if err := n.relayRegistrations(ctx, c); err != nil {
+		return err
 	}
 	cmd, err := ledger.Sign(&ledger.OpenAccount{Hospital: n.cfg.ID, CapEpsilon: n.cfg.CapEpsilon, CapDelta: n.cfg.CapDelta,
 		Timestamp: n.cfg.Now().UnixNano()}, n.cfg.ID, n.cfg.SigningKey)
@@ -339,7 +414,10 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 	if err != nil {
 		return nil, err
 	}
-	n.spend.record(q.GetBatchId(), q.GetNumQueries(), n.cfg.Now())
+	if err := n.spend.record(q.GetBatchId(), q.GetNumQueries(), n.cfg.Now()); err != nil {
+		n.log.Error("not voting", "err", err)
+		return nil, err
+	}
 	n.answered.Add(1)
 	n.log.Debug("answered a query batch", "queries", nq)
 	return &nzcpb.VoteBatch{BatchId: q.GetBatchId(), HospitalId: n.cfg.ID, NumQueries: q.GetNumQueries(),

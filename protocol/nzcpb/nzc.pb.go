@@ -1077,7 +1077,14 @@ type BudgetResponse struct {
 	// Ledger size the answer was computed at.
 	LedgerSize uint64 `protobuf:"varint,2,opt,name=ledger_size,json=ledgerSize,proto3" json:"ledger_size,omitempty"`
 	// The quota of the request's student_id, when it named one.
-	Student       *StudentQuota `protobuf:"bytes,3,opt,name=student,proto3" json:"student,omitempty"`
+	Student *StudentQuota `protobuf:"bytes,3,opt,name=student,proto3" json:"student,omitempty"`
+	// The ensembles the federation's administrator registered in the ledger
+	// (register-ensemble) for the hospitals asked about (all when none was
+	// named): the sizes the aggregator holds each hospital to.
+	Ensembles []*RegisteredEnsemble `protobuf:"bytes,4,rep,name=ensembles,proto3" json:"ensembles,omitempty"`
+	// The federation's class count from those registrations; 0 when the
+	// ledger holds none.
+	Classes       uint64 `protobuf:"varint,5,opt,name=classes,proto3" json:"classes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1133,6 +1140,82 @@ func (x *BudgetResponse) GetStudent() *StudentQuota {
 	return nil
 }
 
+func (x *BudgetResponse) GetEnsembles() []*RegisteredEnsemble {
+	if x != nil {
+		return x.Ensembles
+	}
+	return nil
+}
+
+func (x *BudgetResponse) GetClasses() uint64 {
+	if x != nil {
+		return x.Classes
+	}
+	return 0
+}
+
+// RegisteredEnsemble is one hospital's ensemble as the ledger registers it.
+type RegisteredEnsemble struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	HospitalId string                 `protobuf:"bytes,1,opt,name=hospital_id,json=hospitalId,proto3" json:"hospital_id,omitempty"`
+	Teachers   uint64                 `protobuf:"varint,2,opt,name=teachers,proto3" json:"teachers,omitempty"`
+	// The registration's version: 1, then one more for each replacement.
+	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisteredEnsemble) Reset() {
+	*x = RegisteredEnsemble{}
+	mi := &file_nzc_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisteredEnsemble) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisteredEnsemble) ProtoMessage() {}
+
+func (x *RegisteredEnsemble) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisteredEnsemble.ProtoReflect.Descriptor instead.
+func (*RegisteredEnsemble) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RegisteredEnsemble) GetHospitalId() string {
+	if x != nil {
+		return x.HospitalId
+	}
+	return ""
+}
+
+func (x *RegisteredEnsemble) GetTeachers() uint64 {
+	if x != nil {
+		return x.Teachers
+	}
+	return 0
+}
+
+func (x *RegisteredEnsemble) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // StudentQuota is a student's answer quota in the ledger.
 type StudentQuota struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1148,7 +1231,7 @@ type StudentQuota struct {
 
 func (x *StudentQuota) Reset() {
 	*x = StudentQuota{}
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1243,7 @@ func (x *StudentQuota) String() string {
 func (*StudentQuota) ProtoMessage() {}
 
 func (x *StudentQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1256,7 @@ func (x *StudentQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StudentQuota.ProtoReflect.Descriptor instead.
 func (*StudentQuota) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{12}
+	return file_nzc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StudentQuota) GetStudentId() string {
@@ -1218,15 +1301,18 @@ type HospitalBudget struct {
 	// its charges' pure ε (+Inf once a charge had none): what the ledger's
 	// gate composes a new charge with, so the aggregator can admit a batch
 	// exactly as the gate would before any vote is summed.
-	Curve         []float64 `protobuf:"fixed64,8,rep,packed,name=curve,proto3" json:"curve,omitempty"`
-	PureEpsilon   float64   `protobuf:"fixed64,9,opt,name=pure_epsilon,json=pureEpsilon,proto3" json:"pure_epsilon,omitempty"`
+	Curve       []float64 `protobuf:"fixed64,8,rep,packed,name=curve,proto3" json:"curve,omitempty"`
+	PureEpsilon float64   `protobuf:"fixed64,9,opt,name=pure_epsilon,json=pureEpsilon,proto3" json:"pure_epsilon,omitempty"`
+	// The number of cap changes applied so far: a hospital signs its next
+	// change-cap with cap_version + 1.
+	CapVersion    uint64 `protobuf:"varint,10,opt,name=cap_version,json=capVersion,proto3" json:"cap_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HospitalBudget) Reset() {
 	*x = HospitalBudget{}
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1324,7 @@ func (x *HospitalBudget) String() string {
 func (*HospitalBudget) ProtoMessage() {}
 
 func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1337,7 @@ func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HospitalBudget.ProtoReflect.Descriptor instead.
 func (*HospitalBudget) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{13}
+	return file_nzc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HospitalBudget) GetHospitalId() string {
@@ -1317,6 +1403,13 @@ func (x *HospitalBudget) GetPureEpsilon() float64 {
 	return 0
 }
 
+func (x *HospitalBudget) GetCapVersion() uint64 {
+	if x != nil {
+		return x.CapVersion
+	}
+	return 0
+}
+
 // LedgerSubmit proposes a ledger command: aggregator → auditor. Response:
 // LedgerResult, or Error NOT_LEADER with the leader's address.
 type LedgerSubmit struct {
@@ -1329,7 +1422,7 @@ type LedgerSubmit struct {
 
 func (x *LedgerSubmit) Reset() {
 	*x = LedgerSubmit{}
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1434,7 @@ func (x *LedgerSubmit) String() string {
 func (*LedgerSubmit) ProtoMessage() {}
 
 func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1447,7 @@ func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSubmit.ProtoReflect.Descriptor instead.
 func (*LedgerSubmit) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{14}
+	return file_nzc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LedgerSubmit) GetCommand() []byte {
@@ -1381,7 +1474,7 @@ type LedgerResult struct {
 
 func (x *LedgerResult) Reset() {
 	*x = LedgerResult{}
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1486,7 @@ func (x *LedgerResult) String() string {
 func (*LedgerResult) ProtoMessage() {}
 
 func (x *LedgerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1499,7 @@ func (x *LedgerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerResult.ProtoReflect.Descriptor instead.
 func (*LedgerResult) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{15}
+	return file_nzc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LedgerResult) GetIndex() uint64 {
@@ -1461,7 +1554,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1566,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1579,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{16}
+	return file_nzc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Receipt) GetEntry() []byte {
@@ -1526,7 +1619,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1631,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1644,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{17}
+	return file_nzc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1663,12 +1756,19 @@ const file_nzc_proto_rawDesc = "" +
 	"\fhospital_ids\x18\x01 \x03(\tR\vhospitalIds\x12\x14\n" +
 	"\x05delta\x18\x02 \x01(\x01R\x05delta\x12\x1d\n" +
 	"\n" +
-	"student_id\x18\x03 \x01(\tR\tstudentId\"\x93\x01\n" +
+	"student_id\x18\x03 \x01(\tR\tstudentId\"\xe7\x01\n" +
 	"\x0eBudgetResponse\x120\n" +
 	"\abudgets\x18\x01 \x03(\v2\x16.nzc.v1.HospitalBudgetR\abudgets\x12\x1f\n" +
 	"\vledger_size\x18\x02 \x01(\x04R\n" +
 	"ledgerSize\x12.\n" +
-	"\astudent\x18\x03 \x01(\v2\x14.nzc.v1.StudentQuotaR\astudent\"\x88\x01\n" +
+	"\astudent\x18\x03 \x01(\v2\x14.nzc.v1.StudentQuotaR\astudent\x128\n" +
+	"\tensembles\x18\x04 \x03(\v2\x1a.nzc.v1.RegisteredEnsembleR\tensembles\x12\x18\n" +
+	"\aclasses\x18\x05 \x01(\x04R\aclasses\"k\n" +
+	"\x12RegisteredEnsemble\x12\x1f\n" +
+	"\vhospital_id\x18\x01 \x01(\tR\n" +
+	"hospitalId\x12\x1a\n" +
+	"\bteachers\x18\x02 \x01(\x04R\bteachers\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"\x88\x01\n" +
 	"\fStudentQuota\x12\x1d\n" +
 	"\n" +
 	"student_id\x18\x01 \x01(\tR\tstudentId\x12\x1e\n" +
@@ -1677,7 +1777,7 @@ const file_nzc_proto_rawDesc = "" +
 	"registered\x12\x1f\n" +
 	"\vmax_answers\x18\x03 \x01(\x04R\n" +
 	"maxAnswers\x12\x18\n" +
-	"\aanswers\x18\x04 \x01(\x04R\aanswers\"\xa8\x02\n" +
+	"\aanswers\x18\x04 \x01(\x04R\aanswers\"\xc9\x02\n" +
 	"\x0eHospitalBudget\x12\x1f\n" +
 	"\vhospital_id\x18\x01 \x01(\tR\n" +
 	"hospitalId\x12\x1f\n" +
@@ -1689,7 +1789,10 @@ const file_nzc_proto_rawDesc = "" +
 	"\x10queries_answered\x18\x06 \x01(\x04R\x0fqueriesAnswered\x12\x18\n" +
 	"\acharges\x18\a \x01(\x04R\acharges\x12\x14\n" +
 	"\x05curve\x18\b \x03(\x01R\x05curve\x12!\n" +
-	"\fpure_epsilon\x18\t \x01(\x01R\vpureEpsilon\"(\n" +
+	"\fpure_epsilon\x18\t \x01(\x01R\vpureEpsilon\x12\x1f\n" +
+	"\vcap_version\x18\n" +
+	" \x01(\x04R\n" +
+	"capVersion\"(\n" +
 	"\fLedgerSubmit\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\"\xb5\x01\n" +
 	"\fLedgerResult\x12\x14\n" +
@@ -1751,45 +1854,47 @@ func file_nzc_proto_rawDescGZIP() []byte {
 }
 
 var file_nzc_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_nzc_proto_goTypes = []any{
-	(Role)(0),              // 0: nzc.v1.Role
-	(LedgerResultCode)(0),  // 1: nzc.v1.LedgerResultCode
-	(ErrorCode)(0),         // 2: nzc.v1.ErrorCode
-	(*Hello)(nil),          // 3: nzc.v1.Hello
-	(*HospitalInfo)(nil),   // 4: nzc.v1.HospitalInfo
-	(*Ack)(nil),            // 5: nzc.v1.Ack
-	(*QueryBatch)(nil),     // 6: nzc.v1.QueryBatch
-	(*Features)(nil),       // 7: nzc.v1.Features
-	(*VoteBatch)(nil),      // 8: nzc.v1.VoteBatch
-	(*Histograms)(nil),     // 9: nzc.v1.Histograms
-	(*LabelRequest)(nil),   // 10: nzc.v1.LabelRequest
-	(*LabelResponse)(nil),  // 11: nzc.v1.LabelResponse
-	(*Labels)(nil),         // 12: nzc.v1.Labels
-	(*BudgetRequest)(nil),  // 13: nzc.v1.BudgetRequest
-	(*BudgetResponse)(nil), // 14: nzc.v1.BudgetResponse
-	(*StudentQuota)(nil),   // 15: nzc.v1.StudentQuota
-	(*HospitalBudget)(nil), // 16: nzc.v1.HospitalBudget
-	(*LedgerSubmit)(nil),   // 17: nzc.v1.LedgerSubmit
-	(*LedgerResult)(nil),   // 18: nzc.v1.LedgerResult
-	(*Receipt)(nil),        // 19: nzc.v1.Receipt
-	(*Error)(nil),          // 20: nzc.v1.Error
+	(Role)(0),                  // 0: nzc.v1.Role
+	(LedgerResultCode)(0),      // 1: nzc.v1.LedgerResultCode
+	(ErrorCode)(0),             // 2: nzc.v1.ErrorCode
+	(*Hello)(nil),              // 3: nzc.v1.Hello
+	(*HospitalInfo)(nil),       // 4: nzc.v1.HospitalInfo
+	(*Ack)(nil),                // 5: nzc.v1.Ack
+	(*QueryBatch)(nil),         // 6: nzc.v1.QueryBatch
+	(*Features)(nil),           // 7: nzc.v1.Features
+	(*VoteBatch)(nil),          // 8: nzc.v1.VoteBatch
+	(*Histograms)(nil),         // 9: nzc.v1.Histograms
+	(*LabelRequest)(nil),       // 10: nzc.v1.LabelRequest
+	(*LabelResponse)(nil),      // 11: nzc.v1.LabelResponse
+	(*Labels)(nil),             // 12: nzc.v1.Labels
+	(*BudgetRequest)(nil),      // 13: nzc.v1.BudgetRequest
+	(*BudgetResponse)(nil),     // 14: nzc.v1.BudgetResponse
+	(*RegisteredEnsemble)(nil), // 15: nzc.v1.RegisteredEnsemble
+	(*StudentQuota)(nil),       // 16: nzc.v1.StudentQuota
+	(*HospitalBudget)(nil),     // 17: nzc.v1.HospitalBudget
+	(*LedgerSubmit)(nil),       // 18: nzc.v1.LedgerSubmit
+	(*LedgerResult)(nil),       // 19: nzc.v1.LedgerResult
+	(*Receipt)(nil),            // 20: nzc.v1.Receipt
+	(*Error)(nil),              // 21: nzc.v1.Error
 }
 var file_nzc_proto_depIdxs = []int32{
 	0,  // 0: nzc.v1.Hello.role:type_name -> nzc.v1.Role
 	4,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
-	19, // 2: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
-	19, // 3: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
-	16, // 4: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
-	15, // 5: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
-	1,  // 6: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
-	19, // 7: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
-	2,  // 8: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	20, // 2: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
+	20, // 3: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
+	17, // 4: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
+	16, // 5: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
+	15, // 6: nzc.v1.BudgetResponse.ensembles:type_name -> nzc.v1.RegisteredEnsemble
+	1,  // 7: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
+	20, // 8: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
+	2,  // 9: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_nzc_proto_init() }
@@ -1803,7 +1908,7 @@ func file_nzc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nzc_proto_rawDesc), len(file_nzc_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -159,3 +159,44 @@ func TestInlineKeysAreRefusedUnechoed(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"", 0, true},
+		{"0", 0, true},
+		{"1048576", 1 << 20, true},
+		{"512MiB", 512 << 20, true},
+		{"1 GiB", 1 << 30, true},
+		{"64KiB", 64 << 10, true},
+		{"100B", 100, true},
+		{"1GB", 0, false}, // decimal units are not accepted: say GiB
+		{"-1MiB", 0, false},
+		{"lots", 0, false},
+		{"9999999999GiB", 0, false}, // overflows
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want || (err != nil && !errors.Is(err, ErrSize)) {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+// Every service has a memory bound by default, and a bad one is reported
+// under its key.
+func TestMemoryLimit(t *testing.T) {
+	for name, ops := range map[string]Ops{"aggregator": DefaultAggregator().Ops, "teacher": DefaultTeacher().Ops, "auditor": DefaultAuditor().Ops} {
+		if n, err := ParseSize(ops.MemoryLimit); err != nil || n == 0 {
+			t.Errorf("%s: default memory limit %q (%v), want a bound", name, ops.MemoryLimit, err)
+		}
+	}
+	a := DefaultAggregator()
+	a.Ops.MemoryLimit = "a lot"
+	if err := a.Validate(); err == nil || !strings.Contains(err.Error(), "ops.memory_limit") {
+		t.Fatalf("Validate: %v, want an error naming ops.memory_limit", err)
+	}
+}

@@ -41,9 +41,55 @@ func (l Log) check(c *checker) {
 // Ops configures the operations endpoint serving /metrics, /livez and /readyz.
 type Ops struct {
 	Listen string `mapstructure:"listen" yaml:"listen" json:"listen" help:"host:port; empty disables the endpoint"`
+	// MemoryLimit is the service's memory bound: the Go runtime's soft
+	// limit (debug.SetMemoryLimit), under which the collector keeps the
+	// heap by working harder. The limits on connections, streams and
+	// request bodies per peer bound what other parties can make a service
+	// hold; this bounds the rest. Set the unit's MemoryMax above it.
+	MemoryLimit string `mapstructure:"memory_limit" yaml:"memory_limit" json:"memory_limit" help:"soft memory bound of the service, e.g. 1GiB or 512MiB (0: none)"`
 }
 
-func (o Ops) check(c *checker) { c.address("ops.listen", o.Listen, false, "") }
+func (o Ops) check(c *checker) {
+	c.address("ops.listen", o.Listen, false, "")
+	if _, err := ParseSize(o.MemoryLimit); err != nil {
+		c.add("ops.memory_limit", "%v", err)
+	}
+}
+
+// defaultMemoryLimit is a service's default memory bound: per peer at most
+// 4 connections × (32 MiB of request bodies + a 16 MiB flow-control window)
+// = 192 MiB (protocol/quicnet's defaults), times the 4 peers of the default
+// federation that may send to one service (3 hospitals and a student to the
+// aggregator; the aggregator and 3 hospitals to an auditor's intake), plus
+// 256 MiB for the service's own state. A larger federation raises it.
+const defaultMemoryLimit = "1GiB"
+
+// ErrSize reports a size that does not parse.
+var ErrSize = errors.New("not a size: give a whole number of bytes with an optional unit B, KiB, MiB or GiB (e.g. 512MiB), or 0 for none")
+
+// ParseSize reads a size such as 512MiB, 1GiB or 1048576 (bytes); "" and 0
+// are none (0).
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	num, mult := s, int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%w (got %q)", ErrSize, s)
+	}
+	return n * mult, nil
+}
 
 func defaultLog() Log { return Log{Level: "info", Format: "text"} }
 
@@ -71,14 +117,20 @@ type Teacher struct {
 	// AuditorKeys and ProofLag make the hospital check its own spending.
 	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); the hospital checks the receipt of every charge made for its votes and stops voting when they do not come"`
 	ProofLag    int      `mapstructure:"proof_lag" yaml:"proof_lag" json:"proof_lag" help:"batches voted on without a majority's proof of their charge before the hospital stops voting"`
-	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
-	Ops         Ops      `mapstructure:"ops" yaml:"ops" json:"ops"`
+	State       string   `mapstructure:"state" yaml:"state" json:"state" help:"directory keeping the record of the batches this hospital voted on (votes.json), so that a restart still counts the votes not yet proven"`
+
+	// Auditors are the auditors' intake addresses, where the hospital
+	// sends its own cap changes without the aggregator (nzc-teacher cap).
+	Auditors []string `mapstructure:"auditors" yaml:"auditors,omitempty" json:"auditors" help:"auditor intake addresses (host:port), where the hospital sends its own cap changes (nzc-teacher cap)"`
+
+	Log Log `mapstructure:"log" yaml:"log" json:"log"`
+	Ops Ops `mapstructure:"ops" yaml:"ops" json:"ops"`
 }
 
 // DefaultTeacher returns the defaults of nzc-teacher.
 func DefaultTeacher() Teacher {
 	return Teacher{Aggregator: "127.0.0.1:7400", Models: "models", Teachers: 50, Model: "mlp", Seed: 1, Epochs: 5,
-		CapEpsilon: 8, CapDelta: 1e-5, ProofLag: 64, Log: defaultLog()}
+		CapEpsilon: 8, CapDelta: 1e-5, ProofLag: 64, State: "state", Log: defaultLog(), Ops: Ops{MemoryLimit: defaultMemoryLimit}}
 }
 
 // Validate reports every problem in the configuration.
@@ -86,6 +138,9 @@ func (t Teacher) Validate() error {
 	var c checker
 	c.id("id", t.ID, "this hospital's id, as named in its certificate (e.g. h1)")
 	c.address("aggregator", t.Aggregator, true, "the aggregator's address")
+	for _, addr := range t.Auditors {
+		c.address("auditors", addr, true, "an auditor's intake address")
+	}
 	t.TLS.check(&c)
 	c.keyFile("age_identity", t.AgeIdentity, "path to this hospital's age identity made by `nzc init`")
 	if t.SigningKey != "" {
@@ -108,6 +163,7 @@ func (t Teacher) Validate() error {
 		c.verifierKeys("auditor_keys", t.AuditorKeys, "the hospital checks the charges made for its votes")
 	}
 	c.positive("proof_lag", t.ProofLag, "batches voted on without a proof of their charge before the hospital stops voting")
+	c.required("state", t.State, "directory keeping the record of the batches this hospital voted on")
 	t.Log.check(&c)
 	t.Ops.check(&c)
 	return c.err()
@@ -188,6 +244,7 @@ func DefaultAggregator() Aggregator {
 		LedgerTimeout: 15 * time.Second,
 		Delta:         1e-5,
 		Log:           defaultLog(),
+		Ops:           Ops{MemoryLimit: defaultMemoryLimit},
 	}
 }
 
@@ -362,7 +419,8 @@ func (a Auditor) PinnedGenesis() ([]byte, error) {
 
 // DefaultAuditor returns the defaults of nzc-auditor.
 func DefaultAuditor() Auditor {
-	return Auditor{DataDir: "auditor-data", Raft: "127.0.0.1:7500", Listen: "127.0.0.1:7600", API: "127.0.0.1:7700", Dashboard: "127.0.0.1:7800", Log: defaultLog()}
+	return Auditor{DataDir: "auditor-data", Raft: "127.0.0.1:7500", Listen: "127.0.0.1:7600", API: "127.0.0.1:7700", Dashboard: "127.0.0.1:7800", Log: defaultLog(),
+		Ops: Ops{MemoryLimit: defaultMemoryLimit}}
 }
 
 // Validate reports every problem in the configuration.

@@ -138,7 +138,8 @@ func newFed(t *testing.T, bin string) *fed {
 	f.ps = &launch.Processes{Bin: bin, Dir: f.dir, Logs: f.dir}
 	t.Cleanup(f.stopAll)
 	fdir := filepath.Join(f.dir, "federation")
-	f.oneShot("init", "nzc", "init", "--dir", fdir, "--hospitals", strconv.Itoa(hospitals), "--auditors", "3", "--students", "1")
+	f.oneShot("init", "nzc", "init", "--dir", fdir, "--hospitals", strconv.Itoa(hospitals), "--auditors", "3", "--students", "1",
+		"--teachers", strconv.Itoa(teachersPerHospital), "--classes", strconv.Itoa(classes))
 	m, err := crypto.LoadManifest(fdir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,13 @@
 // Package node holds what the party binaries share when they start a
-// service: the QUIC settings from the TLS configuration, and the operations
-// endpoint.
+// service: the QUIC settings from the TLS configuration, the memory bound,
+// and the operations endpoint.
 package node
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
@@ -25,6 +26,18 @@ func NetConfig(t config.TLS, log *slog.Logger) (quicnet.Config, error) {
 		return quicnet.Config{}, err
 	}
 	return quicnet.Config{CA: ca, Credential: cred, Logger: log}, nil
+}
+
+// ApplyMemoryLimit sets the Go runtime's soft memory limit to the
+// configured ops.memory_limit (none when 0) and returns it.
+func ApplyMemoryLimit(o config.Ops, log *slog.Logger) (int64, error) {
+	n, err := config.ParseSize(o.MemoryLimit)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	debug.SetMemoryLimit(n)
+	log.Info("memory bound set", "ops.memory_limit", o.MemoryLimit, "bytes", n)
+	return n, nil
 }
 
 // ServeOps serves h on addr in the background until ctx ends; an empty

@@ -201,7 +201,14 @@ func (c *Client) Snapshot(ctx context.Context) ([]byte, error) {
 	return c.do(ctx, http.MethodPost, "/v1/admin/snapshot", nil)
 }
 
-func (c *Client) admin(ctx context.Context, path string, req JoinRequest) (raftnode.Status, error) {
+// RemoveSigned is POST /v1/admin/remove-signed: the removal of another
+// auditor on the signatures of a majority of the other auditors (any
+// auditor's certificate may submit it).
+func (c *Client) RemoveSigned(ctx context.Context, r Removal) (raftnode.Status, error) {
+	return c.admin(ctx, "/v1/admin/remove-signed", r)
+}
+
+func (c *Client) admin(ctx context.Context, path string, req any) (raftnode.Status, error) {
 	b, err := c.do(ctx, http.MethodPost, path, req)
 	if err != nil {
 		return raftnode.Status{}, err

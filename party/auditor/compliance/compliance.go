@@ -20,6 +20,8 @@
 //	this auditor itself  (its own certificate, nzc://auditor/<its id>) also
 //	                     POST /v1/admin/join, /v1/admin/remove,
 //	                     /v1/admin/snapshot
+//	any auditor          POST /v1/admin/remove-signed, carrying the
+//	                     signatures of a majority of the other auditors
 //	anyone else          403, naming the roles that may
 package compliance
 
@@ -28,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,6 +51,10 @@ type Cluster interface {
 	CosignCheckpoint(ctx context.Context) ([]byte, error)
 	Join(ctx context.Context, id, addr string) error
 	Remove(ctx context.Context, id string) error
+	// RemoveSigned removes auditor id on a quorum-signed Removal (its
+	// encoding in proof), which the cluster checks against the ledger's
+	// auditors before raft membership changes.
+	RemoveSigned(ctx context.Context, id string, proof []byte) error
 	SaveSnapshot(ctx context.Context) (raftnode.SnapshotFile, error)
 }
 
@@ -153,6 +160,7 @@ const (
 	anyReader  level = iota // compliance, auditor, hospital
 	fullReader              // compliance, auditor
 	selfAdmin               // this auditor's own certificate
+	anyAuditor              // any auditor's certificate (the request carries its own authority)
 )
 
 // Handler returns the API's routes; every one checks the caller's role.
@@ -180,6 +188,7 @@ func (a *API) Handler() http.Handler {
 	route("POST /v1/admin/join", selfAdmin, a.join)
 	route("POST /v1/admin/remove", selfAdmin, a.remove)
 	route("POST /v1/admin/snapshot", selfAdmin, a.snapshot)
+	route("POST /v1/admin/remove-signed", anyAuditor, a.removeSigned)
 	return mux
 }
 
@@ -196,6 +205,11 @@ func (a *API) authorize(r *http.Request, l level) (crypto.Peer, int, error) {
 	full := p.Role == crypto.RoleCompliance || p.Role == crypto.RoleAuditor
 	reader := full || p.Role == crypto.RoleHospital || p.Role == crypto.RoleStudent
 	switch {
+	case l == anyAuditor:
+		if p.Role == crypto.RoleAuditor {
+			return p, 0, nil
+		}
+		return p, http.StatusForbidden, fmt.Errorf("%s may not submit a removal: an auditor's operator submits it, with the other auditors' signatures", p)
 	case l != selfAdmin && !reader:
 		return p, http.StatusForbidden, fmt.Errorf("%s may not read the ledger: only the compliance, hospital, student and auditor roles may", p)
 	case l == anyReader:
@@ -533,6 +547,36 @@ func (a *API) remove(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
 	defer cancel()
 	if err := a.Cluster.Remove(ctx, req.ID); err != nil {
 		writeError(w, adminStatus(err), "remove: "+err.Error())
+		return
+	}
+	writeJSON(w, a.Cluster.Status())
+}
+
+// removeSigned removes another auditor on the signatures of a majority of
+// the other auditors (a Removal): the way to remove one that has vanished.
+func (a *API) removeSigned(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "the body must be a removal of at most "+strconv.Itoa(maxAdminBody)+" bytes: "+err.Error())
+		return
+	}
+	rm, err := DecodeRemoval(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := crypto.ValidateID(rm.Remove); err != nil {
+		writeError(w, http.StatusBadRequest, "remove: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	if err := a.Cluster.RemoveSigned(ctx, rm.Remove, body); err != nil {
+		status := adminStatus(err)
+		if errors.Is(err, raftnode.ErrMembership) {
+			status = http.StatusForbidden
+		}
+		writeError(w, status, "remove: "+err.Error())
 		return
 	}
 	writeJSON(w, a.Cluster.Status())

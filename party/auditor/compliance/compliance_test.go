@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -95,6 +96,13 @@ func (c *fakeCluster) Join(_ context.Context, id, addr string) error {
 	return c.err
 }
 func (c *fakeCluster) Remove(_ context.Context, id string) error {
+	c.removed = append(c.removed, id)
+	return c.err
+}
+func (c *fakeCluster) RemoveSigned(_ context.Context, id string, proof []byte) error {
+	if err := VerifyRemoval(c.st.Auditors(c.st.TreeSize()), id, proof, time.Now()); err != nil {
+		return fmt.Errorf("%w: %w", raftnode.ErrMembership, err)
+	}
 	c.removed = append(c.removed, id)
 	return c.err
 }

@@ -99,12 +99,18 @@ func body(b ledger.Body) map[string]any {
 	case *ledger.RegisterStudent:
 		return map[string]any{"student": b.Student, "max_answers": b.MaxAnswers, "timestamp": b.Timestamp}
 	case *ledger.Charge:
-		return map[string]any{
+		m := map[string]any{
 			"batch": b.BatchID, "student": b.Student, "hospitals": b.Hospitals, "session": b.Session,
 			"mechanism": b.Mechanism, "params": params(b.Params), "queries": b.Queries, "answers": b.Answers,
 			"curve": numbers(b.Curve), "delta": number(b.Delta), "answers_hash": base64.StdEncoding.EncodeToString(b.AnswersHash[:]),
 			"timestamp": b.Timestamp,
 		}
+		if len(b.Ensembles) > 0 {
+			m["ensembles"] = b.Ensembles
+		}
+		return m
+	case *ledger.RegisterEnsemble:
+		return map[string]any{"hospital": b.Hospital, "version": b.Version, "teachers": b.Teachers, "classes": b.Classes, "timestamp": b.Timestamp}
 	case *ledger.OpenSession:
 		return map[string]any{
 			"session": b.SessionID, "student": b.Student, "hospitals": b.Hospitals, "mechanism": b.Mechanism,

@@ -70,6 +70,41 @@ func RegisterHospital(m *crypto.Manifest, p crypto.PartyFiles, adminKey ed25519.
 	return ledger.Sign(&ledger.RegisterParty{Party: ledger.Party{ID: p.ID, Role: ledger.RoleHospital, PublicKey: pub}, Timestamp: now.UnixNano()}, AdminID, adminKey)
 }
 
+// EnsembleCommands returns the commands, signed with the administrator
+// key, that register each given hospital's ensemble: teachers on classes,
+// version 1. nzc init puts them in the genesis file after the genesis, and
+// nzc init add-hospital next to the registration of a hospital added
+// later; the aggregator then takes each hospital's size from the ledger.
+func EnsembleCommands(hospitals []string, teachers, classes int, adminKey ed25519.PrivateKey, now time.Time) ([][]byte, error) {
+	if teachers < 1 || teachers > ledger.MaxTeachers || classes < 2 || classes > ledger.MaxClasses {
+		return nil, fmt.Errorf("intake: an ensemble of %d teachers on %d classes: want 1 to %d teachers and 2 to %d classes", teachers, classes, ledger.MaxTeachers, ledger.MaxClasses)
+	}
+	var out [][]byte
+	for _, h := range hospitals {
+		c, err := ledger.Sign(&ledger.RegisterEnsemble{Hospital: h, Version: 1, Teachers: uint64(teachers), Classes: uint64(classes), Timestamp: now.UnixNano()}, AdminID, adminKey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// GenesisEnsembles returns the ensemble registrations among a genesis
+// file's commands, in order (none for a federation made before they
+// existed).
+func GenesisEnsembles(cmds [][]byte) []*ledger.RegisterEnsemble {
+	var out []*ledger.RegisterEnsemble
+	for _, b := range cmds {
+		if c, err := ledger.DecodeCommand(b); err == nil {
+			if e, ok := c.Body.(*ledger.RegisterEnsemble); ok {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
 // WriteGenesis writes commands to path as a JSON list (base64 strings).
 func WriteGenesis(path string, cmds [][]byte) error {
 	b, err := json.Marshal(cmds)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
@@ -25,5 +26,13 @@ func TestToWire(t *testing.T) {
 		if w.GetCode() != tc.code || w.GetIndex() != tc.index || w.GetReason() == "" {
 			t.Errorf("%+v → %v", tc.r, w)
 		}
+	}
+}
+
+// The ledger bounds registered ensembles exactly as the wire does, so a
+// registration the ledger accepts always travels in a budget read.
+func TestEnsembleBoundsAgree(t *testing.T) {
+	if ledger.MaxTeachers != protocol.MaxTeachers || ledger.MaxClasses != protocol.MaxClasses {
+		t.Fatalf("ledger bounds %d teachers, %d classes; wire %d, %d", ledger.MaxTeachers, ledger.MaxClasses, protocol.MaxTeachers, protocol.MaxClasses)
 	}
 }

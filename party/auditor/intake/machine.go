@@ -1,7 +1,9 @@
 // Package intake connects the auditors' replicated ledger to the
-// federation: Server takes charges from the aggregator over QUIC (only a
-// peer whose certificate names the aggregator role may submit) and answers
-// budget reads; GenesisCommands starts a federation's ledger.
+// federation: Server takes charges from the aggregator over QUIC and answers
+// its budget reads, takes each hospital's own open-account and change-cap
+// commands directly from that hospital (its certificate, the command's
+// signer and the account must agree), and refuses every other party;
+// GenesisCommands starts a federation's ledger.
 package intake
 
 import (
@@ -45,7 +47,7 @@ func Budgets(s *ledger.State, req *nzcpb.BudgetRequest) *nzcpb.BudgetResponse {
 		}
 		b := &nzcpb.HospitalBudget{HospitalId: a.Hospital, EpsilonCap: a.CapEpsilon, DeltaCap: a.CapDelta,
 			EpsilonSpent: a.Epsilon, Delta: a.CapDelta - a.DeltaSpent, QueriesAnswered: a.Answers, Charges: a.Charges,
-			Curve: a.Curve, PureEpsilon: a.PureEpsilon}
+			Curve: a.Curve, PureEpsilon: a.PureEpsilon, CapVersion: a.CapVersion}
 		if d := req.GetDelta(); d > 0 {
 			b.Delta = d
 			b.EpsilonSpent = math.Inf(1)
@@ -64,6 +66,13 @@ func Budgets(s *ledger.State, req *nzcpb.BudgetRequest) *nzcpb.BudgetResponse {
 			b.Delta = 0
 		}
 		resp.Budgets = append(resp.Budgets, b)
+	}
+	for _, e := range s.Ensembles() {
+		resp.Classes = e.Classes // every registration names the federation's
+		if len(req.GetHospitalIds()) > 0 && !slices.Contains(req.GetHospitalIds(), e.Hospital) {
+			continue
+		}
+		resp.Ensembles = append(resp.Ensembles, &nzcpb.RegisteredEnsemble{HospitalId: e.Hospital, Teachers: e.Teachers, Version: e.Version})
 	}
 	if id := req.GetStudentId(); id != "" {
 		q, ok := s.Student(id)

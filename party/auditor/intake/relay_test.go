@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/nzcfed/nzc/ledger"
@@ -13,12 +14,22 @@ import (
 // applyingNode replicates by applying to one State and counts what it was
 // asked to replicate.
 type applyingNode struct {
-	st       *ledger.State
+	st *ledger.State
+
+	mu       sync.Mutex
 	proposed int
 }
 
+func (n *applyingNode) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proposed
+}
+
 func (n *applyingNode) Submit(_ context.Context, cmd []byte) ([]byte, uint64, error) {
+	n.mu.Lock()
 	n.proposed++
+	n.mu.Unlock()
 	r, err := n.st.Apply(cmd)
 	if err != nil {
 		return nil, 0, err

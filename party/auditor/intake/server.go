@@ -3,9 +3,13 @@ package intake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/ratelimit"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/protocol"
@@ -27,7 +31,17 @@ type Ledger interface {
 	State() *ledger.State
 }
 
-// Server answers the aggregator's ledger requests on one auditor.
+// Defaults of the per-hospital limit on account commands a hospital
+// submits directly: its account opening and a cap change now and then.
+const (
+	DefaultHospitalBurst = 8
+	DefaultHospitalEvery = 5 * time.Second
+)
+
+// Server answers ledger requests on one auditor: the aggregator's charges,
+// session commands, relayed commands and budget reads, and each hospital's
+// own account commands and budget read, which a hospital may send directly
+// so that the aggregator cannot keep its cap from changing.
 type Server struct {
 	Node   Submitter
 	Ledger Ledger
@@ -35,42 +49,120 @@ type Server struct {
 	// before it releases anything. Required.
 	Receipts *Receipts
 	Logger   *slog.Logger
+	// HospitalBurst and HospitalEvery limit the commands each hospital
+	// submits directly: HospitalBurst at once, then one more every
+	// HospitalEvery (zero: DefaultHospitalBurst, DefaultHospitalEvery).
+	HospitalBurst int
+	HospitalEvery time.Duration
+	// Now is the clock of the limit; nil means time.Now.
+	Now func() time.Time
+
+	limitOnce sync.Once
+	limits    *ratelimit.Limiter
 }
 
-// Listen opens the intake listener: only the aggregator may connect.
+// Listen opens the intake listener: the aggregator and the hospitals may
+// connect (a hospital only for its own account).
 func Listen(addr string, cfg quicnet.Config) (*quicnet.Listener, error) {
-	return quicnet.Listen(addr, cfg, crypto.RoleAggregator)
+	return quicnet.Listen(addr, cfg, crypto.RoleAggregator, crypto.RoleHospital)
 }
 
 // Serve accepts connections on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l *quicnet.Listener) error {
-	aggOnly := []crypto.Role{crypto.RoleAggregator}
-	mux := quicnet.Mux{
-		protocol.TypeLedgerSubmit:  {Roles: aggOnly, Handle: s.submit},
-		protocol.TypeBudgetRequest: {Roles: aggOnly, Handle: s.budget},
+	return l.Serve(ctx, s.mux(), s.Logger)
+}
+
+// mux routes the intake's requests: the aggregator's, and a hospital's
+// about its own account.
+func (s *Server) mux() quicnet.Mux {
+	callers := []crypto.Role{crypto.RoleAggregator, crypto.RoleHospital}
+	return quicnet.Mux{
+		protocol.TypeLedgerSubmit:  {Roles: callers, Handle: s.submit},
+		protocol.TypeBudgetRequest: {Roles: callers, Handle: s.budget},
 	}
-	return l.Serve(ctx, mux, s.Logger)
 }
 
 func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
+	if r.Peer.Role == crypto.RoleHospital {
+		if err := s.limit(r.Peer.ID); err != nil {
+			return 0, nil, err
+		}
+	}
 	var req nzcpb.LedgerSubmit
 	if err := r.Decode(&req); err != nil {
 		return 0, nil, err
+	}
+	if r.Peer.Role == crypto.RoleHospital {
+		if err := ownAccountCommand(r.Peer.ID, req.GetCommand()); err != nil {
+			return 0, nil, err
+		}
 	}
 	out, err := s.Propose(ctx, req.GetCommand())
 	if err != nil {
 		return 0, nil, err
 	}
+	if r.Peer.Role == crypto.RoleHospital {
+		s.logger().Info("a hospital submitted its own account command", "hospital", r.Peer.ID, "code", out.GetCode().String(), "index", out.GetIndex())
+	}
 	return quicnet.Reply(out)
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// limit takes one of hospital's tokens, or refuses with when to retry.
+func (s *Server) limit(hospital string) error {
+	s.limitOnce.Do(func() {
+		now := s.Now
+		if now == nil {
+			now = time.Now
+		}
+		burst, every := s.HospitalBurst, s.HospitalEvery
+		if burst <= 0 {
+			burst = DefaultHospitalBurst
+		}
+		if every <= 0 {
+			every = DefaultHospitalEvery
+		}
+		s.limits = ratelimit.New(burst, every, now)
+	})
+	if ok, wait := s.limits.Allow(hospital); !ok {
+		return &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: wait,
+			Message: fmt.Sprintf("hospital %s sent more ledger commands than its limit: nothing was proposed; retry in %v", hospital, wait.Round(time.Millisecond))}
+	}
+	return nil
+}
+
+// ownAccountCommand checks that cmd, submitted by hospital over its own
+// connection, is that hospital's open-account or change-cap signed by it:
+// the certificate, the signer and the body's hospital must agree. Anything
+// else is refused before it is proposed.
+func ownAccountCommand(hospital string, cmd []byte) error {
+	c, err := ledger.DecodeCommand(cmd)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "ledger command: %v", err)
+	}
+	subject, bySelf, ok := ledger.AccountSubject(c.Body)
+	if !ok || !bySelf {
+		return protocol.Errorf(protocol.CodeUnauthorized, "a hospital submits only its own open-account and change-cap commands, not %s: nothing was proposed", c.Body.Kind())
+	}
+	if subject != hospital || c.Signer != hospital {
+		return protocol.Errorf(protocol.CodeUnauthorized, "hospital %s submitted a %s about %s signed by %s: a hospital submits only commands about and signed by itself; nothing was proposed", hospital, c.Body.Kind(), subject, c.Signer)
+	}
+	return nil
 }
 
 // Propose replicates one command and returns the ledger's answer, with a
 // receipt for a charge or a session opening. A hospital's own account
-// command (its registration, opening its account, changing its cap), which
-// the aggregator only relays, is first decided against this auditor's
-// replica: one the ledger would refuse or has already applied is answered
-// so without being proposed, so that junk relayed commands do not become
-// permanent entries.
+// command (its registrations, opening its account, changing its cap), which
+// the aggregator relays or the hospital submits directly, is first decided
+// against this auditor's replica: one the ledger would refuse or has
+// already applied is answered so without being proposed, so that junk
+// relayed commands do not become permanent entries.
 func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
 	if relayed(cmd) {
 		st := s.Ledger.State()
@@ -116,8 +208,9 @@ func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, 
 	return out, nil
 }
 
-// relayed says whether cmd is one of the commands the aggregator relays
-// for hospitals (or one that fails to decode, which is refused unproposed
+// relayed says whether cmd is one of a hospital's own account commands or
+// registrations, relayed by the aggregator or submitted directly (or one
+// that fails to decode, which is refused unproposed
 // too).
 func relayed(cmd []byte) bool {
 	c, err := ledger.DecodeCommand(cmd)
@@ -125,7 +218,7 @@ func relayed(cmd []byte) bool {
 		return true
 	}
 	switch c.Body.(type) {
-	case *ledger.RegisterParty, *ledger.OpenAccount, *ledger.ChangeCap:
+	case *ledger.RegisterParty, *ledger.OpenAccount, *ledger.ChangeCap, *ledger.RegisterEnsemble:
 		return true
 	}
 	return false
@@ -135,6 +228,13 @@ func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType
 	var req nzcpb.BudgetRequest
 	if err := r.Decode(&req); err != nil {
 		return 0, nil, err
+	}
+	if r.Peer.Role == crypto.RoleHospital {
+		// A hospital reads its own account only.
+		if ids := req.GetHospitalIds(); req.GetStudentId() != "" || len(ids) > 1 || (len(ids) == 1 && ids[0] != r.Peer.ID) {
+			return 0, nil, protocol.Errorf(protocol.CodeUnauthorized, "hospital %s may read only its own budget: name no other hospital and no student", r.Peer.ID)
+		}
+		req.HospitalIds = []string{r.Peer.ID}
 	}
 	return quicnet.Reply(Budgets(s.Ledger.State(), &req))
 }

@@ -50,6 +50,12 @@ type Config struct {
 	// Logger receives structured logs, raft's included. Nil discards.
 	Logger *slog.Logger
 
+	// VerifyRemoval checks the proof of a quorum-signed removal of auditor
+	// id (RemoveSigned): the auditor that receives it and the leader both
+	// call it before raft membership changes. Nil refuses every such
+	// removal.
+	VerifyRemoval func(id string, proof []byte) error
+
 	// Tuning adjusts timeouts, snapshots and packing.
 	Tuning
 }

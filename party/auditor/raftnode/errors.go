@@ -35,6 +35,12 @@ var (
 	// carry their own ids, so the state machine recognises a retry).
 	ErrTimeout = errors.New("auditor: timed out waiting for the cluster to commit; the command may still commit — retry it with the same id")
 
+	// ErrWrongPeer means the auditor at a raft peer's address presented a
+	// certificate other than the one of the server the raft configuration
+	// places there (or the address is not in it): check the address in the
+	// configuration (nzc ledger status) and the certificate installed there.
+	ErrWrongPeer = errors.New("auditor: the raft peer at this address is not the configured server")
+
 	// ErrNotAuditor is returned when a peer's certificate does not carry the
 	// auditor role.
 	ErrNotAuditor = errors.New("auditor: peer certificate does not carry the auditor role (URI SAN nzc://auditor/<id>)")

@@ -31,6 +31,10 @@ const (
 	opJoin       byte = 2
 	opRemove     byte = 3
 	opCheckpoint byte = 4
+	// opRemoveSigned removes another auditor on the proof of a quorum's
+	// signatures (Node.RemoveSigned): any auditor may forward it, and the
+	// leader checks the proof itself.
+	opRemoveSigned byte = 5
 )
 
 const (
@@ -212,10 +216,12 @@ func (n *Node) serveForwardConn(c net.Conn) {
 }
 
 // ErrMembership is matched when a peer asks to change the raft membership
-// of another auditor than itself. An auditor joins or leaves the cluster
-// only with its own certificate: one auditor's certificate must not be able
-// to add a voter or remove the others.
-var ErrMembership = errors.New("auditor: an auditor may join or leave the cluster only for itself")
+// of another auditor than itself, or a removal's quorum signatures do not
+// verify. An auditor joins or leaves the cluster only with its own
+// certificate, or is removed on a majority of the other auditors'
+// signatures: one auditor's certificate must not be able to add a voter or
+// remove the others.
+var ErrMembership = errors.New("auditor: an auditor may join or leave the cluster only for itself, or be removed on the signatures of a majority of the other auditors")
 
 // peerAuditor returns the auditor id of the certificate a forwarding
 // connection presented, or "" when it has none.
@@ -266,6 +272,15 @@ func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) (
 			return nil, 0, err
 		}
 		return nil, 0, n.removeLocal(ctx, string(body))
+	case opRemoveSigned:
+		id, proof, err := decodePair(body)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := n.verifyRemoval(id, []byte(proof)); err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, n.removeLocal(ctx, id)
 	case opCheckpoint:
 		cp, err := n.peerCheckpoint(ctx, body)
 		return cp, 0, err

@@ -52,6 +52,12 @@ func newMetrics(n *Node) *metrics {
 		gauge("nzc_auditor_raft_commit_index", "Raft commit index known to this node.", func() float64 { return float64(n.commitIndex()) }),
 		gauge("nzc_auditor_raft_applied_index", "Last raft index applied to the state machine.", func() float64 { return float64(n.raft.AppliedIndex()) }),
 	)
+	if mux := n.mux; mux != nil {
+		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "nzc_auditor_raft_peers_refused_total",
+			Help: "Raft connections closed because the peer's certificate is not the server it spoke for (an RPC header naming another id, or a dialled address presenting another id's certificate).",
+		}, func() float64 { return float64(mux.refused.Load()) }))
+	}
 	return m
 }
 

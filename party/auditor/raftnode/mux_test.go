@@ -23,6 +23,7 @@ import (
 // keeps a handler goroutine of a stopped node reading for ever.
 func TestMuxClosesRaftConnections(t *testing.T) {
 	ca := newTestCA(t)
+	var servers []raft.Server // the raft configuration every listener sees
 	mux := func(id string) *streamLayer {
 		server, client := ca.tlsPair(t, "auditor", id)
 		m, err := newMuxListener("127.0.0.1:0", nil, server, auditortest.Logger(t))
@@ -30,6 +31,8 @@ func TestMuxClosesRaftConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Close(); m.wait() })
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(m.advertise.String())})
+		m.peers.set(func() []raft.Server { return servers })
 		return &streamLayer{m: m, client: clientTLS(client)}
 	}
 	a, b := mux("a"), mux("b")

@@ -221,6 +221,9 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		return nil, fmt.Errorf("auditor: start raft: %w", err)
 	}
 	n.raft = r
+	if d.mux != nil {
+		d.mux.peers.set(fromRaft(r))
+	}
 	if cfg.MaxPacked != 1 {
 		n.proposals = make(chan *proposal, maxBatchCommands)
 		n.wg.Add(1)
@@ -502,6 +505,29 @@ func (n *Node) Join(ctx context.Context, id, addr string) error {
 // a no-op.
 func (n *Node) Remove(ctx context.Context, id string) error {
 	return n.leaderOp(ctx, opRemove, []byte(id), func(ctx context.Context) error { return n.removeLocal(ctx, id) })
+}
+
+// RemoveSigned takes the auditor id out of the cluster on the proof of a
+// quorum of the other auditors (Config.VerifyRemoval): the way to remove an
+// auditor that has vanished, which cannot ask for its own removal. This
+// node checks the proof before forwarding it, and the leader checks it
+// again before it changes the membership; a proof that does not verify is
+// an error matching ErrMembership and changes nothing.
+func (n *Node) RemoveSigned(ctx context.Context, id string, proof []byte) error {
+	if err := n.verifyRemoval(id, proof); err != nil {
+		return err
+	}
+	return n.leaderOp(ctx, opRemoveSigned, encodePair(id, string(proof)), func(ctx context.Context) error { return n.removeLocal(ctx, id) })
+}
+
+func (n *Node) verifyRemoval(id string, proof []byte) error {
+	if n.cfg.VerifyRemoval == nil {
+		return fmt.Errorf("%w: this auditor checks no quorum-signed removals", ErrMembership)
+	}
+	if err := n.cfg.VerifyRemoval(id, proof); err != nil {
+		return fmt.Errorf("%w: the removal of %q is not signed by a quorum: %w", ErrMembership, id, err)
+	}
+	return nil
 }
 
 // leaderOp runs local on the leader, or forwards op to it.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -121,6 +122,13 @@ type muxListener struct {
 	// handed out, in either direction, when it closes.
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
+
+	// peers is the raft configuration: a dialled raft peer must present
+	// the certificate of the id it gives the address.
+	peers *raftPeers
+	// refused counts raft connections closed because an RPC spoke for a
+	// server other than the connection's certificate.
+	refused atomic.Uint64
 }
 
 // trackedConn is a raft connection the listener closes when it closes. A
@@ -190,6 +198,7 @@ func newMuxListener(bind string, advertise net.Addr, serverConf *tls.Config, log
 		fwdConns:  make(chan net.Conn),
 		closed:    make(chan struct{}),
 		conns:     map[*trackedConn]struct{}{},
+		peers:     &raftPeers{},
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -241,7 +250,9 @@ func (m *muxListener) route(c net.Conn) {
 	var ch chan net.Conn
 	switch b[0] {
 	case chanRaft:
-		tc, err := m.track(c)
+		// The handshake verified an auditor certificate.
+		peer, _ := AuditorIDFromCert(tc.ConnectionState().PeerCertificates[0])
+		tc, err := m.track(m.guard(c, peer))
 		if err != nil {
 			return
 		}
@@ -302,12 +313,27 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 func (s *streamLayer) Close() error   { return s.m.Close() }
 func (s *streamLayer) Addr() net.Addr { return s.m.advertise }
 
+// Dial opens the raft channel to addr, which must present the certificate
+// of the server the raft configuration places at addr: raft names only the
+// address to the stream layer, so the configuration supplies the id.
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	want, ok := s.m.peers.idAt(string(addr))
+	if !ok {
+		return nil, fmt.Errorf("%w: no server at %s in the raft configuration", ErrWrongPeer, addr)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := dialChannel(ctx, string(addr), s.client, chanRaft)
 	if err != nil {
 		return nil, err
+	}
+	// dialChannel checked the certificate is a federation auditor's.
+	got, _ := AuditorIDFromCert(c.(*tls.Conn).ConnectionState().PeerCertificates[0])
+	if got != want {
+		_ = c.Close()
+		s.m.refused.Add(1)
+		s.m.log.Warn("refused a raft peer presenting another server's certificate", "addr", string(addr), "want", want, "certificate", got)
+		return nil, fmt.Errorf("%w: %s is %q in the raft configuration but presents the certificate of %q", ErrWrongPeer, addr, want, got)
 	}
 	return s.m.track(c)
 }

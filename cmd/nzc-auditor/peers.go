@@ -1,0 +1,23 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
+)
+
+// peers reads the configured peers (id=raft address): with bootstrap, the
+// cluster to found; otherwise the addresses of the other auditors to join
+// through.
+func peers(cfg config.Auditor) (found []raftnode.Peer, join []string) {
+	for _, p := range cfg.Peers {
+		id, addr, _ := strings.Cut(p, "=")
+		if cfg.Bootstrap {
+			found = append(found, raftnode.Peer{ID: id, Addr: addr})
+		} else if id != cfg.ID {
+			join = append(join, addr)
+		}
+	}
+	return found, join
+}

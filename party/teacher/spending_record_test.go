@@ -1,0 +1,177 @@
+package teacher
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// A hospital that restarts before the proofs of its votes arrive still
+// counts those votes: it keeps refusing to vote at proof_lag until the
+// proofs come, and votes again once they do.
+func TestHospitalVoteRecordSurvivesRestart(t *testing.T) {
+	sl := newSpendLedger(t)
+	h := newVoteHarness(t)
+	state := filepath.Join(t.TempDir(), "state")
+	start := func() *Node {
+		t.Helper()
+		n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, ProofLag: 2, State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := start()
+	for i := byte(1); i <= 2; i++ {
+		if err := h.vote(n, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := n.Spending()
+
+	n = start() // the restart, before any proof arrived
+	if got := n.Spending(); !reflect.DeepEqual(got, before) || !got.Stopped {
+		t.Fatalf("after the restart the record is %+v, want %+v (stopped)", got, before)
+	}
+	if err := h.vote(n, 3); !stoppedVoting(err) {
+		t.Fatalf("a restarted hospital with 2 unproven batches at lag 2 voted: %v", err)
+	}
+	if err := h.vote(n, 3, sl.charge(t, spendBatch(1), []string{"h1", "h2"}, 4, 1, 2)); err != nil {
+		t.Fatalf("with batch 1 proven: %v", err)
+	}
+
+	n = start() // the proof survives a restart too
+	if s := n.Spending(); s.Voted != 3 || s.Proven != 1 || s.Unproven != 2 || !s.Stopped {
+		t.Fatalf("after the second restart the record is %+v", s)
+	}
+	if err := h.vote(n, 4); !stoppedVoting(err) {
+		t.Fatalf("batches 2 and 3 unproven: %v, want a refusal", err)
+	}
+}
+
+// A vote whose record cannot be saved is not sent, and the record in
+// memory does not count it.
+func TestHospitalDoesNotVoteUnrecorded(t *testing.T) {
+	sl := newSpendLedger(t)
+	h := newVoteHarness(t)
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, ProofLag: 2,
+		State: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.spend.path = filepath.Join(t.TempDir(), "gone", VoteRecordFile) // a directory that does not exist
+	if err := h.vote(n, 1); err == nil || !strings.Contains(err.Error(), "does not vote") {
+		t.Fatalf("voting with an unsaveable record: %v, want a refusal", err)
+	}
+	if s := n.Spending(); s.Voted != 0 || s.Unproven != 0 {
+		t.Fatalf("the unsent vote was counted: %+v", s)
+	}
+}
+
+// A damaged or foreign record stops the hospital with an error naming the
+// file and what to do; the file is left as it was.
+func TestVoteRecordRefusesDamage(t *testing.T) {
+	sl := newSpendLedger(t)
+	h := newVoteHarness(t)
+	good, err := os.ReadFile(filepath.Join("testdata", "votes.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"not JSON", "\x00\x01garbage", "not a vote record"},
+		{"truncated", string(good[:len(good)/2]), "not a vote record"},
+		{"another hospital's", strings.Replace(string(good), `"h1"`, `"h2"`, 1), `hospital "h2"'s record`},
+		{"a later version", strings.Replace(string(good), `"version": 1`, `"version": 2`, 1), "version 2"},
+		{"an unknown field", strings.Replace(string(good), `"voted"`, `"extra": 1, "voted"`, 1), "unknown field"},
+		{"trailing data", string(good) + "{}", "trailing data"},
+		{"more unproven than voted", strings.Replace(string(good), `"voted": 7`, `"voted": 4`, 1), "inconsistent counts"},
+		{"a repeated batch", strings.Replace(string(good), "62626262", "61616161", 1), "out of order or repeated"},
+		{"a batch id not hex", strings.Replace(string(good), "6161", "zz61", 1), "not a lower-case hex batch id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			path := filepath.Join(state, VoteRecordFile)
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, State: state})
+			var re *VoteRecordError
+			if !errors.As(err, &re) || re.Path != path || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "restore it from a backup") {
+				t.Fatalf("start over %s: %v, want a *VoteRecordError naming %s and saying %q", tc.name, err, path, tc.want)
+			}
+			if b, _ := os.ReadFile(path); string(b) != tc.content {
+				t.Fatal("the damaged record was changed")
+			}
+		})
+	}
+}
+
+func goldenVoteRecord() voteRecord {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	return voteRecord{Version: voteRecordVersion, Hospital: "h1", Voted: 7, Proven: 4, Rejected: 1, Unproven: []unprovenVote{
+		{Batch: "61616161", Queries: 32, At: at}, {Batch: "62626262", Queries: 16, At: at.Add(time.Second)},
+		{Batch: "63636363", Queries: 8, At: at.Add(2 * time.Second)},
+	}}
+}
+
+// The record's encoding is fixed by testdata/votes.golden.json: a
+// hospital reads the record an earlier build wrote.
+func TestVoteRecordGolden(t *testing.T) {
+	b, err := encodeVoteRecord(goldenVoteRecord())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "votes.golden.json")
+	if *update {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoding changed:\n%s\nwant\n%s", b, want)
+	}
+	r, err := decodeVoteRecord(want, "h1")
+	if err != nil || !reflect.DeepEqual(r, goldenVoteRecord()) {
+		t.Fatalf("decode the golden record: %+v, %v", r, err)
+	}
+}
+
+// Whatever the file holds, decoding it either fails or yields a record
+// that encodes and decodes to itself.
+func FuzzDecodeVoteRecord(f *testing.F) {
+	golden, err := encodeVoteRecord(goldenVoteRecord())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(golden)
+	f.Add([]byte(`{"version":1,"hospital":"h1","voted":0,"proven":0,"rejected":0,"unproven":[]}`))
+	f.Add([]byte(`{"version":1,"hospital":"h1","voted":-1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeVoteRecord(b, "h1")
+		if err != nil {
+			return
+		}
+		again, err := encodeVoteRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := decodeVoteRecord(again, "h1")
+		if err != nil || !reflect.DeepEqual(r.Unproven, r2.Unproven) || r.Voted != r2.Voted || r.Proven != r2.Proven || r.Rejected != r2.Rejected {
+			t.Fatalf("round trip: %+v, %v; from %+v", r2, err, r)
+		}
+	})
+}
