@@ -133,6 +133,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // NZC_ARTIFACTS keeps a copy
 	shot := filepath.Join(dir, "dashboard.png")
 	dom := string(headless(t, bin, url, "--dump-dom", "--window-size=1280,1700", "--screenshot="+shot))
 	has := func(what, pattern string) {
