@@ -40,7 +40,7 @@ once: retries and restarts deliver the stored answers.
 			return err
 		}
 		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", "aggregator")
-		if _, err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
+		if err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
 			return err
 		}
 		netCfg, err := node.NetConfig(cfg.TLS, log)

@@ -45,7 +45,7 @@ take snapshots (see 'nzc ledger --help').`,
 		ac := auditor.Config{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: cfg.Raft, AdvertiseAddr: cfg.Advertise,
 			IntakeAddr: cfg.Listen, APIAddr: cfg.API, DashboardAddr: cfg.Dashboard, OpsAddr: cfg.Ops.Listen,
 			Bootstrap: cfg.Bootstrap, Logger: cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)}
-		if _, err := node.ApplyMemoryLimit(cfg.Ops, ac.Logger); err != nil {
+		if err := node.ApplyMemoryLimit(cfg.Ops, ac.Logger); err != nil {
 			return err
 		}
 		nc, err := node.NetConfig(cfg.TLS, ac.Logger)

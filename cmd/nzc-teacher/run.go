@@ -83,7 +83,7 @@ certificate.`,
 			return err
 		}
 		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
-		if _, err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
+		if err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
 			return err
 		}
 		ens, models, err := teacher.LoadVoter(cfg.Models, cfg.ONNXRuntime)

@@ -29,15 +29,15 @@ func NetConfig(t config.TLS, log *slog.Logger) (quicnet.Config, error) {
 }
 
 // ApplyMemoryLimit sets the Go runtime's soft memory limit to the
-// configured ops.memory_limit (none when 0) and returns it.
-func ApplyMemoryLimit(o config.Ops, log *slog.Logger) (int64, error) {
+// configured ops.memory_limit (none when 0).
+func ApplyMemoryLimit(o config.Ops, log *slog.Logger) error {
 	n, err := config.ParseSize(o.MemoryLimit)
 	if err != nil || n == 0 {
-		return 0, err
+		return err
 	}
 	debug.SetMemoryLimit(n)
 	log.Info("memory bound set", "ops.memory_limit", o.MemoryLimit, "bytes", n)
-	return n, nil
+	return nil
 }
 
 // ServeOps serves h on addr in the background until ctx ends; an empty

@@ -23,7 +23,7 @@ func TestApplyMemoryLimit(t *testing.T) {
 		{"much", 2 << 30, false},
 	}
 	for _, tt := range tests {
-		_, err := ApplyMemoryLimit(config.Ops{MemoryLimit: tt.limit}, log)
+		err := ApplyMemoryLimit(config.Ops{MemoryLimit: tt.limit}, log)
 		if got := debug.SetMemoryLimit(-1); (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("%q: runtime limit %d (%v), want %d, ok=%v", tt.limit, got, err, tt.want, tt.ok)
 		}
