@@ -2,6 +2,7 @@ package student
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/protocol"
 )
 
@@ -97,4 +100,53 @@ func FuzzLoadBatch(f *testing.F) {
 			t.Fatalf("loaded a record that is not batch 2: %+v", bt)
 		}
 	})
+}
+
+// A damaged record of a bootstrapped run's second order is refused with an
+// error naming it, before anything is asked or ranked again, and left as it
+// is: asking another order would pay again for queries already asked.
+func TestBootstrapRefusesDamagedRecord(t *testing.T) {
+	id, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &data.Dataset{X: []float32{0, 1, 2, 3}, Y: make([]int, 4), Shape: data.Shape{Height: 1, Width: 1, Channels: 1}, Classes: 2}
+	enc := func(r bootstrapRecord) []byte { j, _ := json.Marshal(r); return j }
+	for _, tc := range []struct {
+		name string
+		file []byte
+	}{
+		{"not JSON", []byte(`{"asked": 2, "order": [3,`)},
+		{"nothing asked first", enc(bootstrapRecord{Asked: 0, Order: []int{2, 3}})},
+		{"more asked than queries", enc(bootstrapRecord{Asked: 5, Order: []int{2, 3}})},
+		{"a query twice", enc(bootstrapRecord{Asked: 2, Order: []int{3, 3}})},
+		{"a query past the data", enc(bootstrapRecord{Asked: 2, Order: []int{2, 4}})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Config{ID: "s1", Identity: id, Hospitals: []*crypto.Recipient{id.Recipient()}, BatchSize: 2, StateDir: t.TempDir(),
+				AuditorKeys: []string{"a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"}, Aggregator: "127.0.0.1:1", Bootstrap: 1,
+				Rank: func(context.Context, *data.Dataset, []int, []bool) ([]int, error) {
+					t.Error("ranked again over a damaged record")
+					return nil, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hash := FeatureHash(d)
+			p := c.bootstrapPath(hash, hash)
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, tc.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Label(t.Context(), d, nil)
+			if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "damaged") {
+				t.Fatalf("Label: %+v, %v; want an error naming the damaged %s", res, err, p)
+			}
+			if after, _ := os.ReadFile(p); !bytes.Equal(after, tc.file) {
+				t.Fatal("the record was changed")
+			}
+		})
+	}
 }

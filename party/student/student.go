@@ -298,20 +298,20 @@ func placed(res *Result, order []int, n int) *Result {
 // bootstrapRecord is the order a bootstrapped run asks its second part
 // in, kept in the state directory: a resumed run asks the same batches.
 type bootstrapRecord struct {
-	// FirstBatches is how many batches of the first order were asked.
-	FirstBatches int   `json:"first_batches"`
-	Order        []int `json:"order"`
+	// Asked is how many queries of the first order were asked.
+	Asked int   `json:"asked"`
+	Order []int `json:"order"`
 }
 
 // bootstrap labels d in two parts (Config.Bootstrap): the first queries of
 // order until Bootstrap are answered, then the rest in the order Rank
 // gives. The second order is recorded before it is asked.
 func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name string, order []int, progress Progress) (*Result, error) {
-	recPath := filepath.Join(c.cfg.StateDir, hash[:16], "bootstrap-"+shortHash(fmt.Sprintf("%s/bootstrap/%d", name, c.cfg.Bootstrap))+".json")
+	recPath := c.bootstrapPath(hash, name)
 	var rec bootstrapRecord
 	known := false
 	if b, err := os.ReadFile(recPath); err == nil {
-		if json.Unmarshal(b, &rec) != nil || rec.FirstBatches < 1 || !isPartialPermutation(rec.Order, d.Len()) {
+		if json.Unmarshal(b, &rec) != nil || rec.Asked < 1 || rec.Asked > len(order) || !isPartialPermutation(rec.Order, d.Len()) {
 			return nil, fmt.Errorf("student: state file %s is damaged; move it away to rank the rest again", recPath)
 		}
 		known = true
@@ -321,9 +321,9 @@ func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name stri
 	// The first part: until Bootstrap are answered, or, when the order of
 	// the rest is recorded, exactly the batches asked before it was made
 	// (the batches in flight when the answers sufficed included).
-	firstPart, stop := order, func(r *Result, _ int) bool { return r.Answered >= c.cfg.Bootstrap }
+	firstPart, stop := order, func(r *Result) bool { return r.Answered >= c.cfg.Bootstrap }
 	if known {
-		firstPart, stop = order[:min(rec.FirstBatches*c.cfg.BatchSize, len(order))], nil
+		firstPart, stop = order[:rec.Asked], nil
 	}
 	first, err := c.label(ctx, d.Subset(firstPart), hash, name, stop, progress)
 	if err != nil || (!known && first.Answered < c.cfg.Bootstrap) {
@@ -349,7 +349,7 @@ func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name stri
 			}
 			isAsked[q] = true
 		}
-		rec = bootstrapRecord{FirstBatches: len(first.Batches), Order: rest}
+		rec = bootstrapRecord{Asked: asked, Order: rest}
 		b, _ := json.Marshal(rec)
 		if err := crypto.WriteFile(recPath, b, 0o600, true); err != nil {
 			return firstAll, err
@@ -383,6 +383,12 @@ func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name stri
 	return placed(res, all, d.Len()), err
 }
 
+// bootstrapPath is where the order of a bootstrapped run's second part is
+// recorded, for the data of hash asked in the order name.
+func (c *Client) bootstrapPath(hash, name string) string {
+	return filepath.Join(c.cfg.StateDir, hash[:16], "bootstrap-"+shortHash(fmt.Sprintf("%s/bootstrap/%d", name, c.cfg.Bootstrap))+".json")
+}
+
 func shortHash(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:8])
@@ -405,7 +411,7 @@ func isPartialPermutation(order []int, n int) bool {
 // After each batch recorded, stop (if not nil) says whether to ask no
 // more: batches already asked are still waited for and recorded, since they
 // may have been charged.
-func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash string, stop func(r *Result, batches int) bool, progress Progress) (*Result, error) {
+func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash string, stop func(*Result) bool, progress Progress) (*Result, error) {
 	hash := batchHash
 	if batchHash != dataHash {
 		h := sha256.Sum256([]byte(batchHash))
@@ -505,7 +511,7 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 		if progress != nil {
 			progress(to, n)
 		}
-		if stop != nil && !stopped && stop(res, len(res.Batches)) {
+		if stop != nil && !stopped && stop(res) {
 			stopped = true
 		}
 	}
