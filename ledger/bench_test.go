@@ -65,7 +65,7 @@ func BenchmarkDeriveCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cache := costCache{}
+	cache := newCostCache()
 	for b.Loop() {
 		if _, r, ok := deriveCharge(g, cache, ch, stated); !ok {
 			b.Fatalf("%s %s", r.Code, r.Message)

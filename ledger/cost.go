@@ -3,6 +3,7 @@ package ledger
 import (
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/nzcfed/nzc/mechanism"
 )
@@ -95,8 +96,15 @@ type parsed struct {
 // costCache keeps the parsed parameter lists apply has seen, so that a
 // federation's stream of charges with the same parameters parses them and
 // computes their per-query cost once. It changes no result: an entry is
-// exactly what parseCost computes. At most maxCached lists are kept.
-type costCache map[string]parsed
+// exactly what parseCost computes. At most maxCached lists are kept. It
+// has its own lock: State.Check decides under the state's read lock, so
+// readers may fill it at once.
+type costCache struct {
+	mu sync.Mutex
+	m  map[string]parsed
+}
+
+func newCostCache() *costCache { return &costCache{m: map[string]parsed{}} }
 
 const maxCached = 256
 
@@ -114,7 +122,7 @@ func parseCost(g mechanism.Grid, kind string, params []Param) parsed {
 
 // get returns the parsed list, from the cache when it holds it (a nil
 // cache computes every time).
-func (c costCache) get(g mechanism.Grid, kind string, params []Param) parsed {
+func (c *costCache) get(g mechanism.Grid, kind string, params []Param) parsed {
 	if c == nil {
 		return parseCost(g, kind, params)
 	}
@@ -124,14 +132,19 @@ func (c costCache) get(g mechanism.Grid, kind string, params []Param) parsed {
 		b.WriteString("\x00" + kv.Key + "\x00" + kv.Value)
 	}
 	key := b.String()
-	if v, ok := c[key]; ok {
+	c.mu.Lock()
+	v, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
 		return v
 	}
-	v := parseCost(g, kind, params)
-	if len(c) >= maxCached {
-		clear(c)
+	v = parseCost(g, kind, params)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxCached {
+		clear(c.m)
 	}
-	c[key] = v
+	c.m[key] = v
 	return v
 }
 
@@ -140,7 +153,7 @@ func (c costCache) get(g mechanism.Grid, kind string, params []Param) parsed {
 // Queries − Answers refused queries, and the worst case of all Queries
 // answered, which admission uses so that the decision does not depend on
 // how many were.
-func deriveCharge(g mechanism.Grid, cache costCache, b *Charge, stated mechanism.Curve) (derived, Result, bool) {
+func deriveCharge(g mechanism.Grid, cache *costCache, b *Charge, stated mechanism.Curve) (derived, Result, bool) {
 	what := "batch " + b.BatchID
 	pc := cache.get(g, b.Mechanism, b.Params)
 	if pc.err != nil {

@@ -133,7 +133,7 @@ type State struct {
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
 
-	costs costCache // parsed parameter lists; changes no result
+	costs *costCache // parsed parameter lists; changes no result
 }
 
 // New returns an empty ledger. Its first accepted command must be a Genesis.
@@ -149,7 +149,7 @@ func New() *State {
 		opened:    map[string]applied{},
 		latest:    map[string]string{},
 		ensembles: map[string]Ensemble{},
-		costs:     costCache{},
+		costs:     newCostCache(),
 	}
 }
 

@@ -3,9 +3,11 @@ package ledger
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/nzcfed/nzc/mechanism"
@@ -477,6 +479,28 @@ func TestCheckChangesNothing(t *testing.T) {
 	if r := f.apply(good); r.Status != StatusAccepted {
 		t.Fatalf("after Check, the change is %s: %s", r.Status, r.Message)
 	}
+}
+
+// Check decides under the state's read lock, so proposers may call it at
+// once, charges included (whose parameters fill the cost cache): run with
+// -race, this fails if deciding a charge writes shared state unguarded.
+func TestCheckConcurrently(t *testing.T) {
+	f := newFed(t)
+	cmds := make([][]byte, 8)
+	for i := range cmds {
+		ch := chargeBody(fmt.Sprintf("batch-%d", i), []string{"h1"}, gaussCurve(40+float64(i), 1), 1)
+		ch.Params = gnmaxParams(40 + float64(i)) // a list the cache has not seen
+		cmds[i] = f.sign(ch, "agg")
+	}
+	var wg sync.WaitGroup
+	for _, cmd := range cmds {
+		wg.Go(func() {
+			if r := f.st.Check(cmd); r.Status != StatusAccepted {
+				t.Errorf("%s/%s: %s", r.Status, r.Code, r.Message)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Batch ids are each student's own: another student's charge under the
