@@ -28,10 +28,11 @@ import (
 // them: a disagreement on where the request ends refuses it. The request
 // must be a msgpack map, as raft writes it: a map's fields are named, so
 // both decoders give every field the same value (an array's fields are
-// positional, and the two structs differ). The header's address
-// is not compared with the configuration: raft writes its resolved
-// listening address there, while the configuration may name the same
-// server by host name.
+// positional, and the two structs differ). raft also records votes and
+// the leader by the header's address, so an address the raft
+// configuration gives to another server is refused too (an address the
+// configuration does not name, such as a resolved form of a host name, is
+// let through: the id is what binds it).
 
 // Raft's wire RPC types (hashicorp/raft net_transport.go).
 const (
@@ -91,6 +92,7 @@ func (c *guardedConn) Read(p []byte) (int, error) { return c.g.Read(p) }
 // and is counted; any other error ends the reads and raft closes c.
 func (m *muxListener) guard(c net.Conn, peer string) net.Conn {
 	g := newRPCGuard(c, peer)
+	g.idAt = m.peers.idAt
 	g.refuse = func(err error) {
 		m.refused.Add(1)
 		m.log.Warn("closed a raft connection that spoke for another server", "remote", c.RemoteAddr().String(), "certificate", peer, "error", err)
@@ -105,6 +107,7 @@ func (m *muxListener) guard(c net.Conn, peer string) net.Conn {
 type rpcGuard struct {
 	br     *bufio.Reader
 	peer   string
+	idAt   func(addr string) (string, bool) // the configuration's server at an address; nil knows none
 	dec    *codec.Decoder
 	refuse func(error) // called once with the ErrRPCImpersonation that ended the stream
 
@@ -178,7 +181,7 @@ func (g *rpcGuard) next() error {
 	if n := g.dec.NumBytesRead(); n != len(g.raw)-1 {
 		return fmt.Errorf("auditor: raft RPC type %d: the codec read %d of its %d bytes", typ, n, len(g.raw)-1)
 	}
-	if err := checkHeader(g.peer, typ, &h); err != nil {
+	if err := checkHeader(g.peer, typ, &h, g.idAt); err != nil {
 		return err
 	}
 	g.pending = g.raw
@@ -324,7 +327,12 @@ func noEOF(err error) error {
 // checkHeader accepts an RPC's header when its id is the certificate's and
 // its address is set (raft then ignores the legacy Leader or Candidate
 // field, which must be empty or agree).
-func checkHeader(peer string, typ byte, h *rpcHead) error {
+func checkHeader(peer string, typ byte, h *rpcHead, idAt func(string) (string, bool)) error {
+	if idAt != nil {
+		if id, ok := idAt(string(h.Addr)); ok && id != peer {
+			return fmt.Errorf("%w: RPC type %d from %q names address %q, which the configuration gives %q", ErrRPCImpersonation, typ, peer, h.Addr, id)
+		}
+	}
 	switch {
 	case string(h.ID) != peer:
 		return fmt.Errorf("%w: RPC type %d with header id %q from the certificate of %q", ErrRPCImpersonation, typ, h.ID, peer)

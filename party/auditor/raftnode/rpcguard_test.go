@@ -77,6 +77,16 @@ func TestRaftRPCSpeaksOnlyForItsCertificate(t *testing.T) {
 		{"entries from the first auditor", 1, rpcAppendEntries, func(term uint64) any {
 			return &raft.AppendEntriesRequest{RPCHeader: hdr(0), Term: term, Leader: []byte(c.addrs[0])}
 		}},
+		{"a vote for itself at the second auditor's address (raft records votes by address)", 0, rpcRequestVote, func(term uint64) any {
+			h := hdr(2)
+			h.Addr = []byte(c.addrs[1])
+			return &raft.RequestVoteRequest{RPCHeader: h, Term: term, LastLogIndex: math.MaxUint32, LastLogTerm: term, LeadershipTransfer: true}
+		}},
+		{"entries as itself from the first auditor's address", 1, rpcAppendEntries, func(term uint64) any {
+			h := hdr(2)
+			h.Addr = []byte(c.addrs[0])
+			return &raft.AppendEntriesRequest{RPCHeader: h, Term: term}
+		}},
 		{"a legacy candidate field naming another address", 0, rpcRequestVote, func(term uint64) any {
 			return &raft.RequestVoteRequest{RPCHeader: hdr(2), Term: term, Candidate: []byte(c.addrs[1]),
 				LastLogIndex: math.MaxUint32, LastLogTerm: term, LeadershipTransfer: true}
