@@ -63,6 +63,12 @@ add to it. Nothing is sent: pass the file from one operator to the next.`,
 			if r.Remove != *remove {
 				return fmt.Errorf("%s removes %s, not %s: sign a separate file", *file, r.Remove, *remove)
 			}
+			// A deadline far ahead would make these signatures a valid
+			// removal long after the signers have forgotten it.
+			if left := time.Until(time.Unix(r.NotAfter, 0)); left <= 0 || left > compliance.MaxRemovalValidity {
+				return fmt.Errorf("%s: its deadline %s is past or more than %s ahead; start a new removal file", *file,
+					time.Unix(r.NotAfter, 0).UTC().Format(time.RFC3339), compliance.MaxRemovalValidity)
+			}
 		}
 		r.Signatures = slices.DeleteFunc(r.Signatures, func(s compliance.RemovalSignature) bool { return s.Auditor == *as })
 		r.Signatures = append(r.Signatures, compliance.SignRemoval(*as, key, r.Remove, r.NotAfter))

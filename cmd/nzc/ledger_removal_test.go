@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
 
 // A vanished auditor's removal is signed offline by the other auditors'
@@ -47,5 +52,21 @@ func TestLedgerSignedRemoval(t *testing.T) {
 		if text, err := runNZC(t, append([]string{"ledger"}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%v: %v, want %q\n%s", tc.args, err, tc.want, text)
 		}
+	}
+	// A file whose deadline lies months ahead is not co-signed: the
+	// signatures would become a valid removal long after they were given.
+	far := filepath.Join(t.TempDir(), "far.json")
+	b, err := compliance.Removal{Remove: "auditor-3", NotAfter: time.Now().Add(90 * 24 * time.Hour).Unix()}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(far, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if text, err := runNZC(t, "ledger", "sign-removal", "--remove", "auditor-3", "--as", "auditor-1", "--key", f.m.Path(f.auditors[0].SigningKey), "--file", far); err == nil || !strings.Contains(err.Error(), "start a new removal file") {
+		t.Fatalf("a deadline 90 days ahead: %v\n%s", err, text)
+	}
+	if after, _ := os.ReadFile(far); !bytes.Equal(after, b) {
+		t.Fatal("the far-dated file was changed")
 	}
 }
