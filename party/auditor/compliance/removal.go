@@ -16,7 +16,10 @@ import (
 // certificate must not remove another. A quorum-signed removal is the
 // third way: a statement naming the auditor to remove and a deadline,
 // signed with the ledger signing keys of a majority of the *other*
-// auditors the ledger registered (keys pinned by the genesis). Every
+// auditors the ledger registered (in its genesis or by the administrator
+// since: the administrator, who can register auditors, can therefore also
+// make a majority of signers, and registered auditors that never joined
+// or have left count towards the majority needed). Every
 // auditor that handles it, the raft leader included, checks the signatures
 // against its own ledger before raft membership changes
 // (raftnode.Config.VerifyRemoval).
