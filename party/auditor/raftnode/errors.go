@@ -35,6 +35,11 @@ var (
 	// carry their own ids, so the state machine recognises a retry).
 	ErrTimeout = errors.New("auditor: timed out waiting for the cluster to commit; the command may still commit — retry it with the same id")
 
+	// ErrCommandTooLarge means a submitted command is larger than a raft
+	// entry may carry (maxBatchBytes): every AppendEntries must stay within
+	// what a follower's guard accepts (maxRPCBytes).
+	ErrCommandTooLarge = errors.New("auditor: the command is larger than one raft entry may carry (4 MiB); nothing was proposed")
+
 	// ErrWrongPeer means the auditor at a raft peer's address presented a
 	// certificate other than the one of the server the raft configuration
 	// places there (or the address is not in it): check the address in the

@@ -201,7 +201,7 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = newHclog(log, "raft")
 	rc.BatchApplyCh = true
-	rc.MaxAppendEntries = 512
+	rc.MaxAppendEntries = maxAppendEntries
 	rc.NoLegacyTelemetry = true
 	rc.SnapshotThreshold = cfg.snapshotThreshold()
 	if d.trailingLogs > 0 {
@@ -398,6 +398,9 @@ func (n *Node) Close() error {
 // leader; with no forwarding (in-memory transport) a follower returns a
 // *NotLeaderError. A refusal by the state machine is a *RejectedError.
 func (n *Node) Submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
+	if len(cmd) > maxBatchBytes { // refused here, not forwarded
+		return nil, 0, fmt.Errorf("%w: %d bytes", ErrCommandTooLarge, len(cmd))
+	}
 	start := time.Now()
 	res, idx, err := n.submit(ctx, cmd)
 	n.met.observeSubmit(time.Since(start), err)
@@ -448,6 +451,9 @@ func (n *Node) submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
 // applyLocal applies cmd through raft on this node, which must be leader.
 // A raft.ErrNotLeader return means nothing was appended.
 func (n *Node) applyLocal(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
+	if len(cmd) > maxBatchBytes {
+		return nil, 0, fmt.Errorf("%w: %d bytes", ErrCommandTooLarge, len(cmd))
+	}
 	if n.raft.State() != raft.Leader {
 		return nil, 0, n.notLeader()
 	}

@@ -45,13 +45,16 @@ const (
 
 const (
 	// maxRPCBytes bounds one RPC, the snapshot data that follows an
-	// InstallSnapshot aside. raft sends at most 512 entries (Config's
-	// MaxAppendEntries) per AppendEntries, and a packed entry holds at
-	// most maxBatchCommands commands (and maxBatchBytes of them plus one):
-	// 512 full entries of ledger charges (about 1.5 KiB each) come to
-	// about 768 MiB, which a follower catching up on a backlog must be
-	// able to receive.
+	// InstallSnapshot aside. A packed entry holds less than maxBatchBytes
+	// of commands plus one more, and no command is larger than
+	// maxBatchBytes (Submit refuses it), so an entry is under
+	// 2 × maxBatchBytes; raft sends at most maxAppendEntries of them per
+	// AppendEntries, which therefore always fits, and a follower catching
+	// up on a backlog is never refused.
 	maxRPCBytes = 1 << 30
+	// maxAppendEntries is raft's MaxAppendEntries: as many of the largest
+	// entries, with room for their framing, as one RPC may hold (127).
+	maxAppendEntries = maxRPCBytes / (2*maxBatchBytes + 64<<10)
 	// guardReadBuffer is the size of the guard's read buffer on the TLS
 	// stream.
 	guardReadBuffer = 64 << 10

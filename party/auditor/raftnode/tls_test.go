@@ -527,3 +527,31 @@ func TestForwardedMembershipOnlyForItself(t *testing.T) {
 		}
 	}
 }
+
+// A command larger than a raft entry may carry is refused before it is
+// proposed, so that every AppendEntries fits what a follower's guard
+// accepts and a follower catching up is never refused.
+func TestSubmitRefusesOversizedCommand(t *testing.T) {
+	if maxAppendEntries*(2*maxBatchBytes+64<<10) > maxRPCBytes || maxAppendEntries < 1 {
+		t.Fatalf("%d entries of up to %d bytes exceed the guard's %d", maxAppendEntries, 2*maxBatchBytes, maxRPCBytes)
+	}
+	c := newTLSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	big := make([]byte, maxBatchBytes+1)
+	before := c.nodes[0].Status().LastIndex
+	for i, n := range c.nodes {
+		if _, _, err := n.Submit(ctx, big); !errors.Is(err, ErrCommandTooLarge) {
+			t.Fatalf("Submit of %d bytes at node %d: %v, want ErrCommandTooLarge", len(big), i, err)
+		}
+	}
+	// Sent straight on the forwarding channel, the receiving node refuses it too.
+	for i := range c.nodes {
+		if _, _, err := c.nodes[(i+1)%3].fwd.call(ctx, c.addrs[i], opSubmit, big); err == nil || !strings.Contains(err.Error(), "larger than one raft entry") {
+			t.Fatalf("forwarded to node %d: %v, want the refusal", i, err)
+		}
+	}
+	if after := c.nodes[0].Status().LastIndex; after != before {
+		t.Fatalf("the log grew from %d to %d", before, after)
+	}
+}
