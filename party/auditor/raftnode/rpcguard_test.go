@@ -276,6 +276,7 @@ func FuzzRPCGuard(f *testing.F) {
 	f.Add(encodeRPCs(f, &raft.RequestVoteRequest{RPCHeader: h, Term: 1}))
 	f.Add(encodeRPCs(f, &raft.InstallSnapshotRequest{RPCHeader: h, Size: 3}, []byte("abc")))
 	f.Add(encodeRPCs(f, &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a2")}}))
+	f.Add(encodeRPCs(f, &raft.RequestVoteRequest{RPCHeader: h, Term: 1}, &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a2"), Addr: []byte("y")}}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		g := newRPCGuard(bytes.NewReader(in), "a1")
 		got, err := io.ReadAll(g)
@@ -284,6 +285,38 @@ func FuzzRPCGuard(f *testing.F) {
 		}
 		if errors.Is(err, ErrRPCImpersonation) && len(got) == len(in) {
 			t.Fatal("passed on all of a refused RPC")
+		}
+		// What the guard passed on, read as raft reads it: every RPC raft
+		// decodes speaks for a1.
+		for rest := got; len(rest) > 0; {
+			var req interface{ GetRPCHeader() raft.RPCHeader }
+			var size int64
+			switch rest[0] {
+			case rpcAppendEntries:
+				req = &raft.AppendEntriesRequest{}
+			case rpcRequestVote:
+				req = &raft.RequestVoteRequest{}
+			case rpcInstallSnapshot:
+				req = &raft.InstallSnapshotRequest{}
+			case rpcTimeoutNow:
+				req = &raft.TimeoutNowRequest{}
+			case rpcRequestPreVote:
+				req = &raft.RequestPreVoteRequest{}
+			default:
+				return // raft refuses a type it does not know
+			}
+			dec := codec.NewDecoderBytes(rest[1:], &codec.MsgpackHandle{})
+			if dec.Decode(req) != nil {
+				return // raft cannot decode it either, and drops the connection
+			}
+			if h := req.GetRPCHeader(); string(h.ID) != "a1" {
+				t.Fatalf("passed on an RPC of type %d speaking for %q", rest[0], h.ID)
+			}
+			if is, ok := req.(*raft.InstallSnapshotRequest); ok {
+				size = is.Size
+			}
+			rest = rest[1+dec.NumBytesRead():]
+			rest = rest[min(int64(len(rest)), max(size, 0)):]
 		}
 	})
 }
