@@ -24,7 +24,7 @@ func TestRegisterEnsembleRefusals(t *testing.T) {
 		signer string
 		code   Code
 	}{
-		{"signed by the hospital", &RegisterEnsemble{Hospital: "h2", Version: 1, Teachers: 4_000_000_000, Classes: 10}, "h2", CodeWrongSigner},
+		{"signed by the hospital", &RegisterEnsemble{Hospital: "h2", Version: 1, Teachers: 50, Classes: 10}, "h2", CodeWrongSigner},
 		{"signed by the aggregator", &RegisterEnsemble{Hospital: "h2", Version: 1, Teachers: 50, Classes: 10}, "agg", CodeWrongSigner},
 		{"not a hospital", &RegisterEnsemble{Hospital: "s1", Version: 1, Teachers: 50, Classes: 10}, "admin", CodeUnknownHospital},
 		{"unknown party", &RegisterEnsemble{Hospital: "h9", Version: 1, Teachers: 50, Classes: 10}, "admin", CodeUnknownHospital},
@@ -139,7 +139,9 @@ func TestChargeV2DecodeRejects(t *testing.T) {
 	huge[at] = 0xff
 	v1 := bytes.Clone(good)
 	v1[1] = byte(KindCharge) // the sizes are then bytes no charge has
-	for name, b := range map[string][]byte{"size 0": zero, "size above MaxTeachers": huge, "a charge's kind with sizes": v1} {
+	// Cut inside the sizes, the charge does not decode.
+	cut := bytes.Clone(good[:at+4])
+	for name, b := range map[string][]byte{"size 0": zero, "size above MaxTeachers": huge, "a charge's kind with sizes": v1, "cut inside the sizes": cut} {
 		if _, err := DecodeCommand(b); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
