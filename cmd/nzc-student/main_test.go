@@ -23,6 +23,41 @@ func TestLabelNeedsData(t *testing.T) {
 	}
 }
 
+// TestLabelBootstrapFlags: bad bootstrap settings are refused before
+// anything is asked.
+func TestLabelBootstrapFlags(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.yaml")
+	cfg := "id: student-1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\nauditor_keys: [a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop]\n"
+	csv := filepath.Join(dir, "q.csv")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(csv, []byte("0.1,0.2,0\n0.3,0.4,1\n0.5,0.1,0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown model", []string{"--bootstrap-model", "huge"}, "--bootstrap-model"},
+		{"floor of one", []string{"--bootstrap-floor", "1"}, "--bootstrap-floor"},
+		{"negative floor", []string{"--bootstrap-floor", "-0.5"}, "--bootstrap-floor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"label", "--config", path, "--data", csv, "--count", "0", "--bootstrap", "2", "--bootstrap-model", "mlp", "--out", filepath.Join(dir, "l.json")}, tc.args...)
+			_, err := clitest.Execute(t, newRootCommand(), args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("label %v: %v, want an error naming %s", tc.args, err, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "l.json")); err == nil {
+				t.Fatal("labels were written")
+			}
+		})
+	}
+}
+
 func TestPlan(t *testing.T) {
 	tests := []struct {
 		name string

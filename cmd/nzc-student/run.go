@@ -100,21 +100,30 @@ func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config, opt
 	return student.New(sc)
 }
 
+// bootstrapOptions say how a bootstrapped run ranks its second part.
+type bootstrapOptions struct {
+	after       int     // answers before the ranking (0: no bootstrap)
+	arch        string  // the ranking student's architecture
+	consistency bool    // train it by consistency on the rest of the data too
+	floor       float64 // selection.ConfidentConfig.Floor
+}
+
 // bootstrapAfter makes a client ask in two parts (student.Config.Bootstrap):
-// after n answers, a consistency-trained student of architecture arch
-// ranks the rest by its confidence, balanced by the class it predicts.
-func bootstrapAfter(cmd *cobra.Command, n int, arch string) func(*student.Config) {
+// after b.after answers, a student of architecture b.arch (trained by
+// consistency when b.consistency) ranks the rest by its confidence,
+// balanced by the class it predicts.
+func bootstrapAfter(cmd *cobra.Command, b bootstrapOptions) func(*student.Config) {
 	return func(c *student.Config) {
-		if n == 0 {
+		if b.after == 0 {
 			return
 		}
-		c.Bootstrap = n
+		c.Bootstrap = b.after
 		c.Rank = func(ctx context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error) {
-			net, _, err := trainStudent(cmd, d, labels, arch, 20, 1, true, 0)
+			net, _, err := trainStudent(cmd, d, labels, b.arch, 20, 1, b.consistency, 0)
 			if err != nil {
 				return nil, err
 			}
-			return selection.Confident(ctx, net, d, asked, selection.ConfidentConfig{Shift: 1})
+			return selection.Confident(ctx, net, d, asked, selection.ConfidentConfig{Shift: 1, Floor: b.floor})
 		}
 	}
 }
@@ -147,21 +156,27 @@ with the labels received so far.`,
 	df := addDataFlags(cmd, 1000)
 	out := cmd.Flags().String("out", "labels.json", "where to write the labels (JSON)")
 	sel := cmd.Flags().String("selection", "sequential", "order in which to ask: sequential, random, typical (the examples nearest the centres of clusters of the student's own data first: with nzc-svt, the queries the teachers agree on, answered before the session's refusals run out) or balanced (the same in turn in every cluster of the data's principal components, so every kind of example has its share); costs no privacy")
-	boot := cmd.Flags().Int("bootstrap", 0, "ask in the --selection order only until this many queries are answered, then train a student on them and the rest of the data (consistency training) and ask first what it is surest of, in turn for every class it predicts: with nzc-svt, queries the session answers without spending its refusals (0: off; costs no privacy)")
-	bootModel := cmd.Flags().String("bootstrap-model", "cnn", "the architecture of the --bootstrap student: softmax, mlp or cnn")
+	var b bootstrapOptions
+	cmd.Flags().IntVar(&b.after, "bootstrap", 0, "ask in the --selection order only until this many queries are answered, then train a student on them (and, with --bootstrap-consistency, the rest of the data) and ask first what it is surest of, in turn for every class it predicts: with nzc-svt, queries the session answers without spending its refusals (0: off; costs no privacy)")
+	cmd.Flags().StringVar(&b.arch, "bootstrap-model", "cnn", "the architecture of the --bootstrap student: softmax, mlp, small-mlp, cnn or small-cnn")
+	cmd.Flags().BoolVar(&b.consistency, "bootstrap-consistency", true, "train the --bootstrap student by consistency on the examples without a label too (false: on the released labels alone, much faster)")
+	cmd.Flags().Float64Var(&b.floor, "bootstrap-floor", 0, "after the bootstrap, ask about examples the student is less sure of than this (0 to 1, exclusive) only once every example it is surer of was asked, so a class it is unsure of skips its turn (0: none waits)")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
 		if err != nil {
 			return err
 		}
-		if *boot > 0 {
+		if b.after > 0 {
 			// Checked before anything is asked: the ranking comes after the
 			// first answers were paid for.
-			if _, err := model.Preset(*bootModel, d.Shape, d.Classes); err != nil {
+			if _, err := model.Preset(b.arch, d.Shape, d.Classes); err != nil {
 				return fmt.Errorf("--bootstrap-model: %w", err)
 			}
+			if err := (selection.ConfidentConfig{Shift: 1, Floor: b.floor}).Validate(); err != nil {
+				return fmt.Errorf("--bootstrap-floor: %w", err)
+			}
 		}
-		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, *boot, *bootModel))
+		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, b))
 		if err != nil {
 			return err
 		}
@@ -231,7 +246,7 @@ func newTrainCommand() *cobra.Command {
 	df := addDataFlags(cmd, 1000)
 	labels := cmd.Flags().String("labels", "labels.json", "labels written by `nzc-student label`")
 	out := cmd.Flags().String("out", "student.model", "where to write the trained model")
-	arch := cmd.Flags().String("model", "mlp", "softmax, mlp or cnn")
+	arch := cmd.Flags().String("model", "mlp", "softmax, mlp, small-mlp, cnn or small-cnn")
 	epochs := cmd.Flags().Int("epochs", 20, "training epochs")
 	seed := cmd.Flags().Uint64("seed", 1, "training seed")
 	consistency := cmd.Flags().Bool("consistency", false, "also learn from the examples without a label, by consistency training (FixMatch family; post-processing, no privacy cost)")

@@ -93,6 +93,7 @@ func TestValidate(t *testing.T) {
 		{"student no window", student(func(c *Student) { c.Window = 0 }), "window: must be between 1 and 16"},
 		{"student window too wide", student(func(c *Student) { c.Window = 17 }), "window"},
 		{"teacher small-cnn", teacher(func(c *Teacher) { c.Model = "small-cnn" }), ""},
+		{"teacher small-mlp", teacher(func(c *Teacher) { c.Model = "small-mlp" }), ""},
 		{"auditor valid", auditor(func(*Auditor) {}), ""},
 		{"auditor pinned genesis", auditor(func(c *Auditor) { c.GenesisHash = strings.Repeat("ab", 32) }), ""},
 		{"auditor short genesis hash", auditor(func(c *Auditor) { c.GenesisHash = "abcd" }), "not 64 hex digits"},

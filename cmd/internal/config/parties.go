@@ -104,7 +104,7 @@ type Teacher struct {
 	Models      string `mapstructure:"models" yaml:"models" json:"models" help:"directory where trained teachers are kept (the Go ensemble, or ONNX models named by its onnx.json)"`
 	ONNXRuntime string `mapstructure:"onnxruntime" yaml:"onnxruntime,omitempty" json:"onnxruntime" help:"ONNX Runtime shared library, for ONNX teachers (a binary built with -tags onnx; scripts/fetch-onnxruntime.sh)"`
 	Teachers    int    `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"number of teachers trained on disjoint shards"`
-	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp, cnn or small-cnn"`
+	Model       string `mapstructure:"model" yaml:"model" json:"model" help:"softmax, mlp, small-mlp, cnn or small-cnn"`
 	Seed        uint64 `mapstructure:"seed" yaml:"seed" json:"seed" help:"training seed"`
 	Epochs      int    `mapstructure:"epochs" yaml:"epochs" json:"epochs" help:"training epochs per teacher"`
 	// DataPart and DataParts select one of several disjoint parts of a data
@@ -148,7 +148,7 @@ func (t Teacher) Validate() error {
 	}
 	c.required("models", t.Models, "directory where trained teachers are kept")
 	c.positive("teachers", t.Teachers, "number of teachers")
-	c.oneOf("model", t.Model, "softmax", "mlp", "cnn", "small-cnn")
+	c.oneOf("model", t.Model, "softmax", "mlp", "small-mlp", "cnn", "small-cnn")
 	c.positive("epochs", t.Epochs, "training epochs per teacher")
 	if t.DataParts < 0 || t.DataPart < 0 || (t.DataParts > 0) != (t.DataPart > 0) || t.DataPart > t.DataParts {
 		c.add("data_part", "want 1 ≤ data_part ≤ data_parts, or both 0 to use all the data; got %d of %d", t.DataPart, t.DataParts)
