@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"

@@ -17,8 +17,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 )

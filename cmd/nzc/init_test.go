@@ -13,8 +13,8 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"

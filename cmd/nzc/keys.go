@@ -14,8 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 )
 
 // A party that keeps its own keys:

@@ -12,8 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 )
 
 func fileExists(path string) bool {

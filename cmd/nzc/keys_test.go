@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"
