@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,7 +194,7 @@ type demo struct {
 	began time.Time
 	dir   string
 	fed   *launch.Federation
-	pt    ports
+	pt    launch.Ports
 	ps    *launch.Processes
 	api   []*compliance.Client // the auditors' compliance APIs, read as the compliance party
 }
@@ -245,9 +244,9 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 	}
 	m := d.fed.M
 	auditors := m.ByRole(crypto.RoleAuditor)
-	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), loopback(d.pt.dashboard(0)))
+	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), launch.Loopback(d.pt.Dashboard(0)))
 	for _, a := range auditors {
-		if _, err := d.ps.Start(a.ID, "nzc-auditor", nil, "run", "--config", configFile(m, a)); err != nil {
+		if _, err := d.ps.Start(a.ID, "nzc-auditor", nil, "run", "--config", launch.ConfigFile(m, a)); err != nil {
 			return nil, err
 		}
 	}
@@ -261,7 +260,7 @@ func (d *demo) run(ctx context.Context) (rep *demoReport, err error) {
 		return nil, err
 	}
 	for _, h := range hospitals {
-		if _, err := d.ps.Start(h.ID, "nzc-teacher", nil, "run", "--config", configFile(m, h)); err != nil {
+		if _, err := d.ps.Start(h.ID, "nzc-teacher", nil, "run", "--config", launch.ConfigFile(m, h)); err != nil {
 			return nil, err
 		}
 	}
@@ -308,25 +307,6 @@ func (d *demo) binaries(ctx context.Context) error {
 	return nil
 }
 
-// freePorts finds a base port whose federation ports (see ports) are free.
-func freePorts(parties int) (ports, error) {
-	for attempt := 0; attempt < 50; attempt++ {
-		base := 20000 + int(time.Now().UnixNano()/1000%20000)/10*10 + attempt*7
-		p := ports{base}
-		need := []int{p.aggregator()}
-		for i := range 3 {
-			need = append(need, p.raft(i), p.intake(i), p.api(i), p.dashboard(i))
-		}
-		for k := 1; k <= parties; k++ {
-			need = append(need, p.ops(k))
-		}
-		if !slices.ContainsFunc(need, func(port int) bool { return !launch.Free(loopback(port)) }) {
-			return p, nil
-		}
-	}
-	return ports{}, errors.New("no free range of loopback ports found; free some ports or try again")
-}
-
 // provision makes the federation and writes every party's configuration.
 func (d *demo) provision(mech mechanism.Params) (err error) {
 	fed := filepath.Join(d.dir, "federation")
@@ -335,20 +315,20 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 		return err
 	}
 	m := d.fed.M
-	if err := writeGenesis(m, d.o.teachers, config.DefaultAggregator().Classes); err != nil {
+	if err := launch.WriteGenesis(m, d.o.teachers, config.DefaultAggregator().Classes); err != nil {
 		return err
 	}
-	if d.pt, err = freePorts(len(m.Parties)); err != nil {
+	if d.pt, err = launch.FreePorts(len(m.Parties)); err != nil {
 		return err
 	}
 	for i := range m.ByRole(crypto.RoleAuditor) {
-		c, err := d.fed.Compliance(loopback(d.pt.api(i)))
+		c, err := d.fed.Compliance(launch.Loopback(d.pt.API(i)))
 		if err != nil {
 			return err
 		}
 		d.api = append(d.api, c)
 	}
-	cfgs, err := partyConfigs(m, d.pt)
+	cfgs, err := launch.PartyConfigs(m, d.pt)
 	if err != nil {
 		return err
 	}
@@ -374,12 +354,10 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 			cfgs[p.ID] = c
 		}
 	}
-	for id, c := range cfgs {
-		if err := c.(cli.Validator).Validate(); err != nil {
-			return fmt.Errorf("configuration of %s: %w", id, err)
-		}
+	if err := launch.Validate(cfgs); err != nil {
+		return err
 	}
-	_, err = writeConfigs(m, cfgs, "", true)
+	_, err = launch.WriteConfigs(m, cfgs, "", true)
 	return err
 }
 
@@ -393,7 +371,7 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 	var wg sync.WaitGroup
 	for i, h := range hospitals {
 		wg.Go(func() {
-			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", configFile(d.fed.M, h), "--format", "json")
+			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", launch.ConfigFile(d.fed.M, h), "--format", "json")
 			if err != nil {
 				errs[i] = err
 				return
@@ -414,7 +392,7 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 func (d *demo) opsAddr(id string) string {
 	for k, p := range d.fed.M.Parties {
 		if p.ID == id {
-			return loopback(d.pt.ops(k + 1))
+			return launch.Loopback(d.pt.Ops(k + 1))
 		}
 	}
 	return ""
@@ -431,7 +409,7 @@ func (d *demo) waitReady(ctx context.Context, hospitals int) error {
 
 func (d *demo) label(ctx context.Context, mech mechanism.Params) (*demoReport, error) {
 	rep := &demoReport{Queries: d.o.queries, Mechanism: string(mech.Mechanism), Parameters: mech.String(), Teachers: d.o.hospitals * d.o.teachers}
-	stCfg := configFile(d.fed.M, d.fed.M.ByRole(crypto.RoleStudent)[0])
+	stCfg := launch.ConfigFile(d.fed.M, d.fed.M.ByRole(crypto.RoleStudent)[0])
 	data, _ := filepath.Abs(d.o.data)
 	labels := filepath.Join(d.dir, "labels.json")
 	d.say("the student asks for labels of %d test images, in batches of 100", d.o.queries)
@@ -553,7 +531,7 @@ func (d *demo) hospitalProofs(ctx context.Context, rep *demoReport) {
 // provenCharges reads the charges naming hospital with its own
 // certificate and returns how many are proven against keys.
 func (d *demo) provenCharges(ctx context.Context, hospital string, keys []string) (int, error) {
-	c, err := compliance.NewClientAsTo(loopback(d.pt.api(0)), d.fed.M, hospital, d.fed.M.ByRole(crypto.RoleAuditor)[0].ID)
+	c, err := compliance.NewClientAsTo(launch.Loopback(d.pt.API(0)), d.fed.M, hospital, d.fed.M.ByRole(crypto.RoleAuditor)[0].ID)
 	if err != nil {
 		return 0, err
 	}
