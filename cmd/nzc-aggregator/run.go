@@ -6,9 +6,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/ops"
 	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/party/aggregator"

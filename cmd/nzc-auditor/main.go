@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/internal/config"
 )
 
 func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }

@@ -1,182 +1,21 @@
 package main
 
 import (
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor/intake"
 )
-
-// Ports of a federation on one host, from a base port B:
-//
-//	B          aggregator (QUIC)
-//	B+100+i    auditor i raft            B+200+i  auditor i charge intake
-//	B+300+i    auditor i compliance API  B+400+i  auditor i dashboard
-//	B+1000+k   operations endpoint of party k
-type ports struct{ base int }
-
-func (p ports) aggregator() int     { return p.base }
-func (p ports) raft(i int) int      { return p.base + 100 + i }
-func (p ports) intake(i int) int    { return p.base + 200 + i }
-func (p ports) api(i int) int       { return p.base + 300 + i }
-func (p ports) dashboard(i int) int { return p.base + 400 + i }
-func (p ports) ops(k int) int       { return p.base + 1000 + k }
-
-func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-
-// configFile is where a party's configuration is written.
-func configFile(m *crypto.Manifest, p crypto.PartyFiles) string {
-	return filepath.Join(m.Dir, p.ID+".yaml")
-}
-
-// partyConfigs returns the configuration of every party of a federation,
-// keyed by party id, with loopback addresses.
-func partyConfigs(m *crypto.Manifest, pt ports) (map[string]any, error) {
-	abs := func(rel string) string { return m.Path(rel) }
-	tlsOf := func(p crypto.PartyFiles) config.TLS {
-		return config.TLS{CA: abs(m.CACert), Cert: abs(p.Cert), Key: abs(p.Key)}
-	}
-	// A party that keeps its own keys (nzc keys new) gets paths relative to
-	// its key directory, made absolute there by nzc keys install.
-	ownKeys := func(p crypto.PartyFiles) bool { return p.Key == "" }
-	auditors := m.ByRole(crypto.RoleAuditor)
-	var intakes, peers []string
-	for i, a := range auditors {
-		intakes = append(intakes, loopback(pt.intake(i)))
-		peers = append(peers, a.ID+"="+loopback(pt.raft(i)))
-	}
-	auditorKeys, err := intake.AuditorKeys(m)
-	if err != nil {
-		return nil, err
-	}
-	genesis, err := intake.ReadGenesis(filepath.Join(m.Dir, GenesisFile))
-	if err != nil {
-		return nil, err
-	}
-	genesisHash, err := intake.GenesisDigest(genesis)
-	if err != nil {
-		return nil, err
-	}
-	// The founding hospitals' ensembles the genesis registers, which the
-	// aggregator's configured sizes and each hospital's teachers follow.
-	ensembles := intake.GenesisEnsembles(genesis)
-	var recipients []string
-	for _, h := range m.ByRole(crypto.RoleHospital) {
-		recipients = append(recipients, h.AgeRecipient)
-	}
-	out := map[string]any{}
-	k := 0
-	for _, p := range m.Parties {
-		k++
-		switch p.Role {
-		case crypto.RoleHospital:
-			c := config.DefaultTeacher()
-			if len(ensembles) > 0 {
-				c.Teachers = int(ensembles[0].Teachers)
-			}
-			c.ID, c.Aggregator, c.TLS = p.ID, loopback(pt.aggregator()), tlsOf(p)
-			c.Auditors = intakes
-			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
-			c.AuditorKeys = auditorKeys
-			c.Models, c.State = filepath.Join(m.Dir, p.ID, "models"), filepath.Join(m.Dir, p.ID, "state")
-			if ownKeys(p) {
-				c.TLS = config.TLS{CA: bundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
-				c.AgeIdentity, c.SigningKey, c.Models, c.State = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models", "state"
-			}
-			c.Ops.Listen = loopback(pt.ops(k))
-			out[p.ID] = c
-		case crypto.RoleAggregator:
-			c := config.DefaultAggregator()
-			c.Listen, c.Auditors, c.TLS = loopback(pt.aggregator()), intakes, tlsOf(p)
-			c.AuditorKeys = auditorKeys
-			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
-			if len(ensembles) > 0 {
-				c.Teachers, c.Classes = int(ensembles[0].Teachers), int(ensembles[0].Classes)
-			}
-			// A majority of the hospitals must vote on every batch: one
-			// hospital alone never decides a label.
-			c.Quorum = c.Hospitals/2 + 1
-			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
-			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
-			c.Ops.Listen = loopback(pt.ops(k))
-			out[p.ID] = c
-		case crypto.RoleStudent:
-			c := config.DefaultStudent()
-			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, loopback(pt.aggregator()), tlsOf(p), abs(p.AgeIdentity)
-			c.Hospitals, c.AuditorKeys = recipients, auditorKeys
-			c.State = filepath.Join(m.Dir, p.ID, "state")
-			out[p.ID] = c
-		case crypto.RoleAuditor:
-			i := indexOf(auditors, p.ID)
-			c := config.DefaultAuditor()
-			c.ID, c.TLS, c.SigningKey = p.ID, tlsOf(p), abs(p.SigningKey)
-			c.DataDir = filepath.Join(m.Dir, p.ID, "data")
-			c.Raft, c.Listen, c.API = loopback(pt.raft(i)), loopback(pt.intake(i)), loopback(pt.api(i))
-			c.Dashboard = loopback(pt.dashboard(i))
-			c.Bootstrap, c.Peers = i == 0, peers
-			if i == 0 {
-				c.Genesis = filepath.Join(m.Dir, GenesisFile)
-			}
-			c.GenesisHash = hex.EncodeToString(genesisHash[:])
-			c.Ops.Listen = loopback(pt.ops(k))
-			out[p.ID] = c
-		}
-	}
-	for id, c := range out {
-		if err := c.(cli.Validator).Validate(); err != nil {
-			return nil, fmt.Errorf("configuration of %s: %w", id, err)
-		}
-	}
-	return out, nil
-}
-
-func indexOf(ps []crypto.PartyFiles, id string) int {
-	for i, p := range ps {
-		if p.ID == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// writeConfigs writes one YAML file per party; existing files are kept
-// unless force.
-func writeConfigs(m *crypto.Manifest, cfgs map[string]any, only string, force bool) ([]string, error) {
-	var written []string
-	for _, p := range m.Parties {
-		c, ok := cfgs[p.ID]
-		if !ok || (only != "" && p.ID != only) {
-			continue
-		}
-		data, err := yaml.Marshal(c)
-		if err != nil {
-			return written, err
-		}
-		header := fmt.Sprintf("# %s configuration of %s, written by `nzc init`.\n# Flags and NZC_* environment variables override these keys.\n", p.Role, p.ID)
-		path := configFile(m, p)
-		if err := crypto.WriteFile(path, append([]byte(header), data...), 0o644, force); err != nil {
-			return written, err
-		}
-		written = append(written, path)
-	}
-	return written, nil
-}
 
 // initSummary is what `nzc init` reports.
 type initSummary struct {
@@ -197,8 +36,8 @@ func summarize(m *crypto.Manifest, configs []string) initSummary {
 	s := initSummary{Dir: m.Dir, CAFingerprint: m.CAFingerprint, Configs: configs}
 	for _, p := range m.Parties {
 		ip := initParty{Role: string(p.Role), ID: p.ID, URI: p.URI}
-		if _, err := os.Stat(configFile(m, p)); err == nil {
-			ip.Config = configFile(m, p)
+		if _, err := os.Stat(launch.ConfigFile(m, p)); err == nil {
+			ip.Config = launch.ConfigFile(m, p)
 		}
 		s.Parties = append(s.Parties, ip)
 	}
@@ -298,14 +137,14 @@ Existing keys are never overwritten unless --force is given.`,
 		if err != nil {
 			return err
 		}
-		if err := writeGenesis(m, teachers, classes); err != nil {
+		if err := launch.WriteGenesis(m, teachers, classes); err != nil {
 			return err
 		}
-		cfgs, err := partyConfigs(m, ports{basePort})
+		cfgs, err := launch.PartyConfigs(m, launch.Ports{Base: basePort})
 		if err != nil {
 			return err
 		}
-		written, err := writeConfigs(m, cfgs, "", force)
+		written, err := launch.WriteConfigs(m, cfgs, "", force)
 		if err != nil {
 			return err
 		}
@@ -352,11 +191,11 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		reg, err := writeRegistrationOf(m, p, teachers)
+		reg, err := launch.WriteRegistration(m, p, teachers)
 		if err != nil {
 			return err
 		}
-		cfgs, err := partyConfigs(m, ports{basePort})
+		cfgs, err := launch.PartyConfigs(m, launch.Ports{Base: basePort})
 		if err != nil {
 			return err
 		}
@@ -366,7 +205,7 @@ func newAddHospitalCommand() *cobra.Command {
 			tc.Teachers = teachers
 		}
 		cfgs[p.ID] = tc
-		written, err := writeConfigs(m, cfgs, p.ID, false)
+		written, err := launch.WriteConfigs(m, cfgs, p.ID, false)
 		if err != nil {
 			return err
 		}
@@ -376,52 +215,6 @@ func newAddHospitalCommand() *cobra.Command {
 			return err
 		})
 	})
-}
-
-// RegistrationFile is where `nzc init add-hospital` writes the
-// administrator-signed ledger registration of the new hospital.
-const RegistrationFile = "ledger-registration.cmd"
-
-// writeRegistration signs, with the administrator's key, the ledger command
-// that adds a hospital provisioned after the genesis, and writes it in the
-// hospital's directory. In a federation whose genesis registers the
-// hospitals' ensembles, the file is a JSON list of that command and the
-// registration of the new hospital's ensemble (the founding hospitals'
-// size). The hospital relays them through the aggregator when it starts.
-func writeRegistration(m *crypto.Manifest, p crypto.PartyFiles) (string, error) {
-	return writeRegistrationOf(m, p, 0)
-}
-
-// writeRegistrationOf is writeRegistration with the new hospital's
-// ensemble of teachers (0: the founding hospitals' size).
-func writeRegistrationOf(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (string, error) {
-	key, err := m.AdminSigningKey()
-	if err != nil {
-		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
-	}
-	now := time.Now()
-	out, err := intake.RegisterHospital(m, p, key, now)
-	if err != nil {
-		return "", err
-	}
-	genesis, err := intake.ReadGenesis(filepath.Join(m.Dir, GenesisFile))
-	if err != nil {
-		return "", err
-	}
-	if ens := intake.GenesisEnsembles(genesis); len(ens) > 0 {
-		if teachers == 0 {
-			teachers = int(ens[0].Teachers)
-		}
-		e, err := intake.EnsembleCommands([]string{p.ID}, teachers, int(ens[0].Classes), key, now)
-		if err != nil {
-			return "", err
-		}
-		if out, err = json.Marshal([][]byte{out, e[0]}); err != nil {
-			return "", err
-		}
-	}
-	path := filepath.Join(m.Dir, p.ID, RegistrationFile)
-	return path, crypto.WriteFile(path, out, 0o644, false)
 }
 
 // checkEnsemble refuses an ensemble size or class count the ledger would.

@@ -13,8 +13,9 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"
@@ -228,7 +229,7 @@ func TestInitRegistersTheEnsembles(t *testing.T) {
 	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "1", "--teachers", "7", "--classes", "3"); err != nil {
 		t.Fatal(err)
 	}
-	cmds, err := intake.ReadGenesis(filepath.Join(dir, GenesisFile))
+	cmds, err := intake.ReadGenesis(filepath.Join(dir, launch.GenesisFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/internal/launch"
 )
 
 // A party that keeps its own keys:
@@ -27,10 +28,6 @@ import (
 //	                (sends the bundle back: public files only)
 //	party:          nzc keys install --dir keys --bundle hospital-4-bundle \
 //	                    --ca-fingerprint <the fingerprint confirmed out of band>
-
-// bundleCACert is the federation CA certificate's name in a bundle and in
-// the party's key directory.
-const bundleCACert = "ca.crt"
 
 // ErrFingerprintMismatch is returned when a bundle's CA is not the one the
 // party confirmed out of band.
@@ -186,7 +183,7 @@ func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (
 	if p.Role != crypto.RoleHospital {
 		return keysInstallSummary{}, fmt.Errorf("keys install sets up hospitals; %s is a %s", p, p.Role)
 	}
-	ca, err := crypto.LoadCert(filepath.Join(bundle, bundleCACert))
+	ca, err := crypto.LoadCert(filepath.Join(bundle, launch.BundleCACert))
 	if err != nil {
 		return keysInstallSummary{}, err
 	}
@@ -219,10 +216,10 @@ func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (
 		return keysInstallSummary{}, fmt.Errorf("%s configures %q, but these keys are %s's", cfgPath, c.ID, p)
 	}
 	files := map[string][]byte{}
-	names := []string{bundleCACert, crypto.PartyCertFile}
+	names := []string{launch.BundleCACert, crypto.PartyCertFile}
 	// A registration comes with a hospital admitted after the genesis.
 	if c.Registration != "" {
-		names = append(names, RegistrationFile)
+		names = append(names, launch.RegistrationFile)
 	}
 	for _, name := range names {
 		data, err := os.ReadFile(filepath.Join(bundle, name))
@@ -237,7 +234,7 @@ func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (
 		}
 		return filepath.Join(dir, path)
 	}
-	c.TLS = config.TLS{CA: in(bundleCACert), Cert: in(crypto.PartyCertFile), Key: in(crypto.PartyKeyFile)}
+	c.TLS = config.TLS{CA: in(launch.BundleCACert), Cert: in(crypto.PartyCertFile), Key: in(crypto.PartyKeyFile)}
 	c.AgeIdentity, c.SigningKey = in(crypto.AgeIdentityFile), in(crypto.SigningKeyFile)
 	c.Registration, c.Models, c.Data, c.State = in(c.Registration), in(c.Models), in(c.Data), in(c.State)
 	if err := c.Validate(); err != nil {

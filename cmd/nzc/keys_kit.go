@@ -14,6 +14,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/launch"
 )
 
 // kitSummary is what `nzc init kit` reports.
@@ -55,7 +56,7 @@ real ones (aggregator, auditors, peers, listen) before starting the party.`,
 		if err != nil {
 			return err
 		}
-		s, err := writeKit(dir, party, out, ports{basePort})
+		s, err := writeKit(dir, party, out, launch.Ports{Base: basePort})
 		if err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ real ones (aggregator, auditors, peers, listen) before starting the party.`,
 
 // writeKit writes the kit of party id of the federation in dir to out,
 // which must not exist yet.
-func writeKit(dir, id, out string, pt ports) (kitSummary, error) {
+func writeKit(dir, id, out string, pt launch.Ports) (kitSummary, error) {
 	m, err := crypto.LoadManifest(dir)
 	if err != nil {
 		return kitSummary{}, err
@@ -90,13 +91,13 @@ func writeKit(dir, id, out string, pt ports) (kitSummary, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return kitSummary{}, err
 	}
-	cfgs, err := partyConfigs(m, pt)
+	cfgs, err := launch.PartyConfigs(m, pt)
 	if err != nil {
 		return kitSummary{}, err
 	}
 	// Public files: the manifest, the genesis, the CA certificate and
 	// every party's certificate, public keys and registration.
-	public := []string{crypto.ManifestFile, GenesisFile, m.CACert}
+	public := []string{crypto.ManifestFile, launch.GenesisFile, m.CACert}
 	if m.AdminVerifyingKey != "" {
 		public = append(public, m.AdminVerifyingKey)
 	}
@@ -105,8 +106,8 @@ func writeKit(dir, id, out string, pt ports) (kitSummary, error) {
 		if q.VerifyingKey != "" {
 			public = append(public, q.VerifyingKey)
 		}
-		if _, err := os.Stat(m.Path(filepath.Join(q.ID, RegistrationFile))); err == nil {
-			public = append(public, filepath.Join(q.ID, RegistrationFile))
+		if _, err := os.Stat(m.Path(filepath.Join(q.ID, launch.RegistrationFile))); err == nil {
+			public = append(public, filepath.Join(q.ID, launch.RegistrationFile))
 		}
 	}
 	var private []string

@@ -12,8 +12,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/internal/launch"
 )
 
 func fileExists(path string) bool {
@@ -84,7 +85,7 @@ changes. The hospital installs the bundle with nzc keys install --force.`,
 		if err != nil {
 			return err
 		}
-		s, err := signRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, ports{basePort}, renew)
+		s, err := signRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, launch.Ports{Base: basePort}, renew)
 		if err != nil {
 			return err
 		}
@@ -101,7 +102,7 @@ changes. The hospital installs the bundle with nzc keys install --force.`,
 // renew, issues it a new certificate for the same keys), and writes its
 // bundle in out, which must not exist yet. Every check on the input is made
 // before the federation changes.
-func signRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, pt ports, renew bool) (signSummary, error) {
+func signRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, pt launch.Ports, renew bool) (signSummary, error) {
 	req, err := crypto.LoadKeyRequest(request)
 	if err != nil {
 		return signSummary{}, err
@@ -126,19 +127,19 @@ func signRequest(dir, request string, approved crypto.Peer, out, fingerprint str
 		return signSummary{}, err
 	}
 	if !renew {
-		if reg, err = writeRegistration(m, p); err != nil {
+		if reg, err = launch.WriteRegistration(m, p, 0); err != nil {
 			return signSummary{}, err
 		}
-	} else if path := filepath.Join(m.Dir, p.ID, RegistrationFile); fileExists(path) {
+	} else if path := filepath.Join(m.Dir, p.ID, launch.RegistrationFile); fileExists(path) {
 		reg = path // the ledger registered the hospital with the same key
 	}
-	cfgs, err := partyConfigs(m, pt)
+	cfgs, err := launch.PartyConfigs(m, pt)
 	if err != nil {
 		return signSummary{}, err
 	}
 	tc := cfgs[p.ID].(config.Teacher)
 	if reg != "" {
-		tc.Registration = RegistrationFile
+		tc.Registration = launch.RegistrationFile
 	}
 	cfg, err := yaml.Marshal(tc)
 	if err != nil {
@@ -150,12 +151,12 @@ func signRequest(dir, request string, approved crypto.Peer, out, fingerprint str
 		data       []byte
 	}
 	files := []bundleFile{
-		{name: bundleCACert, from: m.Path(m.CACert)},
+		{name: launch.BundleCACert, from: m.Path(m.CACert)},
 		{name: crypto.PartyCertFile, from: m.Path(p.Cert)},
 		{name: p.ID + ".yaml", data: append([]byte(header), cfg...)},
 	}
 	if reg != "" {
-		files = append(files, bundleFile{name: RegistrationFile, from: reg})
+		files = append(files, bundleFile{name: launch.RegistrationFile, from: reg})
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return signSummary{}, fmt.Errorf("create the bundle directory: %w; %s is admitted already, so send it %s, %s and %s by hand", err, p.ID, m.Path(m.CACert), m.Path(p.Cert), reg)

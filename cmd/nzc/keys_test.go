@@ -11,8 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"
@@ -108,7 +109,7 @@ func TestKeyRequestFlow(t *testing.T) {
 		t.Fatalf("manifest entry of hospital-4: %+v", p)
 	}
 	// The registration is signed by the administrator key, not the CA key.
-	reg, err := os.ReadFile(filepath.Join(bundle, RegistrationFile))
+	reg, err := os.ReadFile(filepath.Join(bundle, launch.RegistrationFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds, err := intake.ReadGenesis(filepath.Join(dir, GenesisFile))
+	cmds, err := intake.ReadGenesis(filepath.Join(dir, launch.GenesisFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 	if _, err := runNZC(t, "init", "add-hospital", "--dir", dir); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := os.ReadFile(filepath.Join(dir, "hospital-2", RegistrationFile))
+	reg, err := os.ReadFile(filepath.Join(dir, "hospital-2", launch.RegistrationFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
@@ -407,7 +408,7 @@ type auditorTarget struct{ id, addr string }
 func auditorAPIs(m *crypto.Manifest) map[string]string {
 	out := map[string]string{}
 	for _, a := range m.ByRole(crypto.RoleAuditor) {
-		b, err := os.ReadFile(configFile(m, a))
+		b, err := os.ReadFile(launch.ConfigFile(m, a))
 		if err != nil {
 			continue
 		}

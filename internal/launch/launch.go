@@ -1,6 +1,8 @@
 // Package launch assembles a whole federation on this machine. It
-// provisions the federation in a directory and then runs its parties in
-// one of two modes:
+// provisions the federation in a directory (keys and certificates through
+// crypto.Provision, then the administrator-signed genesis, a later
+// hospital's registration and one configuration per party, as `nzc init`
+// writes them: provision.go) and then runs its parties in one of two modes:
 //
 //   - as processes (Processes): it builds the party binaries and starts,
 //     stops, kills and restarts them, each with its own log and extra

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/internal/config"
 )
 
 type testConfig struct {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/internal/config"
 )
 
 // Version is the release of the NZC binaries.

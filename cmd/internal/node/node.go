@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"runtime/debug"
 
-	"github.com/nzcfed/nzc/cmd/internal/config"
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/ops"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )

@@ -1,18 +1,18 @@
-package main
+package demo
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/nzcfed/nzc/cmd/internal/config"
+	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/mechanism"
 )
 
-func TestDemoMechanismsAreValid(t *testing.T) {
+func TestMechanismsAreValid(t *testing.T) {
 	for _, name := range []string{"confident-gnmax", "gnmax", "lnmax", "nzc", "nzc-svt"} {
 		for _, k := range []int{1, 20, 150, 2500} {
-			m, err := demoMechanism(name, k)
+			m, err := Mechanism(name, k)
 			if name == "nzc-svt" && k < 150 {
 				// No session of the preset's ε and δ can answer with so
 				// few teachers: the demo says so instead of starting an
@@ -37,44 +37,49 @@ func TestDemoMechanismsAreValid(t *testing.T) {
 			}
 		}
 	}
-	if _, err := demoMechanism("median", 10); err == nil {
+	if _, err := Mechanism("median", 10); err == nil {
 		t.Error("an unknown mechanism was accepted")
 	}
-	// The default costs what the report promises: 500 queries, every one
-	// answered, stay under the default cap of 10 at δ = 1e-5.
-	m, _ := demoMechanism("confident-gnmax", 150)
-	p := mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Teachers: 150, Threshold: m.Threshold, Sigma1: m.Sigma1, Sigma2: m.Sigma2}
-	c, err := p.Charge(mechanism.DefaultGrid(), 500, 0)
+	// The default costs what the report promises: its queries, every one
+	// answered, stay under its cap at δ = CapDelta.
+	d := Defaults()
+	k := d.Hospitals * d.Teachers
+	m, err := Mechanism(d.Mechanism, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := c.Epsilon(1e-5); err != nil || e.Epsilon > 10 {
-		t.Errorf("the default demo's worst case costs ε=%v (%v), over its cap 10", e.Epsilon, err)
+	m.Teachers = k
+	c, err := m.Charge(mechanism.DefaultGrid(), d.Queries, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := c.Epsilon(CapDelta); err != nil || e.Epsilon > d.CapEpsilon {
+		t.Errorf("the default demo's worst case costs ε=%v (%v), over its cap %v", e.Epsilon, err, d.CapEpsilon)
 	}
 }
 
-func TestDemoOptionsChecked(t *testing.T) {
-	ok := demoOptions{hospitals: 3, teachers: 50, queries: 500, mechanism: "confident-gnmax", capEpsilon: 10}
-	if err := ok.check(); err != nil {
+func TestOptionsChecked(t *testing.T) {
+	ok := Defaults()
+	if err := ok.Check(); err != nil {
 		t.Fatal(err)
 	}
-	for name, mut := range map[string]func(*demoOptions){
-		"no hospitals":  func(o *demoOptions) { o.hospitals = 0 },
-		"no teachers":   func(o *demoOptions) { o.teachers = 0 },
-		"too many":      func(o *demoOptions) { o.queries = 9500 },
-		"bad cap":       func(o *demoOptions) { o.capEpsilon = 0 },
-		"bad mechanism": func(o *demoOptions) { o.mechanism = "median" },
+	for name, mut := range map[string]func(*Options){
+		"no hospitals":  func(o *Options) { o.Hospitals = 0 },
+		"no teachers":   func(o *Options) { o.Teachers = 0 },
+		"too many":      func(o *Options) { o.Queries = 9500 },
+		"bad cap":       func(o *Options) { o.CapEpsilon = 0 },
+		"bad mechanism": func(o *Options) { o.Mechanism = "median" },
 	} {
 		o := ok
 		mut(&o)
-		if err := o.check(); err == nil {
+		if err := o.Check(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 }
 
-func TestDemoReportJSON(t *testing.T) {
-	b, err := json.Marshal(&demoReport{Hospitals: []demoHospital{{ID: "hospital-1", Epsilon: 1, Cap: 10}}})
+func TestReportJSON(t *testing.T) {
+	b, err := json.Marshal(&Report{Hospitals: []Hospital{{ID: "hospital-1", Epsilon: 1, Cap: 10}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,293 @@
+package launch
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+)
+
+// This file writes what a federation's parties read besides their keys
+// (crypto.Provision makes those): the administrator-signed genesis, a later
+// hospital's registration, and one configuration per party with loopback
+// addresses. `nzc init`, `nzc init add-hospital`, `nzc init sign`, `nzc init
+// kit` and the demo all write them here.
+
+// GenesisFile holds the signed commands that start a federation's ledger.
+const GenesisFile = "genesis.json"
+
+// RegistrationFile is where `nzc init add-hospital` writes the
+// administrator-signed ledger registration of the new hospital.
+const RegistrationFile = "ledger-registration.cmd"
+
+// BundleCACert is the federation CA certificate's name in a key bundle and
+// in the configuration of a party that keeps its own keys.
+const BundleCACert = "ca.crt"
+
+// Ports of a federation on one host, from a base port B:
+//
+//	B          aggregator (QUIC)
+//	B+100+i    auditor i raft            B+200+i  auditor i charge intake
+//	B+300+i    auditor i compliance API  B+400+i  auditor i dashboard
+//	B+1000+k   operations endpoint of party k
+type Ports struct{ Base int }
+
+// Aggregator is the aggregator's QUIC port.
+func (p Ports) Aggregator() int { return p.Base }
+
+// Raft is auditor i's raft port.
+func (p Ports) Raft(i int) int { return p.Base + 100 + i }
+
+// Intake is auditor i's charge intake port.
+func (p Ports) Intake(i int) int { return p.Base + 200 + i }
+
+// API is auditor i's compliance API port.
+func (p Ports) API(i int) int { return p.Base + 300 + i }
+
+// Dashboard is auditor i's dashboard port.
+func (p Ports) Dashboard(i int) int { return p.Base + 400 + i }
+
+// Ops is the operations port of the federation's k-th party (from 1).
+func (p Ports) Ops(k int) int { return p.Base + 1000 + k }
+
+// Loopback is port on 127.0.0.1.
+func Loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// FreePorts finds a base port whose federation ports (see Ports) for three
+// auditors and the given number of parties are free.
+func FreePorts(parties int) (Ports, error) {
+	for attempt := 0; attempt < 50; attempt++ {
+		base := 20000 + int(time.Now().UnixNano()/1000%20000)/10*10 + attempt*7
+		p := Ports{base}
+		need := []int{p.Aggregator()}
+		for i := range 3 {
+			need = append(need, p.Raft(i), p.Intake(i), p.API(i), p.Dashboard(i))
+		}
+		for k := 1; k <= parties; k++ {
+			need = append(need, p.Ops(k))
+		}
+		if !slices.ContainsFunc(need, func(port int) bool { return !Free(Loopback(port)) }) {
+			return p, nil
+		}
+	}
+	return Ports{}, errors.New("no free range of loopback ports found; free some ports or try again")
+}
+
+// ConfigFile is where a party's configuration is written.
+func ConfigFile(m *crypto.Manifest, p crypto.PartyFiles) string {
+	return filepath.Join(m.Dir, p.ID+".yaml")
+}
+
+// WriteGenesis signs, with the administrator's key (not the CA key), the
+// commands that start the ledger (every party with its key, each
+// student's registration, and, when teachers is not 0, each founding
+// hospital's ensemble: teachers on classes) and writes them next to the
+// manifest. The first auditor applies them.
+func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
+	key, err := m.AdminSigningKey()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	cmds, err := intake.GenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now)
+	if err != nil {
+		return err
+	}
+	if teachers == 0 {
+		return intake.WriteGenesis(filepath.Join(m.Dir, GenesisFile), cmds)
+	}
+	var hospitals []string
+	for _, h := range m.ByRole(crypto.RoleHospital) {
+		hospitals = append(hospitals, h.ID)
+	}
+	ens, err := intake.EnsembleCommands(hospitals, teachers, classes, key, now)
+	if err != nil {
+		return err
+	}
+	return intake.WriteGenesis(filepath.Join(m.Dir, GenesisFile), append(cmds, ens...))
+}
+
+// WriteRegistration signs, with the administrator's key, the ledger
+// command that adds a hospital provisioned after the genesis, and writes it
+// in the hospital's directory. In a federation whose genesis registers the
+// hospitals' ensembles, the file is a JSON list of that command and the
+// registration of the new hospital's ensemble of teachers (0: the founding
+// hospitals' size). The hospital relays them through the aggregator when it
+// starts.
+func WriteRegistration(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (string, error) {
+	key, err := m.AdminSigningKey()
+	if err != nil {
+		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
+	}
+	now := time.Now()
+	out, err := intake.RegisterHospital(m, p, key, now)
+	if err != nil {
+		return "", err
+	}
+	genesis, err := intake.ReadGenesis(filepath.Join(m.Dir, GenesisFile))
+	if err != nil {
+		return "", err
+	}
+	if ens := intake.GenesisEnsembles(genesis); len(ens) > 0 {
+		if teachers == 0 {
+			teachers = int(ens[0].Teachers)
+		}
+		e, err := intake.EnsembleCommands([]string{p.ID}, teachers, int(ens[0].Classes), key, now)
+		if err != nil {
+			return "", err
+		}
+		if out, err = json.Marshal([][]byte{out, e[0]}); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(m.Dir, p.ID, RegistrationFile)
+	return path, crypto.WriteFile(path, out, 0o644, false)
+}
+
+// validator is a party's configuration (config.Teacher, config.Aggregator,
+// config.Student, config.Auditor).
+type validator interface{ Validate() error }
+
+// Validate checks every configuration of cfgs (keyed by party id), as
+// PartyConfigs returns them.
+func Validate(cfgs map[string]any) error {
+	for id, c := range cfgs {
+		if err := c.(validator).Validate(); err != nil {
+			return fmt.Errorf("configuration of %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// PartyConfigs returns the configuration of every party of a federation,
+// keyed by party id, with loopback addresses.
+func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
+	abs := func(rel string) string { return m.Path(rel) }
+	tlsOf := func(p crypto.PartyFiles) config.TLS {
+		return config.TLS{CA: abs(m.CACert), Cert: abs(p.Cert), Key: abs(p.Key)}
+	}
+	// A party that keeps its own keys (nzc keys new) gets paths relative to
+	// its key directory, made absolute there by nzc keys install.
+	ownKeys := func(p crypto.PartyFiles) bool { return p.Key == "" }
+	auditors := m.ByRole(crypto.RoleAuditor)
+	var intakes, peers []string
+	for i, a := range auditors {
+		intakes = append(intakes, Loopback(pt.Intake(i)))
+		peers = append(peers, a.ID+"="+Loopback(pt.Raft(i)))
+	}
+	auditorKeys, err := intake.AuditorKeys(m)
+	if err != nil {
+		return nil, err
+	}
+	genesis, err := intake.ReadGenesis(filepath.Join(m.Dir, GenesisFile))
+	if err != nil {
+		return nil, err
+	}
+	genesisHash, err := intake.GenesisDigest(genesis)
+	if err != nil {
+		return nil, err
+	}
+	// The founding hospitals' ensembles the genesis registers, which the
+	// aggregator's configured sizes and each hospital's teachers follow.
+	ensembles := intake.GenesisEnsembles(genesis)
+	var recipients []string
+	for _, h := range m.ByRole(crypto.RoleHospital) {
+		recipients = append(recipients, h.AgeRecipient)
+	}
+	out := map[string]any{}
+	k := 0
+	for _, p := range m.Parties {
+		k++
+		switch p.Role {
+		case crypto.RoleHospital:
+			c := config.DefaultTeacher()
+			if len(ensembles) > 0 {
+				c.Teachers = int(ensembles[0].Teachers)
+			}
+			c.ID, c.Aggregator, c.TLS = p.ID, Loopback(pt.Aggregator()), tlsOf(p)
+			c.Auditors = intakes
+			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
+			c.AuditorKeys = auditorKeys
+			c.Models, c.State = filepath.Join(m.Dir, p.ID, "models"), filepath.Join(m.Dir, p.ID, "state")
+			if ownKeys(p) {
+				c.TLS = config.TLS{CA: BundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
+				c.AgeIdentity, c.SigningKey, c.Models, c.State = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models", "state"
+			}
+			c.Ops.Listen = Loopback(pt.Ops(k))
+			out[p.ID] = c
+		case crypto.RoleAggregator:
+			c := config.DefaultAggregator()
+			c.Listen, c.Auditors, c.TLS = Loopback(pt.Aggregator()), intakes, tlsOf(p)
+			c.AuditorKeys = auditorKeys
+			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
+			if len(ensembles) > 0 {
+				c.Teachers, c.Classes = int(ensembles[0].Teachers), int(ensembles[0].Classes)
+			}
+			// A majority of the hospitals must vote on every batch: one
+			// hospital alone never decides a label.
+			c.Quorum = c.Hospitals/2 + 1
+			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
+			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
+			c.Ops.Listen = Loopback(pt.Ops(k))
+			out[p.ID] = c
+		case crypto.RoleStudent:
+			c := config.DefaultStudent()
+			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, Loopback(pt.Aggregator()), tlsOf(p), abs(p.AgeIdentity)
+			c.Hospitals, c.AuditorKeys = recipients, auditorKeys
+			c.State = filepath.Join(m.Dir, p.ID, "state")
+			out[p.ID] = c
+		case crypto.RoleAuditor:
+			i := slices.IndexFunc(auditors, func(a crypto.PartyFiles) bool { return a.ID == p.ID })
+			c := config.DefaultAuditor()
+			c.ID, c.TLS, c.SigningKey = p.ID, tlsOf(p), abs(p.SigningKey)
+			c.DataDir = filepath.Join(m.Dir, p.ID, "data")
+			c.Raft, c.Listen, c.API = Loopback(pt.Raft(i)), Loopback(pt.Intake(i)), Loopback(pt.API(i))
+			c.Dashboard = Loopback(pt.Dashboard(i))
+			c.Bootstrap, c.Peers = i == 0, peers
+			if i == 0 {
+				c.Genesis = filepath.Join(m.Dir, GenesisFile)
+			}
+			c.GenesisHash = hex.EncodeToString(genesisHash[:])
+			c.Ops.Listen = Loopback(pt.Ops(k))
+			out[p.ID] = c
+		}
+	}
+	if err := Validate(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WriteConfigs writes one YAML file per party of cfgs (all of them, or only
+// the party only); existing files are kept unless force.
+func WriteConfigs(m *crypto.Manifest, cfgs map[string]any, only string, force bool) ([]string, error) {
+	var written []string
+	for _, p := range m.Parties {
+		c, ok := cfgs[p.ID]
+		if !ok || (only != "" && p.ID != only) {
+			continue
+		}
+		data, err := yaml.Marshal(c)
+		if err != nil {
+			return written, err
+		}
+		header := fmt.Sprintf("# %s configuration of %s, written by `nzc init`.\n# Flags and NZC_* environment variables override these keys.\n", p.Role, p.ID)
+		path := ConfigFile(m, p)
+		if err := crypto.WriteFile(path, append([]byte(header), data...), 0o644, force); err != nil {
+			return written, err
+		}
+		written = append(written, path)
+	}
+	return written, nil
+}
