@@ -44,6 +44,7 @@ func TestLabelBootstrapFlags(t *testing.T) {
 		{"unknown model", []string{"--bootstrap-model", "huge"}, "--bootstrap-model"},
 		{"floor of one", []string{"--bootstrap-floor", "1"}, "--bootstrap-floor"},
 		{"negative floor", []string{"--bootstrap-floor", "-0.5"}, "--bootstrap-floor"},
+		{"negative query count", []string{"--max-queries", "-1"}, "--max-queries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"label", "--config", path, "--data", csv, "--count", "0", "--bootstrap", "2", "--bootstrap-model", "mlp", "--out", filepath.Join(dir, "l.json")}, tc.args...)

@@ -119,7 +119,7 @@ func bootstrapAfter(cmd *cobra.Command, b bootstrapOptions) func(*student.Config
 		}
 		c.Bootstrap = b.after
 		c.Rank = func(ctx context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error) {
-			net, _, err := trainStudent(cmd, d, labels, b.arch, 20, 1, b.consistency, 0)
+			net, _, err := trainStudent(cmd, d, labels, training{arch: b.arch, epochs: 20, seed: 1, consistency: b.consistency})
 			if err != nil {
 				return nil, err
 			}
@@ -156,6 +156,7 @@ with the labels received so far.`,
 	df := addDataFlags(cmd, 1000)
 	out := cmd.Flags().String("out", "labels.json", "where to write the labels (JSON)")
 	sel := cmd.Flags().String("selection", "sequential", "order in which to ask: sequential, random, typical (the examples nearest the centres of clusters of the student's own data first: with nzc-svt, the queries the teachers agree on, answered before the session's refusals run out) or balanced (the same in turn in every cluster of the data's principal components, so every kind of example has its share); costs no privacy")
+	maxQ := cmd.Flags().Int("max-queries", 0, "ask at most this many queries, the first of the --selection order (0: all); the rest of the data stays the student's unlabelled pool (`nzc-student plan` gives the count a budget allows)")
 	var b bootstrapOptions
 	cmd.Flags().IntVar(&b.after, "bootstrap", 0, "ask in the --selection order only until this many queries are answered, then train a student on them (and, with --bootstrap-consistency, the rest of the data) and ask first what it is surest of, in turn for every class it predicts: with nzc-svt, queries the session answers without spending its refusals (0: off; costs no privacy)")
 	cmd.Flags().StringVar(&b.arch, "bootstrap-model", "cnn", "the architecture of the --bootstrap student: softmax, mlp, small-mlp, cnn or small-cnn")
@@ -176,7 +177,11 @@ with the labels received so far.`,
 				return fmt.Errorf("--bootstrap-floor: %w", err)
 			}
 		}
-		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, b))
+		if *maxQ < 0 {
+			return fmt.Errorf("--max-queries %d: use 0 (all) or more", *maxQ)
+		}
+		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, b),
+			func(c *student.Config) { c.MaxQueries = *maxQ })
 		if err != nil {
 			return err
 		}
@@ -247,10 +252,14 @@ func newTrainCommand() *cobra.Command {
 	labels := cmd.Flags().String("labels", "labels.json", "labels written by `nzc-student label`")
 	out := cmd.Flags().String("out", "student.model", "where to write the trained model")
 	arch := cmd.Flags().String("model", "mlp", "softmax, mlp, small-mlp, cnn or small-cnn")
-	epochs := cmd.Flags().Int("epochs", 20, "training epochs")
-	seed := cmd.Flags().Uint64("seed", 1, "training seed")
-	consistency := cmd.Flags().Bool("consistency", false, "also learn from the examples without a label, by consistency training (FixMatch family; post-processing, no privacy cost)")
-	selfTrain := cmd.Flags().Int("self-training", 0, "rounds of class-balanced self-training on the examples without a label (0: off; post-processing, no privacy cost)")
+	t := training{}
+	cmd.Flags().IntVar(&t.epochs, "epochs", 20, "training epochs")
+	cmd.Flags().Uint64Var(&t.seed, "seed", 1, "training seed")
+	cmd.Flags().BoolVar(&t.consistency, "consistency", false, "also learn from the examples without a label, by consistency training (FixMatch family; post-processing, no privacy cost)")
+	cmd.Flags().IntVar(&t.passes, "consistency-passes", 0, "with --consistency: passes over the examples without a label (0: 6)")
+	cmd.Flags().IntVar(&t.ratio, "consistency-ratio", 0, "with --consistency: examples without a label per labelled one in each step (0: 3)")
+	cmd.Flags().IntVar(&t.minSteps, "min-steps", 0, "train at least this many minibatch steps, however few the labels (0: 300)")
+	cmd.Flags().IntVar(&t.selfTrain, "self-training", 0, "rounds of class-balanced self-training on the examples without a label (0: off; post-processing, no privacy cost)")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		d, err := df.load()
 		if err != nil {
@@ -263,10 +272,11 @@ func newTrainCommand() *cobra.Command {
 		if r.DataHash != student.FeatureHash(d) || len(r.Labels) != d.Len() {
 			return fmt.Errorf("the labels in %s were asked for other data than --data/--from/--count select: give the same data as to `label`", *labels)
 		}
-		if *consistency && *selfTrain > 0 {
-			return fmt.Errorf("--consistency and --self-training are two ways to learn from the unlabelled examples: pick one")
+		t.arch = *arch
+		if err := t.check(); err != nil {
+			return err
 		}
-		n, used, err := trainStudent(cmd, d, r.Labels, *arch, *epochs, *seed, *consistency, *selfTrain)
+		n, used, err := trainStudent(cmd, d, r.Labels, t)
 		if err != nil {
 			return err
 		}
@@ -284,25 +294,64 @@ func newTrainCommand() *cobra.Command {
 	})
 }
 
-func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, arch string, epochs int, seed uint64, consistency bool, selfTrain int) (*model.Network, int, error) {
-	spec, err := model.Preset(arch, d.Shape, d.Classes)
+// training is how a student is trained.
+type training struct {
+	arch        string
+	epochs      int
+	seed        uint64
+	consistency bool // consistency training on the examples without a label
+	selfTrain   int  // rounds of self-training (0: off)
+	// passes and ratio override ensemble.DefaultConsistency's passes over
+	// the examples without a label and examples without a label per
+	// labelled one (0: the default); minSteps is the least number of
+	// minibatch steps (0: 300).
+	passes, ratio, minSteps int
+}
+
+func (t training) check() error {
+	switch {
+	case t.consistency && t.selfTrain > 0:
+		return fmt.Errorf("--consistency and --self-training are two ways to learn from the unlabelled examples: pick one")
+	case t.passes < 0 || t.passes > 1000:
+		return fmt.Errorf("--consistency-passes %d: use 1 to 1000, or 0 for the default", t.passes)
+	case t.ratio < 0 || t.ratio > 64:
+		return fmt.Errorf("--consistency-ratio %d: use 1 to 64, or 0 for the default", t.ratio)
+	case t.minSteps < 0:
+		return fmt.Errorf("--min-steps %d: use 0 (the default, 300) or more", t.minSteps)
+	}
+	return nil
+}
+
+func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, t training) (*model.Network, int, error) {
+	spec, err := model.Preset(t.arch, d.Shape, d.Classes)
 	if err != nil {
 		return nil, 0, err
 	}
 	bar := progress.New(cmd.ErrOrStderr(), time.Now)
 	defer bar.Done()
-	tc := model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: epochs, MinSteps: 300, Cosine: true}
+	minSteps := t.minSteps
+	if minSteps == 0 {
+		minSteps = 300
+	}
+	tc := model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: t.epochs, MinSteps: minSteps, Cosine: true}
 	prog := func(done, total int) { bar.Update("training", done, total, "examples") }
-	if selfTrain > 0 {
-		st := ensemble.SelfTraining{Rounds: selfTrain, Confidence: 0.9, Shift: 1}
-		n, res, err := ensemble.TrainStudentSemi(cmd.Context(), spec, tc, st, seed, d, labels, prog)
+	if t.selfTrain > 0 {
+		st := ensemble.SelfTraining{Rounds: t.selfTrain, Confidence: 0.9, Shift: 1}
+		n, res, err := ensemble.TrainStudentSemi(cmd.Context(), spec, tc, st, t.seed, d, labels, prog)
 		return n, res.Labelled, err
 	}
-	if !consistency {
-		return ensemble.TrainStudent(cmd.Context(), spec, tc, seed, d, labels, prog)
+	if !t.consistency {
+		return ensemble.TrainStudent(cmd.Context(), spec, tc, t.seed, d, labels, prog)
 	}
 	tc.Shift = 1
-	n, res, err := ensemble.TrainStudentConsistency(cmd.Context(), spec, tc, ensemble.DefaultConsistency(), seed, d, labels, prog)
+	cc := ensemble.DefaultConsistency()
+	if t.passes > 0 {
+		cc.Epochs = t.passes
+	}
+	if t.ratio > 0 {
+		cc.Ratio = t.ratio
+	}
+	n, res, err := ensemble.TrainStudentConsistency(cmd.Context(), spec, tc, cc, t.seed, d, labels, prog)
 	return n, res.Labelled, err
 }
 

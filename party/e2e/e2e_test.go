@@ -449,6 +449,33 @@ func TestFederation(t *testing.T) {
 		}
 	})
 
+	t.Run("a limited run asks the first queries of its order only", func(t *testing.T) {
+		lim, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
+			Hospitals: hospitals, BatchSize: 4, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
+			Logger: logger(t).With("party", "student"), MaxQueries: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := dataset(12, 400)
+		res, err := lim.Label(t.Context(), d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Order, []int{0, 1, 2, 3, 4}) || len(res.Batches) != 2 || res.Answered+res.Refused != 5 || len(res.Labels) != 12 {
+			t.Fatalf("asked %v in %d batches (%d answered, %d refused, %d labels), want the first 5 in 2", res.Order, len(res.Batches), res.Answered, res.Refused, len(res.Labels))
+		}
+		for q, l := range res.Labels {
+			if (q >= 5 && l != -1) || (l >= 0 && l != d.Y[q]) {
+				t.Errorf("query %d: label %d", q, l)
+			}
+		}
+		checkAgainstLedger(res)
+		again, err := lim.Label(t.Context(), d, nil)
+		if err != nil || again.Resumed != 2 || !slices.Equal(again.Labels, res.Labels) {
+			t.Fatalf("a second run resumed %d of 2 batches (%v)", again.Resumed, err)
+		}
+	})
+
 	t.Run("a crash between commit and delivery loses nothing and charges once", func(t *testing.T) {
 		crashing.mu.Lock()
 		crashing.armed = true

@@ -76,8 +76,14 @@ type Config struct {
 	// Rank orders the queries of d not asked yet (asked[i] false), given
 	// the labels released so far (−1 where none). Required with Bootstrap;
 	// it may return fewer queries than are left (those are not asked).
-	Rank    func(ctx context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error)
-	Backoff quicnet.Backoff
+	Rank func(ctx context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error)
+	// MaxQueries, when positive, is the most queries asked in all: the
+	// first MaxQueries of the order (with Bootstrap: of the first order,
+	// then of the ranked rest, together). The rest of the data is the
+	// student's unlabelled pool (PlanQueries gives the count a budget
+	// allows).
+	MaxQueries int
+	Backoff    quicnet.Backoff
 	Logger  *slog.Logger
 }
 
@@ -120,6 +126,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: bootstrap after %d answers, want 0 (off) or more", selection.ErrConfig, cfg.Bootstrap)
 	case cfg.Bootstrap > 0 && cfg.Rank == nil:
 		return nil, fmt.Errorf("%w: bootstrap after %d answers needs a way to rank the rest", selection.ErrConfig, cfg.Bootstrap)
+	case cfg.MaxQueries < 0:
+		return nil, fmt.Errorf("student: ask at most %d queries: want 0 (all) or more", cfg.MaxQueries)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -251,7 +259,11 @@ func validLabels(ls []int32, classes int) bool {
 // protocol sentinel, e.g. protocol.ErrBudgetExhausted).
 func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) (*Result, error) {
 	hash := FeatureHash(d)
-	if c.cfg.Selection.Strategy == selection.Sequential && c.cfg.Bootstrap == 0 {
+	limit := c.cfg.MaxQueries
+	if limit >= d.Len() {
+		limit = 0
+	}
+	if c.cfg.Selection.Strategy == selection.Sequential && c.cfg.Bootstrap == 0 && limit == 0 {
 		return c.label(ctx, d, hash, hash, nil, progress)
 	}
 	// Ask in the selected order: label the reordered data, whose batches
@@ -269,6 +281,12 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 		}
 		sel, _ := json.Marshal(c.cfg.Selection)
 		name = hash + "/" + string(sel)
+	}
+	if limit > 0 {
+		// Named after the limit too: its last batch may be shorter than
+		// the same batch of a longer run.
+		order = order[:limit]
+		name = fmt.Sprintf("%s/first %d", name, limit)
 	}
 	if c.cfg.Bootstrap > 0 {
 		return c.bootstrap(ctx, d, hash, name, order, progress)
@@ -348,6 +366,9 @@ func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name stri
 				return firstAll, fmt.Errorf("student: the ranking names query %d, which is asked already or out of range", q)
 			}
 			isAsked[q] = true
+		}
+		if c.cfg.MaxQueries > 0 && asked+len(rest) > c.cfg.MaxQueries {
+			rest = rest[:max(0, c.cfg.MaxQueries-asked)]
 		}
 		rec = bootstrapRecord{Asked: asked, Order: rest}
 		b, _ := json.Marshal(rec)
