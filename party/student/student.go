@@ -84,7 +84,7 @@ type Config struct {
 	// allows).
 	MaxQueries int
 	Backoff    quicnet.Backoff
-	Logger  *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Client labels data through the aggregator.
