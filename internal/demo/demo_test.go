@@ -40,21 +40,73 @@ func TestMechanismsAreValid(t *testing.T) {
 	if _, err := Mechanism("median", 10); err == nil {
 		t.Error("an unknown mechanism was accepted")
 	}
-	// The default costs what the report promises: its queries, every one
-	// answered, stay under its cap at δ = CapDelta.
+	// The default costs what the report promises: the queries it asks,
+	// every one answered, stay under its cap at δ = CapDelta as the
+	// ledger's gate converts an account (FilterEpsilon), and one more
+	// would not.
 	d := Defaults()
 	k := d.Hospitals * d.Teachers
 	m, err := Mechanism(d.Mechanism, k)
 	if err != nil {
 		t.Fatal(err)
 	}
+	asked := Asked(m, k, d.Queries, d.CapEpsilon)
+	if asked < 1 || asked >= d.Queries {
+		t.Fatalf("the default demo asks %d of %d queries", asked, d.Queries)
+	}
 	m.Teachers = k
-	c, err := m.Charge(mechanism.DefaultGrid(), d.Queries, 0)
+	for _, tc := range []struct {
+		n    int
+		fits bool
+	}{{asked, true}, {asked + 1, false}} {
+		c, err := m.Charge(mechanism.DefaultGrid(), tc.n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := c.RDP.FilterEpsilon(CapDelta - c.Delta)
+		if err != nil || (e.Epsilon <= d.CapEpsilon) != tc.fits {
+			t.Errorf("the default demo's worst case for %d queries costs ε=%v (%v) against its cap %v; want fits %v", tc.n, e.Epsilon, err, d.CapEpsilon, tc.fits)
+		}
+	}
+}
+
+func TestAsked(t *testing.T) {
+	svt, err := Mechanism("nzc-svt", 300)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := c.Epsilon(CapDelta); err != nil || e.Epsilon > d.CapEpsilon {
-		t.Errorf("the default demo's worst case costs ε=%v (%v), over its cap %v", e.Epsilon, err, d.CapEpsilon)
+	nzc, err := Mechanism("nzc", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gn, err := Mechanism("gnmax", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		m       mechanism.Params
+		queries int
+		cap     float64
+		want    int
+	}{
+		{"a session answers until its refusals are used", svt, 9000, 2, 9000},
+		{"a mechanism no cap pays for is asked one batch", nzc, 9000, 2, StudentBatch},
+		{"a small pool is asked whole", gn, 50, 2, 50},
+		{"a larger cap asks more", gn, 9000, 4, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Asked(tc.m, 300, tc.queries, tc.cap)
+			if tc.want == -1 {
+				if base := Asked(gn, 300, tc.queries, 2); got <= base {
+					t.Fatalf("Asked at cap %v = %d, not more than %d at cap 2", tc.cap, got, base)
+				}
+				return
+			}
+			if got != tc.want {
+				t.Fatalf("Asked = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 
