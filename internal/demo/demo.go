@@ -97,9 +97,9 @@ const (
 
 // studentTraining are the nzc-student train flags of the student: a CNN
 // trained by consistency on the labels and the unlabelled rest of its pool,
-// two passes over it, two unlabelled examples per labelled one (about half
-// a minute on two cores for a pool of 9,000).
-var studentTraining = []string{"--model", "cnn", "--consistency", "--consistency-passes", "2", "--consistency-ratio", "2",
+// four passes over it, two unlabelled examples per labelled one (about 550
+// steps of 96 examples: about a minute on two cores for a pool of 9,000).
+var studentTraining = []string{"--model", "cnn", "--consistency", "--consistency-passes", "4", "--consistency-ratio", "2",
 	"--min-steps", "150", "--epochs", "20"}
 
 // sessionBootstrap are the nzc-student label flags with nzc-svt: after
