@@ -39,11 +39,7 @@ once: retries and restarts deliver the stored answers.
 		if err != nil {
 			return err
 		}
-		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", "aggregator")
-		if err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
-			return err
-		}
-		netCfg, err := node.NetConfig(cfg.TLS, log)
+		log, netCfg, err := node.Start(cmd.ErrOrStderr(), "aggregator", cfg.Log, cfg.Ops, cfg.TLS)
 		if err != nil {
 			return err
 		}

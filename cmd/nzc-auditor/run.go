@@ -44,15 +44,12 @@ take snapshots (see 'nzc ledger --help').`,
 		}
 		ac := auditor.Config{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: cfg.Raft, AdvertiseAddr: cfg.Advertise,
 			IntakeAddr: cfg.Listen, APIAddr: cfg.API, DashboardAddr: cfg.Dashboard, OpsAddr: cfg.Ops.Listen,
-			Bootstrap: cfg.Bootstrap, Logger: cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)}
-		if err := node.ApplyMemoryLimit(cfg.Ops, ac.Logger); err != nil {
-			return err
-		}
-		nc, err := node.NetConfig(cfg.TLS, ac.Logger)
+			Bootstrap: cfg.Bootstrap}
+		log, nc, err := node.Start(cmd.ErrOrStderr(), cfg.ID, cfg.Log, cfg.Ops, cfg.TLS)
 		if err != nil {
 			return err
 		}
-		ac.CA, ac.Credential = nc.CA, nc.Credential
+		ac.Logger, ac.CA, ac.Credential = log, nc.CA, nc.Credential
 		if ac.SigningKey, err = crypto.LoadPrivateKey(cfg.SigningKey); err != nil {
 			return err
 		}

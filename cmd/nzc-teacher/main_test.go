@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,11 +10,7 @@ import (
 func TestBinary(t *testing.T) { clitest.CheckBinary(t, newRootCommand, "nzc-teacher") }
 
 func TestTrainNeedsData(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "h.yaml")
-	cfg := "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\n"
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := clitest.WriteFile(t, "h.yaml", "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\n")
 	_, err := clitest.Execute(t, newRootCommand(), "train", "--config", path)
 	if err == nil || !strings.Contains(err.Error(), "--data") {
 		t.Fatalf("train without --data: %v", err)
@@ -28,11 +22,7 @@ func TestTrainNeedsData(t *testing.T) {
 }
 
 func TestCapNeedsACapAndTheAuditors(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "h.yaml")
-	cfg := "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\nsigning_key: h.sig\n"
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := clitest.WriteFile(t, "h.yaml", "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\nsigning_key: h.sig\n")
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -82,8 +82,8 @@ certificate.`,
 		if err != nil {
 			return err
 		}
-		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
-		if err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
+		log, netCfg, err := node.Start(cmd.ErrOrStderr(), cfg.ID, cfg.Log, cfg.Ops, cfg.TLS)
+		if err != nil {
 			return err
 		}
 		ens, models, err := teacher.LoadVoter(cfg.Models, cfg.ONNXRuntime)
@@ -91,10 +91,6 @@ certificate.`,
 			return err
 		}
 		defer models.Close()
-		netCfg, err := node.NetConfig(cfg.TLS, log)
-		if err != nil {
-			return err
-		}
 		id, err := crypto.LoadIdentity(cfg.AgeIdentity)
 		if err != nil {
 			return err

@@ -24,6 +24,17 @@ func Execute(t testing.TB, root *cobra.Command, args ...string) (string, error) 
 	return out.String(), err
 }
 
+// WriteFile writes content to a file named name in a new temporary
+// directory (a configuration, say) and returns its path.
+func WriteFile(t testing.TB, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // ExecuteSplit runs root with args and returns what it wrote to standard
 // output and to standard error apart, for commands whose output is read by
 // programs while their progress goes to standard error.

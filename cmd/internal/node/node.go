@@ -1,19 +1,33 @@
 // Package node holds what the party binaries share when they start a
-// service: the QUIC settings from the TLS configuration, the memory bound,
-// and the operations endpoint.
+// service: the logger, the QUIC settings from the TLS configuration, the
+// memory bound, and the operations endpoint.
 package node
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 
+	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/ops"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
+
+// Start is what every service does first: it makes its logger (to w, each
+// line naming party), sets the memory bound of o, and loads its QUIC
+// settings from t.
+func Start(w io.Writer, party string, l config.Log, o config.Ops, t config.TLS) (*slog.Logger, quicnet.Config, error) {
+	log := cli.NewLogger(w, l).With("party", party)
+	if err := ApplyMemoryLimit(o, log); err != nil {
+		return nil, quicnet.Config{}, err
+	}
+	nc, err := NetConfig(t, log)
+	return log, nc, err
+}
 
 // NetConfig loads the federation CA and the party's certificate.
 func NetConfig(t config.TLS, log *slog.Logger) (quicnet.Config, error) {
