@@ -36,12 +36,7 @@ take snapshots (see 'nzc ledger --help').`,
   nzc-auditor run --config auditor-4.yaml --bootstrap=false --peers auditor-1=10.0.0.1:7501`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultAuditor())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cli.Load(cmd, config.DefaultAuditor())
-		if err != nil {
-			return err
-		}
+	return cli.Configured(cmd, config.DefaultAuditor(), func(cmd *cobra.Command, cfg config.Auditor) error {
 		ac := auditor.Config{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: cfg.Raft, AdvertiseAddr: cfg.Advertise,
 			IntakeAddr: cfg.Listen, APIAddr: cfg.API, DashboardAddr: cfg.Dashboard, OpsAddr: cfg.Ops.Listen,
 			Bootstrap: cfg.Bootstrap}
@@ -62,6 +57,5 @@ take snapshots (see 'nzc ledger --help').`,
 			return err
 		}
 		return a.Run(cmd.Context())
-	}
-	return cmd
+	})
 }

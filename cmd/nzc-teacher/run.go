@@ -76,12 +76,7 @@ certificate.`,
   nzc-teacher run --config federation/hospital-1.yaml --cap-epsilon 4`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultTeacher())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cli.Load(cmd, config.DefaultTeacher())
-		if err != nil {
-			return err
-		}
+	return cli.Configured(cmd, config.DefaultTeacher(), func(cmd *cobra.Command, cfg config.Teacher) error {
 		log, netCfg, err := node.Start(cmd.ErrOrStderr(), cfg.ID, cfg.Log, cfg.Ops, cfg.TLS)
 		if err != nil {
 			return err
@@ -129,8 +124,7 @@ certificate.`,
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, n.Ready), log)
 		log.Info("hospital starting", "teachers", ens.Teachers(), "classes", ens.Classes(), "aggregator", cfg.Aggregator)
 		return n.Run(cmd.Context())
-	}
-	return cmd
+	})
 }
 
 func newStatusCommand() *cobra.Command {

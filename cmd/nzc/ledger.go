@@ -422,33 +422,38 @@ func auditorAPIs(m *crypto.Manifest) map[string]string {
 	return out
 }
 
-// targets returns the auditors --api names. A bare HOST:PORT is the
+// targets loads the federation directory and returns the auditors --api
+// names. A bare HOST:PORT is the
 // auditor whose configuration names that address (when one does), so that
 // its certificate's id is checked too. Without --api and with every, every
 // auditor of the federation is asked at the address its configuration
 // names.
-func (c *complianceFlags) targets(m *crypto.Manifest, every bool) ([]auditorTarget, error) {
+func (c *complianceFlags) targets(every bool) (*crypto.Manifest, []auditorTarget, error) {
+	m, err := crypto.LoadManifest(c.fed)
+	if err != nil {
+		return nil, nil, err
+	}
 	apis := auditorAPIs(m)
 	if len(c.apis) == 0 && every {
 		var out []auditorTarget
 		for _, a := range m.ByRole(crypto.RoleAuditor) {
 			addr, ok := apis[a.ID]
 			if !ok {
-				return nil, fmt.Errorf("the federation directory has no configuration naming auditor %s's compliance API: give every auditor as --api ID=HOST:PORT", a.ID)
+				return nil, nil, fmt.Errorf("the federation directory has no configuration naming auditor %s's compliance API: give every auditor as --api ID=HOST:PORT", a.ID)
 			}
 			out = append(out, auditorTarget{a.ID, addr})
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("federation %s lists no auditors", m.Dir)
+			return nil, nil, fmt.Errorf("federation %s lists no auditors", m.Dir)
 		}
-		return out, nil
+		return m, out, nil
 	}
 	var out []auditorTarget
 	for _, v := range c.apis {
 		t := auditorTarget{addr: v}
 		if id, addr, ok := strings.Cut(v, "="); ok {
 			if _, ok := m.Party(crypto.RoleAuditor, id); !ok {
-				return nil, fmt.Errorf("--api %s: the federation has no auditor %q", v, id)
+				return nil, nil, fmt.Errorf("--api %s: the federation has no auditor %q", v, id)
 			}
 			t = auditorTarget{id, addr}
 		} else {
@@ -460,7 +465,7 @@ func (c *complianceFlags) targets(m *crypto.Manifest, every bool) ([]auditorTarg
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return m, out, nil
 }
 
 // call runs f with a client of the compliance API at --api presenting the
@@ -474,11 +479,7 @@ func (c *complianceFlags) call(ctx context.Context, f func(context.Context, *com
 	if len(c.apis) > 1 {
 		return fmt.Errorf("--api names %d auditors: this command reads one", len(c.apis))
 	}
-	m, err := crypto.LoadManifest(c.fed)
-	if err != nil {
-		return err
-	}
-	ts, err := c.targets(m, false)
+	m, ts, err := c.targets(false)
 	if err != nil {
 		return err
 	}
@@ -505,11 +506,7 @@ func (c *complianceFlags) views(ctx context.Context, then func(context.Context, 
 	if c.fed == "" {
 		return errors.New("--federation DIR is required: its auditors are asked, at the compliance API their configuration names or at --api ID=HOST:PORT")
 	}
-	m, err := crypto.LoadManifest(c.fed)
-	if err != nil {
-		return err
-	}
-	ts, err := c.targets(m, true)
+	m, ts, err := c.targets(true)
 	if err != nil {
 		return err
 	}
