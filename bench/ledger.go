@@ -139,14 +139,18 @@ func runLedger(ctx context.Context, cfg Config, f *federation, progress Progress
 // makes it for the aggregator, and verifies it as the aggregator does.
 type prover struct {
 	receipts *intake.Receipts
-	keys     []string
+	verifier *ledger.Verifier
 }
 
 // receiptsAt returns the prover of the auditor whose node is leader.
 func (f *federation) receiptsAt(leader *raftnode.Node) (*prover, error) {
 	for _, a := range f.auditors {
 		if a.Node() == leader {
-			return &prover{receipts: intake.NewReceipts(a.Ledger().State(), a.CosignQuorum, 0), keys: f.auditorKeys}, nil
+			v, err := ledger.NewVerifier(f.auditorKeys)
+			if err != nil {
+				return nil, err
+			}
+			return &prover{receipts: intake.NewReceipts(a.Ledger().State(), a.CosignQuorum, 0), verifier: v}, nil
 		}
 	}
 	return nil, fmt.Errorf("bench: the leader is not one of the federation's auditors")
@@ -165,7 +169,7 @@ func (p *prover) prove(ctx context.Context, cmd []byte, index int64) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = ledger.VerifyReceipt(r, p.keys, want)
+	_, _, err = p.verifier.Receipt(r, want)
 	return err
 }
 

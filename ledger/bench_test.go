@@ -95,3 +95,55 @@ func BenchmarkVerify10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
+
+// BenchmarkVerifyReceipt checks the receipts of one group commit, which
+// share their checkpoint: each opened anew (VerifyReceipt), and through one
+// Verifier, which opens the checkpoint once.
+func BenchmarkVerifyReceipt(b *testing.B) {
+	f := benchFed(b)
+	first := f.st.TreeSize()
+	cmds := signedCharges(b, 64)
+	for _, c := range cmds {
+		if r := f.apply(c); r.Status != StatusAccepted {
+			b.Fatalf("%s %s", r.Code, r.Message)
+		}
+	}
+	signed := signedAt(b, f.st, f.st.TreeSize(), "a1", "a2")
+	receipts := make([]Receipt, len(cmds))
+	digests := make([][32]byte, len(cmds))
+	for i, c := range cmds {
+		r, err := f.st.Receipt(first+int64(i), signed)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd, err := DecodeCommand(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		receipts[i] = r
+		digests[i], _ = cmd.Digest()
+	}
+	keys := auditorKeys(b, f.st)
+	b.Run("each", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, _, err := VerifyReceipt(receipts[i%len(cmds)], keys, digests[i%len(cmds)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("verifier", func(b *testing.B) {
+		v, err := NewVerifier(keys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		i := 0
+		for b.Loop() {
+			if _, _, err := v.Receipt(receipts[i%len(cmds)], digests[i%len(cmds)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -53,17 +52,14 @@ func (s *State) Receipt(index int64, signedCheckpoint []byte) (Receipt, error) {
 // (see VerifierKey), whose majority must have signed its checkpoint, and
 // returns the entry it proves and the checkpoint. The entry must be an
 // accepted command whose digest (Command.Digest) is want: a refused or
-// duplicate entry, or another command, is not a receipt for it.
+// duplicate entry, or another command, is not a receipt for it. A party that
+// checks many receipts keeps a Verifier instead.
 func VerifyReceipt(r Receipt, auditorKeys []string, want [32]byte) (Entry, SignedCheckpoint, error) {
-	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
+	v, err := receiptVerifier(auditorKeys)
 	if err != nil {
-		return Entry{}, sc, err
+		return Entry{}, SignedCheckpoint{}, err
 	}
-	got, err := cmd.Digest()
-	if err != nil || got != want {
-		return Entry{}, sc, fmt.Errorf("%w: entry %d holds another command than the one submitted", ErrReceipt, en.Index)
-	}
-	return en, sc, nil
+	return v.Receipt(r, want)
 }
 
 // VerifyChargeReceipt checks a receipt as a student can, knowing its batch
@@ -73,16 +69,11 @@ func VerifyReceipt(r Receipt, auditorKeys []string, want [32]byte) (Entry, Signe
 // refuses the rest), committing to answers whose SHA-256 is answersHash. It
 // returns the charge.
 func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
-	ch, en, sc, err := verifyCharge(r, auditorKeys)
-	switch {
-	case err != nil:
-		return nil, Entry{}, sc, err
-	case ch.BatchID != batchID || ch.Student != student:
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
-	case ch.Queries > queries || ch.AnswersHash != answersHash:
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
+	v, err := receiptVerifier(auditorKeys)
+	if err != nil {
+		return nil, Entry{}, SignedCheckpoint{}, err
 	}
-	return ch, en, sc, nil
+	return v.ChargeReceipt(r, batchID, student, queries, answersHash)
 }
 
 // VerifyHospitalReceipt checks a receipt as a hospital can: it must prove
@@ -90,52 +81,21 @@ func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student strin
 // returns the charge, for the hospital to match against its own record of
 // the batches it voted on.
 func VerifyHospitalReceipt(r Receipt, auditorKeys []string, hospital string) (*Charge, Entry, SignedCheckpoint, error) {
-	ch, en, sc, err := verifyCharge(r, auditorKeys)
-	switch {
-	case err != nil:
-		return nil, Entry{}, sc, err
-	case !slices.Contains(ch.Hospitals, hospital):
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s to %v, not to %s", ErrReceipt, en.Index, ch.BatchID, ch.Hospitals, hospital)
+	v, err := receiptVerifier(auditorKeys)
+	if err != nil {
+		return nil, Entry{}, SignedCheckpoint{}, err
 	}
-	return ch, en, sc, nil
+	return v.HospitalReceipt(r, hospital)
 }
 
-// verifyCharge is verifyCommitted of a receipt whose command must be a
-// charge.
-func verifyCharge(r Receipt, auditorKeys []string) (*Charge, Entry, SignedCheckpoint, error) {
-	en, cmd, sc, err := verifyCommitted(r, auditorKeys)
+// receiptVerifier is NewVerifier for one receipt: keys that do not parse
+// mean the receipt cannot be checked.
+func receiptVerifier(auditorKeys []string) (*Verifier, error) {
+	v, err := NewVerifier(auditorKeys)
 	if err != nil {
-		return nil, Entry{}, sc, err
+		return nil, fmt.Errorf("%w: %w", ErrReceipt, err)
 	}
-	ch, ok := cmd.Body.(*Charge)
-	if !ok {
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d is a %s, not a charge", ErrReceipt, en.Index, cmd.Body.Kind())
-	}
-	return ch, en, sc, nil
-}
-
-// verifyCommitted checks the checkpoint's quorum, the entry's inclusion and
-// that the entry accepted its command, and returns the entry and command.
-func verifyCommitted(r Receipt, auditorKeys []string) (Entry, Command, SignedCheckpoint, error) {
-	sc, err := OpenCheckpoint(r.Checkpoint, auditorKeys)
-	if err != nil {
-		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
-	}
-	en, err := DecodeEntry(r.Entry)
-	if err != nil {
-		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
-	}
-	if err := VerifyInclusion(r.Entry, int64(en.Index), sc.Checkpoint, r.Proof); err != nil {
-		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
-	}
-	if en.Status != StatusAccepted {
-		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d is %s (%s), not an accepted command", ErrReceipt, en.Index, en.Status, en.Code)
-	}
-	cmd, err := DecodeCommand(en.Command)
-	if err != nil {
-		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d: %w", ErrReceipt, en.Index, err)
-	}
-	return en, cmd, sc, nil
+	return v, nil
 }
 
 // receiptJSON is the JSON form of a receipt: what a student keeps beside its

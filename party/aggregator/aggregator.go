@@ -142,6 +142,9 @@ type Aggregator struct {
 	outbox *Outbox
 	grid   mechanism.Grid
 	met    *metrics
+	// receipts checks the ledger's receipts against the pinned auditor
+	// keys, opening each cosigned checkpoint once.
+	receipts *ledger.Verifier
 
 	mu        sync.Mutex
 	hospitals map[string]*hospitalEntry
@@ -214,6 +217,10 @@ func New(cfg Config) (*Aggregator, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("aggregator: %w", err)
 	}
+	receipts, err := ledger.NewVerifier(cfg.AuditorKeys)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: the pinned auditor keys: %w", err)
+	}
 	ob, err := OpenOutbox(cfg.OutboxDir)
 	if err != nil {
 		return nil, err
@@ -244,6 +251,7 @@ func New(cfg Config) (*Aggregator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
+		receipts:  receipts,
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
@@ -781,7 +789,7 @@ func (a *Aggregator) checkReceipt(rec *Record, res *nzcpb.LedgerResult) (ledger.
 	if err != nil {
 		return ledger.Receipt{}, 0, err
 	}
-	en, _, err := ledger.VerifyReceipt(r, a.cfg.AuditorKeys, digest)
+	en, _, err := a.receipts.Receipt(r, digest)
 	if err != nil {
 		return ledger.Receipt{}, 0, err
 	}

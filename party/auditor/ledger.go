@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -83,6 +84,10 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	}
 	return ledger.EncodeResult(r), nil
 }
+
+// PrepareBatch checks the batch's signatures on every core before the
+// batch is applied in order.
+func (l *Ledger) PrepareBatch(cmds [][]byte) { l.state.Preverify(cmds, runtime.GOMAXPROCS(0)) }
 
 // AppliedBatch notes when the log reached its new size.
 func (l *Ledger) AppliedBatch(uint64) { l.grew() }

@@ -38,9 +38,12 @@ type Spending struct {
 type spending struct {
 	id   string
 	keys []string // the auditors' pinned verifier keys; nil: no check
-	lag  int
-	log  *slog.Logger
-	path string // the record's file (VoteRecordFile); "": memory only
+	// receipts checks receipts against keys, opening each cosigned
+	// checkpoint once; nil without keys.
+	receipts *ledger.Verifier
+	lag      int
+	log      *slog.Logger
+	path     string // the record's file (VoteRecordFile); "": memory only
 
 	mu       sync.Mutex
 	unproven map[string]voted // by hex batch id
@@ -61,6 +64,13 @@ func newSpending(id string, keys []string, lag int, log *slog.Logger, path strin
 		lag = DefaultProofLag
 	}
 	s := &spending{id: id, keys: keys, lag: lag, log: log, path: path, unproven: map[string]voted{}}
+	if len(keys) > 0 {
+		v, err := ledger.NewVerifier(keys)
+		if err != nil {
+			return nil, fmt.Errorf("teacher: auditor keys: %w", err)
+		}
+		s.receipts = v
+	}
 	if path != "" {
 		if err := s.load(path); err != nil {
 			return nil, err
@@ -96,7 +106,7 @@ func (s *spending) accept(rs []*nzcpb.Receipt) {
 			s.reject("a charge receipt does not decode", err)
 			continue
 		}
-		ch, en, _, err := ledger.VerifyHospitalReceipt(r, s.keys, s.id)
+		ch, en, _, err := s.receipts.HospitalReceipt(r, s.id)
 		if err != nil {
 			s.reject("a charge receipt does not prove a charge of this hospital", err)
 			continue

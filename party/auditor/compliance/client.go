@@ -156,6 +156,10 @@ func (c *Client) Charges(ctx context.Context, hospital string, start, limit int6
 // charge the auditor describes): an auditor's list is not taken on its
 // word.
 func (c *Client) ProvenCharges(ctx context.Context, hospital string, keys []string) ([]Charge, error) {
+	v, err := ledger.NewVerifier(keys)
+	if err != nil {
+		return nil, fmt.Errorf("the pinned auditor keys: %w", err)
+	}
 	var out []Charge
 	for next := int64(0); ; {
 		p, err := c.Charges(ctx, hospital, next, MaxLimit)
@@ -163,7 +167,7 @@ func (c *Client) ProvenCharges(ctx context.Context, hospital string, keys []stri
 			return out, err
 		}
 		for _, ch := range p.Charges {
-			got, en, _, err := ledger.VerifyHospitalReceipt(ch.Receipt, keys, hospital)
+			got, en, _, err := v.HospitalReceipt(ch.Receipt, hospital)
 			if err == nil && (int64(en.Index) != ch.Index || got.BatchID != ch.BatchID || got.Queries != ch.Queries || got.Answers != ch.Answers) {
 				err = fmt.Errorf("the receipt proves entry %d, batch %s, not what the auditor lists", en.Index, got.BatchID)
 			}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -81,13 +82,29 @@ func FuzzDecodeBatch(f *testing.F) {
 	})
 }
 
+// preparingSM records what PrepareBatch is given, and how many commands
+// were applied by then.
+type preparingSM struct {
+	*chainSM
+	prepared      [][]byte
+	appliedBefore uint64
+}
+
+func (p *preparingSM) PrepareBatch(cmds [][]byte) {
+	p.prepared = append(p.prepared, cmds...)
+	p.appliedBefore, _, _ = p.snapshotCount()
+}
+
 // TestFSMAppliesPackedCommands checks that every command of a packed entry
 // is applied on its own, in order, with its own result, and that a refusal
-// of one does not touch the others.
+// of one does not touch the others; and that a state machine that prepares
+// batches is given every command of the logs, in order, before any is
+// applied.
 func TestFSMAppliesPackedCommands(t *testing.T) {
 	sm := newChainSM()
+	prep := &preparingSM{chainSM: sm}
 	var sizes []int
-	f := &fsm{sm: sm, onBatch: func(n int) { sizes = append(sizes, n) }}
+	f := &fsm{sm: prep, onBatch: func(n int) { sizes = append(sizes, n) }}
 	packed := &raft.Log{Index: 7, Type: raft.LogCommand, Extensions: batchExtension,
 		Data: encodeBatch([][]byte{chainCmd(1, "a"), chainCmd(2, "reject"), chainCmd(3, "b"), chainCmd(1, "retry")})}
 	plain := &raft.Log{Index: 8, Type: raft.LogCommand, Data: chainCmd(4, "c")}
@@ -121,6 +138,10 @@ func TestFSMAppliesPackedCommands(t *testing.T) {
 	}
 	if len(sizes) != 1 || sizes[0] != 5 {
 		t.Errorf("observed batch sizes %v, want [5] commands", sizes)
+	}
+	wantPrepared := [][]byte{chainCmd(1, "a"), chainCmd(2, "reject"), chainCmd(3, "b"), chainCmd(1, "retry"), chainCmd(4, "c")}
+	if !slices.EqualFunc(prep.prepared, wantPrepared, bytes.Equal) || prep.appliedBefore != 0 {
+		t.Errorf("prepared %q with %d applied before, want %q with none", prep.prepared, prep.appliedBefore, wantPrepared)
 	}
 }
 

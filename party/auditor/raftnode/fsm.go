@@ -38,6 +38,14 @@ type BatchObserver interface {
 	AppliedBatch(lastIndex uint64)
 }
 
+// BatchPreparer is implemented by a StateMachine that can do part of a
+// batch's work before the batch is applied in order, and on several cores
+// (the ledger checks the commands' signatures). PrepareBatch must change no
+// result: Apply decides every command as if it had not been called.
+type BatchPreparer interface {
+	PrepareBatch(cmds [][]byte)
+}
+
 // RejectedError means the command was committed at Index but the state
 // machine refused it (deterministically, on every auditor). Resubmitting it
 // unchanged gives the same refusal.
@@ -73,6 +81,27 @@ func (f *fsm) Apply(l *raft.Log) any {
 
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
+	// Each log's commands: one for a single command, many for a group
+	// commit, none for another log type or a batch that does not decode.
+	cmds := make([][][]byte, len(logs))
+	var all [][]byte
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		if !isBatch(l) {
+			cmds[i] = [][]byte{l.Data}
+		} else if c, err := decodeBatch(l.Data); err != nil {
+			out[i] = applyResult{err: err}
+			continue
+		} else {
+			cmds[i] = c
+		}
+		all = append(all, cmds[i]...)
+	}
+	if bp, ok := f.sm.(BatchPreparer); ok && len(all) > 0 {
+		bp.PrepareBatch(all)
+	}
 	var last uint64
 	n := 0
 	for i, l := range logs {
@@ -80,24 +109,22 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		last = l.Index
+		if out[i] != nil {
+			continue // a batch that does not decode
+		}
 		if !isBatch(l) {
 			data, err := f.sm.Apply(l.Index, l.Data)
 			out[i] = applyResult{data: data, err: err}
 			n++
 			continue
 		}
-		cmds, err := decodeBatch(l.Data)
-		if err != nil {
-			out[i] = applyResult{err: err}
-			continue
-		}
-		rs := make(batchResult, len(cmds))
-		for j, c := range cmds {
+		rs := make(batchResult, len(cmds[i]))
+		for j, c := range cmds[i] {
 			data, err := f.sm.Apply(l.Index, c)
 			rs[j] = applyResult{data: data, err: err}
 		}
 		out[i] = rs
-		n += len(cmds)
+		n += len(cmds[i])
 	}
 	if n > 0 {
 		if f.onBatch != nil {

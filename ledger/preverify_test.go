@@ -1,0 +1,47 @@
+package ledger
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+)
+
+// TestPreverifyChangesNoResult applies one batch of commands, good and bad,
+// to two copies of a federation, one after Preverify and one without, and
+// requires the same results and the same tree: Preverify only saves work.
+func TestPreverifyChangesNoResult(t *testing.T) {
+	plain, pre := newFed(t), newFed(t)
+	good := plain.sign(chargeBody("b1", []string{"h1"}, gaussCurve(40, 10), 10), "agg")
+	flipped := bytes.Clone(plain.sign(chargeBody("b2", []string{"h1"}, gaussCurve(40, 10), 10), "agg"))
+	flipped[len(flipped)-1] ^= 1 // the signature is last
+	otherKey, err := Sign(chargeBody("b3", []string{"h1"}, gaussCurve(40, 10), 10), "agg", testKey("h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown, err := Sign(chargeBody("b4", []string{"h1"}, gaussCurve(40, 10), 10), "mallory", testKey("mallory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := plain.sign(chargeBody("b5", []string{"h2"}, gaussCurve(40, 10), 10), "agg")
+	batch := [][]byte{good, flipped, otherKey, unknown, {1, 2, 3}, good, later}
+
+	pre.st.Preverify(batch, 3)
+	if n := len(pre.st.sigs.ok); n != 2 {
+		t.Fatalf("Preverify remembers %d signatures, want the 2 that verify", n)
+	}
+	wantStatus := []Status{StatusAccepted, StatusRefused, StatusRefused, StatusRefused, StatusRefused, StatusDuplicate, StatusAccepted}
+	for i, cmd := range batch {
+		want, got := plain.apply(cmd), pre.apply(cmd)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("command %d: %+v after Preverify, %+v without", i, got, want)
+		}
+		if want.Status != wantStatus[i] {
+			t.Errorf("command %d: %s (%s), want %s", i, want.Status, want.Message, wantStatus[i])
+		}
+	}
+	a, _ := plain.st.Checkpoint()
+	b, _ := pre.st.Checkpoint()
+	if a != b {
+		t.Fatalf("the trees differ: %+v after Preverify, %+v without", b, a)
+	}
+}

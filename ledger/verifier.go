@@ -1,0 +1,151 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// verifierMemo is how many opened checkpoints a Verifier remembers: the
+// receipts in flight at one time share a handful of checkpoints (one per
+// round of cosigning), so a few suffice.
+const verifierMemo = 16
+
+// A Verifier checks receipts and signed checkpoints against the auditors'
+// pinned verifier keys (see VerifierKey), as VerifyReceipt and
+// OpenCheckpoint do, but opens each signed checkpoint once. The receipts of
+// one group commit share their checkpoint; checking its majority of
+// signatures again for each receipt would cost that many signature checks
+// per receipt for nothing: the same bytes under the same keys give the same
+// verdict. Only checkpoints that verified are remembered, by the SHA-256 of
+// their bytes, so a checkpoint that differs in any byte is checked anew.
+//
+// A Verifier is safe for concurrent use.
+type Verifier struct {
+	keys []string
+
+	mu     sync.Mutex
+	opened map[[32]byte]SignedCheckpoint
+	order  [][32]byte // opened's keys, oldest first
+}
+
+// NewVerifier returns a Verifier for the given auditor verifier keys, which
+// it checks now: a key that does not parse, or two keys of one auditor,
+// are an error.
+func NewVerifier(auditorKeys []string) (*Verifier, error) {
+	if _, err := CheckpointVerifiers(auditorKeys); err != nil {
+		return nil, err
+	}
+	return &Verifier{keys: slices.Clone(auditorKeys), opened: map[[32]byte]SignedCheckpoint{}}, nil
+}
+
+// Checkpoint is OpenCheckpoint with the Verifier's keys.
+func (v *Verifier) Checkpoint(signed []byte) (SignedCheckpoint, error) {
+	h := sha256.Sum256(signed)
+	v.mu.Lock()
+	sc, ok := v.opened[h]
+	v.mu.Unlock()
+	if ok {
+		return sc.clone(), nil
+	}
+	sc, err := OpenCheckpoint(signed, v.keys)
+	if err != nil {
+		return sc, err
+	}
+	v.mu.Lock()
+	if _, ok := v.opened[h]; !ok {
+		if len(v.order) == verifierMemo {
+			delete(v.opened, v.order[0])
+			v.order = append(v.order[:0], v.order[1:]...)
+		}
+		v.opened[h] = sc
+		v.order = append(v.order, h)
+	}
+	v.mu.Unlock()
+	return sc.clone(), nil
+}
+
+// clone returns a copy the caller may change without changing the memo.
+func (sc SignedCheckpoint) clone() SignedCheckpoint {
+	sc.Signers = slices.Clone(sc.Signers)
+	sc.Times = maps.Clone(sc.Times)
+	return sc
+}
+
+// Receipt is VerifyReceipt with the Verifier's keys.
+func (v *Verifier) Receipt(r Receipt, want [32]byte) (Entry, SignedCheckpoint, error) {
+	en, cmd, sc, err := v.committed(r)
+	if err != nil {
+		return Entry{}, sc, err
+	}
+	got, err := cmd.Digest()
+	if err != nil || got != want {
+		return Entry{}, sc, fmt.Errorf("%w: entry %d holds another command than the one submitted", ErrReceipt, en.Index)
+	}
+	return en, sc, nil
+}
+
+// ChargeReceipt is VerifyChargeReceipt with the Verifier's keys.
+func (v *Verifier) ChargeReceipt(r Receipt, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
+	ch, en, sc, err := v.charge(r)
+	switch {
+	case err != nil:
+		return nil, Entry{}, sc, err
+	case ch.BatchID != batchID || ch.Student != student:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
+	case ch.Queries > queries || ch.AnswersHash != answersHash:
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
+	}
+	return ch, en, sc, nil
+}
+
+// HospitalReceipt is VerifyHospitalReceipt with the Verifier's keys.
+func (v *Verifier) HospitalReceipt(r Receipt, hospital string) (*Charge, Entry, SignedCheckpoint, error) {
+	ch, en, sc, err := v.charge(r)
+	switch {
+	case err != nil:
+		return nil, Entry{}, sc, err
+	case !slices.Contains(ch.Hospitals, hospital):
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s to %v, not to %s", ErrReceipt, en.Index, ch.BatchID, ch.Hospitals, hospital)
+	}
+	return ch, en, sc, nil
+}
+
+// charge is committed of a receipt whose command must be a charge.
+func (v *Verifier) charge(r Receipt) (*Charge, Entry, SignedCheckpoint, error) {
+	en, cmd, sc, err := v.committed(r)
+	if err != nil {
+		return nil, Entry{}, sc, err
+	}
+	ch, ok := cmd.Body.(*Charge)
+	if !ok {
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d is a %s, not a charge", ErrReceipt, en.Index, cmd.Body.Kind())
+	}
+	return ch, en, sc, nil
+}
+
+// committed checks the checkpoint's quorum, the entry's inclusion and that
+// the entry accepted its command, and returns the entry and command.
+func (v *Verifier) committed(r Receipt) (Entry, Command, SignedCheckpoint, error) {
+	sc, err := v.Checkpoint(r.Checkpoint)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	en, err := DecodeEntry(r.Entry)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	if err := VerifyInclusion(r.Entry, int64(en.Index), sc.Checkpoint, r.Proof); err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: %w", ErrReceipt, err)
+	}
+	if en.Status != StatusAccepted {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d is %s (%s), not an accepted command", ErrReceipt, en.Index, en.Status, en.Code)
+	}
+	cmd, err := DecodeCommand(en.Command)
+	if err != nil {
+		return Entry{}, Command{}, sc, fmt.Errorf("%w: entry %d: %w", ErrReceipt, en.Index, err)
+	}
+	return en, cmd, sc, nil
+}

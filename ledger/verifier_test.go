@@ -1,0 +1,147 @@
+package ledger
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+)
+
+// TestVerifierRemembersOnlyWhatVerified checks that a Verifier that has
+// opened a checkpoint still refuses every receipt a fresh check refuses:
+// the memo holds only checkpoints that verified, under their exact bytes.
+func TestVerifierRemembersOnlyWhatVerified(t *testing.T) {
+	f, digest, index, refusedIndex := receiptFixture(t)
+	cp, _ := f.st.Checkpoint()
+	majority, err := SignCheckpoint(cp, auditorSigner(t, "a1"), auditorSigner(t, "a3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, _ := SignCheckpoint(cp, auditorSigner(t, "a3"))
+	v, err := NewVerifier(auditorKeys(t, f.st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := f.st.Receipt(index, majority)
+	// Warm the memo with the majority's checkpoint.
+	if _, sc, err := v.Receipt(good, digest); err != nil || len(sc.Signers) != 2 {
+		t.Fatalf("a majority's receipt: signers %v, err %v", sc.Signers, err)
+	}
+
+	// The last line of the note is a3's signature: change one character
+	// of it, keeping the text the memo has seen.
+	forged := bytes.Clone(majority)
+	last := bytes.LastIndex(forged, []byte("\n\u2014 a3 "))
+	if last < 0 {
+		t.Fatalf("no signature of a3 in\n%s", majority)
+	}
+	i := last + len("\n\u2014 a3 ") + 20 // inside the ed25519 signature's base64
+	if forged[i] == 'A' {
+		forged[i] = 'B'
+	} else {
+		forged[i] = 'A'
+	}
+	forgedReceipt := good
+	forgedReceipt.Checkpoint = forged
+	oneAuditor, _ := f.st.Receipt(index, alone)
+	ofRefusal, _ := f.st.Receipt(refusedIndex, majority)
+	tampered := good
+	tampered.Entry = bytes.Clone(good.Entry)
+	tampered.Entry[len(tampered.Entry)-12] ^= 1
+	otherProof, _ := f.st.Receipt(index-1, majority)
+	wrongProof := good
+	wrongProof.Proof = otherProof.Proof
+	for _, c := range []struct {
+		name string
+		r    Receipt
+		want [32]byte
+	}{
+		{"a cosignature changed under the remembered text", forgedReceipt, digest},
+		{"a checkpoint signed by one auditor", oneAuditor, digest},
+		{"a checkpoint signed by one auditor, again", oneAuditor, digest},
+		{"the entry of a refused charge", ofRefusal, digest},
+		{"an entry changed after signing", tampered, digest},
+		{"the proof of another entry", wrongProof, digest},
+		{"another command than the one submitted", good, [32]byte{1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, _, err := v.Receipt(c.r, c.want); !errors.Is(err, ErrReceipt) {
+				t.Fatalf("verified: %v", err)
+			}
+		})
+	}
+
+	// What one caller does with the checkpoint it is given does not change
+	// what the next caller is given.
+	_, sc, err := v.Receipt(good, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Signers[0] = "mallory"
+	sc.Times["mallory"] = 1
+	if _, sc, err := v.Receipt(good, digest); err != nil || sc.Signers[0] == "mallory" || sc.Times["mallory"] != 0 {
+		t.Fatalf("the memo changed through a returned checkpoint: %v %v %v", sc.Signers, sc.Times, err)
+	}
+}
+
+// TestVerifierForgetsTheOldest checks that the memo stays bounded and that
+// a checkpoint it forgot is checked again, not refused.
+func TestVerifierForgetsTheOldest(t *testing.T) {
+	f, digest, index, _ := receiptFixture(t)
+	cp, _ := f.st.Checkpoint()
+	v, err := NewVerifier(auditorKeys(t, f.st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first Receipt
+	// Each signing time makes other bytes for the same checkpoint.
+	for i := range verifierMemo + 3 {
+		var signers []note.Signer
+		for _, id := range []string{"a1", "a2"} {
+			s, err := NewCheckpointSigner(id, testKey(id), int64(1_700_000_000+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			signers = append(signers, s)
+		}
+		signed, err := SignCheckpoint(cp, signers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := f.st.Receipt(index, signed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = r
+		}
+		if _, _, err := v.Receipt(r, digest); err != nil {
+			t.Fatalf("checkpoint %d: %v", i, err)
+		}
+	}
+	if n := len(v.opened); n != verifierMemo || len(v.order) != verifierMemo {
+		t.Fatalf("the memo holds %d checkpoints (order %d), want %d", n, len(v.order), verifierMemo)
+	}
+	if _, _, err := v.Receipt(first, digest); err != nil {
+		t.Fatalf("a forgotten checkpoint: %v", err)
+	}
+}
+
+func TestNewVerifierChecksTheKeys(t *testing.T) {
+	f, _, _, _ := receiptFixture(t)
+	keys := auditorKeys(t, f.st)
+	for _, c := range []struct {
+		name string
+		keys []string
+	}{
+		{"a key that does not parse", append([]string{"a1+00000000+AAAA"}, keys[1:]...)},
+		{"two keys of one auditor", append(keys, keys[0])},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := NewVerifier(c.keys); err == nil {
+				t.Fatalf("accepted %v", c.keys)
+			}
+		})
+	}
+}
