@@ -87,3 +87,14 @@ func BenchmarkAnalyze10000(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFilterEpsilon converts a hospital's running total as the
+// ledger's cap check does for every hospital of every charge.
+func BenchmarkFilterEpsilon(b *testing.B) {
+	c := Gaussian(DefaultGrid(), 1, 40).Times(300)
+	for b.Loop() {
+		if _, err := c.FilterEpsilon(1e-5); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

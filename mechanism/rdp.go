@@ -25,6 +25,26 @@ var (
 // build one with DefaultGrid or NewGrid.
 type Grid struct {
 	orders []float64
+	// filter are the indices of the orders FilterEpsilon converts at,
+	// ascending: those among the filter orders, or every order when none
+	// is.
+	filter []int
+}
+
+// newGrid returns the grid over orders, which it keeps.
+func newGrid(orders []float64) Grid {
+	var filter []int
+	for i, a := range orders {
+		if slices.Contains(filterOrders[:], a) {
+			filter = append(filter, i)
+		}
+	}
+	if len(filter) == 0 {
+		for i := range orders {
+			filter = append(filter, i)
+		}
+	}
+	return Grid{orders: orders, filter: filter}
 }
 
 // DefaultGrid returns the grid every ledger charge is expressed on:
@@ -44,7 +64,7 @@ func DefaultGrid() Grid {
 		o = append(o, float64(a))
 	}
 	o = append(o, 80, 96, 128, 192, 256, 384, 512, 768, 1024)
-	return Grid{orders: o}
+	return newGrid(o)
 }
 
 // NewGrid returns a grid over the given orders, which must be finite, greater
@@ -58,7 +78,7 @@ func NewGrid(orders []float64) (Grid, error) {
 			return Grid{}, fmt.Errorf("%w (order %d is %v)", ErrBadOrders, i, a)
 		}
 	}
-	return Grid{orders: slices.Clone(orders)}, nil
+	return newGrid(slices.Clone(orders)), nil
 }
 
 // Len returns the number of orders.
@@ -204,24 +224,8 @@ var filterOrders = [...]float64{1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 
 // the m orders costs δ/m each. Package ledger's documentation states the
 // argument in full.
 func (c Curve) FilterEpsilon(delta float64) (Conversion, error) {
-	use := make([]bool, len(c.grid.orders))
-	m := 0
-	for i, a := range c.grid.orders {
-		for _, f := range filterOrders {
-			if a == f {
-				use[i] = true
-				m++
-			}
-		}
-	}
-	if m == 0 {
-		for i := range use {
-			use[i] = true
-		}
-		m = len(use)
-	}
-	logM := math.Log(float64(m))
-	return c.convertAt(delta, use, func(rdp, a float64) float64 {
+	logM := math.Log(float64(len(c.grid.filter)))
+	return c.convertAt(delta, c.grid.filter, func(rdp, a float64) float64 {
 		return rdp + math.Log((a-1)/a) - (math.Log(delta)-logM+math.Log(a))/(a-1)
 	})
 }
@@ -240,20 +244,28 @@ func (c Curve) convert(delta float64, f func(rdp, alpha float64) float64) (Conve
 	return c.convertAt(delta, nil, f)
 }
 
-// convertAt minimises f over the orders marked in use (every order when use
-// is nil).
-func (c Curve) convertAt(delta float64, use []bool, f func(rdp, alpha float64) float64) (Conversion, error) {
+// convertAt minimises f over the orders of the given indices, ascending
+// (every order when at is nil).
+func (c Curve) convertAt(delta float64, at []int, f func(rdp, alpha float64) float64) (Conversion, error) {
 	if math.IsNaN(delta) || delta <= 0 || delta >= 1 {
 		return Conversion{}, fmt.Errorf("%w (got %v)", ErrBadDelta, delta)
 	}
 	best := Conversion{Epsilon: math.Inf(1), Delta: delta}
-	for i, a := range c.grid.orders {
-		if math.IsInf(c.eps[i], 1) || (use != nil && !use[i]) {
-			continue
+	try := func(i int) {
+		if math.IsInf(c.eps[i], 1) {
+			return
 		}
-		e := f(c.eps[i], a)
-		if e < best.Epsilon {
-			best.Epsilon, best.Order = e, a
+		if e := f(c.eps[i], c.grid.orders[i]); e < best.Epsilon {
+			best.Epsilon, best.Order = e, c.grid.orders[i]
+		}
+	}
+	if at == nil {
+		for i := range c.grid.orders {
+			try(i)
+		}
+	} else {
+		for _, i := range at {
+			try(i)
 		}
 	}
 	if best.Epsilon < 0 {

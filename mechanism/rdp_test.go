@@ -3,6 +3,7 @@ package mechanism
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -174,4 +175,39 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestFilterEpsilonOrders checks FilterEpsilon against its formula taken
+// over the orders it names: the filter orders of a grid that has some, and
+// every order of one that has none.
+func TestFilterEpsilonOrders(t *testing.T) {
+	other, err := NewGrid([]float64{1.7, 5, 9.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const delta = 1e-5
+	for _, c := range []struct {
+		name   string
+		curve  Curve
+		orders []float64
+	}{
+		{"the default grid", Gaussian(DefaultGrid(), 1, 3).Times(40), filterOrders[:]},
+		{"a grid without filter orders", Gaussian(other, 1, 3).Times(40), []float64{1.7, 5, 9.5}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := float64(len(c.orders))
+			want := math.Inf(1)
+			for i := range c.curve.grid.orders {
+				a := c.curve.grid.orders[i]
+				if !slices.Contains(c.orders, a) {
+					continue
+				}
+				want = min(want, c.curve.At(i)+math.Log((a-1)/a)-(math.Log(delta/m)+math.Log(a))/(a-1))
+			}
+			got, err := c.curve.FilterEpsilon(delta)
+			if err != nil || math.Abs(got.Epsilon-want) > 1e-12 {
+				t.Fatalf("FilterEpsilon = %+v (%v), want ε %v", got, err, want)
+			}
+		})
+	}
 }
