@@ -17,20 +17,26 @@ import (
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
-// Start is what every service does first: it makes its logger (to w, each
-// line naming party), sets the memory bound of o, and loads its QUIC
-// settings from t.
-func Start(w io.Writer, party string, l config.Log, o config.Ops, t config.TLS) (*slog.Logger, quicnet.Config, error) {
+// Client is what a party's command that reaches others needs: its logger
+// (to w, each line naming party) and its QUIC settings from t.
+func Client(w io.Writer, party string, l config.Log, t config.TLS) (*slog.Logger, quicnet.Config, error) {
 	log := cli.NewLogger(w, l).With("party", party)
-	if err := ApplyMemoryLimit(o, log); err != nil {
-		return nil, quicnet.Config{}, err
-	}
-	nc, err := NetConfig(t, log)
+	nc, err := netConfig(t, log)
 	return log, nc, err
 }
 
-// NetConfig loads the federation CA and the party's certificate.
-func NetConfig(t config.TLS, log *slog.Logger) (quicnet.Config, error) {
+// Start is what every service does first: Client, then it sets the memory
+// bound of o.
+func Start(w io.Writer, party string, l config.Log, o config.Ops, t config.TLS) (*slog.Logger, quicnet.Config, error) {
+	log, nc, err := Client(w, party, l, t)
+	if err != nil {
+		return nil, quicnet.Config{}, err
+	}
+	return log, nc, ApplyMemoryLimit(o, log)
+}
+
+// netConfig loads the federation CA and the party's certificate.
+func netConfig(t config.TLS, log *slog.Logger) (quicnet.Config, error) {
 	ca, err := crypto.LoadCert(t.CA)
 	if err != nil {
 		return quicnet.Config{}, err
