@@ -1,9 +1,9 @@
-// Package privacy is the engine of `nzc privacy` and `nzc audit`: it reads
-// vote histograms and reports every cost of answering them with a
-// mechanism (mechanism does the arithmetic): the proven, data-independent
-// cost the ledger charges, the data-dependent one (never to be published)
-// and its smooth-sensitivity release; and it prints unbounded figures as
-// "inf".
+// Package privacy is the engine of `nzc privacy analyze`: it reads vote
+// histograms and reports every cost of answering them with a mechanism
+// (mechanism does the arithmetic): the proven, data-independent cost the
+// ledger charges, the data-dependent one (never to be published) and its
+// smooth-sensitivity release. It prints unbounded figures as "inf", for
+// `nzc audit` too.
 package privacy
 
 import (
