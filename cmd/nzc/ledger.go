@@ -150,7 +150,7 @@ when any fails.`,
 		}
 		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds())}
 		if trust.fed != "" {
-			if opts.Directory, err = compliance.FederationDirectory(trust.fed); err != nil {
+			if opts.Directory, err = launch.Directory(trust.fed); err != nil {
 				return err
 			}
 		}

@@ -17,12 +17,11 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // This file is what a client of the compliance API trusts from outside any
-// auditor: the auditors' keys and the federation's parties from a
-// federation directory (or keys given by hand), and the last checkpoint it
+// auditor: the auditors' keys from a federation directory (or keys given
+// by hand), and the last checkpoint it
 // verified, kept so that a log rolled back or rewritten behind it fails.
 
 // KeptCheckpointPath is the file in dir that keeps the last checkpoint
@@ -65,21 +64,6 @@ func KeepLatest(path string, export []byte) (int64, error) {
 		return 0, fmt.Errorf("keep the checkpoint: %w", err)
 	}
 	return size, nil
-}
-
-// FederationDirectory returns the parties of a federation directory as its
-// genesis registers them, with the administrator's public key: what verify
-// pins the log's genesis signer and parties to.
-func FederationDirectory(fedDir string) ([]ledger.Party, error) {
-	m, err := crypto.LoadManifest(fedDir)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := m.AdminPublicKey()
-	if err != nil {
-		return nil, err
-	}
-	return intake.Directory(m, admin)
 }
 
 // TrustedKeys returns the note verifier keys of the auditors named by a
