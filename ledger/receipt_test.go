@@ -28,7 +28,19 @@ func receiptFixture(t *testing.T) (*fed, [32]byte, int64, int64) {
 	return f, digest, int64(r.Index), int64(refused.Index)
 }
 
-func TestReceipt(t *testing.T) {
+// badReceipt is a receipt a verifier must refuse, and the digest it is
+// checked against.
+type badReceipt struct {
+	name string
+	r    Receipt
+	want [32]byte
+}
+
+// receiptCases returns the fixture's federation, the accepted charge's
+// digest, its receipt under a checkpoint signed by a majority (a1 and a3)
+// and that checkpoint, and each way a single party could try to pass a
+// release off as committed.
+func receiptCases(t *testing.T) (f *fed, digest [32]byte, good Receipt, majority []byte, bad []badReceipt) {
 	f, digest, index, refusedIndex := receiptFixture(t)
 	cp, _ := f.st.Checkpoint()
 	majority, err := SignCheckpoint(cp, auditorSigner(t, "a1"), auditorSigner(t, "a3"))
@@ -36,17 +48,9 @@ func TestReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	alone, _ := SignCheckpoint(cp, auditorSigner(t, "a3"))
-	keys := auditorKeys(t, f.st)
-
-	good, err := f.st.Receipt(index, majority)
-	if err != nil {
+	if good, err = f.st.Receipt(index, majority); err != nil {
 		t.Fatal(err)
 	}
-	if en, sc, err := VerifyReceipt(good, keys, digest); err != nil || int64(en.Index) != index || len(sc.Signers) != 2 {
-		t.Fatalf("a majority's receipt: entry %d, signers %v, err %v", en.Index, sc.Signers, err)
-	}
-
-	// Each way a single party could try to pass a release off as committed.
 	oneAuditor, _ := f.st.Receipt(index, alone)
 	ofRefusal, _ := f.st.Receipt(refusedIndex, majority)
 	tampered := good
@@ -55,17 +59,22 @@ func TestReceipt(t *testing.T) {
 	otherProof, _ := f.st.Receipt(index-1, majority)
 	wrongProof := good
 	wrongProof.Proof = otherProof.Proof
-	for _, c := range []struct {
-		name string
-		r    Receipt
-		want [32]byte
-	}{
+	return f, digest, good, majority, []badReceipt{
 		{"a checkpoint signed by one auditor", oneAuditor, digest},
 		{"the entry of a refused charge", ofRefusal, digest},
 		{"an entry changed after signing", tampered, digest},
 		{"the proof of another entry", wrongProof, digest},
 		{"another command than the one submitted", good, [32]byte{1}},
-	} {
+	}
+}
+
+func TestReceipt(t *testing.T) {
+	f, digest, good, majority, bad := receiptCases(t)
+	keys := auditorKeys(t, f.st)
+	if en, sc, err := VerifyReceipt(good, keys, digest); err != nil || len(sc.Signers) != 2 {
+		t.Fatalf("a majority's receipt: entry %d, signers %v, err %v", en.Index, sc.Signers, err)
+	}
+	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
 			if _, _, err := VerifyReceipt(c.r, keys, c.want); !errors.Is(err, ErrReceipt) {
 				t.Fatalf("verified: %v", err)

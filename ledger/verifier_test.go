@@ -12,18 +12,11 @@ import (
 // opened a checkpoint still refuses every receipt a fresh check refuses:
 // the memo holds only checkpoints that verified, under their exact bytes.
 func TestVerifierRemembersOnlyWhatVerified(t *testing.T) {
-	f, digest, index, refusedIndex := receiptFixture(t)
-	cp, _ := f.st.Checkpoint()
-	majority, err := SignCheckpoint(cp, auditorSigner(t, "a1"), auditorSigner(t, "a3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	alone, _ := SignCheckpoint(cp, auditorSigner(t, "a3"))
+	f, digest, good, majority, bad := receiptCases(t)
 	v, err := NewVerifier(auditorKeys(t, f.st))
 	if err != nil {
 		t.Fatal(err)
 	}
-	good, _ := f.st.Receipt(index, majority)
 	// Warm the memo with the majority's checkpoint.
 	if _, sc, err := v.Receipt(good, digest); err != nil || len(sc.Signers) != 2 {
 		t.Fatalf("a majority's receipt: signers %v, err %v", sc.Signers, err)
@@ -44,27 +37,9 @@ func TestVerifierRemembersOnlyWhatVerified(t *testing.T) {
 	}
 	forgedReceipt := good
 	forgedReceipt.Checkpoint = forged
-	oneAuditor, _ := f.st.Receipt(index, alone)
-	ofRefusal, _ := f.st.Receipt(refusedIndex, majority)
-	tampered := good
-	tampered.Entry = bytes.Clone(good.Entry)
-	tampered.Entry[len(tampered.Entry)-12] ^= 1
-	otherProof, _ := f.st.Receipt(index-1, majority)
-	wrongProof := good
-	wrongProof.Proof = otherProof.Proof
-	for _, c := range []struct {
-		name string
-		r    Receipt
-		want [32]byte
-	}{
-		{"a cosignature changed under the remembered text", forgedReceipt, digest},
-		{"a checkpoint signed by one auditor", oneAuditor, digest},
-		{"a checkpoint signed by one auditor, again", oneAuditor, digest},
-		{"the entry of a refused charge", ofRefusal, digest},
-		{"an entry changed after signing", tampered, digest},
-		{"the proof of another entry", wrongProof, digest},
-		{"another command than the one submitted", good, [32]byte{1}},
-	} {
+	// Each refusal twice: a refused checkpoint is not remembered either.
+	cases := append([]badReceipt{{"a cosignature changed under the remembered text", forgedReceipt, digest}}, bad...)
+	for _, c := range append(cases, cases...) {
 		t.Run(c.name, func(t *testing.T) {
 			if _, _, err := v.Receipt(c.r, c.want); !errors.Is(err, ErrReceipt) {
 				t.Fatalf("verified: %v", err)

@@ -33,17 +33,8 @@ once: retries and restarts deliver the stored answers.
     --mechanism-name nzc --mechanism-noise laplace --mechanism-scale 20 --mechanism-constant 1000`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultAggregator())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cli.Load(cmd, config.DefaultAggregator())
-		if err != nil {
-			return err
-		}
-		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", "aggregator")
-		if err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
-			return err
-		}
-		netCfg, err := node.NetConfig(cfg.TLS, log)
+	return cli.Configured(cmd, config.DefaultAggregator(), func(cmd *cobra.Command, cfg config.Aggregator) error {
+		log, netCfg, err := node.Start(cmd.ErrOrStderr(), "aggregator", cfg.Log, cfg.Ops, cfg.TLS)
 		if err != nil {
 			return err
 		}
@@ -88,6 +79,5 @@ once: retries and restarts deliver the stored answers.
 		_, status := a.Ready()
 		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.MechanismParams().String(), "quorum", cfg.Quorum, "status", status)
 		return a.Serve(cmd.Context(), l)
-	}
-	return cmd
+	})
 }

@@ -36,23 +36,15 @@ take snapshots (see 'nzc ledger --help').`,
   nzc-auditor run --config auditor-4.yaml --bootstrap=false --peers auditor-1=10.0.0.1:7501`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultAuditor())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cli.Load(cmd, config.DefaultAuditor())
-		if err != nil {
-			return err
-		}
+	return cli.Configured(cmd, config.DefaultAuditor(), func(cmd *cobra.Command, cfg config.Auditor) error {
 		ac := auditor.Config{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: cfg.Raft, AdvertiseAddr: cfg.Advertise,
 			IntakeAddr: cfg.Listen, APIAddr: cfg.API, DashboardAddr: cfg.Dashboard, OpsAddr: cfg.Ops.Listen,
-			Bootstrap: cfg.Bootstrap, Logger: cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)}
-		if err := node.ApplyMemoryLimit(cfg.Ops, ac.Logger); err != nil {
-			return err
-		}
-		nc, err := node.NetConfig(cfg.TLS, ac.Logger)
+			Bootstrap: cfg.Bootstrap}
+		log, nc, err := node.Start(cmd.ErrOrStderr(), cfg.ID, cfg.Log, cfg.Ops, cfg.TLS)
 		if err != nil {
 			return err
 		}
-		ac.CA, ac.Credential = nc.CA, nc.Credential
+		ac.Logger, ac.CA, ac.Credential = log, nc.CA, nc.Credential
 		if ac.SigningKey, err = crypto.LoadPrivateKey(cfg.SigningKey); err != nil {
 			return err
 		}
@@ -65,6 +57,5 @@ take snapshots (see 'nzc ledger --help').`,
 			return err
 		}
 		return a.Run(cmd.Context())
-	}
-	return cmd
+	})
 }

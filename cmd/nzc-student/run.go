@@ -75,8 +75,7 @@ func (d *dataFlags) load() (*data.Dataset, error) {
 }
 
 func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config, opts ...func(*student.Config)) (*student.Client, error) {
-	log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
-	netCfg, err := node.NetConfig(cfg.TLS, log)
+	log, netCfg, err := node.Client(cmd.ErrOrStderr(), cfg.ID, cfg.Log, cfg.TLS)
 	if err != nil {
 		return nil, err
 	}

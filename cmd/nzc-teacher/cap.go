@@ -53,8 +53,7 @@ this hospital's account changes.`,
 		if err != nil {
 			return err
 		}
-		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
-		netCfg, err := node.NetConfig(cfg.TLS, log)
+		_, netCfg, err := node.Client(cmd.ErrOrStderr(), cfg.ID, cfg.Log, cfg.TLS)
 		if err != nil {
 			return err
 		}

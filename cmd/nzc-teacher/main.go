@@ -2,15 +2,13 @@
 package main
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/internal/config"
 )
 
-func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
+func main() { cli.Exec(newRootCommand()) }
 
 func newRootCommand() *cobra.Command {
 	return cli.ServiceRoot(&cobra.Command{

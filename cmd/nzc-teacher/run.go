@@ -76,14 +76,9 @@ certificate.`,
   nzc-teacher run --config federation/hospital-1.yaml --cap-epsilon 4`,
 		Args: cobra.NoArgs,
 	}
-	cli.AddConfigFlags(cmd, config.DefaultTeacher())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cli.Load(cmd, config.DefaultTeacher())
+	return cli.Configured(cmd, config.DefaultTeacher(), func(cmd *cobra.Command, cfg config.Teacher) error {
+		log, netCfg, err := node.Start(cmd.ErrOrStderr(), cfg.ID, cfg.Log, cfg.Ops, cfg.TLS)
 		if err != nil {
-			return err
-		}
-		log := cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID)
-		if err := node.ApplyMemoryLimit(cfg.Ops, log); err != nil {
 			return err
 		}
 		ens, models, err := teacher.LoadVoter(cfg.Models, cfg.ONNXRuntime)
@@ -91,10 +86,6 @@ certificate.`,
 			return err
 		}
 		defer models.Close()
-		netCfg, err := node.NetConfig(cfg.TLS, log)
-		if err != nil {
-			return err
-		}
 		id, err := crypto.LoadIdentity(cfg.AgeIdentity)
 		if err != nil {
 			return err
@@ -133,8 +124,7 @@ certificate.`,
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, n.Ready), log)
 		log.Info("hospital starting", "teachers", ens.Teachers(), "classes", ens.Classes(), "aggregator", cfg.Aggregator)
 		return n.Run(cmd.Context())
-	}
-	return cmd
+	})
 }
 
 func newStatusCommand() *cobra.Command {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/internal/privacy"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/mechanism/audit"
 )
@@ -17,11 +18,11 @@ import (
 type auditResult struct {
 	Mechanism         string           `json:"mechanism"`
 	Params            mechanism.Params `json:"params"`
-	EpsilonAccounted  jfloat           `json:"epsilon_accounted"`
-	DeltaAccounted    jfloat           `json:"delta_accounted"`
-	EpsilonLowerBound jfloat           `json:"epsilon_lower_bound"`
+	EpsilonAccounted  privacy.Float    `json:"epsilon_accounted"`
+	DeltaAccounted    privacy.Float    `json:"delta_accounted"`
+	EpsilonLowerBound privacy.Float    `json:"epsilon_lower_bound"`
 	Witness           string           `json:"witness,omitempty"`
-	EpsilonExact      *jfloat          `json:"epsilon_exact_two_class,omitempty"`
+	EpsilonExact      *privacy.Float   `json:"epsilon_exact_two_class,omitempty"`
 	ExactWitness      string           `json:"exact_witness,omitempty"`
 	Pairs             []string         `json:"pairs"`
 	PaperClaim        *float64         `json:"paper_claim_epsilon,omitempty"`
@@ -113,14 +114,14 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 			base += len(pairs) * 2 * *trials
 			ar := auditResult{
 				Mechanism: string(r.Params.Mechanism), Params: r.Params,
-				EpsilonAccounted: jfloat(r.EpsilonAccounted), DeltaAccounted: jfloat(r.DeltaAccounted),
-				EpsilonLowerBound: jfloat(r.EpsilonLowerBound), Witness: r.Witness, PaperClaim: r.PaperClaim, OK: r.OK,
+				EpsilonAccounted: privacy.Float(r.EpsilonAccounted), DeltaAccounted: privacy.Float(r.DeltaAccounted),
+				EpsilonLowerBound: privacy.Float(r.EpsilonLowerBound), Witness: r.Witness, PaperClaim: r.PaperClaim, OK: r.OK,
 			}
 			for _, p := range pairs {
 				ar.Pairs = append(ar.Pairs, fmt.Sprintf("%s: %v vs %v", p.Name, p.D, p.D2))
 			}
 			if r.Exact != nil {
-				e := jfloat(r.Exact.Epsilon)
+				e := privacy.Float(r.Exact.Epsilon)
 				ar.EpsilonExact, ar.ExactWitness = &e, r.Exact.Witness
 			}
 			if r.PaperClaim != nil {
@@ -147,12 +148,12 @@ func printAudit(w io.Writer, rep auditReport) error {
 		exact := "-"
 		if r.EpsilonExact != nil {
 			verdict = "ok: accounting ≥ exact ε and lower bound"
-			exact = ftext(float64(*r.EpsilonExact))
+			exact = privacy.Text(float64(*r.EpsilonExact))
 		}
 		if !r.OK {
 			verdict = "VIOLATION: accounted ε below the exact ε or the lower bound"
 		}
-		fmt.Fprintf(bw, "%-16s %-62s %14s %12s %12s %12s  %s\n", r.Mechanism, params, ftext(float64(r.EpsilonAccounted)), ftext(float64(r.DeltaAccounted)), ftext(float64(r.EpsilonLowerBound)), exact, verdict)
+		fmt.Fprintf(bw, "%-16s %-62s %14s %12s %12s %12s  %s\n", r.Mechanism, params, privacy.Text(float64(r.EpsilonAccounted)), privacy.Text(float64(r.DeltaAccounted)), privacy.Text(float64(r.EpsilonLowerBound)), exact, verdict)
 		fmt.Fprintf(bw, "%-16s   sampled witness: %s\n", "", r.Witness)
 		if r.ExactWitness != "" {
 			fmt.Fprintf(bw, "%-16s   exact witness:   %s\n", "", r.ExactWitness)
@@ -162,7 +163,7 @@ func printAudit(w io.Writer, rep auditReport) error {
 			if *r.PaperClaimRefuted {
 				state = "REFUTED"
 			}
-			fmt.Fprintf(bw, "%-16s   the paper claims ε ≈ %v; measured ε ≥ %s, exact ε %s: claim %s\n", "", *r.PaperClaim, ftext(float64(r.EpsilonLowerBound)), exact, state)
+			fmt.Fprintf(bw, "%-16s   the paper claims ε ≈ %v; measured ε ≥ %s, exact ε %s: claim %s\n", "", *r.PaperClaim, privacy.Text(float64(r.EpsilonLowerBound)), exact, state)
 		}
 	}
 	return bw.Flush()

@@ -1,22 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"math"
 	"testing"
 )
 
 func TestAuditJSON(t *testing.T) {
-	out, err := runNZCIn(t, "", "audit", "--trials", "2000", "--teachers", "20", "--seed", "4", "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		Results []map[string]any `json:"results"`
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
+	runNZCJSON(t, &rep, "", "audit", "--trials", "2000", "--teachers", "20", "--seed", "4", "--format", "json")
 	if len(rep.Results) < 5 {
 		t.Fatalf("%d results", len(rep.Results))
 	}
@@ -43,10 +36,6 @@ func TestAuditJSON(t *testing.T) {
 }
 
 func TestAuditOneMechanism(t *testing.T) {
-	out, err := runNZCIn(t, "", "audit", "--mechanism", "lnmax", "--scale", "0.5", "--trials", "3000", "--teachers", "10", "--seed", "2", "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		Results []struct {
 			Mechanism  string  `json:"mechanism"`
@@ -55,9 +44,7 @@ func TestAuditOneMechanism(t *testing.T) {
 			OK         bool    `json:"ok"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
+	runNZCJSON(t, &rep, "", "audit", "--mechanism", "lnmax", "--scale", "0.5", "--trials", "3000", "--teachers", "10", "--seed", "2", "--format", "json")
 	if len(rep.Results) != 1 || rep.Results[0].Mechanism != "lnmax" || math.Abs(rep.Results[0].Accounted-4) > 1e-9 || !rep.Results[0].OK || rep.Results[0].LowerBound < 1 {
 		t.Fatalf("results %+v", rep.Results)
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,11 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/launch"
 )
 
@@ -28,10 +24,6 @@ import (
 //	                (sends the bundle back: public files only)
 //	party:          nzc keys install --dir keys --bundle hospital-4-bundle \
 //	                    --ca-fingerprint <the fingerprint confirmed out of band>
-
-// ErrFingerprintMismatch is returned when a bundle's CA is not the one the
-// party confirmed out of band.
-var ErrFingerprintMismatch = errors.New("the bundle's CA certificate is not the federation CA you confirmed")
 
 func newKeysCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -125,13 +117,6 @@ func roleList() string {
 	return strings.Join(rs, ", ")
 }
 
-// keysInstallSummary is what `nzc keys install` reports.
-type keysInstallSummary struct {
-	URI    string   `json:"uri"`
-	Config string   `json:"config"`
-	Files  []string `json:"files"`
-}
-
 func newKeysInstallCommand() *cobra.Command {
 	var (
 		dir, bundle, fingerprint string
@@ -159,7 +144,7 @@ Nothing is written unless every check passes.`,
 		if err != nil {
 			return err
 		}
-		s, err := installBundle(dir, bundle, fingerprint, force, time.Now())
+		s, err := launch.InstallBundle(dir, bundle, fingerprint, force, time.Now())
 		if err != nil {
 			return err
 		}
@@ -169,103 +154,4 @@ Nothing is written unless every check passes.`,
 		})
 	})
 	return cmd
-}
-
-// installBundle checks bundle against the keys in dir (absolute) and the
-// CA fingerprint confirmed out of band, then copies its public files into
-// dir and writes the party's configuration there.
-func installBundle(dir, bundle, fingerprint string, force bool, now time.Time) (keysInstallSummary, error) {
-	req, err := crypto.LoadKeyRequest(filepath.Join(dir, crypto.KeyRequestFile))
-	if err != nil {
-		return keysInstallSummary{}, fmt.Errorf("%w (is --dir the directory nzc keys new made?)", err)
-	}
-	p := req.Peer()
-	if p.Role != crypto.RoleHospital {
-		return keysInstallSummary{}, fmt.Errorf("keys install sets up hospitals; %s is a %s", p, p.Role)
-	}
-	ca, err := crypto.LoadCert(filepath.Join(bundle, launch.BundleCACert))
-	if err != nil {
-		return keysInstallSummary{}, err
-	}
-	if got := crypto.Fingerprint(ca); normalizeFingerprint(got) != normalizeFingerprint(fingerprint) {
-		return keysInstallSummary{}, fmt.Errorf("%w: it is %s, you gave %s; do not install this bundle, and ask the administrator", ErrFingerprintMismatch, got, fingerprint)
-	}
-	cred, err := crypto.LoadCredential(filepath.Join(bundle, crypto.PartyCertFile), filepath.Join(dir, crypto.PartyKeyFile))
-	if err != nil {
-		return keysInstallSummary{}, fmt.Errorf("the bundle's certificate is not for this party's key: %w", err)
-	}
-	got, err := crypto.VerifyPeer(ca, [][]byte{cred.Cert.Raw}, now, crypto.UsageClient)
-	if err != nil {
-		return keysInstallSummary{}, err
-	}
-	if got != p {
-		return keysInstallSummary{}, fmt.Errorf("the bundle's certificate names %s, but these keys are %s's", got, p)
-	}
-	cfgPath := filepath.Join(bundle, p.ID+".yaml")
-	raw, err := os.ReadFile(cfgPath)
-	if err != nil {
-		return keysInstallSummary{}, fmt.Errorf("read the bundle's configuration: %w", err)
-	}
-	var c config.Teacher
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return keysInstallSummary{}, fmt.Errorf("%s: %w", cfgPath, err)
-	}
-	if c.ID != p.ID {
-		return keysInstallSummary{}, fmt.Errorf("%s configures %q, but these keys are %s's", cfgPath, c.ID, p)
-	}
-	files := map[string][]byte{}
-	names := []string{launch.BundleCACert, crypto.PartyCertFile}
-	// A registration comes with a hospital admitted after the genesis.
-	if c.Registration != "" {
-		names = append(names, launch.RegistrationFile)
-	}
-	for _, name := range names {
-		data, err := os.ReadFile(filepath.Join(bundle, name))
-		if err != nil {
-			return keysInstallSummary{}, fmt.Errorf("the bundle lacks a file: %w", err)
-		}
-		files[name] = data
-	}
-	in := func(path string) string {
-		if path == "" || filepath.IsAbs(path) {
-			return path
-		}
-		return filepath.Join(dir, path)
-	}
-	c.TLS = config.TLS{CA: in(launch.BundleCACert), Cert: in(crypto.PartyCertFile), Key: in(crypto.PartyKeyFile)}
-	c.AgeIdentity, c.SigningKey = in(crypto.AgeIdentityFile), in(crypto.SigningKeyFile)
-	c.Registration, c.Models, c.Data, c.State = in(c.Registration), in(c.Models), in(c.Data), in(c.State)
-	if err := c.Validate(); err != nil {
-		return keysInstallSummary{}, fmt.Errorf("the bundle's configuration: %w", err)
-	}
-	out, err := yaml.Marshal(c)
-	if err != nil {
-		return keysInstallSummary{}, err
-	}
-	header := fmt.Sprintf("# hospital configuration of %s, installed by `nzc keys install`.\n# Flags and NZC_* environment variables override these keys.\n", p.ID)
-	files[p.ID+".yaml"] = append([]byte(header), out...)
-	if !force {
-		for name := range files {
-			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
-				return keysInstallSummary{}, fmt.Errorf("%w: %s (a bundle was installed before; use --force to replace it)", crypto.ErrExists, filepath.Join(dir, name))
-			}
-		}
-	}
-	s := keysInstallSummary{URI: p.String(), Config: filepath.Join(dir, p.ID+".yaml")}
-	for _, name := range append(names, p.ID+".yaml") {
-		path := filepath.Join(dir, name)
-		if err := crypto.WriteFile(path, files[name], crypto.PublicFileMode, force); err != nil {
-			return keysInstallSummary{}, err
-		}
-		s.Files = append(s.Files, path)
-	}
-	return s, nil
-}
-
-// normalizeFingerprint lets a fingerprint be given with or without colons,
-// in either case.
-func normalizeFingerprint(s string) string {
-	return strings.ToUpper(strings.NewReplacer(":", "", " ", "").Replace(strings.TrimSpace(s)))
 }

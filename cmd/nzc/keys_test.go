@@ -95,7 +95,7 @@ func TestKeyRequestFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var signed signSummary
+	var signed launch.Bundle
 	if err := json.Unmarshal([]byte(out), &signed); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -132,7 +132,7 @@ func TestKeyRequestFlow(t *testing.T) {
 	}
 
 	// The party installs only a bundle from the CA it confirmed.
-	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", "AB:CD"); !errors.Is(err, ErrFingerprintMismatch) {
+	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", "AB:CD"); !errors.Is(err, launch.ErrFingerprintMismatch) {
 		t.Fatalf("install with another fingerprint: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(keys, "hospital-4.yaml")); err == nil {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,12 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/mod/sumdb/note"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
@@ -26,7 +22,6 @@ import (
 	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
-	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // ErrLedgerNotVerified is returned by `nzc ledger verify` when any check
@@ -155,7 +150,7 @@ when any fails.`,
 		}
 		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds())}
 		if trust.fed != "" {
-			if opts.Directory, err = federationDirectory(trust.fed); err != nil {
+			if opts.Directory, err = launch.Directory(trust.fed); err != nil {
 				return err
 			}
 		}
@@ -172,7 +167,7 @@ when any fails.`,
 			return ErrLedgerNotVerified
 		}
 		if keptPath != "" {
-			size, err := keepLatest(keptPath, export)
+			size, err := compliance.KeepLatest(keptPath, export)
 			if err != nil {
 				return err
 			}
@@ -213,57 +208,7 @@ func (k *keepFlags) path(trusted []string) (string, error) {
 		}
 		dir = filepath.Join(cfg, "nzc", "checkpoints")
 	}
-	h := sha256.Sum256([]byte(strings.Join(slices.Sorted(slices.Values(trusted)), "\n")))
-	return filepath.Join(dir, hex.EncodeToString(h[:8])+".checkpoint"), nil
-}
-
-// keepLatest writes the largest checkpoint of a verified export to path,
-// unless the checkpoint kept there is larger, and returns the kept size.
-// The export was verified to extend what path held.
-func keepLatest(path string, export []byte) (int64, error) {
-	x, err := ledger.DecodeExport(export)
-	if err != nil {
-		return 0, err
-	}
-	var best []byte
-	var size int64 = -1
-	for _, b := range x.Checkpoints {
-		if c, err := ledger.PeekCheckpoint(b); err == nil && c.Size > size {
-			best, size = b, c.Size
-		}
-	}
-	kept, err := keptCheckpoint(path)
-	if err != nil {
-		return 0, err
-	}
-	if best == nil || (kept != nil && kept.Size > size) {
-		if kept != nil {
-			return kept.Size, nil
-		}
-		return 0, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return 0, fmt.Errorf("keep the checkpoint: %w", err)
-	}
-	if err := crypto.WriteFile(path, best, crypto.PublicFileMode, true); err != nil {
-		return 0, fmt.Errorf("keep the checkpoint: %w", err)
-	}
-	return size, nil
-}
-
-// federationDirectory returns the parties of a federation directory as its
-// genesis registers them, with the administrator's public key: what verify
-// pins the log's genesis signer and parties to.
-func federationDirectory(fedDir string) ([]ledger.Party, error) {
-	m, err := crypto.LoadManifest(fedDir)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := m.AdminPublicKey()
-	if err != nil {
-		return nil, err
-	}
-	return intake.Directory(m, admin)
+	return compliance.KeptCheckpointPath(dir, trusted), nil
 }
 
 // trustFlags name the auditors' keys a check trusts: --federation and
@@ -286,84 +231,7 @@ func (t *trustFlags) keys(without string) ([]string, error) {
 	if t.fed == "" && len(t.values) == 0 {
 		return nil, fmt.Errorf("give the auditors' keys with --federation DIR or --keys: without them %s", without)
 	}
-	return trustedKeys(t.fed, t.values)
-}
-
-// trustedKeys returns the note verifier keys of the auditors named by a
-// federation directory and by --keys values.
-func trustedKeys(fedDir string, values []string) ([]string, error) {
-	var out []string
-	if fedDir != "" {
-		m, err := crypto.LoadManifest(fedDir)
-		if err != nil {
-			return nil, err
-		}
-		auditors := m.ByRole(crypto.RoleAuditor)
-		if len(auditors) == 0 {
-			return nil, fmt.Errorf("federation %s lists no auditors", fedDir)
-		}
-		for _, a := range auditors {
-			if a.VerifyingKey == "" {
-				return nil, fmt.Errorf("federation %s: auditor %s has no verifying key in %s", fedDir, a.ID, crypto.ManifestFile)
-			}
-			k, err := auditorKeyFile(a.ID, m.Path(a.VerifyingKey))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, k)
-		}
-	}
-	for _, v := range values {
-		v = strings.TrimSpace(v)
-		if v == "" {
-			continue
-		}
-		if _, err := note.NewVerifier(v); err == nil {
-			out = append(out, v)
-			continue
-		}
-		b, err := os.ReadFile(v)
-		if err != nil {
-			return nil, fmt.Errorf("--keys %q is neither a verifier key nor a readable file: %w", v, err)
-		}
-		if bytes.Contains(b, []byte("-----BEGIN")) {
-			k, err := auditorKeyFile(filepath.Base(filepath.Dir(v)), v)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, k)
-			continue
-		}
-		n := 0
-		for _, line := range strings.Split(string(b), "\n") {
-			line = strings.TrimSpace(line)
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			if _, err := note.NewVerifier(line); err != nil {
-				return nil, fmt.Errorf("%s: %q is not a verifier key: %w", v, line, err)
-			}
-			out = append(out, line)
-			n++
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("%s holds no verifier keys", v)
-		}
-	}
-	return out, nil
-}
-
-// auditorKeyFile returns the verifier key of auditor id from its sign.pub.
-func auditorKeyFile(id, path string) (string, error) {
-	pub, err := crypto.LoadPublicKey(path)
-	if err != nil {
-		return "", fmt.Errorf("auditor %s: %w", id, err)
-	}
-	k, err := ledger.VerifierKey(id, ed25519.PublicKey(pub))
-	if err != nil {
-		return "", fmt.Errorf("auditor %s (key %s): %w", id, path, err)
-	}
-	return k, nil
+	return compliance.TrustedKeys(t.fed, t.values)
 }
 
 // complianceFlags are the connection flags of the commands that talk to an
@@ -422,33 +290,38 @@ func auditorAPIs(m *crypto.Manifest) map[string]string {
 	return out
 }
 
-// targets returns the auditors --api names. A bare HOST:PORT is the
+// targets loads the federation directory and returns the auditors --api
+// names. A bare HOST:PORT is the
 // auditor whose configuration names that address (when one does), so that
 // its certificate's id is checked too. Without --api and with every, every
 // auditor of the federation is asked at the address its configuration
 // names.
-func (c *complianceFlags) targets(m *crypto.Manifest, every bool) ([]auditorTarget, error) {
+func (c *complianceFlags) targets(every bool) (*crypto.Manifest, []auditorTarget, error) {
+	m, err := crypto.LoadManifest(c.fed)
+	if err != nil {
+		return nil, nil, err
+	}
 	apis := auditorAPIs(m)
 	if len(c.apis) == 0 && every {
 		var out []auditorTarget
 		for _, a := range m.ByRole(crypto.RoleAuditor) {
 			addr, ok := apis[a.ID]
 			if !ok {
-				return nil, fmt.Errorf("the federation directory has no configuration naming auditor %s's compliance API: give every auditor as --api ID=HOST:PORT", a.ID)
+				return nil, nil, fmt.Errorf("the federation directory has no configuration naming auditor %s's compliance API: give every auditor as --api ID=HOST:PORT", a.ID)
 			}
 			out = append(out, auditorTarget{a.ID, addr})
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("federation %s lists no auditors", m.Dir)
+			return nil, nil, fmt.Errorf("federation %s lists no auditors", m.Dir)
 		}
-		return out, nil
+		return m, out, nil
 	}
 	var out []auditorTarget
 	for _, v := range c.apis {
 		t := auditorTarget{addr: v}
 		if id, addr, ok := strings.Cut(v, "="); ok {
 			if _, ok := m.Party(crypto.RoleAuditor, id); !ok {
-				return nil, fmt.Errorf("--api %s: the federation has no auditor %q", v, id)
+				return nil, nil, fmt.Errorf("--api %s: the federation has no auditor %q", v, id)
 			}
 			t = auditorTarget{id, addr}
 		} else {
@@ -460,7 +333,7 @@ func (c *complianceFlags) targets(m *crypto.Manifest, every bool) ([]auditorTarg
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return m, out, nil
 }
 
 // call runs f with a client of the compliance API at --api presenting the
@@ -474,11 +347,7 @@ func (c *complianceFlags) call(ctx context.Context, f func(context.Context, *com
 	if len(c.apis) > 1 {
 		return fmt.Errorf("--api names %d auditors: this command reads one", len(c.apis))
 	}
-	m, err := crypto.LoadManifest(c.fed)
-	if err != nil {
-		return err
-	}
-	ts, err := c.targets(m, false)
+	m, ts, err := c.targets(false)
 	if err != nil {
 		return err
 	}
@@ -505,15 +374,11 @@ func (c *complianceFlags) views(ctx context.Context, then func(context.Context, 
 	if c.fed == "" {
 		return errors.New("--federation DIR is required: its auditors are asked, at the compliance API their configuration names or at --api ID=HOST:PORT")
 	}
-	m, err := crypto.LoadManifest(c.fed)
+	m, ts, err := c.targets(true)
 	if err != nil {
 		return err
 	}
-	ts, err := c.targets(m, true)
-	if err != nil {
-		return err
-	}
-	keys, err := trustedKeys(c.fed, nil)
+	keys, err := compliance.TrustedKeys(c.fed, nil)
 	if err != nil {
 		return err
 	}
@@ -693,7 +558,7 @@ list with the batches the hospital voted on (its nzc_teacher_* metrics).`,
 		if h == "" {
 			return errors.New("--hospital ID is required (or present a hospital's certificate with --as)")
 		}
-		keys, err := trustedKeys(c.fed, nil)
+		keys, err := compliance.TrustedKeys(c.fed, nil)
 		if err != nil {
 			return err
 		}
@@ -800,7 +665,7 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 		var err error
 		explicit := *save != ""
 		if !explicit && c.fed != "" {
-			trusted, err := trustedKeys(c.fed, nil)
+			trusted, err := compliance.TrustedKeys(c.fed, nil)
 			if err != nil {
 				return err
 			}
@@ -809,7 +674,7 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 			}
 		}
 		if *save != "" {
-			if kept, err = keptCheckpoint(*save); err != nil {
+			if kept, err = compliance.KeptCheckpoint(*save); err != nil {
 				return err
 			}
 		}
@@ -953,22 +818,4 @@ func (s ledgerStatus) text(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// keptCheckpoint reads the checkpoint a --save-checkpoint file already
-// holds: nil when there is no file yet. Its signatures were checked when
-// it was saved; what matters now is that the next one extends it.
-func keptCheckpoint(path string) (*ledger.Checkpoint, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the kept checkpoint: %w", err)
-	}
-	c, err := ledger.PeekCheckpoint(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s holds no checkpoint (%w): move it away, or save to another file", path, err)
-	}
-	return &c, nil
 }

@@ -4,14 +4,12 @@
 package main
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 )
 
-func main() { os.Exit(cli.Main(newRootCommand(), os.Args[1:])) }
+func main() { cli.Exec(newRootCommand()) }
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{

@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"crypto/rand"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/internal/privacy"
 	"github.com/nzcfed/nzc/mechanism"
 )
 
@@ -44,7 +41,7 @@ func addMechFlags(cmd *cobra.Command) *mechFlags {
 // read reads the histograms from path ("-" for stdin) and the mechanism's
 // parameters for them.
 func (f *mechFlags) read(path string, stdin io.Reader) ([]mechanism.Histogram, mechanism.Params, error) {
-	hs, err := readHistograms(path, stdin)
+	hs, err := privacy.ReadHistograms(path, stdin)
 	if err != nil {
 		return nil, mechanism.Params{}, err
 	}
@@ -69,98 +66,13 @@ func (f *mechFlags) params(hs []mechanism.Histogram) (mechanism.Params, error) {
 	}
 	for i, h := range hs {
 		if err := h.Validate(p.Classes, p.Teachers); err != nil {
-			return p, &QueryError{Query: i, Err: err}
+			return p, &privacy.QueryError{Query: i, Err: err}
 		}
 	}
 	if err := p.Validate(); err != nil {
 		return p, fmt.Errorf("%w; see --help for the parameters of each mechanism", err)
 	}
 	return p, nil
-}
-
-// ErrHistograms reports an unreadable histogram file.
-var ErrHistograms = errors.New("histograms must be a JSON array of arrays of non-negative integers, one array per query")
-
-// QueryError names the query whose histogram is bad.
-type QueryError struct {
-	Query int // 0-based
-	Err   error
-}
-
-func (e *QueryError) Error() string { return fmt.Sprintf("query %d: %v", e.Query, e.Err) }
-func (e *QueryError) Unwrap() error { return e.Err }
-
-// readHistograms reads the histograms from path ("-" for r).
-func readHistograms(path string, stdin io.Reader) ([]mechanism.Histogram, error) {
-	var r io.Reader
-	if path == "-" {
-		r = stdin
-	} else {
-		fh, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading histograms: %w", err)
-		}
-		defer fh.Close()
-		r = fh
-	}
-	return decodeHistograms(bufio.NewReader(r))
-}
-
-func decodeHistograms(r io.Reader) ([]mechanism.Histogram, error) {
-	var raw []json.RawMessage
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrHistograms, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the array", ErrHistograms)
-	}
-	if len(raw) == 0 {
-		return nil, fmt.Errorf("%w: the array is empty", ErrHistograms)
-	}
-	hs := make([]mechanism.Histogram, len(raw))
-	for i, m := range raw {
-		var h []int
-		if err := json.Unmarshal(m, &h); err != nil {
-			return nil, &QueryError{Query: i, Err: fmt.Errorf("%w: %v", ErrHistograms, err)}
-		}
-		if err := mechanism.Histogram(h).Validate(0, math.MaxInt); err != nil {
-			return nil, &QueryError{Query: i, Err: err}
-		}
-		hs[i] = h
-	}
-	return hs, nil
-}
-
-// jfloat is a float64 whose JSON form is the string "inf" when unbounded.
-type jfloat float64
-
-func (f jfloat) MarshalJSON() ([]byte, error) {
-	x := float64(f)
-	switch {
-	case math.IsInf(x, 1):
-		return []byte(`"inf"`), nil
-	case math.IsInf(x, -1):
-		return []byte(`"-inf"`), nil
-	case math.IsNaN(x):
-		return []byte(`"nan"`), nil
-	}
-	return []byte(strconv.FormatFloat(x, 'g', -1, 64)), nil
-}
-
-func jfloats(xs []float64) []jfloat {
-	out := make([]jfloat, len(xs))
-	for i, x := range xs {
-		out[i] = jfloat(x)
-	}
-	return out
-}
-
-func ftext(x float64) string {
-	if math.IsInf(x, 1) {
-		return "inf (unbounded)"
-	}
-	return strconv.FormatFloat(x, 'g', 6, 64)
 }
 
 func parseOrders(s string) (mechanism.Grid, error) {
@@ -180,60 +92,6 @@ func parseOrders(s string) (mechanism.Grid, error) {
 		return g, fmt.Errorf("--orders: %w", err)
 	}
 	return g, nil
-}
-
-type analysis struct {
-	Mechanism string           `json:"mechanism"`
-	Params    mechanism.Params `json:"params"`
-	Queries   int              `json:"queries"`
-	Delta     jfloat           `json:"delta"`
-	Orders    []float64        `json:"orders"`
-	// Data-independent (safe to publish and to charge).
-	Note               string   `json:"note,omitempty"`
-	RDPDataIndependent []jfloat `json:"rdp_data_independent"`
-	// Per query: the curve of an answered and of a refused query (absent
-	// for nzc-svt, whose session has one fixed cost).
-	RDPPerAnswered []jfloat `json:"rdp_data_independent_per_answered_query,omitempty"`
-	RDPPerRefused  []jfloat `json:"rdp_data_independent_per_refused_query,omitempty"`
-	// EpsilonLedger is the proven ε of an account holding only this
-	// charge, as the ledger's gate converts: the smaller of the filter
-	// conversion and the pure-ε sum. EpsilonDataIndependent is the tight
-	// conversion, valid only for a composition fixed in advance.
-	EpsilonLedger               jfloat   `json:"epsilon_ledger"`
-	EpsilonDataIndependent      jfloat   `json:"epsilon_data_independent"`
-	OrderDataIndependent        float64  `json:"epsilon_data_independent_order,omitempty"`
-	EpsilonClassic              jfloat   `json:"epsilon_data_independent_classic"`
-	DeltaTotal                  jfloat   `json:"delta_total"`
-	MechanismDelta              jfloat   `json:"delta_mechanism"`
-	DeltaNote                   string   `json:"delta_note,omitempty"`
-	EpsilonPure                 jfloat   `json:"epsilon_pure"`
-	PaperClaimEpsilon           *float64 `json:"paper_claim_epsilon,omitempty"`
-	RDPDataDependent            []jfloat `json:"rdp_data_dependent,omitempty"`
-	EpsilonDataDependent        *jfloat  `json:"epsilon_data_dependent,omitempty"`
-	EpsilonDataDependentClassic *jfloat  `json:"epsilon_data_dependent_classic,omitempty"`
-	DataDependentNote           string   `json:"data_dependent_note,omitempty"`
-	LogQ                        []jfloat `json:"logq,omitempty"`
-	// The same with the q bound that holds for the discrete Gaussian noise
-	// the mechanisms sample (mechanism.QDiscrete).
-	RDPDataDependentDiscrete     []jfloat `json:"rdp_data_dependent_discrete,omitempty"`
-	EpsilonDataDependentDiscrete *jfloat  `json:"epsilon_data_dependent_discrete,omitempty"`
-	LogQDiscrete                 []jfloat `json:"logq_discrete,omitempty"`
-
-	SmoothSensitivity *ssOut `json:"smooth_sensitivity,omitempty"`
-}
-
-type ssOut struct {
-	QBound                  string  `json:"q_bound"`
-	Order                   float64 `json:"order"`
-	Beta                    float64 `json:"beta"`
-	Sigma                   float64 `json:"sigma"`
-	ReleasedRDP             jfloat  `json:"released_rdp"`
-	ReleaseRDP              jfloat  `json:"release_rdp"`
-	Epsilon                 jfloat  `json:"epsilon"`
-	EpsilonClassic          jfloat  `json:"epsilon_classic"`
-	Delta                   jfloat  `json:"delta"`
-	UnsafeDataDependent     jfloat  `json:"unsafe_data_dependent_rdp"`
-	UnsafeSmoothSensitivity jfloat  `json:"unsafe_smooth_sensitivity"`
 }
 
 func newPrivacyAnalyzeCommand() *cobra.Command {
@@ -288,146 +146,10 @@ release's own cost added.`,
 		if cmd.Flags().Changed("seed") {
 			src = seededSource(*seed)
 		}
-		a, err := analyze(p, g, hs, *delta, *ss, mechanism.SmoothSensitivityParams{Order: *ssOrder, Beta: *ssBeta, Sigma: *ssSigma, Bound: mechanism.QBound(*qBound)}, src)
+		a, err := privacy.Analyze(p, g, hs, *delta, *ss, mechanism.SmoothSensitivityParams{Order: *ssOrder, Beta: *ssBeta, Sigma: *ssSigma, Bound: mechanism.QBound(*qBound)}, src)
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, a, func(w io.Writer) error { return printAnalysis(w, a) })
+		return cli.Print(cmd.OutOrStdout(), f, a, a.Text)
 	})
-}
-
-func analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, delta float64, ss bool, ssp mechanism.SmoothSensitivityParams, src mechanism.Source) (*analysis, error) {
-	a := &analysis{Mechanism: string(p.Mechanism), Params: p, Queries: len(hs), Delta: jfloat(delta), Orders: g.Orders()}
-	ch, err := p.Charge(g, len(hs), 0)
-	if err != nil {
-		return nil, err
-	}
-	// delta is the whole δ: the mechanism's own additive δ comes out of it,
-	// and when that is not below delta nothing is guaranteed at delta.
-	inf := mechanism.Conversion{Epsilon: math.Inf(1), Delta: delta}
-	conv, classic, filter, pure := inf, inf, inf, math.Inf(1)
-	if rest := delta - ch.Delta; rest > 0 {
-		if conv, err = ch.RDP.Epsilon(rest); err != nil {
-			return nil, err
-		}
-		classic, _ = ch.RDP.EpsilonClassic(rest)
-		filter, _ = ch.RDP.FilterEpsilon(rest)
-		pure = ch.PureEpsilon
-	} else {
-		a.DeltaNote = fmt.Sprintf("the mechanism's own δ %.3g is not below δ = %g: no ε holds at that δ", ch.Delta, delta)
-	}
-	a.EpsilonLedger = jfloat(min(filter.Epsilon, pure))
-	a.RDPDataIndependent = jfloats(ch.RDP.Values())
-	if p.Mechanism != mechanism.NZCSVT {
-		qc, err := p.QueryCost(g)
-		if err != nil {
-			return nil, err
-		}
-		a.RDPPerAnswered, a.RDPPerRefused = jfloats(qc.Answered.Values()), jfloats(qc.Refused.Values())
-	}
-	a.EpsilonDataIndependent, a.OrderDataIndependent = jfloat(conv.Epsilon), conv.Order
-	a.EpsilonClassic = jfloat(classic.Epsilon)
-	a.DeltaTotal, a.MechanismDelta = jfloat(delta), jfloat(ch.Delta)
-	a.EpsilonPure = jfloat(pure)
-	switch p.Mechanism {
-	case mechanism.NZC:
-		zero := 0.0
-		a.PaperClaimEpsilon = &zero
-		a.Note = "with c far above the noise the output is the exact argmax, which one teacher can flip: the true cost is the one printed"
-	case mechanism.ConfidentGNMax:
-		a.Note = "every query is counted as answered (an upper bound)"
-	case mechanism.NZCSVT:
-		a.Note = "one session's fixed cost, whatever the number of queries; an unstable answer has probability within delta_mechanism"
-	}
-	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {
-		var dd, ddd mechanism.Curve
-		var logq, logqd []float64
-		if p.Mechanism == mechanism.GNMax {
-			if dd, logq, err = mechanism.GNMaxDataDependent(g, hs, p.Sigma); err != nil {
-				return nil, err
-			}
-			if ddd, logqd, err = mechanism.GNMaxDataDependentBound(g, hs, p.Sigma, mechanism.QDiscrete); err != nil {
-				return nil, err
-			}
-			a.LogQ, a.LogQDiscrete = jfloats(logq), jfloats(logqd)
-		} else {
-			if dd, err = mechanism.ConfidentDataDependent(g, hs, p.Threshold, p.Sigma1, p.Sigma2); err != nil {
-				return nil, err
-			}
-			if ddd, err = mechanism.ConfidentDataDependentBound(g, hs, p.Threshold, p.Sigma1, p.Sigma2, mechanism.QDiscrete); err != nil {
-				return nil, err
-			}
-		}
-		c, err := dd.Epsilon(delta)
-		if err != nil {
-			return nil, err
-		}
-		cc, _ := dd.EpsilonClassic(delta)
-		cd, _ := ddd.Epsilon(delta)
-		e, ec, ed := jfloat(c.Epsilon), jfloat(cc.Epsilon), jfloat(cd.Epsilon)
-		a.RDPDataDependent, a.EpsilonDataDependent, a.EpsilonDataDependentClassic = jfloats(dd.Values()), &e, &ec
-		a.RDPDataDependentDiscrete, a.EpsilonDataDependentDiscrete = jfloats(ddd.Values()), &ed
-		a.DataDependentNote = "computed from the raw votes (PATE 2018, Theorem 6): NOT differentially private, never publish it unsanitised; use --smooth-sensitivity. " +
-			"rdp_data_dependent and logq use PATE 2018's bound for continuous Gaussian noise; the _discrete fields use a bound that holds for the discrete Gaussian noise sampled here"
-	}
-	if ss {
-		if p.Mechanism != mechanism.GNMax && p.Mechanism != mechanism.ConfidentGNMax {
-			return nil, fmt.Errorf("--smooth-sensitivity applies to gnmax and confident-gnmax, not %s", p.Mechanism)
-		}
-		if ssp.Order == 0 {
-			ssp.Order = conv.Order
-			if ssp.Order == 0 {
-				ssp.Order = 20
-			}
-		}
-		rel, err := mechanism.ReleaseSmoothSensitivity(src, p, hs, ssp, delta)
-		if err != nil {
-			return nil, err
-		}
-		a.SmoothSensitivity = &ssOut{
-			QBound: string(rel.Bound), Order: rel.Order, Beta: rel.Beta, Sigma: rel.Sigma,
-			ReleasedRDP: jfloat(rel.Released), ReleaseRDP: jfloat(rel.ReleaseCost),
-			Epsilon: jfloat(rel.Epsilon), EpsilonClassic: jfloat(rel.EpsilonClassic), Delta: jfloat(rel.Delta),
-			UnsafeDataDependent: jfloat(rel.DataDependent), UnsafeSmoothSensitivity: jfloat(rel.SmoothSensitivity),
-		}
-	}
-	return a, nil
-}
-
-func printAnalysis(w io.Writer, a *analysis) error {
-	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "mechanism      %s\n", a.Mechanism)
-	pj, _ := json.Marshal(a.Params)
-	fmt.Fprintf(bw, "params         %s\n", pj)
-	fmt.Fprintf(bw, "queries        %d\n", a.Queries)
-	fmt.Fprintf(bw, "orders         %d (%v … %v)\n", len(a.Orders), a.Orders[0], a.Orders[len(a.Orders)-1])
-	fmt.Fprintf(bw, "\ndata-independent (what the ledger charges)\n")
-	if a.DeltaNote != "" {
-		fmt.Fprintf(bw, "  ε = inf at δ = %s: %s\n", ftext(float64(a.DeltaTotal)), a.DeltaNote)
-	} else {
-		fmt.Fprintf(bw, "  ε = %s at δ = %s (proven, as the ledger's gate converts an account's charges)\n", ftext(float64(a.EpsilonLedger)), ftext(float64(a.DeltaTotal)))
-		fmt.Fprintf(bw, "  ε = %s at δ = %s (tight conversion, order %v: holds only for a composition fixed in advance)\n", ftext(float64(a.EpsilonDataIndependent)), ftext(float64(a.DeltaTotal)), a.OrderDataIndependent)
-		fmt.Fprintf(bw, "  ε = %s at δ = %s (classic conversion)\n", ftext(float64(a.EpsilonClassic)), ftext(float64(a.DeltaTotal)))
-		if !math.IsInf(float64(a.EpsilonPure), 1) {
-			fmt.Fprintf(bw, "  ε = %s at δ = %s (pure DP, summed; the mechanism's own δ is %s)\n", ftext(float64(a.EpsilonPure)), ftext(float64(a.DeltaTotal)), ftext(float64(a.MechanismDelta)))
-		}
-	}
-	if a.PaperClaimEpsilon != nil {
-		fmt.Fprintf(bw, "  the paper claims ε ≈ %v: false\n", *a.PaperClaimEpsilon)
-	}
-	if a.Note != "" {
-		fmt.Fprintf(bw, "  note: %s\n", a.Note)
-	}
-	if a.EpsilonDataDependent != nil {
-		fmt.Fprintf(bw, "\ndata-dependent, UNSAFE TO PUBLISH (PATE 2018 Theorem 6, from the raw votes)\n")
-		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight), %s (classic): PATE 2018's q bound for continuous noise\n", ftext(float64(*a.EpsilonDataDependent)), float64(a.Delta), ftext(float64(*a.EpsilonDataDependentClassic)))
-		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight): q bound valid for the discrete Gaussian noise sampled\n", ftext(float64(*a.EpsilonDataDependentDiscrete)), float64(a.Delta))
-	}
-	if s := a.SmoothSensitivity; s != nil {
-		fmt.Fprintf(bw, "\nsmooth-sensitivity release (publishable: a private estimate of the data-dependent cost, PATE 2018 §4; the proven cost is the data-independent one)\n")
-		fmt.Fprintf(bw, "  order %v, β = %v, σ_s = %v, %s q bound\n", s.Order, s.Beta, s.Sigma, s.QBound)
-		fmt.Fprintf(bw, "  released RDP %s + release cost %s → ε = %s at δ = %v (classic %s)\n",
-			ftext(float64(s.ReleasedRDP)), ftext(float64(s.ReleaseRDP)), ftext(float64(s.Epsilon)), float64(s.Delta), ftext(float64(s.EpsilonClassic)))
-	}
-	return bw.Flush()
 }

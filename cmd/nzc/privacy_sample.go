@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/internal/privacy"
 	"github.com/nzcfed/nzc/mechanism"
 )
 
@@ -126,7 +127,7 @@ label, and a refusal, came out. For nzc-svt every trial opens a fresh session
 				}
 				o, err := m.Answer(src, h)
 				if err != nil {
-					return &QueryError{Query: qi, Err: err}
+					return &privacy.QueryError{Query: qi, Err: err}
 				}
 				if o.Refused {
 					c.refused++

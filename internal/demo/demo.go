@@ -407,7 +407,7 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 			cfgs[p.ID] = c
 		}
 	}
-	if err := launch.Validate(cfgs); err != nil {
+	if err := launch.ValidateConfigs(cfgs); err != nil {
 		return err
 	}
 	_, err = launch.WriteConfigs(m, cfgs, "", true)

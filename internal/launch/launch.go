@@ -2,7 +2,10 @@
 // provisions the federation in a directory (keys and certificates through
 // crypto.Provision, then the administrator-signed genesis, a later
 // hospital's registration and one configuration per party, as `nzc init`
-// writes them: provision.go) and then runs its parties in one of two modes:
+// writes them: provision.go; what a party takes to run on its own machine,
+// its kit or the bundle that admits a party keeping its own keys, and the
+// bundle's installation: handover.go) and then runs its parties in one of
+// two modes:
 //
 //   - as processes (Processes): it builds the party binaries and starts,
 //     stops, kills and restarts them, each with its own log and extra
@@ -79,15 +82,30 @@ func (f *Federation) Verify(export []byte) (*ledger.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin, err := f.M.AdminPublicKey()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := intake.Directory(f.M, admin)
+	dir, err := directory(f.M)
 	if err != nil {
 		return nil, err
 	}
 	return ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: keys, Directory: dir}), nil
+}
+
+// Directory returns the parties of the federation directory dir as its
+// genesis registers them, with the administrator's public key: what a
+// verifier pins the log's genesis signer and parties to.
+func Directory(dir string) ([]ledger.Party, error) {
+	m, err := crypto.LoadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	return directory(m)
+}
+
+func directory(m *crypto.Manifest) ([]ledger.Party, error) {
+	admin, err := m.AdminPublicKey()
+	if err != nil {
+		return nil, err
+	}
+	return intake.Directory(m, admin)
 }
 
 // ErrTimeout is returned by Poll when the condition did not hold in time.

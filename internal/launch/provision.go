@@ -159,9 +159,9 @@ func WriteRegistration(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (s
 // config.Student, config.Auditor).
 type validator interface{ Validate() error }
 
-// Validate checks every configuration of cfgs (keyed by party id), as
+// ValidateConfigs checks every configuration of cfgs (keyed by party id), as
 // PartyConfigs returns them.
-func Validate(cfgs map[string]any) error {
+func ValidateConfigs(cfgs map[string]any) error {
 	for id, c := range cfgs {
 		if err := c.(validator).Validate(); err != nil {
 			return fmt.Errorf("configuration of %s: %w", id, err)
@@ -263,7 +263,7 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 			out[p.ID] = c
 		}
 	}
-	if err := Validate(out); err != nil {
+	if err := ValidateConfigs(out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -265,6 +265,21 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// Configured makes cmd a command that reads its configuration: it adds the
+// configuration flags of defaults and sets RunE to load the configuration,
+// then call run. Other flags may be added to cmd before or after.
+func Configured[T Validator](cmd *cobra.Command, defaults T, run func(cmd *cobra.Command, cfg T) error) *cobra.Command {
+	AddConfigFlags(cmd, defaults)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := Load(cmd, defaults)
+		if err != nil {
+			return err
+		}
+		return run(cmd, cfg)
+	}
+	return cmd
+}
+
 // Formatted makes cmd a command that reads its configuration and prints in
 // the format chosen with --format: it adds the configuration flags of
 // defaults and the --format flag, and sets RunE to check the format before

@@ -130,3 +130,7 @@ func Main(root *cobra.Command, args []string) int {
 	}
 	return 0
 }
+
+// Exec is a binary's main: it runs the command tree root on the process's
+// arguments (Main) and exits with its code.
+func Exec(root *cobra.Command) { os.Exit(Main(root, os.Args[1:])) }

@@ -24,6 +24,26 @@ func Execute(t testing.TB, root *cobra.Command, args ...string) (string, error) 
 	return out.String(), err
 }
 
+// Refuses runs root with args and fails t unless the command fails with an
+// error that names want.
+func Refuses(t testing.TB, root *cobra.Command, want string, args ...string) {
+	t.Helper()
+	if _, err := Execute(t, root, args...); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v: %v, want an error naming %q", args, err, want)
+	}
+}
+
+// WriteFile writes content to a file named name in a new temporary
+// directory (a configuration, say) and returns its path.
+func WriteFile(t testing.TB, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // ExecuteSplit runs root with args and returns what it wrote to standard
 // output and to standard error apart, for commands whose output is read by
 // programs while their progress goes to standard error.

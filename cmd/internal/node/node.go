@@ -1,22 +1,42 @@
 // Package node holds what the party binaries share when they start a
-// service: the QUIC settings from the TLS configuration, the memory bound,
-// and the operations endpoint.
+// service: the logger, the QUIC settings from the TLS configuration, the
+// memory bound, and the operations endpoint.
 package node
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 
+	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/ops"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
-// NetConfig loads the federation CA and the party's certificate.
-func NetConfig(t config.TLS, log *slog.Logger) (quicnet.Config, error) {
+// Client is what a party's command that reaches others needs: its logger
+// (to w, each line naming party) and its QUIC settings from t.
+func Client(w io.Writer, party string, l config.Log, t config.TLS) (*slog.Logger, quicnet.Config, error) {
+	log := cli.NewLogger(w, l).With("party", party)
+	nc, err := netConfig(t, log)
+	return log, nc, err
+}
+
+// Start is what every service does first: Client, then it sets the memory
+// bound of o.
+func Start(w io.Writer, party string, l config.Log, o config.Ops, t config.TLS) (*slog.Logger, quicnet.Config, error) {
+	log, nc, err := Client(w, party, l, t)
+	if err != nil {
+		return nil, quicnet.Config{}, err
+	}
+	return log, nc, ApplyMemoryLimit(o, log)
+}
+
+// netConfig loads the federation CA and the party's certificate.
+func netConfig(t config.TLS, log *slog.Logger) (quicnet.Config, error) {
 	ca, err := crypto.LoadCert(t.CA)
 	if err != nil {
 		return quicnet.Config{}, err

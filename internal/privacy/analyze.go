@@ -1,0 +1,215 @@
+// Package privacy is the engine of `nzc privacy analyze`: it reads vote
+// histograms and reports every cost of answering them with a mechanism
+// (mechanism does the arithmetic): the proven, data-independent cost the
+// ledger charges, the data-dependent one (never to be published) and its
+// smooth-sensitivity release. It prints unbounded figures as "inf", for
+// `nzc audit` too.
+package privacy
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// Report is every cost of answering a set of histograms with a mechanism:
+// what `nzc privacy analyze` prints.
+type Report struct {
+	Mechanism string           `json:"mechanism"`
+	Params    mechanism.Params `json:"params"`
+	Queries   int              `json:"queries"`
+	Delta     Float            `json:"delta"`
+	Orders    []float64        `json:"orders"`
+	// Data-independent (safe to publish and to charge).
+	Note               string  `json:"note,omitempty"`
+	RDPDataIndependent []Float `json:"rdp_data_independent"`
+	// Per query: the curve of an answered and of a refused query (absent
+	// for nzc-svt, whose session has one fixed cost).
+	RDPPerAnswered []Float `json:"rdp_data_independent_per_answered_query,omitempty"`
+	RDPPerRefused  []Float `json:"rdp_data_independent_per_refused_query,omitempty"`
+	// EpsilonLedger is the proven ε of an account holding only this
+	// charge, as the ledger's gate converts: the smaller of the filter
+	// conversion and the pure-ε sum. EpsilonDataIndependent is the tight
+	// conversion, valid only for a composition fixed in advance.
+	EpsilonLedger               Float    `json:"epsilon_ledger"`
+	EpsilonDataIndependent      Float    `json:"epsilon_data_independent"`
+	OrderDataIndependent        float64  `json:"epsilon_data_independent_order,omitempty"`
+	EpsilonClassic              Float    `json:"epsilon_data_independent_classic"`
+	DeltaTotal                  Float    `json:"delta_total"`
+	MechanismDelta              Float    `json:"delta_mechanism"`
+	DeltaNote                   string   `json:"delta_note,omitempty"`
+	EpsilonPure                 Float    `json:"epsilon_pure"`
+	PaperClaimEpsilon           *float64 `json:"paper_claim_epsilon,omitempty"`
+	RDPDataDependent            []Float  `json:"rdp_data_dependent,omitempty"`
+	EpsilonDataDependent        *Float   `json:"epsilon_data_dependent,omitempty"`
+	EpsilonDataDependentClassic *Float   `json:"epsilon_data_dependent_classic,omitempty"`
+	DataDependentNote           string   `json:"data_dependent_note,omitempty"`
+	LogQ                        []Float  `json:"logq,omitempty"`
+	// The same with the q bound that holds for the discrete Gaussian noise
+	// the mechanisms sample (mechanism.QDiscrete).
+	RDPDataDependentDiscrete     []Float `json:"rdp_data_dependent_discrete,omitempty"`
+	EpsilonDataDependentDiscrete *Float  `json:"epsilon_data_dependent_discrete,omitempty"`
+	LogQDiscrete                 []Float `json:"logq_discrete,omitempty"`
+
+	SmoothSensitivity *SmoothSensitivity `json:"smooth_sensitivity,omitempty"`
+}
+
+// SmoothSensitivity is the publishable release of the data-dependent cost.
+type SmoothSensitivity struct {
+	QBound                  string  `json:"q_bound"`
+	Order                   float64 `json:"order"`
+	Beta                    float64 `json:"beta"`
+	Sigma                   float64 `json:"sigma"`
+	ReleasedRDP             Float   `json:"released_rdp"`
+	ReleaseRDP              Float   `json:"release_rdp"`
+	Epsilon                 Float   `json:"epsilon"`
+	EpsilonClassic          Float   `json:"epsilon_classic"`
+	Delta                   Float   `json:"delta"`
+	UnsafeDataDependent     Float   `json:"unsafe_data_dependent_rdp"`
+	UnsafeSmoothSensitivity Float   `json:"unsafe_smooth_sensitivity"`
+}
+
+// Analyze returns the costs of answering hs with p, on the orders of g, at
+// the whole δ delta: the data-independent cost the ledger charges and, for
+// gnmax and confident-gnmax, the data-dependent one (not private); with ss,
+// also its smooth-sensitivity release (parameters ssp, noise from src).
+func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, delta float64, ss bool, ssp mechanism.SmoothSensitivityParams, src mechanism.Source) (*Report, error) {
+	a := &Report{Mechanism: string(p.Mechanism), Params: p, Queries: len(hs), Delta: Float(delta), Orders: g.Orders()}
+	ch, err := p.Charge(g, len(hs), 0)
+	if err != nil {
+		return nil, err
+	}
+	// delta is the whole δ: the mechanism's own additive δ comes out of it,
+	// and when that is not below delta nothing is guaranteed at delta.
+	inf := mechanism.Conversion{Epsilon: math.Inf(1), Delta: delta}
+	conv, classic, filter, pure := inf, inf, inf, math.Inf(1)
+	if rest := delta - ch.Delta; rest > 0 {
+		if conv, err = ch.RDP.Epsilon(rest); err != nil {
+			return nil, err
+		}
+		classic, _ = ch.RDP.EpsilonClassic(rest)
+		filter, _ = ch.RDP.FilterEpsilon(rest)
+		pure = ch.PureEpsilon
+	} else {
+		a.DeltaNote = fmt.Sprintf("the mechanism's own δ %.3g is not below δ = %g: no ε holds at that δ", ch.Delta, delta)
+	}
+	a.EpsilonLedger = Float(min(filter.Epsilon, pure))
+	a.RDPDataIndependent = Floats(ch.RDP.Values())
+	if p.Mechanism != mechanism.NZCSVT {
+		qc, err := p.QueryCost(g)
+		if err != nil {
+			return nil, err
+		}
+		a.RDPPerAnswered, a.RDPPerRefused = Floats(qc.Answered.Values()), Floats(qc.Refused.Values())
+	}
+	a.EpsilonDataIndependent, a.OrderDataIndependent = Float(conv.Epsilon), conv.Order
+	a.EpsilonClassic = Float(classic.Epsilon)
+	a.DeltaTotal, a.MechanismDelta = Float(delta), Float(ch.Delta)
+	a.EpsilonPure = Float(pure)
+	switch p.Mechanism {
+	case mechanism.NZC:
+		zero := 0.0
+		a.PaperClaimEpsilon = &zero
+		a.Note = "with c far above the noise the output is the exact argmax, which one teacher can flip: the true cost is the one printed"
+	case mechanism.ConfidentGNMax:
+		a.Note = "every query is counted as answered (an upper bound)"
+	case mechanism.NZCSVT:
+		a.Note = "one session's fixed cost, whatever the number of queries; an unstable answer has probability within delta_mechanism"
+	}
+	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {
+		var dd, ddd mechanism.Curve
+		var logq, logqd []float64
+		if p.Mechanism == mechanism.GNMax {
+			if dd, logq, err = mechanism.GNMaxDataDependent(g, hs, p.Sigma); err != nil {
+				return nil, err
+			}
+			if ddd, logqd, err = mechanism.GNMaxDataDependentBound(g, hs, p.Sigma, mechanism.QDiscrete); err != nil {
+				return nil, err
+			}
+			a.LogQ, a.LogQDiscrete = Floats(logq), Floats(logqd)
+		} else {
+			if dd, err = mechanism.ConfidentDataDependent(g, hs, p.Threshold, p.Sigma1, p.Sigma2); err != nil {
+				return nil, err
+			}
+			if ddd, err = mechanism.ConfidentDataDependentBound(g, hs, p.Threshold, p.Sigma1, p.Sigma2, mechanism.QDiscrete); err != nil {
+				return nil, err
+			}
+		}
+		c, err := dd.Epsilon(delta)
+		if err != nil {
+			return nil, err
+		}
+		cc, _ := dd.EpsilonClassic(delta)
+		cd, _ := ddd.Epsilon(delta)
+		e, ec, ed := Float(c.Epsilon), Float(cc.Epsilon), Float(cd.Epsilon)
+		a.RDPDataDependent, a.EpsilonDataDependent, a.EpsilonDataDependentClassic = Floats(dd.Values()), &e, &ec
+		a.RDPDataDependentDiscrete, a.EpsilonDataDependentDiscrete = Floats(ddd.Values()), &ed
+		a.DataDependentNote = "computed from the raw votes (PATE 2018, Theorem 6): NOT differentially private, never publish it unsanitised; use --smooth-sensitivity. " +
+			"rdp_data_dependent and logq use PATE 2018's bound for continuous Gaussian noise; the _discrete fields use a bound that holds for the discrete Gaussian noise sampled here"
+	}
+	if ss {
+		if p.Mechanism != mechanism.GNMax && p.Mechanism != mechanism.ConfidentGNMax {
+			return nil, fmt.Errorf("--smooth-sensitivity applies to gnmax and confident-gnmax, not %s", p.Mechanism)
+		}
+		if ssp.Order == 0 {
+			ssp.Order = conv.Order
+			if ssp.Order == 0 {
+				ssp.Order = 20
+			}
+		}
+		rel, err := mechanism.ReleaseSmoothSensitivity(src, p, hs, ssp, delta)
+		if err != nil {
+			return nil, err
+		}
+		a.SmoothSensitivity = &SmoothSensitivity{
+			QBound: string(rel.Bound), Order: rel.Order, Beta: rel.Beta, Sigma: rel.Sigma,
+			ReleasedRDP: Float(rel.Released), ReleaseRDP: Float(rel.ReleaseCost),
+			Epsilon: Float(rel.Epsilon), EpsilonClassic: Float(rel.EpsilonClassic), Delta: Float(rel.Delta),
+			UnsafeDataDependent: Float(rel.DataDependent), UnsafeSmoothSensitivity: Float(rel.SmoothSensitivity),
+		}
+	}
+	return a, nil
+}
+
+// Text writes the report for a reader.
+func (a *Report) Text(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "mechanism      %s\n", a.Mechanism)
+	pj, _ := json.Marshal(a.Params)
+	fmt.Fprintf(bw, "params         %s\n", pj)
+	fmt.Fprintf(bw, "queries        %d\n", a.Queries)
+	fmt.Fprintf(bw, "orders         %d (%v … %v)\n", len(a.Orders), a.Orders[0], a.Orders[len(a.Orders)-1])
+	fmt.Fprintf(bw, "\ndata-independent (what the ledger charges)\n")
+	if a.DeltaNote != "" {
+		fmt.Fprintf(bw, "  ε = inf at δ = %s: %s\n", Text(float64(a.DeltaTotal)), a.DeltaNote)
+	} else {
+		fmt.Fprintf(bw, "  ε = %s at δ = %s (proven, as the ledger's gate converts an account's charges)\n", Text(float64(a.EpsilonLedger)), Text(float64(a.DeltaTotal)))
+		fmt.Fprintf(bw, "  ε = %s at δ = %s (tight conversion, order %v: holds only for a composition fixed in advance)\n", Text(float64(a.EpsilonDataIndependent)), Text(float64(a.DeltaTotal)), a.OrderDataIndependent)
+		fmt.Fprintf(bw, "  ε = %s at δ = %s (classic conversion)\n", Text(float64(a.EpsilonClassic)), Text(float64(a.DeltaTotal)))
+		if !math.IsInf(float64(a.EpsilonPure), 1) {
+			fmt.Fprintf(bw, "  ε = %s at δ = %s (pure DP, summed; the mechanism's own δ is %s)\n", Text(float64(a.EpsilonPure)), Text(float64(a.DeltaTotal)), Text(float64(a.MechanismDelta)))
+		}
+	}
+	if a.PaperClaimEpsilon != nil {
+		fmt.Fprintf(bw, "  the paper claims ε ≈ %v: false\n", *a.PaperClaimEpsilon)
+	}
+	if a.Note != "" {
+		fmt.Fprintf(bw, "  note: %s\n", a.Note)
+	}
+	if a.EpsilonDataDependent != nil {
+		fmt.Fprintf(bw, "\ndata-dependent, UNSAFE TO PUBLISH (PATE 2018 Theorem 6, from the raw votes)\n")
+		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight), %s (classic): PATE 2018's q bound for continuous noise\n", Text(float64(*a.EpsilonDataDependent)), float64(a.Delta), Text(float64(*a.EpsilonDataDependentClassic)))
+		fmt.Fprintf(bw, "  ε = %s at δ = %v (tight): q bound valid for the discrete Gaussian noise sampled\n", Text(float64(*a.EpsilonDataDependentDiscrete)), float64(a.Delta))
+	}
+	if s := a.SmoothSensitivity; s != nil {
+		fmt.Fprintf(bw, "\nsmooth-sensitivity release (publishable: a private estimate of the data-dependent cost, PATE 2018 §4; the proven cost is the data-independent one)\n")
+		fmt.Fprintf(bw, "  order %v, β = %v, σ_s = %v, %s q bound\n", s.Order, s.Beta, s.Sigma, s.QBound)
+		fmt.Fprintf(bw, "  released RDP %s + release cost %s → ε = %s at δ = %v (classic %s)\n",
+			Text(float64(s.ReleasedRDP)), Text(float64(s.ReleaseRDP)), Text(float64(s.Epsilon)), float64(s.Delta), Text(float64(s.EpsilonClassic)))
+	}
+	return bw.Flush()
+}
