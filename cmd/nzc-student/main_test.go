@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -14,19 +15,12 @@ func TestLabelNeedsData(t *testing.T) {
 	clitest.Refuses(t, newRootCommand(), "--data", "label", "--config", path)
 }
 
-// TestLabelBootstrapFlags: bad bootstrap settings are refused before
-// anything is asked.
+// TestLabelBootstrapFlags: bad bootstrap settings and query limits are
+// refused before anything is asked or written.
 func TestLabelBootstrapFlags(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "s.yaml")
-	cfg := "id: student-1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\nauditor_keys: [a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop]\n"
-	csv := filepath.Join(dir, "q.csv")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(csv, []byte("0.1,0.2,0\n0.3,0.4,1\n0.5,0.1,0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := clitest.WriteFile(t, "s.yaml", "id: student-1\ntls: {ca: ca.pem, cert: s.pem, key: s.key}\nage_identity: s.age\nhospitals: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]\nauditor_keys: [a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop]\n")
+	csv := clitest.WriteFile(t, "q.csv", "0.1,0.2,0\n0.3,0.4,1\n0.5,0.1,0\n")
+	out := path + ".labels.json"
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -38,12 +32,9 @@ func TestLabelBootstrapFlags(t *testing.T) {
 		{"negative query count", []string{"--max-queries", "-1"}, "--max-queries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"label", "--config", path, "--data", csv, "--count", "0", "--bootstrap", "2", "--bootstrap-model", "mlp", "--out", filepath.Join(dir, "l.json")}, tc.args...)
-			_, err := clitest.Execute(t, newRootCommand(), args...)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("label %v: %v, want an error naming %s", tc.args, err, tc.want)
-			}
-			if _, err := os.Stat(filepath.Join(dir, "l.json")); err == nil {
+			args := append([]string{"label", "--config", path, "--data", csv, "--count", "0", "--bootstrap", "2", "--bootstrap-model", "mlp", "--out", out}, tc.args...)
+			clitest.Refuses(t, newRootCommand(), tc.want, args...)
+			if _, err := os.Stat(out); err == nil {
 				t.Fatal("labels were written")
 			}
 		})

@@ -175,7 +175,7 @@ func (o Options) Check() error {
 	case !(o.CapEpsilon > 0) || math.IsInf(o.CapEpsilon, 0):
 		return fmt.Errorf("--cap %v: a finite positive ε", o.CapEpsilon)
 	}
-	if _, err := Mechanism(o.Mechanism, o.Hospitals*o.Teachers); err != nil {
+	if _, err := Mechanism(o.Mechanism, o.Hospitals*o.Teachers, o.CapEpsilon); err != nil {
 		return err
 	}
 	return nil
@@ -208,27 +208,46 @@ func Asked(m mechanism.Params, k, queries int, capEps float64) int {
 	return plan.Queries
 }
 
-// demoMechanism returns the preset of the named mechanism
-// (mechanism.Preset) scaled to an ensemble of k teachers; the aggregator
-// learns the ensemble size itself, so it is left out.
-func Mechanism(name string, k int) (mechanism.Params, error) {
+// Mechanism returns the preset of the named mechanism (mechanism.Preset)
+// scaled to an ensemble of k teachers; the aggregator learns the ensemble
+// size itself, so it is left out. nzc-svt's session is planned for the
+// ensemble and the cap instead (Session).
+func Mechanism(name string, k int, capEps float64) (mechanism.Params, error) {
 	p, err := mechanism.Preset(mechanism.Kind(name))
 	if err != nil {
 		return mechanism.Params{}, fmt.Errorf("--mechanism %q: %w", name, err)
 	}
 	if p.Mechanism == mechanism.NZCSVT {
-		// The session is planned for the demo's ensemble (MNIST's 10
-		// classes); scaling the 250-teacher threshold would leave a δ
-		// above every hospital's cap δ.
-		q, err := mechanism.PlanPresetSession(k, 10)
-		if err != nil {
-			return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt with %d teachers in all: %w; use more teachers (--hospitals, --teachers-per-hospital)", k, err)
-		}
-		return q, nil
+		return Session(k, capEps)
 	}
 	p = p.ForEnsemble(k, 0)
 	p.Teachers = 0
 	return p, nil
+}
+
+// SessionRefusals is K, the refusals a demo's nzc-svt session allows.
+const SessionRefusals = 2
+
+// Session plans the nzc-svt session of a demo with k teachers (MNIST's 10
+// classes) and a cap of capEps per hospital: K = SessionRefusals, and the
+// largest pure ε, at most 2, whose session the ledger's gate lets into an
+// account with that cap (its δ, 5e-6, is half the cap's δ). Scaling the
+// 250-teacher preset instead would leave a δ above every hospital's cap δ.
+// A larger ε lowers the threshold of distance to instability a query must
+// clear to be answered.
+func Session(k int, capEps float64) (mechanism.Params, error) {
+	for eps := math.Floor(min(capEps, 2)*100) / 100; eps >= 0.1; eps -= 0.01 {
+		p, err := mechanism.PlanSession(eps, CapDelta/2, SessionRefusals, k, 10)
+		if err != nil {
+			// A smaller ε needs a higher threshold still.
+			return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt with %d teachers in all: %w; use more teachers (--hospitals, --teachers-per-hospital)", k, err)
+		}
+		if plan, err := student.PlanQueries(p, capEps, CapDelta, 1); err == nil && plan.Sessions >= 1 {
+			p.Teachers, p.Classes = 0, 0
+			return p, nil
+		}
+	}
+	return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt: no session fits a cap of ε = %g; raise --cap", capEps)
 }
 
 type demo struct {
@@ -293,7 +312,7 @@ func (d *demo) run(ctx context.Context) (rep *Report, err error) {
 	if err := d.binaries(ctx); err != nil {
 		return nil, err
 	}
-	mech, _ := Mechanism(d.o.Mechanism, d.o.Hospitals*d.o.Teachers)
+	mech, _ := Mechanism(d.o.Mechanism, d.o.Hospitals*d.o.Teachers, d.o.CapEpsilon)
 	if err := d.provision(mech); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 func TestMechanismsAreValid(t *testing.T) {
 	for _, name := range []string{"confident-gnmax", "gnmax", "lnmax", "nzc", "nzc-svt"} {
 		for _, k := range []int{1, 20, 150, 2500} {
-			m, err := Mechanism(name, k)
+			m, err := Mechanism(name, k, 2)
 			if name == "nzc-svt" && k < 150 {
 				// No session of the preset's ε and δ can answer with so
 				// few teachers: the demo says so instead of starting an
@@ -37,7 +37,7 @@ func TestMechanismsAreValid(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Mechanism("median", 10); err == nil {
+	if _, err := Mechanism("median", 10, 2); err == nil {
 		t.Error("an unknown mechanism was accepted")
 	}
 	// The default costs what the report promises: the queries it asks,
@@ -46,7 +46,7 @@ func TestMechanismsAreValid(t *testing.T) {
 	// would not.
 	d := Defaults()
 	k := d.Hospitals * d.Teachers
-	m, err := Mechanism(d.Mechanism, k)
+	m, err := Mechanism(d.Mechanism, k, d.CapEpsilon)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,15 +71,15 @@ func TestMechanismsAreValid(t *testing.T) {
 }
 
 func TestAsked(t *testing.T) {
-	svt, err := Mechanism("nzc-svt", 300)
+	svt, err := Mechanism("nzc-svt", 300, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nzc, err := Mechanism("nzc", 300)
+	nzc, err := Mechanism("nzc", 300, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gn, err := Mechanism("gnmax", 300)
+	gn, err := Mechanism("gnmax", 300, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,5 +150,35 @@ func TestReportJSON(t *testing.T) {
 		if _, ok := h[k]; !ok {
 			t.Errorf("a hospital in the JSON report lacks %q", k)
 		}
+	}
+}
+
+func TestSessionFitsTheCap(t *testing.T) {
+	for _, tc := range []struct {
+		teachers int
+		cap      float64
+		pure     float64 // the session's pure ε, at least
+	}{
+		{300, 2, 1.98},
+		{300, 10, 1.99},
+		{300, 1.5, 1.48},
+		{150, 2, 1.98},
+	} {
+		p, err := Session(tc.teachers, tc.cap)
+		if err != nil {
+			t.Fatalf("%d teachers, cap %v: %v", tc.teachers, tc.cap, err)
+		}
+		p.Teachers, p.Classes = tc.teachers, 10
+		ch, err := p.Charge(mechanism.DefaultGrid(), 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv, err := ch.RDP.FilterEpsilon(CapDelta - ch.Delta)
+		if err != nil || conv.Epsilon > tc.cap || ch.PureEpsilon < tc.pure || ch.PureEpsilon > min(tc.cap, 2) || p.MaxRefusals != SessionRefusals {
+			t.Errorf("%d teachers, cap %v: session %v of pure ε %v costs ε %v (%v) in the ledger", tc.teachers, tc.cap, p, ch.PureEpsilon, conv.Epsilon, err)
+		}
+	}
+	if _, err := Session(300, 0.05); err == nil {
+		t.Error("a session was planned within a cap of 0.05")
 	}
 }

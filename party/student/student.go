@@ -372,6 +372,11 @@ func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name stri
 		}
 		rec = bootstrapRecord{Asked: asked, Order: rest}
 		b, _ := json.Marshal(rec)
+		// The batches of a selected order are kept under their own name's
+		// directory, so the data's may not exist yet.
+		if err := os.MkdirAll(filepath.Dir(recPath), 0o700); err != nil {
+			return firstAll, err
+		}
 		if err := crypto.WriteFile(recPath, b, 0o600, true); err != nil {
 			return firstAll, err
 		}
