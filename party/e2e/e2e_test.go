@@ -21,6 +21,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/selection"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/intake"
@@ -474,6 +475,29 @@ func TestFederation(t *testing.T) {
 		if err != nil || again.Resumed != 2 || !slices.Equal(again.Labels, res.Labels) {
 			t.Fatalf("a second run resumed %d of 2 batches (%v)", again.Resumed, err)
 		}
+	})
+
+	t.Run("a bootstrapped run in a selected order records its ranking", func(t *testing.T) {
+		sel, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
+			Hospitals: hospitals, BatchSize: 4, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
+			Logger: logger(t).With("party", "student"), Selection: selection.Config{Strategy: selection.Random, Seed: 1}, Bootstrap: 2,
+			Rank: func(_ context.Context, d *data.Dataset, _ []int, asked []bool) ([]int, error) {
+				var rest []int
+				for q := range d.Len() {
+					if !asked[q] {
+						rest = append(rest, q)
+					}
+				}
+				return rest, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sel.Label(t.Context(), dataset(8, 500), nil)
+		if err != nil || res.Answered+res.Refused != 8 {
+			t.Fatalf("asked %d of 8 (%v)", res.Answered+res.Refused, err)
+		}
+		checkAgainstLedger(res)
 	})
 
 	t.Run("a crash between commit and delivery loses nothing and charges once", func(t *testing.T) {
