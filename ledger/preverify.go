@@ -14,8 +14,9 @@ import (
 // here under the same key, message and signature bytes (a command whose
 // signer registers another key before it is applied is checked again), and
 // a command that does not decode or whose signer is unknown is left to
-// Apply to refuse. What Preverify remembers is dropped at its next call, so
-// it holds at most one batch.
+// Apply to refuse. It also keeps each command as it decoded it, so that
+// Apply does not decode the same bytes again. What Preverify remembers is
+// dropped at its next call, so it holds at most one batch.
 func (s *State) Preverify(cmds [][]byte, workers int) {
 	type job struct {
 		key ed25519.PublicKey
@@ -23,12 +24,14 @@ func (s *State) Preverify(cmds [][]byte, workers int) {
 		sig []byte
 	}
 	jobs := make([]job, 0, len(cmds))
+	decoded := make(map[string]Command, len(cmds))
 	s.mu.RLock()
 	for _, b := range cmds {
 		c, err := DecodeCommand(b)
 		if err != nil {
 			continue
 		}
+		decoded[string(b)] = c
 		signer, ok := s.parties[c.Signer]
 		if !ok {
 			continue // a genesis, or an unknown signer: Apply decides
@@ -56,6 +59,7 @@ func (s *State) Preverify(cmds [][]byte, workers int) {
 	s.sigs.mu.Lock()
 	defer s.sigs.mu.Unlock()
 	clear(s.sigs.ok)
+	s.sigs.decoded = decoded
 	for i, j := range jobs {
 		if ok[i] {
 			s.sigs.ok[sigDigest(j.key, j.msg, j.sig)] = struct{}{}
@@ -67,8 +71,20 @@ func (s *State) Preverify(cmds [][]byte, workers int) {
 // its key, message and signature. Like the cost cache, it changes no
 // result.
 type sigMemo struct {
-	mu sync.Mutex
-	ok map[[32]byte]struct{}
+	mu      sync.Mutex
+	ok      map[[32]byte]struct{}
+	decoded map[string]Command // by the command's bytes
+}
+
+// decode is DecodeCommand, unless Preverify decoded the same bytes.
+func (s *State) decode(cmd []byte) (Command, error) {
+	s.sigs.mu.Lock()
+	c, ok := s.sigs.decoded[string(cmd)]
+	s.sigs.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	return DecodeCommand(cmd)
 }
 
 // sigDigest identifies a key, a message and a signature on it.

@@ -26,8 +26,8 @@ func TestPreverifyChangesNoResult(t *testing.T) {
 	batch := [][]byte{good, flipped, otherKey, unknown, {1, 2, 3}, good, later}
 
 	pre.st.Preverify(batch, 3)
-	if n := len(pre.st.sigs.ok); n != 2 {
-		t.Fatalf("Preverify remembers %d signatures, want the 2 that verify", n)
+	if n, d := len(pre.st.sigs.ok), len(pre.st.sigs.decoded); n != 2 || d != 5 {
+		t.Fatalf("Preverify remembers %d signatures and %d commands, want the 2 that verify and the 5 distinct ones that decode", n, d)
 	}
 	wantStatus := []Status{StatusAccepted, StatusRefused, StatusRefused, StatusRefused, StatusRefused, StatusDuplicate, StatusAccepted}
 	for i, cmd := range batch {

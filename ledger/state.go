@@ -232,7 +232,7 @@ func accept(format string, args ...any) Result {
 // returned commit function, run only after the entry is recorded, makes the
 // change. A refusal returns no commit.
 func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
-	c, err := DecodeCommand(cmd)
+	c, err := s.decode(cmd)
 	if err != nil {
 		return refuse(CodeMalformed, "", "%v", err), nil
 	}
