@@ -1,34 +1,39 @@
 package ledger
 
 import (
+	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"sync"
 )
 
-// Preverify checks, on up to workers goroutines, the signatures of commands about to be
-// applied, against the keys their signers have registered now, and
-// remembers those that verified, so that Apply, which must decide commands
-// one at a time in log order, need not check them again. It changes no
-// result: Apply still checks every signature it has not seen verified
-// here under the same key, message and signature bytes (a command whose
-// signer registers another key before it is applied is checked again), and
-// a command that does not decode or whose signer is unknown is left to
-// Apply to refuse. What Preverify remembers is dropped at its next call, so
-// it holds at most one batch.
+// Preverify checks, on up to workers goroutines, the signatures of commands
+// about to be applied, against the keys their signers have registered now,
+// and remembers those that verified, so that Apply, which must decide
+// commands one at a time in log order, need not check them again. It also
+// keeps each command as it decoded it, so that Apply does not decode the
+// same bytes again. It changes no result: a command's bytes hold its message
+// and signature, and Apply skips only the check of a signature Preverify saw
+// verify in the same bytes under the same key (a command whose signer
+// registers another key before it is applied is checked again); a command
+// that does not decode or whose signer is unknown is left to Apply to
+// refuse. What Preverify remembers is dropped at its next call, so it holds
+// at most one batch.
 func (s *State) Preverify(cmds [][]byte, workers int) {
 	type job struct {
+		cmd string
 		key ed25519.PublicKey
 		msg []byte
 		sig []byte
 	}
-	jobs := make([]job, 0, len(cmds))
+	memo := make(map[string]decoded, len(cmds))
+	var jobs []job
 	s.mu.RLock()
 	for _, b := range cmds {
 		c, err := DecodeCommand(b)
 		if err != nil {
 			continue
 		}
+		memo[string(b)] = decoded{cmd: c}
 		signer, ok := s.parties[c.Signer]
 		if !ok {
 			continue // a genesis, or an unknown signer: Apply decides
@@ -37,7 +42,7 @@ func (s *State) Preverify(cmds [][]byte, workers int) {
 		if err != nil || len(signer.PublicKey) != ed25519.PublicKeySize || len(c.Signature) != signatureLen {
 			continue
 		}
-		jobs = append(jobs, job{key: signer.PublicKey, msg: m, sig: c.Signature})
+		jobs = append(jobs, job{cmd: string(b), key: signer.PublicKey, msg: m, sig: c.Signature})
 	}
 	s.mu.RUnlock()
 
@@ -52,45 +57,51 @@ func (s *State) Preverify(cmds [][]byte, workers int) {
 		})
 	}
 	wg.Wait()
-
-	s.sigs.mu.Lock()
-	defer s.sigs.mu.Unlock()
-	clear(s.sigs.ok)
 	for i, j := range jobs {
 		if ok[i] {
-			s.sigs.ok[sigDigest(j.key, j.msg, j.sig)] = struct{}{}
+			d := memo[j.cmd]
+			d.verifiedWith = j.key
+			memo[j.cmd] = d
 		}
 	}
+	s.pre.mu.Lock()
+	s.pre.memo = memo
+	s.pre.mu.Unlock()
 }
 
-// sigMemo holds the signatures Preverify saw verify, each as the SHA-256 of
-// its key, message and signature. Like the cost cache, it changes no
-// result.
-type sigMemo struct {
-	mu sync.Mutex
-	ok map[[32]byte]struct{}
+// preverified holds what Preverify learnt of its batch, by each command's
+// bytes. Like the cost cache, it changes no result.
+type preverified struct {
+	mu   sync.Mutex
+	memo map[string]decoded
 }
 
-// sigDigest identifies a key, a message and a signature on it.
-func sigDigest(key ed25519.PublicKey, msg, sig []byte) [32]byte {
-	h := sha256.New()
-	h.Write(key)
-	h.Write(sig)
-	h.Write(msg)
-	var d [32]byte
-	h.Sum(d[:0])
-	return d
+// decoded is a command as Preverify decoded it, and the key its signature
+// verified with (nil if none did).
+type decoded struct {
+	cmd          Command
+	verifiedWith ed25519.PublicKey
 }
 
-// verify is c.Verify(key), unless Preverify saw the same signature verify
-// under the same key.
-func (s *State) verify(c Command, key ed25519.PublicKey) bool {
-	m, err := c.SignedMessage()
-	if err != nil || len(key) != ed25519.PublicKeySize || len(c.Signature) != signatureLen {
-		return false
+// decode is DecodeCommand, unless Preverify decoded the same bytes.
+func (s *State) decode(cmd []byte) (Command, error) {
+	s.pre.mu.Lock()
+	d, ok := s.pre.memo[string(cmd)]
+	s.pre.mu.Unlock()
+	if ok {
+		return d.cmd, nil
 	}
-	s.sigs.mu.Lock()
-	_, seen := s.sigs.ok[sigDigest(key, m, c.Signature)]
-	s.sigs.mu.Unlock()
-	return seen || ed25519.Verify(key, m, c.Signature)
+	return DecodeCommand(cmd)
+}
+
+// verify is c.Verify(key), unless Preverify saw the signature in cmd, the
+// bytes c was decoded from, verify under the same key.
+func (s *State) verify(cmd []byte, c Command, key ed25519.PublicKey) bool {
+	s.pre.mu.Lock()
+	d, ok := s.pre.memo[string(cmd)]
+	s.pre.mu.Unlock()
+	if ok && d.verifiedWith != nil && bytes.Equal(d.verifiedWith, key) {
+		return true
+	}
+	return c.Verify(key)
 }

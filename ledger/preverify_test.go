@@ -26,8 +26,14 @@ func TestPreverifyChangesNoResult(t *testing.T) {
 	batch := [][]byte{good, flipped, otherKey, unknown, {1, 2, 3}, good, later}
 
 	pre.st.Preverify(batch, 3)
-	if n := len(pre.st.sigs.ok); n != 2 {
-		t.Fatalf("Preverify remembers %d signatures, want the 2 that verify", n)
+	verified := 0
+	for _, d := range pre.st.pre.memo {
+		if d.verifiedWith != nil {
+			verified++
+		}
+	}
+	if n, d := verified, len(pre.st.pre.memo); n != 2 || d != 5 {
+		t.Fatalf("Preverify remembers %d signatures and %d commands, want the 2 that verify and the 5 distinct ones that decode", n, d)
 	}
 	wantStatus := []Status{StatusAccepted, StatusRefused, StatusRefused, StatusRefused, StatusRefused, StatusDuplicate, StatusAccepted}
 	for i, cmd := range batch {

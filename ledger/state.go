@@ -133,8 +133,8 @@ type State struct {
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
 
-	costs *costCache // parsed parameter lists; changes no result
-	sigs  *sigMemo   // signatures Preverify saw verify; changes no result
+	costs *costCache   // parsed parameter lists; changes no result
+	pre   *preverified // the batch Preverify saw; changes no result
 }
 
 // New returns an empty ledger. Its first accepted command must be a Genesis.
@@ -151,7 +151,7 @@ func New() *State {
 		latest:    map[string]string{},
 		ensembles: map[string]Ensemble{},
 		costs:     newCostCache(),
-		sigs:      &sigMemo{ok: map[[32]byte]struct{}{}},
+		pre:       &preverified{},
 	}
 }
 
@@ -232,7 +232,7 @@ func accept(format string, args ...any) Result {
 // returned commit function, run only after the entry is recorded, makes the
 // change. A refusal returns no commit.
 func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
-	c, err := DecodeCommand(cmd)
+	c, err := s.decode(cmd)
 	if err != nil {
 		return refuse(CodeMalformed, "", "%v", err), nil
 	}
@@ -246,7 +246,7 @@ func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
 	if !ok {
 		return refuse(CodeUnknownSigner, c.Signer, "signer %s is not a registered party", c.Signer), nil
 	}
-	if !s.verify(c, signer.PublicKey) {
+	if !s.verify(cmd, c, signer.PublicKey) {
 		return refuse(CodeBadSignature, c.Signer, "the %s signature does not verify with %s's registered key", c.Body.Kind(), c.Signer), nil
 	}
 	switch b := c.Body.(type) {
