@@ -91,6 +91,43 @@ type parsed struct {
 	p   mechanism.Params
 	qc  mechanism.QueryCost
 	err error
+	// charges remembers the charges of the answered and refused counts
+	// seen with these parameters (a federation charges batches of a few
+	// sizes over and over); nil when err is set or for nzc-svt.
+	charges *chargeMemo
+}
+
+// chargeMemo holds QueryCost.Charge's results by answered and refused
+// counts, at most maxCharges of them. Like the cost cache, it changes no
+// result: an entry is exactly what Charge computed, and curves are values
+// no one changes.
+type chargeMemo struct {
+	mu sync.Mutex
+	m  map[[2]int]mechanism.Charge
+}
+
+const maxCharges = 64
+
+// charge is pc.qc.Charge(answered, refused), from the memo when it holds it.
+func (pc parsed) charge(answered, refused int) (mechanism.Charge, error) {
+	k := [2]int{answered, refused}
+	pc.charges.mu.Lock()
+	c, ok := pc.charges.m[k]
+	pc.charges.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := pc.qc.Charge(answered, refused)
+	if err != nil {
+		return c, err
+	}
+	pc.charges.mu.Lock()
+	defer pc.charges.mu.Unlock()
+	if len(pc.charges.m) >= maxCharges {
+		clear(pc.charges.m)
+	}
+	pc.charges.m[k] = c
+	return c, nil
 }
 
 // costCache keeps the parsed parameter lists apply has seen, so that a
@@ -117,7 +154,10 @@ func parseCost(g mechanism.Grid, kind string, params []Param) parsed {
 		return parsed{p: p}
 	}
 	qc, err := p.QueryCost(g)
-	return parsed{p: p, qc: qc, err: err}
+	if err != nil {
+		return parsed{p: p, err: err}
+	}
+	return parsed{p: p, qc: qc, charges: &chargeMemo{m: map[[2]int]mechanism.Charge{}}}
 }
 
 // get returns the parsed list, from the cache when it holds it (a nil
@@ -166,13 +206,13 @@ func deriveCharge(g mechanism.Grid, cache *costCache, b *Charge, stated mechanis
 	if q > math.MaxInt32 {
 		return derived{}, refuse(CodeBadCharge, b.BatchID, "%s: %d queries is more than one charge may cover", what, q), false
 	}
-	realized, err := pc.qc.Charge(int(a), int(q-a))
+	realized, err := pc.charge(int(a), int(q-a))
 	if err != nil {
 		return derived{}, badParams(b.BatchID, what, err), false
 	}
 	worst := realized
 	if a != q {
-		if worst, err = pc.qc.Charge(int(q), 0); err != nil {
+		if worst, err = pc.charge(int(q), 0); err != nil {
 			return derived{}, badParams(b.BatchID, what, err), false
 		}
 	}
