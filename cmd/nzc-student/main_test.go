@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,6 +37,32 @@ func TestLabelBootstrapFlags(t *testing.T) {
 			clitest.Refuses(t, newRootCommand(), tc.want, args...)
 			if _, err := os.Stat(out); err == nil {
 				t.Fatal("labels were written")
+			}
+		})
+	}
+}
+
+// TestTrainRefusesBadSettings: the student's training settings are checked
+// before any data is read or any model written.
+func TestTrainRefusesBadSettings(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "student.model")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"negative passes", []string{"--consistency", "--consistency-passes", "-1"}, "--consistency-passes"},
+		{"too many passes", []string{"--consistency", "--consistency-passes", "1001"}, "--consistency-passes"},
+		{"negative ratio", []string{"--consistency", "--consistency-ratio", "-1"}, "--consistency-ratio"},
+		{"too large a ratio", []string{"--consistency", "--consistency-ratio", "65"}, "--consistency-ratio"},
+		{"negative minimum of steps", []string{"--min-steps", "-1"}, "--min-steps"},
+		{"two ways to use the unlabelled", []string{"--consistency", "--self-training", "2"}, "pick one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"train", "--data", "no-such-directory", "--labels", "no-such-labels.json", "--out", out}, tc.args...)
+			clitest.Refuses(t, newRootCommand(), tc.want, args...)
+			if _, err := os.Stat(out); err == nil {
+				t.Fatal("a model was written")
 			}
 		})
 	}

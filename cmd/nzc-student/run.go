@@ -260,6 +260,10 @@ func newTrainCommand() *cobra.Command {
 	cmd.Flags().IntVar(&t.minSteps, "min-steps", 0, "train at least this many minibatch steps, however few the labels (0: 300)")
 	cmd.Flags().IntVar(&t.selfTrain, "self-training", 0, "rounds of class-balanced self-training on the examples without a label (0: off; post-processing, no privacy cost)")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
+		t.arch = *arch
+		if err := t.check(); err != nil {
+			return err
+		}
 		d, err := df.load()
 		if err != nil {
 			return err
@@ -270,10 +274,6 @@ func newTrainCommand() *cobra.Command {
 		}
 		if r.DataHash != student.FeatureHash(d) || len(r.Labels) != d.Len() {
 			return fmt.Errorf("the labels in %s were asked for other data than --data/--from/--count select: give the same data as to `label`", *labels)
-		}
-		t.arch = *arch
-		if err := t.check(); err != nil {
-			return err
 		}
 		n, used, err := trainStudent(cmd, d, r.Labels, t)
 		if err != nil {
