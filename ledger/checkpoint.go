@@ -188,6 +188,11 @@ func OpenCheckpoint(signed []byte, auditorKeys []string) (SignedCheckpoint, erro
 	if err != nil {
 		return SignedCheckpoint{}, err
 	}
+	return openCheckpoint(signed, vs)
+}
+
+// openCheckpoint is OpenCheckpoint with the auditors' keys parsed.
+func openCheckpoint(signed []byte, vs []note.Verifier) (SignedCheckpoint, error) {
 	c, err := PeekCheckpoint(signed)
 	if err != nil {
 		return SignedCheckpoint{}, err

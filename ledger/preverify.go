@@ -83,25 +83,22 @@ type decoded struct {
 	verifiedWith ed25519.PublicKey
 }
 
-// decode is DecodeCommand, unless Preverify decoded the same bytes.
-func (s *State) decode(cmd []byte) (Command, error) {
+// decode is DecodeCommand, unless Preverify decoded the same bytes: then
+// it also returns the key the command's signature verified with there (nil
+// if none did).
+func (s *State) decode(cmd []byte) (Command, ed25519.PublicKey, error) {
 	s.pre.mu.Lock()
 	d, ok := s.pre.memo[string(cmd)]
 	s.pre.mu.Unlock()
 	if ok {
-		return d.cmd, nil
+		return d.cmd, d.verifiedWith, nil
 	}
-	return DecodeCommand(cmd)
+	c, err := DecodeCommand(cmd)
+	return c, nil, err
 }
 
-// verify is c.Verify(key), unless Preverify saw the signature in cmd, the
-// bytes c was decoded from, verify under the same key.
-func (s *State) verify(cmd []byte, c Command, key ed25519.PublicKey) bool {
-	s.pre.mu.Lock()
-	d, ok := s.pre.memo[string(cmd)]
-	s.pre.mu.Unlock()
-	if ok && d.verifiedWith != nil && bytes.Equal(d.verifiedWith, key) {
-		return true
-	}
-	return c.Verify(key)
+// verify is c.Verify(key), unless the signature already verified with key
+// (verifiedWith, from decode).
+func verify(c Command, key, verifiedWith ed25519.PublicKey) bool {
+	return (verifiedWith != nil && bytes.Equal(verifiedWith, key)) || c.Verify(key)
 }

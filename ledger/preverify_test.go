@@ -51,3 +51,30 @@ func TestPreverifyChangesNoResult(t *testing.T) {
 		t.Fatalf("the trees differ: %+v after Preverify, %+v without", b, a)
 	}
 }
+
+// TestVerifyTrustsOnlyTheSameKey: a signature seen to verify under one key
+// is not taken as verifying under another.
+func TestVerifyTrustsOnlyTheSameKey(t *testing.T) {
+	f := newFed(t)
+	c, err := DecodeCommand(f.sign(chargeBody("b1", []string{"h1"}, gaussCurve(40, 10), 10), "agg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, h1 := testParty("agg", RoleAggregator).PublicKey, testParty("h1", RoleHospital).PublicKey
+	for _, tc := range []struct {
+		name              string
+		key, verifiedWith []byte
+		want              bool
+	}{
+		{"not preverified, the signer's key", agg, nil, true},
+		{"not preverified, another key", h1, nil, false},
+		{"preverified under the same key", agg, agg, true},
+		{"preverified under another key", h1, agg, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := verify(c, tc.key, tc.verifiedWith); got != tc.want {
+				t.Fatalf("verify = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

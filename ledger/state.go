@@ -232,7 +232,7 @@ func accept(format string, args ...any) Result {
 // returned commit function, run only after the entry is recorded, makes the
 // change. A refusal returns no commit.
 func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
-	c, err := s.decode(cmd)
+	c, verifiedWith, err := s.decode(cmd)
 	if err != nil {
 		return refuse(CodeMalformed, "", "%v", err), nil
 	}
@@ -246,7 +246,7 @@ func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
 	if !ok {
 		return refuse(CodeUnknownSigner, c.Signer, "signer %s is not a registered party", c.Signer), nil
 	}
-	if !s.verify(cmd, c, signer.PublicKey) {
+	if !verify(c, signer.PublicKey, verifiedWith) {
 		return refuse(CodeBadSignature, c.Signer, "the %s signature does not verify with %s's registered key", c.Body.Kind(), c.Signer), nil
 	}
 	switch b := c.Body.(type) {

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"golang.org/x/mod/sumdb/note"
 )
 
 // verifierMemo is how many opened checkpoints a Verifier remembers: the
@@ -24,7 +26,7 @@ const verifierMemo = 16
 //
 // A Verifier is safe for concurrent use.
 type Verifier struct {
-	keys []string
+	keys []note.Verifier
 
 	mu     sync.Mutex
 	opened map[[32]byte]SignedCheckpoint
@@ -35,10 +37,11 @@ type Verifier struct {
 // it checks now: a key that does not parse, or two keys of one auditor,
 // are an error.
 func NewVerifier(auditorKeys []string) (*Verifier, error) {
-	if _, err := CheckpointVerifiers(auditorKeys); err != nil {
+	vs, err := CheckpointVerifiers(auditorKeys)
+	if err != nil {
 		return nil, err
 	}
-	return &Verifier{keys: slices.Clone(auditorKeys), opened: map[[32]byte]SignedCheckpoint{}}, nil
+	return &Verifier{keys: vs, opened: map[[32]byte]SignedCheckpoint{}}, nil
 }
 
 // Checkpoint is OpenCheckpoint with the Verifier's keys.
@@ -50,7 +53,7 @@ func (v *Verifier) Checkpoint(signed []byte) (SignedCheckpoint, error) {
 	if ok {
 		return sc.clone(), nil
 	}
-	sc, err := OpenCheckpoint(signed, v.keys)
+	sc, err := openCheckpoint(signed, v.keys)
 	if err != nil {
 		return sc, err
 	}
