@@ -18,7 +18,7 @@ import (
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
-	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/student"
 	"github.com/nzcfed/nzc/party/teacher"
@@ -160,7 +160,7 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 	if f.lc, err = aggregator.NewLedgerClient(p.Net, intakes); err != nil {
 		return err
 	}
-	if f.auditorKeys, err = intake.AuditorKeys(f.m); err != nil {
+	if f.auditorKeys, err = compliance.AuditorKeys(f.m); err != nil {
 		return err
 	}
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{

@@ -26,7 +26,6 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
-	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/student"
 )
 
@@ -594,7 +593,7 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 // metrics) against the charges naming it, read with its certificate and
 // proven here against the auditors' keys.
 func (d *demo) hospitalProofs(ctx context.Context, rep *Report) {
-	keys, err := intake.AuditorKeys(d.fed.M)
+	keys, err := compliance.AuditorKeys(d.fed.M)
 	rep.HospitalsMatchedVotesToProofs = err == nil
 	for _, h := range d.fed.M.ByRole(crypto.RoleHospital) {
 		metric := func(name string) int { return int(launch.Metric(ctx, d.opsAddr(h.ID), name)) }

@@ -72,7 +72,7 @@ func (f *Federation) Compliance(addr string) (*compliance.Client, error) {
 // AuditorKeys returns the note verifier keys of the federation's auditors,
 // from their public keys in the federation directory: the keys a verifier
 // trusts, from outside any export.
-func (f *Federation) AuditorKeys() ([]string, error) { return intake.AuditorKeys(f.M) }
+func (f *Federation) AuditorKeys() ([]string, error) { return compliance.AuditorKeys(f.M) }
 
 // Verify verifies a ledger export as a compliance officer holding the
 // federation directory does: against the auditors' keys, with the genesis

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
@@ -186,7 +187,7 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 		intakes = append(intakes, Loopback(pt.Intake(i)))
 		peers = append(peers, a.ID+"="+Loopback(pt.Raft(i)))
 	}
-	auditorKeys, err := intake.AuditorKeys(m)
+	auditorKeys, err := compliance.AuditorKeys(m)
 	if err != nil {
 		return nil, err
 	}

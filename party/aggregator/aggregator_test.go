@@ -16,6 +16,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -243,7 +244,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auditorKeys, err := intake.AuditorKeys(m)
+	auditorKeys, err := compliance.AuditorKeys(m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/nzcfed/nzc/ml/selection"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
+	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/student"
@@ -712,7 +713,7 @@ func (f *federation) waitForAccount(t *testing.T, id string) {
 // and the students pin them.
 func (f *federation) auditorKeys() []string {
 	f.t.Helper()
-	keys, err := intake.AuditorKeys(f.m)
+	keys, err := compliance.AuditorKeys(f.m)
 	if err != nil {
 		f.t.Fatal(err)
 	}

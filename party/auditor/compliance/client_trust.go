@@ -77,19 +77,8 @@ func TrustedKeys(fedDir string, values []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		auditors := m.ByRole(crypto.RoleAuditor)
-		if len(auditors) == 0 {
-			return nil, fmt.Errorf("federation %s lists no auditors", fedDir)
-		}
-		for _, a := range auditors {
-			if a.VerifyingKey == "" {
-				return nil, fmt.Errorf("federation %s: auditor %s has no verifying key in %s", fedDir, a.ID, crypto.ManifestFile)
-			}
-			k, err := auditorKeyFile(a.ID, m.Path(a.VerifyingKey))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, k)
+		if out, err = AuditorKeys(m); err != nil {
+			return nil, fmt.Errorf("federation %s: %w", fedDir, err)
 		}
 	}
 	for _, v := range values {
@@ -128,6 +117,29 @@ func TrustedKeys(fedDir string, values []string) ([]string, error) {
 		if n == 0 {
 			return nil, fmt.Errorf("%s holds no verifier keys", v)
 		}
+	}
+	return out, nil
+}
+
+// AuditorKeys returns the note verifier keys (ledger.VerifierKey) of the
+// federation's auditors, from their public signing keys in the manifest:
+// what the aggregator, the students and compliance officers pin to check
+// checkpoints and receipts.
+func AuditorKeys(m *crypto.Manifest) ([]string, error) {
+	auditors := m.ByRole(crypto.RoleAuditor)
+	if len(auditors) == 0 {
+		return nil, errors.New("the federation lists no auditors")
+	}
+	var out []string
+	for _, a := range auditors {
+		if a.VerifyingKey == "" {
+			return nil, fmt.Errorf("auditor %s has no verifying key in %s", a.ID, crypto.ManifestFile)
+		}
+		k, err := auditorKeyFile(a.ID, m.Path(a.VerifyingKey))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
 	}
 	return out, nil
 }

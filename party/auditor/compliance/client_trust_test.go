@@ -70,3 +70,32 @@ func TestKeptCheckpointPath(t *testing.T) {
 		t.Errorf("no kept file: %v, %v; want nothing and no error", got, err)
 	}
 }
+
+// TestAuditorKeysRefusesAFederationWithoutThem: a manifest that lists no
+// auditor, or an auditor without its verifying key, gives no keys to pin.
+func TestAuditorKeysRefusesAFederationWithoutThem(t *testing.T) {
+	m := provision(t, "fed")
+	noAuditors := *m
+	noAuditors.Parties = slices.DeleteFunc(slices.Clone(m.Parties), func(p crypto.PartyFiles) bool { return p.Role == crypto.RoleAuditor })
+	noKey := *m
+	noKey.Parties = slices.Clone(m.Parties)
+	for i := range noKey.Parties {
+		if noKey.Parties[i].Role == crypto.RoleAuditor {
+			noKey.Parties[i].VerifyingKey = ""
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		m    *crypto.Manifest
+		want string
+	}{
+		{"no auditors", &noAuditors, "lists no auditors"},
+		{"an auditor without its key", &noKey, "has no verifying key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if keys, err := AuditorKeys(tc.m); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v, %v; want an error naming %q", keys, err, tc.want)
+			}
+		})
+	}
+}

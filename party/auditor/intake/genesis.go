@@ -190,25 +190,3 @@ func Directory(m *crypto.Manifest, admin ed25519.PublicKey) ([]ledger.Party, err
 	sort.Slice(parties, func(i, j int) bool { return parties[i].ID < parties[j].ID })
 	return parties, nil
 }
-
-// AuditorKeys returns the note verifier keys (ledger.VerifierKey) of the
-// federation's auditors, from their public signing keys in the manifest:
-// what the aggregator and the students pin to check receipts.
-func AuditorKeys(m *crypto.Manifest) ([]string, error) {
-	var keys []string
-	for _, a := range m.ByRole(crypto.RoleAuditor) {
-		pub, err := crypto.LoadPublicKey(m.Path(a.VerifyingKey))
-		if err != nil {
-			return nil, fmt.Errorf("auditor %s: %w", a.ID, err)
-		}
-		k, err := ledger.VerifierKey(a.ID, ed25519.PublicKey(pub))
-		if err != nil {
-			return nil, fmt.Errorf("auditor %s: %w", a.ID, err)
-		}
-		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("intake: the federation has no auditors")
-	}
-	return keys, nil
-}
