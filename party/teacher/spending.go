@@ -2,7 +2,6 @@ package teacher
 
 import (
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -36,10 +35,9 @@ type Spending struct {
 // batches are unproven it refuses to vote: an aggregator that skips or
 // under-charges a hospital's votes gets no more of them.
 type spending struct {
-	id   string
-	keys []string // the auditors' pinned verifier keys; nil: no check
-	// receipts checks receipts against keys, opening each cosigned
-	// checkpoint once; nil without keys.
+	id string
+	// receipts checks receipts against the auditors' pinned keys, opening
+	// each cosigned checkpoint once; nil: no keys, no check.
 	receipts *ledger.Verifier
 	lag      int
 	log      *slog.Logger
@@ -57,20 +55,14 @@ type voted struct {
 	at      time.Time
 }
 
-// newSpending returns the record of hospital id's votes, kept in the file
-// path when it is set (and reloaded from it), in memory otherwise.
-func newSpending(id string, keys []string, lag int, log *slog.Logger, path string) (*spending, error) {
+// newSpending returns the record of hospital id's votes, checked with
+// receipts (nil: not checked), kept in the file path when it is set (and
+// reloaded from it), in memory otherwise.
+func newSpending(id string, receipts *ledger.Verifier, lag int, log *slog.Logger, path string) (*spending, error) {
 	if lag <= 0 {
 		lag = DefaultProofLag
 	}
-	s := &spending{id: id, keys: keys, lag: lag, log: log, path: path, unproven: map[string]voted{}}
-	if len(keys) > 0 {
-		v, err := ledger.NewVerifier(keys)
-		if err != nil {
-			return nil, fmt.Errorf("teacher: auditor keys: %w", err)
-		}
-		s.receipts = v
-	}
+	s := &spending{id: id, receipts: receipts, lag: lag, log: log, path: path, unproven: map[string]voted{}}
 	if path != "" {
 		if err := s.load(path); err != nil {
 			return nil, err
@@ -82,7 +74,7 @@ func newSpending(id string, keys []string, lag int, log *slog.Logger, path strin
 // accept checks the charge receipts a query batch hands over and marks
 // the batches they prove.
 func (s *spending) accept(rs []*nzcpb.Receipt) {
-	if len(s.keys) == 0 || len(rs) == 0 {
+	if s.receipts == nil || len(rs) == 0 {
 		return
 	}
 	s.mu.Lock()
@@ -138,7 +130,7 @@ func (s *spending) reject(msg string, err error) {
 // allow returns an error, refusing the batch, when the hospital has voted
 // on Lag batches whose charges it has not seen proven.
 func (s *spending) allow(batch []byte) error {
-	if len(s.keys) == 0 {
+	if s.receipts == nil {
 		return nil
 	}
 	s.mu.Lock()
@@ -158,7 +150,7 @@ func (s *spending) allow(batch []byte) error {
 // leave: when the record cannot be saved it returns an error and changes
 // nothing, and the votes must not be sent.
 func (s *spending) record(batch []byte, queries uint32, at time.Time) error {
-	if len(s.keys) == 0 {
+	if s.receipts == nil {
 		s.mu.Lock()
 		s.voted++
 		s.mu.Unlock()
@@ -194,14 +186,6 @@ func (s *spending) oldestLocked() string {
 func (s *spending) status() Spending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Spending{Checked: len(s.keys) > 0, Voted: s.voted, Proven: s.proven, Unproven: len(s.unproven), Rejected: s.rejected,
-		Stopped: len(s.keys) > 0 && len(s.unproven) >= s.lag, Oldest: s.oldestLocked()}
-}
-
-// checkKeys validates the auditors' verifier keys a hospital pins.
-func checkKeys(keys []string) error {
-	if _, err := ledger.CheckpointVerifiers(keys); err != nil {
-		return fmt.Errorf("teacher: auditor keys: %w", err)
-	}
-	return nil
+	return Spending{Checked: s.receipts != nil, Voted: s.voted, Proven: s.proven, Unproven: len(s.unproven), Rejected: s.rejected,
+		Stopped: s.receipts != nil && len(s.unproven) >= s.lag, Oldest: s.oldestLocked()}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,29 @@ func FuzzDecodeVoteRecord(f *testing.F) {
 			t.Fatalf("round trip: %+v, %v; from %+v", r2, err, r)
 		}
 	})
+}
+
+// TestBadAuditorKeysChangeNothing: keys the hospital cannot check receipts
+// with are refused before its state directory is made.
+func TestBadAuditorKeysChangeNothing(t *testing.T) {
+	sl := newSpendLedger(t)
+	h := newVoteHarness(t)
+	for _, tc := range []struct {
+		name string
+		keys []string
+	}{
+		{"a key that does not parse", []string{"not-a-key"}},
+		{"two keys of one auditor", append(slices.Clone(sl.keys), sl.keys[0])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "state")
+			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: tc.keys, State: state})
+			if err == nil || !strings.Contains(err.Error(), "auditor keys") {
+				t.Fatalf("New: %v, want an error naming the auditor keys", err)
+			}
+			if _, err := os.Stat(state); err == nil {
+				t.Fatal("the state directory was made")
+			}
+		})
+	}
 }

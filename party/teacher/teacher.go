@@ -110,9 +110,11 @@ func New(cfg Config) (*Node, error) {
 	case cfg.ProofLag < 0:
 		return nil, fmt.Errorf("teacher: proof lag %d: give the number of batches (≥ 1) voted on without a proof of their charge before the hospital stops voting, or 0 for %d", cfg.ProofLag, DefaultProofLag)
 	}
+	var receipts *ledger.Verifier
 	if len(cfg.AuditorKeys) > 0 {
-		if err := checkKeys(cfg.AuditorKeys); err != nil {
-			return nil, err
+		var err error
+		if receipts, err = ledger.NewVerifier(cfg.AuditorKeys); err != nil {
+			return nil, fmt.Errorf("teacher: auditor keys: %w", err)
 		}
 	}
 	var regs [][]byte
@@ -136,7 +138,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		record = filepath.Join(cfg.State, VoteRecordFile)
 	}
-	spend, err := newSpending(cfg.ID, cfg.AuditorKeys, cfg.ProofLag, log, record)
+	spend, err := newSpending(cfg.ID, receipts, cfg.ProofLag, log, record)
 	if err != nil {
 		return nil, err
 	}
