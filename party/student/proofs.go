@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/nzcfed/nzc/ledger"
 )
 
 // ProofReport is the result of re-verifying every recorded batch's receipt.
@@ -31,6 +33,10 @@ func VerifyState(stateDir, student string, auditorKeys []string) (ProofReport, e
 	if len(files) == 0 {
 		return ProofReport{}, fmt.Errorf("student: no recorded batches in %s; label some data first", stateDir)
 	}
+	receipts, err := ledger.NewVerifier(auditorKeys)
+	if err != nil {
+		return ProofReport{}, fmt.Errorf("student: auditor keys: %w", err)
+	}
 	slices.Sort(files)
 	var rep ProofReport
 	for _, f := range files {
@@ -44,7 +50,7 @@ func VerifyState(stateDir, student string, auditorKeys []string) (ProofReport, e
 			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", f, err))
 			continue
 		}
-		switch err := VerifyBatch(&bt, student, auditorKeys); {
+		switch err := VerifyBatch(&bt, student, receipts); {
 		case err == nil:
 			rep.Verified++
 		case bt.Receipt == nil:

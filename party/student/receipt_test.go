@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,7 +125,11 @@ func TestStudentChecksTheReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Client{cfg: Config{ID: "s1", Identity: me, AuditorKeys: pl.keys, StateDir: t.TempDir()}}
+	receipts, err := ledger.NewVerifier(pl.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{cfg: Config{ID: "s1", Identity: me, AuditorKeys: pl.keys, StateDir: t.TempDir()}, receipts: receipts}
 	labels := &nzcpb.Labels{Labels: []int32{3, -1, 1}, Refused: []bool{false, true, false}}
 	plain, err := protocol.Marshal(labels)
 	if err != nil {
@@ -146,7 +151,7 @@ func TestStudentChecksTheReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a majority's receipt: %v", err)
 	}
-	if err := VerifyBatch(bt, "s1", pl.keys); err != nil {
+	if err := VerifyBatch(bt, "s1", receipts); err != nil {
 		t.Fatalf("the recorded batch does not verify again: %v", err)
 	}
 	for _, tc := range []struct {
@@ -165,7 +170,7 @@ func TestStudentChecksTheReceipt(t *testing.T) {
 	}
 	tampered := *bt
 	tampered.Labels = []int32{2, -1, 1}
-	if err := VerifyBatch(&tampered, "s1", pl.keys); !errors.Is(err, ErrNoProof) {
+	if err := VerifyBatch(&tampered, "s1", receipts); !errors.Is(err, ErrNoProof) {
 		t.Fatalf("a recorded batch with changed labels verified: %v", err)
 	}
 
@@ -182,5 +187,19 @@ func TestStudentChecksTheReceipt(t *testing.T) {
 	}
 	if rep, err := VerifyState(c.cfg.StateDir, "s1", pl.keys); !errors.Is(err, ErrNoProof) || len(rep.Failed) != 1 {
 		t.Fatalf("VerifyState of a changed record: %+v %v", rep, err)
+	}
+}
+
+// TestNewRefusesKeysItCannotCheckWith: a student whose pinned auditor keys
+// do not parse could accept no labels; it is refused before it asks.
+func TestNewRefusesKeysItCannotCheckWith(t *testing.T) {
+	id, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Config{ID: "s1", Identity: id, Hospitals: []*crypto.Recipient{id.Recipient()}, BatchSize: 2, StateDir: t.TempDir(),
+		AuditorKeys: []string{"not-a-key"}, Aggregator: "127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "auditor keys") {
+		t.Fatalf("New: %v, want an error naming the auditor keys", err)
 	}
 }

@@ -91,6 +91,9 @@ type Config struct {
 type Client struct {
 	cfg Config
 	log *slog.Logger
+	// receipts checks the receipts of charges against the pinned auditor
+	// keys.
+	receipts *ledger.Verifier
 }
 
 // New checks cfg.
@@ -129,11 +132,15 @@ func New(cfg Config) (*Client, error) {
 	case cfg.MaxQueries < 0:
 		return nil, fmt.Errorf("student: ask at most %d queries: want 0 (all) or more", cfg.MaxQueries)
 	}
+	receipts, err := ledger.NewVerifier(cfg.AuditorKeys)
+	if err != nil {
+		return nil, fmt.Errorf("student: auditor keys: %w", err)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Client{cfg: cfg, log: log}, nil
+	return &Client{cfg: cfg, log: log, receipts: receipts}, nil
 }
 
 // BatchID is the id of batch index of a data set for a student.
@@ -519,7 +526,7 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 		case bt.fresh: // its receipt was verified when it was received
 			res.ProofsVerified++
 		case bt.Receipt != nil:
-			if err := VerifyBatch(bt, c.cfg.ID, c.cfg.AuditorKeys); err != nil {
+			if err := VerifyBatch(bt, c.cfg.ID, c.receipts); err != nil {
 				return res, fmt.Errorf("the recorded batch %d: %w", i, err)
 			}
 			res.ProofsVerified++
@@ -692,7 +699,7 @@ func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int)
 	if err != nil || !ok {
 		return nil, fmt.Errorf("%w: the aggregator sent no proof that the auditors committed the charge (%v): refusing the labels", ErrNoProof, err)
 	}
-	_, _, _, err = ledger.VerifyChargeReceipt(rcpt, c.cfg.AuditorKeys, hex.EncodeToString(id), c.cfg.ID, uint64(nq), h)
+	_, _, _, err = c.receipts.ChargeReceipt(rcpt, hex.EncodeToString(id), c.cfg.ID, uint64(nq), h)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w: refusing the labels", ErrNoProof, err)
 	}
@@ -721,10 +728,10 @@ func refusedOf(labels []int32) []bool {
 // refused, as if never received.
 var ErrNoProof = errors.New("no proof of the charge")
 
-// VerifyBatch checks a recorded batch's receipt against the auditors' keys:
-// a checkpoint signed by a majority holding the accepted charge of this
-// batch, for this student, committing to exactly these labels.
-func VerifyBatch(bt *Batch, student string, auditorKeys []string) error {
+// VerifyBatch checks a recorded batch's receipt with the auditors' keys in
+// receipts: a checkpoint signed by a majority holding the accepted charge of
+// this batch, for this student, committing to exactly these labels.
+func VerifyBatch(bt *Batch, student string, receipts *ledger.Verifier) error {
 	if bt.Receipt == nil {
 		return fmt.Errorf("%w: batch %s has no receipt", ErrNoProof, bt.BatchID)
 	}
@@ -736,7 +743,7 @@ func VerifyBatch(bt *Batch, student string, auditorKeys []string) error {
 	if hex.EncodeToString(h[:]) != bt.AnswersHash {
 		return fmt.Errorf("%w: batch %s: its labels do not hash to the recorded answers hash", ErrNoProof, bt.BatchID)
 	}
-	if _, _, _, err := ledger.VerifyChargeReceipt(*bt.Receipt, auditorKeys, bt.BatchID, student, uint64(len(bt.Labels)), h); err != nil {
+	if _, _, _, err := receipts.ChargeReceipt(*bt.Receipt, bt.BatchID, student, uint64(len(bt.Labels)), h); err != nil {
 		return fmt.Errorf("%w: batch %s: %w", ErrNoProof, bt.BatchID, err)
 	}
 	return nil
