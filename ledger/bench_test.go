@@ -127,7 +127,7 @@ func BenchmarkVerifyReceipt(b *testing.B) {
 	b.Run("each", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
-			if _, _, err := VerifyReceipt(receipts[i%len(cmds)], keys, digests[i%len(cmds)]); err != nil {
+			if _, _, err := newVerifier(b, keys).Receipt(receipts[i%len(cmds)], digests[i%len(cmds)]); err != nil {
 				b.Fatal(err)
 			}
 			i++

@@ -48,56 +48,6 @@ func (s *State) Receipt(index int64, signedCheckpoint []byte) (Receipt, error) {
 	return Receipt{Entry: entries[0], Proof: proof, Checkpoint: signedCheckpoint}, nil
 }
 
-// VerifyReceipt checks a receipt against the verifier keys of the auditors
-// (see VerifierKey), whose majority must have signed its checkpoint, and
-// returns the entry it proves and the checkpoint. The entry must be an
-// accepted command whose digest (Command.Digest) is want: a refused or
-// duplicate entry, or another command, is not a receipt for it. A party that
-// checks many receipts keeps a Verifier instead.
-func VerifyReceipt(r Receipt, auditorKeys []string, want [32]byte) (Entry, SignedCheckpoint, error) {
-	v, err := receiptVerifier(auditorKeys)
-	if err != nil {
-		return Entry{}, SignedCheckpoint{}, err
-	}
-	return v.Receipt(r, want)
-}
-
-// VerifyChargeReceipt checks a receipt as a student can, knowing its batch
-// rather than the signed command: the receipt must prove an accepted charge
-// of batch batchID for student, of at most the batch's queries (an nzc-svt
-// batch whose session stopped part-way charges the queries it ran and
-// refuses the rest), committing to answers whose SHA-256 is answersHash. It
-// returns the charge.
-func VerifyChargeReceipt(r Receipt, auditorKeys []string, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
-	v, err := receiptVerifier(auditorKeys)
-	if err != nil {
-		return nil, Entry{}, SignedCheckpoint{}, err
-	}
-	return v.ChargeReceipt(r, batchID, student, queries, answersHash)
-}
-
-// VerifyHospitalReceipt checks a receipt as a hospital can: it must prove
-// an accepted charge that names hospital among those it charged. It
-// returns the charge, for the hospital to match against its own record of
-// the batches it voted on.
-func VerifyHospitalReceipt(r Receipt, auditorKeys []string, hospital string) (*Charge, Entry, SignedCheckpoint, error) {
-	v, err := receiptVerifier(auditorKeys)
-	if err != nil {
-		return nil, Entry{}, SignedCheckpoint{}, err
-	}
-	return v.HospitalReceipt(r, hospital)
-}
-
-// receiptVerifier is NewVerifier for one receipt: keys that do not parse
-// mean the receipt cannot be checked.
-func receiptVerifier(auditorKeys []string) (*Verifier, error) {
-	v, err := NewVerifier(auditorKeys)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrReceipt, err)
-	}
-	return v, nil
-}
-
 // receiptJSON is the JSON form of a receipt: what a student keeps beside its
 // labels and re-verifies later.
 type receiptJSON struct {

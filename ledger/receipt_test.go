@@ -71,19 +71,19 @@ func receiptCases(t *testing.T) (f *fed, digest [32]byte, good Receipt, majority
 func TestReceipt(t *testing.T) {
 	f, digest, good, majority, bad := receiptCases(t)
 	keys := auditorKeys(t, f.st)
-	if en, sc, err := VerifyReceipt(good, keys, digest); err != nil || len(sc.Signers) != 2 {
+	if en, sc, err := newVerifier(t, keys).Receipt(good, digest); err != nil || len(sc.Signers) != 2 {
 		t.Fatalf("a majority's receipt: entry %d, signers %v, err %v", en.Index, sc.Signers, err)
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
-			if _, _, err := VerifyReceipt(c.r, keys, c.want); !errors.Is(err, ErrReceipt) {
+			if _, _, err := newVerifier(t, keys).Receipt(c.r, c.want); !errors.Is(err, ErrReceipt) {
 				t.Fatalf("verified: %v", err)
 			}
 		})
 	}
 	// What a student checks: its own batch, size and answers.
 	hash := sha256.Sum256([]byte("b1"))
-	if _, _, _, err := VerifyChargeReceipt(good, keys, "b1", "s2", 10, hash); err != nil {
+	if _, _, _, err := newVerifier(t, keys).ChargeReceipt(good, "b1", "s2", 10, hash); err != nil {
 		t.Fatalf("the student's check: %v", err)
 	}
 	for _, c := range []struct {
@@ -96,7 +96,7 @@ func TestReceipt(t *testing.T) {
 		{"a smaller batch", "b1", "s2", 9, hash},
 		{"other answers", "b1", "s2", 10, [32]byte{7}},
 	} {
-		if _, _, _, err := VerifyChargeReceipt(good, keys, c.batch, c.student, c.queries, c.hash); !errors.Is(err, ErrReceipt) {
+		if _, _, _, err := newVerifier(t, keys).ChargeReceipt(good, c.batch, c.student, c.queries, c.hash); !errors.Is(err, ErrReceipt) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestReceiptJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := VerifyReceipt(back, auditorKeys(t, f.st), digest); err != nil {
+	if _, _, err := newVerifier(t, auditorKeys(t, f.st)).Receipt(back, digest); err != nil {
 		t.Fatalf("a receipt read back from JSON: %v", err)
 	}
 	for _, bad := range []string{
@@ -153,6 +153,6 @@ func FuzzReceiptJSON(f *testing.F) {
 			t.Fatalf("decoding the re-encoding: %v", err)
 		}
 		// Verification never panics on what decodes.
-		_, _, _ = VerifyReceipt(again, nil, [32]byte{})
+		_, _, _ = newVerifier(t, nil).Receipt(again, [32]byte{})
 	})
 }

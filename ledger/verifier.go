@@ -16,8 +16,8 @@ import (
 const verifierMemo = 16
 
 // A Verifier checks receipts and signed checkpoints against the auditors'
-// pinned verifier keys (see VerifierKey), as VerifyReceipt and
-// OpenCheckpoint do, but opens each signed checkpoint once. The receipts of
+// pinned verifier keys (see VerifierKey), and opens each signed checkpoint
+// once. The receipts of
 // one group commit share their checkpoint; checking its majority of
 // signatures again for each receipt would cost that many signature checks
 // per receipt for nothing: the same bytes under the same keys give the same
@@ -77,7 +77,11 @@ func (sc SignedCheckpoint) clone() SignedCheckpoint {
 	return sc
 }
 
-// Receipt is VerifyReceipt with the Verifier's keys.
+// Receipt checks a receipt: a majority of the auditors signed its
+// checkpoint, which includes its entry, and the entry is an accepted
+// command whose digest (Command.Digest) is want — a refused or duplicate
+// entry, or another command, is not a receipt for it. It returns the entry
+// and the checkpoint.
 func (v *Verifier) Receipt(r Receipt, want [32]byte) (Entry, SignedCheckpoint, error) {
 	en, cmd, sc, err := v.committed(r)
 	if err != nil {
@@ -90,7 +94,12 @@ func (v *Verifier) Receipt(r Receipt, want [32]byte) (Entry, SignedCheckpoint, e
 	return en, sc, nil
 }
 
-// ChargeReceipt is VerifyChargeReceipt with the Verifier's keys.
+// ChargeReceipt checks a receipt as a student can, knowing its batch
+// rather than the signed command: the receipt must prove an accepted charge
+// of batch batchID for student, of at most the batch's queries (an nzc-svt
+// batch whose session stopped part-way charges the queries it ran and
+// refuses the rest), committing to answers whose SHA-256 is answersHash. It
+// returns the charge.
 func (v *Verifier) ChargeReceipt(r Receipt, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
 	ch, en, sc, err := v.charge(r)
 	switch {
@@ -104,7 +113,10 @@ func (v *Verifier) ChargeReceipt(r Receipt, batchID, student string, queries uin
 	return ch, en, sc, nil
 }
 
-// HospitalReceipt is VerifyHospitalReceipt with the Verifier's keys.
+// HospitalReceipt checks a receipt as a hospital can: it must prove an
+// accepted charge that names hospital among those it charged. It returns
+// the charge, for the hospital to match against its own record of the
+// batches it voted on.
 func (v *Verifier) HospitalReceipt(r Receipt, hospital string) (*Charge, Entry, SignedCheckpoint, error) {
 	ch, en, sc, err := v.charge(r)
 	switch {

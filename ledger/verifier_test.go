@@ -120,3 +120,13 @@ func TestNewVerifierChecksTheKeys(t *testing.T) {
 		})
 	}
 }
+
+// newVerifier is NewVerifier of keys that must parse.
+func newVerifier(t testing.TB, keys []string) *Verifier {
+	t.Helper()
+	v, err := NewVerifier(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

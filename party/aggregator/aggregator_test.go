@@ -342,7 +342,11 @@ func (f *fixture) open(t *testing.T, resp *nzcpb.LabelResponse) *nzcpb.Labels {
 	if err != nil || !ok {
 		t.Fatalf("no receipt with the labels: %v", err)
 	}
-	if _, _, _, err := ledger.VerifyChargeReceipt(rcpt, f.cfg.AuditorKeys, hex.EncodeToString(resp.GetBatchId()), "student-1", uint64(resp.GetNumQueries()), h); err != nil {
+	receipts, err := ledger.NewVerifier(f.cfg.AuditorKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := receipts.ChargeReceipt(rcpt, hex.EncodeToString(resp.GetBatchId()), "student-1", uint64(resp.GetNumQueries()), h); err != nil {
 		t.Fatalf("the student cannot verify the receipt: %v", err)
 	}
 	return &l
@@ -368,6 +372,10 @@ func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
 // receipt, proving its charge for the batch of req.
 func (f *fixture) wantOneProof(t *testing.T, req *nzcpb.LabelRequest) {
 	t.Helper()
+	receipts, err := ledger.NewVerifier(f.cfg.AuditorKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range f.hospitals {
 		h.mu.Lock()
 		proofs := h.proofs
@@ -379,7 +387,7 @@ func (f *fixture) wantOneProof(t *testing.T, req *nzcpb.LabelRequest) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch, _, _, err := ledger.VerifyHospitalReceipt(r, f.cfg.AuditorKeys, h.id)
+		ch, _, _, err := receipts.HospitalReceipt(r, h.id)
 		if err != nil || ch.BatchID != batchHex(req) {
 			t.Fatalf("%s: receipt of %v (%v), want batch %s", h.id, ch, err, batchHex(req))
 		}

@@ -36,8 +36,12 @@ func TestHospitalReadsItsOwnCharges(t *testing.T) {
 	if len(all) != 5 {
 		t.Fatalf("%d charges, want 5", len(all))
 	}
+	receipts, err := ledger.NewVerifier(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range all {
-		ch, en, _, err := ledger.VerifyHospitalReceipt(c.Receipt, keys, "h1")
+		ch, en, _, err := receipts.HospitalReceipt(c.Receipt, "h1")
 		if err != nil || int64(en.Index) != c.Index || ch.BatchID != c.BatchID {
 			t.Fatalf("charge %+v: %v", c, err)
 		}

@@ -17,13 +17,13 @@ import (
 // receiptLedger is a ledger with three auditors and an administrator, and
 // a cosigner that signs its latest checkpoint with two of the auditors.
 type receiptLedger struct {
-	st      *ledger.State
-	keys    []string
-	admin   ed25519.PrivateKey
-	signers []note.Signer
-	calls   atomic.Int32
-	gate    chan struct{} // when not nil, each cosign waits for a value
-	fail    atomic.Bool
+	st       *ledger.State
+	receipts *ledger.Verifier // with the auditors' keys
+	admin    ed25519.PrivateKey
+	signers  []note.Signer
+	calls    atomic.Int32
+	gate     chan struct{} // when not nil, each cosign waits for a value
+	fail     atomic.Bool
 }
 
 func newReceiptLedger(t *testing.T) *receiptLedger {
@@ -50,7 +50,11 @@ func newReceiptLedger(t *testing.T) *receiptLedger {
 		}
 		rl.signers = append(rl.signers, s)
 	}
-	if rl.keys, err = rl.st.AuditorKeys(rl.st.TreeSize()); err != nil {
+	keys, err := rl.st.AuditorKeys(rl.st.TreeSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl.receipts, err = ledger.NewVerifier(keys); err != nil {
 		t.Fatal(err)
 	}
 	return rl
@@ -110,7 +114,7 @@ func TestReceiptsShareARound(t *testing.T) {
 		wg.Go(func() {
 			r, err := rs.For(t.Context(), idx)
 			if err == nil {
-				_, _, err = ledger.VerifyReceipt(r, rl.keys, digest)
+				_, _, err = rl.receipts.Receipt(r, digest)
 			}
 			errs <- err
 		})
@@ -135,7 +139,7 @@ func TestReceiptsShareARound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ledger.VerifyReceipt(r, rl.keys, digest2); err != nil {
+	if _, _, err := rl.receipts.Receipt(r, digest2); err != nil {
 		t.Fatal(err)
 	}
 	// The older entry is covered by the newest checkpoint: no round.
@@ -158,7 +162,7 @@ func TestReceiptsWithoutAMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ledger.VerifyReceipt(r, rl.keys, digest); err != nil {
+	if _, _, err := rl.receipts.Receipt(r, digest); err != nil {
 		t.Fatal(err)
 	}
 	// An entry not yet applied here is waited for, within the context.
