@@ -84,7 +84,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	// Each log's commands: one for a single command, many for a group
 	// commit, none for another log type or a batch that does not decode.
 	cmds := make([][][]byte, len(logs))
-	var all [][]byte
+	bp, prepare := f.sm.(BatchPreparer)
+	var all [][]byte // every command, for bp
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
@@ -97,9 +98,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		} else {
 			cmds[i] = c
 		}
-		all = append(all, cmds[i]...)
+		if prepare {
+			all = append(all, cmds[i]...)
+		}
 	}
-	if bp, ok := f.sm.(BatchPreparer); ok && len(all) > 0 {
+	if len(all) > 0 {
 		bp.PrepareBatch(all)
 	}
 	var last uint64
