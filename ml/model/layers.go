@@ -36,8 +36,20 @@ func grow(b []float32, n int) []float32 {
 	return b[:n]
 }
 
-// sgemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices.
+// sgemm computes C = op(A)·op(B) + beta·C for row-major matrices. Products
+// without transposes and with beta 0 or 1 (every convolution's and every
+// dense layer's forward product) go to gemmNN where the processor has its
+// kernel; the rest to gonum's BLAS.
 func sgemm(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if !tA && !tB && (beta == 0 || beta == 1) && hasKernel() {
+		if beta == 0 {
+			for i := range m {
+				clear(c[i*ldc : i*ldc+n])
+			}
+		}
+		gemmNN(m, n, k, a, lda, b, ldb, c, ldc)
+		return
+	}
 	ta, tb := blas.NoTrans, blas.NoTrans
 	if tA {
 		ta = blas.Trans
@@ -168,6 +180,7 @@ type conv struct {
 	dyT    []float32
 	dcolsT []float32
 	dx     []float32
+	gT, wT []float32 // Wᵀ and its gradient, K×F, for the backward products
 	rows   int
 }
 
@@ -220,23 +233,29 @@ func (c *conv) forward(x []float32, batch int) []float32 {
 			kx := (kr / C) % k
 			ky := kr / (C * k)
 			row := c.colsT[kr*R : (kr+1)*R]
+			// Output columns lo..hi-1 read inside the image.
+			lo, hi := max(0, pad-kx), min(W, W+pad-kx)
 			for b := range batch {
 				img := x[b*inSize : (b+1)*inSize]
 				out := row[b*P : (b+1)*P]
 				for oy := range H {
 					iy := oy + ky - pad
 					o := out[oy*W : (oy+1)*W]
-					if iy < 0 || iy >= H {
+					if iy < 0 || iy >= H || lo >= hi {
 						clear(o)
 						continue
 					}
-					for ox := range W {
-						ix := ox + kx - pad
-						if ix < 0 || ix >= W {
-							o[ox] = 0
-						} else {
-							o[ox] = img[(iy*W+ix)*C+ch]
-						}
+					clear(o[:lo])
+					clear(o[hi:])
+					src := img[(iy*W+lo+kx-pad)*C+ch:]
+					if C == 1 {
+						copy(o[lo:hi], src)
+						continue
+					}
+					dst := o[lo:hi]
+					src = src[:(len(dst)-1)*C+1]
+					for i := range dst {
+						dst[i] = src[i*C]
 					}
 				}
 			}
@@ -260,7 +279,11 @@ func (c *conv) backward(dy []float32, batch int, needDX bool) []float32 {
 	R := c.rows
 	c.dyT = grow(c.dyT, c.f*R)
 	transpose(dy, R, c.f, c.dyT)
-	sgemm(false, true, c.f, K, R, c.dyT, R, c.colsT, R, 0, c.w.g, K)
+	// dWᵀ = colsᵀ·dY (K×F), a product without transposes, then into W's
+	// F×K layout.
+	c.gT = grow(c.gT, K*c.f)
+	sgemm(false, false, K, c.f, R, c.colsT, R, dy, c.f, 0, c.gT, c.f)
+	transpose(c.gT, K, c.f, c.w.g)
 	for j := range c.f {
 		var s float32
 		for _, v := range c.dyT[j*R : (j+1)*R] {
@@ -272,7 +295,9 @@ func (c *conv) backward(dy []float32, batch int, needDX bool) []float32 {
 		return nil
 	}
 	c.dcolsT = grow(c.dcolsT, K*R)
-	sgemm(true, false, K, R, c.f, c.w.w, K, c.dyT, R, 0, c.dcolsT, R)
+	c.wT = grow(c.wT, K*c.f)
+	transpose(c.w.w, c.f, K, c.wT)
+	sgemm(false, false, K, R, c.f, c.wT, c.f, c.dyT, R, 0, c.dcolsT, R)
 	inSize := c.in.Size()
 	c.dx = grow(c.dx, batch*inSize)
 	pad := k / 2
