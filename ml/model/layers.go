@@ -315,9 +315,15 @@ func (c *conv) backward(dy []float32, batch int, needDX bool) []float32 {
 					if iy < 0 || iy >= H {
 						continue
 					}
-					s := src[oy*W : (oy+1)*W]
-					for ox := max(0, pad-kx); ox < min(W, W+pad-kx); ox++ {
-						img[(iy*W+ox+kx-pad)*C+ch] += s[ox]
+					lo, hi := max(0, pad-kx), min(W, W+pad-kx)
+					if lo >= hi {
+						continue
+					}
+					s := src[oy*W+lo : oy*W+hi]
+					dst := img[(iy*W+lo+kx-pad)*C+ch:]
+					dst = dst[:(len(s)-1)*C+1]
+					for i, v := range s {
+						dst[i*C] += v
 					}
 				}
 			}
@@ -353,16 +359,24 @@ func (p *maxPool) forward(x []float32, batch int) []float32 {
 		for oy := range o.Height {
 			for ox := range o.Width {
 				base := ((2*oy)*W + 2*ox) * C
+				// The window's four pixels, C channels each; ties go to the
+				// first in reading order.
+				p00, p01 := img[base:base+C], img[base+C:base+2*C]
+				p10, p11 := img[base+W*C:base+W*C+C], img[base+(W+1)*C:base+(W+2)*C]
+				ys := p.y[b*outSize+(oy*o.Width+ox)*C:][:C]
+				args := p.arg[b*outSize+(oy*o.Width+ox)*C:][:C]
 				for ch := range C {
-					best := base + ch
-					for _, off := range [3]int{C, W * C, (W + 1) * C} {
-						if img[base+ch+off] > img[best] {
-							best = base + ch + off
-						}
+					best, v := base+ch, p00[ch]
+					if p01[ch] > v {
+						best, v = base+C+ch, p01[ch]
 					}
-					i := b*outSize + (oy*o.Width+ox)*C + ch
-					p.y[i] = img[best]
-					p.arg[i] = int32(best)
+					if p10[ch] > v {
+						best, v = base+W*C+ch, p10[ch]
+					}
+					if p11[ch] > v {
+						best, v = base+(W+1)*C+ch, p11[ch]
+					}
+					ys[ch], args[ch] = v, int32(best)
 				}
 			}
 		}
