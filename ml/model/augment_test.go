@@ -159,3 +159,81 @@ func TestTrainConsistencyDeterministic(t *testing.T) {
 		t.Fatalf("0 epochs: %v, want ErrConfig", err)
 	}
 }
+
+// TestTrainConsistencyEMA: with a mean teacher the network ends with the
+// averaged weights, which still classify the task it learnt, and differ
+// from those of the same training without the average.
+func TestTrainConsistencyEMA(t *testing.T) {
+	sh := data.Shape{Height: 4, Width: 4, Channels: 1}
+	r := rand.New(rand.NewPCG(7, 8))
+	mk := func(n int) *data.Dataset {
+		d := &data.Dataset{Shape: sh, Classes: 2}
+		for range n {
+			c := r.IntN(2)
+			for p := range 16 {
+				v := r.NormFloat64() * 0.3
+				if (p%4 < 2) == (c == 0) {
+					v++
+				}
+				d.X = append(d.X, float32(v))
+			}
+			d.Y = append(d.Y, c)
+		}
+		return d
+	}
+	lab, unl, test := mk(8), mk(200), mk(400)
+	spec := Spec{Kind: KindMLP, Input: sh, Classes: 2, Hidden: []int{8}}
+	tc := TrainConfig{Optimizer: Adam, LearnRate: 1e-2, BatchSize: 4, Epochs: 1, MinSteps: 100, Seed: 9}
+	base := Consistency{Threshold: 0.7, Weight: 1, Ratio: 3, Epochs: 2, Strong: Augment{Noise: 0.1}}
+	train := func(cc Consistency) *Network {
+		n, err := New(spec, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.TrainConsistency(context.Background(), lab, unl, tc, cc, nil); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ema := base
+	ema.EMA = 0.95
+	plain, avg := train(base), train(ema)
+	acc, err := avg.Accuracy(test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The classes differ by a whole unit in half the pixels against noise
+	// of 0.3: a network that learnt anything classifies nearly all.
+	if acc < 0.95 {
+		t.Fatalf("accuracy %.3f with the mean teacher, want ≥ 0.95", acc)
+	}
+	pb, _ := plain.MarshalBinary()
+	ab, _ := avg.MarshalBinary()
+	if slices.Equal(pb, ab) {
+		t.Fatal("the mean teacher changed nothing")
+	}
+	bad := ema
+	bad.EMA = 1
+	if err := bad.Validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("EMA decay 1: %v, want ErrConfig", err)
+	}
+}
+
+func TestAverage(t *testing.T) {
+	spec := Spec{Kind: KindMLP, Input: data.Shape{Height: 1, Width: 2, Channels: 1}, Classes: 2, Hidden: []int{2}}
+	a, _ := New(spec, 1)
+	b, _ := New(spec, 2)
+	for i, p := range a.ps {
+		for j := range p.w {
+			p.w[j], b.ps[i].w[j] = 1, 5
+		}
+	}
+	a.average(b, 0.75)
+	for _, p := range a.ps {
+		for _, v := range p.w {
+			if v != 2 {
+				t.Fatalf("0.75·1 + 0.25·5 = %v, want 2", v)
+			}
+		}
+	}
+}

@@ -35,6 +35,13 @@ type Consistency struct {
 	// BatchSize of them); the training's own Epochs and MinSteps are
 	// applied to the labelled examples and the larger count wins.
 	Epochs int `json:"epochs"`
+	// EMA, when above 0, is the decay of an exponential moving average of
+	// the weights (a mean teacher, Tarvainen and Valpola 2017): the
+	// averaged network, not the one being trained, predicts the weak views'
+	// classes, and the trained network ends with the averaged weights.
+	// The decay at step t is min(EMA, (1+t)/(10+t)), so the average forgets
+	// the random initialisation quickly.
+	EMA float64 `json:"ema,omitempty"`
 }
 
 // Enabled reports whether consistency training is on.
@@ -57,6 +64,8 @@ func (c Consistency) Validate() error {
 		return fmt.Errorf("%w: consistency ratio %d must be in [1,64]", ErrConfig, c.Ratio)
 	case c.Epochs < 1 || c.Epochs > 1000:
 		return fmt.Errorf("%w: %d consistency epochs, want 1..1000", ErrConfig, c.Epochs)
+	case !(c.EMA >= 0 && c.EMA < 1):
+		return fmt.Errorf("%w: consistency EMA decay %v must be in [0,1) (0: off)", ErrConfig, c.EMA)
 	}
 	return c.Strong.Validate()
 }
@@ -122,6 +131,14 @@ func (n *Network) TrainConsistency(ctx context.Context, labelled, unlabelled *da
 	lastPass := steps - perU
 	total := steps * (bs + ub)
 	lossSum := 0.0
+	var avg *Network // the mean teacher, with EMA on
+	if cc.EMA > 0 {
+		avg = n.Clone()
+	}
+	predictor := n
+	if avg != nil {
+		predictor = avg
+	}
 	for step := range steps {
 		if err := ctxErr(ctx); err != nil {
 			return res, err
@@ -148,7 +165,7 @@ func (n *Network) TrainConsistency(ctx context.Context, labelled, unlabelled *da
 			upos++
 			weak(xu[j*dim:(j+1)*dim], unlabelled.Row(idx[j]))
 		}
-		logits := n.forward(xu[:m*dim], m)
+		logits := predictor.forward(xu[:m*dim], m)
 		b := bs
 		for j := range m {
 			c, p := softmaxMax(logits[j*k : (j+1)*k])
@@ -171,9 +188,17 @@ func (n *Network) TrainConsistency(ctx context.Context, labelled, unlabelled *da
 			lr *= 0.5 * (1 + math.Cos(math.Pi*float64(step)/float64(steps)))
 		}
 		opt.step(lr)
+		if avg != nil {
+			avg.average(n, min(cc.EMA, float64(1+step)/float64(10+step)))
+		}
 		res.Examples += b
 		if progress != nil {
 			progress((step+1)*(bs+ub), total)
+		}
+	}
+	if avg != nil {
+		for i, p := range n.ps {
+			copy(p.w, avg.ps[i].w)
 		}
 	}
 	if seen > 0 {
@@ -203,4 +228,14 @@ func softmaxMax(row []float32) (int, float64) {
 		s += math.Exp(float64(v - row[c]))
 	}
 	return c, 1 / s
+}
+
+// average moves every weight of n towards src's: w ← decay·w + (1−decay)·w_src.
+func (n *Network) average(src *Network, decay float64) {
+	a, b := float32(decay), float32(1-decay)
+	for i, p := range n.ps {
+		for j, v := range src.ps[i].w {
+			p.w[j] = a*p.w[j] + b*v
+		}
+	}
 }
