@@ -56,6 +56,11 @@ func TestTrainRefusesBadSettings(t *testing.T) {
 		{"negative ratio", []string{"--consistency", "--consistency-ratio", "-1"}, "--consistency-ratio"},
 		{"too large a ratio", []string{"--consistency", "--consistency-ratio", "65"}, "--consistency-ratio"},
 		{"negative minimum of steps", []string{"--min-steps", "-1"}, "--min-steps"},
+		{"mean teacher that never moves", []string{"--consistency", "--consistency-ema", "1"}, "--consistency-ema"},
+		{"negative mean-teacher decay", []string{"--consistency", "--consistency-ema", "-0.5"}, "--consistency-ema"},
+		{"negative step size", []string{"--learn-rate", "-0.1"}, "--learn-rate"},
+		{"rotation past half a turn", []string{"--consistency", "--consistency-rotate", "200"}, "--consistency-rotate"},
+		{"scale past a half", []string{"--consistency", "--consistency-scale", "0.7"}, "--consistency-scale"},
 		{"two ways to use the unlabelled", []string{"--consistency", "--self-training", "2"}, "pick one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -257,6 +257,13 @@ func newTrainCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&t.consistency, "consistency", false, "also learn from the examples without a label, by consistency training (FixMatch family; post-processing, no privacy cost)")
 	cmd.Flags().IntVar(&t.passes, "consistency-passes", 0, "with --consistency: passes over the examples without a label (0: 6)")
 	cmd.Flags().IntVar(&t.ratio, "consistency-ratio", 0, "with --consistency: examples without a label per labelled one in each step (0: 3)")
+	dc := ensemble.DefaultConsistency()
+	t.strong = dc.Strong
+	cmd.Flags().Float64Var(&t.strong.Rotate, "consistency-rotate", dc.Strong.Rotate, "with --consistency: largest rotation of the strong view, degrees")
+	cmd.Flags().Float64Var(&t.strong.Scale, "consistency-scale", dc.Strong.Scale, "with --consistency: largest relative change of size of the strong view, 0 to 0.5")
+	cmd.Flags().IntVar(&t.strong.Cutout, "consistency-cutout", dc.Strong.Cutout, "with --consistency: side of the square the strong view cuts out, pixels")
+	cmd.Flags().Float64Var(&t.ema, "consistency-ema", 0, "with --consistency: decay of a moving average of the weights that labels the unlabelled examples and is the trained student (a mean teacher; 0: off, else below 1, e.g. 0.99)")
+	cmd.Flags().Float64Var(&t.learnRate, "learn-rate", 0.003, "Adam's step size (decayed along a cosine)")
 	cmd.Flags().IntVar(&t.minSteps, "min-steps", 0, "train at least this many minibatch steps, however few the labels (0: 300)")
 	cmd.Flags().IntVar(&t.selfTrain, "self-training", 0, "rounds of class-balanced self-training on the examples without a label (0: off; post-processing, no privacy cost)")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -305,6 +312,11 @@ type training struct {
 	// labelled one (0: the default); minSteps is the least number of
 	// minibatch steps (0: 300).
 	passes, ratio, minSteps int
+	// strong is the strong view of consistency training, ema its mean
+	// teacher's decay (0: none); learnRate Adam's step size (0: 0.003).
+	strong    model.Augment
+	ema       float64
+	learnRate float64
 }
 
 func (t training) check() error {
@@ -317,6 +329,13 @@ func (t training) check() error {
 		return fmt.Errorf("--consistency-ratio %d: use 1 to 64, or 0 for the default", t.ratio)
 	case t.minSteps < 0:
 		return fmt.Errorf("--min-steps %d: use 0 (the default, 300) or more", t.minSteps)
+	case !(t.learnRate >= 0 && t.learnRate <= 1):
+		return fmt.Errorf("--learn-rate %v: use a step size in (0, 1], e.g. 0.003", t.learnRate)
+	case !(t.ema >= 0 && t.ema < 1):
+		return fmt.Errorf("--consistency-ema %v: use 0 (off) or a decay below 1, e.g. 0.99", t.ema)
+	}
+	if err := t.strong.Validate(); err != nil {
+		return fmt.Errorf("the strong view (--consistency-rotate, --consistency-scale, --consistency-cutout): %w", err)
 	}
 	return nil
 }
@@ -332,7 +351,11 @@ func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, t training)
 	if minSteps == 0 {
 		minSteps = 300
 	}
-	tc := model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: t.epochs, MinSteps: minSteps, Cosine: true}
+	lr := t.learnRate
+	if lr == 0 {
+		lr = 0.003
+	}
+	tc := model.TrainConfig{Optimizer: model.Adam, LearnRate: lr, BatchSize: 32, Epochs: t.epochs, MinSteps: minSteps, Cosine: true}
 	prog := func(done, total int) { bar.Update("training", done, total, "examples") }
 	if t.selfTrain > 0 {
 		st := ensemble.SelfTraining{Rounds: t.selfTrain, Confidence: 0.9, Shift: 1}
@@ -350,6 +373,10 @@ func trainStudent(cmd *cobra.Command, d *data.Dataset, labels []int, t training)
 	if t.ratio > 0 {
 		cc.Ratio = t.ratio
 	}
+	if t.strong != (model.Augment{}) {
+		cc.Strong = t.strong
+	}
+	cc.EMA = t.ema
 	n, res, err := ensemble.TrainStudentConsistency(cmd.Context(), spec, tc, cc, t.seed, d, labels, prog)
 	return n, res.Labelled, err
 }
