@@ -111,24 +111,28 @@ func TestAugmentRotatesBars(t *testing.T) {
 	}
 }
 
+// halves returns n 4×4 images of two classes: the left or the right half
+// brighter by one, with Gaussian noise of 0.3 on every pixel.
+func halves(r *rand.Rand, n int) *data.Dataset {
+	d := &data.Dataset{Shape: data.Shape{Height: 4, Width: 4, Channels: 1}, Classes: 2}
+	for range n {
+		c := r.IntN(2)
+		for p := range 16 {
+			v := r.NormFloat64() * 0.3
+			if (p%4 < 2) == (c == 0) {
+				v++
+			}
+			d.X = append(d.X, float32(v))
+		}
+		d.Y = append(d.Y, c)
+	}
+	return d
+}
+
 func TestTrainConsistencyDeterministic(t *testing.T) {
 	sh := data.Shape{Height: 4, Width: 4, Channels: 1}
 	r := rand.New(rand.NewPCG(3, 4))
-	mk := func(n int) *data.Dataset {
-		d := &data.Dataset{Shape: sh, Classes: 2}
-		for range n {
-			c := r.IntN(2)
-			for p := range 16 {
-				v := r.NormFloat64() * 0.3
-				if (p%4 < 2) == (c == 0) {
-					v++
-				}
-				d.X = append(d.X, float32(v))
-			}
-			d.Y = append(d.Y, c)
-		}
-		return d
-	}
+	mk := func(n int) *data.Dataset { return halves(r, n) }
 	lab, unl := mk(8), mk(200)
 	spec := Spec{Kind: KindMLP, Input: sh, Classes: 2, Hidden: []int{8}}
 	tc := TrainConfig{Optimizer: Adam, LearnRate: 1e-2, BatchSize: 4, Epochs: 1, MinSteps: 50, Shift: 1, Seed: 9}
@@ -166,21 +170,7 @@ func TestTrainConsistencyDeterministic(t *testing.T) {
 func TestTrainConsistencyEMA(t *testing.T) {
 	sh := data.Shape{Height: 4, Width: 4, Channels: 1}
 	r := rand.New(rand.NewPCG(7, 8))
-	mk := func(n int) *data.Dataset {
-		d := &data.Dataset{Shape: sh, Classes: 2}
-		for range n {
-			c := r.IntN(2)
-			for p := range 16 {
-				v := r.NormFloat64() * 0.3
-				if (p%4 < 2) == (c == 0) {
-					v++
-				}
-				d.X = append(d.X, float32(v))
-			}
-			d.Y = append(d.Y, c)
-		}
-		return d
-	}
+	mk := func(n int) *data.Dataset { return halves(r, n) }
 	lab, unl, test := mk(8), mk(200), mk(400)
 	spec := Spec{Kind: KindMLP, Input: sh, Classes: 2, Hidden: []int{8}}
 	tc := TrainConfig{Optimizer: Adam, LearnRate: 1e-2, BatchSize: 4, Epochs: 1, MinSteps: 100, Seed: 9}
