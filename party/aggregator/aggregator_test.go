@@ -2,10 +2,12 @@ package aggregator
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -204,11 +206,7 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		t.Fatal(err)
 	}
 	aud := m.ByRole(crypto.RoleAuditor)[0]
-	audKey, err := crypto.LoadPrivateKey(m.Path(aud.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey, nil)
+	mach, err := auditor.NewLedger(ledger.New(), aud.ID, signingKey(t, m, aud), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,20 +225,9 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		apply(c)
 	}
 	agg := m.ByRole(crypto.RoleAggregator)[0]
-	aggID, err := crypto.LoadIdentity(m.Path(agg.AgeIdentity))
-	if err != nil {
-		t.Fatal(err)
-	}
-	aggKey, err := crypto.LoadPrivateKey(m.Path(agg.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	aggID := ageIdentity(t, m, agg)
 	aud2 := m.ByRole(crypto.RoleAuditor)[1]
-	aud2Key, err := crypto.LoadPrivateKey(m.Path(aud2.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key, time.Now().Unix())
+	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, signingKey(t, m, aud2), time.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,29 +237,18 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	}
 	f := &fixture{m: m, led: &fakeLedger{m: mach, cosigners: []note.Signer{cosigner}}}
 	for _, h := range m.ByRole(crypto.RoleHospital) {
-		key, err := crypto.LoadPrivateKey(m.Path(h.SigningKey))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: capEps, CapDelta: 1e-5, Timestamp: now.UnixNano()}, h.ID, key)
+		c, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: capEps, CapDelta: 1e-5, Timestamp: now.UnixNano()}, h.ID, signingKey(t, m, h))
 		if err != nil {
 			t.Fatal(err)
 		}
 		apply(c)
-		hid, err := crypto.LoadIdentity(m.Path(h.AgeIdentity))
-		if err != nil {
-			t.Fatal(err)
-		}
+		hid := ageIdentity(t, m, h)
 		f.hospitals = append(f.hospitals, &fakeHospital{id: h.ID, identity: hid, agg: aggID.Recipient(), teachers: 20, classes: classes})
 		f.hospRecip = append(f.hospRecip, hid.Recipient())
 	}
-	st := m.ByRole(crypto.RoleStudent)[0]
-	f.student, err = crypto.LoadIdentity(m.Path(st.AgeIdentity))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.student = ageIdentity(t, m, m.ByRole(crypto.RoleStudent)[0])
 	f.cfg = Config{
-		ID: agg.ID, Identity: aggID, SigningKey: aggKey, OutboxDir: t.TempDir(),
+		ID: agg.ID, Identity: aggID, SigningKey: signingKey(t, m, agg), OutboxDir: t.TempDir(),
 		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
 		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led, AuditorKeys: auditorKeys,
 		Classes: classes, Ensembles: map[string]int{},
@@ -282,6 +258,26 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	return f
+}
+
+// signingKey loads the ledger signing key of party p of m.
+func signingKey(t *testing.T, m *crypto.Manifest, p crypto.PartyFiles) ed25519.PrivateKey {
+	t.Helper()
+	k, err := crypto.LoadPrivateKey(m.Path(p.SigningKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// ageIdentity loads the age identity of party p of m.
+func ageIdentity(t *testing.T, m *crypto.Manifest, p crypto.PartyFiles) *crypto.Identity {
+	t.Helper()
+	id, err := crypto.LoadIdentity(m.Path(p.AgeIdentity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func (f *fixture) start(t *testing.T, cfg Config) *Aggregator {
@@ -300,6 +296,16 @@ func (f *fixture) start(t *testing.T, cfg Config) *Aggregator {
 }
 
 // request makes a batch whose query i has feature value (i mod classes).
+// label asks a for the labels of req as student-1 and requires an answer.
+func label(t *testing.T, a *Aggregator, req *nzcpb.LabelRequest) *nzcpb.LabelResponse {
+	t.Helper()
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 func (f *fixture) request(t *testing.T, id byte, nq int) (*nzcpb.LabelRequest, []int32) {
 	t.Helper()
 	const dim = 3
@@ -358,13 +364,9 @@ func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
 	f := newFixture(t, 3, 50)
 	a := f.start(t, f.cfg)
 	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	req2, _ := f.request(t, 2, 4)
-	if _, err := a.Label(t.Context(), "student-1", req2); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req2)
 	f.wantOneProof(t, req)
 }
 
@@ -401,17 +403,13 @@ func TestRecoverHandsReceiptsAgain(t *testing.T) {
 	f := newFixture(t, 3, 50)
 	a := f.start(t, f.cfg)
 	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	b := f.start(t, f.cfg) // the same outbox, after a restart
 	if err := b.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	req2, _ := f.request(t, 2, 4)
-	if _, err := b.Label(t.Context(), "student-1", req2); err != nil {
-		t.Fatal(err)
-	}
+	label(t, b, req2)
 	f.wantOneProof(t, req)
 }
 
@@ -419,10 +417,7 @@ func TestReleaseAfterCommitAndReplay(t *testing.T) {
 	f := newFixture(t, 3, 50)
 	a := f.start(t, f.cfg)
 	req, want := f.request(t, 1, 12)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	if resp.GetReplayed() {
 		t.Error("first answer marked replayed")
 	}
@@ -444,10 +439,7 @@ func TestReleaseAfterCommitAndReplay(t *testing.T) {
 		t.Errorf("charge names %v hospitals and %d queries", ch.Hospitals, ch.Queries)
 	}
 
-	again, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := label(t, a, req)
 	if !again.GetReplayed() || string(again.GetSealedLabels()) != string(resp.GetSealedLabels()) {
 		t.Error("a retry did not return the identical answers")
 	}
@@ -512,15 +504,9 @@ func TestQuorumAndDeadline(t *testing.T) {
 	cfg.Quorum = 2
 	cfg.OutboxDir = t.TempDir()
 	a = f.start(t, cfg)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	f.open(t, resp)
-	ch := f.led.charges(t)[batchHex(req)]
-	if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
-		t.Fatalf("charge %+v: want only the two hospitals that voted", ch)
-	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
 	if ok, why := a.Ready(); !ok {
 		t.Errorf("not ready with 3 hospitals: %s", why)
 	}
@@ -564,22 +550,9 @@ func TestReleaseNeedsAMajorityReceipt(t *testing.T) {
 			if !errors.Is(err, protocol.ErrLedgerUnavailable) || resp != nil {
 				t.Fatalf("released on one auditor's word: %v, %v", resp, err)
 			}
-			p, _ := a.outbox.Pending()
-			if len(p) != 1 {
-				t.Fatalf("%d pending batches, want the refused one kept", len(p))
-			}
+			kept := onePending(t, a)
 			f.led.receipts = ""
-			resp, err = a.Label(t.Context(), "student-1", req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(resp.GetSealedLabels()) != string(p[0].SealedLabels) {
-				t.Error("the retry drew fresh answers instead of the pending ones")
-			}
-			f.open(t, resp) // checks the receipt as the student does
-			if n := len(f.led.charges(t)); n != 1 {
-				t.Errorf("%d charges, want 1", n)
-			}
+			f.open(t, f.retryGetsPending(t, a, req, kept)) // checks the receipt as the student does
 		})
 	}
 }
@@ -593,21 +566,44 @@ func TestLedgerUnavailableKeepsBatchPending(t *testing.T) {
 	if !errors.Is(err, protocol.ErrLedgerUnavailable) {
 		t.Fatalf("got %v, want ledger-unavailable", err)
 	}
+	kept := onePending(t, a)
+	f.led.set(false, false)
+	f.retryGetsPending(t, a, req, kept)
+}
+
+// wantChargedTo requires the ledger's charge for the batch of req to name
+// exactly hospitals, in order: only the hospitals whose votes were counted.
+func (f *fixture) wantChargedTo(t *testing.T, req *nzcpb.LabelRequest, hospitals ...string) {
+	t.Helper()
+	ch := f.led.charges(t)[batchHex(req)]
+	if ch == nil || !slices.Equal(ch.Hospitals, hospitals) {
+		t.Fatalf("charge %+v: want %v only", ch, hospitals)
+	}
+}
+
+// onePending requires the outbox to keep exactly one batch, the refused
+// one, and returns its stored answers.
+func onePending(t *testing.T, a *Aggregator) []byte {
+	t.Helper()
 	p, _ := a.outbox.Pending()
 	if len(p) != 1 {
-		t.Fatalf("%d pending batches, want 1", len(p))
+		t.Fatalf("%d pending batches, want the refused one kept", len(p))
 	}
-	f.led.set(false, false)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(resp.GetSealedLabels()) != string(p[0].SealedLabels) {
+	return p[0].SealedLabels
+}
+
+// retryGetsPending labels req again once the ledger answers: the student
+// must get the kept answers, not fresh ones, charged once.
+func (f *fixture) retryGetsPending(t *testing.T, a *Aggregator, req *nzcpb.LabelRequest, kept []byte) *nzcpb.LabelResponse {
+	t.Helper()
+	resp := label(t, a, req)
+	if string(resp.GetSealedLabels()) != string(kept) {
 		t.Error("the retry drew fresh answers instead of the pending ones")
 	}
 	if n := len(f.led.charges(t)); n != 1 {
 		t.Errorf("%d charges, want 1", n)
 	}
+	return resp
 }
 
 // A crash between the ledger's commit and the delivery: the restarted
@@ -634,10 +630,7 @@ func TestCrashBetweenCommitAndDelivery(t *testing.T) {
 	if p, _ := b.outbox.Pending(); len(p) != 0 {
 		t.Fatalf("%d batches still pending after recovery", len(p))
 	}
-	resp, err := b.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, b, req)
 	f.open(t, resp)
 	if !resp.GetReplayed() {
 		t.Error("delivery after recovery not marked replayed")
@@ -707,10 +700,7 @@ func TestSparseVectorSessions(t *testing.T) {
 	// Two confident batches: one session, opened once.
 	for id := byte(10); id < 12; id++ {
 		req, want := f.request(t, id, 8)
-		resp, err := a.Label(t.Context(), "student-1", req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := label(t, a, req)
 		l := f.open(t, resp)
 		for i, got := range l.GetLabels() {
 			if got != want[i] {
@@ -732,10 +722,7 @@ func TestSparseVectorSessions(t *testing.T) {
 		h.split = true
 	}
 	req, _ := f.request(t, 12, 12)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	l := f.open(t, resp)
 	ch := f.led.charges(t)[batchHex(req)]
 	refused := 0
@@ -755,9 +742,7 @@ func TestSparseVectorSessions(t *testing.T) {
 		h.split = false
 	}
 	req, _ = f.request(t, 13, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	if os := opens(); len(os) != 2 || os[0].SessionID == os[1].SessionID {
 		t.Fatalf("%d sessions after the first was exhausted, want 2", len(os))
 	}

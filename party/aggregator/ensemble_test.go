@@ -181,10 +181,7 @@ func TestSessionChargesRecordTheRegisteredEnsembles(t *testing.T) {
 func (f *fixture) labelOne(t *testing.T, a *Aggregator, nq int) (*nzcpb.LabelResponse, *ledger.Charge) {
 	t.Helper()
 	req, _ := f.request(t, 1, nq)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	charges := f.led.charges(t)
 	if len(charges) != 1 {
 		t.Fatalf("%d charges, want 1", len(charges))

@@ -177,15 +177,9 @@ func TestHostileVotes(t *testing.T) {
 			// Without the hostile hospital's votes the batch has its quorum:
 			// it is answered and charged to the two others only.
 			a.cfg.Quorum = 2
-			resp, err := a.Label(t.Context(), "student-1", req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := label(t, a, req)
 			f.open(t, resp)
-			ch := f.led.charges(t)[batchHex(req)]
-			if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
-				t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
-			}
+			f.wantChargedTo(t, req, "hospital-1", "hospital-2")
 		})
 	}
 }
@@ -228,10 +222,7 @@ func TestHostileHello(t *testing.T) {
 			}
 			a.AddStudent("student-1", f.student.Recipient())
 			req, want := f.request(t, 1, 6)
-			resp, err := a.Label(t.Context(), "student-1", req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := label(t, a, req)
 			got := f.open(t, resp).GetLabels()
 			for q := range want {
 				if got[q] != want[q] {
@@ -283,10 +274,7 @@ func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
 	if lo := resp.GetLeftOut(); len(lo) != 1 || lo[0] != "hospital-3" {
 		t.Fatalf("the student is told %v left out, want hospital-3", lo)
 	}
-	ch := f.led.charges(t)[batchHex(req)]
-	if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
-		t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
-	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
 	if f.hospitals[2].calls != 0 {
 		t.Fatalf("hospital-3 was asked to vote %d times on a batch it could not pay for", f.hospitals[2].calls)
 	}
@@ -442,10 +430,7 @@ func TestBatchIDsAreEachStudentsOwn(t *testing.T) {
 	}
 	a.AddStudent(st2.ID, id2.Recipient())
 	req, _ := f.request(t, 5, 6)
-	first, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := label(t, a, req)
 	second, err := a.Label(t.Context(), st2.ID, req)
 	if err != nil {
 		t.Fatalf("another student's batch of the same id: %v", err)
@@ -473,9 +458,7 @@ func TestOutboxIsPruned(t *testing.T) {
 	cfg.Retention = time.Hour
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	f.led.down = true
 	pending, _ := f.request(t, 2, 4)
 	if _, err := a.Label(t.Context(), "student-1", pending); !errors.Is(err, protocol.ErrLedgerUnavailable) {
