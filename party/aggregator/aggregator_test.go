@@ -759,6 +759,19 @@ func (hangingLedger) Submit(ctx context.Context, _ []byte) (*nzcpb.LedgerResult,
 	return nil, ctx.Err()
 }
 
+// refusedInTime labels req through a ledger that never answers: a must
+// refuse it with ledger-unavailable well before within, the test's own
+// deadline.
+func refusedInTime(t *testing.T, a *Aggregator, req *nzcpb.LabelRequest, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	_, err := a.Label(ctx, "student-1", req)
+	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
+		t.Fatalf("got %v (test context: %v), want ledger-unavailable before the test's own deadline of %s", err, ctx.Err(), within)
+	}
+}
+
 // A ledger that never answers must not hold the student without end: after
 // LedgerTimeout the batch is refused with ledger-unavailable and stays
 // pending.
@@ -768,12 +781,7 @@ func TestLedgerThatNeverAnswersIsRefusedInTime(t *testing.T) {
 	cfg.Ledger, cfg.LedgerTimeout = hangingLedger{f.led}, 50*time.Millisecond
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 5, 3)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	_, err := a.Label(ctx, "student-1", req)
-	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
-		t.Fatalf("got %v (test context: %v), want ledger-unavailable before the test's own deadline", err, ctx.Err())
-	}
+	refusedInTime(t, a, req, 30*time.Second)
 	if p, _ := a.outbox.Pending(); len(p) != 1 {
 		t.Fatalf("%d pending batches, want 1", len(p))
 	}

@@ -2,7 +2,6 @@ package aggregator
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -92,12 +91,7 @@ func TestSessionOpeningBoundedByLedgerTimeout(t *testing.T) {
 	cfg.Ledger, cfg.LedgerTimeout = hangingLedger{f.led}, 50*time.Millisecond
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 1, 2)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	_, err := a.Label(ctx, "student-1", req)
-	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
-		t.Fatalf("got %v (test context: %v), want ledger-unavailable within the ledger timeout", err, ctx.Err())
-	}
+	refusedInTime(t, a, req, 5*time.Second)
 }
 
 // A restarted aggregator resumes the sessions it kept in its outbox instead
