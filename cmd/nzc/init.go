@@ -210,10 +210,7 @@ func newAddHospitalCommand() *cobra.Command {
 			return err
 		}
 		s := summarize(m, written)
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "added hospital %s (%s)\nconfiguration: %s\nCA fingerprint (SHA-256): %s\n", p.ID, p.URI, strings.Join(written, ", "), m.CAFingerprint)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("added hospital %s (%s)\nconfiguration: %s\nCA fingerprint (SHA-256): %s\n", p.ID, p.URI, strings.Join(written, ", "), m.CAFingerprint))
 	})
 }
 

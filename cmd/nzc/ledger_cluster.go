@@ -293,11 +293,8 @@ is written. It needs the auditor's own certificate (--as its id).`,
 			return err
 		}
 		s := summarizeSnapshot(*out, b, sf, st)
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "wrote %s: %d ledger entries (root %s) at raft index %d, term %d, taken by %s; voters %s\n",
-				s.File, s.Entries, s.Root, s.Meta.Index, s.Meta.Term, s.Meta.Node, peerList(s.Meta.Peers))
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("wrote %s: %d ledger entries (root %s) at raft index %d, term %d, taken by %s; voters %s\n",
+			s.File, s.Entries, s.Root, s.Meta.Index, s.Meta.Term, s.Meta.Node, peerList(s.Meta.Peers)))
 	})
 }
 

@@ -56,6 +56,14 @@ func Print(w io.Writer, format string, v any, text func(io.Writer) error) error 
 	return text(w)
 }
 
+// Textf is Print's text form of a result told in one formatted message.
+func Textf(format string, args ...any) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	}
+}
+
 // AddConfigFlag adds --config to a command that loads a configuration.
 func AddConfigFlag(cmd *cobra.Command) {
 	cmd.Flags().String(ConfigFlag, "", "YAML configuration file (keys as listed by 'config keys'; flags and NZC_* variables override it)")
