@@ -274,9 +274,10 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 	// follower may lag by a few entries, and answers once it has them) or
 	// ctx ends, so that a dead or slow auditor delays nobody once enough
 	// have answered. An ask still out when the round ends is left to
-	// finish (within peerAskTimeout) rather than cancelled: a cancelled ask
-	// closes its connection, and the next round would pay a new handshake
-	// for it. Only the retries stop with the round.
+	// finish (within peerAskTimeout), even when the caller's ctx ends with
+	// the round, as the intake's does: a cancelled ask closes its
+	// connection, and the next round would pay a mutual-TLS handshake on
+	// both sides for it. Only the retries stop with the round.
 	target := len(vs)
 	if !all {
 		target = ledger.Quorum(len(vs))
@@ -288,11 +289,12 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 	answers := make(chan answer, len(peers))
 	round, endRound := context.WithCancel(ctx)
 	defer endRound()
+	asks := context.WithoutCancel(ctx)
 	for _, addr := range peers {
 		go func() {
 			wait := 5 * time.Millisecond
 			for {
-				call, cancel := context.WithTimeout(ctx, peerAskTimeout)
+				call, cancel := context.WithTimeout(asks, peerAskTimeout)
 				theirs, err := n.PeerCheckpoint(call, addr, uint64(cp.Size))
 				cancel()
 				if err == nil {

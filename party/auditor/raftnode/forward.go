@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -292,6 +293,9 @@ func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) (
 // forwardClient keeps idle mutual-TLS connections to other auditors.
 type forwardClient struct {
 	tls *tls.Config
+	// dials counts the connections opened: each costs a mutual-TLS
+	// handshake on both sides, so it should grow with peers, not requests.
+	dials atomic.Int64
 
 	mu     sync.Mutex
 	idle   map[string][]*fwdConn
@@ -324,6 +328,7 @@ func (fc *forwardClient) get(ctx context.Context, addr string) (*fwdConn, error)
 		return c, nil
 	}
 	fc.mu.Unlock()
+	fc.dials.Add(1)
 	c, err := dialChannel(ctx, addr, fc.tls, chanForward)
 	if err != nil {
 		return nil, err

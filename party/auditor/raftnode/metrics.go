@@ -52,6 +52,12 @@ func newMetrics(n *Node) *metrics {
 		gauge("nzc_auditor_raft_commit_index", "Raft commit index known to this node.", func() float64 { return float64(n.commitIndex()) }),
 		gauge("nzc_auditor_raft_applied_index", "Last raft index applied to the state machine.", func() float64 { return float64(n.raft.AppliedIndex()) }),
 	)
+	if fc := n.fwd; fc != nil {
+		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "nzc_auditor_peer_dials_total",
+			Help: "Connections this auditor opened to other auditors for forwarding, membership and cosigning (each a mutual-TLS handshake; idle ones are reused, so this grows with restarts and failures, not with requests).",
+		}, func() float64 { return float64(fc.dials.Load()) }))
+	}
 	if mux := n.mux; mux != nil {
 		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "nzc_auditor_raft_peers_refused_total",

@@ -193,6 +193,9 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 	if n.startCmd, err = lastCommand(d.logs); err != nil {
 		return nil, &CorruptDataError{Path: filepath.Join(cfg.DataDir, raftDBFile), Err: err}
 	}
+	if d.mux != nil {
+		n.fwd = &forwardClient{tls: d.client, idle: map[string][]*fwdConn{}}
+	}
 	n.lifetime, n.stop = context.WithCancel(context.Background())
 	n.met = newMetrics(n)
 	n.fsm = &fsm{sm: cfg.StateMachine, onBatch: n.met.observeBatch}
@@ -230,7 +233,6 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		go n.propose()
 	}
 	if d.mux != nil {
-		n.fwd = &forwardClient{tls: d.client, idle: map[string][]*fwdConn{}}
 		n.wg.Add(1)
 		go n.serveForward(d.mux.fwdConns, d.mux.closed)
 	}

@@ -1,0 +1,84 @@
+package auditor
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/auditor/intake"
+)
+
+// TestCosignRoundsReuseConnections gathers receipts round after round as
+// the intake does, each round ending as soon as a majority signed. The ask
+// to the auditor that answers second is still out when its round ends; it
+// must be left to finish, so that its connection goes back to the pool.
+// Cancelling it with the round closed that connection, and the next round
+// paid a mutual-TLS handshake on both sides for nearly every receipt.
+func TestCosignRoundsReuseConnections(t *testing.T) {
+	ids := []string{"a1", "a2", "a3"}
+	c := newTestCluster(t, ids, nil)
+	leader := c.auds[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// submit returns the index of cmd's entry: a refused command is logged
+	// too, and each round only needs the log to have grown.
+	submit := func(cmd []byte) ledger.Result {
+		t.Helper()
+		res, _, err := leader.Node().Submit(ctx, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ledger.DecodeResult(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, cmd := range testGenesis(t, ids) {
+		if r := submit(cmd); r.Status != ledger.StatusAccepted {
+			t.Fatalf("setup: %s %s", r.Status, r.Message)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	if err := leader.Node().Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	receipts := intake.NewReceipts(leader.Ledger().State(), leader.CosignQuorum, 0)
+	const rounds = 40
+	for i := range rounds {
+		cmd, err := ledger.Sign(&ledger.RegisterStudent{Student: fmt.Sprintf("unknown-%d", i), Timestamp: int64(10 + i)}, "admin", ledgerKeys.Key("admin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := receipts.For(ctx, int64(submit(cmd).Index)); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	dials := gatherCounter(t, reg, "nzc_auditor_peer_dials_total")
+	// Two peers, and a few more connections while an ask of the last round
+	// is still out when the next begins: far fewer than one per round.
+	if dials > 8 {
+		t.Errorf("the leader dialled its peers %v times in %d rounds of cosigning; want at most 8 (connections are reused)", dials, rounds)
+	}
+	t.Logf("%v dials in %d rounds", dials, rounds)
+}
+
+// gatherCounter returns the value of the counter name in reg.
+func gatherCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
