@@ -23,6 +23,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -50,11 +51,7 @@ func newLedgerFixture(t *testing.T) *ledgerFixture {
 
 func (f *ledgerFixture) key(t *testing.T, p crypto.PartyFiles) ed25519.PrivateKey {
 	t.Helper()
-	k, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	return cryptotest.SigningKey(t, f.m, p)
 }
 
 // adminKey is the federation administrator's key.
@@ -414,14 +411,8 @@ func (f *ledgerFixture) complianceAPIWith(t *testing.T, st *ledger.State, signer
 // party as.
 func (f *ledgerFixture) complianceAPIOf(t *testing.T, as crypto.PartyFiles, st *ledger.State, signers int, wrap func(http.Handler) http.Handler) (addr string, cluster *fakeCluster, clients func() []string) {
 	t.Helper()
-	ca, err := crypto.LoadCert(f.m.Path(f.m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := crypto.LoadCredential(f.m.Path(as.Cert), f.m.Path(as.Key))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := cryptotest.CACert(t, f.m)
+	cred := cryptotest.Credential(t, f.m, as)
 	var (
 		mu   sync.Mutex
 		seen []string

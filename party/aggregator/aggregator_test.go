@@ -2,7 +2,6 @@ package aggregator
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor"
@@ -196,17 +196,14 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := crypto.LoadCA(m.Path(m.CACert), m.Path(m.CAKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := cryptotest.CA(t, m)
 	now := time.Unix(1_800_000_000, 0)
 	cmds, err := intake.GenesisCommands(m, ca.Key(), "nzc.test/ledger", now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	aud := m.ByRole(crypto.RoleAuditor)[0]
-	mach, err := auditor.NewLedger(ledger.New(), aud.ID, signingKey(t, m, aud), nil)
+	mach, err := auditor.NewLedger(ledger.New(), aud.ID, cryptotest.SigningKey(t, m, aud), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +222,9 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		apply(c)
 	}
 	agg := m.ByRole(crypto.RoleAggregator)[0]
-	aggID := ageIdentity(t, m, agg)
+	aggID := cryptotest.Identity(t, m, agg)
 	aud2 := m.ByRole(crypto.RoleAuditor)[1]
-	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, signingKey(t, m, aud2), time.Now().Unix())
+	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, cryptotest.SigningKey(t, m, aud2), time.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,18 +234,18 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	}
 	f := &fixture{m: m, led: &fakeLedger{m: mach, cosigners: []note.Signer{cosigner}}}
 	for _, h := range m.ByRole(crypto.RoleHospital) {
-		c, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: capEps, CapDelta: 1e-5, Timestamp: now.UnixNano()}, h.ID, signingKey(t, m, h))
+		c, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: capEps, CapDelta: 1e-5, Timestamp: now.UnixNano()}, h.ID, cryptotest.SigningKey(t, m, h))
 		if err != nil {
 			t.Fatal(err)
 		}
 		apply(c)
-		hid := ageIdentity(t, m, h)
+		hid := cryptotest.Identity(t, m, h)
 		f.hospitals = append(f.hospitals, &fakeHospital{id: h.ID, identity: hid, agg: aggID.Recipient(), teachers: 20, classes: classes})
 		f.hospRecip = append(f.hospRecip, hid.Recipient())
 	}
-	f.student = ageIdentity(t, m, m.ByRole(crypto.RoleStudent)[0])
+	f.student = cryptotest.Identity(t, m, m.ByRole(crypto.RoleStudent)[0])
 	f.cfg = Config{
-		ID: agg.ID, Identity: aggID, SigningKey: signingKey(t, m, agg), OutboxDir: t.TempDir(),
+		ID: agg.ID, Identity: aggID, SigningKey: cryptotest.SigningKey(t, m, agg), OutboxDir: t.TempDir(),
 		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
 		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led, AuditorKeys: auditorKeys,
 		Classes: classes, Ensembles: map[string]int{},
@@ -258,26 +255,6 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	return f
-}
-
-// signingKey loads the ledger signing key of party p of m.
-func signingKey(t *testing.T, m *crypto.Manifest, p crypto.PartyFiles) ed25519.PrivateKey {
-	t.Helper()
-	k, err := crypto.LoadPrivateKey(m.Path(p.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-// ageIdentity loads the age identity of party p of m.
-func ageIdentity(t *testing.T, m *crypto.Manifest, p crypto.PartyFiles) *crypto.Identity {
-	t.Helper()
-	id, err := crypto.LoadIdentity(m.Path(p.AgeIdentity))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 func (f *fixture) start(t *testing.T, cfg Config) *Aggregator {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/internal/syncbuf"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol"
@@ -246,10 +247,7 @@ func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
 	lowerCap := func(t *testing.T, i int, version uint64) {
 		t.Helper()
 		h := f.m.ByRole(crypto.RoleHospital)[i]
-		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
-		if err != nil {
-			t.Fatal(err)
-		}
+		key := cryptotest.SigningKey(t, f.m, h)
 		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: version, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
 		if err != nil {
 			t.Fatal(err)
@@ -351,10 +349,7 @@ func TestRelayFloodIsLimitedPerHospital(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			conns[i] = c
 		}
-		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
-		if err != nil {
-			t.Fatal(err)
-		}
+		key := cryptotest.SigningKey(t, f.m, h)
 		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: v, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
 		if err != nil {
 			t.Fatal(err)
@@ -424,10 +419,7 @@ func TestBatchIDsAreEachStudentsOwn(t *testing.T) {
 	f := newFixture(t, 2, 50)
 	a := f.start(t, f.cfg)
 	st2 := f.m.ByRole(crypto.RoleStudent)[1]
-	id2, err := crypto.LoadIdentity(f.m.Path(st2.AgeIdentity))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id2 := cryptotest.Identity(t, f.m, st2)
 	a.AddStudent(st2.ID, id2.Recipient())
 	req, _ := f.request(t, 5, 6)
 	first := label(t, a, req)

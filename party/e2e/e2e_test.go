@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/ledger"
@@ -121,27 +123,16 @@ func (f *federation) party(role crypto.Role, id string) crypto.PartyFiles {
 }
 
 func (f *federation) net(p crypto.PartyFiles) quicnet.Config {
-	cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	cred := cryptotest.Credential(f.t, f.m, p)
 	return quicnet.Config{CA: f.ca, Credential: cred, Logger: f.logger().With("party", p.ID)}
 }
 
 func (f *federation) identity(p crypto.PartyFiles) *crypto.Identity {
-	id, err := crypto.LoadIdentity(f.m.Path(p.AgeIdentity))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return id
+	return cryptotest.Identity(f.t, f.m, p)
 }
 
-func (f *federation) signingKey(p crypto.PartyFiles) []byte {
-	k, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return k
+func (f *federation) signingKey(p crypto.PartyFiles) ed25519.PrivateKey {
+	return cryptotest.SigningKey(f.t, f.m, p)
 }
 
 // group returns a group of in-process parties that run until the test
