@@ -191,10 +191,7 @@ func TestLedgerVerifyHonest(t *testing.T) {
 		keys = append(keys, k)
 	}
 	keyFile := f.write(t, "auditors.keys", []byte("# the auditors\n"+strings.Join(keys, "\n")+"\n"))
-	out, err := runNZC(t, "ledger", "verify", "--export", path, "--keys", keyFile, "--format", "json")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	out := mustRunNZC(t, "ledger", "verify", "--export", path, "--keys", keyFile, "--format", "json")
 	var r ledger.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
