@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -60,6 +61,17 @@ func Print(w io.Writer, format string, v any, text func(io.Writer) error) error 
 func Textf(format string, args ...any) func(io.Writer) error {
 	return func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	}
+}
+
+// Text is Print's text form of a result built line by line: build writes
+// it to a buffer, written out at once.
+func Text(build func(b *strings.Builder)) func(io.Writer) error {
+	return func(w io.Writer) error {
+		var b strings.Builder
+		build(&b)
+		_, err := io.WriteString(w, b.String())
 		return err
 	}
 }
