@@ -509,8 +509,6 @@ func adminError(what string, err error) error {
 	var ce *raftnode.ConfigError
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, raftnode.ErrMembership):
-		status = http.StatusForbidden
 	case errors.As(err, &ce):
 		status = http.StatusBadRequest
 	case errors.Is(err, raftnode.ErrNoLeader), errors.Is(err, raftnode.ErrShutdown), errors.Is(err, raftnode.ErrTimeout),
@@ -569,6 +567,9 @@ func (a *API) removeSigned(w http.ResponseWriter, r *http.Request, _ crypto.Peer
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	if err := a.Cluster.RemoveSigned(ctx, rm.Remove, body); err != nil {
+		if errors.Is(err, raftnode.ErrMembership) {
+			return refuse(http.StatusForbidden, "remove: "+err.Error())
+		}
 		return adminError("remove", err)
 	}
 	return writeJSON(w, a.Cluster.Status())
