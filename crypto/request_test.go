@@ -131,14 +131,7 @@ func TestAddPartyFromRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, keys := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 6)
-	manifest := func() []byte {
-		b, err := os.ReadFile(filepath.Join(admin, ManifestFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	before := manifest()
+	before := readManifest(t, admin)
 	for _, tc := range []struct {
 		name     string
 		approved Peer
@@ -154,7 +147,7 @@ func TestAddPartyFromRequest(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
-			if !bytes.Equal(manifest(), before) {
+			if !bytes.Equal(readManifest(t, admin), before) {
 				t.Fatal("a refused request changed the manifest")
 			}
 			if _, err := os.Lstat(filepath.Join(admin, r.ID)); err == nil {
@@ -173,7 +166,7 @@ func TestAddPartyFromRequest(t *testing.T) {
 	if _, _, err := AddPartyFromRequest(admin, &forged, forged.Peer(), AddPartyOptions{}); !errors.Is(err, ErrBadKeyRequest) {
 		t.Fatalf("altered request: %v, want ErrBadKeyRequest", err)
 	}
-	if !bytes.Equal(manifest(), before) {
+	if !bytes.Equal(readManifest(t, admin), before) {
 		t.Fatal("a refused request changed the manifest")
 	}
 
@@ -294,14 +287,7 @@ func TestRenewFromRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := func() []byte {
-		b, err := os.ReadFile(filepath.Join(admin, ManifestFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	before := manifest()
+	before := readManifest(t, admin)
 	other, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 12) // new keys, same id
 	stranger, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-9"}, 13)
 	for _, tc := range []struct {
@@ -319,7 +305,7 @@ func TestRenewFromRequest(t *testing.T) {
 			if !errors.Is(err, ErrNotApproved) || !strings.Contains(err.Error(), tc.mention) {
 				t.Fatalf("got %v, want ErrNotApproved saying %q", err, tc.mention)
 			}
-			if !bytes.Equal(manifest(), before) {
+			if !bytes.Equal(readManifest(t, admin), before) {
 				t.Fatal("a refused renewal changed the manifest")
 			}
 		})
@@ -343,4 +329,15 @@ func TestRenewFromRequest(t *testing.T) {
 		t.Fatal("the certificate was not renewed")
 	}
 	assertNoPrivateKeysOf(t, admin, keys)
+}
+
+// readManifest returns the administrator directory's manifest as it is on
+// disk, to check that a refused change left it alone.
+func readManifest(t *testing.T, admin string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(admin, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -66,10 +64,7 @@ this hospital's account changes.`,
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, res, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "%s: the cap of %s is ε=%v δ=%v (%s, version %d, ledger entry %d)\n",
-				res.Code, res.Hospital, res.Epsilon, res.Delta, res.Command, res.Version, res.Index)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, res, cli.Textf("%s: the cap of %s is ε=%v δ=%v (%s, version %d, ledger entry %d)\n",
+			res.Code, res.Hospital, res.Epsilon, res.Delta, res.Command, res.Version, res.Index))
 	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -52,11 +51,8 @@ the models directory. Progress is shown on stderr when it is a terminal.`,
 			Dir     string  `json:"dir"`
 			Seconds float64 `json:"seconds"`
 		}{m, cfg.Models, time.Since(start).Seconds()}
-		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "trained %d %s teachers on %d examples (%d classes) in %.1fs; saved in %s\n",
-				m.Teachers, m.Model, m.Examples, m.Classes, out.Seconds, cfg.Models)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, out, cli.Textf("trained %d %s teachers on %d examples (%d classes) in %.1fs; saved in %s\n",
+			m.Teachers, m.Model, m.Examples, m.Classes, out.Seconds, cfg.Models))
 	})
 }
 
@@ -145,10 +141,7 @@ func newStatusCommand() *cobra.Command {
 			*teacher.Manifest
 			Dir string `json:"dir"`
 		}{m, dir}
-		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "%d %s teachers in %s\nclasses %d, input %v, trained on %d examples (data %s…)\n",
-				m.Teachers, m.Model, dir, m.Classes, m.Shape, m.Examples, m.DataHash[:min(12, len(m.DataHash))])
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, out, cli.Textf("%d %s teachers in %s\nclasses %d, input %v, trained on %d examples (data %s…)\n",
+			m.Teachers, m.Model, dir, m.Classes, m.Shape, m.Examples, m.DataHash[:min(12, len(m.DataHash))]))
 	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,21 +43,18 @@ func summarize(m *crypto.Manifest, configs []string) initSummary {
 	return s
 }
 
-func (s initSummary) text(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "federation in %s\n\n", s.Dir)
-	fmt.Fprintf(&b, "CA fingerprint (SHA-256), to confirm with every party out of band:\n  %s\n\n", s.CAFingerprint)
-	fmt.Fprintf(&b, "%-11s %-14s %s\n", "ROLE", "ID", "CONFIG")
+func (s initSummary) text(b *strings.Builder) {
+	fmt.Fprintf(b, "federation in %s\n\n", s.Dir)
+	fmt.Fprintf(b, "CA fingerprint (SHA-256), to confirm with every party out of band:\n  %s\n\n", s.CAFingerprint)
+	fmt.Fprintf(b, "%-11s %-14s %s\n", "ROLE", "ID", "CONFIG")
 	for _, p := range s.Parties {
 		cfg := p.Config
 		if cfg == "" {
 			cfg = "-"
 		}
-		fmt.Fprintf(&b, "%-11s %-14s %s\n", p.Role, p.ID, cfg)
+		fmt.Fprintf(b, "%-11s %-14s %s\n", p.Role, p.ID, cfg)
 	}
 	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key and admin/admin.key\noffline, apart from each other.\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func newInitCommand() *cobra.Command {
@@ -149,7 +145,7 @@ Existing keys are never overwritten unless --force is given.`,
 			return err
 		}
 		s := summarize(m, written)
-		return cli.Print(cmd.OutOrStdout(), f, s, s.text)
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text))
 	})
 	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand())
 	return cmd
@@ -210,10 +206,7 @@ func newAddHospitalCommand() *cobra.Command {
 			return err
 		}
 		s := summarize(m, written)
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "added hospital %s (%s)\nconfiguration: %s\nCA fingerprint (SHA-256): %s\n", p.ID, p.URI, strings.Join(written, ", "), m.CAFingerprint)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("added hospital %s (%s)\nconfiguration: %s\nCA fingerprint (SHA-256): %s\n", p.ID, p.URI, strings.Join(written, ", "), m.CAFingerprint))
 	})
 }
 

@@ -31,6 +31,16 @@ func runNZC(t *testing.T, args ...string) (string, error) {
 	return clitest.Execute(t, newRootCommand(), args...)
 }
 
+// mustRunNZC runs nzc with args and fails the test when it fails.
+func mustRunNZC(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runNZC(t, args...)
+	if err != nil {
+		t.Fatalf("nzc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
 // loadAs loads a written configuration file the way its binary does.
 func loadAs[T cli.Validator](t *testing.T, path string, defaults T) T {
 	t.Helper()
@@ -48,10 +58,7 @@ func loadAs[T cli.Validator](t *testing.T, path string, defaults T) T {
 
 func TestInitWritesLoadableFederation(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fed")
-	out, err := runNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "3", "--students", "1", "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustRunNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "3", "--students", "1", "--format", "json")
 	var s initSummary
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
@@ -106,9 +113,7 @@ func TestInitWritesLoadableFederation(t *testing.T) {
 
 func TestInitRefusesToOverwrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fed")
-	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1"); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1")
 	key := filepath.Join(dir, "hospital-1", crypto.SigningKeyFile)
 	before, _ := os.ReadFile(key)
 	_, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1")
@@ -129,9 +134,7 @@ func TestInitRefusesToOverwrite(t *testing.T) {
 
 func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fed")
-	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1"); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1")
 	snapshot := map[string][]byte{}
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && filepath.Base(p) != crypto.ManifestFile {
@@ -182,10 +185,8 @@ func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
 // reaches auditor-1's host cannot be answered by auditor-2 under that name.
 func TestInitPartyHosts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fed")
-	if out, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--party-host", "auditor-1=a1.example.org",
-		"--party-host", "auditor-1=10.0.0.1", "--party-host", "auditor-2=a2.example.org", "--hosts", "fed.example.org"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	mustRunNZC(t, "init", "--dir", dir, "--hospitals", "1", "--party-host", "auditor-1=a1.example.org",
+		"--party-host", "auditor-1=10.0.0.1", "--party-host", "auditor-2=a2.example.org", "--hosts", "fed.example.org")
 	m, err := crypto.LoadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +227,7 @@ func TestInitPartyHosts(t *testing.T) {
 // would refuse is refused before anything is written.
 func TestInitRegistersTheEnsembles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fed")
-	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "1", "--teachers", "7", "--classes", "3"); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "1", "--teachers", "7", "--classes", "3")
 	cmds, err := intake.ReadGenesis(filepath.Join(dir, launch.GenesisFile))
 	if err != nil {
 		t.Fatal(err)
@@ -255,9 +254,7 @@ func TestInitRegistersTheEnsembles(t *testing.T) {
 		want uint64
 	}{{nil, 7}, {[]string{"--teachers", "9"}, 9}} {
 		id := "late-" + string(rune('a'+i))
-		if _, err := runNZC(t, append([]string{"init", "add-hospital", "--dir", dir, "--id", id}, tc.args...)...); err != nil {
-			t.Fatal(err)
-		}
+		mustRunNZC(t, append([]string{"init", "add-hospital", "--dir", dir, "--id", id}, tc.args...)...)
 		hc := loadAs(t, filepath.Join(dir, id+".yaml"), config.DefaultTeacher())
 		raw, err := os.ReadFile(hc.Registration)
 		if err != nil {

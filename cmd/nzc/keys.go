@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,11 +90,8 @@ with them out of band. Existing keys are never replaced.`,
 				s.Private = append(s.Private, filepath.Join(dir, name))
 			}
 		}
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "keys of %s in %s\nprivate (mode 0600, never send them): %s\n\nsend the administrator: %s\nrequest fingerprint (SHA-256), to confirm with the administrator out of band:\n  %s\n",
-				s.URI, s.Dir, strings.Join(s.Private, ", "), s.Request, s.Fingerprint)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("keys of %s in %s\nprivate (mode 0600, never send them): %s\n\nsend the administrator: %s\nrequest fingerprint (SHA-256), to confirm with the administrator out of band:\n  %s\n",
+			s.URI, s.Dir, strings.Join(s.Private, ", "), s.Request, s.Fingerprint))
 	})
 	return cmd
 }
@@ -148,10 +144,7 @@ Nothing is written unless every check passes.`,
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "installed the certificate of %s\nconfiguration: %s\nstart it with: nzc-teacher --config %s\n", s.URI, s.Config, s.Config)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("installed the certificate of %s\nconfiguration: %s\nstart it with: nzc-teacher --config %s\n", s.URI, s.Config, s.Config))
 	})
 	return cmd
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -47,11 +45,8 @@ real ones (aggregator, auditors, peers, listen) before starting the party.`,
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "kit of %s in %s\nconfiguration (paths relative to the kit): %s\nprivate files, mode 0600: %s\n",
-				s.URI, s.Kit, s.Config, strings.Join(s.Private, ", "))
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("kit of %s in %s\nconfiguration (paths relative to the kit): %s\nprivate files, mode 0600: %s\n",
+			s.URI, s.Kit, s.Config, strings.Join(s.Private, ", ")))
 	})
 	return cmd
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -70,11 +69,8 @@ changes. The hospital installs the bundle with nzc keys install --force.`,
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "issued a certificate to %s (request %s)\nbundle for the party, public files only: %s\nthe party installs it with:\n  nzc keys install --dir <its key directory> --bundle %s --ca-fingerprint %s\n",
-				s.URI, s.RequestFingerprint, s.Bundle, filepath.Base(s.Bundle), s.CAFingerprint)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("issued a certificate to %s (request %s)\nbundle for the party, public files only: %s\nthe party installs it with:\n  nzc keys install --dir <its key directory> --bundle %s --ca-fingerprint %s\n",
+			s.URI, s.RequestFingerprint, s.Bundle, filepath.Base(s.Bundle), s.CAFingerprint))
 	})
 	return cmd
 }

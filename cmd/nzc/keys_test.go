@@ -26,13 +26,8 @@ func TestKeyRequestFlow(t *testing.T) {
 	root := t.TempDir()
 	admin, keys := filepath.Join(root, "admin"), filepath.Join(root, "hospital-4-keys")
 	bundle := filepath.Join(root, "bundle")
-	if _, err := runNZC(t, "init", "--dir", admin, "--hospitals", "2", "--auditors", "1", "--students", "1"); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runNZC(t, "keys", "new", "--role", "hospital", "--id", "hospital-4", "--out", keys, "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "--dir", admin, "--hospitals", "2", "--auditors", "1", "--students", "1")
+	out := mustRunNZC(t, "keys", "new", "--role", "hospital", "--id", "hospital-4", "--out", keys, "--format", "json")
 	var made keysNewSummary
 	if err := json.Unmarshal([]byte(out), &made); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -90,11 +85,8 @@ func TestKeyRequestFlow(t *testing.T) {
 			}
 		})
 	}
-	out, err = runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4",
+	out = mustRunNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4",
 		"--fingerprint", made.Fingerprint, "--out", bundle, "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var signed launch.Bundle
 	if err := json.Unmarshal([]byte(out), &signed); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -138,9 +130,7 @@ func TestKeyRequestFlow(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(keys, "hospital-4.yaml")); err == nil {
 		t.Fatal("a refused install wrote a configuration")
 	}
-	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", signed.CAFingerprint); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", signed.CAFingerprint)
 	h := loadAs(t, filepath.Join(keys, "hospital-4.yaml"), config.DefaultTeacher())
 	if filepath.Dir(h.TLS.Key) != keys || filepath.Dir(h.SigningKey) != keys || filepath.Dir(h.Registration) != keys {
 		t.Fatalf("installed configuration does not use the party's own keys: %+v", h)
@@ -163,17 +153,13 @@ func TestKeyRequestFlow(t *testing.T) {
 	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--out", renewed); !errors.Is(err, crypto.ErrExists) {
 		t.Fatalf("admitting hospital-4 twice: %v", err)
 	}
-	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--renew", "--out", renewed); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--renew", "--out", renewed)
 	noSecrets("init sign --renew")
 	old, err := os.ReadFile(h.TLS.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", renewed, "--ca-fingerprint", signed.CAFingerprint, "--force"); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "keys", "install", "--dir", keys, "--bundle", renewed, "--ca-fingerprint", signed.CAFingerprint, "--force")
 	now, err := os.ReadFile(h.TLS.Cert)
 	if err != nil {
 		t.Fatal(err)
@@ -191,18 +177,12 @@ func TestKeyRequestFlow(t *testing.T) {
 func TestKeysInstallRefusesAnotherPartysBundle(t *testing.T) {
 	root := t.TempDir()
 	admin := filepath.Join(root, "admin")
-	if _, err := runNZC(t, "init", "--dir", admin, "--hospitals", "1", "--auditors", "1", "--students", "1"); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "--dir", admin, "--hospitals", "1", "--auditors", "1", "--students", "1")
 	for _, id := range []string{"hospital-4", "hospital-5"} {
-		if _, err := runNZC(t, "keys", "new", "--role", "hospital", "--id", id, "--out", filepath.Join(root, id)); err != nil {
-			t.Fatal(err)
-		}
+		mustRunNZC(t, "keys", "new", "--role", "hospital", "--id", id, "--out", filepath.Join(root, id))
 	}
-	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", filepath.Join(root, "hospital-5", crypto.KeyRequestFile),
-		"--role", "hospital", "--id", "hospital-5", "--out", filepath.Join(root, "bundle-5")); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "sign", "--dir", admin, "--request", filepath.Join(root, "hospital-5", crypto.KeyRequestFile),
+		"--role", "hospital", "--id", "hospital-5", "--out", filepath.Join(root, "bundle-5"))
 	m, err := crypto.LoadManifest(admin)
 	if err != nil {
 		t.Fatal(err)
@@ -266,9 +246,7 @@ func fileHolding(t *testing.T, dir string, secrets [][]byte) string {
 // genesis is signed by the administrator key, which is not the CA key.
 func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fed")
-	if _, err := runNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1", "--students", "1"); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "--dir", dir, "--hospitals", "1", "--auditors", "1", "--students", "1")
 	m, err := crypto.LoadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -292,9 +270,7 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 	if !g.Verify(adminPub) || g.Verify(ca.PublicKey.(ed25519.PublicKey)) {
 		t.Fatal("the genesis is not signed by the administrator key alone")
 	}
-	if _, err := runNZC(t, "init", "add-hospital", "--dir", dir); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "add-hospital", "--dir", dir)
 	reg, err := os.ReadFile(filepath.Join(dir, "hospital-2", launch.RegistrationFile))
 	if err != nil {
 		t.Fatal(err)
@@ -315,15 +291,11 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 func TestInitKit(t *testing.T) {
 	root := t.TempDir()
 	fed := filepath.Join(root, "fed")
-	if _, err := runNZC(t, "init", "--dir", fed, "--hospitals", "2", "--auditors", "3", "--students", "1"); err != nil {
-		t.Fatal(err)
-	}
+	mustRunNZC(t, "init", "--dir", fed, "--hospitals", "2", "--auditors", "3", "--students", "1")
 	for _, id := range []string{"auditor-2", "hospital-1", "aggregator", "student-1", "compliance"} {
 		t.Run(id, func(t *testing.T) {
 			kit := filepath.Join(root, id+"-kit")
-			if _, err := runNZC(t, "init", "kit", "--dir", fed, "--party", id, "--out", kit); err != nil {
-				t.Fatal(err)
-			}
+			mustRunNZC(t, "init", "kit", "--dir", fed, "--party", id, "--out", kit)
 			err := filepath.WalkDir(kit, func(path string, d fs.DirEntry, err error) error {
 				if err != nil || d.IsDir() {
 					return err

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -412,14 +411,14 @@ func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.
 
 // readCommand makes cmd a read of the compliance API with get, printed as
 // --format says (text by text).
-func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(io.Writer, T) error) {
+func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(*strings.Builder, T)) {
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		v, err := fetch(cmd.Context(), c, get)
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, v, func(w io.Writer) error { return text(w, v) })
+		return cli.Print(cmd.OutOrStdout(), f, v, cli.Text(func(b *strings.Builder) { text(b, v) }))
 	})
 }
 
@@ -509,18 +508,15 @@ yet: verify the file with 'nzc ledger verify'.`,
 				s.Checkpoints = append(s.Checkpoints, p)
 			}
 		}
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			var b strings.Builder
-			fmt.Fprintf(&b, "wrote %s: %d entries, %d checkpoints, %d bytes, from auditor %s (not yet verified: run nzc ledger verify)\n",
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(func(b *strings.Builder) {
+			fmt.Fprintf(b, "wrote %s: %d entries, %d checkpoints, %d bytes, from auditor %s (not yet verified: run nzc ledger verify)\n",
 				s.Out, s.Entries, len(s.Checkpoints), s.Bytes, s.From)
-			fmt.Fprintf(&b, "%d of %d auditors answered; the largest cosigned view is %d entries; no two views disagree (%d consistency proofs checked)\n",
+			fmt.Fprintf(b, "%d of %d auditors answered; the largest cosigned view is %d entries; no two views disagree (%d consistency proofs checked)\n",
 				s.Views.Answered, s.Views.Asked, s.Views.Largest.Size, s.Views.Proofs)
 			for _, w := range s.Views.Warnings {
-				fmt.Fprintf(&b, "warning: %s\n", w)
+				fmt.Fprintf(b, "warning: %s\n", w)
 			}
-			_, err := io.WriteString(w, b.String())
-			return err
-		})
+		}))
 	})
 }
 
@@ -572,15 +568,12 @@ list with the batches the hospital voted on (its nzc_teacher_* metrics).`,
 			return fmt.Errorf("%w: do not trust its list", err)
 		}
 		out.ProofsVerified = len(out.Charges)
-		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error {
-			var b strings.Builder
+		return cli.Print(cmd.OutOrStdout(), f, out, cli.Text(func(b *strings.Builder) {
 			for _, ch := range out.Charges {
-				fmt.Fprintf(&b, "%6d  batch %s for %s: %s, %d queries, %d answered, hospitals %v\n", ch.Index, ch.BatchID, ch.Student, ch.Mechanism, ch.Queries, ch.Answers, ch.Hospitals)
+				fmt.Fprintf(b, "%6d  batch %s for %s: %s, %d queries, %d answered, hospitals %v\n", ch.Index, ch.BatchID, ch.Student, ch.Mechanism, ch.Queries, ch.Answers, ch.Hospitals)
 			}
-			fmt.Fprintf(&b, "%d charges name %s; each receipt proven against the federation's auditor keys\n", len(out.Charges), h)
-			_, err := io.WriteString(w, b.String())
-			return err
-		})
+			fmt.Fprintf(b, "%d charges name %s; each receipt proven against the federation's auditor keys\n", len(out.Charges), h)
+		}))
 	})
 }
 
@@ -600,16 +593,13 @@ report recomputes the same accounts by replaying the log.`,
 	return cmd
 }
 
-func printAccounts(w io.Writer, accounts []ledger.Account) error {
-	var b strings.Builder
+func printAccounts(b *strings.Builder, accounts []ledger.Account) {
 	if len(accounts) == 0 {
 		b.WriteString("no hospital has opened a budget account yet\n")
 	}
 	for _, a := range accounts {
-		fmt.Fprintln(&b, a)
+		fmt.Fprintln(b, a)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // ErrSplitView is returned by `nzc ledger status` and `export` when two
@@ -710,7 +700,7 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 				return err
 			}
 		}
-		if err := cli.Print(cmd.OutOrStdout(), f, s, s.text); err != nil {
+		if err := cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text)); err != nil {
 			return err
 		}
 		if !s.Consistent {
@@ -752,26 +742,25 @@ func (s *ledgerStatus) save(path string, kept *ledger.Checkpoint, proof complian
 	return nil
 }
 
-func (s ledgerStatus) text(w io.Writer) error {
-	var b strings.Builder
+func (s ledgerStatus) text(b *strings.Builder) {
 	for _, v := range s.Views.Views {
 		if v.Error != "" {
-			fmt.Fprintf(&b, "auditor %s at %s: no answer: %s\n", v.Name(), v.Addr, v.Error)
+			fmt.Fprintf(b, "auditor %s at %s: no answer: %s\n", v.Name(), v.Addr, v.Error)
 			continue
 		}
 		a := v.Status.Auditor
-		fmt.Fprintf(&b, "auditor %s (%s) is %s in term %d; leader %s (%s)\n", a.ID, a.Addr, a.State, a.Term, a.LeaderID, a.LeaderAddr)
-		fmt.Fprintf(&b, "  raft log: last %d, committed %d, applied %d\n", a.LastIndex, a.CommitIndex, a.AppliedIndex)
+		fmt.Fprintf(b, "auditor %s (%s) is %s in term %d; leader %s (%s)\n", a.ID, a.Addr, a.State, a.Term, a.LeaderID, a.LeaderAddr)
+		fmt.Fprintf(b, "  raft log: last %d, committed %d, applied %d\n", a.LastIndex, a.CommitIndex, a.AppliedIndex)
 		if !v.Status.Ready {
-			fmt.Fprintf(&b, "  not ready: %s\n", v.Status.NotYet)
+			fmt.Fprintf(b, "  not ready: %s\n", v.Status.NotYet)
 		}
 		for _, p := range a.Peers {
-			fmt.Fprintf(&b, "  member %s at %s\n", p.ID, p.Addr)
+			fmt.Fprintf(b, "  member %s at %s\n", p.ID, p.Addr)
 		}
-		fmt.Fprintf(&b, "  ledger %s: %d entries, root %s\n", v.Status.Origin, v.Status.Size, v.Status.Root)
+		fmt.Fprintf(b, "  ledger %s: %d entries, root %s\n", v.Status.Origin, v.Status.Size, v.Status.Root)
 		cp := v.Checkpoint
 		if cp == nil {
-			fmt.Fprintf(&b, "  no checkpoint: %s\n", v.CheckpointError)
+			fmt.Fprintf(b, "  no checkpoint: %s\n", v.CheckpointError)
 			continue
 		}
 		var signed, missing []string
@@ -786,36 +775,34 @@ func (s ledgerStatus) text(w io.Writer) error {
 		if !v.Cosigned {
 			q = "NOT a majority"
 		}
-		fmt.Fprintf(&b, "  latest checkpoint: %d entries, root %s, cosigned by %s (%s of %d; %d needed)", cp.Size, cp.Root, strings.Join(signed, ", "), q, len(cp.Cosigners), cp.Quorum)
+		fmt.Fprintf(b, "  latest checkpoint: %d entries, root %s, cosigned by %s (%s of %d; %d needed)", cp.Size, cp.Root, strings.Join(signed, ", "), q, len(cp.Cosigners), cp.Quorum)
 		if len(missing) > 0 {
-			fmt.Fprintf(&b, "; not by %s", strings.Join(missing, ", "))
+			fmt.Fprintf(b, "; not by %s", strings.Join(missing, ", "))
 		}
 		b.WriteString("\n")
 		if v.CheckpointError != "" {
-			fmt.Fprintf(&b, "  checked against the federation's auditor keys: %s\n", v.CheckpointError)
+			fmt.Fprintf(b, "  checked against the federation's auditor keys: %s\n", v.CheckpointError)
 		}
 	}
 	if l := s.Largest; l != nil {
-		fmt.Fprintf(&b, "largest cosigned checkpoint: %d entries, root %s, from auditor %s; a majority cosigned it %s ago\n", l.Size, l.Root, l.Auditor, ledger.FormatAge(*s.Age))
+		fmt.Fprintf(b, "largest cosigned checkpoint: %d entries, root %s, from auditor %s; a majority cosigned it %s ago\n", l.Size, l.Root, l.Auditor, ledger.FormatAge(*s.Age))
 	}
-	fmt.Fprintf(&b, "%d of %d auditors answered", s.Answered, s.Asked)
+	fmt.Fprintf(b, "%d of %d auditors answered", s.Answered, s.Asked)
 	if s.Consistent {
-		fmt.Fprintf(&b, "; no two views disagree (%d consistency proofs checked)\n", s.Proofs)
+		fmt.Fprintf(b, "; no two views disagree (%d consistency proofs checked)\n", s.Proofs)
 	} else {
 		b.WriteString("\n")
 	}
 	for _, d := range s.Disagreements {
-		fmt.Fprintf(&b, "%s\n", d)
+		fmt.Fprintf(b, "%s\n", d)
 	}
 	for _, w := range s.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
+		fmt.Fprintf(b, "warning: %s\n", w)
 	}
 	if s.Saved != "" {
-		fmt.Fprintf(&b, "saved the checkpoint of %d entries to %s (give it to nzc ledger verify --earlier)\n", s.Largest.Size, s.Saved)
+		fmt.Fprintf(b, "saved the checkpoint of %d entries to %s (give it to nzc ledger verify --earlier)\n", s.Largest.Size, s.Saved)
 		if s.Extends > 0 {
-			fmt.Fprintf(&b, "it extends the checkpoint of %d entries the file held (consistency proven)\n", s.Extends)
+			fmt.Fprintf(b, "it extends the checkpoint of %d entries the file held (consistency proven)\n", s.Extends)
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

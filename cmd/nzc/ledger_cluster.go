@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -35,10 +34,9 @@ compliance and auditor roles, the verifier key the ledger registered for it.`,
 	return cmd
 }
 
-func printPeers(w io.Writer, peers []compliance.PeerInfo) error {
-	var b strings.Builder
+func printPeers(b *strings.Builder, peers []compliance.PeerInfo) {
 	for _, p := range peers {
-		fmt.Fprintf(&b, "%s at %s", p.ID, p.Addr)
+		fmt.Fprintf(b, "%s at %s", p.ID, p.Addr)
 		if p.Leader {
 			b.WriteString(" (leader)")
 		}
@@ -46,12 +44,10 @@ func printPeers(w io.Writer, peers []compliance.PeerInfo) error {
 			b.WriteString(", not registered in the ledger: its signature does not count")
 		}
 		if p.VerifierKey != "" {
-			fmt.Fprintf(&b, "\n  key %s", p.VerifierKey)
+			fmt.Fprintf(b, "\n  key %s", p.VerifierKey)
 		}
 		b.WriteString("\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // entriesOutput is what `nzc ledger entries` prints as JSON.
@@ -102,62 +98,56 @@ the log and verify it.`,
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, out, func(w io.Writer) error { return printEntries(w, out) })
+		return cli.Print(cmd.OutOrStdout(), f, out, cli.Text(func(b *strings.Builder) { printEntries(b, out) }))
 	})
 }
 
-func printEntries(w io.Writer, out entriesOutput) error {
-	var b strings.Builder
+func printEntries(b *strings.Builder, out entriesOutput) {
 	for _, e := range out.Entries {
-		fmt.Fprintf(&b, "%6d  %-9s", e.Index, e.Status)
+		fmt.Fprintf(b, "%6d  %-9s", e.Index, e.Status)
 		if e.Command != nil {
-			fmt.Fprintf(&b, "  %-16s by %-18s", e.Command.Kind, e.Command.Signer)
+			fmt.Fprintf(b, "  %-16s by %-18s", e.Command.Kind, e.Command.Signer)
 			switch e.Command.Kind {
 			case ledger.KindCharge.String(), ledger.KindChargeV2.String():
-				fmt.Fprintf(&b, "  batch %v for %v, hospitals %v, %v of %v answered", e.Command.Body["batch"], e.Command.Body["student"],
+				fmt.Fprintf(b, "  batch %v for %v, hospitals %v, %v of %v answered", e.Command.Body["batch"], e.Command.Body["student"],
 					e.Command.Body["hospitals"], e.Command.Body["answers"], e.Command.Body["queries"])
 				if sizes, ok := e.Command.Body["ensembles"]; ok {
-					fmt.Fprintf(&b, ", teachers %v", sizes)
+					fmt.Fprintf(b, ", teachers %v", sizes)
 				}
 			case ledger.KindRegisterEnsemble.String():
-				fmt.Fprintf(&b, "  %v: %v teachers on %v classes (version %v)", e.Command.Body["hospital"], e.Command.Body["teachers"], e.Command.Body["classes"], e.Command.Body["version"])
+				fmt.Fprintf(b, "  %v: %v teachers on %v classes (version %v)", e.Command.Body["hospital"], e.Command.Body["teachers"], e.Command.Body["classes"], e.Command.Body["version"])
 			case ledger.KindOpenAccount.String(), ledger.KindChangeCap.String():
-				fmt.Fprintf(&b, "  cap ε=%v δ=%v", e.Command.Body["cap_epsilon"], e.Command.Body["cap_delta"])
+				fmt.Fprintf(b, "  cap ε=%v δ=%v", e.Command.Body["cap_epsilon"], e.Command.Body["cap_delta"])
 			}
 		} else {
-			fmt.Fprintf(&b, "  undecodable command: %s", e.CommandError)
+			fmt.Fprintf(b, "  undecodable command: %s", e.CommandError)
 		}
 		if e.Code != "" {
-			fmt.Fprintf(&b, "  refused: %s", e.Code)
+			fmt.Fprintf(b, "  refused: %s", e.Code)
 			if e.Subject != "" {
-				fmt.Fprintf(&b, " (%s)", e.Subject)
+				fmt.Fprintf(b, " (%s)", e.Subject)
 			}
 		}
 		if e.Status == ledger.StatusDuplicate.String() {
-			fmt.Fprintf(&b, "  repeats entry %d", e.Original)
+			fmt.Fprintf(b, "  repeats entry %d", e.Original)
 		}
-		fmt.Fprintf(&b, "  leaf %s\n", e.LeafHash)
+		fmt.Fprintf(b, "  leaf %s\n", e.LeafHash)
 	}
 	switch {
 	case out.Next != nil:
-		fmt.Fprintf(&b, "%d entries listed of %d; continue with --start %d\n", len(out.Entries), out.Size, *out.Next)
+		fmt.Fprintf(b, "%d entries listed of %d; continue with --start %d\n", len(out.Entries), out.Size, *out.Next)
 	default:
-		fmt.Fprintf(&b, "%d entries listed; the log has %d\n", len(out.Entries), out.Size)
+		fmt.Fprintf(b, "%d entries listed; the log has %d\n", len(out.Entries), out.Size)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // printMembers writes the cluster membership an administrative command
 // left.
-func printMembers(w io.Writer, what string, s raftnode.Status) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s; the cluster (leader %s) is now:\n", what, s.LeaderID)
+func printMembers(b *strings.Builder, what string, s raftnode.Status) {
+	fmt.Fprintf(b, "%s; the cluster (leader %s) is now:\n", what, s.LeaderID)
 	for _, p := range s.Peers {
-		fmt.Fprintf(&b, "  %s at %s\n", p.ID, p.Addr)
+		fmt.Fprintf(b, "  %s at %s\n", p.ID, p.Addr)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func newLedgerJoinCommand() *cobra.Command {
@@ -228,7 +218,7 @@ func adminMembership(cmd *cobra.Command, c *complianceFlags, format string, chan
 	if err != nil {
 		return err
 	}
-	return cli.Print(cmd.OutOrStdout(), format, s, func(w io.Writer) error { return printMembers(w, done, s) })
+	return cli.Print(cmd.OutOrStdout(), format, s, cli.Text(func(b *strings.Builder) { printMembers(b, done, s) }))
 }
 
 func newLedgerSnapshotCommand() *cobra.Command {
@@ -293,11 +283,8 @@ is written. It needs the auditor's own certificate (--as its id).`,
 			return err
 		}
 		s := summarizeSnapshot(*out, b, sf, st)
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "wrote %s: %d ledger entries (root %s) at raft index %d, term %d, taken by %s; voters %s\n",
-				s.File, s.Entries, s.Root, s.Meta.Index, s.Meta.Term, s.Meta.Node, peerList(s.Meta.Peers))
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("wrote %s: %d ledger entries (root %s) at raft index %d, term %d, taken by %s; voters %s\n",
+			s.File, s.Entries, s.Root, s.Meta.Index, s.Meta.Term, s.Meta.Node, peerList(s.Meta.Peers)))
 	})
 }
 
@@ -414,21 +401,18 @@ their checkpoint signatures.`,
 		s := summarizeSnapshot(*in, b, sf, check.st)
 		s.Restore = &res
 		s.ExtendsCheckpoints = *cps
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			var b strings.Builder
-			fmt.Fprintf(&b, "restored %s from %s: %d ledger entries (root %s) at raft index %d, term %d; voters %s\n",
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(func(b *strings.Builder) {
+			fmt.Fprintf(b, "restored %s from %s: %d ledger entries (root %s) at raft index %d, term %d; voters %s\n",
 				res.DataDir, s.File, s.Entries, s.Root, res.Index, res.Term, peerList(res.Peers))
 			if len(s.ExtendsCheckpoints) > 0 {
-				fmt.Fprintf(&b, "its ledger extends the cosigned checkpoints %s\n", strings.Join(s.ExtendsCheckpoints, ", "))
+				fmt.Fprintf(b, "its ledger extends the cosigned checkpoints %s\n", strings.Join(s.ExtendsCheckpoints, ", "))
 			} else {
 				b.WriteString("unchecked: no cosigned checkpoint vouched for the file\n")
 			}
 			if res.Previous != "" {
-				fmt.Fprintf(&b, "the replaced data directory is kept at %s\n", res.Previous)
+				fmt.Fprintf(b, "the replaced data directory is kept at %s\n", res.Previous)
 			}
 			b.WriteString("start the auditor: it catches up from the cluster's leader\n")
-			_, err := io.WriteString(w, b.String())
-			return err
-		})
+		}))
 	})
 }

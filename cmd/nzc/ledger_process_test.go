@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/ledger"
@@ -125,10 +126,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 
 	// The aggregator's client of the auditors' intakes.
 	agg := m.ByRole(crypto.RoleAggregator)[0]
-	aggKey, err := crypto.LoadPrivateKey(m.Path(agg.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	aggKey := cryptotest.SigningKey(t, m, agg)
 	netCfg, err := quicnet.LoadConfig(m.Path(m.CACert), m.Path(agg.Cert), m.Path(agg.Key))
 	if err != nil {
 		t.Fatal(err)
@@ -165,10 +163,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	ts := time.Unix(1_700_000_100, 0).UnixNano()
 	var hospitals []string
 	for _, h := range m.ByRole(crypto.RoleHospital) {
-		key, err := crypto.LoadPrivateKey(m.Path(h.SigningKey))
-		if err != nil {
-			t.Fatal(err)
-		}
+		key := cryptotest.SigningKey(t, m, h)
 		cmd, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: 8, CapDelta: 1e-5, Timestamp: ts}, h.ID, key)
 		if err != nil {
 			t.Fatal(err)

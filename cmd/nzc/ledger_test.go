@@ -23,6 +23,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -50,11 +51,7 @@ func newLedgerFixture(t *testing.T) *ledgerFixture {
 
 func (f *ledgerFixture) key(t *testing.T, p crypto.PartyFiles) ed25519.PrivateKey {
 	t.Helper()
-	k, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	return cryptotest.SigningKey(t, f.m, p)
 }
 
 // adminKey is the federation administrator's key.
@@ -194,10 +191,7 @@ func TestLedgerVerifyHonest(t *testing.T) {
 		keys = append(keys, k)
 	}
 	keyFile := f.write(t, "auditors.keys", []byte("# the auditors\n"+strings.Join(keys, "\n")+"\n"))
-	out, err := runNZC(t, "ledger", "verify", "--export", path, "--keys", keyFile, "--format", "json")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	out := mustRunNZC(t, "ledger", "verify", "--export", path, "--keys", keyFile, "--format", "json")
 	var r ledger.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
@@ -414,14 +408,8 @@ func (f *ledgerFixture) complianceAPIWith(t *testing.T, st *ledger.State, signer
 // party as.
 func (f *ledgerFixture) complianceAPIOf(t *testing.T, as crypto.PartyFiles, st *ledger.State, signers int, wrap func(http.Handler) http.Handler) (addr string, cluster *fakeCluster, clients func() []string) {
 	t.Helper()
-	ca, err := crypto.LoadCert(f.m.Path(f.m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := crypto.LoadCredential(f.m.Path(as.Cert), f.m.Path(as.Key))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := cryptotest.CACert(t, f.m)
+	cred := cryptotest.Credential(t, f.m, as)
 	var (
 		mu   sync.Mutex
 		seen []string

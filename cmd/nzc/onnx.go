@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"io"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
@@ -43,10 +40,7 @@ func newONNXExportCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, m, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "wrote %d ONNX teachers (%d features, %d classes) and %s to %s\n", len(m.Models), m.Features, m.Classes, teacher.ONNXManifestFile, out)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, m, cli.Textf("wrote %d ONNX teachers (%d features, %d classes) and %s to %s\n", len(m.Models), m.Features, m.Classes, teacher.ONNXManifestFile, out))
 	})
 	return cmd
 }
@@ -79,10 +73,7 @@ shape [batch, features] and one float32 output of shape [batch, classes].`,
 			Classes  int    `json:"classes"`
 			Runtime  bool   `json:"runtime_in_this_build"`
 		}{model, features, classes, onnx.Built}
-		return cli.Print(cmd.OutOrStdout(), f, s, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "%s fits: [batch, %d] float32 in, [batch, %d] scores out\n", model, features, classes)
-			return err
-		})
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("%s fits: [batch, %d] float32 in, [batch, %d] scores out\n", model, features, classes))
 	})
 	return cmd
 }

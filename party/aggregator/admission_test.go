@@ -89,9 +89,7 @@ func TestComposedBudgetRefusedBeforeVotes(t *testing.T) {
 	f := newFixture(t, 2, 5)
 	a := f.start(t, f.cfg)
 	first, _ := f.request(t, 1, 1)
-	if _, err := a.Label(t.Context(), "student-1", first); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, first)
 	for _, h := range f.hospitals {
 		h.calls = 0
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor"
@@ -194,21 +196,14 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := crypto.LoadCA(m.Path(m.CACert), m.Path(m.CAKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := cryptotest.CA(t, m)
 	now := time.Unix(1_800_000_000, 0)
 	cmds, err := intake.GenesisCommands(m, ca.Key(), "nzc.test/ledger", now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	aud := m.ByRole(crypto.RoleAuditor)[0]
-	audKey, err := crypto.LoadPrivateKey(m.Path(aud.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mach, err := auditor.NewLedger(ledger.New(), aud.ID, audKey, nil)
+	mach, err := auditor.NewLedger(ledger.New(), aud.ID, cryptotest.SigningKey(t, m, aud), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,20 +222,9 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		apply(c)
 	}
 	agg := m.ByRole(crypto.RoleAggregator)[0]
-	aggID, err := crypto.LoadIdentity(m.Path(agg.AgeIdentity))
-	if err != nil {
-		t.Fatal(err)
-	}
-	aggKey, err := crypto.LoadPrivateKey(m.Path(agg.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	aggID := cryptotest.Identity(t, m, agg)
 	aud2 := m.ByRole(crypto.RoleAuditor)[1]
-	aud2Key, err := crypto.LoadPrivateKey(m.Path(aud2.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, aud2Key, time.Now().Unix())
+	cosigner, err := ledger.NewCheckpointSigner(aud2.ID, cryptotest.SigningKey(t, m, aud2), time.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,29 +234,18 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	}
 	f := &fixture{m: m, led: &fakeLedger{m: mach, cosigners: []note.Signer{cosigner}}}
 	for _, h := range m.ByRole(crypto.RoleHospital) {
-		key, err := crypto.LoadPrivateKey(m.Path(h.SigningKey))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: capEps, CapDelta: 1e-5, Timestamp: now.UnixNano()}, h.ID, key)
+		c, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: capEps, CapDelta: 1e-5, Timestamp: now.UnixNano()}, h.ID, cryptotest.SigningKey(t, m, h))
 		if err != nil {
 			t.Fatal(err)
 		}
 		apply(c)
-		hid, err := crypto.LoadIdentity(m.Path(h.AgeIdentity))
-		if err != nil {
-			t.Fatal(err)
-		}
+		hid := cryptotest.Identity(t, m, h)
 		f.hospitals = append(f.hospitals, &fakeHospital{id: h.ID, identity: hid, agg: aggID.Recipient(), teachers: 20, classes: classes})
 		f.hospRecip = append(f.hospRecip, hid.Recipient())
 	}
-	st := m.ByRole(crypto.RoleStudent)[0]
-	f.student, err = crypto.LoadIdentity(m.Path(st.AgeIdentity))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.student = cryptotest.Identity(t, m, m.ByRole(crypto.RoleStudent)[0])
 	f.cfg = Config{
-		ID: agg.ID, Identity: aggID, SigningKey: aggKey, OutboxDir: t.TempDir(),
+		ID: agg.ID, Identity: aggID, SigningKey: cryptotest.SigningKey(t, m, agg), OutboxDir: t.TempDir(),
 		Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 0.6 * float64(20*n), Sigma1: 4, Sigma2: 2},
 		Quorum:    n, BatchDeadline: 2 * time.Second, Ledger: f.led, AuditorKeys: auditorKeys,
 		Classes: classes, Ensembles: map[string]int{},
@@ -300,6 +273,16 @@ func (f *fixture) start(t *testing.T, cfg Config) *Aggregator {
 }
 
 // request makes a batch whose query i has feature value (i mod classes).
+// label asks a for the labels of req as student-1 and requires an answer.
+func label(t *testing.T, a *Aggregator, req *nzcpb.LabelRequest) *nzcpb.LabelResponse {
+	t.Helper()
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 func (f *fixture) request(t *testing.T, id byte, nq int) (*nzcpb.LabelRequest, []int32) {
 	t.Helper()
 	const dim = 3
@@ -358,13 +341,9 @@ func TestHospitalsGetTheirChargeReceipts(t *testing.T) {
 	f := newFixture(t, 3, 50)
 	a := f.start(t, f.cfg)
 	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	req2, _ := f.request(t, 2, 4)
-	if _, err := a.Label(t.Context(), "student-1", req2); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req2)
 	f.wantOneProof(t, req)
 }
 
@@ -401,17 +380,13 @@ func TestRecoverHandsReceiptsAgain(t *testing.T) {
 	f := newFixture(t, 3, 50)
 	a := f.start(t, f.cfg)
 	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	b := f.start(t, f.cfg) // the same outbox, after a restart
 	if err := b.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	req2, _ := f.request(t, 2, 4)
-	if _, err := b.Label(t.Context(), "student-1", req2); err != nil {
-		t.Fatal(err)
-	}
+	label(t, b, req2)
 	f.wantOneProof(t, req)
 }
 
@@ -419,10 +394,7 @@ func TestReleaseAfterCommitAndReplay(t *testing.T) {
 	f := newFixture(t, 3, 50)
 	a := f.start(t, f.cfg)
 	req, want := f.request(t, 1, 12)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	if resp.GetReplayed() {
 		t.Error("first answer marked replayed")
 	}
@@ -444,10 +416,7 @@ func TestReleaseAfterCommitAndReplay(t *testing.T) {
 		t.Errorf("charge names %v hospitals and %d queries", ch.Hospitals, ch.Queries)
 	}
 
-	again, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := label(t, a, req)
 	if !again.GetReplayed() || string(again.GetSealedLabels()) != string(resp.GetSealedLabels()) {
 		t.Error("a retry did not return the identical answers")
 	}
@@ -512,15 +481,9 @@ func TestQuorumAndDeadline(t *testing.T) {
 	cfg.Quorum = 2
 	cfg.OutboxDir = t.TempDir()
 	a = f.start(t, cfg)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	f.open(t, resp)
-	ch := f.led.charges(t)[batchHex(req)]
-	if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
-		t.Fatalf("charge %+v: want only the two hospitals that voted", ch)
-	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
 	if ok, why := a.Ready(); !ok {
 		t.Errorf("not ready with 3 hospitals: %s", why)
 	}
@@ -564,22 +527,9 @@ func TestReleaseNeedsAMajorityReceipt(t *testing.T) {
 			if !errors.Is(err, protocol.ErrLedgerUnavailable) || resp != nil {
 				t.Fatalf("released on one auditor's word: %v, %v", resp, err)
 			}
-			p, _ := a.outbox.Pending()
-			if len(p) != 1 {
-				t.Fatalf("%d pending batches, want the refused one kept", len(p))
-			}
+			kept := onePending(t, a)
 			f.led.receipts = ""
-			resp, err = a.Label(t.Context(), "student-1", req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(resp.GetSealedLabels()) != string(p[0].SealedLabels) {
-				t.Error("the retry drew fresh answers instead of the pending ones")
-			}
-			f.open(t, resp) // checks the receipt as the student does
-			if n := len(f.led.charges(t)); n != 1 {
-				t.Errorf("%d charges, want 1", n)
-			}
+			f.open(t, f.retryGetsPending(t, a, req, kept)) // checks the receipt as the student does
 		})
 	}
 }
@@ -593,21 +543,44 @@ func TestLedgerUnavailableKeepsBatchPending(t *testing.T) {
 	if !errors.Is(err, protocol.ErrLedgerUnavailable) {
 		t.Fatalf("got %v, want ledger-unavailable", err)
 	}
+	kept := onePending(t, a)
+	f.led.set(false, false)
+	f.retryGetsPending(t, a, req, kept)
+}
+
+// wantChargedTo requires the ledger's charge for the batch of req to name
+// exactly hospitals, in order: only the hospitals whose votes were counted.
+func (f *fixture) wantChargedTo(t *testing.T, req *nzcpb.LabelRequest, hospitals ...string) {
+	t.Helper()
+	ch := f.led.charges(t)[batchHex(req)]
+	if ch == nil || !slices.Equal(ch.Hospitals, hospitals) {
+		t.Fatalf("charge %+v: want %v only", ch, hospitals)
+	}
+}
+
+// onePending requires the outbox to keep exactly one batch, the refused
+// one, and returns its stored answers.
+func onePending(t *testing.T, a *Aggregator) []byte {
+	t.Helper()
 	p, _ := a.outbox.Pending()
 	if len(p) != 1 {
-		t.Fatalf("%d pending batches, want 1", len(p))
+		t.Fatalf("%d pending batches, want the refused one kept", len(p))
 	}
-	f.led.set(false, false)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(resp.GetSealedLabels()) != string(p[0].SealedLabels) {
+	return p[0].SealedLabels
+}
+
+// retryGetsPending labels req again once the ledger answers: the student
+// must get the kept answers, not fresh ones, charged once.
+func (f *fixture) retryGetsPending(t *testing.T, a *Aggregator, req *nzcpb.LabelRequest, kept []byte) *nzcpb.LabelResponse {
+	t.Helper()
+	resp := label(t, a, req)
+	if string(resp.GetSealedLabels()) != string(kept) {
 		t.Error("the retry drew fresh answers instead of the pending ones")
 	}
 	if n := len(f.led.charges(t)); n != 1 {
 		t.Errorf("%d charges, want 1", n)
 	}
+	return resp
 }
 
 // A crash between the ledger's commit and the delivery: the restarted
@@ -634,10 +607,7 @@ func TestCrashBetweenCommitAndDelivery(t *testing.T) {
 	if p, _ := b.outbox.Pending(); len(p) != 0 {
 		t.Fatalf("%d batches still pending after recovery", len(p))
 	}
-	resp, err := b.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, b, req)
 	f.open(t, resp)
 	if !resp.GetReplayed() {
 		t.Error("delivery after recovery not marked replayed")
@@ -707,10 +677,7 @@ func TestSparseVectorSessions(t *testing.T) {
 	// Two confident batches: one session, opened once.
 	for id := byte(10); id < 12; id++ {
 		req, want := f.request(t, id, 8)
-		resp, err := a.Label(t.Context(), "student-1", req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := label(t, a, req)
 		l := f.open(t, resp)
 		for i, got := range l.GetLabels() {
 			if got != want[i] {
@@ -732,10 +699,7 @@ func TestSparseVectorSessions(t *testing.T) {
 		h.split = true
 	}
 	req, _ := f.request(t, 12, 12)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	l := f.open(t, resp)
 	ch := f.led.charges(t)[batchHex(req)]
 	refused := 0
@@ -755,9 +719,7 @@ func TestSparseVectorSessions(t *testing.T) {
 		h.split = false
 	}
 	req, _ = f.request(t, 13, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	if os := opens(); len(os) != 2 || os[0].SessionID == os[1].SessionID {
 		t.Fatalf("%d sessions after the first was exhausted, want 2", len(os))
 	}
@@ -774,6 +736,19 @@ func (hangingLedger) Submit(ctx context.Context, _ []byte) (*nzcpb.LedgerResult,
 	return nil, ctx.Err()
 }
 
+// refusedInTime labels req through a ledger that never answers: a must
+// refuse it with ledger-unavailable well before within, the test's own
+// deadline.
+func refusedInTime(t *testing.T, a *Aggregator, req *nzcpb.LabelRequest, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	_, err := a.Label(ctx, "student-1", req)
+	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
+		t.Fatalf("got %v (test context: %v), want ledger-unavailable before the test's own deadline of %s", err, ctx.Err(), within)
+	}
+}
+
 // A ledger that never answers must not hold the student without end: after
 // LedgerTimeout the batch is refused with ledger-unavailable and stays
 // pending.
@@ -783,12 +758,7 @@ func TestLedgerThatNeverAnswersIsRefusedInTime(t *testing.T) {
 	cfg.Ledger, cfg.LedgerTimeout = hangingLedger{f.led}, 50*time.Millisecond
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 5, 3)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	_, err := a.Label(ctx, "student-1", req)
-	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
-		t.Fatalf("got %v (test context: %v), want ledger-unavailable before the test's own deadline", err, ctx.Err())
-	}
+	refusedInTime(t, a, req, 30*time.Second)
 	if p, _ := a.outbox.Pending(); len(p) != 1 {
 		t.Fatalf("%d pending batches, want 1", len(p))
 	}

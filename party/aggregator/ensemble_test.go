@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol"
@@ -18,10 +19,7 @@ import (
 // sizes.
 func (f *fixture) registerEnsembles(t *testing.T, n int) {
 	t.Helper()
-	ca, err := crypto.LoadCA(f.m.Path(f.m.CACert), f.m.Path(f.m.CAKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := cryptotest.CA(t, f.m)
 	for _, h := range f.hospitals[:n] {
 		cmd, err := ledger.Sign(&ledger.RegisterEnsemble{Hospital: h.id, Version: 1, Teachers: uint64(h.teachers), Classes: classes, Timestamp: 1}, intake.AdminID, ca.Key())
 		if err != nil {
@@ -124,15 +122,9 @@ func TestBatchesFollowRegistrationsAppliedLater(t *testing.T) {
 func TestHospitalRelaysOnlyItsOwnEnsembleRegistration(t *testing.T) {
 	f := newFixture(t, 2, 50)
 	_, addr := f.served(t)
-	ca, err := crypto.LoadCA(f.m.Path(f.m.CACert), f.m.Path(f.m.CAKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := cryptotest.CA(t, f.m)
 	h1 := f.m.ByRole(crypto.RoleHospital)[0]
-	h1Key, err := crypto.LoadPrivateKey(f.m.Path(h1.SigningKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h1Key := cryptotest.SigningKey(t, f.m, h1)
 	c, err := quicnet.Dial(t.Context(), addr, f.netConfig(t, crypto.RoleHospital, h1.ID), crypto.RoleAggregator)
 	if err != nil {
 		t.Fatal(err)
@@ -181,10 +173,7 @@ func TestSessionChargesRecordTheRegisteredEnsembles(t *testing.T) {
 func (f *fixture) labelOne(t *testing.T, a *Aggregator, nq int) (*nzcpb.LabelResponse, *ledger.Charge) {
 	t.Helper()
 	req, _ := f.request(t, 1, nq)
-	resp, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := label(t, a, req)
 	charges := f.led.charges(t)
 	if len(charges) != 1 {
 		t.Fatalf("%d charges, want 1", len(charges))

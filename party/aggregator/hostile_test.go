@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/internal/syncbuf"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol"
@@ -177,15 +178,9 @@ func TestHostileVotes(t *testing.T) {
 			// Without the hostile hospital's votes the batch has its quorum:
 			// it is answered and charged to the two others only.
 			a.cfg.Quorum = 2
-			resp, err := a.Label(t.Context(), "student-1", req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := label(t, a, req)
 			f.open(t, resp)
-			ch := f.led.charges(t)[batchHex(req)]
-			if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
-				t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
-			}
+			f.wantChargedTo(t, req, "hospital-1", "hospital-2")
 		})
 	}
 }
@@ -228,10 +223,7 @@ func TestHostileHello(t *testing.T) {
 			}
 			a.AddStudent("student-1", f.student.Recipient())
 			req, want := f.request(t, 1, 6)
-			resp, err := a.Label(t.Context(), "student-1", req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := label(t, a, req)
 			got := f.open(t, resp).GetLabels()
 			for q := range want {
 				if got[q] != want[q] {
@@ -255,10 +247,7 @@ func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
 	lowerCap := func(t *testing.T, i int, version uint64) {
 		t.Helper()
 		h := f.m.ByRole(crypto.RoleHospital)[i]
-		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
-		if err != nil {
-			t.Fatal(err)
-		}
+		key := cryptotest.SigningKey(t, f.m, h)
 		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: version, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
 		if err != nil {
 			t.Fatal(err)
@@ -283,10 +272,7 @@ func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
 	if lo := resp.GetLeftOut(); len(lo) != 1 || lo[0] != "hospital-3" {
 		t.Fatalf("the student is told %v left out, want hospital-3", lo)
 	}
-	ch := f.led.charges(t)[batchHex(req)]
-	if ch == nil || len(ch.Hospitals) != 2 || ch.Hospitals[0] != "hospital-1" || ch.Hospitals[1] != "hospital-2" {
-		t.Fatalf("charge %+v: want hospital-1 and hospital-2 only", ch)
-	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
 	if f.hospitals[2].calls != 0 {
 		t.Fatalf("hospital-3 was asked to vote %d times on a batch it could not pay for", f.hospitals[2].calls)
 	}
@@ -363,10 +349,7 @@ func TestRelayFloodIsLimitedPerHospital(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			conns[i] = c
 		}
-		key, err := crypto.LoadPrivateKey(f.m.Path(h.SigningKey))
-		if err != nil {
-			t.Fatal(err)
-		}
+		key := cryptotest.SigningKey(t, f.m, h)
 		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: v, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
 		if err != nil {
 			t.Fatal(err)
@@ -436,16 +419,10 @@ func TestBatchIDsAreEachStudentsOwn(t *testing.T) {
 	f := newFixture(t, 2, 50)
 	a := f.start(t, f.cfg)
 	st2 := f.m.ByRole(crypto.RoleStudent)[1]
-	id2, err := crypto.LoadIdentity(f.m.Path(st2.AgeIdentity))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id2 := cryptotest.Identity(t, f.m, st2)
 	a.AddStudent(st2.ID, id2.Recipient())
 	req, _ := f.request(t, 5, 6)
-	first, err := a.Label(t.Context(), "student-1", req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := label(t, a, req)
 	second, err := a.Label(t.Context(), st2.ID, req)
 	if err != nil {
 		t.Fatalf("another student's batch of the same id: %v", err)
@@ -473,9 +450,7 @@ func TestOutboxIsPruned(t *testing.T) {
 	cfg.Retention = time.Hour
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	f.led.down = true
 	pending, _ := f.request(t, 2, 4)
 	if _, err := a.Label(t.Context(), "student-1", pending); !errors.Is(err, protocol.ErrLedgerUnavailable) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 	"github.com/nzcfed/nzc/protocol/quicnet"
@@ -20,14 +21,8 @@ func (f *fixture) netConfig(t *testing.T, role crypto.Role, id string) quicnet.C
 	if !ok {
 		t.Fatalf("no %s %s", role, id)
 	}
-	ca, err := crypto.LoadCert(f.m.Path(f.m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := cryptotest.CACert(t, f.m)
+	cred := cryptotest.Credential(t, f.m, p)
 	return quicnet.Config{CA: ca, Credential: cred}
 }
 

@@ -2,7 +2,6 @@ package aggregator
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -71,9 +70,7 @@ func TestSessionReusedWhenHospitalSetReturns(t *testing.T) {
 	label := func(id byte) {
 		t.Helper()
 		req, _ := f.request(t, id, 4)
-		if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-			t.Fatal(err)
-		}
+		label(t, a, req)
 	}
 	label(1) // all three hospitals
 	last := f.hospitals[2]
@@ -94,12 +91,7 @@ func TestSessionOpeningBoundedByLedgerTimeout(t *testing.T) {
 	cfg.Ledger, cfg.LedgerTimeout = hangingLedger{f.led}, 50*time.Millisecond
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 1, 2)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	_, err := a.Label(ctx, "student-1", req)
-	if !errors.Is(err, protocol.ErrLedgerUnavailable) || ctx.Err() != nil {
-		t.Fatalf("got %v (test context: %v), want ledger-unavailable within the ledger timeout", err, ctx.Err())
-	}
+	refusedInTime(t, a, req, 5*time.Second)
 }
 
 // A restarted aggregator resumes the sessions it kept in its outbox instead
@@ -108,14 +100,10 @@ func TestSessionResumedAfterRestart(t *testing.T) {
 	f, cfg := svtFixture(t, 2)
 	a := f.start(t, cfg)
 	req, _ := f.request(t, 1, 4)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	b := f.start(t, cfg) // the same outbox: a restart
 	req, _ = f.request(t, 2, 4)
-	if _, err := b.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, b, req)
 	if _, n := f.led.openings(t); n != 1 {
 		t.Fatalf("%d sessions opened across a restart, want 1", n)
 	}
@@ -167,9 +155,7 @@ func TestExhaustedSessionLeavesTheOutbox(t *testing.T) {
 		h.split = true // every query unstable: refused
 	}
 	req, _ := f.request(t, 1, 8)
-	if _, err := a.Label(t.Context(), "student-1", req); err != nil {
-		t.Fatal(err)
-	}
+	label(t, a, req)
 	if recs, err := a.outbox.Sessions(); err != nil || len(recs) != 0 {
 		t.Fatalf("%d session records after the session was exhausted (%v), want none", len(recs), err)
 	}

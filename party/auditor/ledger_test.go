@@ -32,7 +32,14 @@ func signed(t *testing.T, b ledger.Body, signer string) []byte {
 // the ledger's result.
 func submitTo(ctx context.Context, t *testing.T, a *Auditor, b ledger.Body, signer string) ledger.Result {
 	t.Helper()
-	res, _, err := a.Node().Submit(ctx, signed(t, b, signer))
+	return submitCmd(ctx, t, a, signed(t, b, signer))
+}
+
+// submitCmd submits the signed command cmd through a's raft node and
+// returns the ledger's result.
+func submitCmd(ctx context.Context, t *testing.T, a *Auditor, cmd []byte) ledger.Result {
+	t.Helper()
+	res, _, err := a.Node().Submit(ctx, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/internal/launch"
 	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/ledger"
@@ -121,27 +123,16 @@ func (f *federation) party(role crypto.Role, id string) crypto.PartyFiles {
 }
 
 func (f *federation) net(p crypto.PartyFiles) quicnet.Config {
-	cred, err := crypto.LoadCredential(f.m.Path(p.Cert), f.m.Path(p.Key))
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	cred := cryptotest.Credential(f.t, f.m, p)
 	return quicnet.Config{CA: f.ca, Credential: cred, Logger: f.logger().With("party", p.ID)}
 }
 
 func (f *federation) identity(p crypto.PartyFiles) *crypto.Identity {
-	id, err := crypto.LoadIdentity(f.m.Path(p.AgeIdentity))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return id
+	return cryptotest.Identity(f.t, f.m, p)
 }
 
-func (f *federation) signingKey(p crypto.PartyFiles) []byte {
-	k, err := crypto.LoadPrivateKey(f.m.Path(p.SigningKey))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return k
+func (f *federation) signingKey(p crypto.PartyFiles) ed25519.PrivateKey {
+	return cryptotest.SigningKey(f.t, f.m, p)
 }
 
 // group returns a group of in-process parties that run until the test
@@ -350,11 +341,20 @@ func TestFederation(t *testing.T) {
 	hospitals := f.startHospitals(g, agg, capEps, func(int) teacher.Voter { return voter{} })
 
 	stP := f.party(crypto.RoleStudent, "student-1")
-	st, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
-		Hospitals: hospitals, BatchSize: 8, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50, Logger: logger(t).With("party", "student")})
-	if err != nil {
-		t.Fatal(err)
+	// newStudent starts student-1 afresh (its own state directory), asking
+	// batches of 4 up to 50 times each; tune sets what a case tries.
+	newStudent := func(t *testing.T, tune func(*student.Config)) *student.Client {
+		t.Helper()
+		cfg := student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
+			Hospitals: hospitals, BatchSize: 4, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50, Logger: logger(t).With("party", "student")}
+		tune(&cfg)
+		st, err := student.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
 	}
+	st := newStudent(t, func(c *student.Config) { c.BatchSize = 8 })
 
 	checkAgainstLedger := func(res *student.Result) {
 		t.Helper()
@@ -392,12 +392,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
-		win, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
-			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
-			Logger: logger(t).With("party", "student")})
-		if err != nil {
-			t.Fatal(err)
-		}
+		win := newStudent(t, func(c *student.Config) { c.Window = 2 })
 		res := labelAll(t, win, dataset(14, 200), 4) // small: the hospitals' caps must last the whole test
 		for i, b := range res.Batches {
 			if b.Index != i || b.From != 4*i {
@@ -408,10 +403,9 @@ func TestFederation(t *testing.T) {
 
 	t.Run("a bootstrapped run asks the rest in the ranked order, once", func(t *testing.T) {
 		var ranked int
-		boot, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
-			Hospitals: hospitals, BatchSize: 4, Window: 2, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
-			Logger: logger(t).With("party", "student"), Bootstrap: 5,
-			Rank: func(_ context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error) {
+		boot := newStudent(t, func(c *student.Config) {
+			c.Window, c.Bootstrap = 2, 5
+			c.Rank = func(_ context.Context, d *data.Dataset, labels []int, asked []bool) ([]int, error) {
 				ranked++
 				// Batches 0 and 1 answer the first 5; batch 2 was asked
 				// meanwhile (window 2) and counts as asked too.
@@ -421,10 +415,8 @@ func TestFederation(t *testing.T) {
 					}
 				}
 				return []int{15, 14, 13}, nil // query 12 is never asked
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
+			}
+		})
 		d := dataset(16, 300)
 		res, err := boot.Label(t.Context(), d, nil)
 		if err != nil {
@@ -452,12 +444,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("a limited run asks the first queries of its order only", func(t *testing.T) {
-		lim, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
-			Hospitals: hospitals, BatchSize: 4, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
-			Logger: logger(t).With("party", "student"), MaxQueries: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
+		lim := newStudent(t, func(c *student.Config) { c.MaxQueries = 5 })
 		d := dataset(12, 400)
 		res, err := lim.Label(t.Context(), d, nil)
 		if err != nil {
@@ -479,10 +466,9 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("a bootstrapped run in a selected order records its ranking", func(t *testing.T) {
-		sel, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
-			Hospitals: hospitals, BatchSize: 4, StateDir: t.TempDir(), Backoff: backoff, Attempts: 50,
-			Logger: logger(t).With("party", "student"), Selection: selection.Config{Strategy: selection.Random, Seed: 1}, Bootstrap: 2,
-			Rank: func(_ context.Context, d *data.Dataset, _ []int, asked []bool) ([]int, error) {
+		sel := newStudent(t, func(c *student.Config) {
+			c.Selection, c.Bootstrap = selection.Config{Strategy: selection.Random, Seed: 1}, 2
+			c.Rank = func(_ context.Context, d *data.Dataset, _ []int, asked []bool) ([]int, error) {
 				var rest []int
 				for q := range d.Len() {
 					if !asked[q] {
@@ -490,10 +476,8 @@ func TestFederation(t *testing.T) {
 					}
 				}
 				return rest, nil
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
+			}
+		})
 		res, err := sel.Label(t.Context(), dataset(8, 500), nil)
 		if err != nil || res.Answered+res.Refused != 8 {
 			t.Fatalf("asked %d of 8 (%v)", res.Answered+res.Refused, err)
@@ -543,11 +527,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("a batch over a hospital's cap is refused and not charged", func(t *testing.T) {
-		big, err := student.New(student.Config{ID: stP.ID, Aggregator: aggAddr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
-			Hospitals: hospitals, BatchSize: 400, StateDir: t.TempDir(), Backoff: backoff})
-		if err != nil {
-			t.Fatal(err)
-		}
+		big := newStudent(t, func(c *student.Config) { c.BatchSize = 400 })
 		before := len(f.charges())
 		d := dataset(400, 1000)
 		res, err := big.Label(t.Context(), d, nil)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
@@ -337,10 +338,7 @@ func TestSoak(t *testing.T) {
 		}
 		var keys []string
 		for _, a := range m.ByRole(crypto.RoleAuditor) {
-			k, err := crypto.LoadPrivateKey(m.Path(a.SigningKey))
-			if err != nil {
-				t.Fatal(err)
-			}
+			k := cryptotest.SigningKey(t, m, a)
 			vk, err := ledger.VerifierKey(a.ID, k.Public().(ed25519.PublicKey))
 			if err != nil {
 				t.Fatal(err)

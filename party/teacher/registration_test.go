@@ -12,13 +12,19 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 )
 
-type oneVoter struct{}
+// unanimous is a hospital's ensemble of its teachers, every one of which
+// votes for class 0 of 2 on every query of one feature.
+type unanimous int
 
-func (oneVoter) Teachers() int { return 1 }
-func (oneVoter) Classes() int  { return 2 }
-func (oneVoter) Dim() int      { return 1 }
-func (oneVoter) Votes(context.Context, []float32) ([][]int, error) {
-	return nil, errors.New("not asked")
+func (u unanimous) Teachers() int { return int(u) }
+func (unanimous) Classes() int    { return 2 }
+func (unanimous) Dim() int        { return 1 }
+func (u unanimous) Votes(_ context.Context, x []float32) ([][]int, error) {
+	out := make([][]int, len(x))
+	for i := range out {
+		out[i] = []int{int(u), 0}
+	}
+	return out, nil
 }
 
 func testKey(b byte) ed25519.PrivateKey {
@@ -33,7 +39,7 @@ func registrationConfig(t testing.TB, reg []byte) Config {
 		t.Fatal(err)
 	}
 	return Config{ID: "hospital-4", Aggregator: "127.0.0.1:1", Identity: id, SigningKey: testKey(4),
-		CapEpsilon: 8, CapDelta: 1e-5, Registration: reg, Voter: oneVoter{}}
+		CapEpsilon: 8, CapDelta: 1e-5, Registration: reg, Voter: unanimous(1)}
 }
 
 // list is the JSON list of commands nzc init add-hospital writes.

@@ -24,7 +24,7 @@ func TestHospitalVoteRecordSurvivesRestart(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	start := func() *Node {
 		t.Helper()
-		n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, ProofLag: 2, State: state})
+		n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, ProofLag: 2, State: state})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestHospitalVoteRecordSurvivesRestart(t *testing.T) {
 func TestHospitalDoesNotVoteUnrecorded(t *testing.T) {
 	sl := newSpendLedger(t)
 	h := newVoteHarness(t)
-	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, ProofLag: 2,
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, ProofLag: 2,
 		State: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestVoteRecordRefusesDamage(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, State: state})
+			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, State: state})
 			var re *VoteRecordError
 			if !errors.As(err, &re) || re.Path != path || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "restore it from a backup") {
 				t.Fatalf("start over %s: %v, want a *VoteRecordError naming %s and saying %q", tc.name, err, path, tc.want)
@@ -191,7 +191,7 @@ func TestBadAuditorKeysChangeNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "state")
-			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: tc.keys, State: state})
+			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: tc.keys, State: state})
 			if err == nil || !strings.Contains(err.Error(), "auditor keys") {
 				t.Fatalf("New: %v, want an error naming the auditor keys", err)
 			}

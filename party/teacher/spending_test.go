@@ -18,19 +18,6 @@ import (
 	"golang.org/x/mod/sumdb/note"
 )
 
-type countVoter struct{}
-
-func (countVoter) Teachers() int { return 3 }
-func (countVoter) Classes() int  { return 2 }
-func (countVoter) Dim() int      { return 1 }
-func (countVoter) Votes(_ context.Context, x []float32) ([][]int, error) {
-	out := make([][]int, len(x))
-	for i := range out {
-		out[i] = []int{3, 0}
-	}
-	return out, nil
-}
-
 // spendLedger is a ledger of three auditors (keys 1-3), an administrator
 // (4), the aggregator (5), hospitals h1 and h2 (6, 7) and student s1 (8).
 type spendLedger struct {
@@ -109,7 +96,7 @@ func (sl *spendLedger) charge(t *testing.T, batch []byte, hospitals []string, qu
 func TestHospitalStopsVotingWithoutProofOfItsCharges(t *testing.T) {
 	sl := newSpendLedger(t)
 	h := newVoteHarness(t)
-	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: countVoter{}, AuditorKeys: sl.keys, ProofLag: 2})
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, ProofLag: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

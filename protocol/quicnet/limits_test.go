@@ -75,12 +75,8 @@ func TestConnectionsPerPeerAreLimited(t *testing.T) {
 // connection: the next waits for a stream (here until its context ends)
 // instead of adding a goroutine and a buffer on the server.
 func TestStreamsPerConnectionAreLimited(t *testing.T) {
-	f := newFederation(t)
 	ctx := testContext(t)
-	srv := f.config(t, "auditor-1")
-	srv.MaxStreams = 2
-	client, server := connectPair(t, listen(t, srv), f.config(t, "aggregator"), crypto.RoleAuditor)
-	started, release := serveBlocked(t, server, protocol.TypeBudgetRequest, &nzcpb.BudgetResponse{})
+	client, started, release := blockedPair(t, func(c *Config) { c.MaxStreams = 2 }, protocol.TypeBudgetRequest, &nzcpb.BudgetResponse{})
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() { errs <- client.Invoke(ctx, &nzcpb.BudgetRequest{}, &nzcpb.BudgetResponse{}) }()
@@ -157,12 +153,9 @@ func TestForbiddenRequestRefusedBeforeItsBody(t *testing.T) {
 // read or handled: one more request is refused at once with unavailable,
 // and goes through once the first is answered.
 func TestInflightBytesPerConnectionAreBounded(t *testing.T) {
-	f := newFederation(t)
 	ctx := testContext(t)
-	srv := f.config(t, "auditor-1")
-	srv.MaxInflight = 1000
-	client, server := connectPair(t, listen(t, srv), f.config(t, "aggregator"), crypto.RoleAuditor)
-	started, release := serveBlocked(t, server, protocol.TypeLedgerSubmit, &nzcpb.LedgerResult{Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, Reason: "ok"})
+	client, started, release := blockedPair(t, func(c *Config) { c.MaxInflight = 1000 }, protocol.TypeLedgerSubmit,
+		&nzcpb.LedgerResult{Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, Reason: "ok"})
 	req := &nzcpb.LedgerSubmit{Command: make([]byte, 600)}
 	first := make(chan error, 1)
 	go func() { first <- client.Invoke(ctx, req, &nzcpb.LedgerResult{}) }()
@@ -181,15 +174,21 @@ func TestInflightBytesPerConnectionAreBounded(t *testing.T) {
 	}
 }
 
-// serveBlocked serves typ from the aggregator on server with a handler that
+// blockedPair connects the aggregator to auditor-1, whose configuration
+// limit changes first, and serves typ on auditor-1 with a handler that
 // signals started as each request begins and answers reply only once
 // release is closed: requests that hold a connection's resources.
-func serveBlocked(t *testing.T, server *Conn, typ protocol.MsgType, reply proto.Message) (started <-chan struct{}, release chan struct{}) {
+func blockedPair(t *testing.T, limit func(*Config), typ protocol.MsgType, reply proto.Message) (client *Conn, started <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	f := newFederation(t)
+	srv := f.config(t, "auditor-1")
+	limit(&srv)
+	client, server := connectPair(t, listen(t, srv), f.config(t, "aggregator"), crypto.RoleAuditor)
 	s, r := make(chan struct{}, 8), make(chan struct{})
 	serve(t, server, Mux{typ: {Roles: []crypto.Role{crypto.RoleAggregator}, Handle: func(context.Context, *Request) (protocol.MsgType, []byte, error) {
 		s <- struct{}{}
 		<-r
 		return Reply(reply)
 	}}})
-	return s, r
+	return client, s, r
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -54,6 +55,25 @@ func Print(w io.Writer, format string, v any, text func(io.Writer) error) error 
 		return enc.Encode(v)
 	}
 	return text(w)
+}
+
+// Textf is Print's text form of a result told in one formatted message.
+func Textf(format string, args ...any) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	}
+}
+
+// Text is Print's text form of a result built line by line: build writes
+// it to a buffer, written out at once.
+func Text(build func(b *strings.Builder)) func(io.Writer) error {
+	return func(w io.Writer) error {
+		var b strings.Builder
+		build(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 }
 
 // AddConfigFlag adds --config to a command that loads a configuration.

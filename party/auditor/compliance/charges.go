@@ -40,49 +40,37 @@ type Charge struct {
 // charges serves GET /v1/charges. A hospital reads only the charges naming
 // itself (a hospital= parameter naming another is refused); the compliance
 // and auditor roles name the hospital with hospital=.
-func (a *API) charges(w http.ResponseWriter, r *http.Request, p crypto.Peer) {
+func (a *API) charges(w http.ResponseWriter, r *http.Request, p crypto.Peer) error {
 	hospital := r.URL.Query().Get("hospital")
 	switch {
 	case p.Role == crypto.RoleStudent:
-		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may not read charges: they name other students' batches; a student reads the accounts, checkpoints and proofs", p))
-		return
+		return refuse(http.StatusForbidden, fmt.Sprintf("%s may not read charges: they name other students' batches; a student reads the accounts, checkpoints and proofs", p))
 	case p.Role == crypto.RoleHospital && hospital != "" && hospital != p.ID:
-		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may read only the charges naming itself, not %s's", p, hospital))
-		return
+		return refuse(http.StatusForbidden, fmt.Sprintf("%s may read only the charges naming itself, not %s's", p, hospital))
 	case p.Role == crypto.RoleHospital:
 		hospital = p.ID
 	case hospital == "":
-		writeError(w, http.StatusBadRequest, "parameter hospital is required: the hospital whose charges to list")
-		return
+		return refuse(http.StatusBadRequest, "parameter hospital is required: the hospital whose charges to list")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), cosignTimeout)
 	defer cancel()
 	signed, err := a.Cluster.CosignCheckpoint(ctx)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "no checkpoint a majority cosigned, so no receipts: "+err.Error())
-		return
+		return refuse(http.StatusServiceUnavailable, "no checkpoint a majority cosigned, so no receipts: "+err.Error())
 	}
 	cp, err := ledger.PeekCheckpoint(signed)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
-	start, err := intParam(r, "start", 0, 0, cp.Size)
+	start, limit, err := page(r, cp.Size, "cosigned log")
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the cosigned log has %d entries)", cp.Size))
-		return
+		return err
 	}
-	limit, err := intParam(r, "limit", DefaultLimit, 1, 1<<31-1)
+	out, err := hospitalCharges(a.Ledger, signed, cp.Size, hospital, start, limit)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return err
 	}
-	out, err := hospitalCharges(a.Ledger, signed, cp.Size, hospital, start, min(limit, MaxLimit))
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	writeJSON(w, out)
+	return writeJSON(w, out)
 }
 
 // chargeScan bounds how many entries one page reads.

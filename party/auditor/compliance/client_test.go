@@ -2,7 +2,6 @@ package compliance
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"io"
 	"log"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
@@ -31,7 +31,7 @@ func tlsServerAs(t *testing.T, f *fixture, role crypto.Role) (*crypto.Manifest, 
 	t.Helper()
 	m := provision(t, "fed")
 	srv := httptest.NewUnstartedServer((&API{Cluster: f.cluster, Ledger: f.st, Self: m.ByRole(role)[0].ID}).Handler())
-	srv.TLS = crypto.ServerTLS(caCert(t, m), credential(t, m, role))
+	srv.TLS = crypto.ServerTLS(cryptotest.CACert(t, m), credential(t, m, role))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -49,25 +49,10 @@ func provision(t *testing.T, name string) *crypto.Manifest {
 	return m
 }
 
-// caCert is the federation m's CA certificate.
-func caCert(t *testing.T, m *crypto.Manifest) *x509.Certificate {
-	t.Helper()
-	ca, err := crypto.LoadCert(m.Path(m.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca
-}
-
 // credential is the credential of the federation m's first party of role.
 func credential(t *testing.T, m *crypto.Manifest, role crypto.Role) *crypto.Credential {
 	t.Helper()
-	p := m.ByRole(role)[0]
-	c, err := crypto.LoadCredential(m.Path(p.Cert), m.Path(p.Key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cryptotest.Credential(t, m, m.ByRole(role)[0])
 }
 
 func clientAs(t *testing.T, m *crypto.Manifest, srv *httptest.Server, as string) *Client {

@@ -166,14 +166,20 @@ const (
 // Handler returns the API's routes; every one checks the caller's role.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern string, l level, h func(w http.ResponseWriter, r *http.Request, p crypto.Peer)) {
+	route := func(pattern string, l level, h func(w http.ResponseWriter, r *http.Request, p crypto.Peer) error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			p, status, err := a.authorize(r, l)
-			if err != nil {
-				writeError(w, status, err.Error())
-				return
+			p, err := a.authorize(r, l)
+			if err == nil {
+				err = h(w, r, p)
 			}
-			h(w, r, p)
+			if err != nil {
+				status := http.StatusInternalServerError
+				var se *statusError
+				if errors.As(err, &se) {
+					status = se.status
+				}
+				writeError(w, status, err.Error())
+			}
 		})
 	}
 	route("GET /v1/status", anyReader, a.status)
@@ -192,50 +198,70 @@ func (a *API) Handler() http.Handler {
 	return mux
 }
 
+// statusError is a refusal a handler returns with the HTTP status to
+// answer it with; any other error a handler returns is answered with 500.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func refuse(status int, msg string) error { return &statusError{status: status, msg: msg} }
+
 // authorize returns the caller named by its verified client certificate,
-// or the status and reason to refuse it with.
-func (a *API) authorize(r *http.Request, l level) (crypto.Peer, int, error) {
+// or a *statusError saying why it is refused.
+func (a *API) authorize(r *http.Request, l level) (crypto.Peer, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 || len(r.TLS.VerifiedChains) == 0 {
-		return crypto.Peer{}, http.StatusUnauthorized, errors.New("present a client certificate issued by the federation CA (nzc init makes one for each party)")
+		return crypto.Peer{}, refuse(http.StatusUnauthorized, "present a client certificate issued by the federation CA (nzc init makes one for each party)")
 	}
 	p, err := crypto.PeerFromCert(r.TLS.PeerCertificates[0])
 	if err != nil {
-		return crypto.Peer{}, http.StatusForbidden, err
+		return crypto.Peer{}, refuse(http.StatusForbidden, err.Error())
 	}
 	full := p.Role == crypto.RoleCompliance || p.Role == crypto.RoleAuditor
 	reader := full || p.Role == crypto.RoleHospital || p.Role == crypto.RoleStudent
 	switch {
 	case l == anyAuditor:
 		if p.Role == crypto.RoleAuditor {
-			return p, 0, nil
+			return p, nil
 		}
-		return p, http.StatusForbidden, fmt.Errorf("%s may not submit a removal: an auditor's operator submits it, with the other auditors' signatures", p)
+		return p, refuse(http.StatusForbidden, fmt.Sprintf("%s may not submit a removal: an auditor's operator submits it, with the other auditors' signatures", p))
 	case l != selfAdmin && !reader:
-		return p, http.StatusForbidden, fmt.Errorf("%s may not read the ledger: only the compliance, hospital, student and auditor roles may", p)
+		return p, refuse(http.StatusForbidden, fmt.Sprintf("%s may not read the ledger: only the compliance, hospital, student and auditor roles may", p))
 	case l == anyReader:
-		return p, 0, nil
+		return p, nil
 	case l == fullReader:
 		if full {
-			return p, 0, nil
+			return p, nil
 		}
-		return p, http.StatusForbidden, fmt.Errorf("%s may not read %s: it carries every party's keys and every batch, so only the compliance and auditor roles may (hospitals and students read the accounts, checkpoints and proofs)", p, r.URL.Path)
+		return p, refuse(http.StatusForbidden, fmt.Sprintf("%s may not read %s: it carries every party's keys and every batch, so only the compliance and auditor roles may (hospitals and students read the accounts, checkpoints and proofs)", p, r.URL.Path))
 	default:
 		self := crypto.Peer{Role: crypto.RoleAuditor, ID: a.Self}
 		if p == self {
-			return p, 0, nil
+			return p, nil
 		}
-		return p, http.StatusForbidden, fmt.Errorf("%s may not administer auditor %s: only its own operator may, with the certificate of %s", p, a.Self, self)
+		return p, refuse(http.StatusForbidden, fmt.Sprintf("%s may not administer auditor %s: only its own operator may, with the certificate of %s", p, a.Self, self))
 	}
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+// writeJSON answers v as indented JSON; an error is one v cannot be
+// encoded with, nothing written yet.
+func writeJSON(w http.ResponseWriter, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// writeFile answers b as a download.
+func writeFile(w http.ResponseWriter, b []byte) error {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(b)
+	return nil
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -246,7 +272,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func (a *API) status(w http.ResponseWriter, _ *http.Request, _ crypto.Peer) {
+func (a *API) status(w http.ResponseWriter, _ *http.Request, _ crypto.Peer) error {
 	s := Status{Auditor: a.Cluster.Status(), Ready: true, Origin: a.Ledger.Origin()}
 	if err := a.Cluster.Ready(); err != nil {
 		s.Ready, s.NotYet = false, err.Error()
@@ -254,21 +280,19 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request, _ crypto.Peer) {
 	s.Size = a.Ledger.TreeSize()
 	root, err := a.Ledger.TreeHash(s.Size)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
 	s.Root = root
-	writeJSON(w, s)
+	return writeJSON(w, s)
 }
 
-func (a *API) peers(w http.ResponseWriter, _ *http.Request, p crypto.Peer) {
+func (a *API) peers(w http.ResponseWriter, _ *http.Request, p crypto.Peer) error {
 	st := a.Cluster.Status()
 	keys := map[string]string{}
 	for _, au := range a.Ledger.Auditors(a.Ledger.TreeSize()) {
 		k, err := ledger.VerifierKey(au.ID, au.PublicKey)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return
+			return err
 		}
 		keys[au.ID] = k
 	}
@@ -281,90 +305,95 @@ func (a *API) peers(w http.ResponseWriter, _ *http.Request, p crypto.Peer) {
 		}
 		out = append(out, pi)
 	}
-	writeJSON(w, out)
+	return writeJSON(w, out)
 }
 
-func (a *API) accounts(w http.ResponseWriter, _ *http.Request, _ crypto.Peer) {
-	writeJSON(w, a.Ledger.Accounts())
+func (a *API) accounts(w http.ResponseWriter, _ *http.Request, _ crypto.Peer) error {
+	return writeJSON(w, a.Ledger.Accounts())
 }
 
-// intParam parses the query parameter name as an integer in [min, max]; a
-// missing parameter is def, or an error when def < min.
-func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+// intParam parses the query parameter name as an integer in [lo, hi]; a
+// missing parameter is def, or an error when def < lo. Its error is a bad
+// request, followed by hint in parentheses when hint is not empty.
+func intParam(r *http.Request, name string, def, lo, hi int64, hint string) (int64, error) {
+	bad := func(msg string) error {
+		if hint != "" {
+			msg += " (" + hint + ")"
+		}
+		return refuse(http.StatusBadRequest, msg)
+	}
 	s := r.URL.Query().Get(name)
 	if s == "" {
 		if def < lo {
-			return 0, fmt.Errorf("parameter %s is required", name)
+			return 0, bad(fmt.Sprintf("parameter %s is required", name))
 		}
 		return def, nil
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("parameter %s=%q is not a whole number", name, s)
+		return 0, bad(fmt.Sprintf("parameter %s=%q is not a whole number", name, s))
 	}
 	if v < lo || v > hi {
-		return 0, fmt.Errorf("parameter %s=%d is out of range: it must be between %d and %d", name, v, lo, hi)
+		return 0, bad(fmt.Sprintf("parameter %s=%d is out of range: it must be between %d and %d", name, v, lo, hi))
 	}
 	return v, nil
 }
 
-func (a *API) entries(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+// page parses the start and limit of one page of a log of size entries
+// (log names it in an error); limit is at most MaxLimit.
+func page(r *http.Request, size int64, log string) (start, limit int64, err error) {
+	start, err = intParam(r, "start", 0, 0, size, fmt.Sprintf("the %s has %d entries", log, size))
+	if err != nil {
+		return 0, 0, err
+	}
+	limit, err = intParam(r, "limit", DefaultLimit, 1, 1<<31-1, "")
+	return start, min(limit, MaxLimit), err
+}
+
+func (a *API) entries(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	size := a.Ledger.TreeSize()
-	start, err := intParam(r, "start", 0, 0, size)
+	start, limit, err := page(r, size, "log")
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the log has %d entries)", size))
-		return
+		return err
 	}
-	limit, err := intParam(r, "limit", DefaultLimit, 1, 1<<31-1)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	limit = min(limit, MaxLimit)
 	end := min(start+limit, size)
 	raw, err := a.Ledger.Entries(start, end)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
 	out := Entries{Start: start, Limit: int(limit), Size: size, Entries: make([]Entry, 0, len(raw))}
 	for _, b := range raw {
 		e, err := DecodeEntry(b)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return
+			return err
 		}
 		out.Entries = append(out.Entries, e)
 	}
 	if end < size {
 		out.Next = &end
 	}
-	writeJSON(w, out)
+	return writeJSON(w, out)
 }
 
-func (a *API) checkpoint(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+func (a *API) checkpoint(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	ctx, cancel := context.WithTimeout(r.Context(), cosignTimeout)
 	defer cancel()
 	signed, err := a.Cluster.CosignCheckpoint(ctx)
 	var qe *ledger.QuorumError
 	if err != nil && !(errors.As(err, &qe) && signed != nil) {
-		writeError(w, http.StatusServiceUnavailable, "no checkpoint: "+err.Error())
-		return
+		return refuse(http.StatusServiceUnavailable, "no checkpoint: "+err.Error())
 	}
 	c, err := ledger.PeekCheckpoint(signed)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
 	keys, err := a.Ledger.AuditorKeys(c.Size)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
 	sc, err := ledger.OpenCheckpoint(signed, keys)
 	if err != nil && !errors.As(err, &qe) {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
 	info := CheckpointInfo{Checkpoint: c, Note: string(signed), Quorum: ledger.Quorum(len(keys)), QuorumMet: err == nil}
 	signers := map[string]bool{}
@@ -374,63 +403,45 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request, _ crypto.Peer) 
 	for _, au := range a.Ledger.Auditors(c.Size) {
 		info.Cosigners = append(info.Cosigners, Cosigner{ID: au.ID, Signed: signers[au.ID]})
 	}
-	writeJSON(w, info)
+	return writeJSON(w, info)
 }
 
-func (a *API) inclusion(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+func (a *API) inclusion(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	tree := a.Ledger.TreeSize()
-	size, err := intParam(r, "size", tree, 1, tree)
+	size, err := intParam(r, "size", tree, 1, tree, fmt.Sprintf("the log has %d entries", tree))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the log has %d entries)", tree))
-		return
+		return err
 	}
-	index, err := intParam(r, "index", -1, 0, size-1)
+	index, err := intParam(r, "index", -1, 0, size-1, fmt.Sprintf("entries of a tree of size %d are 0 to %d", size, size-1))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (entries of a tree of size %d are 0 to %d)", size, size-1))
-		return
+		return err
 	}
-	proof, err := a.Ledger.ProveInclusion(index, size)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+	proof, err1 := a.Ledger.ProveInclusion(index, size)
+	raw, err2 := a.Ledger.Entries(index, index+1)
+	root, err3 := a.Ledger.TreeHash(size)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
 	}
-	raw, err := a.Ledger.Entries(index, index+1)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	root, err := a.Ledger.TreeHash(size)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	writeJSON(w, InclusionProof{Index: index, Size: size, LeafHash: tlog.RecordHash(raw[0]), Root: root, Proof: nonNil(proof)})
+	return writeJSON(w, InclusionProof{Index: index, Size: size, LeafHash: tlog.RecordHash(raw[0]), Root: root, Proof: nonNil(proof)})
 }
 
-func (a *API) consistency(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+func (a *API) consistency(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	tree := a.Ledger.TreeSize()
-	newSize, err := intParam(r, "new", tree, 1, tree)
+	newSize, err := intParam(r, "new", tree, 1, tree, fmt.Sprintf("the log has %d entries", tree))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (the log has %d entries)", tree))
-		return
+		return err
 	}
-	oldSize, err := intParam(r, "old", -1, 1, newSize)
+	oldSize, err := intParam(r, "old", -1, 1, newSize, fmt.Sprintf("old must be a size from 1 to new=%d", newSize))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error()+fmt.Sprintf(" (old must be a size from 1 to new=%d)", newSize))
-		return
+		return err
 	}
-	proof, err := a.Ledger.ProveConsistency(oldSize, newSize)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+	proof, err1 := a.Ledger.ProveConsistency(oldSize, newSize)
+	oldRoot, err2 := a.Ledger.TreeHash(oldSize)
+	newRoot, err3 := a.Ledger.TreeHash(newSize)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
 	}
-	oldRoot, err1 := a.Ledger.TreeHash(oldSize)
-	newRoot, err2 := a.Ledger.TreeHash(newSize)
-	if err := errors.Join(err1, err2); err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	writeJSON(w, ConsistencyProof{Old: oldSize, New: newSize, OldRoot: oldRoot, NewRoot: newRoot, Proof: nonNil(proof)})
+	return writeJSON(w, ConsistencyProof{Old: oldSize, New: newSize, OldRoot: oldRoot, NewRoot: newRoot, Proof: nonNil(proof)})
 }
 
 func nonNil(h []tlog.Hash) []tlog.Hash {
@@ -440,16 +451,14 @@ func nonNil(h []tlog.Hash) []tlog.Hash {
 	return h
 }
 
-func (a *API) export(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+func (a *API) export(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*cosignTimeout)
 	defer cancel()
 	b, err := Export(ctx, a.Cluster, a.Ledger)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "no export: "+err.Error())
-		return
+		return refuse(http.StatusServiceUnavailable, "no export: "+err.Error())
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	_, _ = w.Write(b)
+	return writeFile(w, b)
 }
 
 // Export returns the log up to a checkpoint cosigned by a majority of the
@@ -477,125 +486,106 @@ func Export(ctx context.Context, c Cluster, st *ledger.State) ([]byte, error) {
 // maxAdminBody bounds an administrative request's body.
 const maxAdminBody = 4096
 
-func readJoin(w http.ResponseWriter, r *http.Request, needAddr bool) (JoinRequest, bool) {
+// readJoin reads the body of a join or removal request.
+func readJoin(w http.ResponseWriter, r *http.Request, needAddr bool) (JoinRequest, error) {
 	var req JoinRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "the body must be JSON {\"id\": …, \"addr\": …}: "+err.Error())
-		return req, false
+		return req, refuse(http.StatusBadRequest, "the body must be JSON {\"id\": …, \"addr\": …}: "+err.Error())
 	}
 	if err := crypto.ValidateID(req.ID); err != nil {
-		writeError(w, http.StatusBadRequest, "id: "+err.Error())
-		return req, false
+		return req, refuse(http.StatusBadRequest, "id: "+err.Error())
 	}
 	if needAddr && req.Addr == "" {
-		writeError(w, http.StatusBadRequest, "addr is required: the raft address (HOST:PORT) the other auditors dial")
-		return req, false
+		return req, refuse(http.StatusBadRequest, "addr is required: the raft address (HOST:PORT) the other auditors dial")
 	}
-	return req, true
+	return req, nil
 }
 
-// adminStatus maps a cluster error to an HTTP status.
-func adminStatus(err error) int {
+// adminError is a cluster's error of the administrative request what,
+// with its HTTP status.
+func adminError(what string, err error) error {
 	var ce *raftnode.ConfigError
+	status := http.StatusInternalServerError
 	switch {
 	case errors.As(err, &ce):
-		return http.StatusBadRequest
+		status = http.StatusBadRequest
 	case errors.Is(err, raftnode.ErrNoLeader), errors.Is(err, raftnode.ErrShutdown), errors.Is(err, raftnode.ErrTimeout),
 		errors.Is(err, raftnode.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable
+		status = http.StatusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	return refuse(status, what+": "+err.Error())
 }
 
 // adminTimeout bounds one membership change or snapshot.
 const adminTimeout = 30 * time.Second
 
-// selfOnly refuses a membership change of another auditor than this one:
-// one auditor's certificate must not add voters or remove the others. A new
-// auditor joins with its own certificate (started with join addresses), and
-// an auditor leaves by asking for its own removal.
-func (a *API) selfOnly(w http.ResponseWriter, id, what string) bool {
-	if id != a.Self {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("%s: auditor %s may change only its own membership, not %s's: a new auditor joins with its own certificate (start it with join addresses), and an auditor leaves by asking for itself", what, a.Self, id))
-		return false
+// membership reads a join or removal request of this auditor and runs
+// change on its id and address. One auditor's certificate must not add
+// voters or remove the others: a new auditor joins with its own
+// certificate (started with join addresses), and an auditor leaves by
+// asking for its own removal.
+func (a *API) membership(w http.ResponseWriter, r *http.Request, what string, needAddr bool, change func(ctx context.Context, id, addr string) error) error {
+	req, err := readJoin(w, r, needAddr)
+	if err != nil {
+		return err
 	}
-	return true
-}
-
-func (a *API) join(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
-	req, ok := readJoin(w, r, true)
-	if !ok || !a.selfOnly(w, req.ID, "join") {
-		return
+	if req.ID != a.Self {
+		return refuse(http.StatusForbidden, fmt.Sprintf("%s: auditor %s may change only its own membership, not %s's: a new auditor joins with its own certificate (start it with join addresses), and an auditor leaves by asking for itself", what, a.Self, req.ID))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	if err := a.Cluster.Join(ctx, req.ID, req.Addr); err != nil {
-		writeError(w, adminStatus(err), "join: "+err.Error())
-		return
+	if err := change(ctx, req.ID, req.Addr); err != nil {
+		return adminError(what, err)
 	}
-	writeJSON(w, a.Cluster.Status())
+	return writeJSON(w, a.Cluster.Status())
 }
 
-func (a *API) remove(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
-	req, ok := readJoin(w, r, false)
-	if !ok || !a.selfOnly(w, req.ID, "remove") {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
-	defer cancel()
-	if err := a.Cluster.Remove(ctx, req.ID); err != nil {
-		writeError(w, adminStatus(err), "remove: "+err.Error())
-		return
-	}
-	writeJSON(w, a.Cluster.Status())
+func (a *API) join(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
+	return a.membership(w, r, "join", true, a.Cluster.Join)
+}
+
+func (a *API) remove(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
+	return a.membership(w, r, "remove", false, func(ctx context.Context, id, _ string) error { return a.Cluster.Remove(ctx, id) })
 }
 
 // removeSigned removes another auditor on the signatures of a majority of
 // the other auditors (a Removal): the way to remove one that has vanished.
-func (a *API) removeSigned(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+func (a *API) removeSigned(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "the body must be a removal of at most "+strconv.Itoa(maxAdminBody)+" bytes: "+err.Error())
-		return
+		return refuse(http.StatusBadRequest, "the body must be a removal of at most "+strconv.Itoa(maxAdminBody)+" bytes: "+err.Error())
 	}
 	rm, err := DecodeRemoval(body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return refuse(http.StatusBadRequest, err.Error())
 	}
 	if err := crypto.ValidateID(rm.Remove); err != nil {
-		writeError(w, http.StatusBadRequest, "remove: "+err.Error())
-		return
+		return refuse(http.StatusBadRequest, "remove: "+err.Error())
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	if err := a.Cluster.RemoveSigned(ctx, rm.Remove, body); err != nil {
-		status := adminStatus(err)
 		if errors.Is(err, raftnode.ErrMembership) {
-			status = http.StatusForbidden
+			return refuse(http.StatusForbidden, "remove: "+err.Error())
 		}
-		writeError(w, status, "remove: "+err.Error())
-		return
+		return adminError("remove", err)
 	}
-	writeJSON(w, a.Cluster.Status())
+	return writeJSON(w, a.Cluster.Status())
 }
 
-func (a *API) snapshot(w http.ResponseWriter, r *http.Request, _ crypto.Peer) {
+func (a *API) snapshot(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	f, err := a.Cluster.SaveSnapshot(ctx)
 	if err != nil {
-		writeError(w, adminStatus(err), "snapshot: "+err.Error())
-		return
+		return adminError("snapshot", err)
 	}
 	b, err := f.Encode()
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(strings.ReplaceAll(f.Meta.ID, "/", "_")+".snapshot"))
-	_, _ = w.Write(b)
+	return writeFile(w, b)
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
@@ -411,7 +412,7 @@ func TestTLS(t *testing.T) {
 	other := provision(t, "other")
 	cred := func(m *crypto.Manifest, role crypto.Role) *crypto.Credential { return credential(t, m, role) }
 	pool := x509.NewCertPool()
-	pool.AddCert(caCert(t, m))
+	pool.AddCert(cryptotest.CACert(t, m))
 
 	get := func(c *crypto.Credential) (int, string, error) {
 		conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
