@@ -16,7 +16,7 @@ import (
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
-	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
+	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
 // testKeys are the parties' keys.
