@@ -83,18 +83,24 @@ type Ledger struct {
 	State *ledger.State
 }
 
-// NewLedger is a Ledger whose hospitals each have an account with a cap
-// of ε 100 and δ 1e-5, and in which s1 is registered.
-func (k Keys) NewLedger(t testing.TB, hospitals ...string) *Ledger {
-	t.Helper()
-	l := &Ledger{t: t, keys: k, State: ledger.New()}
+// Genesis is the genesis of a Ledger's parties, of origin at time ts,
+// for the administrator to sign.
+func (k Keys) Genesis(origin string, ts int64, hospitals ...string) *ledger.Genesis {
 	parties := []ledger.Party{k.Party("a1", ledger.RoleAuditor), k.Party("a2", ledger.RoleAuditor), k.Party("a3", ledger.RoleAuditor),
 		k.Party("admin", ledger.RoleAdmin), k.Party("agg", ledger.RoleAggregator), k.Party("s1", ledger.RoleStudent)}
 	for _, h := range hospitals {
 		parties = append(parties, k.Party(h, ledger.RoleHospital))
 	}
 	slices.SortFunc(parties, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
-	l.Apply(&ledger.Genesis{Origin: "test/ledger", Timestamp: 1, Parties: parties}, "admin")
+	return &ledger.Genesis{Origin: origin, Timestamp: ts, Parties: parties}
+}
+
+// NewLedger is a Ledger whose hospitals each have an account with a cap
+// of ε 100 and δ 1e-5, and in which s1 is registered.
+func (k Keys) NewLedger(t testing.TB, hospitals ...string) *Ledger {
+	t.Helper()
+	l := &Ledger{t: t, keys: k, State: ledger.New()}
+	l.Apply(k.Genesis("test/ledger", 1, hospitals...), "admin")
 	for _, h := range hospitals {
 		l.Apply(&ledger.OpenAccount{Hospital: h, CapEpsilon: 100, CapDelta: 1e-5, Timestamp: l.now()}, h)
 	}
