@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"testing"
-
-	"golang.org/x/mod/sumdb/note"
 )
 
 // TestVerifierRemembersOnlyWhatVerified checks that a Verifier that has
@@ -64,7 +62,6 @@ func TestVerifierRemembersOnlyWhatVerified(t *testing.T) {
 // a checkpoint it forgot is checked again, not refused.
 func TestVerifierForgetsTheOldest(t *testing.T) {
 	f, digest, index, _ := receiptFixture(t)
-	cp, _ := f.st.Checkpoint()
 	v, err := NewVerifier(auditorKeys(t, f.st))
 	if err != nil {
 		t.Fatal(err)
@@ -72,19 +69,8 @@ func TestVerifierForgetsTheOldest(t *testing.T) {
 	var first Receipt
 	// Each signing time makes other bytes for the same checkpoint.
 	for i := range verifierMemo + 3 {
-		var signers []note.Signer
-		for _, id := range []string{"a1", "a2"} {
-			s, err := NewCheckpointSigner(id, testKey(id), int64(1_700_000_000+i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			signers = append(signers, s)
-		}
-		signed, err := SignCheckpoint(cp, signers...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := f.st.Receipt(index, signed)
+		at := int64(1_700_000_000 + i)
+		r, err := f.st.Receipt(index, signedAtTimes(t, f.st, map[string]int64{"a1": at, "a2": at}))
 		if err != nil {
 			t.Fatal(err)
 		}

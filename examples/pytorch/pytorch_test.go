@@ -125,16 +125,6 @@ func TestONNXTeachersVoteAsPyTorch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	split := 0
-	for q := range want {
-		for c := range want[q] {
-			if got[q][c] != want[q][c] {
-				t.Fatalf("row %d: ONNX Runtime votes %v, PyTorch %v", q, got[q], want[q])
-			}
-		}
-		if max(want[q][0], want[q][1], want[q][2], want[q][3]) < 3 {
-			split++
-		}
-	}
+	split := onnxtest.SameVotes(t, got, want, 3, "PyTorch")
 	t.Logf("%d rows, %d of them splitting the teachers: ONNX Runtime's votes are PyTorch's", len(rows), split)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
-	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
+	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
 // ledgerKeys are the parties' keys.

@@ -44,16 +44,6 @@ func TestONNXTeachersVoteAsTheGoOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	split := 0
-	for q := range want {
-		for c := range want[q] {
-			if got[q][c] != want[q][c] {
-				t.Fatalf("query %d: ONNX votes %v, Go votes %v", q, got[q], want[q])
-			}
-		}
-		if want[q][0] != 5 && want[q][1] != 5 && want[q][2] != 5 && want[q][3] != 5 {
-			split++
-		}
-	}
+	split := onnxtest.SameVotes(t, got, want, 5, "Go")
 	t.Logf("%d of %d random queries split the teachers; every histogram agrees", split, len(want))
 }

@@ -24,7 +24,7 @@ func TestHospitalVoteRecordSurvivesRestart(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	start := func() *Node {
 		t.Helper()
-		n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, ProofLag: 2, State: state})
+		n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), ProofLag: 2, State: state})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestHospitalVoteRecordSurvivesRestart(t *testing.T) {
 	if err := h.vote(n, 3); !stoppedVoting(err) {
 		t.Fatalf("a restarted hospital with 2 unproven batches at lag 2 voted: %v", err)
 	}
-	if err := h.vote(n, 3, sl.charge(t, spendBatch(1), []string{"h1", "h2"}, 4, 1, 2)); err != nil {
+	if err := h.vote(n, 3, chargeReceipt(sl, spendBatch(1), []string{"h1", "h2"}, 4, "a1", "a2")); err != nil {
 		t.Fatalf("with batch 1 proven: %v", err)
 	}
 
@@ -63,7 +63,7 @@ func TestHospitalVoteRecordSurvivesRestart(t *testing.T) {
 func TestHospitalDoesNotVoteUnrecorded(t *testing.T) {
 	sl := newSpendLedger(t)
 	h := newVoteHarness(t)
-	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, ProofLag: 2,
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), ProofLag: 2,
 		State: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestVoteRecordRefusesDamage(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, State: state})
+			_, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), State: state})
 			var re *VoteRecordError
 			if !errors.As(err, &re) || re.Path != path || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "restore it from a backup") {
 				t.Fatalf("start over %s: %v, want a *VoteRecordError naming %s and saying %q", tc.name, err, path, tc.want)
@@ -180,14 +180,14 @@ func FuzzDecodeVoteRecord(f *testing.F) {
 // TestBadAuditorKeysChangeNothing: keys the hospital cannot check receipts
 // with are refused before its state directory is made.
 func TestBadAuditorKeysChangeNothing(t *testing.T) {
-	sl := newSpendLedger(t)
+	keys := newSpendLedger(t).AuditorKeys()
 	h := newVoteHarness(t)
 	for _, tc := range []struct {
 		name string
 		keys []string
 	}{
 		{"a key that does not parse", []string{"not-a-key"}},
-		{"two keys of one auditor", append(slices.Clone(sl.keys), sl.keys[0])},
+		{"two keys of one auditor", append(slices.Clone(keys), keys[0])},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "state")

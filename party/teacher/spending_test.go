@@ -2,91 +2,28 @@ package teacher
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/internal/fedtest"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
-	"golang.org/x/mod/sumdb/note"
 )
 
-// spendLedger is a ledger of three auditors (keys 1-3), an administrator
-// (4), the aggregator (5), hospitals h1 and h2 (6, 7) and student s1 (8).
-type spendLedger struct {
-	st   *ledger.State
-	keys []string
-}
+// spendKeys sign the commands and checkpoints of the tests' ledgers, in
+// which hospitals h1 and h2 have accounts.
+const spendKeys = fedtest.Keys("teacher test key ")
 
-func newSpendLedger(t *testing.T) *spendLedger {
-	t.Helper()
-	pub := func(b byte) ed25519.PublicKey { return testKey(b).Public().(ed25519.PublicKey) }
-	sl := &spendLedger{st: ledger.New()}
-	sl.apply(t, &ledger.Genesis{Origin: "test/spend", Timestamp: 1, Parties: []ledger.Party{
-		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: pub(1)}, {ID: "a2", Role: ledger.RoleAuditor, PublicKey: pub(2)},
-		{ID: "a3", Role: ledger.RoleAuditor, PublicKey: pub(3)}, {ID: "admin", Role: ledger.RoleAdmin, PublicKey: pub(4)},
-		{ID: "agg", Role: ledger.RoleAggregator, PublicKey: pub(5)}, {ID: "h1", Role: ledger.RoleHospital, PublicKey: pub(6)},
-		{ID: "h2", Role: ledger.RoleHospital, PublicKey: pub(7)}, {ID: "s1", Role: ledger.RoleStudent, PublicKey: pub(8)},
-	}}, "admin", 4)
-	sl.apply(t, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 100, CapDelta: 1e-5, Timestamp: 2}, "h1", 6)
-	sl.apply(t, &ledger.OpenAccount{Hospital: "h2", CapEpsilon: 100, CapDelta: 1e-5, Timestamp: 3}, "h2", 7)
-	sl.apply(t, &ledger.RegisterStudent{Student: "s1", Timestamp: 4}, "admin", 4)
-	var err error
-	if sl.keys, err = sl.st.AuditorKeys(sl.st.TreeSize()); err != nil {
-		t.Fatal(err)
-	}
-	return sl
-}
+func newSpendLedger(t *testing.T) *fedtest.Ledger { return spendKeys.NewLedger(t, "h1", "h2") }
 
-func (sl *spendLedger) apply(t *testing.T, b ledger.Body, signer string, key byte) int64 {
-	t.Helper()
-	r, err := sl.st.Apply(sign(t, b, signer, testKey(key)))
-	if err != nil || r.Status != ledger.StatusAccepted {
-		t.Fatalf("%s: %+v %v", b.Kind(), r, err)
-	}
-	return int64(r.Index)
-}
-
-// charge commits a GNMax charge of batch for hospitals and returns its
+// chargeReceipt commits a charge of batch for hospitals and returns its
 // receipt, cosigned by the auditors signers.
-func (sl *spendLedger) charge(t *testing.T, batch []byte, hospitals []string, queries int, signers ...byte) *nzcpb.Receipt {
-	t.Helper()
-	p := mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 40, Teachers: 6, Classes: 2}
-	cost, err := p.Charge(mechanism.DefaultGrid(), queries, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := sl.apply(t, &ledger.Charge{BatchID: hex.EncodeToString(batch), Student: "s1", Hospitals: hospitals,
-		Mechanism: string(p.Mechanism), Params: p.LedgerParams(), Queries: uint64(queries), Answers: uint64(queries),
-		Curve: cost.RDP.Values(), AnswersHash: sha256.Sum256(batch), Timestamp: 5 + sl.st.TreeSize()}, "agg", 5)
-	cp, err := sl.st.Checkpoint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ss []note.Signer
-	for _, b := range signers {
-		s, err := ledger.NewCheckpointSigner("a"+string('0'+rune(b)), testKey(b), time.Now().Unix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss = append(ss, s)
-	}
-	signed, err := ledger.SignCheckpoint(cp, ss...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sl.st.Receipt(i, signed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return protocol.ReceiptToWire(r)
+func chargeReceipt(l *fedtest.Ledger, batch []byte, hospitals []string, queries int, signers ...string) *nzcpb.Receipt {
+	return l.Receipt(l.Charge(batch, hospitals, queries, sha256.Sum256(batch)), signers...)
 }
 
 // A hospital records every batch it voted on and, once ProofLag of them
@@ -96,7 +33,7 @@ func (sl *spendLedger) charge(t *testing.T, batch []byte, hospitals []string, qu
 func TestHospitalStopsVotingWithoutProofOfItsCharges(t *testing.T) {
 	sl := newSpendLedger(t)
 	h := newVoteHarness(t)
-	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.keys, ProofLag: 2})
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), ProofLag: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,14 +52,14 @@ func TestHospitalStopsVotingWithoutProofOfItsCharges(t *testing.T) {
 	// Receipts that do not prove a charge of its votes change nothing
 	// (each from its own log of the same auditors: a batch id is charged
 	// once per log).
-	other := func() *spendLedger { return newSpendLedger(t) }
+	other := func() *fedtest.Ledger { return newSpendLedger(t) }
 	for _, tc := range []struct {
 		name string
 		r    *nzcpb.Receipt
 	}{
-		{"charged to another hospital only", other().charge(t, batch(1), []string{"h2"}, 4, 1, 2)},
-		{"charged for fewer queries", other().charge(t, batch(2), []string{"h1", "h2"}, 3, 1, 2)},
-		{"cosigned by one auditor", other().charge(t, batch(1), []string{"h1", "h2"}, 4, 3)},
+		{"charged to another hospital only", chargeReceipt(other(), batch(1), []string{"h2"}, 4, "a1", "a2")},
+		{"charged for fewer queries", chargeReceipt(other(), batch(2), []string{"h1", "h2"}, 3, "a1", "a2")},
+		{"cosigned by one auditor", chargeReceipt(other(), batch(1), []string{"h1", "h2"}, 4, "a3")},
 	} {
 		if err := vote(3, tc.r); !stopped(err) {
 			t.Fatalf("%s: voting resumed (%v)", tc.name, err)
@@ -132,7 +69,7 @@ func TestHospitalStopsVotingWithoutProofOfItsCharges(t *testing.T) {
 		t.Fatalf("spending %+v", s)
 	}
 	// The proof of batch 1's charge: it votes again, up to the lag.
-	if err := vote(3, sl.charge(t, batch(1), []string{"h1", "h2"}, 4, 1, 3)); err != nil {
+	if err := vote(3, chargeReceipt(sl, batch(1), []string{"h1", "h2"}, 4, "a1", "a3")); err != nil {
 		t.Fatalf("with batch 1 proven: %v", err)
 	}
 	if err := vote(4); !stopped(err) {

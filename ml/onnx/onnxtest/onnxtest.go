@@ -1,5 +1,6 @@
 // Package onnxtest is for tests of ONNX teachers only: where the tests
-// find the ONNX Runtime library, and small data teachers learn at once.
+// find the ONNX Runtime library, small data teachers learn at once, and
+// the check that ONNX Runtime votes as the teachers did before export.
 package onnxtest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,4 +56,24 @@ func Library(t testing.TB) string {
 		t.Skipf("no ONNX Runtime library (%v): run scripts/fetch-onnxruntime.sh or set NZC_ONNXRUNTIME; NZC_REQUIRE_ONNX=1 makes this a failure", err)
 	}
 	return lib
+}
+
+// SameVotes fails the test at the first query whose vote histogram got,
+// from ONNX Runtime, differs from want, from reference (whatever ran the
+// same teachers before their export), and returns how many queries split
+// the teachers: no class had all of their votes.
+func SameVotes(t testing.TB, got, want [][]int, teachers int, reference string) (split int) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("ONNX Runtime voted on %d queries, %s on %d", len(got), reference, len(want))
+	}
+	for q := range want {
+		if !slices.Equal(got[q], want[q]) {
+			t.Fatalf("query %d: ONNX Runtime votes %v, %s %v", q, got[q], reference, want[q])
+		}
+		if slices.Max(want[q]) < teachers {
+			split++
+		}
+	}
+	return split
 }

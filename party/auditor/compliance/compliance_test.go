@@ -22,8 +22,8 @@ import (
 	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
-	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
+	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
 // testKeys are the parties' keys.
@@ -49,18 +49,8 @@ func newFixture(t *testing.T, charges int) *fixture {
 			t.Fatalf("%s: %v %+v", b.Kind(), err, r)
 		}
 	}
-	parties := []ledger.Party{
-		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: testKeys.Public("a1")},
-		{ID: "a2", Role: ledger.RoleAuditor, PublicKey: testKeys.Public("a2")},
-		{ID: "a3", Role: ledger.RoleAuditor, PublicKey: testKeys.Public("a3")},
-		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: testKeys.Public("admin")},
-		{ID: "agg", Role: ledger.RoleAggregator, PublicKey: testKeys.Public("agg")},
-		{ID: "h1", Role: ledger.RoleHospital, PublicKey: testKeys.Public("h1")},
-		{ID: "h2", Role: ledger.RoleHospital, PublicKey: testKeys.Public("h2")},
-		{ID: "s1", Role: ledger.RoleStudent, PublicKey: testKeys.Public("s1")},
-	}
 	ts := int64(1_700_000_000_000_000_000)
-	apply(&ledger.Genesis{Origin: "nzc.test/api", Parties: parties, Timestamp: ts}, "admin")
+	apply(testKeys.Genesis("nzc.test/api", ts, "h1", "h2"), "admin")
 	apply(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: ts}, "h1")
 	apply(&ledger.OpenAccount{Hospital: "h2", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: ts}, "h2")
 	apply(&ledger.RegisterStudent{Student: "s1", Timestamp: ts}, "admin")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
-	"github.com/nzcfed/nzc/party/auditor/internal/fedtest"
+	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
 // testKeys are the parties' keys.
@@ -37,10 +37,7 @@ func newFed(t *testing.T) *fed { return newFedWithCaps(t, 2, 5) }
 // newFedWithCaps is the federation with caps ε1 for h1 and ε2 for h2.
 func newFedWithCaps(tb testing.TB, ε1, ε2 float64) *fed {
 	f := &fed{t: tb, st: ledger.New(), ts: 1_700_000_000_000_000_000}
-	ps := []ledger.Party{testKeys.Party("a1", ledger.RoleAuditor), testKeys.Party("a2", ledger.RoleAuditor), testKeys.Party("a3", ledger.RoleAuditor),
-		testKeys.Party("admin", ledger.RoleAdmin), testKeys.Party("agg", ledger.RoleAggregator),
-		testKeys.Party("h1", ledger.RoleHospital), testKeys.Party("h2", ledger.RoleHospital), testKeys.Party("s1", ledger.RoleStudent)}
-	f.must(&ledger.Genesis{Origin: "test.nzc/dashboard", Parties: ps, Timestamp: f.now()}, "admin")
+	f.must(testKeys.Genesis("test.nzc/dashboard", f.now(), "h1", "h2"), "admin")
 	f.must(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: ε1, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
 	f.must(&ledger.OpenAccount{Hospital: "h2", CapEpsilon: ε2, CapDelta: 1e-5, Timestamp: f.now()}, "h2")
 	f.must(&ledger.RegisterStudent{Student: "s1", Timestamp: f.now()}, "admin")

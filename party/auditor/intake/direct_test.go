@@ -29,18 +29,7 @@ type directFixture struct {
 
 func newDirectFixture(t *testing.T, srv *Server) *directFixture {
 	t.Helper()
-	m, err := crypto.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 2, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := m.AdminSigningKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds, err := GenesisCommands(m, admin, "nzc.test/ledger", time.Unix(1_800_000_000, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, cmds := provisionedGenesis(t, "nzc.test/ledger", time.Unix(1_800_000_000, 0))
 	hs := m.ByRole(crypto.RoleHospital)
 	f := &directFixture{m: m, st: ledger.New(), h1: hs[0], h2: hs[1]}
 	for _, h := range hs {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
 )
 
@@ -17,19 +16,7 @@ import (
 // apply, and the ledger they leave replays to the same tree: a hostile
 // genesis may be refused, never fork the log.
 func FuzzReadGenesis(f *testing.F) {
-	dir := f.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 2, Auditors: 1, Students: 1})
-	if err != nil {
-		f.Fatal(err)
-	}
-	caKey, err := crypto.LoadPrivateKey(m.Path(m.CAKey))
-	if err != nil {
-		f.Fatal(err)
-	}
-	cmds, err := GenesisCommands(m, caKey, "nzc.test/genesis", time.Unix(1_700_000_000, 0))
-	if err != nil {
-		f.Fatal(err)
-	}
+	_, cmds := provisionedGenesis(f, "nzc.test/genesis", time.Unix(1_700_000_000, 0))
 	good, _ := json.Marshal(cmds)
 	f.Add(good)
 	f.Add([]byte(`[]`))

@@ -2,25 +2,24 @@ package intake
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
-// receiptLedger is a ledger with three auditors and an administrator, and
-// a cosigner that signs its latest checkpoint with two of the auditors.
+// receiptKeys sign the commands and checkpoints of the tests' ledgers.
+const receiptKeys = fedtest.Keys("intake test key ")
+
+// receiptLedger is a ledger with three auditors, and a cosigner that signs
+// its latest checkpoint with two of them.
 type receiptLedger struct {
 	st       *ledger.State
 	receipts *ledger.Verifier // with the auditors' keys
-	admin    ed25519.PrivateKey
-	signers  []note.Signer
 	calls    atomic.Int32
 	gate     chan struct{} // when not nil, each cosign waits for a value
 	fail     atomic.Bool
@@ -28,42 +27,12 @@ type receiptLedger struct {
 
 func newReceiptLedger(t *testing.T) *receiptLedger {
 	t.Helper()
-	key := func(b byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(make32(b)) }
-	rl := &receiptLedger{st: ledger.New(), admin: key(9)}
-	parties := []ledger.Party{
-		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: key(1).Public().(ed25519.PublicKey)},
-		{ID: "a2", Role: ledger.RoleAuditor, PublicKey: key(2).Public().(ed25519.PublicKey)},
-		{ID: "a3", Role: ledger.RoleAuditor, PublicKey: key(3).Public().(ed25519.PublicKey)},
-		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: rl.admin.Public().(ed25519.PublicKey)},
-	}
-	cmd, err := ledger.Sign(&ledger.Genesis{Origin: "test/ledger", Parties: parties, Timestamp: 1}, "admin", rl.admin)
+	l := receiptKeys.NewLedger(t)
+	receipts, err := ledger.NewVerifier(l.AuditorKeys())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := rl.st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
-		t.Fatalf("genesis: %v %v", r, err)
-	}
-	for _, id := range []string{"a1", "a2"} {
-		s, err := ledger.NewCheckpointSigner(id, key(id[1]-'0'), time.Now().Unix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		rl.signers = append(rl.signers, s)
-	}
-	keys, err := rl.st.AuditorKeys(rl.st.TreeSize())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rl.receipts, err = ledger.NewVerifier(keys); err != nil {
-		t.Fatal(err)
-	}
-	return rl
-}
-
-func make32(b byte) []byte {
-	s := make([]byte, 32)
-	s[0] = b
-	return s
+	return &receiptLedger{st: l.State, receipts: receipts}
 }
 
 func (rl *receiptLedger) cosign(ctx context.Context) ([]byte, error) {
@@ -78,18 +47,14 @@ func (rl *receiptLedger) cosign(ctx context.Context) ([]byte, error) {
 	if rl.fail.Load() {
 		return nil, errors.New("only one auditor answered")
 	}
-	cp, err := rl.st.Checkpoint()
-	if err != nil {
-		return nil, err
-	}
-	return ledger.SignCheckpoint(cp, rl.signers...)
+	return receiptKeys.Cosign(rl.st, "a1", "a2")
 }
 
 // registerStudent applies one more accepted command and returns its index
 // and digest.
 func (rl *receiptLedger) registerStudent(t *testing.T, id string) (int64, [32]byte) {
 	t.Helper()
-	p, err := ledger.Sign(&ledger.RegisterParty{Party: ledger.Party{ID: id, Role: ledger.RoleStudent, PublicKey: rl.admin.Public().(ed25519.PublicKey)}, Timestamp: 2}, "admin", rl.admin)
+	p, err := ledger.Sign(&ledger.RegisterParty{Party: receiptKeys.Party(id, ledger.RoleStudent), Timestamp: 2}, "admin", receiptKeys.Key("admin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +71,7 @@ func TestReceiptsShareARound(t *testing.T) {
 	rl := newReceiptLedger(t)
 	rl.gate = make(chan struct{})
 	rs := NewReceipts(rl.st, rl.cosign, 0)
-	idx, digest := rl.registerStudent(t, "s1")
+	idx, digest := rl.registerStudent(t, "s2")
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -133,7 +98,7 @@ func TestReceiptsShareARound(t *testing.T) {
 	}
 
 	// A newer entry needs a newer checkpoint: one more round.
-	idx2, digest2 := rl.registerStudent(t, "s2")
+	idx2, digest2 := rl.registerStudent(t, "s3")
 	go func() { rl.gate <- struct{}{} }()
 	r, err := rs.For(t.Context(), idx2)
 	if err != nil {
@@ -152,7 +117,7 @@ func TestReceiptsWithoutAMajority(t *testing.T) {
 	rl := newReceiptLedger(t)
 	rl.fail.Store(true)
 	rs := NewReceipts(rl.st, rl.cosign, 0)
-	idx, digest := rl.registerStudent(t, "s1")
+	idx, digest := rl.registerStudent(t, "s2")
 	if _, err := rs.For(t.Context(), idx); err == nil {
 		t.Fatal("a receipt without a majority's cosignatures")
 	}
@@ -174,7 +139,7 @@ func TestReceiptsWithoutAMajority(t *testing.T) {
 	next := rl.st.TreeSize()
 	done := make(chan error, 1)
 	go func() { _, err := rs.For(t.Context(), next); done <- err }()
-	rl.registerStudent(t, "s2")
+	rl.registerStudent(t, "s3")
 	if err := <-done; err != nil {
 		t.Fatalf("an entry applied while its receipt was asked for: %v", err)
 	}

@@ -2,7 +2,6 @@ package intake
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"sync"
 	"testing"
@@ -51,30 +50,15 @@ func (l stateLedger) State() *ledger.State { return l.st }
 // valid change is proposed and answered as before; replayed, it is refused
 // unproposed.
 func TestJunkRelayedCommandsAreNotProposed(t *testing.T) {
-	key := func(b byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(make32(b)) }
-	admin, h1, h2 := key(9), key(11), key(12)
-	st := ledger.New()
-	parties := []ledger.Party{
-		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: key(1).Public().(ed25519.PublicKey)},
-		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: admin.Public().(ed25519.PublicKey)},
-		{ID: "h1", Role: ledger.RoleHospital, PublicKey: h1.Public().(ed25519.PublicKey)},
-		{ID: "h2", Role: ledger.RoleHospital, PublicKey: h2.Public().(ed25519.PublicKey)},
-	}
-	sign := func(b ledger.Body, signer string, k ed25519.PrivateKey) []byte {
+	st := receiptKeys.NewLedger(t, "h1", "h2").State
+	// sign signs b as signer, with the key of keyOf.
+	sign := func(b ledger.Body, signer, keyOf string) []byte {
 		t.Helper()
-		cmd, err := ledger.Sign(b, signer, k)
+		cmd, err := ledger.Sign(b, signer, receiptKeys.Key(keyOf))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cmd
-	}
-	for _, cmd := range [][]byte{
-		sign(&ledger.Genesis{Origin: "test/ledger", Parties: parties, Timestamp: 1}, "admin", admin),
-		sign(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: 2}, "h1", h1),
-	} {
-		if r, err := st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
-			t.Fatalf("setup: %v %v", r, err)
-		}
 	}
 	node := &applyingNode{st: st}
 	s := &Server{Node: node, Ledger: stateLedger{st}}
@@ -84,11 +68,11 @@ func TestJunkRelayedCommandsAreNotProposed(t *testing.T) {
 		var cmd []byte
 		switch i % 4 {
 		case 0: // a version far ahead
-			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: uint64(i + 2), CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h1", h1)
+			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: uint64(i + 2), CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h1", "h1")
 		case 1: // signed by another hospital
-			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h2", h2)
+			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h2", "h2")
 		case 2: // a forged signature
-			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h1", h2)
+			cmd = sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1, CapDelta: 1e-5, Timestamp: int64(i)}, "h1", "h2")
 		case 3:
 			cmd = []byte{0x4e, 0x5a, byte(i)}
 		}
@@ -101,7 +85,7 @@ func TestJunkRelayedCommandsAreNotProposed(t *testing.T) {
 		t.Fatalf("%d junk commands proposed, the log grew from %d to %d", node.proposed, size, st.TreeSize())
 	}
 
-	good := sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: 9}, "h1", h1)
+	good := sign(&ledger.ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: 9}, "h1", "h1")
 	res, err := s.Propose(t.Context(), good)
 	if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED || node.proposed != 1 {
 		t.Fatalf("a valid change: %v %v (proposed %d)", res, err, node.proposed)
@@ -114,28 +98,12 @@ func TestJunkRelayedCommandsAreNotProposed(t *testing.T) {
 
 // A budget read that names a student reports its quota from the ledger.
 func TestBudgetsReportTheStudentsQuota(t *testing.T) {
-	key := func(b byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(make32(b)) }
-	admin := key(9)
-	st := ledger.New()
-	parties := []ledger.Party{
-		{ID: "a1", Role: ledger.RoleAuditor, PublicKey: key(1).Public().(ed25519.PublicKey)},
-		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: admin.Public().(ed25519.PublicKey)},
-		{ID: "s1", Role: ledger.RoleStudent, PublicKey: key(3).Public().(ed25519.PublicKey)},
-	}
-	for _, b := range []ledger.Body{
-		&ledger.Genesis{Origin: "test/ledger", Parties: parties, Timestamp: 1},
-		&ledger.RegisterStudent{Student: "s1", MaxAnswers: 40, Timestamp: 2},
-	} {
-		cmd, err := ledger.Sign(b, "admin", admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r, err := st.Apply(cmd); err != nil || r.Status != ledger.StatusAccepted {
-			t.Fatalf("setup: %v %v", r, err)
-		}
-	}
-	if q := Budgets(st, &nzcpb.BudgetRequest{StudentId: "s1"}).GetStudent(); !q.GetRegistered() || q.GetMaxAnswers() != 40 || q.GetAnswers() != 0 {
-		t.Fatalf("s1: %v", q)
+	l := receiptKeys.NewLedger(t)
+	l.Apply(&ledger.RegisterParty{Party: receiptKeys.Party("s2", ledger.RoleStudent), Timestamp: 5}, "admin")
+	l.Apply(&ledger.RegisterStudent{Student: "s2", MaxAnswers: 40, Timestamp: 6}, "admin")
+	st := l.State
+	if q := Budgets(st, &nzcpb.BudgetRequest{StudentId: "s2"}).GetStudent(); !q.GetRegistered() || q.GetMaxAnswers() != 40 || q.GetAnswers() != 0 {
+		t.Fatalf("s2: %v", q)
 	}
 	if q := Budgets(st, &nzcpb.BudgetRequest{StudentId: "s9"}).GetStudent(); q == nil || q.GetRegistered() {
 		t.Fatalf("an unknown student: %v", q)
