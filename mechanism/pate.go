@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sort"
+	"sync"
 )
 
 // Data-dependent analysis of GNMax and Confident-GNMax (Papernot et al.
@@ -298,32 +301,67 @@ func GNMaxDataDependentBound(g Grid, hs []Histogram, sigma float64, b QBound) (C
 	if !(sigma > 0) || math.IsInf(sigma, 0) {
 		return Curve{}, nil, fmt.Errorf("%w: σ = %v", ErrBadAnalysis, sigma)
 	}
-	total := make([]float64, g.Len())
-	indFrom := make([]int, g.Len()+1)
-	logqs := make([]float64, len(hs))
+	return gnmaxDataDependent(g, hs, sigma, b, runtime.GOMAXPROCS(0))
+}
+
+// gnmaxDataDependent is GNMaxDataDependentBound on up to workers
+// goroutines. Its result is the same, bit for bit, for any workers: the
+// queries' bounds are found in parallel, and each order's total is summed
+// by one goroutine, over the queries in their order, as one would be.
+func gnmaxDataDependent(g Grid, hs []Histogram, sigma float64, b QBound, workers int) (Curve, []float64, error) {
 	v := sigma * sigma
-	cache := map[float64]gnmaxDD{}
-	for i, h := range hs {
-		lq := b.LogQ(h, sigma)
-		logqs[i] = lq
-		if math.IsInf(lq, -1) {
-			continue
-		}
-		d, ok := cache[lq]
-		if !ok {
-			d = newGNMaxDD(lq, sigma)
-			cache[lq] = d
-		}
-		// Orders are increasing: from the first order ≥ μ1 on (or from
-		// the start when the bound is inactive) the value is α/σ², added
-		// in bulk below.
-		k := 0
-		if d.active {
-			for ; k < len(g.orders) && g.orders[k] < d.mu1; k++ {
-				total[k] += d.at(g.orders[k], v)
+	logqs := make([]float64, len(hs))
+	// ds[i] are query i's constants, and from[i] the first order at which
+	// its bound is α/σ² (len(orders)+1 for a query certain to be answered).
+	ds := make([]gnmaxDD, len(hs))
+	from := make([]int, len(hs))
+	workers = max(1, min(workers, len(hs)))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			cache := map[float64]gnmaxDD{}
+			for i := w; i < len(hs); i += workers {
+				lq := b.LogQ(hs[i], sigma)
+				logqs[i] = lq
+				if math.IsInf(lq, -1) {
+					from[i] = len(g.orders) + 1
+					continue
+				}
+				d, ok := cache[lq]
+				if !ok {
+					d = newGNMaxDD(lq, sigma)
+					cache[lq] = d
+				}
+				ds[i] = d
+				// Orders are increasing: from the first order ≥ μ1 on (or
+				// from the start when the bound is inactive) the value is
+				// α/σ², added in bulk below.
+				if d.active {
+					from[i] = sort.SearchFloat64s(g.orders, d.mu1)
+				}
 			}
+		})
+	}
+	wg.Wait()
+	total := make([]float64, g.Len())
+	for w := range workers {
+		wg.Go(func() {
+			for k := w; k < len(g.orders); k += workers {
+				a := g.orders[k]
+				for i := range ds {
+					if k < from[i] && from[i] <= len(g.orders) {
+						total[k] += ds[i].at(a, v)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	indFrom := make([]int, g.Len()+1)
+	for _, f := range from {
+		if f <= len(g.orders) {
+			indFrom[f]++
 		}
-		indFrom[k]++
 	}
 	run := 0
 	for k, a := range g.orders {

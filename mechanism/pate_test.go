@@ -359,3 +359,32 @@ func TestSmoothSensitivityTinySigma(t *testing.T) {
 		})
 	}
 }
+
+// TestGNMaxDataDependentSameOnAnyCores: the analysis gives the same curve
+// and per-query bounds, bit for bit, however many goroutines share it.
+func TestGNMaxDataDependentSameOnAnyCores(t *testing.T) {
+	g := DefaultGrid()
+	hs := append(benchHistograms(3000), Histogram{250, 0, 0}, Histogram{125, 125, 0}, Histogram{0, 0, 0})
+	for _, b := range []QBound{QContinuous, QDiscrete} {
+		want, wantQ, err := gnmaxDataDependent(g, hs, 40, b, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, workers := range []int{2, 3, 8} {
+			got, gotQ, err := gnmaxDataDependent(g, hs, 40, b, workers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range g.Len() {
+				if math.Float64bits(got.At(k)) != math.Float64bits(want.At(k)) {
+					t.Fatalf("bound %v, %d goroutines, order %v: %v, want %v as on one", b, workers, g.Order(k), got.At(k), want.At(k))
+				}
+			}
+			for i := range wantQ {
+				if math.Float64bits(gotQ[i]) != math.Float64bits(wantQ[i]) {
+					t.Fatalf("bound %v, %d goroutines, query %d: log q %v, want %v", b, workers, i, gotQ[i], wantQ[i])
+				}
+			}
+		}
+	}
+}
