@@ -312,7 +312,8 @@ func gnmaxDataDependent(g Grid, hs []Histogram, sigma float64, b QBound, workers
 	v := sigma * sigma
 	logqs := make([]float64, len(hs))
 	// ds[i] are query i's constants, and from[i] the first order at which
-	// its bound is α/σ² (len(orders)+1 for a query certain to be answered).
+	// its bound is α/σ² (-1 for a query certain to be answered, which adds
+	// nothing).
 	ds := make([]gnmaxDD, len(hs))
 	from := make([]int, len(hs))
 	workers = max(1, min(workers, len(hs)))
@@ -324,7 +325,7 @@ func gnmaxDataDependent(g Grid, hs []Histogram, sigma float64, b QBound, workers
 				lq := b.LogQ(hs[i], sigma)
 				logqs[i] = lq
 				if math.IsInf(lq, -1) {
-					from[i] = len(g.orders) + 1
+					from[i] = -1
 					continue
 				}
 				d, ok := cache[lq]
@@ -349,7 +350,7 @@ func gnmaxDataDependent(g Grid, hs []Histogram, sigma float64, b QBound, workers
 			for k := w; k < len(g.orders); k += workers {
 				a := g.orders[k]
 				for i := range ds {
-					if k < from[i] && from[i] <= len(g.orders) {
+					if k < from[i] {
 						total[k] += ds[i].at(a, v)
 					}
 				}
@@ -359,7 +360,7 @@ func gnmaxDataDependent(g Grid, hs []Histogram, sigma float64, b QBound, workers
 	wg.Wait()
 	indFrom := make([]int, g.Len()+1)
 	for _, f := range from {
-		if f <= len(g.orders) {
+		if f >= 0 {
 			indFrom[f]++
 		}
 	}

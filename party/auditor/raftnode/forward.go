@@ -293,8 +293,9 @@ func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) (
 // forwardClient keeps idle mutual-TLS connections to other auditors.
 type forwardClient struct {
 	tls *tls.Config
-	// dials counts the connections opened: each costs a mutual-TLS
-	// handshake on both sides, so it should grow with peers, not requests.
+	// dials counts the connections dialled, failed attempts included: each
+	// costs a mutual-TLS handshake on both sides, so it should grow with
+	// peers, not requests.
 	dials atomic.Int64
 
 	mu     sync.Mutex

@@ -55,7 +55,7 @@ func newMetrics(n *Node) *metrics {
 	if fc := n.fwd; fc != nil {
 		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "nzc_auditor_peer_dials_total",
-			Help: "Connections this auditor opened to other auditors for forwarding, membership and cosigning (each a mutual-TLS handshake; idle ones are reused, so this grows with restarts and failures, not with requests).",
+			Help: "Connections this auditor dialled to other auditors for forwarding, membership and cosigning, failed attempts included (each a mutual-TLS handshake; idle ones are reused, so this grows with restarts and failures, not with requests).",
 		}, func() float64 { return float64(fc.dials.Load()) }))
 	}
 	if mux := n.mux; mux != nil {
