@@ -108,7 +108,8 @@ type Config struct {
 	// Registry receives the aggregator's metrics; nil registers nothing.
 	Registry prometheus.Registerer
 	// Pause, when set, is called at the named points of the release path
-	// (PausePendingWritten, PauseLedgerAnswered, PauseCommitRecorded).
+	// (PausePendingWritten, PauseLedgerAnswered, PauseCommitRecorded, and
+	// for nzc-svt PauseSessionAnswered and PauseSessionReplacing).
 	// Fault tests use it to stop the aggregator in a known state and kill
 	// it there; production leaves it nil.
 	Pause func(ctx context.Context, point string)
@@ -133,6 +134,13 @@ const (
 	// PauseCommitRecorded: the outbox records the commit; the answers have
 	// not yet been returned to the student.
 	PauseCommitRecorded = "commit-recorded"
+	// PauseSessionAnswered: an nzc-svt batch has been answered in its
+	// session (which it may have used up); its charge is not yet signed.
+	PauseSessionAnswered = "session-answered"
+	// PauseSessionReplacing: a batch found its nzc-svt session used up and
+	// is about to wait for the charges of the batches answered in it
+	// before it opens the next.
+	PauseSessionReplacing = "session-replacing"
 )
 
 // Aggregator runs the release path. It is safe for concurrent use.

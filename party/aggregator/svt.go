@@ -207,6 +207,7 @@ func (a *Aggregator) settled(ctx context.Context, old *svtSession) error {
 	if old == nil {
 		return nil
 	}
+	a.pause(ctx, PauseSessionReplacing)
 	done := make(chan struct{})
 	go func() {
 		old.inflight.Wait()
@@ -283,10 +284,23 @@ func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []str
 		return nil, 0, 0, "", nil, err
 	}
 	defer s.mu.Unlock()
+	// The batch counts as in flight before it can use the session up: a
+	// batch that then finds the session exhausted (Exhausted needs only the
+	// session's own lock, not s.mu) waits in settled for this one's charge
+	// before it opens the replacement, which the ledger would otherwise
+	// let supersede the session this charge names.
+	s.inflight.Add(1)
+	settledHere := sync.OnceFunc(s.inflight.Done)
+	defer func() {
+		if err != nil {
+			settledHere()
+		}
+	}()
 	res, err := mechanism.AnswerBatch(s.s, a.cfg.Rand, sum)
 	if err != nil {
 		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: mechanism on %w", err)
 	}
+	a.pause(ctx, PauseSessionAnswered)
 	if res.Stopped {
 		a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
 	}
@@ -300,6 +314,5 @@ func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []str
 	if err != nil {
 		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep nzc-svt session %s in the outbox (nothing was released): %w", s.id, err)
 	}
-	s.inflight.Add(1)
-	return labelsOf(res), res.Processed, res.Answered, s.id, sync.OnceFunc(s.inflight.Done), nil
+	return labelsOf(res), res.Processed, res.Answered, s.id, settledHere, nil
 }

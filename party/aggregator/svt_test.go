@@ -2,7 +2,10 @@ package aggregator
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,5 +161,61 @@ func TestExhaustedSessionLeavesTheOutbox(t *testing.T) {
 	label(t, a, req)
 	if recs, err := a.outbox.Sessions(); err != nil || len(recs) != 0 {
 		t.Fatalf("%d session records after the session was exhausted (%v), want none", len(recs), err)
+	}
+}
+
+// A batch that finds its session used up by a batch still in flight opens
+// the next session only once that batch's charge is settled: the ledger
+// refuses a charge naming a session that has been replaced, so opening the
+// replacement first would throw away the first batch's answers after its
+// noise was drawn. Batch 1 uses the session up and stops before its charge
+// is signed; batch 2, arriving then, must not open the next session until
+// batch 1's charge is in the ledger.
+func TestSessionReplacedOnlyAfterItsChargesSettle(t *testing.T) {
+	f, cfg := svtFixture(t, 2)
+	for _, h := range f.hospitals {
+		h.split = true // every query refused: batch 1 uses up K = 3
+	}
+	var (
+		first     atomic.Bool
+		answered  = make(chan struct{})
+		release   = make(chan struct{})
+		releaseMu sync.Once
+	)
+	cfg.Pause = func(_ context.Context, point string) {
+		switch point {
+		case PauseSessionAnswered:
+			if first.CompareAndSwap(false, true) {
+				close(answered)
+				<-release
+			}
+		case PauseSessionReplacing:
+			releaseMu.Do(func() { close(release) })
+		}
+	}
+	a := f.start(t, cfg)
+	req1, _ := f.request(t, 1, 8)
+	req2, _ := f.request(t, 2, 4)
+	errs := make(chan error, 2)
+	go func() {
+		_, err := a.Label(t.Context(), "student-1", req1)
+		errs <- err
+	}()
+	<-answered
+	go func() {
+		_, err := a.Label(t.Context(), "student-1", req2)
+		errs <- err
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a batch was refused: %v", err)
+		}
+	}
+	chs := f.led.charges(t)
+	if len(chs) != 2 {
+		t.Fatalf("%d charges accepted, want both batches'", len(chs))
+	}
+	if _, n := f.led.openings(t); n != 2 {
+		t.Fatalf("%d sessions opened, want 2 (the second after the first was used up)", n)
 	}
 }
