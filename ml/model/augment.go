@@ -71,9 +71,18 @@ func (a Augment) Apply(dst, src []float32, sh data.Shape, r *rand.Rand) {
 // about the image's centre (bilinear, zero outside).
 func (a Augment) affine(dst, src []float32, sh data.Shape, r *rand.Rand) {
 	uni := func(m float64) float64 { return (2*r.Float64() - 1) * m }
-	th := uni(a.Rotate) * math.Pi / 180
+	th := uni(a.Rotate)
 	s := 1 + uni(a.Scale)
 	ty, tx := uni(a.Shift), uni(a.Shift)
+	Warp(dst, src, sh, th, s, ty, tx)
+}
+
+// Warp writes into dst the image src (one example of shape sh) rotated by
+// degrees about its centre, scaled by scale and moved by (ty, tx) pixels:
+// bilinear sampling, zero outside. dst and src must not overlap.
+func Warp(dst, src []float32, sh data.Shape, degrees, scale, ty, tx float64) {
+	th := degrees * math.Pi / 180
+	s := scale
 	// Inverse map: output pixel (y, x) reads input at R(-θ)·((y,x)-c-t)/s + c.
 	cos, sin := math.Cos(th)/s, math.Sin(th)/s
 	H, W, C := sh.Height, sh.Width, sh.Channels

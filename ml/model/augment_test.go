@@ -111,6 +111,61 @@ func TestAugmentRotatesBars(t *testing.T) {
 	}
 }
 
+// Warp turns, resizes and moves exactly: a horizontal bar through the
+// centre turned by 90° is the vertical bar, a shift by whole pixels is
+// Translate's, and a resize about the centre keeps the centre and spreads a
+// bar's ends outward.
+func TestWarp(t *testing.T) {
+	sh := data.Shape{Height: 5, Width: 5, Channels: 1}
+	bar := func(vertical bool) []float32 {
+		b := make([]float32, 25)
+		for i := range 5 {
+			if vertical {
+				b[i*5+2] = 1
+			} else {
+				b[2*5+i] = 1
+			}
+		}
+		return b
+	}
+	near := func(a, b []float32) bool {
+		for i := range a {
+			if math.Abs(float64(a[i]-b[i])) > 1e-5 {
+				return false
+			}
+		}
+		return true
+	}
+	dst := make([]float32, 25)
+	for _, deg := range []float64{90, -90} {
+		Warp(dst, bar(false), sh, deg, 1, 0, 0)
+		if !near(dst, bar(true)) {
+			t.Errorf("a horizontal bar turned by %v° is %v, want the vertical bar", deg, dst)
+		}
+	}
+	want := make([]float32, 25)
+	Translate(want, bar(true), sh, 0, 1)
+	if Warp(dst, bar(true), sh, 0, 1, 0, 1); !near(dst, want) {
+		t.Errorf("moved by one column: %v, want Translate's %v", dst, want)
+	}
+	short := make([]float32, 25)
+	for x := 1; x < 4; x++ {
+		short[2*5+x] = 1
+	}
+	// Enlarged by 5/3 the bar reaches the edges: pixel x of the middle row
+	// reads the source at 2 + (x−2)·3/5, so the ends read 0.8 of the bar's
+	// last pixel, and the rows beside it 0.4 of the bar.
+	Warp(dst, short, sh, 0, 5.0/3, 0, 0)
+	for _, c := range []struct {
+		y, x int
+		want float64
+	}{{2, 2, 1}, {2, 0, 0.8}, {2, 4, 0.8}, {1, 2, 0.4}, {3, 2, 0.4}, {0, 0, 0}} {
+		if got := float64(dst[c.y*5+c.x]); math.Abs(got-c.want) > 1e-5 {
+			t.Errorf("a 3-pixel bar enlarged by 5/3: pixel (%d,%d) is %v, want %v", c.y, c.x, got, c.want)
+		}
+	}
+}
+
 // halves returns n 4×4 images of two classes: the left or the right half
 // brighter by one, with Gaussian noise of 0.3 on every pixel.
 func halves(r *rand.Rand, n int) *data.Dataset {

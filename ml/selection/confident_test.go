@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/model"
 )
@@ -93,7 +94,7 @@ func TestConfidentFloor(t *testing.T) {
 	ctx := context.Background()
 	p := pool()
 	net, asked := softmaxStudent(t, p, 40)
-	_, conf, err := confidence(ctx, net, p, 0)
+	_, conf, err := confidence(ctx, net, p, ConfidentConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,5 +205,58 @@ func TestRepresentatives(t *testing.T) {
 	// The centres' nearest members, 10 and 0, in their order, then the rest.
 	if want := []float64{10, 0, 0.2, 10.1, -0.1, 9.8}; !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
+	}
+}
+
+// Turned and resized views lower the confidence of the examples that
+// change under them: a student of four strokes (a turn by 90° makes a
+// horizontal bar a vertical one) is less sure of many images when they are
+// also seen turned by 40°, and never surer of any.
+func TestConfidentTurnedAndResizedViews(t *testing.T) {
+	ctx := context.Background()
+	p := synth.Shapes{Size: 10, Stroke: 6, Noise: 0.1}.Make(5, 400)
+	net, err := model.New(model.Spec{Kind: model.KindSoftmax, Input: p.Shape, Classes: p.Classes}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Train(ctx, p.Slice(0, 200), model.TrainConfig{Optimizer: model.Adam, LearnRate: 1e-2, BatchSize: 16, Epochs: 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cc    ConfidentConfig
+		views int
+	}{{ConfidentConfig{}, 1}, {ConfidentConfig{Shift: 1}, 5}, {ConfidentConfig{Rotate: 40}, 3}, {ConfidentConfig{Shift: 1, Rotate: 40, Scale: 0.2}, 9}} {
+		if n := len(views(c.cc, p.Shape)); n != c.views {
+			t.Errorf("%+v: %d views, want %d", c.cc, n, c.views)
+		}
+	}
+	if n := len(views(ConfidentConfig{Shift: 1, Rotate: 40}, data.Shape{Height: 1, Width: 6, Channels: 1})); n != 1 {
+		t.Errorf("%d views of a row of features, want the example itself only", n)
+	}
+	class0, conf0, err := confidence(ctx, net, p, ConfidentConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cc := range []ConfidentConfig{{Rotate: 40}, {Scale: 0.3}} {
+		class1, conf1, err := confidence(ctx, net, p, cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lower := 0
+		for i := range conf0 {
+			if class0[i] != class1[i] {
+				continue
+			}
+			if conf1[i] > conf0[i]+1e-9 {
+				t.Fatalf("%+v: example %d more confident (%v) with more views than alone (%v)", cc, i, conf1[i], conf0[i])
+			}
+			if conf1[i] < conf0[i]-0.05 {
+				lower++
+			}
+		}
+		t.Logf("%+v: %d of %d examples at least 0.05 less confident", cc, lower, p.Len())
+		if lower < p.Len()/10 {
+			t.Errorf("%+v: only %d of %d examples less confident with the turned or resized views, want a tenth", cc, lower, p.Len())
+		}
 	}
 }
