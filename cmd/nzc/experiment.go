@@ -90,6 +90,8 @@ holding the four standard idx files works.`,
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
 	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
 	bootstrapRounds := fs.Int("bootstrap-rounds", -1, "with --bootstrap, retrain the bootstrap student this many more times, each time the answers have doubled (default: the preset's)")
+	confRotate := fs.Float64("confident-rotate", -1, "with --bootstrap, a student judges its confidence also on each example turned by ± this many degrees (0: not; default: the preset's)")
+	confScale := fs.Float64("confident-scale", -1, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
@@ -168,6 +170,12 @@ holding the four standard idx files works.`,
 		}
 		if *bootstrapRounds >= 0 {
 			cfg.BootstrapRounds = *bootstrapRounds
+		}
+		if *confRotate >= 0 {
+			cfg.Confident.Rotate = *confRotate
+		}
+		if *confScale >= 0 {
+			cfg.Confident.Scale = *confScale
 		}
 		cfg.SeededEstimates = *seededEstimates
 		if *holdout > 0 {
