@@ -136,7 +136,7 @@ func (n *Network) Predict(x []float32) ([]int, error) {
 	k := n.spec.Classes
 	out := make([]int, len(logits)/k)
 	for i := range out {
-		out[i] = argmax(logits[i*k : (i+1)*k])
+		out[i] = Argmax(logits[i*k : (i+1)*k])
 	}
 	return out, nil
 }
@@ -151,7 +151,7 @@ func (n *Network) Probabilities(x []float32) ([]float32, error) {
 	k := n.spec.Classes
 	for i := 0; i < len(logits); i += k {
 		row := logits[i : i+k]
-		m := row[argmax(row)]
+		m := row[Argmax(row)]
 		var s float64
 		for j, v := range row {
 			e := math.Exp(float64(v - m))
@@ -165,7 +165,10 @@ func (n *Network) Probabilities(x []float32) ([]float32, error) {
 	return logits, nil
 }
 
-func argmax(v []float32) int {
+// Argmax is the class that a row of scores (logits or probabilities) votes
+// for: the index of the largest, ties to the lowest. ONNX teachers vote by
+// it too, so a network exported to ONNX votes as it did in Go.
+func Argmax(v []float32) int {
 	best := 0
 	for j, x := range v {
 		if x > v[best] {
@@ -195,7 +198,7 @@ func (n *Network) weightedLossGrad(x []float32, y []int, w []float32) float64 {
 		}
 		row := logits[i*k : (i+1)*k]
 		p := n.probs[i*k : (i+1)*k]
-		m := row[argmax(row)]
+		m := row[Argmax(row)]
 		var s float64
 		for j, v := range row {
 			e := math.Exp(float64(v - m))
@@ -229,7 +232,7 @@ func (n *Network) Loss(x []float32, y []int) (float64, error) {
 	loss := 0.0
 	for i, c := range y {
 		row := logits[i*k : (i+1)*k]
-		m := row[argmax(row)]
+		m := row[Argmax(row)]
 		var s float64
 		for _, v := range row {
 			s += math.Exp(float64(v - m))
