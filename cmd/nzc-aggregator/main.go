@@ -11,16 +11,13 @@ import (
 func main() { cli.Exec(newRootCommand()) }
 
 func newRootCommand() *cobra.Command {
-	return cli.ServiceRoot(&cobra.Command{
-		Use:   "nzc-aggregator",
+	return cli.ServiceRoot(cli.Service{
+		Name:  "nzc-aggregator",
 		Short: "The aggregator: sums votes, runs the DP mechanism, charges the ledger, releases labels",
-		Long: `nzc-aggregator accepts label requests from students, fans the queries out to the
+		About: `nzc-aggregator accepts label requests from students, fans the queries out to the
 connected hospitals, sums their vote histograms, runs the configured
 differential-privacy mechanism, commits the privacy charge to the auditors'
-ledger, and only then returns the labels, age-encrypted to the student.
-
-Its configuration (see 'nzc-aggregator config keys') comes from flags, NZC_*
-environment variables and a YAML file made by 'nzc init'.`,
+ledger, and only then returns the labels, age-encrypted to the student.`,
 		Example: `  # Serve the federation nzc init made:
   nzc-aggregator run --config federation/aggregator.yaml
 

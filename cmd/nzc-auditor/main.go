@@ -11,16 +11,13 @@ import (
 func main() { cli.Exec(newRootCommand()) }
 
 func newRootCommand() *cobra.Command {
-	return cli.ServiceRoot(&cobra.Command{
-		Use:   "nzc-auditor",
+	return cli.ServiceRoot(cli.Service{
+		Name:  "nzc-auditor",
 		Short: "An auditor: one raft member of the replicated, tamper-evident privacy ledger",
-		Long: `nzc-auditor runs one member of the auditor cluster. Together the auditors keep a
+		About: `nzc-auditor runs one member of the auditor cluster. Together the auditors keep a
 raft-replicated privacy ledger: every charge is agreed by a majority before
 any label is released, and each auditor signs checkpoints of the ledger's
-Merkle log so that compliance officers can verify it independently.
-
-Its configuration (see 'nzc-auditor config keys') comes from flags, NZC_*
-environment variables and a YAML file made by 'nzc init'.`,
+Merkle log so that compliance officers can verify it independently.`,
 		Example: `  # Run the first auditor of the federation nzc init made:
   nzc-auditor run --config federation/auditor-1.yaml
 

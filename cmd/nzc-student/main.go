@@ -11,14 +11,11 @@ import (
 func main() { cli.Exec(newRootCommand()) }
 
 func newRootCommand() *cobra.Command {
-	return cli.ServiceRoot(&cobra.Command{
-		Use:   "nzc-student",
+	return cli.ServiceRoot(cli.Service{
+		Name:  "nzc-student",
 		Short: "The student: sends unlabeled data, receives private labels, trains its model",
-		Long: `nzc-student sends unlabeled data to the aggregator in batches, receives labels
-(or typed refusals), and trains and evaluates its model on them.
-
-Its configuration (see 'nzc-student config keys') comes from flags, NZC_*
-environment variables and a YAML file made by 'nzc init'.`,
+		About: `nzc-student sends unlabeled data to the aggregator in batches, receives labels
+(or typed refusals), and trains and evaluates its model on them.`,
 		Example: `  # Check the configuration nzc init wrote for student s1:
   nzc-student config show --config federation/s1.yaml
 

@@ -11,16 +11,13 @@ import (
 func main() { cli.Exec(newRootCommand()) }
 
 func newRootCommand() *cobra.Command {
-	return cli.ServiceRoot(&cobra.Command{
-		Use:   "nzc-teacher",
+	return cli.ServiceRoot(cli.Service{
+		Name:  "nzc-teacher",
 		Short: "A hospital's teacher node: trains teachers on local data and votes on queries",
-		Long: `nzc-teacher runs at each hospital. It trains teacher models on disjoint shards
+		About: `nzc-teacher runs at each hospital. It trains teacher models on disjoint shards
 of the hospital's own data, dials out to the aggregator (a hospital never
 opens an inbound port), and answers each batch of queries with one vote
-histogram per query over its own teachers, age-encrypted to the aggregator.
-
-Its configuration (see 'nzc-teacher config keys') comes from flags, NZC_*
-environment variables and a YAML file made by 'nzc init'.`,
+histogram per query over its own teachers, age-encrypted to the aggregator.`,
 		Example: `  # Train ten teachers on the hospital's data, then join the federation:
   nzc-teacher train --config federation/hospital-1.yaml --data data/mnist --teachers 10
   nzc-teacher run --config federation/hospital-1.yaml

@@ -150,13 +150,10 @@ func pseudoLabels(n *model.Network, pool *data.Dataset, st SelfTraining) ([]int,
 		}
 		for i := range N {
 			row := p[i*K : (i+1)*K]
-			best := 0
 			for c, q := range row {
 				mean[i*K+c] += float64(q) / float64(len(views))
-				if q > row[best] {
-					best = c
-				}
 			}
+			best := model.Argmax(row)
 			switch out[i] {
 			case -2:
 				out[i] = best

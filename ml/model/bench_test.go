@@ -41,13 +41,36 @@ func BenchmarkGEMM(b *testing.B) {
 
 func benchModels() []string { return PresetNames() }
 
+// benchNetwork is a network of the preset name for MNIST-shaped images.
+func benchNetwork(b *testing.B, name string) *Network {
+	b.Helper()
+	spec, err := Preset(name, mnistShape(), 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := New(spec, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// reportRates reports how many samples went through per second and per
+// CPU-second since c0, and the same as GFLOP at flops per sample.
+func reportRates(b *testing.B, c0 float64, samples int, flops float64) {
+	sps := float64(samples) / b.Elapsed().Seconds()
+	b.ReportMetric(sps, "samples/s")
+	b.ReportMetric(sps*flops/1e9, "GFLOP/s")
+	reportCPU(b, c0, float64(samples), "samples/cpu-s")
+	reportCPU(b, c0, float64(samples)*flops/1e9, "GFLOP/cpu-s")
+}
+
 // BenchmarkTrain measures training throughput on MNIST-shaped data
 // (minibatch 64, Adam); GFLOP/s counts forward + backward as 3× forward.
 func BenchmarkTrain(b *testing.B) {
 	for _, name := range benchModels() {
 		b.Run(name, func(b *testing.B) {
-			spec, _ := Preset(name, mnistShape(), 10)
-			n, _ := New(spec, 1)
+			n := benchNetwork(b, name)
 			d := fakeImages(512)
 			cfg := TrainConfig{Optimizer: Adam, LearnRate: 1e-3, BatchSize: 64, Epochs: 1, Seed: 1}
 			c0 := cpuSeconds()
@@ -56,11 +79,7 @@ func BenchmarkTrain(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			sps := float64(b.N*d.Len()) / b.Elapsed().Seconds()
-			b.ReportMetric(sps, "samples/s")
-			b.ReportMetric(sps*3*float64(n.FLOPs())/1e9, "GFLOP/s")
-			reportCPU(b, c0, float64(b.N*d.Len()), "samples/cpu-s")
-			reportCPU(b, c0, float64(b.N*d.Len())*3*float64(n.FLOPs())/1e9, "GFLOP/cpu-s")
+			reportRates(b, c0, b.N*d.Len(), 3*float64(n.FLOPs()))
 		})
 	}
 }
@@ -79,19 +98,14 @@ func reportCPU(b *testing.B, c0, work float64, unit string) {
 func BenchmarkInfer(b *testing.B) {
 	for _, name := range benchModels() {
 		b.Run(name, func(b *testing.B) {
-			spec, _ := Preset(name, mnistShape(), 10)
-			n, _ := New(spec, 1)
+			n := benchNetwork(b, name)
 			d := fakeImages(1024)
 			var out []float32
 			c0 := cpuSeconds()
 			for b.Loop() {
 				out, _ = n.Logits(d.X, out)
 			}
-			sps := float64(b.N*d.Len()) / b.Elapsed().Seconds()
-			b.ReportMetric(sps, "samples/s")
-			b.ReportMetric(sps*float64(n.FLOPs())/1e9, "GFLOP/s")
-			reportCPU(b, c0, float64(b.N*d.Len()), "samples/cpu-s")
-			reportCPU(b, c0, float64(b.N*d.Len())*float64(n.FLOPs())/1e9, "GFLOP/cpu-s")
+			reportRates(b, c0, b.N*d.Len(), float64(n.FLOPs()))
 		})
 	}
 }
@@ -101,8 +115,7 @@ func BenchmarkInfer(b *testing.B) {
 // per labelled one, the default strong view) on MNIST-shaped data; one
 // iteration is one pass over 640 unlabelled examples (10 steps).
 func BenchmarkConsistencyCNN(b *testing.B) {
-	spec, _ := Preset(KindCNN, mnistShape(), 10)
-	n, _ := New(spec, 1)
+	n := benchNetwork(b, KindCNN)
 	lab, unl := fakeImages(64), fakeImages(640)
 	cfg := TrainConfig{Optimizer: Adam, LearnRate: 1e-3, BatchSize: 32, Epochs: 1, Shift: 1, Seed: 1}
 	cc := Consistency{Threshold: 1e-9, Weight: 1, Ratio: 2, Epochs: 1,

@@ -222,11 +222,7 @@ func identity(n int) []int {
 // softmaxMax returns the most likely class of a row of logits and its
 // softmax probability.
 func softmaxMax(row []float32) (int, float64) {
-	c := argmax(row)
-	var s float64
-	for _, v := range row {
-		s += math.Exp(float64(v - row[c]))
-	}
+	c, s := expShifted(nil, row)
 	return c, 1 / s
 }
 

@@ -136,7 +136,7 @@ func (n *Network) Predict(x []float32) ([]int, error) {
 	k := n.spec.Classes
 	out := make([]int, len(logits)/k)
 	for i := range out {
-		out[i] = argmax(logits[i*k : (i+1)*k])
+		out[i] = Argmax(logits[i*k : (i+1)*k])
 	}
 	return out, nil
 }
@@ -151,13 +151,7 @@ func (n *Network) Probabilities(x []float32) ([]float32, error) {
 	k := n.spec.Classes
 	for i := 0; i < len(logits); i += k {
 		row := logits[i : i+k]
-		m := row[argmax(row)]
-		var s float64
-		for j, v := range row {
-			e := math.Exp(float64(v - m))
-			row[j] = float32(e)
-			s += e
-		}
+		_, s := expShifted(row, row)
 		for j := range row {
 			row[j] = float32(float64(row[j]) / s)
 		}
@@ -165,7 +159,28 @@ func (n *Network) Probabilities(x []float32) ([]float32, error) {
 	return logits, nil
 }
 
-func argmax(v []float32) int {
+// expShifted is the numerically safe half of a softmax: it returns the
+// largest logit's index top and s = Σ exp(v − row[top]) over the row, and
+// writes each term to dst when dst is not nil (dst may be row itself).
+// The softmax is then dst/s, and the log-probability of class c
+// row[c] − row[top] − log s.
+func expShifted(dst, row []float32) (top int, s float64) {
+	top = Argmax(row)
+	m := row[top]
+	for j, v := range row {
+		e := math.Exp(float64(v - m))
+		if dst != nil {
+			dst[j] = float32(e)
+		}
+		s += e
+	}
+	return top, s
+}
+
+// Argmax is the class that a row of scores (logits or probabilities) votes
+// for: the index of the largest, ties to the lowest. ONNX teachers vote by
+// it too, so a network exported to ONNX votes as it did in Go.
+func Argmax(v []float32) int {
 	best := 0
 	for j, x := range v {
 		if x > v[best] {
@@ -195,14 +210,8 @@ func (n *Network) weightedLossGrad(x []float32, y []int, w []float32) float64 {
 		}
 		row := logits[i*k : (i+1)*k]
 		p := n.probs[i*k : (i+1)*k]
-		m := row[argmax(row)]
-		var s float64
-		for j, v := range row {
-			e := math.Exp(float64(v - m))
-			p[j] = float32(e)
-			s += e
-		}
-		loss += math.Log(s) - float64(row[y[i]]-m)
+		top, s := expShifted(p, row)
+		loss += math.Log(s) - float64(row[y[i]]-row[top])
 		is := float32(1 / s)
 		for j := range p {
 			p[j] *= is * inv
@@ -229,12 +238,8 @@ func (n *Network) Loss(x []float32, y []int) (float64, error) {
 	loss := 0.0
 	for i, c := range y {
 		row := logits[i*k : (i+1)*k]
-		m := row[argmax(row)]
-		var s float64
-		for _, v := range row {
-			s += math.Exp(float64(v - m))
-		}
-		loss += math.Log(s) - float64(row[c]-m)
+		top, s := expShifted(nil, row)
+		loss += math.Log(s) - float64(row[c]-row[top])
 	}
 	return loss / float64(len(y)), nil
 }

@@ -75,8 +75,8 @@ func TestGoMatchesONNXRuntime(t *testing.T) {
 			}
 			for q := range n {
 				row := got[q*spec.Classes : (q+1)*spec.Classes]
-				if argmaxOf(row) != preds[q] {
-					t.Fatalf("query %d: ONNX Runtime votes %d, Go %d", q, argmaxOf(row), preds[q])
+				if model.Argmax(row) != preds[q] {
+					t.Fatalf("query %d: ONNX Runtime votes %d, Go %d", q, model.Argmax(row), preds[q])
 				}
 			}
 		})
@@ -127,14 +127,4 @@ func trained(t testing.TB, spec model.Spec) *model.Network {
 		t.Fatal("training left the output biases at zero")
 	}
 	return net
-}
-
-func argmaxOf(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }

@@ -113,14 +113,7 @@ func (e *ONNXEnsemble) Votes(ctx context.Context, x []float32) ([][]int, error) 
 		}
 		preds[t] = make([]int, n)
 		for q := range n {
-			row := scores[q*e.m.Classes : (q+1)*e.m.Classes]
-			best := 0
-			for c, v := range row {
-				if v > row[best] {
-					best = c
-				}
-			}
-			preds[t][q] = best
+			preds[t][q] = model.Argmax(scores[q*e.m.Classes : (q+1)*e.m.Classes])
 		}
 	}
 	return ensemble.Histograms(preds, n, e.m.Classes)

@@ -116,11 +116,27 @@ YAML file given with --config, then defaults. Unknown keys in the file are error
 	return parent
 }
 
-// ServiceRoot completes the root command of a party's binary: its own
-// commands, then the `version` and `config` commands every binary has, for
-// the configuration defaults.
-func ServiceRoot[T Validator](root *cobra.Command, defaults T, cmds ...*cobra.Command) *cobra.Command {
+// Service is what a party's binary says of itself in its help: its name, a
+// line, what it does (a paragraph or two) and examples.
+type Service struct {
+	Name, Short, About, Example string
+}
+
+// ServiceRoot builds the root command of a party's binary: its help (what it
+// does, then where its configuration comes from), its own commands, then the
+// `version` and `config` commands every binary has, for the configuration
+// defaults.
+func ServiceRoot[T Validator](s Service, defaults T, cmds ...*cobra.Command) *cobra.Command {
+	root := &cobra.Command{
+		Use:   s.Name,
+		Short: s.Short,
+		Long: s.About + `
+
+Its configuration (see '` + s.Name + ` config keys') comes from flags, NZC_*
+environment variables and a YAML file made by 'nzc init'.`,
+		Example: s.Example,
+	}
 	root.AddCommand(cmds...)
-	root.AddCommand(VersionCommand(root.Use), ConfigCommand(root.Use, defaults))
+	root.AddCommand(VersionCommand(s.Name), ConfigCommand(s.Name, defaults))
 	return root
 }
