@@ -82,17 +82,20 @@ type Ensemble struct {
 // Report is the outcome of an experiment. The top-level teacher fields
 // describe the primary ensemble (Config.Teachers[0]).
 type Report struct {
-	Dataset                 string                `json:"dataset"`
-	Teachers                int                   `json:"teachers"`
-	Rows                    []Row                 `json:"rows"`
-	TeacherMeanAccuracy     float64               `json:"teacher_mean_accuracy"`
-	CleanVotesLabelAccuracy float64               `json:"clean_votes_label_accuracy"`
-	Ensembles               []Ensemble            `json:"ensembles"`
-	TeacherModel            string                `json:"teacher_model"`
-	StudentModel            string                `json:"student_model"`
-	HeldOut                 int                   `json:"held_out"`
-	Seed                    uint64                `json:"seed"`
-	StudentSelfTraining     ensemble.SelfTraining `json:"student_self_training"`
+	Dataset                 string     `json:"dataset"`
+	Teachers                int        `json:"teachers"`
+	Rows                    []Row      `json:"rows"`
+	TeacherMeanAccuracy     float64    `json:"teacher_mean_accuracy"`
+	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy"`
+	Ensembles               []Ensemble `json:"ensembles"`
+	TeacherModel            string     `json:"teacher_model"`
+	StudentModel            string     `json:"student_model"`
+	HeldOut                 int        `json:"held_out"`
+	Seed                    uint64     `json:"seed"`
+	// StudentTrain is how every student is trained on its labels (absent
+	// from reports written before it was recorded).
+	StudentTrain        *model.TrainConfig    `json:"student_train,omitempty"`
+	StudentSelfTraining ensemble.SelfTraining `json:"student_self_training"`
 	// StudentConsistency is the consistency training of every student,
 	// when on (it replaces self-training).
 	StudentConsistency *model.Consistency `json:"student_consistency,omitempty"`
@@ -146,7 +149,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	counts = slices.Compact(counts)
 	tSpec, _ := model.Preset(cfg.TeacherModel, train.Shape, classes)
 	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
-	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
+	studentTrain := cfg.StudentTrain
+	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed,
+		StudentTrain: &studentTrain, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
 	if cfg.Consistency.Enabled() {
 		cc := cfg.Consistency
 		rep.StudentConsistency = &cc

@@ -90,6 +90,10 @@ holding the four standard idx files works.`,
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
 	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
 	bootstrapRounds := fs.Int("bootstrap-rounds", -1, "with --bootstrap, retrain the bootstrap student this many more times, each time the answers have doubled (default: the preset's)")
+	consRotate := fs.Float64("consistency-rotate", -1, "with consistency training, the strong view's largest rotation, degrees (default: the preset's)")
+	consScale := fs.Float64("consistency-scale", -1, "with consistency training, the strong view's largest relative change of size, 0 to 0.5 (default: the preset's)")
+	consCutout := fs.Int("consistency-cutout", -1, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
+	studentRate := fs.Float64("student-learn-rate", -1, "the students' Adam step size, decayed along a cosine (default: the preset's)")
 	confRotate := fs.Float64("confident-rotate", -1, "with --bootstrap, a student judges its confidence also on each example turned by ± this many degrees (0: not; default: the preset's)")
 	confScale := fs.Float64("confident-scale", -1, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
@@ -161,6 +165,20 @@ holding the four standard idx files works.`,
 			cfg.Consistency = model.Consistency{}
 		default:
 			return fmt.Errorf("--consistency %q: want on or off", *consistency)
+		}
+		if cfg.Consistency.Enabled() {
+			if *consRotate >= 0 {
+				cfg.Consistency.Strong.Rotate = *consRotate
+			}
+			if *consScale >= 0 {
+				cfg.Consistency.Strong.Scale = *consScale
+			}
+			if *consCutout >= 0 {
+				cfg.Consistency.Strong.Cutout = *consCutout
+			}
+		}
+		if *studentRate >= 0 {
+			cfg.StudentTrain.LearnRate = *studentRate
 		}
 		if *selectionName != "" {
 			cfg.Selection.Strategy = selection.Strategy(*selectionName)
