@@ -97,6 +97,10 @@ type Config struct {
 	// for the bootstrapped session's students (they only rank the pool;
 	// the row's own student is trained like every other).
 	BootstrapEpochs int
+	// BootstrapModel, when set, is the network preset of the bootstrapped
+	// session's students ("": the student's): they only rank the pool, so
+	// a smaller network than the row's student saves time.
+	BootstrapModel string
 	// Confident is how each bootstrapped student ranks the rest
 	// (selection.Confident).
 	Confident selection.ConfidentConfig
@@ -184,6 +188,11 @@ func (c *Config) Validate() error {
 	for _, m := range []string{c.TeacherModel, c.StudentModel} {
 		if _, err := model.Preset(m, c.Data.Train.Shape, c.Data.Train.Classes); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	if c.BootstrapModel != "" {
+		if _, err := model.Preset(c.BootstrapModel, c.Data.Train.Shape, c.Data.Train.Classes); err != nil {
+			return fmt.Errorf("%w: bootstrap students: %w", ErrConfig, err)
 		}
 	}
 	if err := c.TeacherTrain.Validate(); err != nil {

@@ -106,8 +106,11 @@ type Report struct {
 	BootstrapConfident *selection.ConfidentConfig `json:"bootstrap_confident,omitempty"`
 	// BootstrapEpochs is the consistency passes of those students, when
 	// they differ from StudentConsistency's.
-	BootstrapEpochs int     `json:"bootstrap_epochs,omitempty"`
-	WallSeconds     float64 `json:"wall_seconds"`
+	BootstrapEpochs int `json:"bootstrap_epochs,omitempty"`
+	// BootstrapModel is those students' network, when it is not the
+	// student's.
+	BootstrapModel string  `json:"bootstrap_model,omitempty"`
+	WallSeconds    float64 `json:"wall_seconds"`
 	// CPUSeconds is the process's CPU time (user + system), when the caller
 	// measured it: on a shared machine it says more than the wall time.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
@@ -175,7 +178,11 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	primary := orders[cfg.Selection.Strategy]
 
-	st := &students{cfg: cfg, spec: sSpec, queries: queries, holdout: holdout, now: now, log: log}
+	bSpec := sSpec
+	if cfg.BootstrapModel != "" {
+		bSpec, _ = model.Preset(cfg.BootstrapModel, train.Shape, classes)
+	}
+	st := &students{cfg: cfg, spec: sSpec, bootSpec: bSpec, queries: queries, holdout: holdout, now: now, log: log}
 
 	sizes := slices.Clone(cfg.Teachers)
 	for _, k := range cfg.SweepTeachers {
@@ -250,6 +257,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 				}
 				cc := cfg.Confident
 				rep.BootstrapConfident, rep.BootstrapEpochs = &cc, cfg.BootstrapEpochs
+				if cfg.BootstrapModel != "" {
+					rep.BootstrapModel = bSpec.String()
+				}
 				row, full, err := st.bootstrap(ctx, agg, k, classes, hist, primary[:maxQ])
 				if err != nil {
 					return nil, fmt.Errorf("%s with %d teachers, bootstrapped: %w", agg, k, err)
@@ -503,7 +513,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hi
 	}
 	until := cfg.Bootstrap
 	for r := 0; !done && row.Answered > 0; r++ {
-		net, err := s.fit(ctx, fmt.Sprintf("bootstrap student %d", r+1), full, cfg.BootstrapEpochs)
+		net, err := s.fit(ctx, s.bootSpec, fmt.Sprintf("bootstrap student %d", r+1), full, cfg.BootstrapEpochs)
 		if err != nil {
 			return row, nil, err
 		}
@@ -563,14 +573,16 @@ func provenEpsilon(ch mechanism.Charge, delta float64) (float64, error) {
 // student: training is deterministic, so a second one would be the same
 // network.
 type students struct {
-	cfg     Config
-	spec    model.Spec
-	queries *data.Dataset
-	holdout *data.Dataset
-	now     func() time.Time
-	log     *slog.Logger
-	jobs    []*studentJob
-	byKey   map[[32]byte]*studentJob
+	cfg  Config
+	spec model.Spec
+	// bootSpec is the bootstrapped session's students' network.
+	bootSpec model.Spec
+	queries  *data.Dataset
+	holdout  *data.Dataset
+	now      func() time.Time
+	log      *slog.Logger
+	jobs     []*studentJob
+	byKey    map[[32]byte]*studentJob
 }
 
 // studentJob is one student to train and the rows it scores.
@@ -646,7 +658,7 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 // train trains one student and scores it on the held-out examples; a
 // student with no label at all scores 0.
 func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
-	n, err := s.fit(ctx, label, labels, 0)
+	n, err := s.fit(ctx, s.spec, label, labels, 0)
 	if errors.Is(err, ensemble.ErrNoLabels) {
 		return 0, nil
 	}
@@ -656,10 +668,11 @@ func (s *students) train(ctx context.Context, label string, labels []int) (float
 	return n.Accuracy(s.holdout)
 }
 
-// fit trains one student on labels (one per query, metrics.Refused where
-// none was released) and its unlabelled queries, as configured; epochs,
-// when positive, replaces the consistency training's passes.
-func (s *students) fit(ctx context.Context, label string, labels []int, epochs int) (*model.Network, error) {
+// fit trains one student of network spec on labels (one per query,
+// metrics.Refused where none was released) and its unlabelled queries, as
+// configured; epochs, when positive, replaces the consistency training's
+// passes.
+func (s *students) fit(ctx context.Context, spec model.Spec, label string, labels []int, epochs int) (*model.Network, error) {
 	bar := progress.New(s.cfg.Progress, s.now)
 	defer bar.Done()
 	prog := func(done, total int) { bar.Update(label, done, total, "samples") }
@@ -667,14 +680,14 @@ func (s *students) fit(ctx context.Context, label string, labels []int, epochs i
 		if epochs > 0 {
 			cc.Epochs = epochs
 		}
-		n, res, err := ensemble.TrainStudentConsistency(ctx, s.spec, s.cfg.StudentTrain, cc, s.cfg.Seed, s.queries, labels, prog)
+		n, res, err := ensemble.TrainStudentConsistency(ctx, spec, s.cfg.StudentTrain, cc, s.cfg.Seed, s.queries, labels, prog)
 		if err != nil {
 			return nil, err
 		}
 		s.log.Info("student consistency-trained", "for", label, "released_labels", res.Labelled, "unlabelled", res.Unlabeled, "masked", res.Masked)
 		return n, nil
 	}
-	n, res, err := ensemble.TrainStudentSemi(ctx, s.spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, prog)
+	n, res, err := ensemble.TrainStudentSemi(ctx, spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, prog)
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,7 @@ holding the four standard idx files works.`,
 	teachers := fs.String("teachers", "", "comma-separated ensemble sizes with full rows (default: the preset's)")
 	queries := fs.String("queries", "", "comma-separated numbers of student queries (default: the preset's)")
 	modelName := fs.String("model", "", "teacher model: softmax, mlp, cnn or small-cnn (default: the preset's)")
-	studentModel := fs.String("student-model", "", "student model: softmax, mlp, cnn or small-cnn (default: the preset's)")
+	studentModel := fs.String("student-model", "", "student model: softmax, mlp, small-mlp, cnn, wide-cnn or small-cnn (default: the preset's)")
 	aggregators := fs.String("aggregators", "", "comma-separated aggregators: nzc, lnmax, gnmax, confident-gnmax, nzc-svt (default: all)")
 	selfTrain := fs.Int("self-training", -1, "rounds of student self-training on its unlabelled queries, for every row alike (0: off; default: the preset's)")
 	consistency := fs.String("consistency", "", "consistency training of every student on its unlabelled queries, in place of self-training: on or off (default: the preset's)")
@@ -94,6 +94,7 @@ holding the four standard idx files works.`,
 	consScale := fs.Float64("consistency-scale", -1, "with consistency training, the strong view's largest relative change of size, 0 to 0.5 (default: the preset's)")
 	consCutout := fs.Int("consistency-cutout", -1, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
 	studentRate := fs.Float64("student-learn-rate", -1, "the students' Adam step size, decayed along a cosine (default: the preset's)")
+	bootstrapModel := fs.String("bootstrap-model", "", "with --bootstrap, the network of the students that rank the pool: softmax, mlp, small-mlp, cnn, wide-cnn or small-cnn (default: the preset's, else the student's)")
 	confRotate := fs.Float64("confident-rotate", -1, "with --bootstrap, a student judges its confidence also on each example turned by ± this many degrees (0: not; default: the preset's)")
 	confScale := fs.Float64("confident-scale", -1, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
@@ -188,6 +189,9 @@ holding the four standard idx files works.`,
 		}
 		if *bootstrapRounds >= 0 {
 			cfg.BootstrapRounds = *bootstrapRounds
+		}
+		if *bootstrapModel != "" {
+			cfg.BootstrapModel = *bootstrapModel
 		}
 		if *confRotate >= 0 {
 			cfg.Confident.Rotate = *confRotate

@@ -22,6 +22,8 @@ func TestPresets(t *testing.T) {
 		{PresetSmallMLP, KindMLP, []int{32}, 0, 784*32 + 32 + 32*10 + 10},
 		{KindCNN, KindCNN, []int{64}, 2, -1},
 		{PresetSmallCNN, KindCNN, nil, 2, -1},
+		// 5·5·16+16, 5·5·16·32+32, then 7·7·32 features into 128 units and 10.
+		{PresetWideCNN, KindCNN, []int{128}, 2, 5*5*16 + 16 + 5*5*16*32 + 32 + 7*7*32*128 + 128 + 128*10 + 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !slices.Contains(PresetNames(), tc.name) {
