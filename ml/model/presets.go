@@ -49,24 +49,13 @@ func Preset(name string, input data.Shape, classes int) (Spec, error) {
 		s.Kind = KindMLP
 		s.Hidden = []int{32}
 	case KindCNN:
-		s.Conv = []Conv{{Filters: 8, Kernel: 5}, {Filters: 16, Kernel: 5}}
-		if input.Height < 4 || input.Width < 4 {
-			s.Conv = s.Conv[:1]
-		}
-		s.Hidden = []int{64}
+		s.Conv, s.Hidden = blocks(input, 8, 16, 5), []int{64}
 	case PresetWideCNN:
 		s.Kind = KindCNN
-		s.Conv = []Conv{{Filters: 16, Kernel: 5}, {Filters: 32, Kernel: 5}}
-		if input.Height < 4 || input.Width < 4 {
-			s.Conv = s.Conv[:1]
-		}
-		s.Hidden = []int{128}
+		s.Conv, s.Hidden = blocks(input, 16, 32, 5), []int{128}
 	case PresetSmallCNN:
 		s.Kind = KindCNN
-		s.Conv = []Conv{{Filters: 8, Kernel: 3}, {Filters: 16, Kernel: 3}}
-		if input.Height < 4 || input.Width < 4 {
-			s.Conv = s.Conv[:1]
-		}
+		s.Conv = blocks(input, 8, 16, 3)
 	default:
 		return Spec{}, fmt.Errorf("%w: unknown model %q (want softmax, mlp, small-mlp, cnn, wide-cnn or small-cnn)", ErrSpec, name)
 	}
@@ -74,4 +63,14 @@ func Preset(name string, input data.Shape, classes int) (Spec, error) {
 		return Spec{}, err
 	}
 	return s, nil
+}
+
+// blocks are a preset's two convolution blocks of f1 and f2 filters of side
+// kernel, or the first alone for inputs too small to pool twice.
+func blocks(input data.Shape, f1, f2, kernel int) []Conv {
+	c := []Conv{{Filters: f1, Kernel: kernel}, {Filters: f2, Kernel: kernel}}
+	if input.Height < 4 || input.Width < 4 {
+		return c[:1]
+	}
+	return c
 }

@@ -45,6 +45,13 @@ func TestPresets(t *testing.T) {
 			}
 		})
 	}
+	// Inputs too small to pool twice get the first convolution block only.
+	tiny := data.Shape{Height: 3, Width: 3, Channels: 1}
+	for _, name := range []string{KindCNN, PresetWideCNN, PresetSmallCNN} {
+		if s, err := Preset(name, tiny, 2); err != nil || len(s.Conv) != 1 {
+			t.Errorf("Preset(%q) of a 3×3 input: %d convolutions (%v), want 1", name, len(s.Conv), err)
+		}
+	}
 	if _, err := Preset("huge-mlp", mnist, 10); !errors.Is(err, ErrSpec) {
 		t.Fatalf("an unknown preset gave %v, want ErrSpec", err)
 	}
