@@ -7,46 +7,17 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/nzcfed/nzc/internal/jsonnum"
 )
-
-// jnum is a float that encodes +Inf as the string "inf".
-type jnum float64
-
-func (f jnum) MarshalJSON() ([]byte, error) {
-	x := float64(f)
-	switch {
-	case math.IsInf(x, 1):
-		return []byte(`"inf"`), nil
-	case math.IsNaN(x) || math.IsInf(x, -1):
-		return []byte(`null`), nil
-	}
-	return strconv.AppendFloat(nil, x, 'g', -1, 64), nil
-}
-
-func (f *jnum) UnmarshalJSON(b []byte) error {
-	switch string(b) {
-	case `"inf"`:
-		*f = jnum(math.Inf(1))
-		return nil
-	case `null`:
-		*f = jnum(math.NaN())
-		return nil
-	}
-	var x float64
-	if err := json.Unmarshal(b, &x); err != nil {
-		return err
-	}
-	*f = jnum(x)
-	return nil
-}
 
 // MarshalJSON encodes unbounded ε as "inf".
 func (r Row) MarshalJSON() ([]byte, error) {
 	type plain Row
 	return json.Marshal(struct {
 		plain
-		Epsilon jnum `json:"epsilon"`
-	}{plain(r), jnum(r.Epsilon)})
+		Epsilon jsonnum.Float `json:"epsilon"`
+	}{plain(r), jsonnum.Float(r.Epsilon)})
 }
 
 // UnmarshalJSON decodes what MarshalJSON writes, and the rows of earlier
@@ -58,8 +29,8 @@ func (r *Row) UnmarshalJSON(b []byte) error {
 	type plain Row
 	j := struct {
 		*plain
-		Epsilon jnum  `json:"epsilon"`
-		Legacy  *jnum `json:"epsilon_data_independent"`
+		Epsilon jsonnum.Float  `json:"epsilon"`
+		Legacy  *jsonnum.Float `json:"epsilon_data_independent"`
 	}{plain: (*plain)(r)}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/internal/jsonnum"
 	"github.com/nzcfed/nzc/internal/privacy"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/mechanism/audit"
@@ -18,11 +19,11 @@ import (
 type auditResult struct {
 	Mechanism         string           `json:"mechanism"`
 	Params            mechanism.Params `json:"params"`
-	EpsilonAccounted  privacy.Float    `json:"epsilon_accounted"`
-	DeltaAccounted    privacy.Float    `json:"delta_accounted"`
-	EpsilonLowerBound privacy.Float    `json:"epsilon_lower_bound"`
+	EpsilonAccounted  jsonnum.Float    `json:"epsilon_accounted"`
+	DeltaAccounted    jsonnum.Float    `json:"delta_accounted"`
+	EpsilonLowerBound jsonnum.Float    `json:"epsilon_lower_bound"`
 	Witness           string           `json:"witness,omitempty"`
-	EpsilonExact      *privacy.Float   `json:"epsilon_exact_two_class,omitempty"`
+	EpsilonExact      *jsonnum.Float   `json:"epsilon_exact_two_class,omitempty"`
 	ExactWitness      string           `json:"exact_witness,omitempty"`
 	Pairs             []string         `json:"pairs"`
 	PaperClaim        *float64         `json:"paper_claim_epsilon,omitempty"`
@@ -114,14 +115,14 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 			base += len(pairs) * 2 * *trials
 			ar := auditResult{
 				Mechanism: string(r.Params.Mechanism), Params: r.Params,
-				EpsilonAccounted: privacy.Float(r.EpsilonAccounted), DeltaAccounted: privacy.Float(r.DeltaAccounted),
-				EpsilonLowerBound: privacy.Float(r.EpsilonLowerBound), Witness: r.Witness, PaperClaim: r.PaperClaim, OK: r.OK,
+				EpsilonAccounted: jsonnum.Float(r.EpsilonAccounted), DeltaAccounted: jsonnum.Float(r.DeltaAccounted),
+				EpsilonLowerBound: jsonnum.Float(r.EpsilonLowerBound), Witness: r.Witness, PaperClaim: r.PaperClaim, OK: r.OK,
 			}
 			for _, p := range pairs {
 				ar.Pairs = append(ar.Pairs, fmt.Sprintf("%s: %v vs %v", p.Name, p.D, p.D2))
 			}
 			if r.Exact != nil {
-				e := privacy.Float(r.Exact.Epsilon)
+				e := jsonnum.Float(r.Exact.Epsilon)
 				ar.EpsilonExact, ar.ExactWitness = &e, r.Exact.Witness
 			}
 			if r.PaperClaim != nil {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/nzcfed/nzc/internal/jsonnum"
 	"github.com/nzcfed/nzc/mechanism"
 )
 
@@ -22,55 +23,55 @@ type Report struct {
 	Mechanism string           `json:"mechanism"`
 	Params    mechanism.Params `json:"params"`
 	Queries   int              `json:"queries"`
-	Delta     Float            `json:"delta"`
+	Delta     jsonnum.Float    `json:"delta"`
 	Orders    []float64        `json:"orders"`
 	// Data-independent (safe to publish and to charge).
-	Note               string  `json:"note,omitempty"`
-	RDPDataIndependent []Float `json:"rdp_data_independent"`
+	Note               string          `json:"note,omitempty"`
+	RDPDataIndependent []jsonnum.Float `json:"rdp_data_independent"`
 	// Per query: the curve of an answered and of a refused query (absent
 	// for nzc-svt, whose session has one fixed cost).
-	RDPPerAnswered []Float `json:"rdp_data_independent_per_answered_query,omitempty"`
-	RDPPerRefused  []Float `json:"rdp_data_independent_per_refused_query,omitempty"`
+	RDPPerAnswered []jsonnum.Float `json:"rdp_data_independent_per_answered_query,omitempty"`
+	RDPPerRefused  []jsonnum.Float `json:"rdp_data_independent_per_refused_query,omitempty"`
 	// EpsilonLedger is the proven ε of an account holding only this
 	// charge, as the ledger's gate converts: the smaller of the filter
 	// conversion and the pure-ε sum. EpsilonDataIndependent is the tight
 	// conversion, valid only for a composition fixed in advance.
-	EpsilonLedger               Float    `json:"epsilon_ledger"`
-	EpsilonDataIndependent      Float    `json:"epsilon_data_independent"`
-	OrderDataIndependent        float64  `json:"epsilon_data_independent_order,omitempty"`
-	EpsilonClassic              Float    `json:"epsilon_data_independent_classic"`
-	DeltaTotal                  Float    `json:"delta_total"`
-	MechanismDelta              Float    `json:"delta_mechanism"`
-	DeltaNote                   string   `json:"delta_note,omitempty"`
-	EpsilonPure                 Float    `json:"epsilon_pure"`
-	PaperClaimEpsilon           *float64 `json:"paper_claim_epsilon,omitempty"`
-	RDPDataDependent            []Float  `json:"rdp_data_dependent,omitempty"`
-	EpsilonDataDependent        *Float   `json:"epsilon_data_dependent,omitempty"`
-	EpsilonDataDependentClassic *Float   `json:"epsilon_data_dependent_classic,omitempty"`
-	DataDependentNote           string   `json:"data_dependent_note,omitempty"`
-	LogQ                        []Float  `json:"logq,omitempty"`
+	EpsilonLedger               jsonnum.Float   `json:"epsilon_ledger"`
+	EpsilonDataIndependent      jsonnum.Float   `json:"epsilon_data_independent"`
+	OrderDataIndependent        float64         `json:"epsilon_data_independent_order,omitempty"`
+	EpsilonClassic              jsonnum.Float   `json:"epsilon_data_independent_classic"`
+	DeltaTotal                  jsonnum.Float   `json:"delta_total"`
+	MechanismDelta              jsonnum.Float   `json:"delta_mechanism"`
+	DeltaNote                   string          `json:"delta_note,omitempty"`
+	EpsilonPure                 jsonnum.Float   `json:"epsilon_pure"`
+	PaperClaimEpsilon           *float64        `json:"paper_claim_epsilon,omitempty"`
+	RDPDataDependent            []jsonnum.Float `json:"rdp_data_dependent,omitempty"`
+	EpsilonDataDependent        *jsonnum.Float  `json:"epsilon_data_dependent,omitempty"`
+	EpsilonDataDependentClassic *jsonnum.Float  `json:"epsilon_data_dependent_classic,omitempty"`
+	DataDependentNote           string          `json:"data_dependent_note,omitempty"`
+	LogQ                        []jsonnum.Float `json:"logq,omitempty"`
 	// The same with the q bound that holds for the discrete Gaussian noise
 	// the mechanisms sample (mechanism.QDiscrete).
-	RDPDataDependentDiscrete     []Float `json:"rdp_data_dependent_discrete,omitempty"`
-	EpsilonDataDependentDiscrete *Float  `json:"epsilon_data_dependent_discrete,omitempty"`
-	LogQDiscrete                 []Float `json:"logq_discrete,omitempty"`
+	RDPDataDependentDiscrete     []jsonnum.Float `json:"rdp_data_dependent_discrete,omitempty"`
+	EpsilonDataDependentDiscrete *jsonnum.Float  `json:"epsilon_data_dependent_discrete,omitempty"`
+	LogQDiscrete                 []jsonnum.Float `json:"logq_discrete,omitempty"`
 
 	SmoothSensitivity *SmoothSensitivity `json:"smooth_sensitivity,omitempty"`
 }
 
 // SmoothSensitivity is the publishable release of the data-dependent cost.
 type SmoothSensitivity struct {
-	QBound                  string  `json:"q_bound"`
-	Order                   float64 `json:"order"`
-	Beta                    float64 `json:"beta"`
-	Sigma                   float64 `json:"sigma"`
-	ReleasedRDP             Float   `json:"released_rdp"`
-	ReleaseRDP              Float   `json:"release_rdp"`
-	Epsilon                 Float   `json:"epsilon"`
-	EpsilonClassic          Float   `json:"epsilon_classic"`
-	Delta                   Float   `json:"delta"`
-	UnsafeDataDependent     Float   `json:"unsafe_data_dependent_rdp"`
-	UnsafeSmoothSensitivity Float   `json:"unsafe_smooth_sensitivity"`
+	QBound                  string        `json:"q_bound"`
+	Order                   float64       `json:"order"`
+	Beta                    float64       `json:"beta"`
+	Sigma                   float64       `json:"sigma"`
+	ReleasedRDP             jsonnum.Float `json:"released_rdp"`
+	ReleaseRDP              jsonnum.Float `json:"release_rdp"`
+	Epsilon                 jsonnum.Float `json:"epsilon"`
+	EpsilonClassic          jsonnum.Float `json:"epsilon_classic"`
+	Delta                   jsonnum.Float `json:"delta"`
+	UnsafeDataDependent     jsonnum.Float `json:"unsafe_data_dependent_rdp"`
+	UnsafeSmoothSensitivity jsonnum.Float `json:"unsafe_smooth_sensitivity"`
 }
 
 // Analyze returns the costs of answering hs with p, on the orders of g, at
@@ -78,7 +79,7 @@ type SmoothSensitivity struct {
 // gnmax and confident-gnmax, the data-dependent one (not private); with ss,
 // also its smooth-sensitivity release (parameters ssp, noise from src).
 func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, delta float64, ss bool, ssp mechanism.SmoothSensitivityParams, src mechanism.Source) (*Report, error) {
-	a := &Report{Mechanism: string(p.Mechanism), Params: p, Queries: len(hs), Delta: Float(delta), Orders: g.Orders()}
+	a := &Report{Mechanism: string(p.Mechanism), Params: p, Queries: len(hs), Delta: jsonnum.Float(delta), Orders: g.Orders()}
 	ch, err := p.Charge(g, len(hs), 0)
 	if err != nil {
 		return nil, err
@@ -97,19 +98,19 @@ func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 	} else {
 		a.DeltaNote = fmt.Sprintf("the mechanism's own δ %.3g is not below δ = %g: no ε holds at that δ", ch.Delta, delta)
 	}
-	a.EpsilonLedger = Float(min(filter.Epsilon, pure))
-	a.RDPDataIndependent = Floats(ch.RDP.Values())
+	a.EpsilonLedger = jsonnum.Float(min(filter.Epsilon, pure))
+	a.RDPDataIndependent = jsonnum.Floats(ch.RDP.Values())
 	if p.Mechanism != mechanism.NZCSVT {
 		qc, err := p.QueryCost(g)
 		if err != nil {
 			return nil, err
 		}
-		a.RDPPerAnswered, a.RDPPerRefused = Floats(qc.Answered.Values()), Floats(qc.Refused.Values())
+		a.RDPPerAnswered, a.RDPPerRefused = jsonnum.Floats(qc.Answered.Values()), jsonnum.Floats(qc.Refused.Values())
 	}
-	a.EpsilonDataIndependent, a.OrderDataIndependent = Float(conv.Epsilon), conv.Order
-	a.EpsilonClassic = Float(classic.Epsilon)
-	a.DeltaTotal, a.MechanismDelta = Float(delta), Float(ch.Delta)
-	a.EpsilonPure = Float(pure)
+	a.EpsilonDataIndependent, a.OrderDataIndependent = jsonnum.Float(conv.Epsilon), conv.Order
+	a.EpsilonClassic = jsonnum.Float(classic.Epsilon)
+	a.DeltaTotal, a.MechanismDelta = jsonnum.Float(delta), jsonnum.Float(ch.Delta)
+	a.EpsilonPure = jsonnum.Float(pure)
 	switch p.Mechanism {
 	case mechanism.NZC:
 		zero := 0.0
@@ -130,7 +131,7 @@ func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 			if ddd, logqd, err = mechanism.GNMaxDataDependentBound(g, hs, p.Sigma, mechanism.QDiscrete); err != nil {
 				return nil, err
 			}
-			a.LogQ, a.LogQDiscrete = Floats(logq), Floats(logqd)
+			a.LogQ, a.LogQDiscrete = jsonnum.Floats(logq), jsonnum.Floats(logqd)
 		} else {
 			if dd, err = mechanism.ConfidentDataDependent(g, hs, p.Threshold, p.Sigma1, p.Sigma2); err != nil {
 				return nil, err
@@ -145,9 +146,9 @@ func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 		}
 		cc, _ := dd.EpsilonClassic(delta)
 		cd, _ := ddd.Epsilon(delta)
-		e, ec, ed := Float(c.Epsilon), Float(cc.Epsilon), Float(cd.Epsilon)
-		a.RDPDataDependent, a.EpsilonDataDependent, a.EpsilonDataDependentClassic = Floats(dd.Values()), &e, &ec
-		a.RDPDataDependentDiscrete, a.EpsilonDataDependentDiscrete = Floats(ddd.Values()), &ed
+		e, ec, ed := jsonnum.Float(c.Epsilon), jsonnum.Float(cc.Epsilon), jsonnum.Float(cd.Epsilon)
+		a.RDPDataDependent, a.EpsilonDataDependent, a.EpsilonDataDependentClassic = jsonnum.Floats(dd.Values()), &e, &ec
+		a.RDPDataDependentDiscrete, a.EpsilonDataDependentDiscrete = jsonnum.Floats(ddd.Values()), &ed
 		a.DataDependentNote = "computed from the raw votes (PATE 2018, Theorem 6): NOT differentially private, never publish it unsanitised; use --smooth-sensitivity. " +
 			"rdp_data_dependent and logq use PATE 2018's bound for continuous Gaussian noise; the _discrete fields use a bound that holds for the discrete Gaussian noise sampled here"
 	}
@@ -167,9 +168,9 @@ func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 		}
 		a.SmoothSensitivity = &SmoothSensitivity{
 			QBound: string(rel.Bound), Order: rel.Order, Beta: rel.Beta, Sigma: rel.Sigma,
-			ReleasedRDP: Float(rel.Released), ReleaseRDP: Float(rel.ReleaseCost),
-			Epsilon: Float(rel.Epsilon), EpsilonClassic: Float(rel.EpsilonClassic), Delta: Float(rel.Delta),
-			UnsafeDataDependent: Float(rel.DataDependent), UnsafeSmoothSensitivity: Float(rel.SmoothSensitivity),
+			ReleasedRDP: jsonnum.Float(rel.Released), ReleaseRDP: jsonnum.Float(rel.ReleaseCost),
+			Epsilon: jsonnum.Float(rel.Epsilon), EpsilonClassic: jsonnum.Float(rel.EpsilonClassic), Delta: jsonnum.Float(rel.Delta),
+			UnsafeDataDependent: jsonnum.Float(rel.DataDependent), UnsafeSmoothSensitivity: jsonnum.Float(rel.SmoothSensitivity),
 		}
 	}
 	return a, nil

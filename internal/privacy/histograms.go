@@ -69,33 +69,6 @@ func DecodeHistograms(r io.Reader) ([]mechanism.Histogram, error) {
 	return hs, nil
 }
 
-// Float is a float64 whose JSON form is the string "inf" when unbounded
-// ("-inf", "nan"), as `nzc privacy` and `nzc audit` print it.
-type Float float64
-
-// MarshalJSON encodes f, or "inf", "-inf", "nan".
-func (f Float) MarshalJSON() ([]byte, error) {
-	x := float64(f)
-	switch {
-	case math.IsInf(x, 1):
-		return []byte(`"inf"`), nil
-	case math.IsInf(x, -1):
-		return []byte(`"-inf"`), nil
-	case math.IsNaN(x):
-		return []byte(`"nan"`), nil
-	}
-	return []byte(strconv.FormatFloat(x, 'g', -1, 64)), nil
-}
-
-// Floats converts xs.
-func Floats(xs []float64) []Float {
-	out := make([]Float, len(xs))
-	for i, x := range xs {
-		out[i] = Float(x)
-	}
-	return out
-}
-
 // Text is x for a reader: "inf (unbounded)", or six significant digits.
 func Text(x float64) string {
 	if math.IsInf(x, 1) {
