@@ -90,13 +90,13 @@ holding the four standard idx files works.`,
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
 	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
 	bootstrapRounds := fs.Int("bootstrap-rounds", -1, "with --bootstrap, retrain the bootstrap student this many more times, each time the answers have doubled (default: the preset's)")
-	consRotate := fs.Float64("consistency-rotate", -1, "with consistency training, the strong view's largest rotation, degrees (default: the preset's)")
-	consScale := fs.Float64("consistency-scale", -1, "with consistency training, the strong view's largest relative change of size, 0 to 0.5 (default: the preset's)")
-	consCutout := fs.Int("consistency-cutout", -1, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
-	studentRate := fs.Float64("student-learn-rate", -1, "the students' Adam step size, decayed along a cosine (default: the preset's)")
+	consRotate := fs.Float64("consistency-rotate", 0, "with consistency training, the strong view's largest rotation, degrees (default: the preset's)")
+	consScale := fs.Float64("consistency-scale", 0, "with consistency training, the strong view's largest relative change of size, 0 to 0.5 (default: the preset's)")
+	consCutout := fs.Int("consistency-cutout", 0, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
+	studentRate := fs.Float64("student-learn-rate", 0, "the students' Adam step size, decayed along a cosine (default: the preset's)")
 	bootstrapModel := fs.String("bootstrap-model", "", "with --bootstrap, the network of the students that rank the pool: softmax, mlp, small-mlp, cnn, wide-cnn or small-cnn (default: the preset's, else the student's)")
-	confRotate := fs.Float64("confident-rotate", -1, "with --bootstrap, a student judges its confidence also on each example turned by ± this many degrees (0: not; default: the preset's)")
-	confScale := fs.Float64("confident-scale", -1, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
+	confRotate := fs.Float64("confident-rotate", 0, "with --bootstrap, a student judges its confidence also on each example turned by ± this many degrees (0: not; default: the preset's)")
+	confScale := fs.Float64("confident-scale", 0, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
@@ -167,18 +167,21 @@ holding the four standard idx files works.`,
 		default:
 			return fmt.Errorf("--consistency %q: want on or off", *consistency)
 		}
+		if !cfg.Consistency.Enabled() && (fs.Changed("consistency-rotate") || fs.Changed("consistency-scale") || fs.Changed("consistency-cutout")) {
+			return fmt.Errorf("--consistency-rotate, --consistency-scale and --consistency-cutout set the strong view of consistency training, which preset %q does not use: add --consistency on", *preset)
+		}
 		if cfg.Consistency.Enabled() {
-			if *consRotate >= 0 {
+			if fs.Changed("consistency-rotate") {
 				cfg.Consistency.Strong.Rotate = *consRotate
 			}
-			if *consScale >= 0 {
+			if fs.Changed("consistency-scale") {
 				cfg.Consistency.Strong.Scale = *consScale
 			}
-			if *consCutout >= 0 {
+			if fs.Changed("consistency-cutout") {
 				cfg.Consistency.Strong.Cutout = *consCutout
 			}
 		}
-		if *studentRate >= 0 {
+		if fs.Changed("student-learn-rate") {
 			cfg.StudentTrain.LearnRate = *studentRate
 		}
 		if *selectionName != "" {
@@ -193,10 +196,10 @@ holding the four standard idx files works.`,
 		if *bootstrapModel != "" {
 			cfg.BootstrapModel = *bootstrapModel
 		}
-		if *confRotate >= 0 {
+		if fs.Changed("confident-rotate") {
 			cfg.Confident.Rotate = *confRotate
 		}
-		if *confScale >= 0 {
+		if fs.Changed("confident-scale") {
 			cfg.Confident.Scale = *confScale
 		}
 		cfg.SeededEstimates = *seededEstimates

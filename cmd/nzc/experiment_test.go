@@ -123,3 +123,72 @@ func TestExperimentCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// A student setting out of range, or one the preset does not use, is
+// refused before anything is trained, naming the flag.
+func TestExperimentStudentFlagErrors(t *testing.T) {
+	dataDir := t.TempDir()
+	syntheticIDX(t, dataDir)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		// The quick preset self-trains: a strong view has nothing to set.
+		{[]string{"--consistency-rotate", "10"}, "--consistency on"},
+		{[]string{"--consistency", "on", "--consistency-rotate", "200"}, "rotation 200"},
+		{[]string{"--student-learn-rate", "-0.5"}, "learning rate -0.5"},
+		{[]string{"--bootstrap-model", "huge-cnn"}, "huge-cnn"},
+		{[]string{"--confident-rotate", "90"}, "rotation 90"},
+	} {
+		root := newRootCommand()
+		var sink bytes.Buffer
+		root.SetOut(&sink)
+		root.SetErr(&sink)
+		out := t.TempDir()
+		root.SetArgs(append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out, "--cache-dir", "",
+			"--teachers", "10", "--queries", "50", "--holdout", "100", "--model", "softmax", "--student-model", "softmax"}, c.args...))
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
+		}
+		if _, serr := os.Stat(filepath.Join(out, "results.json")); serr == nil {
+			t.Errorf("%v: results written despite the error", c.args)
+		}
+	}
+}
+
+// The students' flags reach the run, and the report records them.
+func TestExperimentStudentFlags(t *testing.T) {
+	dataDir, out := t.TempDir(), t.TempDir()
+	syntheticIDX(t, dataDir)
+	var stdout, stderr bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
+		"--cache-dir", "", "--teachers", "10", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
+		"--model", "softmax", "--student-model", "softmax", "--consistency", "on",
+		"--consistency-rotate", "7", "--consistency-scale", "0.15", "--consistency-cutout", "3", "--student-learn-rate", "0.004",
+		"--format", "json"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("experiment: %v\n%s", err, stderr.String())
+	}
+	var rep struct {
+		StudentTrain struct {
+			LearnRate float64 `json:"learn_rate"`
+		} `json:"student_train"`
+		StudentConsistency struct {
+			Strong struct {
+				Rotate, Scale float64
+				Cutout        int
+			} `json:"strong"`
+		} `json:"student_consistency"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
+	}
+	st := rep.StudentConsistency.Strong
+	if rep.StudentTrain.LearnRate != 0.004 || st.Rotate != 7 || st.Scale != 0.15 || st.Cutout != 3 {
+		t.Fatalf("the report records step %v and strong view %+v, want 0.004 and {7 0.15 3}", rep.StudentTrain.LearnRate, st)
+	}
+}
