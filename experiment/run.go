@@ -89,9 +89,12 @@ type Report struct {
 	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy"`
 	Ensembles               []Ensemble `json:"ensembles"`
 	TeacherModel            string     `json:"teacher_model"`
-	StudentModel            string     `json:"student_model"`
-	HeldOut                 int        `json:"held_out"`
-	Seed                    uint64     `json:"seed"`
+	// TeacherTrain is how the compared ensembles' teachers are trained
+	// (absent from reports written before it was recorded).
+	TeacherTrain *model.TrainConfig `json:"teacher_train,omitempty"`
+	StudentModel string             `json:"student_model"`
+	HeldOut      int                `json:"held_out"`
+	Seed         uint64             `json:"seed"`
 	// StudentTrain is how every student is trained on its labels (absent
 	// from reports written before it was recorded).
 	StudentTrain        *model.TrainConfig    `json:"student_train,omitempty"`
@@ -152,9 +155,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	counts = slices.Compact(counts)
 	tSpec, _ := model.Preset(cfg.TeacherModel, train.Shape, classes)
 	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
-	studentTrain := cfg.StudentTrain
+	teacherTrain, studentTrain := cfg.TeacherTrain, cfg.StudentTrain
 	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed,
-		StudentTrain: &studentTrain, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
+		TeacherTrain: &teacherTrain, StudentTrain: &studentTrain, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
 	if cfg.Consistency.Enabled() {
 		cc := cfg.Consistency
 		rep.StudentConsistency = &cc

@@ -171,3 +171,106 @@ func TestTuneStudent(t *testing.T) {
 		t.Logf("%-18s %s %% on queries 8,001–9,000 (student seeds %v)", name, strings.Join(accs, " / "), seeds)
 	}
 }
+
+// tuneTeachers are the teacher trainings TestTuneTeachers compares: the
+// preset's, and the preset's with one change.
+var tuneTeachers = map[string]func(*model.TrainConfig){
+	"preset": func(*model.TrainConfig) {},
+	"rotate-10": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment = 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 2}
+	},
+	"rotate-15": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}
+	},
+	"rotate-15-steps-600": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600
+	},
+	"rotate-20-steps-600": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 600
+	},
+	"rotate-15-steps-1000": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 1000
+	},
+	"rotate-20-steps-1000": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 1000
+	},
+	"rotate-15-steps-600-step-5e-3": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600, 5e-3
+	},
+	"rotate-20-steps-600-step-5e-3": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 600, 5e-3
+	},
+	"rotate-20-steps-800-step-5e-3": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 800, 5e-3
+	},
+	"rotate-15-cutout-8-steps-600": func(tc *model.TrainConfig) {
+		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2, Cutout: 8}, 600
+	},
+}
+
+// TestTuneTeachers measures the paper-mnist teachers' training on the
+// tuning split only: the first NZC_TUNE_TEACHER_COUNT (default 25) shards
+// of the 250-teacher partition are trained with each setting and scored
+// on the first 9,000 test images (the held-out 1,000 are never read). The
+// teachers' mean accuracy sets how often they agree, and so how far an
+// nzc-svt session reaches. It is a measurement, not a check, and runs only
+// when asked (docs/RESULTS.md, "sixth round"):
+//
+//	scripts/fetch-data.sh
+//	NZC_TUNE_TEACHERS=preset,rotate-15 go test -run TestTuneTeachers -v -timeout 1h ./experiment
+func TestTuneTeachers(t *testing.T) {
+	names := os.Getenv("NZC_TUNE_TEACHERS")
+	if names == "" {
+		t.Skip("a measurement: set NZC_TUNE_TEACHERS to a comma-separated list of trainings (or all)")
+	}
+	count := 25
+	if s := os.Getenv("NZC_TUNE_TEACHER_COUNT"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > 250 {
+			t.Fatalf("NZC_TUNE_TEACHER_COUNT %q: want 1 to 250", s)
+		}
+		count = v
+	}
+	ctx := context.Background()
+	cfg, err := Preset(PresetPaperMNIST)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := data.LoadIDXDir("../data/mnist")
+	if err != nil {
+		t.Fatalf("%v (run scripts/fetch-data.sh)", err)
+	}
+	scored := split.Test.Slice(0, 9000)
+	const k, classes = 250, 10
+	spec, _ := model.Preset(cfg.TeacherModel, split.Train.Shape, classes)
+	parts, err := data.Partition(split.Train.Len(), []int{k}, cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for n := range tuneTeachers {
+			if (names == "all" || slices.Contains(strings.Split(names, ","), n)) && !yield(n) {
+				return
+			}
+		}
+	}) {
+		tc := cfg.TeacherTrain
+		tuneTeachers[name](&tc)
+		start := time.Now()
+		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{Spec: spec, Train: tc, Seed: cfg.Seed ^ uint64(k)<<32}, split.Train, parts[0][:count])
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		sum, worst := 0.0, 1.0
+		for _, n := range teachers {
+			a, err := n.Accuracy(scored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, worst = sum+a, min(worst, a)
+		}
+		t.Logf("%-30s mean %.2f %%, worst %.2f %% over %d teachers on test images 1–9,000; trained in %v",
+			name, 100*sum/float64(count), 100*worst, count, took.Round(time.Second))
+	}
+}

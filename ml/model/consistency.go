@@ -11,7 +11,7 @@ import (
 
 // Consistency configures semi-supervised consistency training in the
 // FixMatch family (Sohn et al. 2020): every step trains on a minibatch of
-// labelled examples (weakly augmented: TrainConfig.Shift) and on Ratio
+// labelled examples (weakly augmented: TrainConfig.Shift or Augment) and on Ratio
 // times as many unlabelled ones. For each unlabelled example the network,
 // as it is at that step, predicts a class on a weak view; where the
 // prediction's probability reaches Threshold, that class becomes the target
@@ -110,17 +110,7 @@ func (n *Network) TrainConsistency(ctx context.Context, labelled, unlabelled *da
 	lperm, uperm := identity(L), identity(U)
 	lpos, upos := L, U // reshuffle at first use
 	dim, k, sh := labelled.Dim(), n.spec.Classes, labelled.Shape
-	shift := cfg.Shift
-	if sh.Height < 2 || sh.Width < 2 {
-		shift = 0
-	}
-	weak := func(dst, src []float32) {
-		if shift > 0 {
-			translate(dst, src, sh, r.IntN(2*shift+1)-shift, r.IntN(2*shift+1)-shift)
-		} else {
-			copy(dst, src)
-		}
-	}
+	weak := cfg.view(sh, r)
 	xu := make([]float32, ub*dim)
 	xb := make([]float32, (bs+ub)*dim)
 	yb := make([]int, bs+ub)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -146,6 +147,55 @@ func TestLearnsSynthetic(t *testing.T) {
 	}
 }
 
+// TestTrainAugment checks that Augment distorts what training sees: bars
+// turned by up to 90° lose their orientation, so the label, and a network
+// trained on them must fail; moved by 2 pixels they keep it. If the
+// distortion were not applied, both would learn.
+func TestTrainAugment(t *testing.T) {
+	spec := Spec{Kind: KindCNN, Input: data.Shape{Height: 10, Width: 10, Channels: 1}, Classes: 2, Conv: []Conv{{Filters: 4, Kernel: 5}}, Hidden: []int{16}}
+	tests := []struct {
+		name     string
+		aug      Augment
+		min, max float64
+	}{
+		{"moved", Augment{Shift: 2}, 0.95, 1},
+		{"turned 90°", Augment{Rotate: 90}, 0, 0.8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := New(spec, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := TrainConfig{Optimizer: Adam, LearnRate: 0.01, BatchSize: 32, Epochs: 10, Cosine: true, Seed: 1, Augment: tt.aug}
+			if _, err := n.Train(context.Background(), bars(1, 600), cfg, nil); err != nil {
+				t.Fatal(err)
+			}
+			acc, err := n.Accuracy(bars(2, 300))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if acc < tt.min || acc > tt.max {
+				t.Fatalf("held-out accuracy %.3f, want %.2f to %.2f", acc, tt.min, tt.max)
+			}
+		})
+	}
+}
+
+// TestTrainConfigJSONWithoutAugment pins the encoding of a configuration
+// without Augment: it keys the teacher cache, so adding the field must not
+// change the key of a teacher trained before it.
+func TestTrainConfigJSONWithoutAugment(t *testing.T) {
+	b, err := json.Marshal(TrainConfig{Optimizer: Adam, LearnRate: 0.003, BatchSize: 32, Epochs: 3, MinSteps: 300, Cosine: true, Shift: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"optimizer":"adam","learn_rate":0.003,"momentum":0,"weight_decay":0,"batch_size":32,"epochs":3,"min_steps":300,"cosine":true,"shift":2,"seed":0}`
+	if string(b) != want {
+		t.Fatalf("encoded\n%s\nwant\n%s", b, want)
+	}
+}
+
 func trainSmall(t *testing.T, seed uint64) []byte {
 	t.Helper()
 	spec := Spec{Kind: KindCNN, Input: data.Shape{Height: 10, Width: 10, Channels: 1}, Classes: 2, Conv: []Conv{{Filters: 3, Kernel: 3}}, Hidden: []int{8}}
@@ -244,6 +294,8 @@ func TestValidate(t *testing.T) {
 		{Optimizer: SGD, LearnRate: 1, BatchSize: 0, Epochs: 1},
 		{Optimizer: SGD, LearnRate: 1, BatchSize: 1, Epochs: 0},
 		{Optimizer: SGD, LearnRate: 1, Momentum: 1, BatchSize: 1, Epochs: 1},
+		{Optimizer: SGD, LearnRate: 1, BatchSize: 1, Epochs: 1, Shift: 2, Augment: Augment{Rotate: 10}},
+		{Optimizer: SGD, LearnRate: 1, BatchSize: 1, Epochs: 1, Augment: Augment{Rotate: 200}},
 	}
 	for _, c := range cfgs {
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {

@@ -32,8 +32,13 @@ type TrainConfig struct {
 	// Shift, for image data, translates each training example by a random
 	// offset of up to Shift pixels in each direction (zero fill) every time
 	// it is used: cheap augmentation for small shards.
-	Shift int    `json:"shift,omitempty"`
-	Seed  uint64 `json:"seed"` // shuffling order
+	Shift int `json:"shift,omitempty"`
+	// Augment, when set, distorts each image training example at random
+	// every time it is used (rotation, scaling, translation, cutout), in
+	// place of Shift: a small shard then covers more of the ways a class
+	// is written.
+	Augment Augment `json:"augment,omitzero"`
+	Seed    uint64  `json:"seed"` // shuffling order
 }
 
 // ErrConfig reports training settings that cannot work.
@@ -58,8 +63,25 @@ func (c TrainConfig) Validate() error {
 		return fmt.Errorf("%w: min steps %d must not be negative", ErrConfig, c.MinSteps)
 	case c.Shift < 0 || c.Shift > 64:
 		return fmt.Errorf("%w: shift %d must be in [0,64]", ErrConfig, c.Shift)
+	case c.Augment != (Augment{}) && c.Shift != 0:
+		return fmt.Errorf("%w: both shift %d and augment are set; give the shift inside augment", ErrConfig, c.Shift)
 	}
-	return nil
+	return c.Augment.Validate()
+}
+
+// view returns the function that writes the training view of one example
+// (src) into dst: the example distorted by Augment, moved by up to Shift
+// pixels, or copied, drawing from r. Data that are not images are copied.
+func (c TrainConfig) view(sh data.Shape, r *rand.Rand) func(dst, src []float32) {
+	image := sh.Height > 1 && sh.Width > 1
+	switch {
+	case image && c.Augment != (Augment{}):
+		return func(dst, src []float32) { c.Augment.Apply(dst, src, sh, r) }
+	case image && c.Shift > 0:
+		s := c.Shift
+		return func(dst, src []float32) { translate(dst, src, sh, r.IntN(2*s+1)-s, r.IntN(2*s+1)-s) }
+	}
+	return func(dst, src []float32) { copy(dst, src) }
 }
 
 // Steps is the number of minibatch steps training on n examples takes, and
@@ -110,10 +132,7 @@ func (n *Network) Train(ctx context.Context, d *data.Dataset, cfg TrainConfig, p
 	xb := make([]float32, bs*dim)
 	yb := make([]int, bs)
 	res := Result{Epochs: epochs, Steps: steps, Examples: epochs * N}
-	shift := cfg.Shift
-	if d.Shape.Height < 2 || d.Shape.Width < 2 {
-		shift = 0 // not an image
-	}
+	view := cfg.view(d.Shape, r)
 	step, done := 0, 0
 	for range epochs {
 		r.Shuffle(N, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
@@ -125,12 +144,7 @@ func (n *Network) Train(ctx context.Context, d *data.Dataset, cfg TrainConfig, p
 			hi := min(lo+bs, N)
 			b := hi - lo
 			for j, i := range perm[lo:hi] {
-				if shift > 0 {
-					dy, dx := r.IntN(2*shift+1)-shift, r.IntN(2*shift+1)-shift
-					translate(xb[j*dim:(j+1)*dim], d.Row(i), d.Shape, dy, dx)
-				} else {
-					copy(xb[j*dim:(j+1)*dim], d.Row(i))
-				}
+				view(xb[j*dim:(j+1)*dim], d.Row(i))
 				yb[j] = d.Y[i]
 			}
 			epochLoss += n.lossGrad(xb[:b*dim], yb[:b])
