@@ -30,6 +30,7 @@ func TestLabelBootstrapFlags(t *testing.T) {
 		{"unknown model", []string{"--bootstrap-model", "huge"}, "--bootstrap-model"},
 		{"floor of one", []string{"--bootstrap-floor", "1"}, "--bootstrap-floor"},
 		{"negative floor", []string{"--bootstrap-floor", "-0.5"}, "--bootstrap-floor"},
+		{"negative spread", []string{"--bootstrap-spread", "-2"}, "--bootstrap-spread"},
 		{"negative query count", []string{"--max-queries", "-1"}, "--max-queries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

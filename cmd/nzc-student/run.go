@@ -105,6 +105,12 @@ type bootstrapOptions struct {
 	arch        string  // the ranking student's architecture
 	consistency bool    // train it by consistency on the rest of the data too
 	floor       float64 // selection.ConfidentConfig.Floor
+	spread      int     // selection.ConfidentConfig.Spread
+}
+
+// confident is how the bootstrap student ranks the rest.
+func (b bootstrapOptions) confident() selection.ConfidentConfig {
+	return selection.ConfidentConfig{Shift: 1, Floor: b.floor, Spread: b.spread, Seed: 1}
 }
 
 // bootstrapAfter makes a client ask in two parts (student.Config.Bootstrap):
@@ -122,7 +128,7 @@ func bootstrapAfter(cmd *cobra.Command, b bootstrapOptions) func(*student.Config
 			if err != nil {
 				return nil, err
 			}
-			return selection.Confident(ctx, net, d, asked, selection.ConfidentConfig{Shift: 1, Floor: b.floor})
+			return selection.Confident(ctx, net, d, asked, b.confident())
 		}
 	}
 }
@@ -161,6 +167,7 @@ with the labels received so far.`,
 	cmd.Flags().StringVar(&b.arch, "bootstrap-model", "cnn", "the architecture of the --bootstrap student: softmax, mlp, small-mlp, cnn or small-cnn")
 	cmd.Flags().BoolVar(&b.consistency, "bootstrap-consistency", true, "train the --bootstrap student by consistency on the examples without a label too (false: on the released labels alone, much faster)")
 	cmd.Flags().Float64Var(&b.floor, "bootstrap-floor", 0, "after the bootstrap, ask about examples the student is less sure of than this (0 to 1, exclusive) only once every example it is surer of was asked, so a class it is unsure of skips its turn (0: none waits)")
+	cmd.Flags().IntVar(&b.spread, "bootstrap-spread", 0, "after the bootstrap, the first this many examples asked of each class the student predicts are representatives of as many clusters of the examples it is sure of (at or above --bootstrap-floor), not the near-copies the surest are (0: surest first)")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
 		if err != nil {
@@ -172,8 +179,8 @@ with the labels received so far.`,
 			if _, err := model.Preset(b.arch, d.Shape, d.Classes); err != nil {
 				return fmt.Errorf("--bootstrap-model: %w", err)
 			}
-			if err := (selection.ConfidentConfig{Shift: 1, Floor: b.floor}).Validate(); err != nil {
-				return fmt.Errorf("--bootstrap-floor: %w", err)
+			if err := b.confident().Validate(); err != nil {
+				return fmt.Errorf("--bootstrap-floor, --bootstrap-spread: %w", err)
 			}
 		}
 		if *maxQ < 0 {

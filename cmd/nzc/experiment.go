@@ -93,10 +93,13 @@ holding the four standard idx files works.`,
 	consRotate := fs.Float64("consistency-rotate", 0, "with consistency training, the strong view's largest rotation, degrees (default: the preset's)")
 	consScale := fs.Float64("consistency-scale", 0, "with consistency training, the strong view's largest relative change of size, 0 to 0.5 (default: the preset's)")
 	consCutout := fs.Int("consistency-cutout", 0, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
+	consEpochs := fs.Int("consistency-epochs", 0, "with consistency training, the passes over the unlabelled queries of every row's student (default: the preset's)")
 	studentRate := fs.Float64("student-learn-rate", 0, "the students' Adam step size, decayed along a cosine (default: the preset's)")
 	bootstrapModel := fs.String("bootstrap-model", "", "with --bootstrap, the network of the students that rank the pool: softmax, mlp, small-mlp, cnn, wide-cnn or small-cnn (default: the preset's, else the student's)")
 	confRotate := fs.Float64("confident-rotate", 0, "with --bootstrap, a student judges its confidence also on each example turned by ± this many degrees (0: not; default: the preset's)")
 	confScale := fs.Float64("confident-scale", 0, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
+	confFloor := fs.Float64("confident-floor", 0, "with --bootstrap, examples a student is less sure of than this wait until every surer one was asked (0: none wait; default: the preset's)")
+	confSpread := fs.Int("confident-spread", 0, "with --bootstrap, the first this many examples of each class a student asks for are representatives of as many clusters of its sure examples (0: most confident first; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
@@ -167,8 +170,8 @@ holding the four standard idx files works.`,
 		default:
 			return fmt.Errorf("--consistency %q: want on or off", *consistency)
 		}
-		if !cfg.Consistency.Enabled() && (fs.Changed("consistency-rotate") || fs.Changed("consistency-scale") || fs.Changed("consistency-cutout")) {
-			return fmt.Errorf("--consistency-rotate, --consistency-scale and --consistency-cutout set the strong view of consistency training, which preset %q does not use: add --consistency on", *preset)
+		if !cfg.Consistency.Enabled() && (fs.Changed("consistency-rotate") || fs.Changed("consistency-scale") || fs.Changed("consistency-cutout") || fs.Changed("consistency-epochs")) {
+			return fmt.Errorf("--consistency-rotate, --consistency-scale, --consistency-cutout and --consistency-epochs set consistency training, which preset %q does not use: add --consistency on", *preset)
 		}
 		if cfg.Consistency.Enabled() {
 			if fs.Changed("consistency-rotate") {
@@ -179,6 +182,9 @@ holding the four standard idx files works.`,
 			}
 			if fs.Changed("consistency-cutout") {
 				cfg.Consistency.Strong.Cutout = *consCutout
+			}
+			if fs.Changed("consistency-epochs") {
+				cfg.Consistency.Epochs = *consEpochs
 			}
 		}
 		if fs.Changed("student-learn-rate") {
@@ -201,6 +207,12 @@ holding the four standard idx files works.`,
 		}
 		if fs.Changed("confident-scale") {
 			cfg.Confident.Scale = *confScale
+		}
+		if fs.Changed("confident-floor") {
+			cfg.Confident.Floor = *confFloor
+		}
+		if fs.Changed("confident-spread") {
+			cfg.Confident.Spread = *confSpread
 		}
 		cfg.SeededEstimates = *seededEstimates
 		if *holdout > 0 {

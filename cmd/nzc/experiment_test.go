@@ -139,6 +139,10 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 		{[]string{"--student-learn-rate", "-0.5"}, "learning rate -0.5"},
 		{[]string{"--bootstrap-model", "huge-cnn"}, "huge-cnn"},
 		{[]string{"--confident-rotate", "90"}, "rotation 90"},
+		{[]string{"--confident-floor", "1"}, "floor 1"},
+		{[]string{"--consistency-epochs", "20"}, "--consistency on"},
+		{[]string{"--consistency", "on", "--consistency-epochs", "0"}, "0 consistency epochs"},
+		{[]string{"--confident-spread", "-3"}, "spread -3"},
 	} {
 		root := newRootCommand()
 		var sink bytes.Buffer
