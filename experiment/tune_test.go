@@ -21,7 +21,8 @@ import (
 // tuneStudents are the students TestTuneStudent compares: the preset's,
 // and the preset's with one change.
 var tuneStudents = map[string]func(*model.Consistency, *model.TrainConfig){
-	"preset": func(*model.Consistency, *model.TrainConfig) {},
+	"preset":   func(*model.Consistency, *model.TrainConfig) {},
+	"wide-cnn": func(*model.Consistency, *model.TrainConfig) {}, // the network only: tuneStudentModels
 	"view-12": func(c *model.Consistency, _ *model.TrainConfig) {
 		c.Strong = model.Augment{Rotate: 12, Scale: 0.1, Shift: 3, Cutout: 8}
 	},
@@ -35,6 +36,10 @@ var tuneStudents = map[string]func(*model.Consistency, *model.TrainConfig){
 	"ratio-5":           func(c *model.Consistency, _ *model.TrainConfig) { c.Ratio = 5 },
 	"ema-0.99":          func(c *model.Consistency, _ *model.TrainConfig) { c.EMA = 0.99 },
 }
+
+// tuneStudentModels are the students' networks where they are not the
+// preset's.
+var tuneStudentModels = map[string]string{"wide-cnn": model.PresetWideCNN}
 
 // TestTuneStudent measures paper-mnist students on labels made the way an
 // nzc-svt session makes them, on the tuning split only: the first 9,000
@@ -158,7 +163,13 @@ func TestTuneStudent(t *testing.T) {
 		for _, seed := range seeds {
 			c, tc := cfg.Consistency, cfg.StudentTrain
 			tuneStudents[name](&c, &tc)
-			net, _, err := ensemble.TrainStudentConsistency(ctx, sSpec, tc, c, seed, pool, labels, nil)
+			spec := sSpec
+			if m, ok := tuneStudentModels[name]; ok {
+				if spec, err = model.Preset(m, split.Train.Shape, classes); err != nil {
+					t.Fatal(err)
+				}
+			}
+			net, _, err := ensemble.TrainStudentConsistency(ctx, spec, tc, c, seed, pool, labels, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,39 +184,76 @@ func TestTuneStudent(t *testing.T) {
 }
 
 // tuneTeachers are the teacher trainings TestTuneTeachers compares: the
-// preset's, and the preset's with one change.
+// preset's, the one before it, and variations on that one.
 var tuneTeachers = map[string]func(*model.TrainConfig){
 	"preset": func(*model.TrainConfig) {},
+	"before": func(tc *model.TrainConfig) { *tc = teachersBefore() },
 	"rotate-10": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
 		tc.Shift, tc.Augment = 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 2}
 	},
 	"rotate-15": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
 		tc.Shift, tc.Augment = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}
 	},
 	"rotate-15-steps-600": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
 		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600
 	},
-	"rotate-20-steps-600": func(tc *model.TrainConfig) {
-		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 600
-	},
 	"rotate-15-steps-1000": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
 		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 1000
 	},
-	"rotate-20-steps-1000": func(tc *model.TrainConfig) {
-		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 1000
-	},
-	"rotate-15-steps-600-step-5e-3": func(tc *model.TrainConfig) {
-		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600, 5e-3
-	},
-	"rotate-20-steps-600-step-5e-3": func(tc *model.TrainConfig) {
-		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 600, 5e-3
-	},
-	"rotate-20-steps-800-step-5e-3": func(tc *model.TrainConfig) {
-		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 800, 5e-3
-	},
 	"rotate-15-cutout-8-steps-600": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
 		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2, Cutout: 8}, 600
 	},
+	"rotate-15-steps-600-step-5e-3": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
+		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600, 5e-3
+	},
+	"rotate-20-steps-600": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
+		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 600
+	},
+	"rotate-20-steps-1000": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
+		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 1000
+	},
+	"rotate-20-steps-800-step-5e-3": func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
+		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 800, 5e-3
+	},
+	// The demo's hospitals train small-mlp teachers on 200 images each
+	// (party/teacher.Train); NZC_TUNE_TEACHER_MODEL=small-mlp measures
+	// them on the preset's shards.
+	"demo":                   func(tc *model.TrainConfig) { *tc = demoTeachers(200, 0, model.Augment{}) },
+	"demo-steps-400":         func(tc *model.TrainConfig) { *tc = demoTeachers(400, 0, model.Augment{}) },
+	"demo-shift-1-steps-400": func(tc *model.TrainConfig) { *tc = demoTeachers(400, 1, model.Augment{}) },
+	"demo-rotate-20": func(tc *model.TrainConfig) {
+		*tc = demoTeachers(200, 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5})
+	},
+	"demo-rotate-20-steps-400": func(tc *model.TrainConfig) {
+		*tc = demoTeachers(400, 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5})
+	},
+	"demo-rotate-10-steps-300": func(tc *model.TrainConfig) {
+		*tc = demoTeachers(300, 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 1.5})
+	},
+	"demo-rotate-10-steps-400": func(tc *model.TrainConfig) {
+		*tc = demoTeachers(400, 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 1.5})
+	},
+}
+
+// teachersBefore is the paper-mnist teachers' training before 27 Nov 2026:
+// 300 steps, each image moved by up to 2 pixels.
+func teachersBefore() model.TrainConfig {
+	return model.TrainConfig{Optimizer: model.Adam, LearnRate: 3e-3, BatchSize: 32, Epochs: 3, MinSteps: 300, Cosine: true, Shift: 2}
+}
+
+// demoTeachers is party/teacher.Train's training with the given steps and
+// distortion.
+func demoTeachers(steps, shift int, aug model.Augment) model.TrainConfig {
+	return model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: 3, MinSteps: steps, Cosine: true, Shift: shift, Augment: aug}
 }
 
 // TestTuneTeachers measures the paper-mnist teachers' training on the
@@ -214,10 +262,12 @@ var tuneTeachers = map[string]func(*model.TrainConfig){
 // on the first 9,000 test images (the held-out 1,000 are never read). The
 // teachers' mean accuracy sets how often they agree, and so how far an
 // nzc-svt session reaches. It is a measurement, not a check, and runs only
-// when asked (docs/RESULTS.md, "sixth round"):
+// when asked (docs/RESULTS.md, "sixth round"); NZC_TUNE_TEACHER_MODEL
+// replaces the preset's network (small-mlp for the demo's teachers):
 //
 //	scripts/fetch-data.sh
-//	NZC_TUNE_TEACHERS=preset,rotate-15 go test -run TestTuneTeachers -v -timeout 1h ./experiment
+//	NZC_TUNE_TEACHERS=preset,rotate-20-steps-600-step-5e-3 go test -run TestTuneTeachers -v -timeout 1h ./experiment
+//	NZC_TUNE_TEACHER_MODEL=small-mlp NZC_TUNE_TEACHER_COUNT=50 NZC_TUNE_TEACHERS=demo,demo-shift-1-steps-400 go test -run TestTuneTeachers -v ./experiment
 func TestTuneTeachers(t *testing.T) {
 	names := os.Getenv("NZC_TUNE_TEACHERS")
 	if names == "" {
@@ -242,7 +292,13 @@ func TestTuneTeachers(t *testing.T) {
 	}
 	scored := split.Test.Slice(0, 9000)
 	const k, classes = 250, 10
-	spec, _ := model.Preset(cfg.TeacherModel, split.Train.Shape, classes)
+	if m := os.Getenv("NZC_TUNE_TEACHER_MODEL"); m != "" {
+		cfg.TeacherModel = m
+	}
+	spec, err := model.Preset(cfg.TeacherModel, split.Train.Shape, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
 	parts, err := data.Partition(split.Train.Len(), []int{k}, cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
