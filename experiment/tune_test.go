@@ -41,6 +41,20 @@ var tuneStudents = map[string]func(*model.Consistency, *model.TrainConfig){
 // preset's.
 var tuneStudentModels = map[string]string{"wide-cnn": model.PresetWideCNN}
 
+// tunePreset returns the paper-mnist preset and MNIST, for a measurement.
+func tunePreset(t *testing.T) (Config, *data.Split) {
+	t.Helper()
+	cfg, err := Preset(PresetPaperMNIST)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := data.LoadIDXDir("../data/mnist")
+	if err != nil {
+		t.Fatalf("%v (run scripts/fetch-data.sh)", err)
+	}
+	return cfg, split
+}
+
 // TestTuneStudent measures paper-mnist students on labels made the way an
 // nzc-svt session makes them, on the tuning split only: the first 9,000
 // test images, queries 1–8,000 as the pool, students scored on
@@ -62,14 +76,7 @@ func TestTuneStudent(t *testing.T) {
 		t.Skip("a measurement: set NZC_TUNE to a comma-separated list of students (or all)")
 	}
 	ctx := context.Background()
-	cfg, err := Preset(PresetPaperMNIST)
-	if err != nil {
-		t.Fatal(err)
-	}
-	split, err := data.LoadIDXDir("../data/mnist")
-	if err != nil {
-		t.Fatalf("%v (run scripts/fetch-data.sh)", err)
-	}
+	cfg, split := tunePreset(t)
 	split.Test = split.Test.Slice(0, 9000)
 	cfg.Data, cfg.CacheDir = split, "../.nzc-cache/teachers"
 	const classes = 10
@@ -282,14 +289,7 @@ func TestTuneTeachers(t *testing.T) {
 		count = v
 	}
 	ctx := context.Background()
-	cfg, err := Preset(PresetPaperMNIST)
-	if err != nil {
-		t.Fatal(err)
-	}
-	split, err := data.LoadIDXDir("../data/mnist")
-	if err != nil {
-		t.Fatalf("%v (run scripts/fetch-data.sh)", err)
-	}
+	cfg, split := tunePreset(t)
 	scored := split.Test.Slice(0, 9000)
 	const k, classes = 250, 10
 	if m := os.Getenv("NZC_TUNE_TEACHER_MODEL"); m != "" {
