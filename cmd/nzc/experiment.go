@@ -95,6 +95,8 @@ holding the four standard idx files works.`,
 	consCutout := fs.Int("consistency-cutout", 0, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
 	consEpochs := fs.Int("consistency-epochs", 0, "with consistency training, the passes over the unlabelled queries of every row's student (default: the preset's)")
 	studentRate := fs.Float64("student-learn-rate", 0, "the students' Adam step size, decayed along a cosine (default: the preset's)")
+	studentRotate := fs.Float64("student-rotate", 0, "turn each image a student trains on by up to this many degrees, resized by --student-scale and moved as far as the preset's shift, every time it is used (0: moved only; default: the preset's)")
+	studentScale := fs.Float64("student-scale", 0, "with --student-rotate, resize each image by up to 1 ± this (default: the preset's)")
 	bootstrapModel := fs.String("bootstrap-model", "", "with --bootstrap, the network of the students that rank the pool: softmax, mlp, small-mlp, cnn, wide-cnn or small-cnn (default: the preset's, else the student's)")
 	confRotate := fs.Float64("confident-rotate", 0, "with --bootstrap, a student judges its confidence also on each example turned by ± this many degrees (0: not; default: the preset's)")
 	confScale := fs.Float64("confident-scale", 0, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
@@ -189,6 +191,23 @@ holding the four standard idx files works.`,
 		}
 		if fs.Changed("student-learn-rate") {
 			cfg.StudentTrain.LearnRate = *studentRate
+		}
+		if fs.Changed("student-rotate") || fs.Changed("student-scale") {
+			a := cfg.StudentTrain.Augment
+			if a == (model.Augment{}) {
+				// The preset's moves, now made by the distortion.
+				a.Shift = float64(cfg.StudentTrain.Shift)
+			}
+			if fs.Changed("student-rotate") {
+				a.Rotate = *studentRotate
+			}
+			if fs.Changed("student-scale") {
+				a.Scale = *studentScale
+			}
+			if err := a.Validate(); err != nil {
+				return fmt.Errorf("--student-rotate, --student-scale: %w", err)
+			}
+			cfg.StudentTrain.Shift, cfg.StudentTrain.Augment = 0, a
 		}
 		if *selectionName != "" {
 			cfg.Selection.Strategy = selection.Strategy(*selectionName)

@@ -140,6 +140,7 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 		{[]string{"--bootstrap-model", "huge-cnn"}, "huge-cnn"},
 		{[]string{"--confident-rotate", "90"}, "rotation 90"},
 		{[]string{"--confident-floor", "1"}, "floor 1"},
+		{[]string{"--student-rotate", "200"}, "rotation 200"},
 		{[]string{"--consistency-epochs", "20"}, "--consistency on"},
 		{[]string{"--consistency", "on", "--consistency-epochs", "0"}, "0 consistency epochs"},
 		{[]string{"--confident-spread", "-3"}, "spread -3"},
@@ -173,13 +174,17 @@ func TestExperimentStudentFlags(t *testing.T) {
 		"--cache-dir", "", "--teachers", "10", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
 		"--model", "softmax", "--student-model", "softmax", "--consistency", "on",
 		"--consistency-rotate", "7", "--consistency-scale", "0.15", "--consistency-cutout", "3", "--student-learn-rate", "0.004",
-		"--format", "json"})
+		"--student-rotate", "10", "--student-scale", "0.1", "--format", "json"})
 	if err := root.Execute(); err != nil {
 		t.Fatalf("experiment: %v\n%s", err, stderr.String())
 	}
 	var rep struct {
 		StudentTrain struct {
 			LearnRate float64 `json:"learn_rate"`
+			Shift     int     `json:"shift"`
+			Augment   struct {
+				Rotate, Scale, Shift float64
+			} `json:"augment"`
 		} `json:"student_train"`
 		StudentConsistency struct {
 			Strong struct {
@@ -194,5 +199,9 @@ func TestExperimentStudentFlags(t *testing.T) {
 	st := rep.StudentConsistency.Strong
 	if rep.StudentTrain.LearnRate != 0.004 || st.Rotate != 7 || st.Scale != 0.15 || st.Cutout != 3 {
 		t.Fatalf("the report records step %v and strong view %+v, want 0.004 and {7 0.15 3}", rep.StudentTrain.LearnRate, st)
+	}
+	// The quick preset's students are not moved: the distortion starts from no shift.
+	if a := rep.StudentTrain.Augment; a.Rotate != 10 || a.Scale != 0.1 || a.Shift != 0 || rep.StudentTrain.Shift != 0 {
+		t.Fatalf("the report records the students' distortion %+v and shift %d, want turns of 10°, ±10 %%, no shift", a, rep.StudentTrain.Shift)
 	}
 }
