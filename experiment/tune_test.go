@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -159,13 +160,7 @@ func TestTuneStudent(t *testing.T) {
 			seeds = append(seeds, v)
 		}
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range tuneStudents {
-			if (names == "all" || slices.Contains(strings.Split(names, ","), k)) && !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range tuneNames(t, names, tuneStudents) {
 		var accs []string
 		for _, seed := range seeds {
 			c, tc := cfg.Consistency, cfg.StudentTrain
@@ -193,62 +188,27 @@ func TestTuneStudent(t *testing.T) {
 // tuneTeachers are the teacher trainings TestTuneTeachers compares: the
 // preset's, the one before it, and variations on that one.
 var tuneTeachers = map[string]func(*model.TrainConfig){
-	"preset": func(*model.TrainConfig) {},
-	"before": func(tc *model.TrainConfig) { *tc = teachersBefore() },
-	"rotate-10": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment = 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 2}
-	},
-	"rotate-15": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}
-	},
-	"rotate-15-steps-600": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600
-	},
-	"rotate-15-steps-1000": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 1000
-	},
-	"rotate-15-cutout-8-steps-600": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2, Cutout: 8}, 600
-	},
-	"rotate-15-steps-600-step-5e-3": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600, 5e-3
-	},
-	"rotate-20-steps-600": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 600
-	},
-	"rotate-20-steps-1000": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment, tc.MinSteps = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 1000
-	},
-	"rotate-20-steps-800-step-5e-3": func(tc *model.TrainConfig) {
-		*tc = teachersBefore()
-		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 800, 5e-3
-	},
+	"preset":                        func(*model.TrainConfig) {},
+	"before":                        func(tc *model.TrainConfig) { *tc = teachersBefore() },
+	"rotate-10":                     distortedBefore(model.Augment{Rotate: 10, Scale: 0.1, Shift: 2}, 300, 3e-3),
+	"rotate-15":                     distortedBefore(model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 300, 3e-3),
+	"rotate-15-steps-600":           distortedBefore(model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600, 3e-3),
+	"rotate-15-steps-1000":          distortedBefore(model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 1000, 3e-3),
+	"rotate-15-cutout-8-steps-600":  distortedBefore(model.Augment{Rotate: 15, Scale: 0.15, Shift: 2, Cutout: 8}, 600, 3e-3),
+	"rotate-15-steps-600-step-5e-3": distortedBefore(model.Augment{Rotate: 15, Scale: 0.15, Shift: 2}, 600, 5e-3),
+	"rotate-20-steps-600":           distortedBefore(model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 600, 3e-3),
+	"rotate-20-steps-1000":          distortedBefore(model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 1000, 3e-3),
+	"rotate-20-steps-800-step-5e-3": distortedBefore(model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}, 800, 5e-3),
 	// The demo's hospitals train small-mlp teachers on 200 images each
 	// (party/teacher.Train); NZC_TUNE_TEACHER_MODEL=small-mlp measures
 	// them on the preset's shards.
-	"demo":                   func(tc *model.TrainConfig) { *tc = demoTeachers(200, 0, model.Augment{}) },
-	"demo-steps-400":         func(tc *model.TrainConfig) { *tc = demoTeachers(400, 0, model.Augment{}) },
-	"demo-shift-1-steps-400": func(tc *model.TrainConfig) { *tc = demoTeachers(400, 1, model.Augment{}) },
-	"demo-rotate-20": func(tc *model.TrainConfig) {
-		*tc = demoTeachers(200, 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5})
-	},
-	"demo-rotate-20-steps-400": func(tc *model.TrainConfig) {
-		*tc = demoTeachers(400, 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5})
-	},
-	"demo-rotate-10-steps-300": func(tc *model.TrainConfig) {
-		*tc = demoTeachers(300, 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 1.5})
-	},
-	"demo-rotate-10-steps-400": func(tc *model.TrainConfig) {
-		*tc = demoTeachers(400, 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 1.5})
-	},
+	"demo":                     demoTeachers(200, 0, model.Augment{}),
+	"demo-steps-400":           demoTeachers(400, 0, model.Augment{}),
+	"demo-shift-1-steps-400":   demoTeachers(400, 1, model.Augment{}),
+	"demo-rotate-20":           demoTeachers(200, 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}),
+	"demo-rotate-20-steps-400": demoTeachers(400, 0, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2.5}),
+	"demo-rotate-10-steps-300": demoTeachers(300, 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 1.5}),
+	"demo-rotate-10-steps-400": demoTeachers(400, 0, model.Augment{Rotate: 10, Scale: 0.1, Shift: 1.5}),
 }
 
 // teachersBefore is the paper-mnist teachers' training before 27 Nov 2026:
@@ -257,10 +217,40 @@ func teachersBefore() model.TrainConfig {
 	return model.TrainConfig{Optimizer: model.Adam, LearnRate: 3e-3, BatchSize: 32, Epochs: 3, MinSteps: 300, Cosine: true, Shift: 2}
 }
 
-// demoTeachers is party/teacher.Train's training with the given steps and
-// distortion.
-func demoTeachers(steps, shift int, aug model.Augment) model.TrainConfig {
-	return model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: 3, MinSteps: steps, Cosine: true, Shift: shift, Augment: aug}
+// distortedBefore is teachersBefore with each image distorted by aug in
+// place of its shift, for the given steps and step size.
+func distortedBefore(aug model.Augment, steps int, rate float64) func(*model.TrainConfig) {
+	return func(tc *model.TrainConfig) {
+		*tc = teachersBefore()
+		tc.Shift, tc.Augment, tc.MinSteps, tc.LearnRate = 0, aug, steps, rate
+	}
+}
+
+// demoTeachers is party/teacher.Train's training with the given steps,
+// shift and distortion.
+func demoTeachers(steps, shift int, aug model.Augment) func(*model.TrainConfig) {
+	return func(tc *model.TrainConfig) {
+		*tc = model.TrainConfig{Optimizer: model.Adam, LearnRate: 0.003, BatchSize: 32, Epochs: 3, MinSteps: steps, Cosine: true, Shift: shift, Augment: aug}
+	}
+}
+
+// tuneNames returns the entries a measurement's list names (all: every
+// one), sorted; a name that is no entry fails t rather than measuring
+// nothing.
+func tuneNames[V any](t *testing.T, list string, entries map[string]V) []string {
+	t.Helper()
+	if list == "all" {
+		return slices.Sorted(maps.Keys(entries))
+	}
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		if _, ok := entries[n]; !ok {
+			t.Fatalf("%q is not one of %v", n, slices.Sorted(maps.Keys(entries)))
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // TestTuneTeachers measures the paper-mnist teachers' training on the
@@ -273,7 +263,7 @@ func demoTeachers(steps, shift int, aug model.Augment) model.TrainConfig {
 // replaces the preset's network (small-mlp for the demo's teachers):
 //
 //	scripts/fetch-data.sh
-//	NZC_TUNE_TEACHERS=preset,rotate-20-steps-600-step-5e-3 go test -run TestTuneTeachers -v -timeout 1h ./experiment
+//	NZC_TUNE_TEACHERS=before,preset go test -run TestTuneTeachers -v -timeout 1h ./experiment
 //	NZC_TUNE_TEACHER_MODEL=small-mlp NZC_TUNE_TEACHER_COUNT=50 NZC_TUNE_TEACHERS=demo,demo-shift-1-steps-400 go test -run TestTuneTeachers -v ./experiment
 func TestTuneTeachers(t *testing.T) {
 	names := os.Getenv("NZC_TUNE_TEACHERS")
@@ -303,13 +293,7 @@ func TestTuneTeachers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range tuneTeachers {
-			if (names == "all" || slices.Contains(strings.Split(names, ","), n)) && !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, name := range tuneNames(t, names, tuneTeachers) {
 		tc := cfg.TeacherTrain
 		tuneTeachers[name](&tc)
 		start := time.Now()
