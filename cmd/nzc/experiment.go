@@ -103,6 +103,7 @@ holding the four standard idx files works.`,
 	confFloor := fs.Float64("confident-floor", 0, "with --bootstrap, examples a student is less sure of than this wait until every surer one was asked (0: none wait; default: the preset's)")
 	confSpread := fs.Int("confident-spread", 0, "with --bootstrap, the first this many examples of each class a student asks for are representatives of as many clusters of its sure examples (0: most confident first; default: the preset's)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
+	testExamples := fs.Int("test-examples", 0, "use only the first this many test examples, as queries and held-out examples (0: all); with --holdout, a tuning split that never reads the last test examples")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
 	delta := fs.Float64("delta", 1e-5, "δ of every (ε, δ) figure")
@@ -243,9 +244,18 @@ holding the four standard idx files works.`,
 		if *datasetName != "" {
 			cfg.Dataset = *datasetName
 		}
+		if *testExamples < 0 {
+			return fmt.Errorf("--test-examples %d: use 0 (all) or more", *testExamples)
+		}
 		split, err := data.LoadIDXDir(*dataDir)
 		if err != nil {
 			return fmt.Errorf("load the data set: %w", err)
+		}
+		if n := *testExamples; n > 0 {
+			if n > split.Test.Len() {
+				return fmt.Errorf("--test-examples %d: the data set has %d test examples", n, split.Test.Len())
+			}
+			split.Test = split.Test.Slice(0, n)
 		}
 		cfg.Data = split
 		cfg.Progress = cmd.ErrOrStderr()

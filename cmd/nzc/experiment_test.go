@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
@@ -9,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nzcfed/nzc/cmd/internal/clitest"
 )
 
 // writeIDX writes a uint8 idx file.
@@ -54,32 +55,35 @@ func syntheticIDX(t *testing.T, dir string) {
 func TestExperimentCommand(t *testing.T) {
 	dataDir, out := t.TempDir(), t.TempDir()
 	syntheticIDX(t, dataDir)
-	var stdout, stderr bytes.Buffer
-	root := newRootCommand()
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
-	root.SetArgs([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
+	stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), "experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
 		"--cache-dir", filepath.Join(out, "cache"), "--teachers", "10", "--queries", "50,150", "--holdout", "100",
-		"--model", "softmax", "--student-model", "softmax", "--format", "json"})
-	if err := root.Execute(); err != nil {
-		t.Fatalf("experiment: %v\n%s", err, stderr.String())
+		"--model", "softmax", "--student-model", "softmax", "--format", "json")
+	if err != nil {
+		t.Fatalf("experiment: %v\n%s", err, stderr)
 	}
 	var rep struct {
-		Dataset  string `json:"dataset"`
-		Teachers int    `json:"teachers"`
-		Rows     []struct {
+		Dataset      string `json:"dataset"`
+		Teachers     int    `json:"teachers"`
+		TeacherTrain *struct {
+			MinSteps int `json:"min_steps"`
+		} `json:"teacher_train"`
+		Rows []struct {
 			Aggregator string `json:"aggregator"`
 			Epsilon    any    `json:"epsilon"`
 		} `json:"rows"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
 	}
 	// lnmax, gnmax and confident-gnmax at both query counts, nzc and
 	// nzc-svt at the larger, nzc-svt again in the data's own order, the
 	// clean votes and the ground truth.
 	if rep.Teachers != 10 || len(rep.Rows) != 6+2+1+1+1 {
 		t.Fatalf("unexpected report: %+v", rep)
+	}
+	// The quick preset's teachers train for at least 40 steps.
+	if rep.TeacherTrain == nil || rep.TeacherTrain.MinSteps != 40 {
+		t.Errorf("the report records the teachers' training as %+v, want the quick preset's (40 steps)", rep.TeacherTrain)
 	}
 	for _, f := range []string{"results.json", "results.md", "student-accuracy-vs-epsilon.png", "vote-gaps.png", "ensemble-accuracy.png"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
@@ -93,12 +97,7 @@ func TestExperimentCommand(t *testing.T) {
 
 	// Re-rendering from results.json reproduces results.md.
 	again := t.TempDir()
-	root = newRootCommand()
-	stdout.Reset()
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
-	root.SetArgs([]string{"experiment", "--from", filepath.Join(out, "results.json"), "--out", again})
-	if err := root.Execute(); err != nil {
+	if _, err := clitest.Execute(t, newRootCommand(), "experiment", "--from", filepath.Join(out, "results.json"), "--out", again); err != nil {
 		t.Fatalf("--from: %v", err)
 	}
 	md2, _ := os.ReadFile(filepath.Join(again, "results.md"))
@@ -113,12 +112,7 @@ func TestExperimentCommandErrors(t *testing.T) {
 		{"experiment", "--preset", "quick", "--data-dir", t.TempDir()},
 		{"experiment", "--preset", "quick", "--teachers", "x"},
 	} {
-		root := newRootCommand()
-		var sink bytes.Buffer
-		root.SetOut(&sink)
-		root.SetErr(&sink)
-		root.SetArgs(args)
-		if err := root.Execute(); err == nil {
+		if _, err := clitest.Execute(t, newRootCommand(), args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}
@@ -144,15 +138,15 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 		{[]string{"--consistency-epochs", "20"}, "--consistency on"},
 		{[]string{"--consistency", "on", "--consistency-epochs", "0"}, "0 consistency epochs"},
 		{[]string{"--confident-spread", "-3"}, "spread -3"},
+		{[]string{"--test-examples", "-1"}, "--test-examples -1"},
+		{[]string{"--test-examples", "301"}, "has 300 test examples"},
+		// The first 140 test examples leave 40 queries besides the 100
+		// held out: the 50 asked for are more than there are.
+		{[]string{"--test-examples", "140"}, "only 40 student examples"},
 	} {
-		root := newRootCommand()
-		var sink bytes.Buffer
-		root.SetOut(&sink)
-		root.SetErr(&sink)
 		out := t.TempDir()
-		root.SetArgs(append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out, "--cache-dir", "",
-			"--teachers", "10", "--queries", "50", "--holdout", "100", "--model", "softmax", "--student-model", "softmax"}, c.args...))
-		err := root.Execute()
+		_, err := clitest.Execute(t, newRootCommand(), append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out, "--cache-dir", "",
+			"--teachers", "10", "--queries", "50", "--holdout", "100", "--model", "softmax", "--student-model", "softmax"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
 		}
@@ -166,17 +160,13 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 func TestExperimentStudentFlags(t *testing.T) {
 	dataDir, out := t.TempDir(), t.TempDir()
 	syntheticIDX(t, dataDir)
-	var stdout, stderr bytes.Buffer
-	root := newRootCommand()
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
-	root.SetArgs([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
+	stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), "experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
 		"--cache-dir", "", "--teachers", "10", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
 		"--model", "softmax", "--student-model", "softmax", "--consistency", "on",
 		"--consistency-rotate", "7", "--consistency-scale", "0.15", "--consistency-cutout", "3", "--student-learn-rate", "0.004",
-		"--student-rotate", "10", "--student-scale", "0.1", "--format", "json"})
-	if err := root.Execute(); err != nil {
-		t.Fatalf("experiment: %v\n%s", err, stderr.String())
+		"--student-rotate", "10", "--student-scale", "0.1", "--format", "json")
+	if err != nil {
+		t.Fatalf("experiment: %v\n%s", err, stderr)
 	}
 	var rep struct {
 		StudentTrain struct {
@@ -193,8 +183,8 @@ func TestExperimentStudentFlags(t *testing.T) {
 			} `json:"strong"`
 		} `json:"student_consistency"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
 	}
 	st := rep.StudentConsistency.Strong
 	if rep.StudentTrain.LearnRate != 0.004 || st.Rotate != 7 || st.Scale != 0.15 || st.Cutout != 3 {
