@@ -123,11 +123,12 @@ func TestSessionCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ε = 1/2 + 2·3/12 = 1; T' = 0 leaves m = 1 only:
-	// δ = P[ρ ≤ −1] + 3·p/(1−p), p = P[ν ≥ 1], scales 2 and 12.
+	// ε = 1/2 + 2·3/12 = 1; T' = 0 leaves m = 1 only in
+	// δ_split = P[ρ ≤ −1] + 3·p/(1−p), p = P[ν ≥ 1], scales 2 and 12, and
+	// δ_sum = 3·P[ρ + ν ≥ 1]; δ is the smaller.
 	tail := func(b, j float64) float64 { return math.Exp(-j/b) / (1 + math.Exp(-1/b)) }
 	pm := tail(12, 1)
-	wantDelta := tail(2, 1) + 3*pm/(1-pm)
+	wantDelta := min(tail(2, 1)+3*pm/(1-pm), 3*sumTailBrute(2, 12, 1))
 	if !relClose(ch.PureEpsilon, 1, 1e-12) || !relClose(ch.Delta, min(wantDelta, 1), 1e-9) {
 		t.Fatalf("session cost (%v, %v), want (1, %v)", ch.PureEpsilon, ch.Delta, min(wantDelta, 1))
 	}

@@ -49,7 +49,7 @@ func ExampleSession() {
 		fmt.Println(o)
 	}
 	// Output:
-	// session: ε = 0.90, δ = 1.5e-04
+	// session: ε = 0.90, δ = 3.3e-06
 	// 0
 	// 0
 	// refused

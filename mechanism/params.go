@@ -28,8 +28,8 @@ var presets = [...]Params{
 
 // svtPreset is nzc-svt's preset: one session of pure ε = 1 with its own δ
 // at most 5e-6 and K = 1 refusal, the lowest threshold PlanSession finds for
-// ReferenceTeachers teachers and 10 classes (T = 71, b_ρ ≈ 2.67,
-// b_ν = 3.2). A student that asks first about the queries its teachers
+// ReferenceTeachers teachers and 10 classes (T = 40, b_ρ ≈ 2.86,
+// b_ν ≈ 3.08). A student that asks first about the queries its teachers
 // agree on needs one refusal: it ends the session once those run out.
 func svtPreset() Params {
 	p, err := PlanPresetSession(ReferenceTeachers, 10)
@@ -40,13 +40,19 @@ func svtPreset() Params {
 	return p
 }
 
+// The own δ and the refusal bound K of the preset's sessions.
+const (
+	PresetSessionDelta    = 5e-6
+	PresetSessionRefusals = 1
+)
+
 // PlanPresetSession plans nzc-svt's preset session — pure ε = 1, its own δ
 // at most 5e-6, K = 1 — for an ensemble of the given size: a session's
 // threshold and noise are planned for its ensemble rather than scaled, since
 // its δ depends on how far the threshold sits from the largest distance the
 // ensemble allows. Teachers and Classes are left unset.
 func PlanPresetSession(teachers, classes int) (Params, error) {
-	p, err := PlanSession(1, 5e-6, 1, teachers, classes)
+	p, err := PlanSession(1, PresetSessionDelta, PresetSessionRefusals, teachers, classes)
 	if err != nil {
 		return Params{}, err
 	}

@@ -30,10 +30,16 @@ import (
 // changing its votes on any, adaptively chosen, queries, where
 //
 //	ε = 1/b_ρ + 2K/b_ν
-//	δ = min over m ∈ {1, …, T'+1} of  P[ρ ≤ −m] + K·p_m/(1 − p_m),   p_m = P[ν ≥ T'+2−m],
+//	δ = min(δ_sum, δ_split)
+//	δ_sum   = K·P[ρ + ν ≥ T'+1]
+//	δ_split = min over m ∈ {1, …, T'+1} of  P[ρ ≤ −m] + K·p_m/(1 − p_m),   p_m = P[ν ≥ T'+2−m],
 //
 // with the discrete Laplace tails P[X ≥ j] = P[X ≤ −j] = e^{−j/b}/(1+e^{−1/b})
-// for j ≥ 1. Params.Charge reports exactly this (rounded up).
+// for j ≥ 1, and P[ρ + ν ≥ t] the exact tail of the sum of the two
+// independent draws (lapSumTail). Params.Charge reports exactly this
+// (rounded up). δ_sum is the smaller one wherever a session can answer:
+// its tail falls like e^{−T/max(b_ρ, b_ν)}, δ_split's like
+// e^{−T/(b_ρ+b_ν)}, so it lets the threshold sit about half as high.
 //
 // Proof. (1) The refuse/answer transcript S is the sparse vector technique
 // with the "positive" (counted, at most K) events being the refusals: with
@@ -55,14 +61,29 @@ import (
 // stable on D (d ≥ 1 makes argmax(n_i(D)) = argmax(n_i(D'))); let B be the
 // event that some answered query is unstable. For every set O of outputs
 // P[M(D) ∈ O] ≤ P[S*(D) ∈ A] + P[B] ≤ e^ε P[M(D') ∈ O] + P[B], with A the
-// transcripts whose D'-labels land in O. (3) Bounding P[B]: if ρ ≥ 1−m, an
-// unstable query (d = 0) is answered only if ν ≥ T'+1+ρ ≥ T'+2−m,
-// probability at most p_m, independently for each query given ρ, whatever
-// the queries. The session stops at the K-th refusal, so the number of
-// answered unstable queries is dominated by the number of successes before
-// the K-th failure of Bernoulli(p_m) trials, whose mean is K·p_m/(1−p_m);
-// by Markov's inequality that bounds the probability of at least one.
-// Adding P[ρ ≤ −m] and minimising over m gives δ.
+// transcripts whose D'-labels land in O. (3) Bounding P[B], for any
+// strategy that picks each query from the answers so far and from
+// randomness of its own. An unstable query (d = 0) is answered exactly when
+// ν ≥ T'+1+ρ. Let τ_j be the index of the j-th unstable query the session
+// is asked (∞ if there is none). If B happens, the first answered
+// unstable query is some τ_j, and the j−1 unstable queries before it were
+// refused, so j ≤ K: the K-th refusal ends the session. Hence
+// B ⊆ ⋃_{j ≤ K} {τ_j < ∞, ν_{τ_j} ≥ T'+1+ρ}. Whether τ_j = i is decided by
+// ρ, ν_1 … ν_{i−1}, the data and the strategy's own randomness, all
+// independent of the fresh ν_i, so with G(r) = P[ν ≥ T'+1+r]
+//
+//	P[τ_j < ∞, ν_{τ_j} ≥ T'+1+ρ] = Σ_i E[1{τ_j = i}·G(ρ)] = E[1{τ_j < ∞}·G(ρ)] ≤ E[G(ρ)] = P[ν − ρ ≥ T'+1],
+//
+// which is P[ρ + ν ≥ T'+1] since ρ is symmetric; the union over j gives
+// δ_sum. For K = 1 it is attained: a strategy that asks only unstable
+// queries has P[B] = P[ρ + ν ≥ T'+1]. Alternatively, if ρ ≥ 1−m, an
+// unstable query is answered only if ν ≥ T'+2−m, probability at most p_m,
+// independently for each query given ρ; the number of answered unstable
+// queries is then dominated by the number of successes before the K-th
+// failure of Bernoulli(p_m) trials, whose mean is K·p_m/(1−p_m); by
+// Markov's inequality that bounds the probability of at least one. Adding
+// P[ρ ≤ −m] and minimising over m gives δ_split. Both bound P[B], so their
+// minimum does.
 //
 // As a ledger charge a session is the pure-DP RDP curve of ε (PureDP) plus
 // the additive δ, and composing it that way is sound: by (2), for each pair
@@ -193,7 +214,41 @@ func (p Params) svtCost() (eps, delta float64) {
 			try(m)
 		}
 	}
-	return eps, min(delta*(1+1e-12), 1)
+	delta = min(delta*(1+1e-12), k*lapSumTail(br, bn, t+1))
+	return eps, min(delta, 1)
+}
+
+// lapSumTail returns an upper bound on P[ρ + ν ≥ t] for independent
+// discrete Laplace ρ of scale br and ν of scale bn and an integer t ≥ 1.
+// With q_ρ = e^{−1/br}, q_ν = e^{−1/bn} and c_ρ = (1−q_ρ)/(1+q_ρ), summing
+// over ρ = x:
+//
+//	x ≤ 0:        Σ c_ρ q_ρ^{−x} · q_ν^{t−x}/(1+q_ν)             = c_ρ q_ν^t / ((1+q_ν)(1 − q_ρq_ν))
+//	1 ≤ x ≤ t−1:  Σ c_ρ q_ρ^x · q_ν^{t−x}/(1+q_ν)
+//	x ≥ t:        Σ c_ρ q_ρ^x · (1 − q_ν^{x−t+1}/(1+q_ν))      = q_ρ^t (1 − q_ρq_ν²) / ((1+q_ρ)(1+q_ν)(1 − q_ρq_ν))
+//
+// Every term is positive, so the float64 sum is within a relative 1e-9 of
+// the exact one (at most 2^20 middle terms are summed; beyond that each is
+// bounded by the largest, an endpoint's); the result is raised by that and
+// by 1e-300 against underflow.
+func lapSumTail(br, bn, t float64) float64 {
+	qr, qn := math.Exp(-1/br), math.Exp(-1/bn)
+	omqr := -math.Expm1(-1 / br)       // 1 − q_ρ
+	omqq := -math.Expm1(-1/br - 1/bn)  // 1 − q_ρq_ν
+	omqq2 := -math.Expm1(-1/br - 2/bn) // 1 − q_ρq_ν²
+	cr := omqr / (1 + qr)
+	low := cr * math.Exp(-t/bn) / ((1 + qn) * omqq)
+	high := math.Exp(-t/br) * omqq2 / ((1 + qr) * (1 + qn) * omqq)
+	var mid float64
+	if n := t - 1; n <= 1<<20 {
+		for x := 1.0; x < t; x++ {
+			mid += math.Exp(-x/br - (t-x)/bn)
+		}
+	} else {
+		mid = n * max(math.Exp(-1/br-(t-1)/bn), math.Exp(-(t-1)/br-1/bn))
+	}
+	mid *= cr / (1 + qn)
+	return min((low+mid+high)*(1+1e-9)+1e-300, 1)
 }
 
 // up returns the next float64 above x: applied after each rounded operation

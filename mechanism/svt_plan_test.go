@@ -14,9 +14,10 @@ func TestPlanSession(t *testing.T) {
 		ok          bool
 		maxT        float64 // the plan's threshold is at most this
 	}{
-		{"ε 1, 250 teachers", 1, 5e-6, 1, 250, true, 72},
-		{"ε 2, K 2", 2, 5e-6, 2, 250, true, 60},
-		{"ε 0.5 is out of reach with Laplace noise", 0.5, 5e-6, 1, 250, false, 0},
+		{"ε 1, 250 teachers", 1, 5e-6, 1, 250, true, 40},
+		{"ε 2, K 2", 2, 5e-6, 2, 250, true, 35},
+		{"ε 0.5", 0.5, 5e-6, 1, 250, true, 81},
+		{"ε 0.25 is out of reach with 250 teachers", 0.25, 5e-6, 1, 250, false, 0},
 		{"5 teachers", 1, 1e-5, 1, 5, false, 0},
 		{"bad ε", 0, 1e-5, 1, 250, false, 0},
 		{"bad δ", 1, 1, 1, 250, false, 0},

@@ -28,8 +28,27 @@ type auditResult struct {
 	Pairs             []string         `json:"pairs"`
 	PaperClaim        *float64         `json:"paper_claim_epsilon,omitempty"`
 	PaperClaimRefuted *bool            `json:"paper_claim_refuted,omitempty"`
-	OK                bool             `json:"ok"`
+	// Unstable is nzc-svt's δ audit: how often a session answered a query
+	// one teacher could flip, under each query strategy.
+	Unstable []auditUnstable `json:"unstable_answers,omitempty"`
+	OK       bool            `json:"ok"`
 }
+
+type auditUnstable struct {
+	Strategy   string        `json:"strategy"`
+	Sessions   int           `json:"sessions"`
+	Released   int           `json:"released"`
+	Confidence float64       `json:"confidence"`
+	Lower      jsonnum.Float `json:"probability_lower_bound"`
+	Upper      jsonnum.Float `json:"probability_upper_bound"`
+	OK         bool          `json:"ok"`
+}
+
+// deltaAuditConfidence is the confidence of nzc-svt's δ audit, whatever
+// --confidence says: for K = 1 the first strategy's probability is the
+// charged δ itself, so at confidence c a correct accounting would be
+// called a violation in a share 1 − c of audits.
+const deltaAuditConfidence = 1 - 1e-6
 
 type auditReport struct {
 	Trials     int           `json:"trials"`
@@ -50,7 +69,13 @@ is at least the printed lower bound. The pairs have top-two gaps 0, 1 and 2,
 gaps of one to eight noise scales (σ, or b for Laplace noise, where a noisy
 argmax loses the most privacy) and the worst pair of the exact analysis;
 nzc-svt runs whole sessions of several queries at its threshold, refusing and
-stopping at its limit, with and without an unstable query.
+stopping at its limit, with and without an unstable query; and its δ is
+audited too: sessions are asked only unstable queries, or unstable ones after
+queries far above or at the threshold, and the share of sessions that answer
+an unstable query (the event the δ bounds) must not exceed the δ charged,
+at confidence 1 − 1e-6 (for one refusal and only unstable queries that share
+is the charged δ itself, so a lower confidence would call a correct
+accounting a violation in as many audits).
 
 Beside the sampled bound, the exact two-class ε is computed from the noise's
 probability mass functions over every pair of two-class neighbours, without
@@ -105,6 +130,9 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 		total, base := 0, 0
 		for _, c := range cases {
 			total += len(audit.CasePairs(c.Params)) * 2 * *trials
+			if c.Params.Mechanism == mechanism.NZCSVT {
+				total += len(audit.Strategies(c.Params)) * *trials
+			}
 		}
 		for _, c := range cases {
 			pairs := audit.CasePairs(c.Params)
@@ -129,6 +157,19 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 				refuted := r.EpsilonLowerBound > *r.PaperClaim || (r.Exact != nil && r.Exact.Epsilon > *r.PaperClaim)
 				ar.PaperClaimRefuted = &refuted
 			}
+			if c.Params.Mechanism == mechanism.NZCSVT {
+				for _, s := range audit.Strategies(c.Params) {
+					u, err := audit.UnstableAudit(cmd.Context(), src, c.Params, s, *trials, deltaAuditConfidence, nil)
+					if err != nil {
+						return err
+					}
+					base += *trials
+					prog(base, total)
+					ar.Unstable = append(ar.Unstable, auditUnstable{Strategy: u.Strategy, Sessions: u.Trials, Released: u.Released, Confidence: deltaAuditConfidence,
+						Lower: jsonnum.Float(u.Lower), Upper: jsonnum.Float(u.Upper), OK: u.OK})
+					ar.OK = ar.OK && u.OK
+				}
+			}
 			rep.Results = append(rep.Results, ar)
 		}
 		return cli.Print(cmd.OutOrStdout(), f, rep, func(w io.Writer) error { return printAudit(w, rep) })
@@ -152,7 +193,7 @@ func printAudit(w io.Writer, rep auditReport) error {
 			exact = privacy.Text(float64(*r.EpsilonExact))
 		}
 		if !r.OK {
-			verdict = "VIOLATION: accounted ε below the exact ε or the lower bound"
+			verdict = "VIOLATION: accounted ε below the exact ε or the lower bound, or δ below the unstable answers' share"
 		}
 		fmt.Fprintf(bw, "%-16s %-62s %14s %12s %12s %12s  %s\n", r.Mechanism, params, privacy.Text(float64(r.EpsilonAccounted)), privacy.Text(float64(r.DeltaAccounted)), privacy.Text(float64(r.EpsilonLowerBound)), exact, verdict)
 		fmt.Fprintf(bw, "%-16s   sampled witness: %s\n", "", r.Witness)
@@ -165,6 +206,14 @@ func printAudit(w io.Writer, rep auditReport) error {
 				state = "REFUTED"
 			}
 			fmt.Fprintf(bw, "%-16s   the paper claims ε ≈ %v; measured ε ≥ %s, exact ε %s: claim %s\n", "", *r.PaperClaim, privacy.Text(float64(r.EpsilonLowerBound)), exact, state)
+		}
+		for _, u := range r.Unstable {
+			state := "ok: δ ≥ lower bound"
+			if !u.OK {
+				state = "VIOLATION: δ below the lower bound"
+			}
+			fmt.Fprintf(bw, "%-16s   δ audit, %s: an unstable query answered in %d of %d sessions (probability in [%s, %s]): %s\n",
+				"", u.Strategy, u.Released, u.Sessions, privacy.Text(float64(u.Lower)), privacy.Text(float64(u.Upper)), state)
 		}
 	}
 	return bw.Flush()

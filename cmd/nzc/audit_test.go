@@ -52,3 +52,33 @@ func TestAuditOneMechanism(t *testing.T) {
 		t.Fatal("lnmax without a scale accepted")
 	}
 }
+
+// nzc-svt's δ is audited too: for K = 1 and only unstable queries the share
+// of sessions that answer one is the charged δ itself (0.086 here), so the
+// interval, at confidence 1 − 1e-6, must hold it.
+func TestAuditSessionDelta(t *testing.T) {
+	var rep struct {
+		Results []struct {
+			Delta    float64 `json:"delta_accounted"`
+			OK       bool    `json:"ok"`
+			Unstable []struct {
+				Strategy string  `json:"strategy"`
+				Sessions int     `json:"sessions"`
+				Released int     `json:"released"`
+				Lower    float64 `json:"probability_lower_bound"`
+				Upper    float64 `json:"probability_upper_bound"`
+				OK       bool    `json:"ok"`
+			} `json:"unstable_answers"`
+		} `json:"results"`
+	}
+	runNZCJSON(t, &rep, "", "audit", "--mechanism", "nzc-svt", "--scale", "2", "--distance-scale", "3", "--threshold", "6", "--max-refusals", "1",
+		"--teachers", "250", "--trials", "5000", "--seed", "3", "--format", "json")
+	if len(rep.Results) != 1 || len(rep.Results[0].Unstable) != 3 || !rep.Results[0].OK {
+		t.Fatalf("results %+v: want one nzc-svt result with three strategies, all ok", rep.Results)
+	}
+	r := rep.Results[0]
+	u := r.Unstable[0]
+	if u.Sessions != 5000 || !u.OK || !(u.Lower <= r.Delta && r.Delta <= u.Upper) {
+		t.Fatalf("%s: %d of %d, [%v, %v], charged δ %v: want the charge inside the interval", u.Strategy, u.Released, u.Sessions, u.Lower, u.Upper, r.Delta)
+	}
+}
