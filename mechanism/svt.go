@@ -37,9 +37,10 @@ import (
 // with the discrete Laplace tails P[X ≥ j] = P[X ≤ −j] = e^{−j/b}/(1+e^{−1/b})
 // for j ≥ 1, and P[ρ + ν ≥ t] the exact tail of the sum of the two
 // independent draws (lapSumTail). Params.Charge reports exactly this
-// (rounded up). δ_sum is the smaller one wherever a session can answer:
-// its tail falls like e^{−T/max(b_ρ, b_ν)}, δ_split's like
-// e^{−T/(b_ρ+b_ν)}, so it lets the threshold sit about half as high.
+// (rounded up). δ_sum is usually the smaller: its tail falls like
+// e^{−T/max(b_ρ, b_ν)}, δ_split's like e^{−T/(b_ρ+b_ν)}, so with b_ρ ≈ b_ν
+// it lets the threshold sit about half as high; δ_split can win when K is
+// large and b_ν much smaller than b_ρ, since only its ν term grows with K.
 //
 // Proof. (1) The refuse/answer transcript S is the sparse vector technique
 // with the "positive" (counted, at most K) events being the refusals: with
