@@ -373,3 +373,52 @@ func TestRunBootstrap(t *testing.T) {
 		}
 	}
 }
+
+// Each session ε listed adds a bootstrapped row whose one session is
+// planned at that ε, charged that ε, and drawn from its own noise.
+func TestRunSessionEpsilons(t *testing.T) {
+	cfg := synthetic(t)
+	cfg.Teachers, cfg.SweepTeachers = []int{100}, nil
+	cfg.Aggregators, cfg.SweepAggregators, cfg.CompareAggregators = []string{"nzc-svt"}, nil, nil
+	cfg.Bootstrap, cfg.BootstrapRounds = 10, 0
+	cfg.SessionEpsilons = []float64{2, 4}
+	// Better-separated classes and longer training, so that the teachers
+	// agree on some queries and a session of ε 2 answers them.
+	easy := synth.Blobs{Classes: 4, Dim: 8, Spread: 0.5, CentreSeed: [2]uint64{5, 5}}
+	cfg.Data = &data.Split{Train: easy.Make(1, 3000), Test: easy.Make(2, 700)}
+	cfg.TeacherTrain.MinSteps, cfg.TeacherTrain.LearnRate = 200, 0.05
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := "typical, then confident after 10"
+	got := map[string]Row{}
+	for _, r := range rep.Rows {
+		if r.Aggregator == "nzc-svt" && r.Selection == boot {
+			got[r.Params] = r
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("bootstrapped rows %v: want the preset's session and one at each of ε 2 and 4", slices.Collect(maps.Keys(got)))
+	}
+	for _, e := range cfg.SessionEpsilons {
+		p, err := mechanism.PlanSession(e, mechanism.PresetSessionDelta, mechanism.PresetSessionRefusals, 100, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := got[p.String()]
+		if !ok {
+			t.Fatalf("no row with the session planned at ε %v (%s)", e, p)
+		}
+		if r.Epsilon > e || r.Epsilon < e*0.99 || r.Answered < 1 || r.Queries != 500 {
+			t.Fatalf("ε %v: row %+v, want ε %v and answers to some of 500 queries", e, r, e)
+		}
+	}
+	for _, bad := range [][]float64{{0.05}, {-1}} {
+		c := cfg
+		c.SessionEpsilons = bad
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Fatalf("session ε %v: %v, want ErrConfig", bad, err)
+		}
+	}
+}

@@ -263,13 +263,24 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 				if cfg.BootstrapModel != "" {
 					rep.BootstrapModel = bSpec.String()
 				}
-				row, full, err := st.bootstrap(ctx, agg, k, classes, hist, primary[:maxQ])
-				if err != nil {
-					return nil, fmt.Errorf("%s with %d teachers, bootstrapped: %w", agg, k, err)
+				stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, maxQ, cfg.Selection.Strategy, cfg.Bootstrap)
+				sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
+				for _, e := range cfg.SessionEpsilons {
+					p, err := sessionParams(e, k, classes)
+					if err != nil {
+						return nil, fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
+					}
+					sessions = append(sessions, session{p, fmt.Sprintf("%s/epsilon/%v", stream, e)})
 				}
-				log.Info("released", "aggregator", agg, "selection", row.Selection, "teachers", k, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-				st.add(len(rep.Rows), fmt.Sprintf("%s k=%d %s", agg, k, row.Selection), full)
-				rep.Rows = append(rep.Rows, row)
+				for _, sess := range sessions {
+					row, full, err := st.bootstrap(ctx, agg, sess.p, sess.stream, k, classes, hist, primary[:maxQ])
+					if err != nil {
+						return nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
+					}
+					log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+					st.add(len(rep.Rows), fmt.Sprintf("%s k=%d %s %s", agg, k, row.Params, row.Selection), full)
+					rep.Rows = append(rep.Rows, row)
+				}
 			}
 		}
 		for _, ru := range runs {
@@ -447,17 +458,23 @@ func account(cfg Config, p mechanism.Params, row *Row, refused int) error {
 	return nil
 }
 
-// bootstrap runs one session of the session-keeping aggregator agg in
-// several orders (Config.Bootstrap, BootstrapRounds, Confident): first, the
+// session is one bootstrapped nzc-svt session: its parameters and the name
+// of the stream its noise is drawn from.
+type session struct {
+	p      mechanism.Params
+	stream string
+}
+
+// bootstrap runs one session of the session-keeping aggregator agg, with
+// parameters p and its noise drawn from the named stream, in several orders (Config.Bootstrap, BootstrapRounds, Confident): first, the
 // first queries of the pool in order until Bootstrap are answered; then a
 // student trained on those labels picks among the rest of pool
 // (selection.Confident) until the answers have doubled, and a student
 // retrained on them picks again, BootstrapRounds times; the last student's
 // order runs until the session ends. It returns the row and the released
 // labels, one per query (metrics.Refused elsewhere).
-func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params, stream string, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
 	cfg := s.cfg
-	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
 	strat := fmt.Sprintf("%s, then confident after %d", cfg.Selection.Strategy, cfg.Bootstrap)
 	if cfg.BootstrapRounds > 0 {
 		strat = fmt.Sprintf("%s, then confident after %d, retrained %d times as the answers doubled", cfg.Selection.Strategy, cfg.Bootstrap, cfg.BootstrapRounds)
@@ -467,7 +484,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hi
 	if err != nil {
 		return row, nil, err
 	}
-	src := source(cfg.Seed, fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, len(pool), cfg.Selection.Strategy, cfg.Bootstrap))
+	src := source(cfg.Seed, stream)
 	nq := s.queries.Len()
 	full := make([]int, nq)
 	for i := range full {
@@ -540,7 +557,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, k, classes int, hi
 			perClass[l]++
 		}
 	}
-	s.log.Info("bootstrapped session", "aggregator", agg, "answered", row.Answered, "labels_per_class", perClass)
+	s.log.Info("bootstrapped session", "aggregator", agg, "params", row.Params, "answered", row.Answered, "labels_per_class", perClass)
 	if err := account(cfg, p, &row, refused); err != nil {
 		return row, nil, err
 	}
