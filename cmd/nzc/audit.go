@@ -30,18 +30,8 @@ type auditResult struct {
 	PaperClaimRefuted *bool            `json:"paper_claim_refuted,omitempty"`
 	// Unstable is nzc-svt's δ audit: how often a session answered a query
 	// one teacher could flip, under each query strategy.
-	Unstable []auditUnstable `json:"unstable_answers,omitempty"`
-	OK       bool            `json:"ok"`
-}
-
-type auditUnstable struct {
-	Strategy   string        `json:"strategy"`
-	Sessions   int           `json:"sessions"`
-	Released   int           `json:"released"`
-	Confidence float64       `json:"confidence"`
-	Lower      jsonnum.Float `json:"probability_lower_bound"`
-	Upper      jsonnum.Float `json:"probability_upper_bound"`
-	OK         bool          `json:"ok"`
+	Unstable []audit.UnstableResult `json:"unstable_answers,omitempty"`
+	OK       bool                   `json:"ok"`
 }
 
 // deltaAuditConfidence is the confidence of nzc-svt's δ audit, whatever
@@ -165,8 +155,7 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 					}
 					base += *trials
 					prog(base, total)
-					ar.Unstable = append(ar.Unstable, auditUnstable{Strategy: u.Strategy, Sessions: u.Trials, Released: u.Released, Confidence: deltaAuditConfidence,
-						Lower: jsonnum.Float(u.Lower), Upper: jsonnum.Float(u.Upper), OK: u.OK})
+					ar.Unstable = append(ar.Unstable, u)
 					ar.OK = ar.OK && u.OK
 				}
 			}
@@ -213,7 +202,7 @@ func printAudit(w io.Writer, rep auditReport) error {
 				state = "VIOLATION: δ below the lower bound"
 			}
 			fmt.Fprintf(bw, "%-16s   δ audit, %s: an unstable query answered in %d of %d sessions (probability in [%s, %s]): %s\n",
-				"", u.Strategy, u.Released, u.Sessions, privacy.Text(float64(u.Lower)), privacy.Text(float64(u.Upper)), state)
+				"", u.Strategy, u.Released, u.Trials, privacy.Text(u.Lower), privacy.Text(u.Upper), state)
 		}
 	}
 	return bw.Flush()

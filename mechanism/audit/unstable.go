@@ -57,17 +57,20 @@ func Strategies(p mechanism.Params) []Strategy {
 
 // UnstableResult is the audit of one strategy.
 type UnstableResult struct {
-	Strategy string
+	Strategy string `json:"strategy"`
 	// Trials sessions were run; in Released of them an unstable query was
 	// answered.
-	Trials, Released int
+	Trials   int `json:"sessions"`
+	Released int `json:"released"`
 	// Lower and Upper bound the event's probability (Clopper–Pearson, each
 	// holding with probability at least Confidence).
-	Lower, Upper float64
+	Confidence float64 `json:"confidence"`
+	Lower      float64 `json:"probability_lower_bound"`
+	Upper      float64 `json:"probability_upper_bound"`
 	// DeltaAccounted is the δ the session is charged.
-	DeltaAccounted float64
+	DeltaAccounted float64 `json:"delta_accounted"`
 	// OK is DeltaAccounted ≥ Lower.
-	OK bool
+	OK bool `json:"ok"`
 }
 
 // maxSessionQueries ends a trial whose strategy keeps being answered: a
@@ -90,7 +93,7 @@ func UnstableAudit(ctx context.Context, src mechanism.Source, p mechanism.Params
 	if accountant == nil {
 		accountant = Accounted
 	}
-	res := UnstableResult{Strategy: s.Name, Trials: trials}
+	res := UnstableResult{Strategy: s.Name, Trials: trials, Confidence: confidence}
 	var err error
 	if _, res.DeltaAccounted, err = accountant(p, 0); err != nil {
 		return res, err
