@@ -422,3 +422,21 @@ func TestRunSessionEpsilons(t *testing.T) {
 		}
 	}
 }
+
+// The reference lines (clean votes, ground truth) stay on the plot even
+// when every row's student is below them.
+func TestPlotShowsReferenceLines(t *testing.T) {
+	rep := &Report{Teachers: 250, Rows: []Row{
+		{Aggregator: "gnmax", Selection: "balanced", Teachers: 250, Queries: 100, StudentAccuracy: 0.95, Epsilon: 1.5},
+		{Aggregator: "gnmax", Selection: "balanced", Teachers: 250, Queries: 640, StudentAccuracy: 0.96, Epsilon: 4},
+		{Aggregator: CleanVotes, Teachers: 250, StudentAccuracy: 0.979, Epsilon: math.Inf(1)},
+		{Aggregator: GroundTruth, StudentAccuracy: 0.985, Epsilon: math.Inf(1)},
+	}}
+	p, err := rep.plotAccuracyEpsilon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Y.Max < 98.5 || p.Y.Min > 95 {
+		t.Fatalf("y axis [%v, %v] leaves out the ground truth's 98.5 %% or a row's 95 %%", p.Y.Min, p.Y.Max)
+	}
+}

@@ -98,6 +98,10 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 	}
 	for _, row := range r.Rows {
 		if (row.Aggregator == CleanVotes && row.Teachers == r.Teachers) || row.Aggregator == GroundTruth {
+			// A function has no data range: widen the axis so that the
+			// reference line is drawn even above or below every point.
+			y := 100 * row.StudentAccuracy
+			p.Y.Min, p.Y.Max = min(p.Y.Min, y-0.1), max(p.Y.Max, y+0.1)
 			h := plotter.NewFunction(func(float64) float64 { return 100 * row.StudentAccuracy })
 			h.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 			h.Color = plotutil.Color(plotted)
@@ -107,6 +111,11 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 		}
 	}
 	p.X.Min, p.X.Max = 0.1, maxPlottedEpsilon
+	// The legend sits at the bottom right and its labels are long: leave
+	// the lower part of the plot to it, below every point.
+	if span := p.Y.Max - p.Y.Min; span > 0 && plotted > 0 {
+		p.Y.Min -= 0.1 * span * float64(plotted)
+	}
 	if len(offAxis) > 0 {
 		p.X.Label.Text += "; off the axis: " + strings.Join(offAxis, "; ")
 	}
