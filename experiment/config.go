@@ -186,9 +186,11 @@ func (c *Config) Validate() error {
 	if !(c.Delta > 0 && c.Delta < 1) {
 		return fmt.Errorf("%w: δ = %v must be in (0,1)", ErrConfig, c.Delta)
 	}
-	for _, e := range c.SessionEpsilons {
-		if _, err := sessionParams(e, c.Teachers[0], c.Data.Train.Classes); err != nil {
-			return fmt.Errorf("%w: session ε %v: %w", ErrConfig, e, err)
+	if c.Bootstrap > 0 && slices.ContainsFunc(c.Aggregators, func(a string) bool { return c.Mechanisms[a].Mechanism == mechanism.NZCSVT }) {
+		for _, e := range c.SessionEpsilons {
+			if _, err := sessionParams(e, c.Teachers[0], c.Data.Train.Classes); err != nil {
+				return fmt.Errorf("%w: session ε %v: %w; or leave it out of the session ε (--session-epsilons)", ErrConfig, e, err)
+			}
 		}
 	}
 	if !(c.SSOrder > 1) || !(c.SSSigma > 0) {

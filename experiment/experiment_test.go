@@ -420,6 +420,12 @@ func TestRunSessionEpsilons(t *testing.T) {
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Fatalf("session ε %v: %v, want ErrConfig", bad, err)
 		}
+		// Without a bootstrapped session nothing is planned, so nothing is
+		// refused.
+		c.Bootstrap = 0
+		if err := c.Validate(); err != nil {
+			t.Fatalf("session ε %v without a bootstrap: %v", bad, err)
+		}
 	}
 }
 

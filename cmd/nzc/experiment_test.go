@@ -142,7 +142,7 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 		{[]string{"--session-epsilons", "1,x"}, `"x" is not a positive ε`},
 		{[]string{"--session-epsilons", "0"}, `"0" is not a positive ε`},
 		// Ten teachers allow distances up to 5: no session of ε 1 answers.
-		{[]string{"--session-epsilons", "1"}, "session ε 1"},
+		{[]string{"--aggregators", "nzc-svt", "--bootstrap", "5", "--session-epsilons", "1"}, "session ε 1"},
 		{[]string{"--test-examples", "301"}, "has 300 test examples"},
 		// The first 140 test examples leave 40 queries besides the 100
 		// held out: the 50 asked for are more than there are.
