@@ -225,13 +225,12 @@ func (p Params) svtCost() (eps, delta float64) {
 // over ρ = x:
 //
 //	x ≤ 0:        Σ c_ρ q_ρ^{−x} · q_ν^{t−x}/(1+q_ν)             = c_ρ q_ν^t / ((1+q_ν)(1 − q_ρq_ν))
-//	1 ≤ x ≤ t−1:  Σ c_ρ q_ρ^x · q_ν^{t−x}/(1+q_ν)
+//	1 ≤ x ≤ t−1:  Σ c_ρ q_ρ^x · q_ν^{t−x}/(1+q_ν)                = c_ρ/(1+q_ν) · geomSum(1/br, 1/bn, t−1)
 //	x ≥ t:        Σ c_ρ q_ρ^x · (1 − q_ν^{x−t+1}/(1+q_ν))      = q_ρ^t (1 − q_ρq_ν²) / ((1+q_ρ)(1+q_ν)(1 − q_ρq_ν))
 //
-// Every term is positive, so the float64 sum is within a relative 1e-9 of
-// the exact one (at most 2^20 middle terms are summed; beyond that each is
-// bounded by the largest, an endpoint's); the result is raised by that and
-// by 1e-300 against underflow.
+// Every part is a product and quotient of positive factors, each within a
+// few units in the last place (1 − q through math.Expm1), so the result is
+// raised by a relative 1e-9 and by 1e-300 against underflow.
 func lapSumTail(br, bn, t float64) float64 {
 	qr, qn := math.Exp(-1/br), math.Exp(-1/bn)
 	omqr := -math.Expm1(-1 / br)       // 1 − q_ρ
@@ -240,16 +239,28 @@ func lapSumTail(br, bn, t float64) float64 {
 	cr := omqr / (1 + qr)
 	low := cr * math.Exp(-t/bn) / ((1 + qn) * omqq)
 	high := math.Exp(-t/br) * omqq2 / ((1 + qr) * (1 + qn) * omqq)
-	var mid float64
-	if n := t - 1; n <= 1<<20 {
-		for x := 1.0; x < t; x++ {
-			mid += math.Exp(-x/br - (t-x)/bn)
-		}
-	} else {
-		mid = n * max(math.Exp(-1/br-(t-1)/bn), math.Exp(-(t-1)/br-1/bn))
-	}
-	mid *= cr / (1 + qn)
+	mid := cr / (1 + qn) * geomSum(1/br, 1/bn, t)
 	return min((low+mid+high)*(1+1e-9)+1e-300, 1)
+}
+
+// geomSum returns Σ_{x=1}^{t−1} e^{−a·x − b·(t−x)} for a, b > 0. Taking
+// the larger rate as a (the sum is symmetric under x ↔ t−x with a ↔ b)
+// and d = a − b ≥ 0, it is e^{−b·t} Σ_{x=1}^{n} e^{−d·x} with n = t−1,
+// a geometric sum computed as e^{−b·t−d}·(1−e^{−d·n})/(1−e^{−d}), or
+// n·e^{−b·t} when d = 0.
+func geomSum(a, b, t float64) float64 {
+	n := t - 1
+	if n < 1 {
+		return 0
+	}
+	if a < b {
+		a, b = b, a
+	}
+	d := a - b
+	if d == 0 {
+		return n * math.Exp(-b*t)
+	}
+	return math.Exp(-b*t-d) * (-math.Expm1(-d * n)) / (-math.Expm1(-d))
 }
 
 // up returns the next float64 above x: applied after each rounded operation

@@ -45,8 +45,8 @@ func TestLapSumTail(t *testing.T) {
 	}
 }
 
-// Beyond 2^20 middle terms the sum is bounded by its largest term: still
-// an upper bound, and still a probability.
+// At thresholds far beyond any ensemble's the bound stays a probability
+// and falls as the threshold rises.
 func TestLapSumTailHuge(t *testing.T) {
 	for _, tt := range []float64{1<<20 + 2, 1e9} {
 		got := lapSumTail(1e6, 2e6, tt)
