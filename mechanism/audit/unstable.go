@@ -37,7 +37,10 @@ type Strategy struct {
 //     tries to ask its unstable queries when ρ is low.
 func Strategies(p mechanism.Params) []Strategy {
 	t := int(math.Floor(p.Threshold))
+	// Twenty noise scales above the threshold, or as far as the ensemble
+	// allows.
 	far := t + 20*int(math.Ceil(max(p.Scale, p.DistanceScale)))
+	far = distanceHist(p.Teachers, far).Distance(p.Teachers)
 	return []Strategy{
 		{Name: "unstable queries only", Next: func(int, int) (int, bool) { return 0, true }},
 		{Name: fmt.Sprintf("20 queries at distance %d, then unstable ones", far), Next: func(a, _ int) (int, bool) {

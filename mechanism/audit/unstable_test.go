@@ -22,6 +22,12 @@ func TestStrategiesDistances(t *testing.T) {
 	if d, _ := s[1].Next(0, 0); distanceHist(250, d).Distance(250) != d || d != 66 {
 		t.Fatalf("far query: distance %d", d)
 	}
+	// With 20 teachers no query is 66 away: the farthest there is.
+	small := p
+	small.Teachers = 20
+	if d, _ := Strategies(small)[1].Next(0, 0); d != distanceHist(20, 1000).Distance(20) || d < 9 {
+		t.Fatalf("far query with 20 teachers: distance %d", d)
+	}
 	if d, _ := s[2].Next(0, 0); d != 6 {
 		t.Fatalf("query at the threshold: distance %d", d)
 	}
