@@ -185,16 +185,16 @@ func TestTuneStudent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			acc, err := net.Accuracy(scored)
-			if err != nil {
-				t.Fatal(err)
+			for _, s := range []struct {
+				set *data.Dataset
+				out *[]string
+			}{{scored, &accs}, {unlabelled, &restAccs}} {
+				acc, err := net.Accuracy(s.set)
+				if err != nil {
+					t.Fatal(err)
+				}
+				*s.out = append(*s.out, strconv.FormatFloat(100*acc, 'f', 2, 64))
 			}
-			racc, err := net.Accuracy(unlabelled)
-			if err != nil {
-				t.Fatal(err)
-			}
-			accs = append(accs, strconv.FormatFloat(100*acc, 'f', 2, 64))
-			restAccs = append(restAccs, strconv.FormatFloat(100*racc, 'f', 2, 64))
 		}
 		t.Logf("%-18s %s %% on queries 8,001–9,000, %s %% on the %d unlabelled queries of the pool (student seeds %v)",
 			name, strings.Join(accs, " / "), strings.Join(restAccs, " / "), unlabelled.Len(), seeds)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -214,4 +215,21 @@ func FuzzRestore(f *testing.F) {
 			t.Fatalf("restore→snapshot changed the bytes (%v)", err)
 		}
 	})
+}
+
+// An export written when nzc-svt sessions were charged only the split
+// bound on δ (larger than today's) still verifies: each session states at
+// least the cost recomputed now, so old ledgers replay unchanged.
+func TestVerifyExportChargedSplitDelta(t *testing.T) {
+	f, _ := goldenExport(t)
+	b, err := os.ReadFile(filepath.Join("testdata", "export-split-delta.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st)})
+	if !r.OK || r.Entries != 12 || r.Accepted != 9 {
+		var sb strings.Builder
+		r.WriteText(&sb)
+		t.Fatalf("the earlier export failed:\n%s", sb.String())
+	}
 }

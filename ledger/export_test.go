@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -244,21 +242,4 @@ func FuzzDecodeExport(f *testing.F) {
 			Verify(b, VerifyOptions{}) // must not panic
 		}
 	})
-}
-
-// An export written when nzc-svt sessions were charged only the split
-// bound on δ (larger than today's) still verifies: each session states at
-// least the cost recomputed now, so old ledgers replay unchanged.
-func TestVerifyExportChargedSplitDelta(t *testing.T) {
-	f, _ := goldenExport(t)
-	b, err := os.ReadFile(filepath.Join("testdata", "export-split-delta.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st)})
-	if !r.OK || r.Entries != 12 || r.Accepted != 9 {
-		var sb strings.Builder
-		r.WriteText(&sb)
-		t.Fatalf("the earlier export failed:\n%s", sb.String())
-	}
 }
