@@ -21,9 +21,10 @@ type Plan struct {
 	// Sessions is the number of nzc-svt sessions (0 for per-query
 	// mechanisms).
 	Sessions int `json:"sessions,omitempty"`
-	// Epsilon is the worst-case ε of the plan at Delta, by the conversion
-	// the ledger's gate uses (mechanism.Curve.FilterEpsilon), at most
-	// TargetEpsilon.
+	// Epsilon is the worst-case ε of the plan at Delta, as the ledger's
+	// gate takes it: the conversion (mechanism.Curve.FilterEpsilon), or
+	// for nzc-svt sessions their summed pure ε where that is smaller; at
+	// most TargetEpsilon.
 	Epsilon float64 `json:"epsilon"`
 }
 
@@ -66,6 +67,14 @@ func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Pla
 		conv, err := ch.RDP.FilterEpsilon(delta - ch.Delta)
 		if err != nil {
 			return 0, err
+		}
+		if p.Mechanism == mechanism.NZCSVT {
+			// An account of pure-DP charges is gated on the smaller of the
+			// conversion and the summed pure ε, each charge's and each
+			// sum's rounded up to a multiple of 2^-40: n sessions come to at
+			// most this.
+			pure := float64(n)*one.PureEpsilon*(1+1e-12) + float64(n)*3*math.Ldexp(1, -40)
+			return min(conv.Epsilon, pure), nil
 		}
 		return conv.Epsilon, nil
 	}

@@ -25,6 +25,9 @@ func TestPlanQueries(t *testing.T) {
 		{"gnmax capped by the pool", mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 40, Teachers: 250, Classes: 10}, 1000, 1e-5, 50, 50, 0, false},
 		{"lnmax b=20 at ε 0.05: not one query", mechanism.Params{Mechanism: mechanism.LNMax, Scale: 20, Teachers: 250, Classes: 10}, 0.05, 1e-5, 100, 0, 0, true},
 		{"two sessions of ε 1 in 2.1", svt, 2.1, 1e-5, 9000, 9000, 2, false},
+		// Sessions are pure DP, and the gate takes their summed pure ε
+		// where it is below the conversion (2.01 here).
+		{"two sessions of ε 1 in 2", svt, 2, 1e-5, 9000, 9000, 2, false},
 		{"one session of ε 1 in 1.05", svt, 1.05, 1e-5, 9000, 9000, 1, false},
 		{"no session of ε 1 in 0.9", svt, 0.9, 1e-5, 9000, 0, 0, true},
 		{"bad target", svt, 0, 1e-5, 9000, 0, 0, true},
