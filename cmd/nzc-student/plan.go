@@ -27,7 +27,7 @@ typical so that an nzc-svt session spends its refusals last.`,
   nzc-student plan --mechanism gnmax --sigma 40 --teachers 250 --target-epsilon 2
 
   # nzc-svt sessions within ε = 2:
-  nzc-student plan --mechanism nzc-svt --threshold 40 --scale 2.857 --distance-scale 3.077 \
+  nzc-student plan --mechanism nzc-svt --threshold 40 --scale 2.85714286 --distance-scale 3.07692308 \
       --max-refusals 1 --teachers 250 --target-epsilon 2 --format json`,
 		Args: cobra.NoArgs,
 	}
