@@ -440,6 +440,18 @@ func convert(c mechanism.Curve, delta float64) mechanism.Conversion {
 // addPure adds two pure ε on the lattice: exact below 2^12, +Inf beyond.
 func addPure(a, b float64) float64 { return latticeUp(a + b) }
 
+// PureSum returns the pure ε an account reaches after n accepted charges
+// of pure ε each, as the gate sums them (each charge, and each sum, rounded
+// up to the lattice): what a student planning n nzc-svt sessions is held
+// to, where it is below the accounts' converted curve.
+func PureSum(n int, each float64) float64 {
+	c, total := latticeUp(each), 0.0
+	for range n {
+		total = addPure(total, c)
+	}
+	return total
+}
+
 func (s *State) spend(hospitals []string, cost derived, answers uint64) {
 	for _, h := range hospitals {
 		a := s.accounts[h]

@@ -344,6 +344,10 @@ func TestSVTSession(t *testing.T) {
 	if !near(h1, wantEps) || !near(h3, wantEps) || wantEps != pure.PureEpsilon {
 		t.Fatalf("after opening ε = %v, %v; want the session's whole cost %v (its pure ε %v, filter %v)", h1, h3, wantEps, pure.PureEpsilon, want.Epsilon)
 	}
+	// PureSum is the account's own sum, to the bit.
+	if s := PureSum(1, pure.PureEpsilon); s != h1 {
+		t.Fatalf("PureSum(1, %v) = %v, the account holds %v", pure.PureEpsilon, s, h1)
+	}
 	if r := f.apply(f.sign(open, "agg")); r.Status != StatusDuplicate || r.Original != first.Index {
 		t.Fatalf("reopening: %s original %d", r.Status, r.Original)
 	}

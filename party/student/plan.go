@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 )
 
@@ -70,11 +71,8 @@ func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Pla
 		}
 		if p.Mechanism == mechanism.NZCSVT {
 			// An account of pure-DP charges is gated on the smaller of the
-			// conversion and the summed pure ε, each charge's and each
-			// sum's rounded up to a multiple of 2^-40: n sessions come to at
-			// most this.
-			pure := float64(n)*one.PureEpsilon*(1+1e-12) + float64(n)*3*math.Ldexp(1, -40)
-			return min(conv.Epsilon, pure), nil
+			// conversion and the summed pure ε.
+			return min(conv.Epsilon, ledger.PureSum(n, one.PureEpsilon)), nil
 		}
 		return conv.Epsilon, nil
 	}
