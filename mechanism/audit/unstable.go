@@ -135,12 +135,7 @@ func unstableOnce(src mechanism.Source, p mechanism.Params, s Strategy) (bool, e
 		if !ok {
 			return false, nil
 		}
-		h := distanceHist(p.Teachers, d)
-		if d == 0 {
-			half := p.Teachers / 2
-			h = mechanism.Histogram{p.Teachers - half, half}
-		}
-		o, err := sess.Answer(src, h)
+		o, err := sess.Answer(src, distanceHist(p.Teachers, d))
 		switch {
 		case errors.Is(err, mechanism.ErrSessionExhausted):
 			return false, nil
