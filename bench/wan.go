@@ -221,12 +221,8 @@ func chargedTwice(f *federation, res *student.Result) (int, error) {
 	}
 	charges := map[string]int{}
 	for _, b := range raw {
-		en, err := ledger.DecodeEntry(b)
-		if err != nil || en.Status != ledger.StatusAccepted {
-			continue
-		}
-		c, err := ledger.DecodeCommand(en.Command)
-		if err != nil {
+		_, c, ok := ledger.AcceptedCommand(b)
+		if !ok {
 			continue
 		}
 		if ch, ok := c.Body.(*ledger.Charge); ok {

@@ -190,10 +190,11 @@ func DecodeEntry(b []byte) (Entry, error) {
 	return en, nil
 }
 
-// acceptedCommand decodes b as an entry and, when it records an accepted
+// AcceptedCommand decodes b as an entry and, when it records an accepted
 // command, that command; ok is false for any other entry and for bytes
-// that do not decode.
-func acceptedCommand(b []byte) (en Entry, c Command, ok bool) {
+// that do not decode. Readers that look only at what the ledger accepted
+// (the charges it holds, the parties it registered) scan entries with it.
+func AcceptedCommand(b []byte) (en Entry, c Command, ok bool) {
 	en, err := DecodeEntry(b)
 	if err != nil || en.Status != StatusAccepted {
 		return Entry{}, Command{}, false

@@ -448,7 +448,7 @@ func (r *Report) forks(exported, earlier [][]byte, st *State, trusted []string) 
 func (r *Report) costs(entries [][]byte) {
 	checked, bad := 0, 0
 	for i, b := range entries {
-		_, c, ok := acceptedCommand(b)
+		_, c, ok := AcceptedCommand(b)
 		if !ok {
 			continue
 		}

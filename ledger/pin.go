@@ -23,7 +23,7 @@ func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) 
 	var signer string
 	var at int64
 	for i, b := range entries {
-		_, cmd, ok := acceptedCommand(b)
+		_, cmd, ok := AcceptedCommand(b)
 		if !ok {
 			continue
 		}

@@ -87,12 +87,8 @@ func hospitalCharges(st *ledger.State, signed []byte, size int64, hospital strin
 	}
 	for k, b := range raw {
 		i := start + int64(k)
-		en, err := ledger.DecodeEntry(b)
-		if err != nil || en.Status != ledger.StatusAccepted {
-			continue
-		}
-		cmd, err := ledger.DecodeCommand(en.Command)
-		if err != nil {
+		_, cmd, ok := ledger.AcceptedCommand(b)
+		if !ok {
 			continue
 		}
 		ch, ok := cmd.Body.(*ledger.Charge)
