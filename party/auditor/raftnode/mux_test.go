@@ -25,15 +25,10 @@ func TestMuxClosesRaftConnections(t *testing.T) {
 	ca := newTestCA(t)
 	var servers []raft.Server // the raft configuration every listener sees
 	mux := func(id string) *streamLayer {
-		server, client := ca.tlsPair(t, "auditor", id)
-		m, err := newMuxListener("127.0.0.1:0", nil, server, auditortest.Logger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close(); m.wait() })
-		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(m.advertise.String())})
-		m.peers.set(func() []raft.Server { return servers })
-		return &streamLayer{m: m, client: clientTLS(client)}
+		s := ca.streamLayer(t, id)
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(s.m.advertise.String())})
+		s.m.peers.set(func() []raft.Server { return servers })
+		return s
 	}
 	a, b := mux("a"), mux("b")
 

@@ -127,13 +127,7 @@ func TestRaftRPCSpeaksOnlyForItsCertificate(t *testing.T) {
 func TestRaftDialChecksThePeersCertificate(t *testing.T) {
 	ca := newTestCA(t)
 	layer := func(id string) *streamLayer {
-		server, client := ca.tlsPair(t, "auditor", id)
-		m, err := newMuxListener("127.0.0.1:0", nil, server, auditortest.Logger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close(); m.wait() })
-		s := &streamLayer{m: m, client: clientTLS(client)}
+		s := ca.streamLayer(t, id)
 		go func() { // accept and drop what is dialled
 			for {
 				c, err := s.Accept()

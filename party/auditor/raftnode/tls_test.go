@@ -106,6 +106,19 @@ func (ca *testCA) tlsPair(t testing.TB, role, id string) (*tls.Config, *tls.Conf
 	return server, client
 }
 
+// streamLayer is auditor id's raft stream layer on a loopback mux
+// listener, closed when the test ends.
+func (ca *testCA) streamLayer(t testing.TB, id string) *streamLayer {
+	t.Helper()
+	server, client := ca.tlsPair(t, "auditor", id)
+	m, err := newMuxListener("127.0.0.1:0", nil, server, auditortest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); m.wait() })
+	return &streamLayer{m: m, client: clientTLS(client)}
+}
+
 // tlsCluster is a cluster of durable nodes on loopback TLS.
 type tlsCluster struct {
 	t    testing.TB
