@@ -105,7 +105,7 @@ type Body interface {
 	Kind() Kind
 	// Stamp is the time its proposer put in, in unix nanoseconds.
 	Stamp() int64
-	encode(e *encoder)
+	fields(f fields)
 }
 
 // Genesis starts the ledger. It names the log's origin (the first line of
@@ -281,159 +281,222 @@ func (b *OpenSession) Stamp() int64      { return b.Timestamp }
 func (b *CloseSession) Stamp() int64     { return b.Timestamp }
 func (b *RegisterEnsemble) Stamp() int64 { return b.Timestamp }
 
-func encodeParty(e *encoder, p Party) {
-	e.id("party id", p.ID)
-	if !p.Role.valid() {
-		e.fail("party %s has unknown role %d", p.ID, p.Role)
-	}
-	e.u8(uint8(p.Role))
-	e.fixed("public key of "+p.ID, p.PublicKey, publicKeyLen)
+// fields reads or writes a body's fields. Each body lists its fields once,
+// in their canonical order (Body.fields), and the same list serves the
+// encoder (writer) and the decoder (reader), so the two cannot disagree on
+// the layout. Writing checks a value against the canonical form before it
+// is appended; reading checks it as it is taken.
+type fields interface {
+	id(field string, s *string)
+	// optID is an identifier that may be empty.
+	optID(field string, s *string)
+	u64(v *uint64)
+	i64(v *int64)
+	f64(field string, v *float64)
+	hash(field string, h *[hashSize]byte)
+	// ids is a list of identifiers, sorted with no repeats.
+	ids(field string, v *[]string)
+	// params is a mechanism's parameters, sorted by key with no repeats.
+	params(v *[]Param)
+	curve(v *[]float64)
+	party(p *Party)
+	// parties is the genesis's parties, sorted by id with no repeats.
+	parties(v *[]Party)
+	// ensembles is a charge's ensemble size for each of its hospitals:
+	// present in a charge-v2 (a charge that states them), absent in a
+	// charge.
+	ensembles(hospitals []string, v *[]uint64)
 }
 
-func decodeParty(d *decoder) Party {
-	var p Party
-	p.ID = d.id("party id")
-	p.Role = Role(d.u8())
-	if d.err == nil && !p.Role.valid() {
-		d.fail("party %s has unknown role %d", p.ID, p.Role)
-	}
-	p.PublicKey = d.fixed(publicKeyLen)
-	return p
-}
+// writer writes a body's fields to an encoder.
+type writer struct{ e *encoder }
 
-func encodeIDs(e *encoder, field string, ids []string) {
-	e.count(field, len(ids))
-	for i, s := range ids {
-		if i > 0 && s <= ids[i-1] {
-			e.fail("%s must be sorted with no repeats (%q after %q)", field, s, ids[i-1])
+func (w writer) id(field string, s *string)           { w.e.id(field, *s) }
+func (w writer) optID(field string, s *string)        { w.e.optID(field, *s) }
+func (w writer) u64(v *uint64)                        { w.e.u64(*v) }
+func (w writer) i64(v *int64)                         { w.e.i64(*v) }
+func (w writer) f64(field string, v *float64)         { w.e.f64(field, *v) }
+func (w writer) hash(field string, h *[hashSize]byte) { w.e.fixed(field, h[:], hashSize) }
+
+func (w writer) ids(field string, ids *[]string) {
+	w.e.count(field, len(*ids))
+	for i, s := range *ids {
+		if i > 0 && s <= (*ids)[i-1] {
+			w.e.fail("%s must be sorted with no repeats (%q after %q)", field, s, (*ids)[i-1])
 		}
-		e.id(field, s)
+		w.e.id(field, s)
 	}
 }
 
-func decodeIDs(d *decoder, field string) []string {
-	n := d.count(field)
+func (w writer) params(v *[]Param) {
+	ps := *v
+	w.e.count("parameters", len(ps))
+	for i, p := range ps {
+		if i > 0 && p.Key <= ps[i-1].Key {
+			w.e.fail("parameters must be sorted by key with no repeats (%q after %q)", p.Key, ps[i-1].Key)
+		}
+		w.e.id("parameter key", p.Key)
+		w.e.str("parameter "+p.Key, p.Value, maxTextLen)
+	}
+}
+
+func (w writer) curve(v *[]float64) {
+	w.e.count("curve", len(*v))
+	for _, x := range *v {
+		w.e.f64("curve value", x)
+	}
+}
+
+func (w writer) party(p *Party) {
+	w.e.id("party id", p.ID)
+	if !p.Role.valid() {
+		w.e.fail("party %s has unknown role %d", p.ID, p.Role)
+	}
+	w.e.u8(uint8(p.Role))
+	w.e.fixed("public key of "+p.ID, p.PublicKey, publicKeyLen)
+}
+
+func (w writer) parties(v *[]Party) {
+	ps := *v
+	w.e.count("parties", len(ps))
+	for i := range ps {
+		if i > 0 && ps[i].ID <= ps[i-1].ID {
+			w.e.fail("genesis parties must be sorted by id with no repeats (%q after %q)", ps[i].ID, ps[i-1].ID)
+		}
+		w.party(&ps[i])
+	}
+}
+
+func (w writer) ensembles(hospitals []string, v *[]uint64) {
+	if len(*v) == 0 {
+		return
+	}
+	if len(*v) != len(hospitals) {
+		w.e.fail("a charge states %d ensemble sizes for %d hospitals", len(*v), len(hospitals))
+	}
+	for _, n := range *v {
+		if n < 1 || n > MaxTeachers {
+			w.e.fail("ensemble size %d is outside [1, %d]", n, MaxTeachers)
+		}
+		w.e.u64(n)
+	}
+}
+
+// reader reads a body's fields from a decoder.
+type reader struct{ d *decoder }
+
+func (r reader) id(field string, s *string)           { *s = r.d.id(field) }
+func (r reader) optID(field string, s *string)        { *s = r.d.optID(field) }
+func (r reader) u64(v *uint64)                        { *v = r.d.u64() }
+func (r reader) i64(v *int64)                         { *v = r.d.i64() }
+func (r reader) f64(field string, v *float64)         { *v = r.d.f64(field) }
+func (r reader) hash(field string, h *[hashSize]byte) { copy(h[:], r.d.take(hashSize)) }
+
+func (r reader) ids(field string, v *[]string) {
+	n := r.d.count(field)
 	ids := make([]string, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		s := d.id(field)
-		if i > 0 && s <= ids[i-1] && d.err == nil {
-			d.fail("%s must be sorted with no repeats (%q after %q)", field, s, ids[i-1])
+	for i := 0; i < n && r.d.err == nil; i++ {
+		s := r.d.id(field)
+		if i > 0 && s <= ids[i-1] && r.d.err == nil {
+			r.d.fail("%s must be sorted with no repeats (%q after %q)", field, s, ids[i-1])
 		}
 		ids = append(ids, s)
 	}
-	return ids
+	*v = ids
 }
 
-func encodeParams(e *encoder, ps []Param) {
-	e.count("parameters", len(ps))
-	for i, p := range ps {
-		if i > 0 && p.Key <= ps[i-1].Key {
-			e.fail("parameters must be sorted by key with no repeats (%q after %q)", p.Key, ps[i-1].Key)
-		}
-		e.id("parameter key", p.Key)
-		e.str("parameter "+p.Key, p.Value, maxTextLen)
-	}
-}
-
-func decodeParams(d *decoder) []Param {
-	n := d.count("parameters")
+func (r reader) params(v *[]Param) {
+	n := r.d.count("parameters")
 	ps := make([]Param, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && r.d.err == nil; i++ {
 		var p Param
-		p.Key = d.id("parameter key")
-		p.Value = d.str("parameter value", maxTextLen)
-		if i > 0 && p.Key <= ps[i-1].Key && d.err == nil {
-			d.fail("parameters must be sorted by key with no repeats (%q after %q)", p.Key, ps[i-1].Key)
+		p.Key = r.d.id("parameter key")
+		p.Value = r.d.str("parameter value", maxTextLen)
+		if i > 0 && p.Key <= ps[i-1].Key && r.d.err == nil {
+			r.d.fail("parameters must be sorted by key with no repeats (%q after %q)", p.Key, ps[i-1].Key)
 		}
 		ps = append(ps, p)
 	}
-	return ps
+	*v = ps
 }
 
-func encodeCurve(e *encoder, c []float64) {
-	e.count("curve", len(c))
-	for _, v := range c {
-		e.f64("curve value", v)
-	}
-}
-
-func decodeCurve(d *decoder) []float64 {
-	n := d.count("curve")
+func (r reader) curve(v *[]float64) {
+	n := r.d.count("curve")
 	c := make([]float64, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		c = append(c, d.f64("curve value"))
+	for i := 0; i < n && r.d.err == nil; i++ {
+		c = append(c, r.d.f64("curve value"))
 	}
-	return c
+	*v = c
 }
 
-func (b *Genesis) encode(e *encoder) {
-	e.id("origin", b.Origin)
-	e.count("parties", len(b.Parties))
-	for i, p := range b.Parties {
-		if i > 0 && p.ID <= b.Parties[i-1].ID {
-			e.fail("genesis parties must be sorted by id with no repeats (%q after %q)", p.ID, b.Parties[i-1].ID)
+func (r reader) party(p *Party) {
+	p.ID = r.d.id("party id")
+	p.Role = Role(r.d.u8())
+	if r.d.err == nil && !p.Role.valid() {
+		r.d.fail("party %s has unknown role %d", p.ID, p.Role)
+	}
+	p.PublicKey = r.d.fixed(publicKeyLen)
+}
+
+func (r reader) parties(v *[]Party) {
+	n := r.d.count("parties")
+	for i := 0; i < n && r.d.err == nil; i++ {
+		var p Party
+		r.party(&p)
+		if i > 0 && p.ID <= (*v)[i-1].ID && r.d.err == nil {
+			r.d.fail("genesis parties must be sorted by id with no repeats (%q after %q)", p.ID, (*v)[i-1].ID)
 		}
-		encodeParty(e, p)
+		*v = append(*v, p)
 	}
-	e.i64(b.Timestamp)
 }
 
-func (b *Genesis) decode(d *decoder) {
-	b.Origin = d.id("origin")
-	n := d.count("parties")
-	for i := 0; i < n && d.err == nil; i++ {
-		p := decodeParty(d)
-		if i > 0 && p.ID <= b.Parties[i-1].ID && d.err == nil {
-			d.fail("genesis parties must be sorted by id with no repeats (%q after %q)", p.ID, b.Parties[i-1].ID)
+func (r reader) ensembles(hospitals []string, v *[]uint64) {
+	if r.d.kind != KindChargeV2 {
+		return
+	}
+	if len(hospitals) == 0 && r.d.err == nil {
+		r.d.fail("a charge-v2 names no hospital")
+	}
+	*v = make([]uint64, 0, len(hospitals))
+	for range hospitals {
+		n := r.d.u64()
+		if (n < 1 || n > MaxTeachers) && r.d.err == nil {
+			r.d.fail("ensemble size %d is outside [1, %d]", n, MaxTeachers)
 		}
-		b.Parties = append(b.Parties, p)
+		*v = append(*v, n)
 	}
-	b.Timestamp = d.i64()
 }
 
-func (b *RegisterParty) encode(e *encoder) { encodeParty(e, b.Party); e.i64(b.Timestamp) }
-func (b *RegisterParty) decode(d *decoder) { b.Party = decodeParty(d); b.Timestamp = d.i64() }
-
-func (b *OpenAccount) encode(e *encoder) {
-	e.id("hospital", b.Hospital)
-	e.f64("cap ε", b.CapEpsilon)
-	e.f64("cap δ", b.CapDelta)
-	e.i64(b.Timestamp)
+func (b *Genesis) fields(f fields) {
+	f.id("origin", &b.Origin)
+	f.parties(&b.Parties)
+	f.i64(&b.Timestamp)
 }
 
-func (b *OpenAccount) decode(d *decoder) {
-	b.Hospital = d.id("hospital")
-	b.CapEpsilon = d.f64("cap ε")
-	b.CapDelta = d.f64("cap δ")
-	b.Timestamp = d.i64()
+func (b *RegisterParty) fields(f fields) {
+	f.party(&b.Party)
+	f.i64(&b.Timestamp)
 }
 
-func (b *ChangeCap) encode(e *encoder) {
-	e.id("hospital", b.Hospital)
-	e.u64(b.Version)
-	e.f64("cap ε", b.CapEpsilon)
-	e.f64("cap δ", b.CapDelta)
-	e.i64(b.Timestamp)
+func (b *OpenAccount) fields(f fields) {
+	f.id("hospital", &b.Hospital)
+	f.f64("cap ε", &b.CapEpsilon)
+	f.f64("cap δ", &b.CapDelta)
+	f.i64(&b.Timestamp)
 }
 
-func (b *ChangeCap) decode(d *decoder) {
-	b.Hospital = d.id("hospital")
-	b.Version = d.u64()
-	b.CapEpsilon = d.f64("cap ε")
-	b.CapDelta = d.f64("cap δ")
-	b.Timestamp = d.i64()
+func (b *ChangeCap) fields(f fields) {
+	f.id("hospital", &b.Hospital)
+	f.u64(&b.Version)
+	f.f64("cap ε", &b.CapEpsilon)
+	f.f64("cap δ", &b.CapDelta)
+	f.i64(&b.Timestamp)
 }
 
-func (b *RegisterStudent) encode(e *encoder) {
-	e.id("student", b.Student)
-	e.u64(b.MaxAnswers)
-	e.i64(b.Timestamp)
-}
-
-func (b *RegisterStudent) decode(d *decoder) {
-	b.Student = d.id("student")
-	b.MaxAnswers = d.u64()
-	b.Timestamp = d.i64()
+func (b *RegisterStudent) fields(f fields) {
+	f.id("student", &b.Student)
+	f.u64(&b.MaxAnswers)
+	f.i64(&b.Timestamp)
 }
 
 // key is the charge's batch in the ledger's record of charged batches:
@@ -441,112 +504,47 @@ func (b *RegisterStudent) decode(d *decoder) {
 // collides with, or reveals, another's.
 func (b *Charge) key() string { return b.Student + "\x00" + b.BatchID }
 
-func (b *Charge) encode(e *encoder) {
-	e.id("batch id", b.BatchID)
-	e.id("student", b.Student)
-	encodeIDs(e, "hospitals", b.Hospitals)
-	if len(b.Ensembles) > 0 {
-		if len(b.Ensembles) != len(b.Hospitals) {
-			e.fail("a charge states %d ensemble sizes for %d hospitals", len(b.Ensembles), len(b.Hospitals))
-		}
-		for _, n := range b.Ensembles {
-			if n < 1 || n > MaxTeachers {
-				e.fail("ensemble size %d is outside [1, %d]", n, MaxTeachers)
-			}
-			e.u64(n)
-		}
-	}
-	e.optID("session", b.Session)
-	e.id("mechanism", b.Mechanism)
-	encodeParams(e, b.Params)
-	e.u64(b.Queries)
-	e.u64(b.Answers)
-	encodeCurve(e, b.Curve)
-	e.f64("δ", b.Delta)
-	e.fixed("answers hash", b.AnswersHash[:], hashSize)
-	e.i64(b.Timestamp)
+func (b *Charge) fields(f fields) {
+	f.id("batch id", &b.BatchID)
+	f.id("student", &b.Student)
+	f.ids("hospitals", &b.Hospitals)
+	f.ensembles(b.Hospitals, &b.Ensembles)
+	f.optID("session", &b.Session)
+	f.id("mechanism", &b.Mechanism)
+	f.params(&b.Params)
+	f.u64(&b.Queries)
+	f.u64(&b.Answers)
+	f.curve(&b.Curve)
+	f.f64("δ", &b.Delta)
+	f.hash("answers hash", &b.AnswersHash)
+	f.i64(&b.Timestamp)
 }
 
-func (b *Charge) decode(d *decoder) {
-	b.BatchID = d.id("batch id")
-	b.Student = d.id("student")
-	b.Hospitals = decodeIDs(d, "hospitals")
-	if d.kind == KindChargeV2 {
-		if len(b.Hospitals) == 0 && d.err == nil {
-			d.fail("a charge-v2 names no hospital")
-		}
-		b.Ensembles = make([]uint64, 0, len(b.Hospitals))
-		for range b.Hospitals {
-			n := d.u64()
-			if (n < 1 || n > MaxTeachers) && d.err == nil {
-				d.fail("ensemble size %d is outside [1, %d]", n, MaxTeachers)
-			}
-			b.Ensembles = append(b.Ensembles, n)
-		}
-	}
-	b.Session = d.optID("session")
-	b.Mechanism = d.id("mechanism")
-	b.Params = decodeParams(d)
-	b.Queries = d.u64()
-	b.Answers = d.u64()
-	b.Curve = decodeCurve(d)
-	b.Delta = d.f64("δ")
-	copy(b.AnswersHash[:], d.take(hashSize))
-	b.Timestamp = d.i64()
+func (b *RegisterEnsemble) fields(f fields) {
+	f.id("hospital", &b.Hospital)
+	f.u64(&b.Version)
+	f.u64(&b.Teachers)
+	f.u64(&b.Classes)
+	f.i64(&b.Timestamp)
 }
 
-func (b *RegisterEnsemble) encode(e *encoder) {
-	e.id("hospital", b.Hospital)
-	e.u64(b.Version)
-	e.u64(b.Teachers)
-	e.u64(b.Classes)
-	e.i64(b.Timestamp)
+func (b *OpenSession) fields(f fields) {
+	f.id("session", &b.SessionID)
+	f.id("student", &b.Student)
+	f.ids("hospitals", &b.Hospitals)
+	f.id("mechanism", &b.Mechanism)
+	f.params(&b.Params)
+	f.u64(&b.MaxRefusals)
+	f.curve(&b.Curve)
+	f.f64("δ", &b.Delta)
+	f.i64(&b.Timestamp)
 }
 
-func (b *RegisterEnsemble) decode(d *decoder) {
-	b.Hospital = d.id("hospital")
-	b.Version = d.u64()
-	b.Teachers = d.u64()
-	b.Classes = d.u64()
-	b.Timestamp = d.i64()
-}
-
-func (b *OpenSession) encode(e *encoder) {
-	e.id("session", b.SessionID)
-	e.id("student", b.Student)
-	encodeIDs(e, "hospitals", b.Hospitals)
-	e.id("mechanism", b.Mechanism)
-	encodeParams(e, b.Params)
-	e.u64(b.MaxRefusals)
-	encodeCurve(e, b.Curve)
-	e.f64("δ", b.Delta)
-	e.i64(b.Timestamp)
-}
-
-func (b *OpenSession) decode(d *decoder) {
-	b.SessionID = d.id("session")
-	b.Student = d.id("student")
-	b.Hospitals = decodeIDs(d, "hospitals")
-	b.Mechanism = d.id("mechanism")
-	b.Params = decodeParams(d)
-	b.MaxRefusals = d.u64()
-	b.Curve = decodeCurve(d)
-	b.Delta = d.f64("δ")
-	b.Timestamp = d.i64()
-}
-
-func (b *CloseSession) encode(e *encoder) {
-	e.id("session", b.SessionID)
-	e.u64(b.Queries)
-	e.u64(b.Answers)
-	e.i64(b.Timestamp)
-}
-
-func (b *CloseSession) decode(d *decoder) {
-	b.SessionID = d.id("session")
-	b.Queries = d.u64()
-	b.Answers = d.u64()
-	b.Timestamp = d.i64()
+func (b *CloseSession) fields(f fields) {
+	f.id("session", &b.SessionID)
+	f.u64(&b.Queries)
+	f.u64(&b.Answers)
+	f.i64(&b.Timestamp)
 }
 
 // Command is a signed body:
@@ -571,7 +569,7 @@ func (c Command) signedPrefix() ([]byte, error) {
 	e := &encoder{}
 	e.u8(Version)
 	e.u8(uint8(c.Body.Kind()))
-	c.Body.encode(e)
+	c.Body.fields(writer{e})
 	e.id("signer", c.Signer)
 	return e.buf, e.err
 }
@@ -645,10 +643,7 @@ func DecodeCommand(b []byte) (Command, error) {
 	if d.err != nil {
 		return Command{}, d.err
 	}
-	var body interface {
-		Body
-		decode(*decoder)
-	}
+	var body Body
 	switch k {
 	case KindGenesis:
 		body = &Genesis{}
@@ -672,7 +667,7 @@ func DecodeCommand(b []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: unknown command kind %d", ErrMalformed, k)
 	}
 	d.kind = k
-	body.decode(d)
+	body.fields(reader{d})
 	c := Command{Body: body}
 	c.Signer = d.id("signer")
 	c.Signature = d.fixed(signatureLen)
