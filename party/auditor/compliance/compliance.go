@@ -406,9 +406,15 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request, _ crypto.Peer) 
 	return writeJSON(w, info)
 }
 
-func (a *API) inclusion(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
+// treeSizeParam reads the size of a tree the log has held: from 1 to the
+// log's size now, which it is when the parameter is absent.
+func (a *API) treeSizeParam(r *http.Request, name string) (int64, error) {
 	tree := a.Ledger.TreeSize()
-	size, err := intParam(r, "size", tree, 1, tree, fmt.Sprintf("the log has %d entries", tree))
+	return intParam(r, name, tree, 1, tree, fmt.Sprintf("the log has %d entries", tree))
+}
+
+func (a *API) inclusion(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
+	size, err := a.treeSizeParam(r, "size")
 	if err != nil {
 		return err
 	}
@@ -426,8 +432,7 @@ func (a *API) inclusion(w http.ResponseWriter, r *http.Request, _ crypto.Peer) e
 }
 
 func (a *API) consistency(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
-	tree := a.Ledger.TreeSize()
-	newSize, err := intParam(r, "new", tree, 1, tree, fmt.Sprintf("the log has %d entries", tree))
+	newSize, err := a.treeSizeParam(r, "new")
 	if err != nil {
 		return err
 	}
