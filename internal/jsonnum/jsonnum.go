@@ -1,8 +1,9 @@
 // Package jsonnum is the JSON form of a float that may be unbounded: the
 // standard encoder refuses ±Inf and NaN, and an ε or a δ can be either.
 // Every read command of the nzc tool writes them as the strings "inf",
-// "-inf" and "nan". (The ledger's export keeps its own "+Inf", pinned by
-// its golden files, and the dashboard sends null to the browser.)
+// "-inf" and "nan" (Float); the dashboard sends null to its page, which
+// shows ∞ (OrNull). (The ledger's export keeps its own "+Inf", pinned by
+// its golden files, in the ledger package, which imports nothing of ours.)
 package jsonnum
 
 import (
@@ -60,4 +61,16 @@ func Floats(xs []float64) []Float {
 		out[i] = Float(x)
 	}
 	return out
+}
+
+// OrNull is a float64 whose JSON form is a number, or null when it is not
+// finite: for a reader that shows an unbounded value in its own way.
+type OrNull float64
+
+// MarshalJSON encodes f as encoding/json encodes a float64, or as null.
+func (f OrNull) MarshalJSON() ([]byte, error) {
+	if x := float64(f); math.IsInf(x, 0) || math.IsNaN(x) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
 }

@@ -42,6 +42,13 @@ func TestFloat(t *testing.T) {
 	}
 }
 
+func TestOrNull(t *testing.T) {
+	b, err := json.Marshal([]OrNull{1.5, 1e-5, OrNull(math.Inf(1)), OrNull(math.Inf(-1)), OrNull(math.NaN())})
+	if want := "[1.5,0.00001,null,null,null]"; err != nil || string(b) != want {
+		t.Fatalf("OrNull as JSON: %s, %v; want %s", b, err, want)
+	}
+}
+
 // Whatever decodes, encodes and decodes again to the same value.
 func FuzzFloat(f *testing.F) {
 	for _, s := range []string{`1.5`, `"inf"`, `"-inf"`, `"nan"`, `null`, `-0`, `1e308`, `"x"`, `1e400`} {

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,21 +13,9 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/nzcfed/nzc/internal/jsonnum"
 	"github.com/nzcfed/nzc/ledger"
 )
-
-// Num is a float64 that encodes to JSON as null when it is not finite
-// (an unbounded ε); the page shows it as ∞.
-type Num float64
-
-// MarshalJSON implements json.Marshaler.
-func (n Num) MarshalJSON() ([]byte, error) {
-	f := float64(n)
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return []byte("null"), nil
-	}
-	return json.Marshal(f)
-}
 
 // FormatEpsilon is how the dashboard shows an ε or an ε cap: three
 // decimals, exponent form from a million on, ∞ when unbounded.
@@ -63,18 +50,18 @@ type Overview struct {
 
 // AccountView is one hospital's account as the page shows it.
 type AccountView struct {
-	Hospital    string  `json:"hospital"`
-	Epsilon     Num     `json:"epsilon"`
-	EpsilonText string  `json:"epsilon_text"`
-	CapEpsilon  Num     `json:"cap_epsilon"`
-	CapText     string  `json:"cap_text"`
-	Used        Num     `json:"used"` // ε / cap
-	UsedText    string  `json:"used_text"`
-	DeltaSpent  float64 `json:"delta_spent"`
-	CapDelta    float64 `json:"cap_delta"`
-	DeltaText   string  `json:"delta_text"` // "spent of cap"
-	Charges     uint64  `json:"charges"`
-	Answers     uint64  `json:"answers"`
+	Hospital    string         `json:"hospital"`
+	Epsilon     jsonnum.OrNull `json:"epsilon"`
+	EpsilonText string         `json:"epsilon_text"`
+	CapEpsilon  jsonnum.OrNull `json:"cap_epsilon"`
+	CapText     string         `json:"cap_text"`
+	Used        jsonnum.OrNull `json:"used"` // ε / cap
+	UsedText    string         `json:"used_text"`
+	DeltaSpent  float64        `json:"delta_spent"`
+	CapDelta    float64        `json:"cap_delta"`
+	DeltaText   string         `json:"delta_text"` // "spent of cap"
+	Charges     uint64         `json:"charges"`
+	Answers     uint64         `json:"answers"`
 }
 
 // History is GET /api/history: each hospital's ε after every entry that
@@ -94,10 +81,10 @@ type Series struct {
 
 // Point is a hospital's ε and cap right after entry Index.
 type Point struct {
-	Index   uint64 `json:"index"`
-	Time    string `json:"time"`
-	Epsilon Num    `json:"epsilon"`
-	Cap     Num    `json:"cap"`
+	Index   uint64         `json:"index"`
+	Time    string         `json:"time"`
+	Epsilon jsonnum.OrNull `json:"epsilon"`
+	Cap     jsonnum.OrNull `json:"cap"`
 }
 
 // Activity is GET /api/activity: the most recent charges and refusals,
@@ -124,10 +111,10 @@ type ChargeView struct {
 
 // Cost is how much one charge raised one hospital's ε.
 type Cost struct {
-	Hospital     string `json:"hospital"`
-	Increase     Num    `json:"increase"`
-	IncreaseText string `json:"increase_text"`
-	EpsilonText  string `json:"epsilon_text"` // the hospital's ε after the charge
+	Hospital     string         `json:"hospital"`
+	Increase     jsonnum.OrNull `json:"increase"`
+	IncreaseText string         `json:"increase_text"`
+	EpsilonText  string         `json:"epsilon_text"` // the hospital's ε after the charge
 }
 
 // RefusalView is a refused command.
@@ -256,9 +243,9 @@ func accountView(a ledger.Account) AccountView {
 		usedText = "unbounded"
 	}
 	return AccountView{
-		Hospital: a.Hospital, Epsilon: Num(a.Epsilon), EpsilonText: FormatEpsilon(a.Epsilon),
-		CapEpsilon: Num(a.CapEpsilon), CapText: FormatEpsilon(a.CapEpsilon),
-		Used: Num(used), UsedText: usedText,
+		Hospital: a.Hospital, Epsilon: jsonnum.OrNull(a.Epsilon), EpsilonText: FormatEpsilon(a.Epsilon),
+		CapEpsilon: jsonnum.OrNull(a.CapEpsilon), CapText: FormatEpsilon(a.CapEpsilon),
+		Used: jsonnum.OrNull(used), UsedText: usedText,
 		DeltaSpent: a.DeltaSpent, CapDelta: a.CapDelta,
 		DeltaText: FormatDelta(a.DeltaSpent) + " of " + FormatDelta(a.CapDelta),
 		Charges:   a.Charges, Answers: a.Answers,
@@ -275,7 +262,7 @@ func (d *Dashboard) history(points []ledger.SpendPoint, size int64) History {
 			at[p.Hospital] = i
 			h.Series = append(h.Series, Series{Hospital: p.Hospital})
 		}
-		h.Series[i].Points = append(h.Series[i].Points, Point{Index: p.Index, Time: formatTime(p.Timestamp), Epsilon: Num(p.Epsilon), Cap: Num(p.CapEpsilon)})
+		h.Series[i].Points = append(h.Series[i].Points, Point{Index: p.Index, Time: formatTime(p.Timestamp), Epsilon: jsonnum.OrNull(p.Epsilon), Cap: jsonnum.OrNull(p.CapEpsilon)})
 	}
 	for i := range h.Series {
 		h.Series[i].Points, h.Series[i].Thinned = thin(h.Series[i].Points, d.opts.MaxPoints)
@@ -326,7 +313,7 @@ func (d *Dashboard) activity(size int64, points []ledger.SpendPoint) (Activity, 
 		prev := last[p.Hospital]
 		last[p.Hospital] = p
 		inc := p.Epsilon - prev.Epsilon
-		costs[p.Index] = append(costs[p.Index], Cost{Hospital: p.Hospital, Increase: Num(inc),
+		costs[p.Index] = append(costs[p.Index], Cost{Hospital: p.Hospital, Increase: jsonnum.OrNull(inc),
 			IncreaseText: "+" + FormatEpsilon(inc), EpsilonText: FormatEpsilon(p.Epsilon)})
 	}
 	a := Activity{Charges: []ChargeView{}, Refusals: []RefusalView{}}
