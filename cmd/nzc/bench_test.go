@@ -11,25 +11,35 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
 )
 
+// benchJSON runs nzc bench --quick with args and a data directory of the
+// test's own, decodes its JSON report into rep, and returns what it wrote
+// on standard error (its progress).
+func benchJSON(t *testing.T, rep any, args ...string) string {
+	t.Helper()
+	args = append(append([]string{"bench", "--quick"}, args...), "--data", t.TempDir(), "--format", "json")
+	out, progress, err := clitest.ExecuteSplit(t, newRootCommand(), args...)
+	if err != nil {
+		t.Fatalf("nzc %s: %v\n%s\n%s", strings.Join(args, " "), err, out, progress)
+	}
+	if err := json.Unmarshal([]byte(out), rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	return progress
+}
+
 // TestBenchJSON runs a tiny bench through the command and checks the JSON
 // shape promised to report readers, and that every figure is a positive,
 // finite number measured the asked number of times.
 func TestBenchJSON(t *testing.T) {
-	out, progress, err := clitest.ExecuteSplit(t, newRootCommand(), "bench", "--quick", "--reps", "2", "--teachers", "3",
+	var rep map[string]any
+	progress := benchJSON(t, &rep, "--reps", "2", "--teachers", "3",
 		"--e2e-queries", "16", "--batch", "8", "--charges", "20", "--inference-queries", "8",
-		"--mechanism-queries", "50", "--analysis-queries", "100", "--data", t.TempDir(), "--format", "json")
-	if err != nil {
-		t.Fatalf("nzc bench: %v\n%s\n%s", err, out, progress)
-	}
+		"--mechanism-queries", "50", "--analysis-queries", "100")
 	// Standard error is not a terminal here: each step is a plain line.
 	for _, step := range []string{"mechanism: 8 of 8 steps", "inference: 3 of 3 steps", "ledger: 2 of 2 steps", "e2e: 2 of 2 steps"} {
 		if !strings.Contains(progress, step) {
 			t.Errorf("progress on standard error lacks %q:\n%s", step, progress)
 		}
-	}
-	var rep map[string]any
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	figure := func(path ...string) {
 		t.Helper()
@@ -93,11 +103,6 @@ func TestBenchJSON(t *testing.T) {
 // their delay (a student's batch crosses its own link at least once each
 // way, 2 × (40 − 5) ms).
 func TestBenchWAN(t *testing.T) {
-	out, _, err := clitest.ExecuteSplit(t, newRootCommand(), "bench", "--quick", "--sections", "wan", "--reps", "1", "--teachers", "3",
-		"--wan-queries", "16", "--wan-batch", "8", "--data", t.TempDir(), "--format", "json")
-	if err != nil {
-		t.Fatalf("nzc bench --sections wan: %v\n%s", err, out)
-	}
 	var rep struct {
 		WAN struct {
 			Scenarios []struct {
@@ -109,9 +114,7 @@ func TestBenchWAN(t *testing.T) {
 			Batches int `json:"batches_per_rep"`
 		} `json:"wan"`
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
+	benchJSON(t, &rep, "--sections", "wan", "--reps", "1", "--teachers", "3", "--wan-queries", "16", "--wan-batch", "8")
 	if len(rep.WAN.Scenarios) != 3 || rep.WAN.Batches != 2 {
 		t.Fatalf("want 3 scenarios of 2 batches, got %+v", rep.WAN)
 	}
@@ -131,11 +134,6 @@ func TestBenchWAN(t *testing.T) {
 // no honest batch is lost or charged twice. The figures themselves are
 // the machine's; only their presence is checked here.
 func TestBenchHostile(t *testing.T) {
-	out, _, err := clitest.ExecuteSplit(t, newRootCommand(), "bench", "--quick", "--sections", "hostile", "--reps", "1", "--teachers", "3",
-		"--e2e-queries", "64", "--batch", "8", "--data", t.TempDir(), "--format", "json")
-	if err != nil {
-		t.Fatalf("nzc bench --sections hostile: %v\n%s", err, out)
-	}
 	var rep struct {
 		Hostile struct {
 			Honest   struct{ Median float64 } `json:"honest_labels_per_s"`
@@ -146,9 +144,7 @@ func TestBenchHostile(t *testing.T) {
 			Twice    int                      `json:"batches_charged_twice"`
 		} `json:"hostile"`
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
+	benchJSON(t, &rep, "--sections", "hostile", "--reps", "1", "--teachers", "3", "--e2e-queries", "64", "--batch", "8")
 	h := rep.Hostile
 	if h.Honest.Median <= 0 || h.Attacked.Median <= 0 || h.Lost != 0 || h.Twice != 0 {
 		t.Fatalf("honest %v labels/s, under attack %v, lost %d, charged twice %d", h.Honest.Median, h.Attacked.Median, h.Lost, h.Twice)
