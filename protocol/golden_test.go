@@ -3,16 +3,14 @@ package protocol
 import (
 	"bytes"
 	"encoding/hex"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/nzcfed/nzc/internal/golden"
+)
 
 // encodeGolden returns the bytes a fixture is sent as: a whole frame for
 // frame messages, the bare body for sealed plaintexts.
@@ -45,22 +43,10 @@ func TestGoldenEncoding(t *testing.T) {
 	for _, fx := range fixtures() {
 		t.Run(fx.name, func(t *testing.T) {
 			got := encodeGolden(t, fx.msg)
-			path := filepath.Join("testdata", fx.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, hexLines(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			text, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./protocol -run TestGoldenEncoding -update)", err)
-			}
+			text := golden.Check(t, filepath.Join("testdata", fx.name+".golden"), hexLines(got))
 			want, err := hex.DecodeString(strings.ReplaceAll(string(text), "\n", ""))
 			if err != nil {
 				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("encoding changed:\n got %x\nwant %x\nIf the wire format change is intended, run with -update and review the diff.", got, want)
 			}
 			// The golden bytes decode back to the fixture.
 			decoded := fx.msg.ProtoReflect().New().Interface()

@@ -1,9 +1,7 @@
 package teacher
 
 import (
-	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,9 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/nzcfed/nzc/internal/golden"
+)
 
 // A hospital that restarts before the proofs of its votes arrive still
 // counts those votes: it keeps refusing to vote at proof_lag until the
@@ -132,19 +130,7 @@ func TestVoteRecordGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("testdata", "votes.golden.json")
-	if *update {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b, want) {
-		t.Fatalf("encoding changed:\n%s\nwant\n%s", b, want)
-	}
+	want := golden.Check(t, filepath.Join("testdata", "votes.golden.json"), b)
 	r, err := decodeVoteRecord(want, "h1")
 	if err != nil || !reflect.DeepEqual(r, goldenVoteRecord()) {
 		t.Fatalf("decode the golden record: %+v, %v", r, err)

@@ -3,35 +3,21 @@ package raftnode
 import (
 	"bytes"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/nzcfed/nzc/internal/golden"
+)
 
 // TestBatchEncoding pins the packed entry's layout: a change would make
 // auditors misread the logs they already hold.
 func TestBatchEncoding(t *testing.T) {
 	cmds := [][]byte{chainCmd(1, "charge"), {}, chainCmd(2, "reject")}
 	got := encodeBatch(cmds)
-	path := filepath.Join("testdata", "packed-entry.bin")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("packed entry encoding changed:\n got %x\nwant %x", got, want)
-	}
+	want := golden.Check(t, filepath.Join("testdata", "packed-entry.bin"), got)
 	back, err := decodeBatch(want)
 	if err != nil {
 		t.Fatal(err)
