@@ -28,20 +28,6 @@ const (
 // maxType is the highest known type.
 const maxType = TypeLedgerResult
 
-var typeNames = [...]string{
-	TypeError:          "Error",
-	TypeHello:          "Hello",
-	TypeAck:            "Ack",
-	TypeQueryBatch:     "QueryBatch",
-	TypeVoteBatch:      "VoteBatch",
-	TypeLabelRequest:   "LabelRequest",
-	TypeLabelResponse:  "LabelResponse",
-	TypeBudgetRequest:  "BudgetRequest",
-	TypeBudgetResponse: "BudgetResponse",
-	TypeLedgerSubmit:   "LedgerSubmit",
-	TypeLedgerResult:   "LedgerResult",
-}
-
 // Per-type body limits: the small control messages cannot be inflated to
 // the size of a query batch, so a party reading one never buffers more.
 const (
@@ -75,7 +61,7 @@ func (t MsgType) Known() bool { return t >= TypeError && t <= maxType }
 
 func (t MsgType) String() string {
 	if t.Known() {
-		return typeNames[t]
+		return string(frameMessages[t].ProtoReflect().Descriptor().Name())
 	}
 	return fmt.Sprintf("MsgType(%d)", uint64(t))
 }

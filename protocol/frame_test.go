@@ -7,6 +7,10 @@ import (
 	"io"
 	"runtime"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -154,20 +158,35 @@ func TestFrameReaderLargeBody(t *testing.T) {
 }
 
 func TestMsgTypeString(t *testing.T) {
-	if TypeVoteBatch.String() != "VoteBatch" || MsgType(77).String() != "MsgType(77)" {
-		t.Fatal(TypeVoteBatch.String(), MsgType(77).String())
+	if MsgType(77).String() != "MsgType(77)" {
+		t.Fatal(MsgType(77).String())
+	}
+	names := []string{"Error", "Hello", "Ack", "QueryBatch", "VoteBatch", "LabelRequest", "LabelResponse",
+		"BudgetRequest", "BudgetResponse", "LedgerSubmit", "LedgerResult"}
+	if int(maxType) != len(names) {
+		t.Fatalf("%d types, %d names", maxType, len(names))
 	}
 	for typ := TypeError; typ <= maxType; typ++ {
+		if typ.String() != names[typ-1] {
+			t.Errorf("type %d is named %q, want %q", uint64(typ), typ.String(), names[typ-1])
+		}
 		m, err := New(typ)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || m == nil || !m.ProtoReflect().IsValid() {
+			t.Fatalf("New(%v) = %v, %v; want an empty message", typ, m, err)
 		}
 		if back, err := TypeOf(m); err != nil || back != typ {
 			t.Fatalf("TypeOf(New(%v)) = %v, %v", typ, back, err)
 		}
 	}
-	if _, err := New(maxType + 1); !errors.Is(err, ErrUnknownType) {
-		t.Fatal(err)
+	for _, typ := range []MsgType{0, maxType + 1} {
+		if _, err := New(typ); !errors.Is(err, ErrUnknownType) {
+			t.Fatalf("New(%v): %v, want ErrUnknownType", typ, err)
+		}
+	}
+	for _, m := range []proto.Message{nil, &nzcpb.Features{}, &nzcpb.Receipt{}} {
+		if typ, err := TypeOf(m); err == nil {
+			t.Errorf("TypeOf(%T) = %v, want an error: it is not a frame message", m, typ)
+		}
 	}
 }
 

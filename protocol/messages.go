@@ -36,60 +36,40 @@ const (
 // error of a message body.
 var ErrBadMessage = errors.New("bad message")
 
+// frameMessages holds, by frame type, the message a frame of that type
+// carries (a nil pointer of its type): New, TypeOf and each type's name
+// all read it, so the two directions cannot disagree.
+var frameMessages = [...]proto.Message{
+	TypeError:          (*nzcpb.Error)(nil),
+	TypeHello:          (*nzcpb.Hello)(nil),
+	TypeAck:            (*nzcpb.Ack)(nil),
+	TypeQueryBatch:     (*nzcpb.QueryBatch)(nil),
+	TypeVoteBatch:      (*nzcpb.VoteBatch)(nil),
+	TypeLabelRequest:   (*nzcpb.LabelRequest)(nil),
+	TypeLabelResponse:  (*nzcpb.LabelResponse)(nil),
+	TypeBudgetRequest:  (*nzcpb.BudgetRequest)(nil),
+	TypeBudgetResponse: (*nzcpb.BudgetResponse)(nil),
+	TypeLedgerSubmit:   (*nzcpb.LedgerSubmit)(nil),
+	TypeLedgerResult:   (*nzcpb.LedgerResult)(nil),
+}
+
 // New returns an empty message of frame type t.
 func New(t MsgType) (proto.Message, error) {
-	switch t {
-	case TypeError:
-		return &nzcpb.Error{}, nil
-	case TypeHello:
-		return &nzcpb.Hello{}, nil
-	case TypeAck:
-		return &nzcpb.Ack{}, nil
-	case TypeQueryBatch:
-		return &nzcpb.QueryBatch{}, nil
-	case TypeVoteBatch:
-		return &nzcpb.VoteBatch{}, nil
-	case TypeLabelRequest:
-		return &nzcpb.LabelRequest{}, nil
-	case TypeLabelResponse:
-		return &nzcpb.LabelResponse{}, nil
-	case TypeBudgetRequest:
-		return &nzcpb.BudgetRequest{}, nil
-	case TypeBudgetResponse:
-		return &nzcpb.BudgetResponse{}, nil
-	case TypeLedgerSubmit:
-		return &nzcpb.LedgerSubmit{}, nil
-	case TypeLedgerResult:
-		return &nzcpb.LedgerResult{}, nil
+	if !t.Known() {
+		return nil, &UnknownTypeError{Type: t}
 	}
-	return nil, &UnknownTypeError{Type: t}
+	return frameMessages[t].ProtoReflect().Type().New().Interface(), nil
 }
 
 // TypeOf returns the frame type of m.
 func TypeOf(m proto.Message) (MsgType, error) {
-	switch m.(type) {
-	case *nzcpb.Error:
-		return TypeError, nil
-	case *nzcpb.Hello:
-		return TypeHello, nil
-	case *nzcpb.Ack:
-		return TypeAck, nil
-	case *nzcpb.QueryBatch:
-		return TypeQueryBatch, nil
-	case *nzcpb.VoteBatch:
-		return TypeVoteBatch, nil
-	case *nzcpb.LabelRequest:
-		return TypeLabelRequest, nil
-	case *nzcpb.LabelResponse:
-		return TypeLabelResponse, nil
-	case *nzcpb.BudgetRequest:
-		return TypeBudgetRequest, nil
-	case *nzcpb.BudgetResponse:
-		return TypeBudgetResponse, nil
-	case *nzcpb.LedgerSubmit:
-		return TypeLedgerSubmit, nil
-	case *nzcpb.LedgerResult:
-		return TypeLedgerResult, nil
+	if m != nil {
+		name := m.ProtoReflect().Descriptor().FullName()
+		for t := TypeError; t <= maxType; t++ {
+			if frameMessages[t].ProtoReflect().Descriptor().FullName() == name {
+				return t, nil
+			}
+		}
 	}
 	return 0, fmt.Errorf("%T is not a frame message of this protocol", m)
 }
