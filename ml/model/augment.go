@@ -11,9 +11,10 @@ import (
 // Augment is a random distortion of an example, the "strong" view of
 // consistency training: a network should give a distorted example the class
 // it gives the original. For images (height and width above 1) it applies,
-// in order, a random affine map (rotation, scaling, translation; bilinear
-// sampling, zero outside), a cutout (a square of zeros at a random place)
-// and additive noise; for other data, the noise only.
+// in order, a random affine map (rotation, scaling, translation) composed
+// with a random elastic displacement (bilinear sampling, zero outside), a
+// cutout (a square of zeros at a random place) and additive noise; for
+// other data, the noise only.
 type Augment struct {
 	Rotate float64 `json:"rotate,omitempty"` // largest rotation, degrees
 	Scale  float64 `json:"scale,omitempty"`  // largest relative change of size, in [0, 0.5]
@@ -22,7 +23,20 @@ type Augment struct {
 	// Noise is the standard deviation of Gaussian noise added to every
 	// feature.
 	Noise float64 `json:"noise,omitempty"`
+	// Elastic is the root-mean-square length, in pixels, of an elastic
+	// distortion's displacements (Simard, Steinkraus and Platt 2003): every
+	// pixel reads its input from a point moved by a smooth random field,
+	// white Gaussian noise blurred by a Gaussian of ElasticSmooth pixels,
+	// so nearby strokes bend together the way handwriting varies. 0: off.
+	Elastic float64 `json:"elastic,omitempty"`
+	// ElasticSmooth is the blur's standard deviation in pixels (how far
+	// apart two points must be to move independently); 0 means 4.
+	ElasticSmooth float64 `json:"elastic_smooth,omitempty"`
 }
+
+// defaultElasticSmooth is ElasticSmooth's value when it is 0: Simard et
+// al.'s σ for 28×28 digits.
+const defaultElasticSmooth = 4
 
 // Validate checks the settings.
 func (a Augment) Validate() error {
@@ -37,6 +51,10 @@ func (a Augment) Validate() error {
 		return fmt.Errorf("%w: cutout %d must be in [0,64] pixels", ErrConfig, a.Cutout)
 	case !(a.Noise >= 0 && a.Noise <= 10):
 		return fmt.Errorf("%w: noise %v must be in [0,10]", ErrConfig, a.Noise)
+	case !(a.Elastic >= 0 && a.Elastic <= 16):
+		return fmt.Errorf("%w: elastic displacement %v must be in [0,16] pixels", ErrConfig, a.Elastic)
+	case !(a.ElasticSmooth >= 0 && a.ElasticSmooth <= 16):
+		return fmt.Errorf("%w: elastic smoothing %v must be in [0,16] pixels (0: %v)", ErrConfig, a.ElasticSmooth, defaultElasticSmooth)
 	}
 	return nil
 }
@@ -45,7 +63,7 @@ func (a Augment) Validate() error {
 // dst, drawing from r. dst and src must not overlap.
 func (a Augment) Apply(dst, src []float32, sh data.Shape, r *rand.Rand) {
 	image := sh.Height > 1 && sh.Width > 1
-	if !image || (a.Rotate == 0 && a.Scale == 0 && a.Shift == 0) {
+	if !image || (a.Rotate == 0 && a.Scale == 0 && a.Shift == 0 && a.Elastic == 0) {
 		copy(dst, src)
 	} else {
 		a.affine(dst, src, sh, r)
@@ -68,19 +86,89 @@ func (a Augment) Apply(dst, src []float32, sh data.Shape, r *rand.Rand) {
 }
 
 // affine samples src through a random rotation, scaling and translation
-// about the image's centre (bilinear, zero outside).
+// about the image's centre and, with Elastic on, a random elastic
+// displacement (bilinear, zero outside).
 func (a Augment) affine(dst, src []float32, sh data.Shape, r *rand.Rand) {
 	uni := func(m float64) float64 { return (2*r.Float64() - 1) * m }
 	th := uni(a.Rotate)
 	s := 1 + uni(a.Scale)
 	ty, tx := uni(a.Shift), uni(a.Shift)
-	Warp(dst, src, sh, th, s, ty, tx)
+	var field []float64
+	if a.Elastic > 0 {
+		sigma := a.ElasticSmooth
+		if sigma == 0 {
+			sigma = defaultElasticSmooth
+		}
+		field = elasticField(sh.Height, sh.Width, a.Elastic, sigma, r)
+	}
+	warp(dst, src, sh, th, s, ty, tx, field)
+}
+
+// elasticField returns a random displacement field for an h×w image: for
+// each pixel its (dy, dx), interleaved. Each component is white Gaussian
+// noise convolved with a Gaussian of standard deviation sigma (truncated
+// at 3σ, zero beyond the image) and scaled so that, away from the
+// borders, its standard deviation is rms/√2: the displacement's
+// root-mean-square length is rms.
+func elasticField(h, w int, rms, sigma float64, r *rand.Rand) []float64 {
+	radius := int(math.Ceil(3 * sigma))
+	kernel := make([]float64, 2*radius+1)
+	var sum, sq float64
+	for i := range kernel {
+		d := float64(i - radius)
+		kernel[i] = math.Exp(-d * d / (2 * sigma * sigma))
+		sum += kernel[i]
+	}
+	for i := range kernel {
+		kernel[i] /= sum
+		sq += kernel[i] * kernel[i]
+	}
+	// A separable kernel's 2-D sum of squares is the 1-D one squared, so
+	// the blurred noise's standard deviation is sq.
+	gain := rms / math.Sqrt2 / sq
+	field := make([]float64, 2*h*w)
+	tmp := make([]float64, h*w)
+	noise := make([]float64, h*w)
+	for c := range 2 {
+		for i := range noise {
+			noise[i] = r.NormFloat64()
+		}
+		for y := range h { // along rows
+			for x := range w {
+				v := 0.0
+				for k, g := range kernel {
+					if xx := x + k - radius; xx >= 0 && xx < w {
+						v += g * noise[y*w+xx]
+					}
+				}
+				tmp[y*w+x] = v
+			}
+		}
+		for y := range h { // along columns
+			for x := range w {
+				v := 0.0
+				for k, g := range kernel {
+					if yy := y + k - radius; yy >= 0 && yy < h {
+						v += g * tmp[yy*w+x]
+					}
+				}
+				field[2*(y*w+x)+c] = gain * v
+			}
+		}
+	}
+	return field
 }
 
 // Warp writes into dst the image src (one example of shape sh) rotated by
 // degrees about its centre, scaled by scale and moved by (ty, tx) pixels:
 // bilinear sampling, zero outside. dst and src must not overlap.
 func Warp(dst, src []float32, sh data.Shape, degrees, scale, ty, tx float64) {
+	warp(dst, src, sh, degrees, scale, ty, tx, nil)
+}
+
+// warp is Warp where output pixel (y, x), before the affine map, is moved
+// by (field[2(yW+x)], field[2(yW+x)+1]) when field is not nil.
+func warp(dst, src []float32, sh data.Shape, degrees, scale, ty, tx float64, field []float64) {
 	th := degrees * math.Pi / 180
 	s := scale
 	// Inverse map: output pixel (y, x) reads input at R(-θ)·((y,x)-c-t)/s + c.
@@ -96,6 +184,10 @@ func Warp(dst, src []float32, sh data.Shape, degrees, scale, ty, tx float64) {
 	for y := range H {
 		for x := range W {
 			dy, dx := float64(y)-cy-ty, float64(x)-cx-tx
+			if field != nil {
+				dy += field[2*(y*W+x)]
+				dx += field[2*(y*W+x)+1]
+			}
 			sy := cos*dy + sin*dx + cy
 			sx := -sin*dy + cos*dx + cx
 			y0, x0 := int(math.Floor(sy)), int(math.Floor(sx))

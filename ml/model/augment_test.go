@@ -24,6 +24,9 @@ func TestAugmentValidate(t *testing.T) {
 		{"shift", Augment{Shift: -1}, false},
 		{"cutout", Augment{Cutout: -1}, false},
 		{"noise", Augment{Noise: math.NaN()}, false},
+		{"elastic", Augment{Elastic: 2, ElasticSmooth: 3}, true},
+		{"elastic too far", Augment{Elastic: 17}, false},
+		{"elastic smoothing", Augment{Elastic: 1, ElasticSmooth: -1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -280,5 +283,89 @@ func TestAverage(t *testing.T) {
 				t.Fatalf("0.75·1 + 0.25·5 = %v, want 2", v)
 			}
 		}
+	}
+}
+
+// The elastic field has the displacement length it is asked for, and is
+// smooth: neighbouring pixels move together, pixels four blurs apart
+// independently. Seeded; each estimate pools about 10^5 (neighbouring:
+// 10^4) nearly independent values, so the tolerances are more than ten of
+// their standard deviations.
+func TestElasticField(t *testing.T) {
+	const h, w, draws = 64, 64, 100
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tt := range []struct{ rms, sigma float64 }{{1, 2}, {2.5, 4}} {
+		var sq, near, far, n float64
+		m := int(3 * tt.sigma) // away from the borders, where the blur is cut
+		for range draws {
+			f := elasticField(h, w, tt.rms, tt.sigma, r)
+			at := func(y, x int) float64 { return f[2*(y*w+x)] }
+			for y := m; y < h-m; y++ {
+				for x := m; x+int(4*tt.sigma) < w-m; x++ {
+					dy, dx := f[2*(y*w+x)], f[2*(y*w+x)+1]
+					sq += dy*dy + dx*dx
+					near += at(y, x) * at(y, x+1)
+					far += at(y, x) * at(y, x+int(4*tt.sigma))
+					n++
+				}
+			}
+		}
+		if got := math.Sqrt(sq / n); math.Abs(got-tt.rms) > 0.05*tt.rms {
+			t.Errorf("rms %v, σ %v: displacements of rms length %v", tt.rms, tt.sigma, got)
+		}
+		variance := sq / n / 2
+		// A Gaussian blur of white noise: the correlation at distance d is
+		// exp(−d²/4σ²).
+		if c, want := near/n/variance, math.Exp(-1/(4*tt.sigma*tt.sigma)); math.Abs(c-want) > 0.05 {
+			t.Errorf("rms %v, σ %v: neighbours correlated %v, want %v", tt.rms, tt.sigma, c, want)
+		}
+		if c := far / n / variance; math.Abs(c) > 0.05 {
+			t.Errorf("rms %v, σ %v: pixels 4σ apart correlated %v, want about %v", tt.rms, tt.sigma, c, math.Exp(-4.0))
+		}
+	}
+}
+
+// An elastic distortion moves strokes, it does not paint: a uniform image
+// stays uniform away from its border, and a stroke keeps about its mass
+// (the field stretches and squeezes it locally) while its pixels change.
+func TestAugmentElastic(t *testing.T) {
+	sh := data.Shape{Height: 28, Width: 28, Channels: 1}
+	r := rand.New(rand.NewPCG(5, 6))
+	flat := make([]float32, sh.Size())
+	for i := range flat {
+		flat[i] = 0.5
+	}
+	dst := make([]float32, sh.Size())
+	a := Augment{Elastic: 1.5}
+	a.Apply(dst, flat, sh, r)
+	for y := 6; y < 22; y++ {
+		for x := 6; x < 22; x++ {
+			if v := dst[y*28+x]; math.Abs(float64(v)-0.5) > 1e-5 {
+				t.Fatalf("pixel (%d,%d) of a uniform image: %v, want 0.5", y, x, v)
+			}
+		}
+	}
+	stroke := make([]float32, sh.Size())
+	for y := 6; y < 22; y++ {
+		stroke[y*28+13], stroke[y*28+14] = 1, 1
+	}
+	var before float64
+	for _, v := range stroke {
+		before += float64(v)
+	}
+	changed := false
+	for range 20 {
+		a.Apply(dst, stroke, sh, r)
+		var after float64
+		for i, v := range dst {
+			after += float64(v)
+			changed = changed || math.Abs(float64(v-stroke[i])) > 0.1
+		}
+		if after < 0.5*before || after > 1.5*before {
+			t.Fatalf("mass %v after an elastic distortion, %v before", after, before)
+		}
+	}
+	if !changed {
+		t.Fatal("20 elastic distortions of a stroke left every pixel within 0.1 of the original")
 	}
 }
