@@ -68,6 +68,11 @@ type Config struct {
 	// place of self-training; like self-training it applies to every row
 	// alike and costs no privacy.
 	Consistency model.Consistency
+	// StudentViews are the copies of each held-out image every student
+	// is also asked about: its class is the one with the highest
+	// probability averaged over the image and its views (model.Views).
+	// It applies to every row alike and reads no label.
+	StudentViews model.Views
 	// Selection is the order in which the student asks its queries (the
 	// first n of that order are "n queries"); it reads only the student's
 	// own examples, so it costs no privacy. CompareSelections lists more
@@ -224,6 +229,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %d student workers, want 0 (one per core) or more", ErrConfig, c.StudentWorkers)
 	}
 	if err := c.SelfTraining.Validate(); err != nil {
+		return fmt.Errorf("%w: student: %w", ErrConfig, err)
+	}
+	if err := c.StudentViews.Validate(); err != nil {
 		return fmt.Errorf("%w: student: %w", ErrConfig, err)
 	}
 	if err := c.Consistency.Validate(); err != nil {

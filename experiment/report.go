@@ -217,15 +217,19 @@ func (r Row) dataDependentText() string {
 }
 
 func (r *Report) selfTrainingText() string {
+	views := ""
+	if v := r.StudentViews; v != nil {
+		views = fmt.Sprintf(", each held-out image predicted over %s", v)
+	}
 	if c := r.StudentConsistency; c != nil {
-		return fmt.Sprintf(" and by consistency on its unlabelled queries (threshold %g, weight %g, %d unlabelled per labelled, %d passes; every row alike)",
-			c.Threshold, c.Weight, c.Ratio, c.Epochs)
+		return fmt.Sprintf(" and by consistency on its unlabelled queries (threshold %g, weight %g, %d unlabelled per labelled, %d passes; every row alike)%s",
+			c.Threshold, c.Weight, c.Ratio, c.Epochs, views)
 	}
 	if r.StudentSelfTraining.Rounds == 0 {
-		return ""
+		return views
 	}
-	return fmt.Sprintf(" and self-trained on its unlabelled queries (%d round(s), pseudo-labels with mean probability ≥ %g agreeing across ±%d px shifts; every row alike)",
-		r.StudentSelfTraining.Rounds, r.StudentSelfTraining.Confidence, r.StudentSelfTraining.Shift)
+	return fmt.Sprintf(" and self-trained on its unlabelled queries (%d round(s), pseudo-labels with mean probability ≥ %g agreeing across ±%d px shifts; every row alike)%s",
+		r.StudentSelfTraining.Rounds, r.StudentSelfTraining.Confidence, r.StudentSelfTraining.Shift, views)
 }
 
 // WriteText writes a compact human-readable table.

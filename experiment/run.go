@@ -102,6 +102,9 @@ type Report struct {
 	// StudentConsistency is the consistency training of every student,
 	// when on (it replaces self-training).
 	StudentConsistency *model.Consistency `json:"student_consistency,omitempty"`
+	// StudentViews are the copies of each held-out image every student's
+	// prediction is averaged over, when there are any.
+	StudentViews *model.Views `json:"student_views,omitempty"`
 	// Selection is the query order of the rows that do not name another.
 	Selection selection.Config `json:"selection"`
 	// BootstrapConfident is how the bootstrapped session's students rank
@@ -162,6 +165,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		cc := cfg.Consistency
 		rep.StudentConsistency = &cc
 		rep.StudentSelfTraining = ensemble.SelfTraining{}
+	}
+	if v := cfg.StudentViews; v != (model.Views{}) {
+		rep.StudentViews = &v
 	}
 	// The orders in which the student asks: the primary one and the
 	// compared ones, all from the student's own examples only.
@@ -675,8 +681,9 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 	return nil
 }
 
-// train trains one student and scores it on the held-out examples; a
-// student with no label at all scores 0.
+// train trains one student and scores it on the held-out examples, each
+// predicted over its views (Config.StudentViews); a student with no label
+// at all scores 0.
 func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
 	n, err := s.fit(ctx, s.spec, label, labels, 0)
 	if errors.Is(err, ensemble.ErrNoLabels) {
@@ -685,7 +692,7 @@ func (s *students) train(ctx context.Context, label string, labels []int) (float
 	if err != nil {
 		return 0, err
 	}
-	return n.Accuracy(s.holdout)
+	return n.AccuracyViews(ctx, s.holdout, s.cfg.StudentViews)
 }
 
 // fit trains one student of network spec on labels (one per query,

@@ -36,6 +36,21 @@ var tuneStudents = map[string]func(*model.Consistency, *model.TrainConfig){
 	"passes-20":         func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 20 },
 	"ratio-5":           func(c *model.Consistency, _ *model.TrainConfig) { c.Ratio = 5 },
 	"ema-0.99":          func(c *model.Consistency, _ *model.TrainConfig) { c.EMA = 0.99 },
+	"elastic-strong":    func(c *model.Consistency, _ *model.TrainConfig) { c.Strong.Elastic = 2 },
+	"elastic-labelled":  func(_ *model.Consistency, tc *model.TrainConfig) { tc.Augment.Elastic = 1.5 },
+	"elastic-both": func(c *model.Consistency, tc *model.TrainConfig) {
+		c.Strong.Elastic, tc.Augment.Elastic = 2, 1.5
+	},
+	"passes-40-elastic": func(c *model.Consistency, tc *model.TrainConfig) {
+		c.Strong.Elastic, tc.Augment.Elastic, c.Epochs = 2, 1.5, 40
+	},
+	"passes-40":               func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 40 },
+	"passes-80":               func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 80 },
+	"passes-30":               func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 30 },
+	"passes-40-threshold-0.8": func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs, c.Threshold = 40, 0.8 },
+	"passes-40-labelled-20": func(c *model.Consistency, tc *model.TrainConfig) {
+		c.Epochs, tc.Augment = 40, model.Augment{Rotate: 20, Scale: 0.2, Shift: 2}
+	},
 }
 
 // tuneStudentModels are the students' networks where they are not the
@@ -172,6 +187,7 @@ func TestTuneStudent(t *testing.T) {
 	unlabelled := pool.Subset(rest)
 	for _, name := range tuneNames(t, names, tuneStudents) {
 		var accs, restAccs []string
+		var nets []*model.Network
 		for _, seed := range seeds {
 			c, tc := cfg.Consistency, cfg.StudentTrain
 			tuneStudents[name](&c, &tc)
@@ -185,6 +201,7 @@ func TestTuneStudent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			nets = append(nets, net)
 			for _, s := range []struct {
 				set *data.Dataset
 				out *[]string
@@ -198,7 +215,54 @@ func TestTuneStudent(t *testing.T) {
 		}
 		t.Logf("%-18s %s %% on queries 8,001–9,000, %s %% on the %d unlabelled queries of the pool (student seeds %v)",
 			name, strings.Join(accs, " / "), strings.Join(restAccs, " / "), unlabelled.Len(), seeds)
+		if len(nets) > 1 {
+			t.Logf("%-18s the seeds' students averaged: %.2f %% on queries 8,001–9,000, %.2f %% on the unlabelled queries",
+				name, 100*averagedAccuracy(t, nets, scored, false), 100*averagedAccuracy(t, nets, unlabelled, false))
+		}
+		t.Logf("%-18s averaged over each image and its four one-pixel moves: %.2f %% on queries 8,001–9,000, %.2f %% on the unlabelled queries (first seed); all seeds: %.2f / %.2f %%",
+			name, 100*averagedAccuracy(t, nets[:1], scored, true), 100*averagedAccuracy(t, nets[:1], unlabelled, true),
+			100*averagedAccuracy(t, nets, scored, true), 100*averagedAccuracy(t, nets, unlabelled, true))
 	}
+}
+
+// averagedAccuracy is the accuracy on d of the class whose probability,
+// averaged over nets (and, with moves, over each image and its copies
+// moved by one pixel up, down, left and right), is largest.
+func averagedAccuracy(t *testing.T, nets []*model.Network, d *data.Dataset, moves bool) float64 {
+	t.Helper()
+	views := [][2]int{{0, 0}}
+	if moves {
+		views = append(views, [2]int{1, 0}, [2]int{-1, 0}, [2]int{0, 1}, [2]int{0, -1})
+	}
+	var sum []float32
+	x := make([]float32, len(d.X))
+	dim := d.Dim()
+	for _, n := range nets {
+		for _, v := range views {
+			for i := range d.Len() {
+				model.Translate(x[i*dim:(i+1)*dim], d.Row(i), d.Shape, v[0], v[1])
+			}
+			p, err := n.Probabilities(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum == nil {
+				sum = p
+				continue
+			}
+			for i, v := range p {
+				sum[i] += v
+			}
+		}
+	}
+	k := len(sum) / d.Len()
+	right := 0
+	for i, y := range d.Y {
+		if model.Argmax(sum[i*k:(i+1)*k]) == y {
+			right++
+		}
+	}
+	return float64(right) / float64(d.Len())
 }
 
 // tuneTeachers are the teacher trainings TestTuneTeachers compares: the

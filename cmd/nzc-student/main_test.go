@@ -101,3 +101,11 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestEvaluateRefusesBadViews: a bad --views is refused before any data or
+// model is read.
+func TestEvaluateRefusesBadViews(t *testing.T) {
+	for _, v := range []string{"-1", "9"} {
+		clitest.Refuses(t, newRootCommand(), "--views", "evaluate", "--model", filepath.Join(t.TempDir(), "none.model"), "--data", "missing.csv", "--views", v)
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
-	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/ml/selection"
@@ -393,12 +392,18 @@ func newEvaluateCommand() *cobra.Command {
 		Use:   "evaluate",
 		Short: "Measure the student's accuracy on labelled test data",
 		Example: `  nzc-student evaluate --model student.model --data data/mnist --from 1000 --count 0
-  nzc-student evaluate --model student.model --data test.csv --count 0 --format json`,
+  nzc-student evaluate --model student.model --data test.csv --count 0 --format json
+  nzc-student evaluate --model student.model --data data/mnist --from 1000 --count 0 --views 1`,
 		Args: cobra.NoArgs,
 	}
 	df := addDataFlags(cmd, 0)
 	path := cmd.Flags().String("model", "student.model", "the trained student")
+	views := cmd.Flags().Int("views", 0, "classify each image by the student's probabilities averaged over it and its copies moved this many pixels up, down, left and right (0: the image alone)")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
+		v := model.Views{Shift: *views}
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("--views: %w", err)
+		}
 		d, err := df.load()
 		if err != nil {
 			return err
@@ -407,11 +412,10 @@ func newEvaluateCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		pred, err := n.Predict(d.X)
+		acc, err := n.AccuracyViews(cmd.Context(), d, v)
 		if err != nil {
 			return err
 		}
-		acc, _ := metrics.Accuracy(pred, d.Y)
 		res := struct {
 			Accuracy float64 `json:"accuracy"`
 			Examples int     `json:"examples"`

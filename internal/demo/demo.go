@@ -107,6 +107,12 @@ var studentTraining = []string{"--model", "cnn", "--consistency", "--consistency
 	"--consistency-rotate", "25", "--consistency-scale", "0.2", "--consistency-cutout", "12", "--learn-rate", "0.005",
 	"--min-steps", "150", "--epochs", "20"}
 
+// studentViews is nzc-student evaluate's --views: each held-out image is
+// classified by the student's probabilities averaged over it and its
+// copies moved by a pixel up, down, left and right, as the experiment's
+// students are (experiment.Config.StudentViews).
+const studentViews = "1"
+
 // sessionBootstrap are the nzc-student label flags with nzc-svt: after
 // BootstrapAfter answers, an MLP trained on them asks next what it is
 // surest of.
@@ -552,7 +558,7 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 			return nil, err
 		}
 		out, err := d.output(ctx, "student-evaluate", "nzc-student", "evaluate", "--model", filepath.Join(d.dir, "student.model"),
-			"--data", data, "--split", "test", "--from", strconv.Itoa(d.o.Queries), "--count", "0", "--format", "json")
+			"--data", data, "--split", "test", "--from", strconv.Itoa(d.o.Queries), "--count", "0", "--views", studentViews, "--format", "json")
 		if err != nil {
 			return nil, err
 		}

@@ -34,13 +34,10 @@ type ConfidentConfig struct {
 
 // Validate checks the settings.
 func (c ConfidentConfig) Validate() error {
+	if err := c.views().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	switch {
-	case c.Shift < 0 || c.Shift > 8:
-		return fmt.Errorf("%w: shift %d, want 0..8 pixels", ErrConfig, c.Shift)
-	case !(c.Rotate >= 0 && c.Rotate <= 45):
-		return fmt.Errorf("%w: rotation %v, want 0..45 degrees", ErrConfig, c.Rotate)
-	case !(c.Scale >= 0 && c.Scale <= 0.5):
-		return fmt.Errorf("%w: scale %v, want 0..0.5", ErrConfig, c.Scale)
 	case !(c.Floor >= 0 && c.Floor < 1):
 		return fmt.Errorf("%w: confidence floor %v, want 0 (none) up to but not including 1", ErrConfig, c.Floor)
 	case c.Spread < 0:
@@ -149,81 +146,20 @@ func Confident(ctx context.Context, net *model.Network, pool *data.Dataset, aske
 	return order, nil
 }
 
-// view is one of the views confidence predicts an example on: moved by
-// (dy, dx) pixels, or turned by degrees and resized by scale.
-type view struct {
-	dy, dx         int
-	degrees, scale float64
-}
-
-// views are the views of cc for examples of shape sh, the example itself
-// first.
-func views(cc ConfidentConfig, sh data.Shape) []view {
-	vs := []view{{scale: 1}}
-	if sh.Height <= 1 || sh.Width <= 1 {
-		return vs
-	}
-	if d := cc.Shift; d > 0 {
-		vs = append(vs, view{dy: d, scale: 1}, view{dy: -d, scale: 1}, view{dx: d, scale: 1}, view{dx: -d, scale: 1})
-	}
-	if r := cc.Rotate; r > 0 {
-		vs = append(vs, view{degrees: r, scale: 1}, view{degrees: -r, scale: 1})
-	}
-	if s := cc.Scale; s > 0 {
-		vs = append(vs, view{scale: 1 + s}, view{scale: 1 - s})
-	}
-	return vs
+// views are the views Confident predicts an example on.
+func (c ConfidentConfig) views() model.Views {
+	return model.Views{Shift: c.Shift, Rotate: c.Rotate, Scale: c.Scale}
 }
 
 // confidence predicts every example of sub on each of cc's views: its class
 // has the highest mean probability, its confidence is the lowest
 // probability a view gives that class.
 func confidence(ctx context.Context, net *model.Network, sub *data.Dataset, cc ConfidentConfig) ([]int, []float64, error) {
-	k, sh := net.Spec().Classes, sub.Shape
-	vs := views(cc, sh)
-	m, dim := sub.Len(), sub.Dim()
-	probs := make([][]float32, len(vs))
-	x := make([]float32, len(sub.X))
-	for v, w := range vs {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, err
-		}
-		for i := range m {
-			dst := x[i*dim : (i+1)*dim]
-			switch {
-			case w == view{scale: 1}:
-				copy(dst, sub.Row(i))
-			case w.degrees == 0 && w.scale == 1:
-				model.Translate(dst, sub.Row(i), sh, w.dy, w.dx)
-			default:
-				model.Warp(dst, sub.Row(i), sh, w.degrees, w.scale, 0, 0)
-			}
-		}
-		p, err := net.Probabilities(x)
-		if err != nil {
-			return nil, nil, err
-		}
-		probs[v] = p
+	probs, err := net.ViewProbabilities(ctx, sub, cc.views())
+	if err != nil {
+		return nil, nil, err
 	}
-	class := make([]int, m)
-	conf := make([]float64, m)
-	for i := range m {
-		best, bm := 0, -1.0
-		for c := range k {
-			s := 0.0
-			for _, p := range probs {
-				s += float64(p[i*k+c])
-			}
-			if s > bm {
-				best, bm = c, s
-			}
-		}
-		lo := 1.0
-		for _, p := range probs {
-			lo = min(lo, float64(p[i*k+best]))
-		}
-		class[i], conf[i] = best, lo
-	}
+	class, conf := model.MeanClass(probs, net.Spec().Classes)
 	return class, conf, nil
 }
 

@@ -226,11 +226,11 @@ func TestConfidentTurnedAndResizedViews(t *testing.T) {
 		cc    ConfidentConfig
 		views int
 	}{{ConfidentConfig{}, 1}, {ConfidentConfig{Shift: 1}, 5}, {ConfidentConfig{Rotate: 40}, 3}, {ConfidentConfig{Shift: 1, Rotate: 40, Scale: 0.2}, 9}} {
-		if n := len(views(c.cc, p.Shape)); n != c.views {
+		if n := c.cc.views().Count(p.Shape); n != c.views {
 			t.Errorf("%+v: %d views, want %d", c.cc, n, c.views)
 		}
 	}
-	if n := len(views(ConfidentConfig{Shift: 1, Rotate: 40}, data.Shape{Height: 1, Width: 6, Channels: 1})); n != 1 {
+	if n := (ConfidentConfig{Shift: 1, Rotate: 40}).views().Count(data.Shape{Height: 1, Width: 6, Channels: 1}); n != 1 {
 		t.Errorf("%d views of a row of features, want the example itself only", n)
 	}
 	class0, conf0, err := confidence(ctx, net, p, ConfidentConfig{})
