@@ -276,7 +276,9 @@ const (
 //	paper-mnist  250 and 5 small-CNN teachers on MNIST's 60,000 training
 //	             images, each image turned, resized and moved at random;
 //	             the student (a CNN, consistency-trained on its
-//	             unlabelled queries, asking in the balanced order; nzc-svt's
+//	             unlabelled queries, each held-out image classified over
+//	             itself and its copies moved by a pixel, asking in the
+//	             balanced order; nzc-svt's
 //	             session also bootstrapped after 20 answers and retrained
 //	             seven times as they double, each student asking for
 //	             representatives of the digits it is sure of; once at
@@ -362,7 +364,13 @@ func Preset(name string) (Config, error) {
 		// (docs/RESULTS.md, "fifth round").
 		c.Selection.Strategy = selection.Balanced
 		c.Consistency = ensemble.DefaultConsistency()
-		c.Consistency.Epochs = 12
+		// Thirty passes over the unlabelled queries in place of twelve: on
+		// the tuning split (2,000 labels taken as a session takes them),
+		// the student's accuracy on the 6,000 queries of the pool it never
+		// got a label for rose from 94.35 / 94.52 % to 94.97 / 95.12 %
+		// (forty: 95.07 / 95.22 %, eighty: 95.20 / 95.15 %, for a third
+		// and three times more time; docs/RESULTS.md, "eighth round").
+		c.Consistency.Epochs = 30
 		c.Consistency.Strong = model.Augment{Rotate: 25, Scale: 0.2, Shift: 3, Cutout: 12}
 		c.StudentTrain.LearnRate = 5e-3
 		// The labelled images turned by up to 15°, resized by ±15 % and
@@ -372,6 +380,12 @@ func Preset(name string) (Config, error) {
 		// 97.6 to 97.8 %, the clean votes' 99.2 to 99.3 %;
 		// docs/RESULTS.md, "sixth round").
 		c.StudentTrain.Shift, c.StudentTrain.Augment = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 1}
+		// Every held-out image classified over itself and its four copies
+		// moved by a pixel: on the tuning split it took a student of
+		// forty passes from 95.07 to 95.42 % on the pool's unlabelled
+		// queries, and from 98.60 to 98.80 % on queries 8,001–9,000
+		// (docs/RESULTS.md, "eighth round").
+		c.StudentViews = model.Views{Shift: 1}
 		c.Bootstrap = 20
 		// Retrained twice more (at 1,280 and 2,560 answers) since the
 		// session's threshold fell to 40: on the tuning split the ε = 1

@@ -34,23 +34,23 @@ func (v Views) Validate() error {
 	return nil
 }
 
-// String describes the views, for reports: "the image and its 4 copies
-// moved by 1 pixel".
+// String describes the views, for reports: "the image and its copies
+// moved by 1 pixel up, down, left and right".
 func (v Views) String() string {
 	var parts []string
 	if v.Shift > 0 {
-		parts = append(parts, fmt.Sprintf("4 moved by %d pixel(s)", v.Shift))
+		parts = append(parts, fmt.Sprintf("moved by %d pixel(s) up, down, left and right", v.Shift))
 	}
 	if v.Rotate > 0 {
-		parts = append(parts, fmt.Sprintf("2 turned by ±%g°", v.Rotate))
+		parts = append(parts, fmt.Sprintf("turned by ±%g°", v.Rotate))
 	}
 	if v.Scale > 0 {
-		parts = append(parts, fmt.Sprintf("2 resized by 1 ± %g", v.Scale))
+		parts = append(parts, fmt.Sprintf("resized by 1 ± %g", v.Scale))
 	}
 	if len(parts) == 0 {
 		return "the image itself"
 	}
-	return "the image and its copies: " + strings.Join(parts, ", ")
+	return "the image and its copies " + strings.Join(parts, "; ")
 }
 
 // view is one copy of an image: moved by (dy, dx) pixels, or turned by

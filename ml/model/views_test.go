@@ -97,3 +97,18 @@ func TestViewProbabilities(t *testing.T) {
 		}
 	}
 }
+
+func TestViewsString(t *testing.T) {
+	for _, tt := range []struct {
+		v    Views
+		want string
+	}{
+		{Views{}, "the image itself"},
+		{Views{Shift: 1}, "the image and its copies moved by 1 pixel(s) up, down, left and right"},
+		{Views{Rotate: 10, Scale: 0.1}, "the image and its copies turned by ±10°; resized by 1 ± 0.1"},
+	} {
+		if got := tt.v.String(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}
