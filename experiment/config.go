@@ -115,6 +115,9 @@ type Config struct {
 	// (mechanism.PlanSession with the preset's own δ and K) in place of
 	// the aggregator's parameters: the student's accuracy at smaller ε.
 	SessionEpsilons []float64
+	// SessionRefusals is the refusal bound K of each SessionEpsilons
+	// session (0: mechanism.PresetSessionRefusals).
+	SessionRefusals int
 
 	Delta float64 // δ of every (ε, δ) figure
 	// SSOrder and SSSigma parameterise the smooth-sensitivity release of
@@ -135,9 +138,16 @@ type Config struct {
 }
 
 // sessionParams plans the one nzc-svt session of pure ε eps for k teachers,
-// with the preset session's own δ and refusal bound.
-func sessionParams(eps float64, k, classes int) (mechanism.Params, error) {
-	return mechanism.PlanSession(eps, mechanism.PresetSessionDelta, mechanism.PresetSessionRefusals, k, classes)
+// with the preset session's own δ and the refusal bound SessionRefusals.
+func (c *Config) sessionParams(eps float64, k, classes int) (mechanism.Params, error) {
+	return mechanism.PlanSession(eps, mechanism.PresetSessionDelta, c.sessionRefusals(), k, classes)
+}
+
+func (c *Config) sessionRefusals() int {
+	if c.SessionRefusals == 0 {
+		return mechanism.PresetSessionRefusals
+	}
+	return c.SessionRefusals
 }
 
 // ReferenceTeachers is the ensemble size the default mechanism parameters
@@ -193,10 +203,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Bootstrap > 0 && slices.ContainsFunc(c.Aggregators, func(a string) bool { return c.Mechanisms[a].Mechanism == mechanism.NZCSVT }) {
 		for _, e := range c.SessionEpsilons {
-			if _, err := sessionParams(e, c.Teachers[0], c.Data.Train.Classes); err != nil {
+			if _, err := c.sessionParams(e, c.Teachers[0], c.Data.Train.Classes); err != nil {
 				return fmt.Errorf("%w: session ε %v: %w; or leave it out of the session ε (--session-epsilons)", ErrConfig, e, err)
 			}
 		}
+	}
+	if c.SessionRefusals < 0 || c.SessionRefusals > 100 {
+		return fmt.Errorf("%w: %d refusals per session, want 0 (the preset's %d) to 100", ErrConfig, c.SessionRefusals, mechanism.PresetSessionRefusals)
 	}
 	if !(c.SSOrder > 1) || !(c.SSSigma > 0) {
 		return fmt.Errorf("%w: smooth-sensitivity order %v must exceed 1 and σ_s %v be positive", ErrConfig, c.SSOrder, c.SSSigma)

@@ -391,32 +391,42 @@ func TestRunSessionEpsilons(t *testing.T) {
 	easy := synth.Blobs{Classes: 4, Dim: 8, Spread: 0.5, CentreSeed: [2]uint64{5, 5}}
 	cfg.Data = &data.Split{Train: easy.Make(1, 3000), Test: easy.Make(2, 700)}
 	cfg.TeacherTrain.MinSteps, cfg.TeacherTrain.LearnRate = 200, 0.05
-	rep, err := Run(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	boot := "typical, then confident after 10"
-	got := map[string]Row{}
-	for _, r := range rep.Rows {
-		if r.Aggregator == "nzc-svt" && r.Selection == boot {
-			got[r.Params] = r
-		}
-	}
-	if len(got) != 3 {
-		t.Fatalf("bootstrapped rows %v: want the preset's session and one at each of ε 2 and 4", slices.Collect(maps.Keys(got)))
-	}
-	for _, e := range cfg.SessionEpsilons {
-		p, err := mechanism.PlanSession(e, mechanism.PresetSessionDelta, mechanism.PresetSessionRefusals, 100, 4)
+	// With SessionRefusals 0 the sessions allow the preset's one refusal.
+	for _, tc := range []struct{ refusals, k int }{{0, mechanism.PresetSessionRefusals}, {2, 2}} {
+		cfg.SessionRefusals = tc.refusals
+		rep, err := Run(context.Background(), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, ok := got[p.String()]
-		if !ok {
-			t.Fatalf("no row with the session planned at ε %v (%s)", e, p)
+		boot := "typical, then confident after 10"
+		got := map[string]Row{}
+		for _, r := range rep.Rows {
+			if r.Aggregator == "nzc-svt" && r.Selection == boot {
+				got[r.Params] = r
+			}
 		}
-		if r.Epsilon > e || r.Epsilon < e*0.99 || r.Answered < 1 || r.Queries != 500 {
-			t.Fatalf("ε %v: row %+v, want ε %v and answers to some of 500 queries", e, r, e)
+		if len(got) != 3 {
+			t.Fatalf("refusals %d: bootstrapped rows %v: want the preset's session and one at each of ε 2 and 4", tc.refusals, slices.Collect(maps.Keys(got)))
 		}
+		for _, e := range cfg.SessionEpsilons {
+			p, err := mechanism.PlanSession(e, mechanism.PresetSessionDelta, tc.k, 100, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, ok := got[p.String()]
+			if !ok {
+				t.Fatalf("refusals %d: no row with the session planned at ε %v (%s)", tc.refusals, e, p)
+			}
+			if r.Epsilon > e || r.Epsilon < e*0.99 || r.Answered < 1 || r.Queries != 500 {
+				t.Fatalf("refusals %d, ε %v: row %+v, want ε %v and answers to some of 500 queries", tc.refusals, e, r, e)
+			}
+		}
+	}
+	cfg.SessionRefusals = 0
+	negative := cfg
+	negative.SessionRefusals = -1
+	if err := negative.Validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("-1 refusals per session: %v, want ErrConfig", err)
 	}
 	for _, bad := range [][]float64{{0.05}, {-1}} {
 		c := cfg

@@ -272,11 +272,15 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 				stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, maxQ, cfg.Selection.Strategy, cfg.Bootstrap)
 				sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
 				for _, e := range cfg.SessionEpsilons {
-					p, err := sessionParams(e, k, classes)
+					p, err := cfg.sessionParams(e, k, classes)
 					if err != nil {
 						return nil, fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
 					}
-					sessions = append(sessions, session{p, fmt.Sprintf("%s/epsilon/%v", stream, e)})
+					name := fmt.Sprintf("%s/epsilon/%v", stream, e)
+					if p.MaxRefusals != mechanism.PresetSessionRefusals {
+						name += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
+					}
+					sessions = append(sessions, session{p, name})
 				}
 				for _, sess := range sessions {
 					row, full, err := st.bootstrap(ctx, agg, sess.p, sess.stream, k, classes, hist, primary[:maxQ])

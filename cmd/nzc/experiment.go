@@ -91,6 +91,7 @@ holding the four standard idx files works.`,
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
 	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
 	sessionEps := fs.String("session-epsilons", "", "with --bootstrap, comma-separated pure ε of more bootstrapped nzc-svt rows, each one session planned for the ensemble at that ε (default: the preset's)")
+	sessionRefusals := fs.Int("session-refusals", 0, "with --session-epsilons, the refusals each of those sessions allows before it ends (0: the preset's, 1)")
 	bootstrapRounds := fs.Int("bootstrap-rounds", -1, "with --bootstrap, retrain the bootstrap student this many more times, each time the answers have doubled (default: the preset's)")
 	consRotate := fs.Float64("consistency-rotate", 0, "with consistency training, the strong view's largest rotation, degrees (default: the preset's)")
 	consScale := fs.Float64("consistency-scale", 0, "with consistency training, the strong view's largest relative change of size, 0 to 0.5 (default: the preset's)")
@@ -221,6 +222,9 @@ holding the four standard idx files works.`,
 		}
 		if *bootstrap >= 0 {
 			cfg.Bootstrap = *bootstrap
+		}
+		if fs.Changed("session-refusals") {
+			cfg.SessionRefusals = *sessionRefusals
 		}
 		if fs.Changed("session-epsilons") {
 			var eps []float64
