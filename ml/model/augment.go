@@ -127,36 +127,42 @@ func elasticField(h, w int, rms, sigma float64, r *rand.Rand) []float64 {
 	// the blurred noise's standard deviation is sq.
 	gain := rms / math.Sqrt2 / sq
 	field := make([]float64, 2*h*w)
-	tmp := make([]float64, h*w)
 	noise := make([]float64, h*w)
+	rows := make([]float64, h*w)
+	both := make([]float64, h*w)
 	for c := range 2 {
 		for i := range noise {
 			noise[i] = r.NormFloat64()
 		}
-		for y := range h { // along rows
-			for x := range w {
-				v := 0.0
-				for k, g := range kernel {
-					if xx := x + k - radius; xx >= 0 && xx < w {
-						v += g * noise[y*w+xx]
-					}
-				}
-				tmp[y*w+x] = v
-			}
-		}
-		for y := range h { // along columns
-			for x := range w {
-				v := 0.0
-				for k, g := range kernel {
-					if yy := y + k - radius; yy >= 0 && yy < h {
-						v += g * tmp[yy*w+x]
-					}
-				}
-				field[2*(y*w+x)+c] = gain * v
-			}
+		blur(rows, noise, kernel, h, w, false)
+		blur(both, rows, kernel, h, w, true)
+		for i, v := range both {
+			field[2*i+c] = gain * v
 		}
 	}
 	return field
+}
+
+// blur writes into dst the h×w image src convolved with kernel (odd
+// length, centred) along its columns (vertical) or its rows, zero outside
+// the image.
+func blur(dst, src, kernel []float64, h, w int, vertical bool) {
+	radius := len(kernel) / 2
+	for y := range h {
+		for x := range w {
+			v := 0.0
+			for k, g := range kernel {
+				yy, xx := y, x+k-radius
+				if vertical {
+					yy, xx = y+k-radius, x
+				}
+				if yy >= 0 && yy < h && xx >= 0 && xx < w {
+					v += g * src[yy*w+xx]
+				}
+			}
+			dst[y*w+x] = v
+		}
+	}
 }
 
 // Warp writes into dst the image src (one example of shape sh) rotated by
