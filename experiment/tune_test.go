@@ -227,38 +227,25 @@ func TestTuneStudent(t *testing.T) {
 
 // averagedAccuracy is the accuracy on d of the class whose probability,
 // averaged over nets (and, with moves, over each image and its copies
-// moved by one pixel up, down, left and right), is largest.
+// moved by one pixel up, down, left and right: model.Views), is largest.
 func averagedAccuracy(t *testing.T, nets []*model.Network, d *data.Dataset, moves bool) float64 {
 	t.Helper()
-	views := [][2]int{{0, 0}}
+	var v model.Views
 	if moves {
-		views = append(views, [2]int{1, 0}, [2]int{-1, 0}, [2]int{0, 1}, [2]int{0, -1})
+		v.Shift = 1
 	}
-	var sum []float32
-	x := make([]float32, len(d.X))
-	dim := d.Dim()
+	var probs [][]float32
 	for _, n := range nets {
-		for _, v := range views {
-			for i := range d.Len() {
-				model.Translate(x[i*dim:(i+1)*dim], d.Row(i), d.Shape, v[0], v[1])
-			}
-			p, err := n.Probabilities(x)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sum == nil {
-				sum = p
-				continue
-			}
-			for i, v := range p {
-				sum[i] += v
-			}
+		p, err := n.ViewProbabilities(context.Background(), d, v)
+		if err != nil {
+			t.Fatal(err)
 		}
+		probs = append(probs, p...)
 	}
-	k := len(sum) / d.Len()
+	class, _ := model.MeanClass(probs, nets[0].Spec().Classes)
 	right := 0
 	for i, y := range d.Y {
-		if model.Argmax(sum[i*k:(i+1)*k]) == y {
+		if class[i] == y {
 			right++
 		}
 	}

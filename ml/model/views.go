@@ -93,23 +93,27 @@ func (n *Network) ViewProbabilities(ctx context.Context, d *data.Dataset, v View
 	vs := v.list(d.Shape)
 	m, dim, sh := d.Len(), d.Dim(), d.Shape
 	probs := make([][]float32, len(vs))
-	x := make([]float32, len(d.X))
+	var x []float32
+	if len(vs) > 1 {
+		x = make([]float32, len(d.X))
+	}
 	for j, w := range vs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		for i := range m {
-			dst := x[i*dim : (i+1)*dim]
-			switch {
-			case w == view{scale: 1}:
-				copy(dst, d.Row(i))
-			case w.degrees == 0 && w.scale == 1:
-				translate(dst, d.Row(i), sh, w.dy, w.dx)
-			default:
-				Warp(dst, d.Row(i), sh, w.degrees, w.scale, 0, 0)
+		in := d.X // the image itself
+		if w != (view{scale: 1}) {
+			for i := range m {
+				dst := x[i*dim : (i+1)*dim]
+				if w.degrees == 0 && w.scale == 1 {
+					translate(dst, d.Row(i), sh, w.dy, w.dx)
+				} else {
+					Warp(dst, d.Row(i), sh, w.degrees, w.scale, 0, 0)
+				}
 			}
+			in = x
 		}
-		p, err := n.Probabilities(x)
+		p, err := n.Probabilities(in)
 		if err != nil {
 			return nil, err
 		}
