@@ -102,6 +102,11 @@ type Config struct {
 	// for the bootstrapped session's students (they only rank the pool;
 	// the row's own student is trained like every other).
 	BootstrapEpochs int
+	// BootstrapStudents is how many students, trained alike from
+	// different seeds, rank the pool together at each bootstrap round
+	// (selection.ConfidentEnsemble: an example is as sure as the least sure
+	// of them). 0 or 1: one.
+	BootstrapStudents int
 	// BootstrapModel, when set, is the network preset of the bootstrapped
 	// session's students ("": the student's): they only rank the pool, so
 	// a smaller network than the row's student saves time.
@@ -263,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BootstrapRounds < 0 || c.BootstrapRounds > 20 {
 		return fmt.Errorf("%w: %d more bootstrap rounds, want 0 to 20", ErrConfig, c.BootstrapRounds)
+	}
+	if c.BootstrapStudents < 0 || c.BootstrapStudents > 16 {
+		return fmt.Errorf("%w: %d bootstrap students, want 0 (one) to 16", ErrConfig, c.BootstrapStudents)
 	}
 	if c.BootstrapEpochs < 0 || c.BootstrapEpochs > 1000 {
 		return fmt.Errorf("%w: %d consistency passes for bootstrap students, want 0 (as the others) to 1000", ErrConfig, c.BootstrapEpochs)

@@ -332,14 +332,15 @@ func TestRunBootstrap(t *testing.T) {
 	cfg.Mechanisms = maps.Clone(cfg.Mechanisms)
 	cfg.Mechanisms["nzc-svt"] = svt
 	for _, tc := range []struct {
-		rounds    int
-		confident selection.ConfidentConfig
-		selection string
+		rounds, students int
+		confident        selection.ConfidentConfig
+		selection        string
 	}{
-		{0, selection.ConfidentConfig{Shift: 1}, "typical, then confident after 10"},
-		{2, selection.ConfidentConfig{Shift: 1, Floor: 0.9, Spread: 5}, "typical, then confident after 10, retrained 2 times as the answers doubled"},
+		{0, 0, selection.ConfidentConfig{Shift: 1}, "typical, then confident after 10"},
+		{2, 1, selection.ConfidentConfig{Shift: 1, Floor: 0.9, Spread: 5}, "typical, then confident after 10, retrained 2 times as the answers doubled"},
+		{1, 2, selection.ConfidentConfig{Shift: 1, Floor: 0.9}, "typical, then confident after 10, retrained 1 times as the answers doubled, 2 students judging together"},
 	} {
-		cfg.BootstrapRounds, cfg.Confident, cfg.BootstrapEpochs = tc.rounds, tc.confident, tc.rounds
+		cfg.BootstrapRounds, cfg.Confident, cfg.BootstrapEpochs, cfg.BootstrapStudents = tc.rounds, tc.confident, tc.rounds, tc.students
 		rep, err := Run(context.Background(), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -363,12 +364,17 @@ func TestRunBootstrap(t *testing.T) {
 		if boot.LabelAccuracy < 0.8 {
 			t.Fatalf("bootstrapped row %+v: labels no better than chance", boot)
 		}
+		if want := max(tc.students, 1); max(rep.BootstrapStudents, 1) != want {
+			t.Fatalf("report states %d bootstrap students, want %d", rep.BootstrapStudents, want)
+		}
 	}
 	for _, bad := range []func(*Config){
 		func(c *Config) { c.Bootstrap = -1 },
 		func(c *Config) { c.BootstrapRounds = -1 },
 		func(c *Config) { c.Confident.Floor = 1 },
 		func(c *Config) { c.BootstrapEpochs = -1 },
+		func(c *Config) { c.BootstrapStudents = -1 },
+		func(c *Config) { c.BootstrapStudents = 17 },
 	} {
 		c := cfg
 		bad(&c)

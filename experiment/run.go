@@ -113,6 +113,9 @@ type Report struct {
 	// BootstrapEpochs is the consistency passes of those students, when
 	// they differ from StudentConsistency's.
 	BootstrapEpochs int `json:"bootstrap_epochs,omitempty"`
+	// BootstrapStudents is how many of those students rank the pool
+	// together at each round, when more than one.
+	BootstrapStudents int `json:"bootstrap_students,omitempty"`
 	// BootstrapModel is those students' network, when it is not the
 	// student's.
 	BootstrapModel string  `json:"bootstrap_model,omitempty"`
@@ -266,6 +269,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 				}
 				cc := cfg.Confident
 				rep.BootstrapConfident, rep.BootstrapEpochs = &cc, cfg.BootstrapEpochs
+				if cfg.BootstrapStudents > 1 {
+					rep.BootstrapStudents = cfg.BootstrapStudents
+				}
 				if cfg.BootstrapModel != "" {
 					rep.BootstrapModel = bSpec.String()
 				}
@@ -489,6 +495,9 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	if cfg.BootstrapRounds > 0 {
 		strat = fmt.Sprintf("%s, then confident after %d, retrained %d times as the answers doubled", cfg.Selection.Strategy, cfg.Bootstrap, cfg.BootstrapRounds)
 	}
+	if cfg.BootstrapStudents > 1 {
+		strat += fmt.Sprintf(", %d students judging together", cfg.BootstrapStudents)
+	}
 	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool)}
 	m, err := mechanism.New(p)
 	if err != nil {
@@ -543,11 +552,17 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	}
 	until := cfg.Bootstrap
 	for r := 0; !done && row.Answered > 0; r++ {
-		net, err := s.fit(ctx, s.bootSpec, fmt.Sprintf("bootstrap student %d", r+1), full, cfg.BootstrapEpochs)
-		if err != nil {
-			return row, nil, err
+		nets := make([]*model.Network, max(1, cfg.BootstrapStudents))
+		for j := range nets {
+			what := fmt.Sprintf("bootstrap student %d", r+1)
+			if len(nets) > 1 {
+				what = fmt.Sprintf("bootstrap student %d.%d", r+1, j+1)
+			}
+			if nets[j], err = s.fit(ctx, s.bootSpec, what, full, cfg.BootstrapEpochs, uint64(j)); err != nil {
+				return row, nil, err
+			}
 		}
-		next, err := selection.Confident(ctx, net, s.queries, asked, cfg.Confident)
+		next, err := selection.ConfidentEnsemble(ctx, nets, s.queries, asked, cfg.Confident)
 		if err != nil {
 			return row, nil, err
 		}
@@ -689,7 +704,7 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 // predicted over its views (Config.StudentViews); a student with no label
 // at all scores 0.
 func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
-	n, err := s.fit(ctx, s.spec, label, labels, 0)
+	n, err := s.fit(ctx, s.spec, label, labels, 0, 0)
 	if errors.Is(err, ensemble.ErrNoLabels) {
 		return 0, nil
 	}
@@ -702,8 +717,12 @@ func (s *students) train(ctx context.Context, label string, labels []int) (float
 // fit trains one student of network spec on labels (one per query,
 // metrics.Refused where none was released) and its unlabelled queries, as
 // configured; epochs, when positive, replaces the consistency training's
-// passes.
-func (s *students) fit(ctx context.Context, spec model.Spec, label string, labels []int, epochs int) (*model.Network, error) {
+// passes, and variant, when positive, the seeds.
+func (s *students) fit(ctx context.Context, spec model.Spec, label string, labels []int, epochs int, variant uint64) (*model.Network, error) {
+	// Variant 0 is the experiment's seed; others start from other weights
+	// and see the examples in another order.
+	seed, tc := s.cfg.Seed+variant, s.cfg.StudentTrain
+	tc.Seed += variant
 	bar := progress.New(s.cfg.Progress, s.now)
 	defer bar.Done()
 	prog := func(done, total int) { bar.Update(label, done, total, "samples") }
@@ -711,14 +730,14 @@ func (s *students) fit(ctx context.Context, spec model.Spec, label string, label
 		if epochs > 0 {
 			cc.Epochs = epochs
 		}
-		n, res, err := ensemble.TrainStudentConsistency(ctx, spec, s.cfg.StudentTrain, cc, s.cfg.Seed, s.queries, labels, prog)
+		n, res, err := ensemble.TrainStudentConsistency(ctx, spec, tc, cc, seed, s.queries, labels, prog)
 		if err != nil {
 			return nil, err
 		}
 		s.log.Info("student consistency-trained", "for", label, "released_labels", res.Labelled, "unlabelled", res.Unlabeled, "masked", res.Masked)
 		return n, nil
 	}
-	n, res, err := ensemble.TrainStudentSemi(ctx, spec, s.cfg.StudentTrain, s.cfg.SelfTraining, s.cfg.Seed, s.queries, labels, prog)
+	n, res, err := ensemble.TrainStudentSemi(ctx, spec, tc, s.cfg.SelfTraining, seed, s.queries, labels, prog)
 	if err != nil {
 		return nil, err
 	}

@@ -217,23 +217,25 @@ func TestTuneStudent(t *testing.T) {
 			name, strings.Join(accs, " / "), strings.Join(restAccs, " / "), unlabelled.Len(), seeds)
 		if len(nets) > 1 {
 			t.Logf("%-18s the seeds' students averaged: %.2f %% on queries 8,001–9,000, %.2f %% on the unlabelled queries",
-				name, 100*averagedAccuracy(t, nets, scored, false), 100*averagedAccuracy(t, nets, unlabelled, false))
+				name, 100*averagedAccuracy(t, nets, scored, model.Views{}), 100*averagedAccuracy(t, nets, unlabelled, model.Views{}))
 		}
-		t.Logf("%-18s averaged over each image and its four one-pixel moves: %.2f %% on queries 8,001–9,000, %.2f %% on the unlabelled queries (first seed); all seeds: %.2f / %.2f %%",
-			name, 100*averagedAccuracy(t, nets[:1], scored, true), 100*averagedAccuracy(t, nets[:1], unlabelled, true),
-			100*averagedAccuracy(t, nets, scored, true), 100*averagedAccuracy(t, nets, unlabelled, true))
+		for _, v := range tuneViews {
+			t.Logf("%-18s averaged over %s: %.2f %% on queries 8,001–9,000, %.2f %% on the unlabelled queries (first seed); all seeds: %.2f / %.2f %%",
+				name, v, 100*averagedAccuracy(t, nets[:1], scored, v), 100*averagedAccuracy(t, nets[:1], unlabelled, v),
+				100*averagedAccuracy(t, nets, scored, v), 100*averagedAccuracy(t, nets, unlabelled, v))
+		}
 	}
 }
 
+// tuneViews are the sets of copies TestTuneStudent averages each scored
+// image's prediction over.
+var tuneViews = []model.Views{{Shift: 1}, {Shift: 1, Rotate: 10}, {Shift: 1, Scale: 0.1}, {Shift: 1, Rotate: 10, Scale: 0.1}, {Shift: 2, Rotate: 10, Scale: 0.1}}
+
 // averagedAccuracy is the accuracy on d of the class whose probability,
-// averaged over nets (and, with moves, over each image and its copies
-// moved by one pixel up, down, left and right: model.Views), is largest.
-func averagedAccuracy(t *testing.T, nets []*model.Network, d *data.Dataset, moves bool) float64 {
+// averaged over nets and over each image's views v (model.Views), is
+// largest.
+func averagedAccuracy(t *testing.T, nets []*model.Network, d *data.Dataset, v model.Views) float64 {
 	t.Helper()
-	var v model.Views
-	if moves {
-		v.Shift = 1
-	}
 	var probs [][]float32
 	for _, n := range nets {
 		p, err := n.ViewProbabilities(context.Background(), d, v)

@@ -93,6 +93,7 @@ holding the four standard idx files works.`,
 	sessionEps := fs.String("session-epsilons", "", "with --bootstrap, comma-separated pure ε of more bootstrapped nzc-svt rows, each one session planned for the ensemble at that ε (default: the preset's)")
 	sessionRefusals := fs.Int("session-refusals", 0, "with --session-epsilons, the refusals each of those sessions allows before it ends (0: the preset's, 1)")
 	bootstrapRounds := fs.Int("bootstrap-rounds", -1, "with --bootstrap, retrain the bootstrap student this many more times, each time the answers have doubled (default: the preset's)")
+	bootstrapStudents := fs.Int("bootstrap-students", 0, "with --bootstrap, this many students trained from different seeds rank the pool together at each round, an example as sure as the least sure of them (0: the preset's)")
 	consRotate := fs.Float64("consistency-rotate", 0, "with consistency training, the strong view's largest rotation, degrees (default: the preset's)")
 	consScale := fs.Float64("consistency-scale", 0, "with consistency training, the strong view's largest relative change of size, 0 to 0.5 (default: the preset's)")
 	consCutout := fs.Int("consistency-cutout", 0, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
@@ -236,6 +237,9 @@ holding the four standard idx files works.`,
 				eps = append(eps, e)
 			}
 			cfg.SessionEpsilons = eps
+		}
+		if *bootstrapStudents > 0 {
+			cfg.BootstrapStudents = *bootstrapStudents
 		}
 		if *bootstrapRounds >= 0 {
 			cfg.BootstrapRounds = *bootstrapRounds

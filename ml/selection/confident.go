@@ -81,6 +81,26 @@ const spreadComponents = 40
 // agree on, and the class balance keeps the easiest digits from crowding
 // out the rest.
 func Confident(ctx context.Context, net *model.Network, pool *data.Dataset, asked []bool, cc ConfidentConfig) ([]int, error) {
+	return ConfidentEnsemble(ctx, []*model.Network{net}, pool, asked, cc)
+}
+
+// ConfidentEnsemble is Confident with several students judging together:
+// an example's class has the highest probability averaged over every view
+// of every student, and its confidence is the lowest probability any view
+// of any student gives that class. An example one student is sure of and
+// another doubts waits behind those all of them are sure of: students
+// trained from different seeds are confidently wrong on different
+// examples, while the teachers' splits tend to be where students disagree.
+func ConfidentEnsemble(ctx context.Context, nets []*model.Network, pool *data.Dataset, asked []bool, cc ConfidentConfig) ([]int, error) {
+	if len(nets) == 0 {
+		return nil, fmt.Errorf("%w: no student to rank the pool", ErrConfig)
+	}
+	k := nets[0].Spec().Classes
+	for _, net := range nets[1:] {
+		if c := net.Spec().Classes; c != k {
+			return nil, fmt.Errorf("%w: students with %d and %d classes cannot rank together", ErrConfig, k, c)
+		}
+	}
 	n := pool.Len()
 	if len(asked) != n {
 		return nil, fmt.Errorf("%w: %d asked flags for a pool of %d", ErrConfig, len(asked), n)
@@ -88,14 +108,13 @@ func Confident(ctx context.Context, net *model.Network, pool *data.Dataset, aske
 	if err := cc.Validate(); err != nil {
 		return nil, err
 	}
-	k := net.Spec().Classes
 	var rest []int
 	for i, a := range asked {
 		if !a {
 			rest = append(rest, i)
 		}
 	}
-	class, conf, err := confidence(ctx, net, pool.Subset(rest), cc)
+	class, conf, err := confidence(ctx, nets, pool.Subset(rest), cc)
 	if err != nil {
 		return nil, err
 	}
@@ -151,15 +170,19 @@ func (c ConfidentConfig) views() model.Views {
 	return model.Views{Shift: c.Shift, Rotate: c.Rotate, Scale: c.Scale}
 }
 
-// confidence predicts every example of sub on each of cc's views: its class
-// has the highest mean probability, its confidence is the lowest
-// probability a view gives that class.
-func confidence(ctx context.Context, net *model.Network, sub *data.Dataset, cc ConfidentConfig) ([]int, []float64, error) {
-	probs, err := net.ViewProbabilities(ctx, sub, cc.views())
-	if err != nil {
-		return nil, nil, err
+// confidence predicts every example of sub on each of cc's views by each
+// network: its class has the highest mean probability, its confidence is
+// the lowest probability a view of a network gives that class.
+func confidence(ctx context.Context, nets []*model.Network, sub *data.Dataset, cc ConfidentConfig) ([]int, []float64, error) {
+	var probs [][]float32
+	for _, net := range nets {
+		p, err := net.ViewProbabilities(ctx, sub, cc.views())
+		if err != nil {
+			return nil, nil, err
+		}
+		probs = append(probs, p...)
 	}
-	class, conf := model.MeanClass(probs, net.Spec().Classes)
+	class, conf := model.MeanClass(probs, nets[0].Spec().Classes)
 	return class, conf, nil
 }
 

@@ -94,7 +94,7 @@ func TestConfidentFloor(t *testing.T) {
 	ctx := context.Background()
 	p := pool()
 	net, asked := softmaxStudent(t, p, 40)
-	_, conf, err := confidence(ctx, net, p, ConfidentConfig{})
+	_, conf, err := confidence(ctx, []*model.Network{net}, p, ConfidentConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +125,90 @@ func TestConfidentFloor(t *testing.T) {
 		if _, err := Confident(ctx, net, p, asked, bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", bad, err)
 		}
+	}
+}
+
+// Students ranking together: an example is as sure as the least sure of
+// them, so with a floor every example all of them are sure of comes before
+// any one of them doubts, including examples the first student alone
+// would have asked early. One student ranks as Confident does.
+func TestConfidentEnsemble(t *testing.T) {
+	ctx := context.Background()
+	p := pool()
+	a, asked := softmaxStudent(t, p, 40)
+	// A second student from other labelled examples: it doubts others.
+	b, err := model.New(model.Spec{Kind: model.KindSoftmax, Input: p.Shape, Classes: p.Classes}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Train(ctx, p.Slice(40, 52), model.TrainConfig{Optimizer: model.Adam, LearnRate: 1e-2, BatchSize: 4, Epochs: 1, MinSteps: 60}, nil); err != nil {
+		t.Fatal(err)
+	}
+	probs := func(net *model.Network) [][]float32 {
+		pr, err := net.ViewProbabilities(ctx, p, model.Views{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr
+	}
+	pa, pb := probs(a), probs(b)
+	_, confA := model.MeanClass(pa, p.Classes)
+	_, confBoth := model.MeanClass(append(pa, pb...), p.Classes)
+	rest := slices.Sorted(slices.Values(confBoth[40:]))
+	floor := rest[len(rest)/2]
+	cc := ConfidentConfig{Floor: floor}
+
+	one, err := Confident(ctx, a, p, asked, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := ConfidentEnsemble(ctx, []*model.Network{a}, p, asked, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(one, same) {
+		t.Fatal("one student in an ensemble ranks otherwise than Confident")
+	}
+	both, err := ConfidentEnsemble(ctx, []*model.Network{a, b}, p, asked, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(both)); !slices.Equal(got, identity(p.Len())[40:]) {
+		t.Fatal("not a permutation of the examples not yet asked")
+	}
+	lastSure, firstDoubt := -1, len(both)
+	for j, i := range both {
+		if confBoth[i] >= floor {
+			lastSure = j
+		} else {
+			firstDoubt = min(firstDoubt, j)
+		}
+	}
+	if firstDoubt < lastSure {
+		t.Fatalf("an example one student doubts at %d, before one both are sure of at %d", firstDoubt, lastSure)
+	}
+	// Some example the first student alone is sure of, the second doubts:
+	// alone it comes among the sure, together after them.
+	moved := 0
+	for j, i := range one {
+		if confA[i] >= floor && confBoth[i] < floor && j < lastSure {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("the second student doubts none of what the first is sure of: the test shows nothing")
+	}
+	t.Logf("%d examples the first student alone would ask early wait for the second", moved)
+
+	if _, err := ConfidentEnsemble(ctx, nil, p, asked, cc); !errors.Is(err, ErrConfig) {
+		t.Errorf("no students: %v, want ErrConfig", err)
+	}
+	three, err := model.New(model.Spec{Kind: model.KindSoftmax, Input: p.Shape, Classes: 3}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ConfidentEnsemble(ctx, []*model.Network{a, three}, p, asked, cc); !errors.Is(err, ErrConfig) {
+		t.Errorf("students of 4 and 3 classes: %v, want ErrConfig", err)
 	}
 }
 
@@ -233,12 +317,12 @@ func TestConfidentTurnedAndResizedViews(t *testing.T) {
 	if n := (ConfidentConfig{Shift: 1, Rotate: 40}).views().Count(data.Shape{Height: 1, Width: 6, Channels: 1}); n != 1 {
 		t.Errorf("%d views of a row of features, want the example itself only", n)
 	}
-	class0, conf0, err := confidence(ctx, net, p, ConfidentConfig{})
+	class0, conf0, err := confidence(ctx, []*model.Network{net}, p, ConfidentConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cc := range []ConfidentConfig{{Rotate: 40}, {Scale: 0.3}} {
-		class1, conf1, err := confidence(ctx, net, p, cc)
+		class1, conf1, err := confidence(ctx, []*model.Network{net}, p, cc)
 		if err != nil {
 			t.Fatal(err)
 		}
