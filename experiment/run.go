@@ -552,15 +552,9 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	}
 	until := cfg.Bootstrap
 	for r := 0; !done && row.Answered > 0; r++ {
-		nets := make([]*model.Network, max(1, cfg.BootstrapStudents))
-		for j := range nets {
-			what := fmt.Sprintf("bootstrap student %d", r+1)
-			if len(nets) > 1 {
-				what = fmt.Sprintf("bootstrap student %d.%d", r+1, j+1)
-			}
-			if nets[j], err = s.fit(ctx, s.bootSpec, what, full, cfg.BootstrapEpochs, uint64(j)); err != nil {
-				return row, nil, err
-			}
+		nets, err := s.rankers(ctx, r, full)
+		if err != nil {
+			return row, nil, err
 		}
 		next, err := selection.ConfidentEnsemble(ctx, nets, s.queries, asked, cfg.Confident)
 		if err != nil {
@@ -587,6 +581,51 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 		return row, nil, err
 	}
 	return row, full, nil
+}
+
+// rankers trains the students of bootstrap round r (Config.BootstrapStudents,
+// side by side: small networks train more efficiently so than one at a
+// time across all cores) on the labels released so far. A round whose
+// labels an earlier session's round already had reuses its students:
+// training is deterministic, so they would be the same networks.
+func (s *students) rankers(ctx context.Context, r int, full []int) ([]*model.Network, error) {
+	key := labelsKey(full)
+	if nets, ok := s.boot[key]; ok {
+		s.log.Info("bootstrap students shared with an earlier session", "round", r+1)
+		return nets, nil
+	}
+	nets := make([]*model.Network, max(1, s.cfg.BootstrapStudents))
+	g, gctx := errgroup.WithContext(ctx)
+	for j := range nets {
+		what := fmt.Sprintf("bootstrap student %d", r+1)
+		if len(nets) > 1 {
+			what = fmt.Sprintf("bootstrap student %d.%d", r+1, j+1)
+		}
+		g.Go(func() error {
+			var err error
+			nets[j], err = s.fit(gctx, s.bootSpec, what, full, s.cfg.BootstrapEpochs, uint64(j))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if s.boot == nil {
+		s.boot = map[[32]byte][]*model.Network{}
+	}
+	s.boot[key] = nets
+	return nets, nil
+}
+
+// labelsKey identifies a student's labels (one per query).
+func labelsKey(full []int) [32]byte {
+	h := sha256.New()
+	for _, l := range full {
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(int64(l))))
+	}
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
+	return key
 }
 
 // What a row's ε is.
@@ -628,6 +667,8 @@ type students struct {
 	log      *slog.Logger
 	jobs     []*studentJob
 	byKey    map[[32]byte]*studentJob
+	// boot are the bootstrap rounds' students by their labels.
+	boot map[[32]byte][]*model.Network
 }
 
 // studentJob is one student to train and the rows it scores.
@@ -641,12 +682,7 @@ type studentJob struct {
 // add schedules a student trained on labels (one per query;
 // metrics.Refused where none was released) for the row at index row.
 func (s *students) add(row int, what string, full []int) {
-	h := sha256.New()
-	for _, l := range full {
-		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(int64(l))))
-	}
-	var key [32]byte
-	copy(key[:], h.Sum(nil))
+	key := labelsKey(full)
 	if s.byKey == nil {
 		s.byKey = map[[32]byte]*studentJob{}
 	}
