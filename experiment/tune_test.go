@@ -3,6 +3,7 @@ package experiment
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -34,6 +35,7 @@ var tuneStudents = map[string]func(*model.Consistency, *model.TrainConfig){
 	"threshold-0.8":     func(c *model.Consistency, _ *model.TrainConfig) { c.Threshold = 0.8 },
 	"threshold-0.95":    func(c *model.Consistency, _ *model.TrainConfig) { c.Threshold = 0.95 },
 	"passes-20":         func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 20 },
+	"passes-15":         func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 15 },
 	"ratio-5":           func(c *model.Consistency, _ *model.TrainConfig) { c.Ratio = 5 },
 	"ema-0.99":          func(c *model.Consistency, _ *model.TrainConfig) { c.EMA = 0.99 },
 	"elastic-strong":    func(c *model.Consistency, _ *model.TrainConfig) { c.Strong.Elastic = 2 },
@@ -71,26 +73,21 @@ func tunePreset(t *testing.T) (Config, *data.Split) {
 	return cfg, split
 }
 
-// TestTuneStudent measures paper-mnist students on labels made the way an
-// nzc-svt session makes them, on the tuning split only: the first 9,000
-// test images, queries 1–8,000 as the pool, students scored on
-// 8,001–9,000 (the held-out 1,000 are never read). A student trained on
-// the 20 labels of each digit with the widest teacher-vote gap ranks the
-// pool (selection.Confident, the preset's settings), and the first 2,000
-// queries of its order whose top-two gap is at least 140 (those a session
-// answers) get the teachers' label; with NZC_TUNE_LABELS=widest, the 200
-// of each digit with the widest gaps do instead. It is a measurement, not a check, and
-// runs only when asked (docs/RESULTS.md, "fifth round"):
-//
-//	scripts/fetch-data.sh
-//	NZC_TUNE=preset,view-12-step-2e-3 NZC_TUNE_SEEDS=1,2,3 go test -run TestTuneStudent -v -timeout 2h ./experiment
-//
-// It trains (or loads from .nzc-cache/teachers) the preset's 250 teachers.
-func TestTuneStudent(t *testing.T) {
-	names := os.Getenv("NZC_TUNE")
-	if names == "" {
-		t.Skip("a measurement: set NZC_TUNE to a comma-separated list of students (or all)")
-	}
+// tuneSplit is the tuning split with labels taken as a session takes them
+// (TestTuneStudent).
+type tuneSplit struct {
+	cfg          Config
+	split        *data.Split
+	pool, scored *data.Dataset
+	label, gap   []int // the teachers' plurality and top-two vote gap, per pool query
+	labels       []int // the 2,000 session-like labels (metrics.Refused elsewhere)
+	spec         model.Spec
+}
+
+// tuneSessionLabels loads the tuning split and takes its 2,000 labels
+// (TestTuneStudent).
+func tuneSessionLabels(t *testing.T) tuneSplit {
+	t.Helper()
 	ctx := context.Background()
 	cfg, split := tunePreset(t)
 	split.Test = split.Test.Slice(0, 9000)
@@ -164,17 +161,35 @@ func TestTuneStudent(t *testing.T) {
 		}
 		t.Logf("2,000 labels in the confident order; %d queries with a vote gap under 140 passed over", passed)
 	}
-	seeds := []uint64{cfg.Seed}
-	if s := os.Getenv("NZC_TUNE_SEEDS"); s != "" {
-		seeds = nil
-		for _, f := range strings.Split(s, ",") {
-			v, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
-			if err != nil {
-				t.Fatalf("NZC_TUNE_SEEDS: %v", err)
-			}
-			seeds = append(seeds, v)
-		}
+	return tuneSplit{cfg: cfg, split: split, pool: pool, scored: scored, label: label, gap: gap, labels: labels, spec: sSpec}
+}
+
+// TestTuneStudent measures paper-mnist students on labels made the way an
+// nzc-svt session makes them, on the tuning split only: the first 9,000
+// test images, queries 1–8,000 as the pool, students scored on
+// 8,001–9,000 (the held-out 1,000 are never read). A student trained on
+// the 20 labels of each digit with the widest teacher-vote gap ranks the
+// pool (selection.Confident, the preset's settings), and the first 2,000
+// queries of its order whose top-two gap is at least 140 (those a session
+// answers) get the teachers' label; with NZC_TUNE_LABELS=widest, the 200
+// of each digit with the widest gaps do instead. It is a measurement, not a check, and
+// runs only when asked (docs/RESULTS.md, "fifth round"):
+//
+//	scripts/fetch-data.sh
+//	NZC_TUNE=preset,view-12-step-2e-3 NZC_TUNE_SEEDS=1,2,3 go test -run TestTuneStudent -v -timeout 2h ./experiment
+//
+// It trains (or loads from .nzc-cache/teachers) the preset's 250 teachers.
+func TestTuneStudent(t *testing.T) {
+	names := os.Getenv("NZC_TUNE")
+	if names == "" {
+		t.Skip("a measurement: set NZC_TUNE to a comma-separated list of students (or all)")
 	}
+	ctx := context.Background()
+	ts := tuneSessionLabels(t)
+	cfg, split, pool, scored, labels, sSpec := ts.cfg, ts.split, ts.pool, ts.scored, ts.labels, ts.spec
+	const classes = 10
+	var err error
+	seeds := tuneSeeds(t, cfg.Seed)
 	// The pool's queries without a label: the ones a session never
 	// reaches, harder than queries 8,001–9,000 (on which every student of
 	// 2,000 labels comes within about a point of the ground truth's).
@@ -381,5 +396,116 @@ func TestTuneTeachers(t *testing.T) {
 		}
 		t.Logf("%-30s mean %.2f %%, worst %.2f %% over %d teachers on test images 1–9,000; trained in %v",
 			name, 100*sum/float64(count), 100*worst, count, took.Round(time.Second))
+	}
+}
+
+// tuneSeeds are the seeds NZC_TUNE_SEEDS lists (comma-separated), or def.
+func tuneSeeds(t *testing.T, def uint64) []uint64 {
+	t.Helper()
+	s := os.Getenv("NZC_TUNE_SEEDS")
+	if s == "" {
+		return []uint64{def}
+	}
+	var seeds []uint64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			t.Fatalf("NZC_TUNE_SEEDS: %v", err)
+		}
+		seeds = append(seeds, v)
+	}
+	return seeds
+}
+
+// tuneRankings are the ways of ranking the pool TestTuneRanking compares:
+// the preset's (selection.ConfidentConfig, one student) and variations.
+var tuneRankings = map[string]func(*selection.ConfidentConfig, *int){
+	"preset":               func(*selection.ConfidentConfig, *int) {},
+	"rotate-15-scale-0.15": func(c *selection.ConfidentConfig, _ *int) { c.Rotate, c.Scale = 15, 0.15 },
+	"rotate-10-scale-0.1":  func(c *selection.ConfidentConfig, _ *int) { c.Rotate, c.Scale = 10, 0.1 },
+	"rotate-20-scale-0.2":  func(c *selection.ConfidentConfig, _ *int) { c.Rotate, c.Scale = 20, 0.2 },
+	"rotate-15":            func(c *selection.ConfidentConfig, _ *int) { c.Rotate = 15 },
+	"scale-0.15":           func(c *selection.ConfidentConfig, _ *int) { c.Scale = 0.15 },
+	"shift-2":              func(c *selection.ConfidentConfig, _ *int) { c.Shift = 2 },
+	"spread-0":             func(c *selection.ConfidentConfig, _ *int) { c.Spread = 0 },
+	"floor-0.999":          func(c *selection.ConfidentConfig, _ *int) { c.Floor = 0.999 },
+	"students-2":           func(_ *selection.ConfidentConfig, n *int) { *n = 2 },
+	"students-3":           func(_ *selection.ConfidentConfig, n *int) { *n = 3 },
+	"rotate-15-scale-0.15-students-2": func(c *selection.ConfidentConfig, n *int) {
+		c.Rotate, c.Scale, *n = 15, 0.15, 2
+	},
+}
+
+// TestTuneRanking measures how far ways of ranking the pool would carry a
+// bootstrapped nzc-svt session, on the tuning split only (the held-out
+// 1,000 are never read). Students trained as the preset's bootstrap
+// students (BootstrapEpochs passes) on the 2,000 labels of
+// TestTuneStudent rank the rest of the pool queries 1–8,000; for each
+// ranking it reports where the first query falls whose teachers' top-two
+// vote gap is under 80 and under 162 (about twice the ε = 1 and ε = 0.5
+// sessions' thresholds: the queries a session refuses), and how many such
+// queries are among the first 1,000, 2,000 and 4,000 asked. A session
+// ends at its first refusal, so one run of it is a lottery over which
+// doubtful query comes first; the counts say how crowded with them the
+// ranking is. Student seeds come from NZC_TUNE_SEEDS.
+//
+//	NZC_TUNE=preset,rotate-15-scale-0.15 NZC_TUNE_SEEDS=1,2 go test -run TestTuneRanking -v -timeout 1h ./experiment
+func TestTuneRanking(t *testing.T) {
+	names := os.Getenv("NZC_TUNE")
+	if names == "" {
+		t.Skip("a measurement: set NZC_TUNE to a comma-separated list of rankings (or all)")
+	}
+	ctx := context.Background()
+	ts := tuneSessionLabels(t)
+	cfg := ts.cfg
+	asked := make([]bool, ts.pool.Len())
+	for i, l := range ts.labels {
+		asked[i] = l != metrics.Refused
+	}
+	cc := cfg.Consistency
+	cc.Epochs = cfg.BootstrapEpochs
+	var students [][]*model.Network // per seed, up to three
+	for _, seed := range tuneSeeds(t, cfg.Seed) {
+		var nets []*model.Network
+		for j := range uint64(3) {
+			tc := cfg.StudentTrain
+			tc.Seed += j
+			net, _, err := ensemble.TrainStudentConsistency(ctx, ts.spec, tc, cc, seed+j, ts.pool, ts.labels, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nets = append(nets, net)
+		}
+		students = append(students, nets)
+	}
+	for _, name := range tuneNames(t, names, tuneRankings) {
+		for si, nets := range students {
+			c, n := cfg.Confident, 1
+			tuneRankings[name](&c, &n)
+			order, err := selection.ConfidentEnsemble(ctx, nets[:n], ts.pool, asked, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var line []string
+			for _, under := range []int{80, 162} {
+				first := -1
+				var within [3]int
+				for j, i := range order {
+					if ts.gap[i] >= under {
+						continue
+					}
+					if first < 0 {
+						first = j
+					}
+					for w, upto := range []int{1000, 2000, 4000} {
+						if j < upto {
+							within[w]++
+						}
+					}
+				}
+				line = append(line, fmt.Sprintf("gap < %d: first at %d, %d / %d / %d in the first 1,000 / 2,000 / 4,000", under, first+1, within[0], within[1], within[2]))
+			}
+			t.Logf("%-32s seed %d: %s", name, si+1, strings.Join(line, "; "))
+		}
 	}
 }
