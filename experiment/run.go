@@ -587,11 +587,17 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 // side by side: small networks train more efficiently so than one at a
 // time across all cores) on the labels released so far. A round whose
 // labels an earlier session's round already had reuses its students:
-// training is deterministic, so they would be the same networks.
+// training is deterministic, so they would be the same networks. Only
+// their weights are kept (model.Network.Clone): a network that was trained
+// or asked holds buffers many times its size.
 func (s *students) rankers(ctx context.Context, r int, full []int) ([]*model.Network, error) {
 	key := labelsKey(full)
-	if nets, ok := s.boot[key]; ok {
+	if kept, ok := s.boot[key]; ok {
 		s.log.Info("bootstrap students shared with an earlier session", "round", r+1)
+		nets := make([]*model.Network, len(kept))
+		for j, n := range kept {
+			nets[j] = n.Clone()
+		}
 		return nets, nil
 	}
 	nets := make([]*model.Network, max(1, s.cfg.BootstrapStudents))
@@ -613,7 +619,11 @@ func (s *students) rankers(ctx context.Context, r int, full []int) ([]*model.Net
 	if s.boot == nil {
 		s.boot = map[[32]byte][]*model.Network{}
 	}
-	s.boot[key] = nets
+	kept := make([]*model.Network, len(nets))
+	for j, n := range nets {
+		kept[j] = n.Clone()
+	}
+	s.boot[key] = kept
 	return nets, nil
 }
 
