@@ -375,6 +375,7 @@ func TestRunBootstrap(t *testing.T) {
 		func(c *Config) { c.BootstrapEpochs = -1 },
 		func(c *Config) { c.BootstrapStudents = -1 },
 		func(c *Config) { c.BootstrapStudents = 17 },
+		func(c *Config) { c.BootstrapLabelledEpochs = -1 },
 	} {
 		c := cfg
 		bad(&c)

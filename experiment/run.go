@@ -113,6 +113,9 @@ type Report struct {
 	// BootstrapEpochs is the consistency passes of those students, when
 	// they differ from StudentConsistency's.
 	BootstrapEpochs int `json:"bootstrap_epochs,omitempty"`
+	// BootstrapLabelledEpochs is their passes over their labels, when
+	// they differ from StudentTrain's.
+	BootstrapLabelledEpochs int `json:"bootstrap_labelled_epochs,omitempty"`
 	// BootstrapStudents is how many of those students rank the pool
 	// together at each round, when more than one.
 	BootstrapStudents int `json:"bootstrap_students,omitempty"`
@@ -268,7 +271,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 					continue
 				}
 				cc := cfg.Confident
-				rep.BootstrapConfident, rep.BootstrapEpochs = &cc, cfg.BootstrapEpochs
+				rep.BootstrapConfident, rep.BootstrapEpochs, rep.BootstrapLabelledEpochs = &cc, cfg.BootstrapEpochs, cfg.BootstrapLabelledEpochs
 				if cfg.BootstrapStudents > 1 {
 					rep.BootstrapStudents = cfg.BootstrapStudents
 				}
@@ -609,7 +612,7 @@ func (s *students) rankers(ctx context.Context, r int, full []int) ([]*model.Net
 		}
 		g.Go(func() error {
 			var err error
-			nets[j], err = s.fit(gctx, s.bootSpec, what, full, s.cfg.BootstrapEpochs, uint64(j))
+			nets[j], err = s.fit(gctx, s.bootSpec, what, full, true, uint64(j))
 			return err
 		})
 	}
@@ -750,7 +753,7 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 // predicted over its views (Config.StudentViews); a student with no label
 // at all scores 0.
 func (s *students) train(ctx context.Context, label string, labels []int) (float64, error) {
-	n, err := s.fit(ctx, s.spec, label, labels, 0, 0)
+	n, err := s.fit(ctx, s.spec, label, labels, false, 0)
 	if errors.Is(err, ensemble.ErrNoLabels) {
 		return 0, nil
 	}
@@ -762,13 +765,20 @@ func (s *students) train(ctx context.Context, label string, labels []int) (float
 
 // fit trains one student of network spec on labels (one per query,
 // metrics.Refused where none was released) and its unlabelled queries, as
-// configured; epochs, when positive, replaces the consistency training's
-// passes, and variant, when positive, the seeds.
-func (s *students) fit(ctx context.Context, spec model.Spec, label string, labels []int, epochs int, variant uint64) (*model.Network, error) {
+// configured: a bootstrap student (boot) with the Bootstrap passes where
+// they are set, and with other seeds for a positive variant.
+func (s *students) fit(ctx context.Context, spec model.Spec, label string, labels []int, boot bool, variant uint64) (*model.Network, error) {
 	// Variant 0 is the experiment's seed; others start from other weights
 	// and see the examples in another order.
 	seed, tc := s.cfg.Seed+variant, s.cfg.StudentTrain
 	tc.Seed += variant
+	epochs := 0
+	if boot {
+		epochs = s.cfg.BootstrapEpochs
+		if s.cfg.BootstrapLabelledEpochs > 0 {
+			tc.Epochs = s.cfg.BootstrapLabelledEpochs
+		}
+	}
 	bar := progress.New(s.cfg.Progress, s.now)
 	defer bar.Done()
 	prog := func(done, total int) { bar.Update(label, done, total, "samples") }

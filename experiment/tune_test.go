@@ -31,15 +31,17 @@ var tuneStudents = map[string]func(*model.Consistency, *model.TrainConfig){
 	"view-12-step-2e-3": func(c *model.Consistency, tc *model.TrainConfig) {
 		c.Strong, tc.LearnRate = model.Augment{Rotate: 12, Scale: 0.1, Shift: 3, Cutout: 8}, 2e-3
 	},
-	"view-25-step-2e-3": func(_ *model.Consistency, tc *model.TrainConfig) { tc.LearnRate = 2e-3 },
-	"threshold-0.8":     func(c *model.Consistency, _ *model.TrainConfig) { c.Threshold = 0.8 },
-	"threshold-0.95":    func(c *model.Consistency, _ *model.TrainConfig) { c.Threshold = 0.95 },
-	"passes-20":         func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 20 },
-	"passes-15":         func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 15 },
-	"ratio-5":           func(c *model.Consistency, _ *model.TrainConfig) { c.Ratio = 5 },
-	"ema-0.99":          func(c *model.Consistency, _ *model.TrainConfig) { c.EMA = 0.99 },
-	"elastic-strong":    func(c *model.Consistency, _ *model.TrainConfig) { c.Strong.Elastic = 2 },
-	"elastic-labelled":  func(_ *model.Consistency, tc *model.TrainConfig) { tc.Augment.Elastic = 1.5 },
+	"view-25-step-2e-3":  func(_ *model.Consistency, tc *model.TrainConfig) { tc.LearnRate = 2e-3 },
+	"threshold-0.8":      func(c *model.Consistency, _ *model.TrainConfig) { c.Threshold = 0.8 },
+	"threshold-0.95":     func(c *model.Consistency, _ *model.TrainConfig) { c.Threshold = 0.95 },
+	"passes-20":          func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 20 },
+	"passes-15":          func(c *model.Consistency, _ *model.TrainConfig) { c.Epochs = 15 },
+	"labelled-passes-16": func(_ *model.Consistency, tc *model.TrainConfig) { tc.Epochs = 16 },
+	"labelled-passes-24": func(_ *model.Consistency, tc *model.TrainConfig) { tc.Epochs = 24 },
+	"ratio-5":            func(c *model.Consistency, _ *model.TrainConfig) { c.Ratio = 5 },
+	"ema-0.99":           func(c *model.Consistency, _ *model.TrainConfig) { c.EMA = 0.99 },
+	"elastic-strong":     func(c *model.Consistency, _ *model.TrainConfig) { c.Strong.Elastic = 2 },
+	"elastic-labelled":   func(_ *model.Consistency, tc *model.TrainConfig) { tc.Augment.Elastic = 1.5 },
 	"elastic-both": func(c *model.Consistency, tc *model.TrainConfig) {
 		c.Strong.Elastic, tc.Augment.Elastic = 2, 1.5
 	},
@@ -138,7 +140,7 @@ func tuneSessionLabels(t *testing.T) tuneSplit {
 		// same whichever students are compared on them.
 		boot, tc := cfg.Consistency, cfg.StudentTrain
 		tuneStudents["view-12-step-2e-3"](&boot, &tc)
-		boot.Epochs = cfg.BootstrapEpochs
+		boot.Epochs, tc.Epochs = cfg.BootstrapEpochs, 8
 		ranker, _, err := ensemble.TrainStudentConsistency(ctx, sSpec, tc, boot, cfg.Seed, pool, first, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -147,19 +149,28 @@ func tuneSessionLabels(t *testing.T) tuneSplit {
 		if err != nil {
 			t.Fatal(err)
 		}
+		count, under := 2000, 140
+		if c := os.Getenv("NZC_TUNE_LABEL_COUNT"); c != "" {
+			// More labels, passing over what an ε = 1 session (T = 40)
+			// would refuse.
+			if count, err = strconv.Atoi(c); err != nil || count < 1 {
+				t.Fatalf("NZC_TUNE_LABEL_COUNT %q: want a positive count", c)
+			}
+			under = 80
+		}
 		n, passed := 0, 0
 		for _, i := range order {
-			if n == 2000 {
+			if n == count {
 				break
 			}
-			if gap[i] < 140 {
+			if gap[i] < under {
 				passed++
 				continue
 			}
 			labels[i] = label[i]
 			n++
 		}
-		t.Logf("2,000 labels in the confident order; %d queries with a vote gap under 140 passed over", passed)
+		t.Logf("%d labels in the confident order; %d queries with a vote gap under %d passed over", n, passed, under)
 	}
 	return tuneSplit{cfg: cfg, split: split, pool: pool, scored: scored, label: label, gap: gap, labels: labels, spec: sSpec}
 }
@@ -470,6 +481,9 @@ func TestTuneRanking(t *testing.T) {
 		for j := range uint64(3) {
 			tc := cfg.StudentTrain
 			tc.Seed += j
+			if cfg.BootstrapLabelledEpochs > 0 {
+				tc.Epochs = cfg.BootstrapLabelledEpochs
+			}
 			net, _, err := ensemble.TrainStudentConsistency(ctx, ts.spec, tc, cc, seed+j, ts.pool, ts.labels, nil)
 			if err != nil {
 				t.Fatal(err)

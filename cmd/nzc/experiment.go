@@ -99,6 +99,7 @@ holding the four standard idx files works.`,
 	consCutout := fs.Int("consistency-cutout", 0, "with consistency training, the side of the square the strong view cuts out, pixels (default: the preset's)")
 	consEpochs := fs.Int("consistency-epochs", 0, "with consistency training, the passes over the unlabelled queries of every row's student (default: the preset's)")
 	studentRate := fs.Float64("student-learn-rate", 0, "the students' Adam step size, decayed along a cosine (default: the preset's)")
+	studentEpochs := fs.Int("student-epochs", 0, "the passes over its labels every row's student makes at least (default: the preset's)")
 	studentViews := fs.Int("student-views", -1, "predict each held-out image by the mean of a student's probabilities over it and its copies moved this many pixels up, down, left and right (0: the image alone; default: the preset's)")
 	studentRotate := fs.Float64("student-rotate", 0, "turn each image a student trains on by up to this many degrees, resized by --student-scale and moved as far as the preset's shift, every time it is used (0: moved only; default: the preset's)")
 	studentScale := fs.Float64("student-scale", 0, "with --student-rotate, resize each image by up to 1 ± this (default: the preset's)")
@@ -194,6 +195,9 @@ holding the four standard idx files works.`,
 			if fs.Changed("consistency-epochs") {
 				cfg.Consistency.Epochs = *consEpochs
 			}
+		}
+		if *studentEpochs > 0 {
+			cfg.StudentTrain.Epochs = *studentEpochs
 		}
 		if *studentViews >= 0 {
 			cfg.StudentViews.Shift = *studentViews
