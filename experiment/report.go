@@ -222,8 +222,12 @@ func (r *Report) selfTrainingText() string {
 		views = fmt.Sprintf(", each held-out image predicted over %s", v)
 	}
 	if c := r.StudentConsistency; c != nil {
-		return fmt.Sprintf(" and by consistency on its unlabelled queries (threshold %g, weight %g, %d unlabelled per labelled, %d passes; every row alike)%s",
-			c.Threshold, c.Weight, c.Ratio, c.Epochs, views)
+		labelled := ""
+		if t := r.StudentTrain; t != nil {
+			labelled = fmt.Sprintf(" or %d over its labels, whichever is longer", t.Epochs)
+		}
+		return fmt.Sprintf(" and by consistency on its unlabelled queries (threshold %g, weight %g, %d unlabelled per labelled, %d passes over them%s; every row alike)%s",
+			c.Threshold, c.Weight, c.Ratio, c.Epochs, labelled, views)
 	}
 	if r.StudentSelfTraining.Rounds == 0 {
 		return views
