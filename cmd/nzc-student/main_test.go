@@ -31,6 +31,8 @@ func TestLabelBootstrapFlags(t *testing.T) {
 		{"floor of one", []string{"--bootstrap-floor", "1"}, "--bootstrap-floor"},
 		{"negative floor", []string{"--bootstrap-floor", "-0.5"}, "--bootstrap-floor"},
 		{"negative spread", []string{"--bootstrap-spread", "-2"}, "--bootstrap-spread"},
+		{"turned too far", []string{"--bootstrap-rotate", "90"}, "--bootstrap-rotate"},
+		{"negative resizing", []string{"--bootstrap-scale", "-0.1"}, "--bootstrap-scale"},
 		{"negative query count", []string{"--max-queries", "-1"}, "--max-queries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -105,11 +105,13 @@ type bootstrapOptions struct {
 	consistency bool    // train it by consistency on the rest of the data too
 	floor       float64 // selection.ConfidentConfig.Floor
 	spread      int     // selection.ConfidentConfig.Spread
+	rotate      float64 // selection.ConfidentConfig.Rotate
+	scale       float64 // selection.ConfidentConfig.Scale
 }
 
 // confident is how the bootstrap student ranks the rest.
 func (b bootstrapOptions) confident() selection.ConfidentConfig {
-	return selection.ConfidentConfig{Shift: 1, Floor: b.floor, Spread: b.spread, Seed: 1}
+	return selection.ConfidentConfig{Shift: 1, Rotate: b.rotate, Scale: b.scale, Floor: b.floor, Spread: b.spread, Seed: 1}
 }
 
 // bootstrapAfter makes a client ask in two parts (student.Config.Bootstrap):
@@ -160,12 +162,14 @@ with the labels received so far.`,
 	df := addDataFlags(cmd, 1000)
 	out := cmd.Flags().String("out", "labels.json", "where to write the labels (JSON)")
 	sel := cmd.Flags().String("selection", "sequential", "order in which to ask: sequential, random, typical (the examples nearest the centres of clusters of the student's own data first: with nzc-svt, the queries the teachers agree on, answered before the session's refusals run out) or balanced (the same in turn in every cluster of the data's principal components, so every kind of example has its share); costs no privacy")
-	maxQ := cmd.Flags().Int("max-queries", 0, "ask at most this many queries, the first of the --selection order (0: all); the rest of the data stays the student's unlabelled pool (`nzc-student plan` gives the count a budget allows)")
+	maxQ := cmd.Flags().Int("max-queries", 0, "ask at most this many queries, the first of the --selection order (0: all); the rest of the data stays the student's unlabelled pool (nzc-student plan gives the count a budget allows)")
 	var b bootstrapOptions
 	cmd.Flags().IntVar(&b.after, "bootstrap", 0, "ask in the --selection order only until this many queries are answered, then train a student on them (and, with --bootstrap-consistency, the rest of the data) and ask first what it is surest of, in turn for every class it predicts: with nzc-svt, queries the session answers without spending its refusals (0: off; costs no privacy)")
 	cmd.Flags().StringVar(&b.arch, "bootstrap-model", "cnn", "the architecture of the --bootstrap student: softmax, mlp, small-mlp, cnn or small-cnn")
 	cmd.Flags().BoolVar(&b.consistency, "bootstrap-consistency", true, "train the --bootstrap student by consistency on the examples without a label too (false: on the released labels alone, much faster)")
 	cmd.Flags().Float64Var(&b.floor, "bootstrap-floor", 0, "after the bootstrap, ask about examples the student is less sure of than this (0 to 1, exclusive) only once every example it is surer of was asked, so a class it is unsure of skips its turn (0: none waits)")
+	cmd.Flags().Float64Var(&b.rotate, "bootstrap-rotate", 0, "after the bootstrap, the student judges its confidence also on each image turned by ± this many degrees (0 to 45), so a digit that changes class under a small turn waits (0: not; the paper-mnist preset of nzc experiment turns by 15)")
+	cmd.Flags().Float64Var(&b.scale, "bootstrap-scale", 0, "after the bootstrap, the student judges its confidence also on each image resized by 1 ± this (0 to 0.5) (0: not; the paper-mnist preset resizes by 0.15)")
 	cmd.Flags().IntVar(&b.spread, "bootstrap-spread", 0, "after the bootstrap, the first this many examples asked of each class the student predicts are representatives of as many clusters of the examples it is sure of (at or above --bootstrap-floor), not the near-copies the surest are (0: surest first)")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
@@ -179,7 +183,7 @@ with the labels received so far.`,
 				return fmt.Errorf("--bootstrap-model: %w", err)
 			}
 			if err := b.confident().Validate(); err != nil {
-				return fmt.Errorf("--bootstrap-floor, --bootstrap-spread: %w", err)
+				return fmt.Errorf("--bootstrap-floor, --bootstrap-spread, --bootstrap-rotate, --bootstrap-scale: %w", err)
 			}
 		}
 		if *maxQ < 0 {
@@ -254,7 +258,7 @@ func newTrainCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	df := addDataFlags(cmd, 1000)
-	labels := cmd.Flags().String("labels", "labels.json", "labels written by `nzc-student label`")
+	labels := cmd.Flags().String("labels", "labels.json", "labels written by nzc-student label")
 	out := cmd.Flags().String("out", "student.model", "where to write the trained model")
 	arch := cmd.Flags().String("model", "mlp", "softmax, mlp, small-mlp, cnn or small-cnn")
 	t := training{}
