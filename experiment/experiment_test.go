@@ -19,6 +19,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
+	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
 	"github.com/nzcfed/nzc/ml/selection"
 )
@@ -465,5 +466,63 @@ func TestPlotShowsReferenceLines(t *testing.T) {
 	}
 	if p.Y.Max < 98.5 || p.Y.Min > 95 {
 		t.Fatalf("y axis [%v, %v] leaves out the ground truth's 98.5 %% or a row's 95 %%", p.Y.Min, p.Y.Max)
+	}
+}
+
+// A bootstrap round whose labels an earlier round already had gets the
+// same students again, not trained anew: networks of equal weights, each
+// its own copy.
+func TestRankersShared(t *testing.T) {
+	cfg := synthetic(t)
+	cfg.BootstrapStudents = 2
+	queries := blobs(3, 300)
+	spec := model.Spec{Kind: model.KindSoftmax, Input: queries.Shape, Classes: queries.Classes}
+	var logged bytes.Buffer
+	s := &students{cfg: cfg, spec: spec, bootSpec: spec, queries: queries, now: time.Now, log: slog.New(slog.NewTextHandler(&logged, nil))}
+	shared := func() int { return strings.Count(logged.String(), "shared with an earlier session") }
+	labels := make([]int, queries.Len())
+	for i := range labels {
+		labels[i] = metrics.Refused
+		if i < 40 {
+			labels[i] = queries.Y[i]
+		}
+	}
+	first, err := s.rankers(context.Background(), 0, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared() != 0 {
+		t.Fatal("the first round's students were shared with nothing")
+	}
+	again, err := s.rankers(context.Background(), 0, slices.Clone(labels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared() != 1 {
+		t.Fatal("the same labels trained the students again")
+	}
+	if len(first) != 2 || len(again) != 2 {
+		t.Fatalf("%d and %d students, want 2 each", len(first), len(again))
+	}
+	if slices.Equal(first[0].Parameters()[0], first[1].Parameters()[0]) {
+		t.Fatal("the two students of a round have the same weights: their seeds do not differ")
+	}
+	for j := range first {
+		if first[j] == again[j] {
+			t.Fatal("a shared student is the same object, not a copy")
+		}
+		for i, p := range first[j].Parameters() {
+			if !slices.Equal(p, again[j].Parameters()[i]) {
+				t.Fatalf("student %d: shared weights differ from the trained ones", j)
+			}
+		}
+	}
+	labels[40] = queries.Y[40]
+	other, err := s.rankers(context.Background(), 1, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared() != 1 || slices.Equal(other[0].Parameters()[0], first[0].Parameters()[0]) {
+		t.Fatal("other labels gave the same students")
 	}
 }
