@@ -86,6 +86,18 @@ type tuneSplit struct {
 	spec         model.Spec
 }
 
+// tuneOnLabels skips a measurement NZC_TUNE does not ask for, and
+// otherwise returns the names it lists and the tuning split with its
+// session-like labels.
+func tuneOnLabels(t *testing.T, what string) (string, tuneSplit) {
+	t.Helper()
+	names := os.Getenv("NZC_TUNE")
+	if names == "" {
+		t.Skipf("a measurement: set NZC_TUNE to a comma-separated list of %s (or all)", what)
+	}
+	return names, tuneSessionLabels(t)
+}
+
 // tuneSessionLabels loads the tuning split and takes its 2,000 labels
 // (TestTuneStudent).
 func tuneSessionLabels(t *testing.T) tuneSplit {
@@ -191,12 +203,8 @@ func tuneSessionLabels(t *testing.T) tuneSplit {
 //
 // It trains (or loads from .nzc-cache/teachers) the preset's 250 teachers.
 func TestTuneStudent(t *testing.T) {
-	names := os.Getenv("NZC_TUNE")
-	if names == "" {
-		t.Skip("a measurement: set NZC_TUNE to a comma-separated list of students (or all)")
-	}
+	names, ts := tuneOnLabels(t, "students")
 	ctx := context.Background()
-	ts := tuneSessionLabels(t)
 	cfg, split, pool, scored, labels, sSpec := ts.cfg, ts.split, ts.pool, ts.scored, ts.labels, ts.spec
 	const classes = 10
 	var err error
@@ -462,12 +470,8 @@ var tuneRankings = map[string]func(*selection.ConfidentConfig, *int){
 //
 //	NZC_TUNE=preset,rotate-15-scale-0.15 NZC_TUNE_SEEDS=1,2 go test -run TestTuneRanking -v -timeout 1h ./experiment
 func TestTuneRanking(t *testing.T) {
-	names := os.Getenv("NZC_TUNE")
-	if names == "" {
-		t.Skip("a measurement: set NZC_TUNE to a comma-separated list of rankings (or all)")
-	}
+	names, ts := tuneOnLabels(t, "rankings")
 	ctx := context.Background()
-	ts := tuneSessionLabels(t)
 	cfg := ts.cfg
 	asked := make([]bool, ts.pool.Len())
 	for i, l := range ts.labels {

@@ -109,14 +109,7 @@ func TestConfidentFloor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lastSure, firstDoubt := -1, len(o)
-		for j, i := range o {
-			if conf[i] >= floor {
-				lastSure = j
-			} else {
-				firstDoubt = min(firstDoubt, j)
-			}
-		}
+		lastSure, firstDoubt := sureAndDoubt(o, conf, floor)
 		if early := firstDoubt < lastSure; early != tc.wantEarly {
 			t.Errorf("floor %v: first example below %.3f at %d, last at or above it at %d; want below-first %v", tc.floor, floor, firstDoubt, lastSure, tc.wantEarly)
 		}
@@ -176,14 +169,7 @@ func TestConfidentEnsemble(t *testing.T) {
 	if got := slices.Sorted(slices.Values(both)); !slices.Equal(got, identity(p.Len())[40:]) {
 		t.Fatal("not a permutation of the examples not yet asked")
 	}
-	lastSure, firstDoubt := -1, len(both)
-	for j, i := range both {
-		if confBoth[i] >= floor {
-			lastSure = j
-		} else {
-			firstDoubt = min(firstDoubt, j)
-		}
-	}
+	lastSure, firstDoubt := sureAndDoubt(both, confBoth, floor)
 	if firstDoubt < lastSure {
 		t.Fatalf("an example one student doubts at %d, before one both are sure of at %d", firstDoubt, lastSure)
 	}
@@ -343,4 +329,19 @@ func TestConfidentTurnedAndResizedViews(t *testing.T) {
 			t.Errorf("%+v: only %d of %d examples less confident with the turned or resized views, want a tenth", cc, lower, p.Len())
 		}
 	}
+}
+
+// sureAndDoubt returns the place in order of the last example whose
+// confidence is at least floor, and of the first below it (len(order)
+// when none is).
+func sureAndDoubt(order []int, conf []float64, floor float64) (lastSure, firstDoubt int) {
+	lastSure, firstDoubt = -1, len(order)
+	for j, i := range order {
+		if conf[i] >= floor {
+			lastSure = j
+		} else {
+			firstDoubt = min(firstDoubt, j)
+		}
+	}
+	return lastSure, firstDoubt
 }
