@@ -306,11 +306,12 @@ const (
 //	             images, each image turned, resized and moved at random;
 //	             the student (a CNN, consistency-trained on its
 //	             unlabelled queries, each held-out image classified over
-//	             itself and its copies moved by a pixel, asking in the
-//	             balanced order; nzc-svt's
+//	             itself and its copies moved by a pixel, turned by ±10° and
+//	             resized by ±10 %, asking in the balanced order; nzc-svt's
 //	             session also bootstrapped after 20 answers and retrained
 //	             seven times as they double, each student asking for
-//	             representatives of the digits it is sure of; once at
+//	             representatives of the digits it is sure of on every
+//	             view, moved, turned by ±15° and resized by ±15 %; once at
 //	             ε = 1 and once at ε = 0.5) queries 9,000
 //	             test images (with 250 teachers, LNMax,
 //	             GNMax and Confident-GNMax also 100, 640, 1,000 and 5,000) and is

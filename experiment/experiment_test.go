@@ -525,4 +525,24 @@ func TestRankersShared(t *testing.T) {
 	if shared() != 1 || slices.Equal(other[0].Parameters()[0], first[0].Parameters()[0]) {
 		t.Fatal("other labels gave the same students")
 	}
+
+	// BootstrapLabelledEpochs trains the ranking students longer on their
+	// labels, and only them.
+	ctx := context.Background()
+	longer := *s
+	longer.cfg.BootstrapLabelledEpochs = 10 * cfg.StudentTrain.Epochs
+	longer.boot = nil
+	for _, boot := range []bool{true, false} {
+		a, err := s.fit(ctx, spec, "as configured", labels, boot, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := longer.fit(ctx, spec, "longer", labels, boot, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same := slices.Equal(a.Parameters()[0], b.Parameters()[0]); same == boot {
+			t.Errorf("bootstrap student %v: weights equal %v with %d labelled passes instead of %d", boot, same, longer.cfg.BootstrapLabelledEpochs, cfg.StudentTrain.Epochs)
+		}
+	}
 }

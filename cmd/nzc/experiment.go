@@ -100,7 +100,7 @@ holding the four standard idx files works.`,
 	consEpochs := fs.Int("consistency-epochs", 0, "with consistency training, the passes over the unlabelled queries of every row's student (default: the preset's)")
 	studentRate := fs.Float64("student-learn-rate", 0, "the students' Adam step size, decayed along a cosine (default: the preset's)")
 	studentEpochs := fs.Int("student-epochs", 0, "the passes over its labels every row's student makes at least (default: the preset's)")
-	studentViews := fs.Int("student-views", -1, "predict each held-out image by the mean of a student's probabilities over it and its copies moved this many pixels up, down, left and right (0: the image alone; default: the preset's)")
+	studentViews := fs.Int("student-views", -1, "predict each held-out image by the mean of a student's probabilities over it and its copies moved this many pixels up, down, left and right, and no other copies (0: the image alone; default: the preset's, which paper-mnist also turns and resizes)")
 	studentRotate := fs.Float64("student-rotate", 0, "turn each image a student trains on by up to this many degrees, resized by --student-scale and moved as far as the preset's shift, every time it is used (0: moved only; default: the preset's)")
 	studentScale := fs.Float64("student-scale", 0, "with --student-rotate, resize each image by up to 1 ± this (default: the preset's)")
 	bootstrapModel := fs.String("bootstrap-model", "", "with --bootstrap, the network of the students that rank the pool: softmax, mlp, small-mlp, cnn, wide-cnn or small-cnn (default: the preset's, else the student's)")
@@ -200,7 +200,7 @@ holding the four standard idx files works.`,
 			cfg.StudentTrain.Epochs = *studentEpochs
 		}
 		if *studentViews >= 0 {
-			cfg.StudentViews.Shift = *studentViews
+			cfg.StudentViews = model.Views{Shift: *studentViews}
 		}
 		if fs.Changed("student-learn-rate") {
 			cfg.StudentTrain.LearnRate = *studentRate

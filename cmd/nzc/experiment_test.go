@@ -168,12 +168,17 @@ func TestExperimentStudentFlags(t *testing.T) {
 		"--cache-dir", "", "--teachers", "10", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
 		"--model", "softmax", "--student-model", "softmax", "--consistency", "on",
 		"--consistency-rotate", "7", "--consistency-scale", "0.15", "--consistency-cutout", "3", "--student-learn-rate", "0.004",
-		"--student-rotate", "10", "--student-scale", "0.1", "--format", "json")
+		"--student-rotate", "10", "--student-scale", "0.1", "--student-epochs", "12", "--student-views", "2", "--format", "json")
 	if err != nil {
 		t.Fatalf("experiment: %v\n%s", err, stderr)
 	}
 	var rep struct {
+		StudentViews *struct {
+			Shift         int
+			Rotate, Scale float64
+		} `json:"student_views"`
 		StudentTrain struct {
+			Epochs    int     `json:"epochs"`
 			LearnRate float64 `json:"learn_rate"`
 			Shift     int     `json:"shift"`
 			Augment   struct {
@@ -193,6 +198,12 @@ func TestExperimentStudentFlags(t *testing.T) {
 	st := rep.StudentConsistency.Strong
 	if rep.StudentTrain.LearnRate != 0.004 || st.Rotate != 7 || st.Scale != 0.15 || st.Cutout != 3 {
 		t.Fatalf("the report records step %v and strong view %+v, want 0.004 and {7 0.15 3}", rep.StudentTrain.LearnRate, st)
+	}
+	if rep.StudentTrain.Epochs != 12 {
+		t.Fatalf("the report records %d passes over the labels, want 12", rep.StudentTrain.Epochs)
+	}
+	if v := rep.StudentViews; v == nil || v.Shift != 2 || v.Rotate != 0 || v.Scale != 0 {
+		t.Fatalf("the report records views %+v, want moves of 2 pixels and no other copies", v)
 	}
 	// The quick preset's students are not moved: the distortion starts from no shift.
 	if a := rep.StudentTrain.Augment; a.Rotate != 10 || a.Scale != 0.1 || a.Shift != 0 || rep.StudentTrain.Shift != 0 {
