@@ -492,7 +492,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		}
 		return nil, nil, a.refuse(reasonLedger, perr)
 	}
-	votes := a.collect(ctx, batch, req, hs, classes)
+	votes := a.collect(ctx, student, batch, req, hs, classes)
 	if len(votes) < a.cfg.Quorum {
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum)})
@@ -622,14 +622,14 @@ func chargedEnsembles(votes []vote, voters []string) []uint64 {
 
 // collect fans the batch out and returns the valid votes that arrived
 // before the deadline, in hospital order.
-func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, classes int) []vote {
+func (a *Aggregator) collect(ctx context.Context, student, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, classes int) []vote {
 	deadline := a.cfg.Now().Add(a.cfg.BatchDeadline)
 	ids := make([]string, len(hs))
 	for i, h := range hs {
 		ids[i] = h.id
 	}
 	q := &nzcpb.QueryBatch{BatchId: req.GetBatchId(), NumQueries: req.GetNumQueries(), FeatureDim: req.GetFeatureDim(),
-		NumClasses: uint32(classes), SealedFeatures: req.GetSealedFeatures(), HospitalIds: ids, DeadlineUnixMs: deadline.UnixMilli()}
+		NumClasses: uint32(classes), SealedFeatures: req.GetSealedFeatures(), HospitalIds: ids, DeadlineUnixMs: deadline.UnixMilli(), StudentId: student}
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.BatchDeadline)
 	defer cancel()
 	results := make([]*vote, len(hs))
@@ -638,7 +638,7 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 		wg.Go(func() {
 			proofs := a.takeProofs(h.id)
 			qh := &nzcpb.QueryBatch{BatchId: q.BatchId, NumQueries: q.NumQueries, FeatureDim: q.FeatureDim, NumClasses: q.NumClasses,
-				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs}
+				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs, StudentId: q.StudentId}
 			v, err := a.queryOne(cctx, h, qh)
 			if err != nil && len(proofs) > 0 {
 				a.handProof([]string{h.id}, proofs...)

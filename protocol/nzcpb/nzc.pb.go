@@ -463,8 +463,12 @@ type QueryBatch struct {
 	// voted on earlier: the hospital checks each against the auditors' keys
 	// and stops voting when its votes go unproven too long.
 	ChargeReceipts []*Receipt `protobuf:"bytes,8,rep,name=charge_receipts,json=chargeReceipts,proto3" json:"charge_receipts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The student whose batch this is, as the aggregator will charge it: the
+	// hospital binds the batch id to it, to the queries and to their number,
+	// and takes as proof only a charge that names all three.
+	StudentId     string `protobuf:"bytes,9,opt,name=student_id,json=studentId,proto3" json:"student_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryBatch) Reset() {
@@ -551,6 +555,13 @@ func (x *QueryBatch) GetChargeReceipts() []*Receipt {
 		return x.ChargeReceipts
 	}
 	return nil
+}
+
+func (x *QueryBatch) GetStudentId() string {
+	if x != nil {
+		return x.StudentId
+	}
+	return ""
 }
 
 // Features is the plaintext of sealed_features: num_queries rows of
@@ -1695,7 +1706,7 @@ const file_nzc_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xba\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xd9\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1708,7 +1719,9 @@ const file_nzc_proto_rawDesc = "" +
 	"\x0fsealed_features\x18\x05 \x01(\fR\x0esealedFeatures\x12!\n" +
 	"\fhospital_ids\x18\x06 \x03(\tR\vhospitalIds\x12(\n" +
 	"\x10deadline_unix_ms\x18\a \x01(\x03R\x0edeadlineUnixMs\x128\n" +
-	"\x0fcharge_receipts\x18\b \x03(\v2\x0f.nzc.v1.ReceiptR\x0echargeReceipts\"d\n" +
+	"\x0fcharge_receipts\x18\b \x03(\v2\x0f.nzc.v1.ReceiptR\x0echargeReceipts\x12\x1d\n" +
+	"\n" +
+	"student_id\x18\t \x01(\tR\tstudentId\"d\n" +
 	"\bFeatures\x12\x1f\n" +
 	"\vnum_queries\x18\x01 \x01(\rR\n" +
 	"numQueries\x12\x1f\n" +
