@@ -329,7 +329,7 @@ func (f *fixture) open(t *testing.T, resp *nzcpb.LabelResponse) *nzcpb.Labels {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := receipts.ChargeReceipt(rcpt, hex.EncodeToString(resp.GetBatchId()), "student-1", uint64(resp.GetNumQueries()), h); err != nil {
+	if _, _, _, err := receipts.ChargeReceipt(rcpt, hex.EncodeToString(resp.GetBatchId()), "student-1", l.GetLabels(), h); err != nil {
 		t.Fatalf("the student cannot verify the receipt: %v", err)
 	}
 	return &l
