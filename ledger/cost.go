@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -265,6 +266,28 @@ func sessionParams(batch, kind string, params []Param, k uint64, checkK bool) (R
 		return refuse(CodeBadParams, batch, "batch %s: a charge in a session names nzc-svt with the session's max_refusals=%d, not %s with %d", batch, k, p.Mechanism, p.MaxRefusals), false
 	}
 	return Result{}, true
+}
+
+// sessionBound refuses a charge in a session that names another mechanism
+// or other parameters than the session opened with: the session's cost
+// holds only for the mechanism it paid for (a charge naming T = 0 inside a
+// session opened at T = 120 would release what that cost does not cover).
+// Parameters have one spelling each (mechanism.ParseLedgerParams), so equal
+// parameters are equal bytes.
+func sessionBound(b *Charge, mech string, params []Param) (Result, bool) {
+	if b.Mechanism != mech || !slices.Equal(b.Params, params) {
+		return refuse(CodeSessionMismatch, b.Session, "batch %s names %s with %s; session %s was opened, and paid for, with %s %s",
+			b.BatchID, b.Mechanism, formatParams(b.Params), b.Session, mech, formatParams(params)), false
+	}
+	return Result{}, true
+}
+
+func formatParams(ps []Param) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Key + "=" + p.Value
+	}
+	return strings.Join(out, ",")
 }
 
 // CostCheck recomputes the cost of an accepted charge or session from its

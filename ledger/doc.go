@@ -23,7 +23,11 @@
 // below the recomputed one at any order, or whose δ is below, by more than
 // CostTolerance (a relative 1e-9) is refused as under-cost. What an
 // accepted command composes into the accounts is the order-wise maximum of
-// the stated and the recomputed cost, never the stated one alone.
+// the stated and the recomputed cost, never the stated one alone. A charge
+// inside a session costs nothing more only because the session paid, at
+// opening, for one mechanism with one set of parameters: a charge naming
+// the session must name exactly those (refused as session-mismatch
+// otherwise).
 //
 // Admission is decided at the command's data-independent worst case: the
 // cap check composes the cost of every query answered (for every
@@ -69,7 +73,9 @@
 //
 // Verification (Verify, `nzc ledger verify`) replays every command with
 // the same rules and, separately, recomputes the cost of every accepted
-// charge and session (CostCheck), naming each entry that states less.
+// charge and session (CostCheck), naming each entry that states less,
+// and each charge in a session that names other parameters than the
+// session opened with.
 //
 // docs/LEDGER.md describes the encoding, the rules and the verification.
 //

@@ -86,6 +86,10 @@ type session struct {
 	student     string
 	hospitals   []string
 	maxRefusals uint64
+	// mechanism and params are what the session paid for at opening; a
+	// charge in it must name exactly these.
+	mechanism   string
+	params      []Param
 	queries     uint64
 	answers     uint64
 	closed      bool
@@ -629,6 +633,9 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 	if r, ok := sessionParams(b.BatchID, b.Mechanism, b.Params, ss.maxRefusals, true); !ok {
 		return r, nil
 	}
+	if r, ok := sessionBound(b, ss.mechanism, ss.params); !ok {
+		return r, nil
+	}
 	if len(b.Curve) != s.grid.Len() || slices.ContainsFunc(b.Curve, func(v float64) bool { return v != 0 }) || b.Delta != 0 {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s in session %s must carry a zero curve on the default grid and zero δ: the session paid its cost at opening", b.BatchID, b.Session), nil
 	}
@@ -674,7 +681,8 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 	}
 	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {
 		s.spend(b.Hospitals, cost, 0)
-		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals}
+		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals,
+			mechanism: b.Mechanism, params: slices.Clone(b.Params)}
 		s.opened[b.SessionID] = applied{digest: digest, index: index}
 		key := sessionKey(signer.ID, b.Student, b.Hospitals)
 		if prev, ok := s.latest[key]; ok {

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -522,5 +524,54 @@ func TestBatchIDsPerStudent(t *testing.T) {
 	c := chargeBody("shared", []string{"h3"}, curve, 1)
 	if r := f.apply(f.sign(c, "agg")); r.Code != CodeConflict {
 		t.Fatalf("the same student, other content: %s/%s, want conflict", r.Status, r.Code)
+	}
+}
+
+// A charge in a session pays nothing more because the session paid for its
+// mechanism at opening; one naming other parameters (T = 0 and noise 1e-9
+// inside a session opened at T = 240, b = 1) is refused by apply, and
+// verify names such an entry in a log that holds it.
+func TestSessionChargeBoundToItsParameters(t *testing.T) {
+	f := newFed(t)
+	open := openSession(t, "svt1", "s2", []string{"h1"}, 3)
+	open.Timestamp = f.now()
+	f.must(open, "agg")
+	zero := make([]float64, mechanism.DefaultGrid().Len())
+	in := func(batch string, p mechanism.Params) *Charge {
+		b := chargeBody(batch, []string{"h1"}, zero, 10)
+		b.Session, b.Mechanism, b.Params = "svt1", string(p.Mechanism), p.LedgerParams()
+		return b
+	}
+	weak := svtParams(3)
+	weak.Threshold, weak.Scale, weak.DistanceScale = 0, 1e-9, 1e-9
+	other := svtParams(3)
+	other.Teachers = 500
+	for _, tc := range []struct {
+		name, batch string
+		p           mechanism.Params
+	}{
+		{"T=0, b_ρ=b_ν=1e-9", "weak", weak},
+		{"another ensemble", "other", other},
+	} {
+		if r := f.apply(f.sign(in(tc.batch, tc.p), "agg")); r.Code != CodeSessionMismatch {
+			t.Errorf("a charge in the session naming %s: %s %s, want %s", tc.name, r.Status, r.Code, CodeSessionMismatch)
+		}
+	}
+	f.must(in("honest", svtParams(3)), "agg")
+
+	forged := f.forge(f.sign(in("forged", weak), "agg"))
+	export, err := f.st.Export(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Verify(export, VerifyOptions{})
+	var named []int64
+	for _, c := range r.Failures() {
+		if c.Name == "cost" && c.Entry != nil && strings.Contains(c.Detail, "session") {
+			named = append(named, *c.Entry)
+		}
+	}
+	if !slices.Equal(named, []int64{forged}) {
+		t.Fatalf("verify names entries %v, want the forged session charge %d; failures %+v", named, forged, r.Failures())
 	}
 }
