@@ -62,6 +62,7 @@ func (r Result) Err() error {
 type account struct {
 	capEps, capDelta float64
 	capVersion       uint64
+	capChanges       []CapChange
 	curve            mechanism.Curve
 	deltaSpent       float64
 	// pure is the sum of the charges' pure ε, on the lattice (+Inf once a
@@ -121,6 +122,8 @@ type State struct {
 
 	genesis bool
 	origin  string
+	// epsBound and deltaBound bound every cap (Genesis.Bounds).
+	epsBound, deltaBound float64
 	// genesisHash is the digest of the accepted genesis command.
 	genesisHash [32]byte
 	parties     map[string]Party
@@ -259,7 +262,7 @@ func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
 	case *OpenAccount:
 		return s.openAccount(signer, b, index)
 	case *ChangeCap:
-		return s.changeCap(signer, b)
+		return s.changeCap(signer, b, index)
 	case *RegisterStudent:
 		return s.registerStudent(signer, b)
 	case *Charge:
@@ -296,6 +299,7 @@ func (s *State) genesisCmd(c Command, g *Genesis, index uint64) (Result, func())
 	return accept("genesis of %s with %d parties", g.Origin, len(g.Parties)), func() {
 		s.genesis = true
 		s.origin, s.genesisHash = g.Origin, digest
+		s.epsBound, s.deltaBound = g.Bounds()
 		for _, p := range g.Parties {
 			s.parties[p.ID] = p
 			s.joined[p.ID] = index
@@ -327,15 +331,15 @@ func (s *State) openAccount(signer Party, b *OpenAccount, index uint64) (Result,
 	if _, ok := s.accounts[b.Hospital]; ok {
 		return refuse(CodeAccountExists, b.Hospital, "hospital %s already has an account; change its cap with a signed cap change", b.Hospital), nil
 	}
-	if !validCap(b.CapEpsilon, b.CapDelta) {
-		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
+	if r, ok := s.capBounded(b.Hospital, b.CapEpsilon, b.CapDelta); !ok {
+		return r, nil
 	}
 	return accept("opened account of %s with cap ε=%v δ=%v", b.Hospital, b.CapEpsilon, b.CapDelta), func() {
 		s.accounts[b.Hospital] = &account{capEps: b.CapEpsilon, capDelta: b.CapDelta, curve: s.grid.Zero(), opened: index}
 	}
 }
 
-func (s *State) changeCap(signer Party, b *ChangeCap) (Result, func()) {
+func (s *State) changeCap(signer Party, b *ChangeCap, index uint64) (Result, func()) {
 	if signer.Role != RoleHospital || signer.ID != b.Hospital {
 		return refuse(CodeWrongSigner, signer.ID, "only hospital %s itself changes its cap, not %s", b.Hospital, signer.ID), nil
 	}
@@ -346,12 +350,29 @@ func (s *State) changeCap(signer Party, b *ChangeCap) (Result, func()) {
 	if b.Version != a.capVersion+1 {
 		return refuse(CodeStaleCapVersion, b.Hospital, "cap change version %d for %s, the next is %d; sign a new request", b.Version, b.Hospital, a.capVersion+1), nil
 	}
-	if !validCap(b.CapEpsilon, b.CapDelta) {
-		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
+	if r, ok := s.capBounded(b.Hospital, b.CapEpsilon, b.CapDelta); !ok {
+		return r, nil
 	}
 	return accept("cap of %s changed from ε=%v δ=%v to ε=%v δ=%v (version %d)", b.Hospital, a.capEps, a.capDelta, b.CapEpsilon, b.CapDelta, b.Version), func() {
+		a.capChanges = append(a.capChanges, CapChange{Entry: index, Timestamp: b.Timestamp, Version: b.Version, Signer: signer.ID,
+			FromEpsilon: a.capEps, FromDelta: a.capDelta, ToEpsilon: b.CapEpsilon, ToDelta: b.CapDelta,
+			Raise: b.CapEpsilon > a.capEps || b.CapDelta > a.capDelta})
 		a.capEps, a.capDelta, a.capVersion = b.CapEpsilon, b.CapDelta, b.Version
 	}
+}
+
+// capBounded refuses a cap that is not a cap (ε not finite and > 0, δ not
+// in (0, 1)) or that exceeds the federation's bounds: a larger δ restates
+// the same spending as a smaller ε, so no account may pick its own.
+func (s *State) capBounded(hospital string, eps, delta float64) (Result, bool) {
+	if !validCap(eps, delta) {
+		return refuse(CodeBadCap, hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", eps, delta, hospital), false
+	}
+	if eps > s.epsBound || delta > s.deltaBound {
+		return refuse(CodeBadCap, hospital, "cap (ε=%v, δ=%v) of %s exceeds the federation's bounds (ε ≤ %v, δ ≤ %v, fixed by its genesis); ask for a cap within them",
+			eps, delta, hospital, s.epsBound, s.deltaBound), false
+	}
+	return Result{}, true
 }
 
 func (s *State) registerStudent(signer Party, b *RegisterStudent) (Result, func()) {
@@ -777,6 +798,29 @@ type Account struct {
 	Charges     uint64  `json:"charges"` // accepted charges and sessions
 	Answers     uint64  `json:"answers"`
 	Opened      uint64  `json:"opened"` // the entry that opened the account
+	// FederationDelta is the federation's δ bound (Genesis.Bounds), and
+	// EpsilonAtFederationDelta the account's ε converted at it (less the
+	// δ spent): the figure every account states at the same δ, whatever
+	// δ its cap names.
+	FederationDelta          float64 `json:"federation_delta"`
+	EpsilonAtFederationDelta float64 `json:"epsilon_at_federation_delta"`
+	// CapChanges is every change of the cap after opening, oldest first.
+	CapChanges []CapChange `json:"cap_changes,omitempty"`
+}
+
+// CapChange is one accepted change of a hospital's cap: who signed it, at
+// which entry and time, from which cap to which, and whether it raised
+// the cap (a larger ε or a larger δ).
+type CapChange struct {
+	Entry       uint64  `json:"entry"`
+	Timestamp   int64   `json:"timestamp"` // the proposer's, unix nanoseconds
+	Version     uint64  `json:"version"`
+	Signer      string  `json:"signer"`
+	FromEpsilon float64 `json:"from_epsilon"`
+	FromDelta   float64 `json:"from_delta"`
+	ToEpsilon   float64 `json:"to_epsilon"`
+	ToDelta     float64 `json:"to_delta"`
+	Raise       bool    `json:"raise"`
 }
 
 // Accounts returns every hospital account, sorted by hospital ID.
@@ -822,13 +866,17 @@ func (s *State) accountOf(h string) Account {
 	a := s.accounts[h]
 	acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
 		DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
-		Charges: a.charges, Answers: a.answers, Opened: a.opened, PureEpsilon: a.pure}
+		Charges: a.charges, Answers: a.answers, Opened: a.opened, PureEpsilon: a.pure,
+		FederationDelta: s.deltaBound, EpsilonAtFederationDelta: math.Inf(1), CapChanges: slices.Clone(a.capChanges)}
 	if d := a.conversionDelta(); d > 0 {
 		conv := convert(a.curve, d)
 		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
 		if a.pure < acc.Epsilon {
 			acc.Epsilon, acc.Order = a.pure, 0
 		}
+	}
+	if d := s.deltaBound - a.deltaSpent; d > 0 {
+		acc.EpsilonAtFederationDelta = min(convert(a.curve, d).Epsilon, a.pure)
 	}
 	return acc
 }

@@ -575,3 +575,78 @@ func TestSessionChargeBoundToItsParameters(t *testing.T) {
 		t.Fatalf("verify names entries %v, want the forged session charge %d; failures %+v", named, forged, r.Failures())
 	}
 }
+
+// Caps are bounded by the genesis: no account picks its own δ to restate
+// its spending as a smaller ε, nor an ε without bound. Every account also
+// reports its ε at the federation's δ, and lists every cap change, a
+// raise flagged.
+func TestCapsAreBoundedAndHonest(t *testing.T) {
+	// A genesis that states no bounds has the defaults.
+	f := newFed(t)
+	for _, tc := range []struct {
+		name string
+		body Body
+	}{
+		{"a cap δ of 0.5", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 8, CapDelta: 0.5}},
+		{"a cap δ just above the bound", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 8, CapDelta: DefaultDeltaBound * 1.01}},
+		{"a cap ε of 1e300", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1e300, CapDelta: 1e-5}},
+		{"a cap ε above the bound", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: DefaultEpsilonBound + 1, CapDelta: 1e-5}},
+	} {
+		if r := f.apply(f.sign(tc.body, "h1")); r.Code != CodeBadCap {
+			t.Errorf("%s: %s %s, want %s", tc.name, r.Status, r.Code, CodeBadCap)
+		}
+	}
+	// The refusals changed nothing.
+	if a, _ := f.st.Account("h1"); a.CapDelta != 1e-5 || a.CapEpsilon != 8 || a.CapVersion != 0 || len(a.CapChanges) != 0 {
+		t.Fatalf("after refused cap changes: %+v", a)
+	}
+
+	// h2's cap names δ = 1e-6: its ε there is larger than at the
+	// federation's 1e-5, and both are reported.
+	f.must(chargeBody("b1", []string{"h1", "h2"}, gaussCurve(40, 100), 100), "agg")
+	h1, _ := f.st.Account("h1")
+	h2, _ := f.st.Account("h2")
+	if h1.FederationDelta != DefaultDeltaBound || h1.EpsilonAtFederationDelta != h1.Epsilon {
+		t.Fatalf("h1, capped at the federation's δ: ε %v at its cap, %v at the federation's δ %v", h1.Epsilon, h1.EpsilonAtFederationDelta, h1.FederationDelta)
+	}
+	if !(h2.EpsilonAtFederationDelta < h2.Epsilon) || h2.EpsilonAtFederationDelta != h1.Epsilon {
+		t.Fatalf("h2 at δ 1e-6: ε %v at its cap, %v at the federation's δ; h1's %v", h2.Epsilon, h2.EpsilonAtFederationDelta, h1.Epsilon)
+	}
+
+	// Changes are listed: who, when, from → to, a raise flagged.
+	lower := f.must(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-6, Timestamp: f.now()}, "h1")
+	raise := &ChangeCap{Hospital: "h1", Version: 2, CapEpsilon: 6, CapDelta: 1e-6, Timestamp: f.now()}
+	raised := f.must(raise, "h1")
+	a, _ := f.st.Account("h1")
+	want := []CapChange{
+		{Entry: lower.Index, Timestamp: raise.Timestamp - 1_000_000, Version: 1, Signer: "h1", FromEpsilon: 8, FromDelta: 1e-5, ToEpsilon: 4, ToDelta: 1e-6},
+		{Entry: raised.Index, Timestamp: raise.Timestamp, Version: 2, Signer: "h1", FromEpsilon: 4, FromDelta: 1e-6, ToEpsilon: 6, ToDelta: 1e-6, Raise: true},
+	}
+	if !reflect.DeepEqual(a.CapChanges, want) {
+		t.Fatalf("cap changes %+v, want %+v", a.CapChanges, want)
+	}
+	if s := a.String(); !strings.Contains(s, "2 cap changes, 1 of them raises") || !strings.Contains(s, "at the federation's δ=1e-05") {
+		t.Fatalf("account text %q", s)
+	}
+	if s := want[1].String(); !strings.Contains(s, "RAISED") || !strings.Contains(s, "ε=4 δ=1e-06 → ε=6 δ=1e-06") {
+		t.Fatalf("cap change text %q", s)
+	}
+	// A replay and a restored snapshot list the same changes.
+	if b, _ := restoredCopy(t, f.st).Account("h1"); !reflect.DeepEqual(b.CapChanges, want) {
+		t.Fatalf("restored cap changes %+v", b.CapChanges)
+	}
+
+	// A genesis that states bounds has them.
+	g := &fed{t: t, st: New(), ts: 1_700_000_000_000_000_000}
+	g.must(boundedGenesis(10, 1e-6), "admin")
+	if r := g.apply(g.sign(&OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5}, "h1")); r.Code != CodeBadCap {
+		t.Fatalf("a cap δ of 1e-5 under a bound of 1e-6: %s %s", r.Status, r.Code)
+	}
+	if r := g.apply(g.sign(&OpenAccount{Hospital: "h1", CapEpsilon: 11, CapDelta: 1e-6}, "h1")); r.Code != CodeBadCap {
+		t.Fatalf("a cap ε of 11 under a bound of 10: %s %s", r.Status, r.Code)
+	}
+	g.must(&OpenAccount{Hospital: "h1", CapEpsilon: 10, CapDelta: 1e-6}, "h1")
+	if a, _ := g.st.Account("h1"); a.FederationDelta != 1e-6 {
+		t.Fatalf("federation δ %v, want the genesis's 1e-6", a.FederationDelta)
+	}
+}

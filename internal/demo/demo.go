@@ -23,6 +23,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/config"
 	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -183,6 +184,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("--queries %d: use 1 to 9000 (the rest of MNIST's 10000 test images evaluate the student)", o.Queries)
 	case !(o.CapEpsilon > 0) || math.IsInf(o.CapEpsilon, 0):
 		return fmt.Errorf("--cap %v: a finite positive ε", o.CapEpsilon)
+	case o.CapEpsilon > ledger.DefaultEpsilonBound:
+		return fmt.Errorf("--cap %v: at most %v, the federation's ε bound its genesis fixes", o.CapEpsilon, ledger.DefaultEpsilonBound)
 	}
 	if _, err := Mechanism(o.Mechanism, o.Hospitals*o.Teachers, o.CapEpsilon); err != nil {
 		return err

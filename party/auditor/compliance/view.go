@@ -89,7 +89,11 @@ func body(b ledger.Body) map[string]any {
 		for i, p := range b.Parties {
 			ps[i] = party(p)
 		}
-		return map[string]any{"origin": b.Origin, "parties": ps, "timestamp": b.Timestamp}
+		m := map[string]any{"origin": b.Origin, "parties": ps, "timestamp": b.Timestamp}
+		if b.Kind() == ledger.KindGenesisV2 {
+			m["epsilon_bound"], m["delta_bound"] = number(b.EpsilonBound), number(b.DeltaBound)
+		}
+		return m
 	case *ledger.RegisterParty:
 		return map[string]any{"party": party(b.Party), "timestamp": b.Timestamp}
 	case *ledger.OpenAccount:
