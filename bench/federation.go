@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/internal/relay"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"

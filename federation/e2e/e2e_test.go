@@ -18,8 +18,8 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
-	"github.com/nzcfed/nzc/internal/launch"
-	"github.com/nzcfed/nzc/internal/proctest"
+	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/proctest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
