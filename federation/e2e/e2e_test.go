@@ -159,9 +159,9 @@ func (f *federation) load(p crypto.PartyFiles) *launch.Party {
 
 // ledgerClient is the aggregator's client of the auditors' intakes, closed
 // when the test ends.
-func (f *federation) ledgerClient() *aggregator.LedgerClient {
+func (f *federation) ledgerClient() *intake.Client {
 	f.t.Helper()
-	lc, err := aggregator.NewLedgerClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
+	lc, err := intake.NewClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
 	if err != nil {
 		f.t.Fatal(err)
 	}
