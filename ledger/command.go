@@ -40,6 +40,9 @@ const (
 	// Genesis with EpsilonBound and DeltaBound set. A genesis without
 	// them keeps the kind genesis and its encoding.
 	KindGenesisV2 Kind = 11
+	// KindReserve holds a batch's worst-case cost against its hospitals'
+	// caps before any of them is asked for votes (signed by an aggregator).
+	KindReserve Kind = 12
 )
 
 var kindNames = [...]string{
@@ -54,6 +57,7 @@ var kindNames = [...]string{
 	KindRegisterEnsemble: "register-ensemble",
 	KindChargeV2:         "charge-v2",
 	KindGenesisV2:        "genesis-v2",
+	KindReserve:          "reserve",
 }
 
 // enumName is the name of v in names, or unknown(v) when it has none.
@@ -272,6 +276,45 @@ type OpenSession struct {
 	Timestamp   int64
 }
 
+// Reserve holds the worst case of a batch — every one of its Queries
+// answered by Mechanism with Params — against the caps of Hospitals, before
+// any hospital is asked for votes or any noise is drawn. While it is live,
+// every other admission (a reservation, a charge, a session opening) counts
+// it as spent; the batch's charge then settles within it (a charge of at
+// most its queries, of hospitals it names, costing no more at any order)
+// without a second cap check, and releases it. A reservation that is not
+// settled expires ReservationWindow entries after its own and is
+// released. A second reservation of the same batch replaces the first.
+type Reserve struct {
+	BatchID   string
+	Student   string
+	Hospitals []string // sorted, no repeats, at least one
+	Mechanism string
+	Params    []Param
+	Queries   uint64
+	Curve     []float64 // the worst case's RDP curve; the ledger recomputes it
+	Delta     float64
+	Timestamp int64
+}
+
+// ReservationWindow is how many entries after its own a reservation stays
+// live: an expiry by entry count, which every replica decides alike.
+const ReservationWindow = 4096
+
+func (b *Reserve) key() string { return b.Student + "\x00" + b.BatchID }
+
+func (b *Reserve) fields(f fields) {
+	f.id("batch id", &b.BatchID)
+	f.id("student", &b.Student)
+	f.ids("hospitals", &b.Hospitals)
+	f.id("mechanism", &b.Mechanism)
+	f.params(&b.Params)
+	f.u64(&b.Queries)
+	f.curve(&b.Curve)
+	f.f64("delta", &b.Delta)
+	f.i64(&b.Timestamp)
+}
+
 // CloseSession closes a sparse-vector session; charges naming it are refused
 // afterwards. The counts are the aggregator's totals for the session and are
 // recorded as they are.
@@ -305,6 +348,7 @@ func (b *Charge) Kind() Kind {
 	return KindCharge
 }
 func (*OpenSession) Kind() Kind  { return KindOpenSession }
+func (*Reserve) Kind() Kind      { return KindReserve }
 func (*CloseSession) Kind() Kind { return KindCloseSession }
 
 func (b *Genesis) Stamp() int64          { return b.Timestamp }
@@ -314,6 +358,7 @@ func (b *ChangeCap) Stamp() int64        { return b.Timestamp }
 func (b *RegisterStudent) Stamp() int64  { return b.Timestamp }
 func (b *Charge) Stamp() int64           { return b.Timestamp }
 func (b *OpenSession) Stamp() int64      { return b.Timestamp }
+func (b *Reserve) Stamp() int64          { return b.Timestamp }
 func (b *CloseSession) Stamp() int64     { return b.Timestamp }
 func (b *RegisterEnsemble) Stamp() int64 { return b.Timestamp }
 
@@ -725,6 +770,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		body = &CloseSession{}
 	case KindRegisterEnsemble:
 		body = &RegisterEnsemble{}
+	case KindReserve:
+		body = &Reserve{}
 	default:
 		return Command{}, fmt.Errorf("%w: unknown command kind %d", ErrMalformed, k)
 	}

@@ -317,6 +317,13 @@ func CostCheck(c Command) *RefusalError {
 			return &RefusalError{Code: CodeBadCurve, Subject: b.SessionID, Message: err.Error()}
 		}
 		_, r, ok = deriveSession(g, b, stated)
+	case *Reserve:
+		stated, err := g.CurveOf(b.Curve)
+		if err != nil {
+			return &RefusalError{Code: CodeBadCurve, Subject: b.BatchID, Message: err.Error()}
+		}
+		_, r, ok = deriveCharge(g, nil, &Charge{BatchID: b.BatchID, Mechanism: b.Mechanism, Params: b.Params,
+			Queries: b.Queries, Answers: b.Queries, Delta: b.Delta}, stated)
 	}
 	if ok {
 		return nil

@@ -458,6 +458,7 @@ func (r *Report) costs(entries [][]byte) {
 		switch body := c.Body.(type) {
 		case *OpenSession:
 			opened[body.SessionID] = body
+		case *Reserve:
 		case *Charge:
 			if o, ok := opened[body.Session]; ok && body.Session != "" {
 				if res, ok := sessionBound(body, o.Mechanism, o.Params); !ok {

@@ -135,7 +135,13 @@ type State struct {
 	opened      map[string]applied  // session ID → the OpenSession that opened it
 	latest      map[string]string   // sessionKey → the ID of the session opened last
 	ensembles   map[string]Ensemble // hospital → its registered ensemble
-	classes     uint64              // the federation's class count, from the first ensemble registration
+	// reservations are the live and expired-but-not-yet-pruned Reserve
+	// commands by batch (Charge.key), and reserveQueue their keys and
+	// entries in log order, for composing them in one order on every
+	// replica and for pruning the expired.
+	reservations map[string]*reservation
+	reserveQueue []queued
+	classes      uint64 // the federation's class count, from the first ensemble registration
 
 	entries [][]byte
 	log     hashStore // RFC 6962 hashes of the entries
@@ -147,18 +153,19 @@ type State struct {
 // New returns an empty ledger. Its first accepted command must be a Genesis.
 func New() *State {
 	return &State{
-		grid:      mechanism.DefaultGrid(),
-		parties:   map[string]Party{},
-		joined:    map[string]uint64{},
-		accounts:  map[string]*account{},
-		students:  map[string]*studentAcct{},
-		batches:   map[string]applied{},
-		sessions:  map[string]*session{},
-		opened:    map[string]applied{},
-		latest:    map[string]string{},
-		ensembles: map[string]Ensemble{},
-		costs:     newCostCache(),
-		pre:       &preverified{},
+		grid:         mechanism.DefaultGrid(),
+		parties:      map[string]Party{},
+		joined:       map[string]uint64{},
+		accounts:     map[string]*account{},
+		students:     map[string]*studentAcct{},
+		batches:      map[string]applied{},
+		sessions:     map[string]*session{},
+		opened:       map[string]applied{},
+		latest:       map[string]string{},
+		ensembles:    map[string]Ensemble{},
+		reservations: map[string]*reservation{},
+		costs:        newCostCache(),
+		pre:          &preverified{},
 	}
 }
 
@@ -191,6 +198,7 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 	if commit != nil {
 		commit()
 	}
+	s.pruneReservations(index + 1)
 	return r, nil
 }
 
@@ -273,6 +281,8 @@ func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
 		return s.closeSession(c, signer, b, index)
 	case *RegisterEnsemble:
 		return s.registerEnsemble(signer, b, index)
+	case *Reserve:
+		return s.reserve(c, signer, b, index)
 	}
 	return refuse(CodeMalformed, "", "command kind %s is not handled", c.Body.Kind()), nil
 }
@@ -420,22 +430,30 @@ func (s *State) checkCost(student string, hospitals []string, values []float64, 
 // capCheck refuses a cost that would exhaust any hospital's δ or push its ε
 // over its cap. Hospitals are checked in their sorted order, so the refusal
 // names the first one that fails.
-func (s *State) capCheck(hospitals []string, cost derived) (Result, bool) {
+func (s *State) capCheck(hospitals []string, cost derived, index uint64, except string) (Result, bool) {
 	curve, delta := cost.admit, cost.admitDelta
 	for _, h := range hospitals {
 		a := s.accounts[h]
-		conv := a.capDelta - (a.deltaSpent + delta)
-		if !(conv > 0) {
-			return refuse(CodeDeltaExhausted, h, "hospital %s: additive δ %v + %v already charged leaves no δ of its cap %v for the conversion", h, delta, a.deltaSpent, a.capDelta), false
-		}
-		after, err := a.curve.Compose(curve)
+		// What the account has spent, and the worst cases other live
+		// reservations hold against it, count as spent.
+		held, heldDelta, heldPure := s.reserved(h, index, except)
+		spentCurve, err := a.curve.Compose(held)
 		if err != nil {
 			return refuse(CodeBadCurve, h, "%v", err), false
 		}
-		eps := min(epsilonAt(after, conv), addPure(a.pure, cost.admitPure))
+		spentDelta, spentPure := a.deltaSpent+heldDelta, addPure(a.pure, heldPure)
+		conv := a.capDelta - (spentDelta + delta)
+		if !(conv > 0) {
+			return refuse(CodeDeltaExhausted, h, "hospital %s: additive δ %v + %v already charged or reserved leaves no δ of its cap %v for the conversion", h, delta, spentDelta, a.capDelta), false
+		}
+		after, err := spentCurve.Compose(curve)
+		if err != nil {
+			return refuse(CodeBadCurve, h, "%v", err), false
+		}
+		eps := min(epsilonAt(after, conv), addPure(spentPure, cost.admitPure))
 		if eps > a.capEps {
-			spent, charge := min(epsilonAt(a.curve, conv), a.pure), min(epsilonAt(curve, conv), cost.admitPure)
-			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this batch's worst case ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
+			spent, charge := min(epsilonAt(spentCurve, conv), spentPure), min(epsilonAt(curve, conv), cost.admitPure)
+			r := refuse(CodeCapExceeded, h, "hospital %s: spent and reserved ε=%.6g plus this batch's worst case ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
 			r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = spent, charge, a.capEps
 			return r, false
 		}
@@ -532,10 +550,18 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
+	// A charge that settles within its batch's live reservation was
+	// admitted when the reservation was: the worst case it held already
+	// passed the gate with every other live reservation counted. Any
+	// other charge passes the gate now, its own reservation left out.
+	settled := ""
+	if rv, ok := s.liveReservation(b.key(), index); ok && rv.within(b, cost) {
+		settled = fmt.Sprintf(", within its reservation at entry %d", rv.index)
+	} else if r, ok := s.capCheck(b.Hospitals, cost, index, b.key()); !ok {
 		return r, nil
 	}
-	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
+	return accept("charged batch %s (%d answers) to %d hospitals%s", b.BatchID, b.Answers, len(b.Hospitals), settled), func() {
+		delete(s.reservations, b.key())
 		s.spend(b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
 		s.batches[b.key()] = applied{digest: digest, index: index}
@@ -697,7 +723,7 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
+	if r, ok := s.capCheck(b.Hospitals, cost, index, ""); !ok {
 		return r, nil
 	}
 	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {

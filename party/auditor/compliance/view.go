@@ -102,6 +102,9 @@ func body(b ledger.Body) map[string]any {
 		return map[string]any{"hospital": b.Hospital, "cap_version": b.Version, "cap_epsilon": number(b.CapEpsilon), "cap_delta": number(b.CapDelta), "timestamp": b.Timestamp}
 	case *ledger.RegisterStudent:
 		return map[string]any{"student": b.Student, "max_answers": b.MaxAnswers, "timestamp": b.Timestamp}
+	case *ledger.Reserve:
+		return map[string]any{"batch": b.BatchID, "student": b.Student, "hospitals": b.Hospitals, "mechanism": b.Mechanism,
+			"params": params(b.Params), "queries": b.Queries, "curve": numbers(b.Curve), "delta": number(b.Delta), "timestamp": b.Timestamp}
 	case *ledger.Charge:
 		m := map[string]any{
 			"batch": b.BatchID, "student": b.Student, "hospitals": b.Hospitals, "session": b.Session,
