@@ -632,8 +632,12 @@ func TestCapsAreBoundedAndHonest(t *testing.T) {
 		t.Fatalf("cap change text %q", s)
 	}
 	// A replay and a restored snapshot list the same changes.
-	if b, _ := restoredCopy(t, f.st).Account("h1"); !reflect.DeepEqual(b.CapChanges, want) {
-		t.Fatalf("restored cap changes %+v", b.CapChanges)
+	restored := restoredCopy(t, f.st)
+	if b, _ := restored.Account("h1"); !reflect.DeepEqual(b.CapChanges, want) || b.FederationDelta != DefaultDeltaBound {
+		t.Fatalf("restored cap changes %+v, federation δ %v", b.CapChanges, b.FederationDelta)
+	}
+	if r := restored.Check(f.sign(&ChangeCap{Hospital: "h1", Version: 3, CapEpsilon: 6, CapDelta: 0.5}, "h1")); r.Code != CodeBadCap {
+		t.Fatalf("a restored replica takes a cap δ of 0.5: %s %s", r.Status, r.Code)
 	}
 
 	// A genesis that states bounds has them.
