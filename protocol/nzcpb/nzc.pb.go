@@ -1478,7 +1478,10 @@ type LedgerResult struct {
 	// For a committed or duplicate charge: the proof that a majority of the
 	// auditors committed it (the accepted entry, its inclusion proof and a
 	// checkpoint covering it cosigned by a majority).
-	Receipt       *Receipt `protobuf:"bytes,5,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Receipt *Receipt `protobuf:"bytes,5,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// For a refusal: the party, batch or session it names (for a budget
+	// refusal, the hospital whose cap the command would pass).
+	Subject       string `protobuf:"bytes,6,opt,name=subject,proto3" json:"subject,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1546,6 +1549,13 @@ func (x *LedgerResult) GetReceipt() *Receipt {
 		return x.Receipt
 	}
 	return nil
+}
+
+func (x *LedgerResult) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
 }
 
 // Receipt proves a ledger commit to anyone who pins the auditors' keys
@@ -1807,7 +1817,7 @@ const file_nzc_proto_rawDesc = "" +
 	" \x01(\x04R\n" +
 	"capVersion\"(\n" +
 	"\fLedgerSubmit\x12\x18\n" +
-	"\acommand\x18\x01 \x01(\fR\acommand\"\xb5\x01\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\"\xcf\x01\n" +
 	"\fLedgerResult\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12,\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x18.nzc.v1.LedgerResultCodeR\x04code\x12\x16\n" +
@@ -1815,7 +1825,8 @@ const file_nzc_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x04 \x01(\fR\n" +
 	"checkpoint\x12)\n" +
-	"\areceipt\x18\x05 \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\"U\n" +
+	"\areceipt\x18\x05 \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\x12\x18\n" +
+	"\asubject\x18\x06 \x01(\tR\asubject\"U\n" +
 	"\aReceipt\x12\x14\n" +
 	"\x05entry\x18\x01 \x01(\fR\x05entry\x12\x14\n" +
 	"\x05proof\x18\x02 \x03(\fR\x05proof\x12\x1e\n" +
