@@ -267,7 +267,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		}
 		if k == cfg.Teachers[0] && cfg.Bootstrap > 0 {
 			for _, agg := range cfg.Aggregators {
-				if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
+				if !cfg.Mechanisms[agg].Mechanism.Sessions() {
 					continue
 				}
 				cc := cfg.Confident
@@ -281,7 +281,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 				stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, maxQ, cfg.Selection.Strategy, cfg.Bootstrap)
 				sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
 				for _, e := range cfg.SessionEpsilons {
-					p, err := cfg.sessionParams(e, k, classes)
+					p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, e, k, classes)
 					if err != nil {
 						return nil, fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
 					}

@@ -109,7 +109,8 @@ type Config struct {
 	Registry prometheus.Registerer
 	// Pause, when set, is called at the named points of the release path
 	// (PausePendingWritten, PauseLedgerAnswered, PauseCommitRecorded, and
-	// for nzc-svt PauseSessionAnswered and PauseSessionReplacing).
+	// for a mechanism that answers in sessions PauseSessionAnswered and
+	// PauseSessionReplacing).
 	// Fault tests use it to stop the aggregator in a known state and kill
 	// it there; production leaves it nil.
 	Pause func(ctx context.Context, point string)
@@ -134,10 +135,9 @@ const (
 	// PauseCommitRecorded: the outbox records the commit; the answers have
 	// not yet been returned to the student.
 	PauseCommitRecorded = "commit-recorded"
-	// PauseSessionAnswered: an nzc-svt batch has been answered in its
-	// session (which it may have used up); its charge is not yet signed.
+	// PauseSessionAnswered: a batch has been answered in its session (which it may have used up); its charge is not yet signed.
 	PauseSessionAnswered = "session-answered"
-	// PauseSessionReplacing: a batch found its nzc-svt session used up and
+	// PauseSessionReplacing: a batch found its session used up and
 	// is about to wait for the charges of the batches answered in it
 	// before it opens the next.
 	PauseSessionReplacing = "session-replacing"
@@ -167,8 +167,8 @@ type Aggregator struct {
 	relays  *ratelimit.Limiter         // relayed ledger commands, per hospital
 	hellos  map[*quicnet.Conn]struct{} // connections that have sent their Hello
 
-	svtMu    sync.Mutex
-	sessions map[string]*svtSession // by student and hospital set (svtKey)
+	sessionsMu sync.Mutex
+	sessions   map[string]*keptSession // by student and hospital set (sessionKey)
 }
 
 type hospitalEntry struct {
@@ -263,7 +263,7 @@ func New(cfg Config) (*Aggregator, error) {
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
-		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
+		sessions: map[string]*keptSession{}, refused: refusals{byBatch: map[string]refused{}},
 		relays: ratelimit.New(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
@@ -525,8 +525,8 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		curve               []float64
 		delta               float64
 	)
-	if p.Mechanism == mechanism.NZCSVT {
-		labels, processed, answered, session, done, err = a.answerSVT(ctx, student, voters, teachers, classes, sum)
+	if p.Mechanism.Sessions() {
+		labels, processed, answered, session, done, err = a.answerInSession(ctx, student, voters, teachers, classes, sum)
 		if err != nil {
 			return nil, nil, err
 		}
