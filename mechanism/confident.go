@@ -6,6 +6,10 @@ import (
 	"math/big"
 )
 
+// ConfidentGNMax is PATE 2018's Confident-GNMax: GNMax(σ2) if
+// max(n) + N_Z(0, σ1²) ≥ T, else refuse.
+const ConfidentGNMax Kind = "confident-gnmax"
+
 // confidentDef is PATE 2018's Confident-GNMax: GNMax(σ2) if
 // max(n) + N_Z(0, σ1²) ≥ T, else a refusal.
 type confidentDef struct{}

@@ -9,34 +9,9 @@ import (
 	"strings"
 )
 
-// Kind names an aggregation mechanism.
+// Kind names an aggregation mechanism. Each mechanism's Kind constant is
+// in its own file, beside its Def.
 type Kind string
-
-// The mechanisms.
-const (
-	// NZC is the source paper's immutable noisy argmax: argmax(n + c·e_top + Z).
-	NZC Kind = "nzc"
-	// LNMax is PATE 2017's Laplace noisy max: argmax(n + Lap_Z(b)).
-	LNMax Kind = "lnmax"
-	// GNMax is PATE 2018's Gaussian noisy max: argmax(n + N_Z(0, σ²)).
-	GNMax Kind = "gnmax"
-	// ConfidentGNMax is PATE 2018's Confident-GNMax: GNMax(σ2) if
-	// max(n) + N_Z(0, σ1²) ≥ T, else refuse.
-	ConfidentGNMax Kind = "confident-gnmax"
-	// NZCSVT releases the exact argmax when a noisy distance to instability
-	// clears a noisy threshold, else refuses; a session stops after K
-	// refusals. See Session.
-	NZCSVT Kind = "nzc-svt"
-)
-
-// Noise names the noise distribution of the nzc mechanism.
-type Noise string
-
-// The noises. Both are integer-valued and sampled exactly.
-const (
-	NoiseLaplace  Noise = "laplace"  // discrete Laplace, scale b
-	NoiseGaussian Noise = "gaussian" // discrete Gaussian, σ
-)
 
 // ErrBadParams reports mechanism parameters that are missing or out of range.
 // It comes wrapped in a *ParamError naming the parameter.
@@ -105,13 +80,6 @@ func positive(name string, x float64) error {
 	return nil
 }
 
-func unset(name string, x float64, k Kind) error {
-	if x != 0 {
-		return &ParamError{Param: name, Value: fstr(x), Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", k)}
-	}
-	return nil
-}
-
 // Validate checks the parameters: teachers and classes, the parameters of
 // p's mechanism (its Def's Check), and that every parameter the mechanism
 // does not read is unset.
@@ -131,19 +99,26 @@ func (p Params) Validate() error {
 	for _, k := range d.Keys(p) {
 		used[k] = true
 	}
-	for _, f := range []struct {
-		key string
-		x   float64
-	}{{keyScale, p.Scale}, {keySigma, p.Sigma}, {keyConstant, p.Constant}, {keyThreshold, p.Threshold}, {keySigma1, p.Sigma1}, {keySigma2, p.Sigma2}, {keyDistanceScale, p.DistanceScale}} {
-		if !used[f.key] {
-			errs = append(errs, unset(flagName(f.key), f.x, p.Mechanism))
+	for _, k := range paramKeys() {
+		if used[k] {
+			continue
 		}
-	}
-	if !used[keyNoise] && p.Noise != "" {
-		errs = append(errs, &ParamError{Param: "noise", Value: string(p.Noise), Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", p.Mechanism)})
-	}
-	if !used[keyMaxRefusals] && p.MaxRefusals != 0 {
-		errs = append(errs, &ParamError{Param: "max-refusals", Value: strconv.Itoa(p.MaxRefusals), Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", p.Mechanism)})
+		var v string
+		switch f := p.field(k).(type) {
+		case *float64:
+			if *f != 0 {
+				v = fstr(*f)
+			}
+		case *int:
+			if *f != 0 {
+				v = strconv.Itoa(*f)
+			}
+		case *Noise:
+			v = string(*f)
+		}
+		if v != "" {
+			errs = append(errs, &ParamError{Param: flagName(k), Value: v, Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", p.Mechanism)})
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,14 @@ package mechanism
 
 import "math"
 
+// The noisy max mechanisms.
+const (
+	// LNMax is PATE 2017's Laplace noisy max: argmax(n + Lap_Z(b)).
+	LNMax Kind = "lnmax"
+	// GNMax is PATE 2018's Gaussian noisy max: argmax(n + N_Z(0, σ²)).
+	GNMax Kind = "gnmax"
+)
+
 // lnmaxDef is PATE 2017's Laplace noisy max, argmax(n + Lap_Z(b)).
 type lnmaxDef struct{}
 

@@ -7,6 +7,18 @@ import (
 	"math/big"
 )
 
+// NZC is the source paper's immutable noisy argmax: argmax(n + c·e_top + Z).
+const NZC Kind = "nzc"
+
+// Noise names the noise distribution of the nzc mechanism.
+type Noise string
+
+// The noises. Both are integer-valued and sampled exactly.
+const (
+	NoiseLaplace  Noise = "laplace"  // discrete Laplace, scale b
+	NoiseGaussian Noise = "gaussian" // discrete Gaussian, σ
+)
+
 // nzcDef is the source paper's immutable noisy argmax,
 // argmax(n + c·e_top + Z), with discrete Laplace (scale b) or discrete
 // Gaussian (σ) noise Z.

@@ -13,26 +13,6 @@ import (
 // scale with the ensemble size; see Params.ForEnsemble.
 const ReferenceTeachers = 250
 
-// The own δ and the refusal bound K of the preset's sessions.
-const (
-	PresetSessionDelta    = 5e-6
-	PresetSessionRefusals = 1
-)
-
-// PlanPresetSession plans nzc-svt's preset session — pure ε = 1, its own δ
-// at most 5e-6, K = 1 — for an ensemble of the given size: a session's
-// threshold and noise are planned for its ensemble rather than scaled, since
-// its δ depends on how far the threshold sits from the largest distance the
-// ensemble allows. Teachers and Classes are left unset.
-func PlanPresetSession(teachers, classes int) (Params, error) {
-	p, err := PlanSession(1, PresetSessionDelta, PresetSessionRefusals, teachers, classes)
-	if err != nil {
-		return Params{}, err
-	}
-	p.Teachers, p.Classes = 0, 0
-	return p, nil
-}
-
 // Preset returns the preset parameters of mechanism k for ReferenceTeachers
 // teachers (Teachers and Classes unset). Scale them with ForEnsemble.
 func Preset(k Kind) (Params, error) {
@@ -160,6 +140,12 @@ const (
 	keyTeachers      = "teachers"
 	keyThreshold     = "threshold"
 )
+
+// paramKeys are the keys of every parameter but teachers and classes, in
+// the order Validate names those a mechanism does not read.
+func paramKeys() []string {
+	return []string{keyScale, keySigma, keyConstant, keyThreshold, keySigma1, keySigma2, keyDistanceScale, keyNoise, keyMaxRefusals}
+}
 
 // ledgerKeys returns the sorted key set of p's mechanism, teachers and
 // classes included; nil for an unknown mechanism.

@@ -9,6 +9,11 @@ import (
 	"sync"
 )
 
+// NZCSVT releases the exact argmax when a noisy distance to instability
+// clears a noisy threshold, else refuses; a session stops after K
+// refusals. See svtSession.
+const NZCSVT Kind = "nzc-svt"
+
 // svtSession is an nzc-svt session: it releases the exact argmax of a query's
 // histogram when the query is provably stable, refuses otherwise, and stops
 // after K refusals. Its whole privacy cost is fixed when it opens
