@@ -119,7 +119,7 @@ func (v *Verifier) ChargeReceipt(r Receipt, batchID, student string, labels []in
 // chargeCovers reports how ch fails to be exactly the charge of batchID's
 // labels for student.
 func chargeCovers(ch *Charge, batchID, student string, labels []int32, answersHash [32]byte) error {
-	svt := ch.Mechanism == string(mechanism.NZCSVT)
+	svt := mechanism.Kind(ch.Mechanism).Sessions()
 	released := uint64(0)
 	for _, l := range labels {
 		if l >= 0 {

@@ -168,7 +168,7 @@ func (s *spending) proveLocked(ch *ledger.Charge, index, size uint64) error {
 		return fmt.Errorf("the charge at ledger index %d was committed before this hospital voted on the batch (the log then held %d entries): it is the charge of an earlier use of the batch id", index, v.after)
 	case v.student != "" && ch.Student != v.student:
 		return fmt.Errorf("the charge names student %s, the votes were cast for student %s", ch.Student, v.student)
-	case ch.Queries > uint64(v.count) || (ch.Mechanism != string(mechanism.NZCSVT) && ch.Queries != uint64(v.count)):
+	case ch.Queries > uint64(v.count) || (!mechanism.Kind(ch.Mechanism).Sessions() && ch.Queries != uint64(v.count)):
 		return fmt.Errorf("the charge is for %d queries, the hospital voted on %d", ch.Queries, v.count)
 	}
 	delete(s.unproven, ch.BatchID)
