@@ -193,7 +193,7 @@ func (o Options) Check() error {
 
 // batchSize is the student's batch size with mechanism m.
 func batchSize(m mechanism.Params) int {
-	if m.Mechanism == mechanism.NZCSVT {
+	if m.Mechanism.Sessions() {
 		return SessionBatch
 	}
 	return StudentBatch
@@ -202,12 +202,12 @@ func batchSize(m mechanism.Params) int {
 // Asked is how many of its pool of queries the student asks with mechanism
 // m (the aggregator's parameters for k teachers) under a cap of capEps per
 // hospital: the most whose worst-case charge fits the cap
-// (student.PlanQueries, data-independent), or, with nzc-svt, every query
+// (student.PlanQueries, data-independent), or, in sessions, every query
 // (a session answers until its refusals are used, and a second one opens
 // only if the cap allows it). When not even one query fits, one batch is
 // asked anyway, for the ledger to refuse it in front of the user.
 func Asked(m mechanism.Params, k, queries int, capEps float64) int {
-	if m.Mechanism == mechanism.NZCSVT {
+	if m.Mechanism.Sessions() {
 		return queries
 	}
 	m.Teachers, m.Classes = k, 10
@@ -220,44 +220,45 @@ func Asked(m mechanism.Params, k, queries int, capEps float64) int {
 
 // Mechanism returns the preset of the named mechanism (mechanism.Preset)
 // scaled to an ensemble of k teachers; the aggregator learns the ensemble
-// size itself, so it is left out. nzc-svt's session is planned for the
-// ensemble and the cap instead (Session).
+// size itself, so it is left out. A mechanism that answers in sessions
+// (nzc-svt) has its session planned for the ensemble and the cap instead
+// (Session).
 func Mechanism(name string, k int, capEps float64) (mechanism.Params, error) {
 	p, err := mechanism.Preset(mechanism.Kind(name))
 	if err != nil {
 		return mechanism.Params{}, fmt.Errorf("--mechanism %q: %w", name, err)
 	}
-	if p.Mechanism == mechanism.NZCSVT {
-		return Session(k, capEps)
+	if p.Mechanism.Sessions() {
+		return Session(p.Mechanism, k, capEps)
 	}
 	p = p.ForEnsemble(k, 0)
 	p.Teachers = 0
 	return p, nil
 }
 
-// SessionRefusals is K, the refusals a demo's nzc-svt session allows.
+// SessionRefusals is K, the refusals a demo's session allows.
 const SessionRefusals = 2
 
-// Session plans the nzc-svt session of a demo with k teachers (MNIST's 10
+// Session plans the session of mechanism kind for a demo with k teachers (MNIST's 10
 // classes) and a cap of capEps per hospital: K = SessionRefusals, and the
 // largest pure ε, at most 2, whose session the ledger's gate lets into an
 // account with that cap (its δ, 5e-6, is half the cap's δ). Scaling the
 // 250-teacher preset instead would leave a δ above every hospital's cap δ.
 // A larger ε lowers the threshold of distance to instability a query must
 // clear to be answered.
-func Session(k int, capEps float64) (mechanism.Params, error) {
+func Session(kind mechanism.Kind, k int, capEps float64) (mechanism.Params, error) {
 	for eps := math.Floor(min(capEps, 2)*100) / 100; eps >= 0.1; eps -= 0.01 {
-		p, err := mechanism.PlanSession(eps, CapDelta/2, SessionRefusals, k, 10)
+		p, err := kind.PlanSession(eps, CapDelta/2, SessionRefusals, k, 10)
 		if err != nil {
 			// A smaller ε needs a higher threshold still.
-			return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt with %d teachers in all: %w; use more teachers (--hospitals, --teachers-per-hospital)", k, err)
+			return mechanism.Params{}, fmt.Errorf("--mechanism %s with %d teachers in all: %w; use more teachers (--hospitals, --teachers-per-hospital)", kind, k, err)
 		}
 		if plan, err := student.PlanQueries(p, capEps, CapDelta, 1); err == nil && plan.Sessions >= 1 {
 			p.Teachers, p.Classes = 0, 0
 			return p, nil
 		}
 	}
-	return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt: no session fits a cap of ε = %g; raise --cap", capEps)
+	return mechanism.Params{}, fmt.Errorf("--mechanism %s: no session fits a cap of ε = %g; raise --cap", kind, capEps)
 }
 
 type demo struct {
@@ -501,7 +502,7 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 	args := []string{"label", "--config", stCfg, "--data", data, "--split", "test", "--from", "0", "--count", strconv.Itoa(d.o.Queries),
 		"--selection", Selection, "--max-queries", strconv.Itoa(asked), "--out", labels, "--format", "json"}
 	batch := batchSize(mech)
-	if mech.Mechanism == mechanism.NZCSVT {
+	if mech.Mechanism.Sessions() {
 		args = append(args, sessionBootstrap...)
 		d.say("the student asks about its %d test images in its own order (%s, then what a student trained on the first %d answers is surest of), in batches of %d, until the session ends",
 			d.o.Queries, Selection, BootstrapAfter, batch)
