@@ -85,6 +85,8 @@ type badKeys struct{ mechanismtest.ToyDef }
 
 func (badKeys) Kind() mechanism.Kind { return "toy-bad-keys" }
 
-func (badKeys) Preset() mechanism.Params { return mechanism.Params{Mechanism: "toy-bad-keys", Scale: 1} }
+func (badKeys) Preset() mechanism.Params {
+	return mechanism.Params{Mechanism: "toy-bad-keys", Scale: 1}
+}
 
 func (badKeys) Keys(mechanism.Params) []string { return []string{"scale", "zeta"} }
