@@ -23,6 +23,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -266,7 +267,7 @@ type demo struct {
 	began time.Time
 	dir   string
 	fed   *launch.Federation
-	pt    launch.Ports
+	pt    provision.Ports
 	ps    *launch.Processes
 	api   []*compliance.Client // the auditors' compliance APIs, read as the compliance party
 }
@@ -328,9 +329,9 @@ func (d *demo) run(ctx context.Context) (rep *Report, err error) {
 	}
 	m := d.fed.M
 	auditors := m.ByRole(crypto.RoleAuditor)
-	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), launch.Loopback(d.pt.Dashboard(0)))
+	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), provision.Loopback(d.pt.Dashboard(0)))
 	for _, a := range auditors {
-		if _, err := d.ps.Start(a.ID, "nzc-auditor", nil, "run", "--config", launch.ConfigFile(m, a)); err != nil {
+		if _, err := d.ps.Start(a.ID, "nzc-auditor", nil, "run", "--config", provision.ConfigFile(m, a)); err != nil {
 			return nil, err
 		}
 	}
@@ -344,7 +345,7 @@ func (d *demo) run(ctx context.Context) (rep *Report, err error) {
 		return nil, err
 	}
 	for _, h := range hospitals {
-		if _, err := d.ps.Start(h.ID, "nzc-teacher", nil, "run", "--config", launch.ConfigFile(m, h)); err != nil {
+		if _, err := d.ps.Start(h.ID, "nzc-teacher", nil, "run", "--config", provision.ConfigFile(m, h)); err != nil {
 			return nil, err
 		}
 	}
@@ -399,20 +400,20 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 		return err
 	}
 	m := d.fed.M
-	if err := launch.WriteGenesis(m, d.o.Teachers, config.DefaultAggregator().Classes); err != nil {
+	if err := provision.WriteGenesis(m, d.o.Teachers, config.DefaultAggregator().Classes); err != nil {
 		return err
 	}
 	if d.pt, err = launch.FreePorts(len(m.Parties)); err != nil {
 		return err
 	}
 	for i := range m.ByRole(crypto.RoleAuditor) {
-		c, err := d.fed.Compliance(launch.Loopback(d.pt.API(i)))
+		c, err := d.fed.Compliance(provision.Loopback(d.pt.API(i)))
 		if err != nil {
 			return err
 		}
 		d.api = append(d.api, c)
 	}
-	cfgs, err := launch.PartyConfigs(m, d.pt)
+	cfgs, err := provision.PartyConfigs(m, d.pt)
 	if err != nil {
 		return err
 	}
@@ -438,10 +439,10 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 			cfgs[p.ID] = c
 		}
 	}
-	if err := launch.ValidateConfigs(cfgs); err != nil {
+	if err := provision.ValidateConfigs(cfgs); err != nil {
 		return err
 	}
-	_, err = launch.WriteConfigs(m, cfgs, "", true)
+	_, err = provision.WriteConfigs(m, cfgs, "", true)
 	return err
 }
 
@@ -455,7 +456,7 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 	var wg sync.WaitGroup
 	for i, h := range hospitals {
 		wg.Go(func() {
-			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", launch.ConfigFile(d.fed.M, h), "--format", "json")
+			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", provision.ConfigFile(d.fed.M, h), "--format", "json")
 			if err != nil {
 				errs[i] = err
 				return
@@ -476,7 +477,7 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 func (d *demo) opsAddr(id string) string {
 	for k, p := range d.fed.M.Parties {
 		if p.ID == id {
-			return launch.Loopback(d.pt.Ops(k + 1))
+			return provision.Loopback(d.pt.Ops(k + 1))
 		}
 	}
 	return ""
@@ -495,7 +496,7 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 	k := d.o.Hospitals * d.o.Teachers
 	asked := Asked(mech, k, d.o.Queries, d.o.CapEpsilon)
 	rep := &Report{Queries: asked, Pool: d.o.Queries, Mechanism: string(mech.Mechanism), Parameters: mech.String(), Teachers: k}
-	stCfg := launch.ConfigFile(d.fed.M, d.fed.M.ByRole(crypto.RoleStudent)[0])
+	stCfg := provision.ConfigFile(d.fed.M, d.fed.M.ByRole(crypto.RoleStudent)[0])
 	data, _ := filepath.Abs(d.o.Data)
 	labels := filepath.Join(d.dir, "labels.json")
 	args := []string{"label", "--config", stCfg, "--data", data, "--split", "test", "--from", "0", "--count", strconv.Itoa(d.o.Queries),
@@ -627,7 +628,7 @@ func (d *demo) hospitalProofs(ctx context.Context, rep *Report) {
 // provenCharges reads the charges naming hospital with its own
 // certificate and returns how many are proven against keys.
 func (d *demo) provenCharges(ctx context.Context, hospital string, keys []string) (int, error) {
-	c, err := compliance.NewClientAsTo(launch.Loopback(d.pt.API(0)), d.fed.M, hospital, d.fed.M.ByRole(crypto.RoleAuditor)[0].ID)
+	c, err := compliance.NewClientAsTo(provision.Loopback(d.pt.API(0)), d.fed.M, hospital, d.fed.M.ByRole(crypto.RoleAuditor)[0].ID)
 	if err != nil {
 		return 0, err
 	}
