@@ -108,6 +108,23 @@ var codeNames = [...]string{
 
 func (c Code) String() string { return enumName(codeNames[:], c, "code") }
 
+// Budgetary reports whether a refusal of this code is a budget running
+// out — a hospital's ε cap or δ, a student's quota, a session's refusal
+// bound — for a command that is otherwise sound: what an honest proposer
+// meets when its charges race others, and what the log records so that
+// the federation sees refused spending. A command refused with any other
+// code is one its signer could not have proposed honestly (bytes that do
+// not decode, an unknown or forged signer, a charge naming unregistered
+// hospitals or understating its cost, a stale version); a proposer refuses
+// it before it reaches the log, with State.Check.
+func (c Code) Budgetary() bool {
+	switch c {
+	case CodeCapExceeded, CodeDeltaExhausted, CodeQuotaExceeded, CodeSessionExhausted:
+		return true
+	}
+	return false
+}
+
 func (c Code) valid() bool { return int(c) < len(codeNames) }
 
 // Outcome is the part of a command's result that is recorded in its entry.

@@ -13,6 +13,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
@@ -36,10 +37,15 @@ func submitTo(ctx context.Context, t *testing.T, a *Auditor, b ledger.Body, sign
 }
 
 // submitCmd submits the signed command cmd through a's raft node and
-// returns the ledger's result.
+// returns the ledger's result: for a command refused before it was
+// proposed, the ledger's refusal.
 func submitCmd(ctx context.Context, t *testing.T, a *Auditor, cmd []byte) ledger.Result {
 	t.Helper()
 	res, _, err := a.Node().Submit(ctx, cmd)
+	var np *raftnode.NotProposedError
+	if errors.As(err, &np) {
+		res, err = np.Refusal, nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
