@@ -69,6 +69,7 @@ const (
 	CodeEnsembleMismatch Code = 29
 	CodeBadEnsemble      Code = 30 // an ensemble registration's teachers or classes are out of range, or its classes differ from the federation's
 	CodeStaleEnsemble    Code = 31 // an ensemble registration whose version is not the next one
+	CodeRateLimited      Code = 32 // a hospital's account command beyond its pace (pace.go), or stamped too far from the proposer's clock
 )
 
 var codeNames = [...]string{
@@ -104,6 +105,7 @@ var codeNames = [...]string{
 	CodeEnsembleMismatch:  "ensemble-mismatch",
 	CodeBadEnsemble:       "bad-ensemble",
 	CodeStaleEnsemble:     "stale-ensemble-version",
+	CodeRateLimited:       "rate-limited",
 }
 
 func (c Code) String() string { return enumName(codeNames[:], c, "code") }

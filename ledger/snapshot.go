@@ -103,6 +103,7 @@ func (s *State) Restore(snapshot []byte) error {
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
 	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
+	s.paced = fresh.paced
 	s.entries, s.log = fresh.entries, fresh.log
 	return nil
 }

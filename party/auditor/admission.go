@@ -3,6 +3,7 @@ package auditor
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
@@ -42,11 +43,18 @@ func (f federation) AdmitJoin(id, addr string) error {
 // retry of an accepted command passes: its duplicate entry names the
 // original, whose receipt the caller needs. So does a sound charge its
 // budget refuses: the log records refused spending.
-type screen struct{ state *ledger.State }
+//
+// It checks with this auditor's clock (State.CheckAt), so that a hospital's
+// account commands stamped far from it are refused: the ledger paces them
+// by their stamps.
+type screen struct {
+	state *ledger.State
+	now   func() time.Time
+}
 
 // Screen implements raftnode.Screen.
 func (s screen) Screen(_ string, cmd []byte) []byte {
-	r := s.state.Check(cmd)
+	r := s.state.CheckAt(cmd, s.now().UnixNano())
 	if r.Status != ledger.StatusRefused || r.Code.Budgetary() {
 		return nil
 	}

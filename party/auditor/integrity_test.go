@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -142,5 +144,63 @@ func TestJunkNeverEntersTheLog(t *testing.T) {
 	}
 	if grown := int64(heapInUse()) - int64(heap); grown > 32<<20 {
 		t.Fatalf("the heap grew by %d MiB", grown>>20)
+	}
+}
+
+// A hospital's account commands are paced across the federation, not per
+// auditor: 36 valid cap changes sent round-robin to the three auditors'
+// intakes get no more accepted than ledger.AccountBurst at once plus one
+// per ledger.AccountEvery, the documented rate. (Each intake limited them
+// alone: sent to each in turn, three times the rate passed.)
+func TestAccountPaceIsFederationWide(t *testing.T) {
+	ids := []string{"a1", "a2", "a3"}
+	c := newTestCluster(t, ids, func(cfg *Config) { cfg.Genesis = testGenesis(t, ids) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, a := range c.auds {
+		if err := a.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	intakes := make([]*intake.Server, len(c.auds))
+	for i, a := range c.auds {
+		intakes[i] = &intake.Server{Node: a.Node(), Ledger: a.Ledger(), Receipts: intake.NewReceipts(a.Ledger().State(), a.CosignQuorum, 0)}
+	}
+	start := time.Now()
+	open := signed(t, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: start.UnixNano()}, "h1")
+	if res, err := intakes[0].Propose(ctx, open); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		t.Fatalf("opening h1's account: %v %v", res, err)
+	}
+	accepted, limited := 1, 0 // the opening counts
+	for i := range 36 {
+		srv := intakes[i%len(intakes)]
+		change := signed(t, &ledger.ChangeCap{Hospital: "h1", Version: uint64(accepted), CapEpsilon: 8, CapDelta: 1e-5, Timestamp: time.Now().UnixNano()}, "h1")
+		// A replica a commit has not reached yet would find the version
+		// stale: wait until it has the last accepted change.
+		auditortest.WaitFor(t, 10*time.Second, "the intake's replica to catch up", func() bool {
+			for _, a := range srv.Ledger.State().Accounts() {
+				if a.Hospital == "h1" {
+					return a.CapVersion == uint64(accepted-1)
+				}
+			}
+			return false
+		})
+		res, err := srv.Propose(ctx, change)
+		switch {
+		case err != nil:
+			t.Fatalf("change %d: %v", i, err)
+		case res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED:
+			accepted++
+		case strings.Contains(res.GetReason(), "its limit"):
+			limited++
+		default:
+			t.Fatalf("change %d: %v", i, res)
+		}
+	}
+	elapsed := time.Since(start)
+	allowed := ledger.AccountBurst + int(elapsed.Nanoseconds()/ledger.AccountEvery)
+	t.Logf("%d account commands accepted, %d rate-limited, in %v (allowed %d)", accepted, limited, elapsed.Round(time.Millisecond), allowed)
+	if accepted > allowed || accepted < ledger.AccountBurst {
+		t.Fatalf("%d account commands accepted in %v: want at least the burst of %d and at most %d", accepted, elapsed, ledger.AccountBurst, allowed)
 	}
 }

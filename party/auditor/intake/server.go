@@ -116,13 +116,17 @@ func (s *Server) logger() *slog.Logger {
 	return s.Logger
 }
 
+func (s *Server) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
 // limit takes one of hospital's tokens, or refuses with when to retry.
 func (s *Server) limit(hospital string) error {
 	s.limitOnce.Do(func() {
-		now := s.Now
-		if now == nil {
-			now = time.Now
-		}
+		now := s.now
 		burst, every := s.HospitalBurst, s.HospitalEvery
 		if burst <= 0 {
 			burst = DefaultHospitalBurst
@@ -179,7 +183,7 @@ func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, 
 func (s *Server) propose(ctx context.Context, cmd []byte, c ledger.Command, derr error) (*nzcpb.LedgerResult, error) {
 	if derr != nil || ledger.Relayed(c.Body) {
 		st := s.Ledger.State()
-		if r := st.Check(cmd); r.Status != ledger.StatusAccepted {
+		if r := st.CheckAt(cmd, s.now().UnixNano()); r.Status != ledger.StatusAccepted {
 			return notProposed(r, st), nil
 		}
 	}
