@@ -61,6 +61,8 @@ func enumName[E ~uint8](names []string, v E, unknown string) string {
 
 func (k Kind) String() string { return enumName(kindNames[:], k, "kind") }
 
+func (k Kind) valid() bool { return k > 0 && int(k) < len(kindNames) && kindNames[k] != "" }
+
 // Role is what a party may do.
 type Role uint8
 

@@ -160,8 +160,15 @@ func New() *State {
 // Apply applies one encoded command and records it as the next entry. The
 // error is non-nil only for a command over MaxCommandSize (nothing is
 // recorded); every refusal is a Result with StatusRefused, recorded like an
-// acceptance, and Result.Err returns it as a *RefusalError.
+// acceptance but as a fixed-size refusal record (Entry.Record), and
+// Result.Err returns it as a *RefusalError.
 func (s *State) Apply(cmd []byte) (Result, error) {
+	return s.apply(cmd, false)
+}
+
+// apply is Apply; whole records a refusal with the command's bytes, as logs
+// written before refusal records did.
+func (s *State) apply(cmd []byte, whole bool) (Result, error) {
 	if len(cmd) > MaxCommandSize {
 		return Result{}, fmt.Errorf("%w (%d bytes, the limit is %d)", ErrCommandTooLarge, len(cmd), MaxCommandSize)
 	}
@@ -174,7 +181,11 @@ func (s *State) Apply(cmd []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	b, err := Entry{Index: index, PrevRoot: prev, Command: cmd, Outcome: r.Outcome}.Encode()
+	en := Entry{Index: index, PrevRoot: prev, Command: cmd, Outcome: r.Outcome}
+	if r.Status == StatusRefused && !whole {
+		en.Command, en.Record = nil, recordOf(cmd)
+	}
+	b, err := en.Encode()
 	if err != nil {
 		// Outcomes are built from decoded identifiers only, so this cannot
 		// happen; refuse to record rather than record a broken entry.
