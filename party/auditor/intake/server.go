@@ -11,15 +11,39 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/ratelimit"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
-// Submitter replicates a command: *raftnode.Node.
+// Submitter replicates a command: *raftnode.Node. A command the state
+// machine refused comes back as a [Refusal], and a node that cannot
+// propose as a [Redirect].
 type Submitter interface {
 	Submit(ctx context.Context, cmd []byte) ([]byte, uint64, error)
+}
+
+// Refusal is a Submitter's error for a command the state machine refused:
+// *raftnode.RejectedError. Unwrap is why.
+type Refusal interface {
+	error
+	RefusedAt() uint64
+	Unwrap() error
+}
+
+// Redirect is a Submitter's error when another node must propose:
+// *raftnode.NotLeaderError. Leader is its address, "" when none is known.
+type Redirect interface {
+	error
+	Leader() string
+}
+
+// NotProposed is a Submitter's error for a command the leader refused
+// before proposing it: *raftnode.NotProposedError. Refused is the ledger's
+// encoded refusal (ledger.EncodeResult).
+type NotProposed interface {
+	error
+	Refused() []byte
 }
 
 // Ledger is this auditor's replica of the ledger: *auditor.Ledger.
@@ -181,6 +205,9 @@ func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, 
 
 // propose is Propose with cmd decoded (c, or the decoding error derr).
 func (s *Server) propose(ctx context.Context, cmd []byte, c ledger.Command, derr error) (*nzcpb.LedgerResult, error) {
+	if len(cmd) > ledger.MaxCommandSize {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "ledger command of %d bytes, over the ledger's %d: nothing was proposed; split the batch", len(cmd), ledger.MaxCommandSize)
+	}
 	if derr != nil || ledger.Relayed(c.Body) {
 		st := s.Ledger.State()
 		if r := st.CheckAt(cmd, s.now().UnixNano()); r.Status != ledger.StatusAccepted {
@@ -189,22 +216,20 @@ func (s *Server) propose(ctx context.Context, cmd []byte, c ledger.Command, derr
 	}
 	data, _, err := s.Node.Submit(ctx, cmd)
 	if err != nil {
-		var rej *raftnode.RejectedError
-		var nl *raftnode.NotLeaderError
-		var np *raftnode.NotProposedError
+		var rej Refusal
+		var nl Redirect
+		var np NotProposed
 		switch {
 		case errors.As(err, &np):
-			r, derr := ledger.DecodeResult(np.Refusal)
+			r, derr := ledger.DecodeResult(np.Refused())
 			if derr != nil {
 				return nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the leader refused the command with an unreadable answer: %v", derr)
 			}
 			return notProposed(r, s.Ledger.State()), nil
-		case errors.Is(err, raftnode.ErrCommandTooLarge):
-			return nil, protocol.Errorf(protocol.CodeBadRequest, "ledger command of %d bytes: %v; split the batch", len(cmd), err)
 		case errors.As(err, &rej):
-			return &nzcpb.LedgerResult{Index: rej.Index, Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Err.Error()}, nil
+			return &nzcpb.LedgerResult{Index: rej.RefusedAt(), Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Unwrap().Error()}, nil
 		case errors.As(err, &nl):
-			return nil, protocol.NotLeader(nl.LeaderAddr)
+			return nil, protocol.NotLeader(nl.Leader())
 		}
 		return nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
 	}

@@ -20,6 +20,9 @@ func (e *NotLeaderError) Error() string {
 	return fmt.Sprintf("auditor: this node is not the raft leader; send to leader %s at %s", e.LeaderID, e.LeaderAddr)
 }
 
+// Leader is the address to retry against; "" when no leader is known.
+func (e *NotLeaderError) Leader() string { return e.LeaderAddr }
+
 var (
 	// ErrNoLeader means the cluster has no leader right now (an election is
 	// running, or fewer than a majority of auditors are reachable). Nothing
@@ -105,6 +108,9 @@ func (e *NotProposedError) Error() string {
 }
 
 func (e *NotProposedError) Is(target error) bool { return target == ErrNotProposed }
+
+// Refused is the state machine's encoded refusal.
+func (e *NotProposedError) Refused() []byte { return e.Refusal }
 
 // DisplaceError is a join that would take the place of another server: an
 // address that server holds. A join never removes anybody; it matches
