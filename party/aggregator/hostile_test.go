@@ -248,7 +248,10 @@ func TestHospitalThatCannotPayIsLeftOut(t *testing.T) {
 		t.Helper()
 		h := f.m.ByRole(crypto.RoleHospital)[i]
 		key := cryptotest.SigningKey(t, f.m, h)
-		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: version, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: 1}, h.ID, key)
+		// Stamped after the fixture opened the account: the ledger paces
+		// a hospital's account commands by their stamps.
+		at := time.Unix(1_800_000_000, 0).Add(time.Duration(version) * time.Minute).UnixNano()
+		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: version, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: at}, h.ID, key)
 		if err != nil {
 			t.Fatal(err)
 		}
