@@ -186,12 +186,13 @@ func TestConcurrentBatchesReserveBeforeVotes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := ledger.DecodeCommand(en.Command)
-		if err != nil {
-			t.Fatal(err)
+		if en.Status == ledger.StatusAccepted || len(en.Command) == 0 {
+			continue // accepted, or a refusal's fixed-size record
 		}
-		if ch, ok := c.Body.(*ledger.Charge); ok && en.Status != ledger.StatusAccepted {
-			t.Errorf("entry %d: a %s charge of batch %s holds realized data: %d answers, labels hash %x", en.Index, en.Status, ch.BatchID, ch.Answers, ch.AnswersHash)
+		if c, err := ledger.DecodeCommand(en.Command); err == nil {
+			if ch, ok := c.Body.(*ledger.Charge); ok {
+				t.Errorf("entry %d: a %s charge of batch %s holds realized data: %d answers, labels hash %x", en.Index, en.Status, ch.BatchID, ch.Answers, ch.AnswersHash)
+			}
 		}
 	}
 	if got := len(f.led.charges(t)); got != 1 {
