@@ -27,6 +27,11 @@ import (
 // fails, after the report is printed, so the exit status is non-zero.
 var ErrLedgerNotVerified = errors.New("the ledger export did not verify: see the FAIL lines above")
 
+// ErrUnpinned is returned by `nzc ledger verify` when everything verified
+// but the federation was not pinned: auditor keys alone are what a
+// fabricated federation brings too.
+var ErrUnpinned = errors.New("the federation is not pinned, so the export is not verified: give --federation DIR or --genesis-hash HEX, or accept an unpinned check with --unpinned")
+
 func newLedgerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
@@ -89,6 +94,12 @@ same file): a later export must extend it, so a log rolled back or forked
 behind what you verified before fails without any file kept by hand.
 --no-keep neither checks against it nor updates it.
 
+Keys alone do not pin the federation: whoever fabricates a log brings keys
+that verify it. Without --federation or --genesis-hash the report says the
+federation is UNPINNED and the command fails, unless --unpinned accepts an
+unpinned check; an unpinned run checks against the kept checkpoint but never
+replaces it.
+
 Every check is printed with what it was about; the exit status is non-zero
 when any fails.`,
 		Example: `  # Verify against the auditors of a federation directory:
@@ -97,6 +108,13 @@ when any fails.`,
   # The same with explicit keys, and a checkpoint kept from last month's audit:
   nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub \
       --earlier last-month.checkpoint
+
+  # Keys alone, with the genesis pinned by the digest nzc init wrote as genesis_hash:
+  nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub \
+      --genesis-hash "$(sed -n 's/^genesis_hash: *//p' fed/auditor-1.yaml)"
+
+  # Keys alone, accepting that the federation is not pinned (the kept checkpoint is left as it is):
+  nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub --unpinned
 
   # Refuse an export whose auditors have not vouched for it in the last hour:
   nzc ledger verify --export ledger.export --federation fed --max-age 1h
@@ -110,6 +128,7 @@ when any fails.`,
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
 	maxAge := cmd.Flags().Duration("max-age", 0, "fail unless a majority of the auditors cosigned the latest checkpoint at most this long ago (e.g. 1h): a frozen or stale export fails")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
+	unpinned := cmd.Flags().Bool("unpinned", false, "accept a check that neither --federation nor --genesis-hash pins: the report says the federation is UNPINNED, and the kept checkpoint is not replaced")
 	keep := addKeepFlags(cmd)
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *exportPath == "" {
@@ -147,7 +166,7 @@ when any fails.`,
 		if *maxAge < 0 {
 			return fmt.Errorf("--max-age %v: give a positive duration such as 1h, or leave it out", *maxAge)
 		}
-		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds())}
+		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds()), Unpinned: *unpinned}
 		if trust.fed != "" {
 			if opts.Directory, err = launch.Directory(trust.fed); err != nil {
 				return err
@@ -162,10 +181,15 @@ when any fails.`,
 		if err := cli.Print(cmd.OutOrStdout(), f, r, r.WriteText); err != nil {
 			return err
 		}
-		if !r.OK {
+		switch {
+		case r.OnlyUnpinned():
+			return ErrUnpinned
+		case !r.OK:
 			return ErrLedgerNotVerified
 		}
-		if keptPath != "" {
+		// A check the federation does not pin proves nothing about which
+		// federation's log this is: its checkpoint is not kept.
+		if keptPath != "" && r.FederationPinned {
 			size, err := compliance.KeepLatest(keptPath, export)
 			if err != nil {
 				return err
