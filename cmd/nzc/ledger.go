@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -417,7 +418,9 @@ func (c *complianceFlags) views(ctx context.Context, then func(context.Context, 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	vs := compliance.CompareViews(ctx, auditors, keys)
-	if n := len(m.ByRole(crypto.RoleAuditor)); vs.Asked < n {
+	n := len(m.ByRole(crypto.RoleAuditor))
+	vs.Needed = ledger.Quorum(n)
+	if vs.Asked < n {
 		vs.Warnings = append(vs.Warnings, fmt.Sprintf("asked %d of the federation's %d auditors: a split view would go unnoticed (leave out --api to ask every one)", vs.Asked, n))
 	}
 	return then(ctx, vs, auditors)
@@ -434,11 +437,36 @@ func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.
 }
 
 // readCommand makes cmd a read of the compliance API with get, printed as
-// --format says (text by text).
+// --format says (text by text). With one --api it reads that auditor;
+// without (or with several), every auditor is asked for its view (as
+// status does) and the read goes to the auditor of the largest view a
+// majority cosigned, so that any majority of the auditors up is enough;
+// the auditors that did not answer are named on standard error.
 func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(*strings.Builder, T)) {
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
-		v, err := fetch(cmd.Context(), c, get)
+		if len(c.apis) == 1 {
+			v, err := fetch(cmd.Context(), c, get)
+			if err != nil {
+				return err
+			}
+			return cli.Print(cmd.OutOrStdout(), f, v, cli.Text(func(b *strings.Builder) { text(b, v) }))
+		}
+		var v T
+		err := c.views(cmd.Context(), func(ctx context.Context, vs compliance.Views, auditors []compliance.Auditor) error {
+			if err := vs.Majority(); err != nil {
+				return err
+			}
+			if l := vs.MissingLine(); l != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", l)
+			}
+			a := auditors[slices.IndexFunc(auditors, func(a compliance.Auditor) bool { return a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr })]
+			var err error
+			if v, err = get(a.Client, ctx); err != nil {
+				return fmt.Errorf("auditor %s, which served the largest cosigned view: %w", cmp.Or(a.ID, a.Addr), err)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
@@ -503,8 +531,8 @@ yet: verify the file with 'nzc ledger verify'.`,
 			if !vs.Consistent {
 				return fmt.Errorf("%w: %s; nothing written", ErrSplitView, strings.Join(vs.Disagreements, "; "))
 			}
-			if vs.Largest == nil {
-				return fmt.Errorf("no auditor serves a checkpoint a majority cosigned (%s): nothing to export", strings.Join(vs.Warnings, "; "))
+			if err := vs.Majority(); err != nil {
+				return fmt.Errorf("%w; nothing written (%s)", err, strings.Join(vs.Warnings, "; "))
 			}
 			for _, a := range auditors {
 				if a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr {
@@ -537,6 +565,9 @@ yet: verify the file with 'nzc ledger verify'.`,
 				s.Out, s.Entries, len(s.Checkpoints), s.Bytes, s.From)
 			fmt.Fprintf(b, "%d of %d auditors answered; the largest cosigned view is %d entries; no two views disagree (%d consistency proofs checked)\n",
 				s.Views.Answered, s.Views.Asked, s.Views.Largest.Size, s.Views.Proofs)
+			if l := s.Views.MissingLine(); l != "" {
+				fmt.Fprintf(b, "%s\n", l)
+			}
 			for _, w := range s.Views.Warnings {
 				fmt.Fprintf(b, "warning: %s\n", w)
 			}
@@ -606,10 +637,15 @@ func newLedgerAccountsCommand() *cobra.Command {
 		Use:   "accounts",
 		Short: "Show every hospital's budget account as an auditor reports it",
 		Long: `Show every hospital's budget account (ε spent of its cap) as one auditor's
-replica reports it, over the compliance API. This trusts that auditor; for
+replica reports it, over the compliance API: the auditor --api names or,
+without --api, the one serving the largest checkpoint a majority cosigned
+after every auditor of the federation directory was asked (as 'nzc ledger
+status' does): any majority of the auditors up is enough, and those that did
+not answer are named on standard error. This trusts that auditor; for
 figures you can prove, run 'nzc ledger export' and 'nzc ledger verify', whose
 report recomputes the same accounts by replaying the log.`,
-		Example: `  nzc ledger accounts --api 127.0.0.1:7700 --federation fed
+		Example: `  nzc ledger accounts --federation fed
+  nzc ledger accounts --api 127.0.0.1:7700 --federation fed
   nzc ledger accounts --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
@@ -711,6 +747,17 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 			age := time.Now().Unix() - l.Time
 			s.Age = &age
 		}
+		// Without a majority there is nothing to keep or trust: say who is
+		// missing and fail.
+		if err := s.Majority(); err != nil {
+			if perr := cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text)); perr != nil {
+				return perr
+			}
+			if *save != "" {
+				return fmt.Errorf("%w; nothing saved", err)
+			}
+			return err
+		}
 		// The kept checkpoint moves forward whenever the views agree; a
 		// split view is reported below, and a log that does not extend
 		// the kept checkpoint fails here.
@@ -735,24 +782,13 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 }
 
 // save writes the largest cosigned checkpoint to path, only when the views
-// agree and it extends the checkpoint the file kept.
+// agree and it extends the checkpoint the file kept; s must have a
+// majority (Views.Majority).
 func (s *ledgerStatus) save(path string, kept *ledger.Checkpoint, proof compliance.ConsistencyProof) error {
 	if !s.Consistent {
 		return fmt.Errorf("%w: nothing saved", ErrSplitView)
 	}
-	l := s.Largest
-	if l == nil {
-		var why []string
-		for _, v := range s.Views.Views {
-			switch {
-			case v.Error != "":
-				why = append(why, v.Error)
-			case v.CheckpointError != "":
-				why = append(why, fmt.Sprintf("auditor %s's checkpoint does not verify against the federation's auditor keys with a majority: %s", v.Auditor, v.CheckpointError))
-			}
-		}
-		return fmt.Errorf("no checkpoint cosigned by a majority of the auditors: %s; nothing saved (are a majority of the auditors up?)", strings.Join(why, "; "))
-	}
+	l := s.Largest // not nil: status checked for a majority first
 	if kept != nil {
 		if err := ledger.VerifyConsistency(*kept, l.Checkpoint, proof.Proof); err != nil {
 			return fmt.Errorf("the largest cosigned checkpoint, %d entries from auditor %s, does not extend the one of %d entries in %s — the auditors serve a log that was rolled back or rewritten: %w; nothing saved, compare with 'nzc ledger verify --earlier %s'", l.Size, l.Auditor, kept.Size, path, err, path)
@@ -819,6 +855,9 @@ func (s ledgerStatus) text(b *strings.Builder) {
 	}
 	for _, d := range s.Disagreements {
 		fmt.Fprintf(b, "%s\n", d)
+	}
+	if l := s.MissingLine(); l != "" {
+		fmt.Fprintf(b, "%s\n", l)
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(b, "warning: %s\n", w)

@@ -3,8 +3,10 @@ package compliance
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nzcfed/nzc/ledger"
@@ -55,6 +57,49 @@ type Views struct {
 	// Warnings say what the comparison could not cover: auditors that did
 	// not answer or whose checkpoint did not verify.
 	Warnings []string `json:"warnings,omitempty"`
+	// Missing are the auditors that did not answer at all.
+	Missing []string `json:"missing,omitempty"`
+	// Needed is how many auditors make a majority: of the keys compared
+	// against, unless the caller sets it from the federation.
+	Needed int `json:"needed"`
+}
+
+// ErrNoMajority means fewer than a majority of the auditors answered with
+// a view a majority cosigned: the ledger cannot be read, since a checkpoint
+// needs a majority's signatures, until enough of them are up.
+var ErrNoMajority = errors.New("no majority of the auditors answered: start the missing auditors or check the network to them, then try again")
+
+// Majority returns nil when one of the auditors served a checkpoint a
+// majority cosigned and, when every auditor was asked (Asked ≥ Needed), at
+// least Needed of them answered; otherwise an error wrapping ErrNoMajority
+// that names each auditor that did not answer, or whose checkpoint did
+// not verify, and why.
+func (vs Views) Majority() error {
+	if (vs.Asked < vs.Needed || vs.Answered >= vs.Needed) && vs.Largest != nil {
+		return nil
+	}
+	var why []string
+	for _, v := range vs.Views {
+		switch {
+		case v.Error != "":
+			why = append(why, fmt.Sprintf("auditor %s did not answer: %s", v.Name(), v.Error))
+		case !v.Cosigned:
+			why = append(why, fmt.Sprintf("auditor %s's checkpoint does not verify against the federation's auditor keys with a majority: %s", v.Name(), v.CheckpointError))
+		}
+	}
+	return fmt.Errorf("%w: %d of %d auditors answered, %d needed; %s", ErrNoMajority, vs.Answered, vs.Asked, vs.Needed, strings.Join(why, "; "))
+}
+
+// MissingLine says which auditors did not answer and that a majority did,
+// for a report's text; "" when every auditor answered.
+func (vs Views) MissingLine() string {
+	if len(vs.Missing) == 0 {
+		return ""
+	}
+	if vs.Majority() != nil {
+		return fmt.Sprintf("missing: %s did not answer; %d of %d answered, fewer than the majority (%d) a read needs", strings.Join(vs.Missing, ", "), vs.Answered, vs.Asked, vs.Needed)
+	}
+	return fmt.Sprintf("missing: %s did not answer; %d of %d answered, and a majority (%d) is enough to read", strings.Join(vs.Missing, ", "), vs.Answered, vs.Asked, vs.Needed)
 }
 
 // Largest is the largest cosigned checkpoint of a comparison.
@@ -74,7 +119,7 @@ type Largest struct {
 // not a prefix of the largest, is a disagreement: some auditor shows a
 // different log than the others.
 func CompareViews(ctx context.Context, auditors []Auditor, keys []string) Views {
-	vs := Views{Asked: len(auditors), Views: make([]View, len(auditors)), Consistent: true}
+	vs := Views{Asked: len(auditors), Views: make([]View, len(auditors)), Consistent: true, Needed: ledger.Quorum(len(keys))}
 	var wg sync.WaitGroup
 	for i, a := range auditors {
 		wg.Add(1)
@@ -88,6 +133,7 @@ func CompareViews(ctx context.Context, auditors []Auditor, keys []string) Views 
 	for i, v := range vs.Views {
 		switch {
 		case v.Error != "":
+			vs.Missing = append(vs.Missing, v.Name())
 			vs.Warnings = append(vs.Warnings, fmt.Sprintf("auditor %s at %s did not answer: its view is not compared", v.Name(), v.Addr))
 		case !v.Cosigned:
 			vs.Answered++

@@ -332,7 +332,10 @@ func (fc *forwardClient) get(ctx context.Context, addr string) (*fwdConn, error)
 	fc.dials.Add(1)
 	c, err := dialChannel(ctx, addr, fc.tls, chanForward)
 	if err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err // out of time, which says nothing of the peer
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrPeerUnreachable, addr, err)
 	}
 	return &fwdConn{c: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}, nil
 }
