@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/dashboard"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
@@ -30,7 +32,8 @@ const readTimeout = "4s"
 // one, grows the log with the other two, and reads as a compliance officer
 // would: status, export and accounts each succeed on their first try,
 // within a timeout shorter than the auditors' cosigning timeout, and name
-// the auditor that is missing; the export verifies. With a second auditor
+// the auditor that is missing; the export verifies, and the dashboard
+// shows the majority's checkpoint and who did not sign it. With a second auditor
 // killed the same reads fail with ErrNoMajority, naming both.
 func TestLedgerReadsWithAMajority(t *testing.T) {
 	if testing.Short() {
@@ -123,6 +126,24 @@ func TestLedgerReadsWithAMajority(t *testing.T) {
 	var accounts []ledger.Account
 	if err != nil || json.Unmarshal([]byte(out), &accounts) != nil || len(accounts) != 1 || accounts[0].Hospital != h.ID || !strings.Contains(errOut, "missing: "+dead.id+" did not answer") {
 		t.Fatalf("accounts with %s down: %v %+v\n%s%s", dead.id, err, accounts, out, errOut)
+	}
+
+	// The leader's dashboard: its checkpoint is the majority's, and names
+	// the auditor that did not sign.
+	// (It reads the log again every 2 s.)
+	hc := &http.Client{Timeout: 4 * time.Second}
+	var cv dashboard.CheckpointView
+	proctest.WaitFor(t, 20*time.Second, "the dashboard's checkpoint of the grown log", func() bool {
+		resp, err := hc.Get("http://" + leader.dashboard + "/api/checkpoint")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		cv = dashboard.CheckpointView{}
+		return json.NewDecoder(resp.Body).Decode(&cv) == nil && cv.Size >= grown
+	})
+	if !cv.OK || !slices.Equal(cv.Missing, []string{dead.id}) {
+		t.Fatalf("the dashboard's checkpoint with %s down: %+v, want %s missing", dead.id, cv, dead.id)
 	}
 
 	// A second auditor down: no majority, and every read says so, naming
