@@ -18,11 +18,11 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
-	"github.com/nzcfed/nzc/internal/config"
-	"github.com/nzcfed/nzc/internal/proctest"
+	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/federation/proctest"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
-	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -67,7 +67,7 @@ func startAuditorProcesses(t *testing.T, origin string) (dir string, m *crypto.M
 		t.Fatal(err)
 	}
 	genesisPath := filepath.Join(dir, "genesis.json")
-	if err := intake.WriteGenesis(genesisPath, genesis); err != nil {
+	if err := provision.WriteGenesisFile(genesisPath, genesis); err != nil {
 		t.Fatal(err)
 	}
 
@@ -150,7 +150,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	// submit proposes cmd until an auditor acknowledges it as committed
 	// (or as a duplicate of a committed one), trying each attempt for at
 	// most 3s, as the aggregator does with a pending batch.
-	submit := func(lc *aggregator.LedgerClient, cmd []byte) (*nzcpb.LedgerResult, error) {
+	submit := func(lc *intake.Client, cmd []byte) (*nzcpb.LedgerResult, error) {
 		var res *nzcpb.LedgerResult
 		var last error
 		err := proctest.Poll(ctx, 30*time.Second, func() bool {
@@ -167,7 +167,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		}
 		return res, nil
 	}
-	lc, err := aggregator.NewLedgerClient(netCfg, intakes)
+	lc, err := intake.NewClient(netCfg, intakes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lc, err := aggregator.NewLedgerClient(netCfg, append(intakes[s%3:], intakes[:s%3]...))
+			lc, err := intake.NewClient(netCfg, append(intakes[s%3:], intakes[:s%3]...))
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
@@ -389,7 +389,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	}
 	// A client of the two running auditors: a QUIC connection to a stopped
 	// one is only given up at the attempt's deadline.
-	lc2, err := aggregator.NewLedgerClient(netCfg, []string{donor.intake})
+	lc2, err := intake.NewClient(netCfg, []string{donor.intake})
 	if err != nil {
 		t.Fatal(err)
 	}

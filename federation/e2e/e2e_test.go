@@ -18,8 +18,9 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
-	"github.com/nzcfed/nzc/internal/launch"
-	"github.com/nzcfed/nzc/internal/proctest"
+	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/proctest"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
@@ -159,9 +160,9 @@ func (f *federation) load(p crypto.PartyFiles) *launch.Party {
 
 // ledgerClient is the aggregator's client of the auditors' intakes, closed
 // when the test ends.
-func (f *federation) ledgerClient() *aggregator.LedgerClient {
+func (f *federation) ledgerClient() *intake.Client {
 	f.t.Helper()
-	lc, err := aggregator.NewLedgerClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
+	lc, err := intake.NewClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -624,11 +625,11 @@ func TestFederation(t *testing.T) {
 		// The hospital makes its keys where it runs; the administrator sees
 		// only the request, issues a certificate and signs a registration.
 		keys := t.TempDir()
-		req, err := crypto.NewKeyRequest(keys, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-own-keys"}, nil, nil)
+		req, err := provision.NewKeyRequest(keys, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-own-keys"}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m2, p, err := crypto.AddPartyFromRequest(m.Dir, req, req.Peer(), crypto.AddPartyOptions{})
+		m2, p, err := provision.AddPartyFromRequest(m.Dir, req, req.Peer(), crypto.AddPartyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
