@@ -14,11 +14,11 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
-	"github.com/nzcfed/nzc/internal/proctest"
+	"github.com/nzcfed/nzc/federation/proctest"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/dashboard"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
@@ -73,7 +73,7 @@ func TestLedgerReadsWithAMajority(t *testing.T) {
 			intakes = append(intakes, a.intake)
 		}
 	}
-	lc, err := aggregator.NewLedgerClient(netCfg, intakes)
+	lc, err := intake.NewClient(netCfg, intakes)
 	if err != nil {
 		t.Fatal(err)
 	}

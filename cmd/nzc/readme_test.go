@@ -14,8 +14,8 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
-	"github.com/nzcfed/nzc/internal/launch"
-	"github.com/nzcfed/nzc/internal/proctest"
+	"github.com/nzcfed/nzc/federation/proctest"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 )
@@ -74,7 +74,7 @@ func TestReadmeVerifyExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	genesis, err := intake.ReadGenesis(filepath.Join("federation", launch.GenesisFile))
+	genesis, err := intake.ReadGenesis(filepath.Join("federation", provision.GenesisFile))
 	if err != nil {
 		t.Fatal(err)
 	}
