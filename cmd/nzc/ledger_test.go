@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -904,5 +905,52 @@ func TestLedgerKeepsTheLastCheckpoint(t *testing.T) {
 	}
 	if text, err := status(f.log(t, 0)); err == nil || !strings.Contains(err.Error(), "rolled back") || keptSize() != 5 {
 		t.Fatalf("status of a rolled-back log: %v\n%s", err, text)
+	}
+}
+
+// An auditor that is stopped or cut off — its address accepts connections
+// and never answers, where a dead one refuses them — holds no read up past
+// compliance.ViewGrace once the others have answered: status and export
+// succeed, well within their --timeout, naming it as missing.
+func TestLedgerReadsPastAHangingAuditor(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := grownLog(t, f.log(t, 0), 6)
+	var apis []string
+	for _, a := range f.auditors[:2] {
+		addr, _, _ := f.complianceAPIOf(t, a, st, 2, nil)
+		apis = append(apis, a.ID+"="+addr)
+	}
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		var held []net.Conn // accepted, never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	hung := f.auditors[2].ID
+	apis = append(apis, hung+"="+hang.Addr().String())
+	// The timeout is the whole command's: a read that waited for the hung
+	// auditor until then fails.
+	args := []string{"--api", strings.Join(apis, ","), "--federation", f.dir, "--timeout", "20s"}
+	text, err := runNZC(t, append([]string{"ledger", "status"}, args...)...)
+	if err != nil || !strings.Contains(text, "missing: "+hung+" did not answer") || !strings.Contains(text, "no answer within 1s of a majority's") {
+		t.Fatalf("status with %s hanging: %v\n%s", hung, err, text)
+	}
+	out := filepath.Join(t.TempDir(), "ledger.export")
+	if text, err := runNZC(t, append([]string{"ledger", "export", "--out", out}, args...)...); err != nil || !strings.Contains(text, "missing: "+hung) {
+		t.Fatalf("export with %s hanging: %v\n%s", hung, err, text)
 	}
 }

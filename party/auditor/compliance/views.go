@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/nzcfed/nzc/ledger"
 )
@@ -118,17 +118,46 @@ type Largest struct {
 // largest. Two views of one size with different roots, or a view that is
 // not a prefix of the largest, is a disagreement: some auditor shows a
 // different log than the others.
+//
+// Once a majority of the keys' auditors served cosigned views, the others
+// get ViewGrace more to answer: an auditor that is stopped or cut off
+// (whose connection hangs rather than being refused) is reported as not
+// answering instead of holding the comparison until ctx ends.
 func CompareViews(ctx context.Context, auditors []Auditor, keys []string) Views {
 	vs := Views{Asked: len(auditors), Views: make([]View, len(auditors)), Consistent: true, Needed: ledger.Quorum(len(keys))}
-	var wg sync.WaitGroup
+	asks, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, len(auditors))
 	for i, a := range auditors {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			vs.Views[i] = view(ctx, a, keys)
+			vs.Views[i] = view(asks, a, keys)
+			done <- i
 		}()
 	}
-	wg.Wait()
+	var grace <-chan time.Time
+	late, cosignedViews := false, 0
+	for range auditors {
+		var i int
+		select {
+		case i = <-done:
+		case <-grace:
+			late, grace = true, nil
+			stop()
+			i = <-done
+		}
+		v := &vs.Views[i]
+		if v.Cosigned {
+			cosignedViews++
+		} else if late {
+			// Cut short: it had not answered when the others had.
+			*v = View{Auditor: v.Auditor, Addr: v.Addr, Error: fmt.Sprintf("no answer within %v of a majority's (%s): down, stopped or cut off", ViewGrace, cmp.Or(v.Error, v.CheckpointError))}
+		}
+		if cosignedViews >= vs.Needed && grace == nil && !late {
+			t := time.NewTimer(ViewGrace)
+			defer t.Stop()
+			grace = t.C
+		}
+	}
 	var cosigned []int
 	for i, v := range vs.Views {
 		switch {
@@ -176,6 +205,10 @@ func CompareViews(ctx context.Context, auditors []Auditor, keys []string) Views 
 	vs.Consistent = len(vs.Disagreements) == 0
 	return vs
 }
+
+// ViewGrace is how long CompareViews waits for the other auditors once a
+// majority served cosigned views.
+const ViewGrace = time.Second
 
 // Name is the auditor asked for, or "(any)" when the address alone was.
 func (v View) Name() string {
