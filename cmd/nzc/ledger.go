@@ -461,12 +461,24 @@ func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context
 			if l := vs.MissingLine(); l != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", l)
 			}
-			a := auditors[slices.IndexFunc(auditors, func(a compliance.Auditor) bool { return a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr })]
-			var err error
-			if v, err = get(a.Client, ctx); err != nil {
-				return fmt.Errorf("auditor %s, which served the largest cosigned view: %w", cmp.Or(a.ID, a.Addr), err)
+			// The auditor of the largest view first, then the others that
+			// served a cosigned view.
+			order := []int{slices.IndexFunc(auditors, func(a compliance.Auditor) bool { return a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr })}
+			for i, view := range vs.Views {
+				if view.Cosigned && i != order[0] {
+					order = append(order, i)
+				}
 			}
-			return nil
+			var errs []error
+			for _, i := range order {
+				a := auditors[i]
+				var err error
+				if v, err = get(a.Client, ctx); err == nil {
+					return nil
+				}
+				errs = append(errs, fmt.Errorf("auditor %s: %w", cmp.Or(a.ID, a.Addr), err))
+			}
+			return errors.Join(errs...)
 		})
 		if err != nil {
 			return err

@@ -151,7 +151,7 @@ func New(cfg Config) (*Auditor, error) {
 		return nil, err
 	}
 	a := &Auditor{cfg: cfg, log: log, ledger: led, genesisDone: make(chan struct{})}
-	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, waitRead) },
+	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, readWait()) },
 		size: led.state.TreeSize, sizeOf: checkpointSize, timeout: cosignTimeout, keep: cosignKeep, now: led.now}
 	if len(cfg.Genesis) == 0 {
 		close(a.genesisDone)
@@ -339,7 +339,7 @@ func checkpointSize(cp []byte) (int64, bool) {
 // the auditors signed, waiting for one until ctx ends: what a receipt
 // needs, without waiting on an auditor that is down.
 func (a *Auditor) CosignQuorum(ctx context.Context) ([]byte, error) {
-	return cosign(ctx, a.node, a.ledger, a.log, waitQuorum)
+	return cosign(ctx, a.node, a.ledger, a.log, cosignWait{})
 }
 
 // pollEvery is how often poll checks its condition.

@@ -227,7 +227,11 @@ func (e *ForkError) Error() string {
 // is not waited for.
 const readStraggle = time.Second
 
-// cosignWait says when a round of cosigning ends.
+// cosignWait says when a round of cosigning ends. Its zero value is a
+// receipt's round: it needs a majority and waits for one. A reader's
+// round (readWait) gets the checkpoint a majority signed, with every other
+// signature that comes within readStraggle, and is told at once when no
+// majority can be reached.
 type cosignWait struct {
 	// straggle is how long to wait, once a majority signed, for the
 	// others that may still answer; 0 ends the round at the majority.
@@ -237,14 +241,8 @@ type cosignWait struct {
 	giveUp bool
 }
 
-// Round kinds: a receipt needs a majority and waits for one; a reader
-// gets the checkpoint a majority signed, with every other signature that
-// comes within readStraggle, and is told at once when no majority can be
-// reached.
-var (
-	waitQuorum = cosignWait{}
-	waitRead   = cosignWait{straggle: readStraggle, giveUp: true}
-)
+// readWait is a reader's round of cosigning.
+func readWait() cosignWait { return cosignWait{straggle: readStraggle, giveUp: true} }
 
 // cosign gathers the other auditors' signatures on l's latest checkpoint
 // through n and returns it signed by every auditor that answered before

@@ -195,12 +195,12 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	a0 := c.auds[0]
-	two, err := cosign(sctx, a0.node, a0.ledger, a0.log, waitRead)
+	two, err := cosign(sctx, a0.node, a0.ledger, a0.log, readWait())
 	if sc, oerr := ledger.OpenCheckpoint(two, keys); err != nil || oerr != nil || !slices.Equal(sc.Signers, []string{"hospital-a", "hospital-b"}) || sctx.Err() != nil {
 		t.Fatalf("cosign with %s down: %v %v %+v (context: %v), want the two others' signatures before the context ends", auditors[2], err, oerr, sc, sctx.Err())
 	}
 	_ = c.stop[1]()
-	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, waitRead)
+	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, readWait())
 	var qe *ledger.QuorumError
 	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil || sctx.Err() != nil {
 		t.Fatalf("cosign with two auditors down: %v (context: %v), want a QuorumError with one signer before the context ends", err, sctx.Err())
