@@ -441,7 +441,7 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 		}
 	}
 	row.Answered = res.Answered
-	if err := account(cfg, p, &row, res.Refused); err != nil {
+	if err := account(cfg, p, &row, len(hs)); err != nil {
 		return row, nil, err
 	}
 	if p.Mechanism == mechanism.NZC {
@@ -464,9 +464,12 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 	return row, labels, nil
 }
 
-// account sets the row's proven ε for its answers and refused refusals.
-func account(cfg Config, p mechanism.Params, row *Row, refused int) error {
-	ch, err := p.Charge(mechanism.DefaultGrid(), row.Answered, refused)
+// account sets the row's proven ε: the worst case over its planned
+// queries (worstCharge), never the cost of the answers it happened to give.
+// How many queries a data-dependent mechanism answers depends on the votes,
+// so a figure computed from the realized count would itself leak them.
+func account(cfg Config, p mechanism.Params, row *Row, planned int) error {
+	ch, err := worstCharge(p, mechanism.DefaultGrid(), planned)
 	if err != nil {
 		return err
 	}
@@ -475,6 +478,31 @@ func account(cfg Config, p mechanism.Params, row *Row, refused int) error {
 	}
 	row.Delta, row.EpsilonSource = cfg.Delta, proven
 	return nil
+}
+
+// worstCharge is the largest cost p's mechanism can be charged for n
+// queries, whatever the votes: each query charged the larger of its
+// answered and refused costs at every order (a charge is linear in the
+// counts, so no split of n into answers and refusals costs more), and an
+// nzc-svt session its fixed cost.
+func worstCharge(p mechanism.Params, g mechanism.Grid, n int) (mechanism.Charge, error) {
+	if p.Mechanism == mechanism.NZCSVT {
+		return p.Charge(g, 0, 0)
+	}
+	qc, err := p.QueryCost(g)
+	if err != nil {
+		return mechanism.Charge{}, err
+	}
+	a, r := qc.Answered.Values(), qc.Refused.Values()
+	for i := range a {
+		a[i] = max(a[i], r[i])
+	}
+	worst, err := g.CurveOf(a)
+	if err != nil {
+		return mechanism.Charge{}, err
+	}
+	pure := max(qc.PureAnswered, qc.PureRefused)
+	return mechanism.QueryCost{Answered: worst, Refused: worst, PureAnswered: pure, PureRefused: pure}.Charge(n, 0)
 }
 
 // session is one bootstrapped nzc-svt session: its parameters and the name
@@ -580,7 +608,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 		}
 	}
 	s.log.Info("bootstrapped session", "aggregator", agg, "params", row.Params, "answered", row.Answered, "labels_per_class", perClass)
-	if err := account(cfg, p, &row, refused); err != nil {
+	if err := account(cfg, p, &row, len(pool)); err != nil {
 		return row, nil, err
 	}
 	return row, full, nil
