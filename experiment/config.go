@@ -138,8 +138,16 @@ type Config struct {
 	// Seed instead of a cryptographic source: reproducible, and then the
 	// published estimates are not private (the table says so).
 	SeededEstimates bool
-	Seed            uint64
-	CacheDir        string // trained teachers are kept here ("" = no cache)
+	// SeededNoise draws every release's noise from Seed instead of a
+	// cryptographic source: reproducible, for tests and regression, and
+	// then no release is private (every row says so: Row.Noise).
+	SeededNoise bool
+	// Draws is how many independent releases each private row makes, each
+	// with its own noise and its own student (a student is shared between
+	// draws that released the same labels): a single draw is a sample.
+	Draws    int
+	Seed     uint64
+	CacheDir string // trained teachers are kept here ("" = no cache)
 	// StudentWorkers is how many students train at once (0: one per
 	// core). The results do not depend on it.
 	StudentWorkers int
@@ -217,6 +225,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%w: session ε %v: %w; or leave it out of the session ε (--session-epsilons)", ErrConfig, e, err)
 			}
 		}
+	}
+	if c.Draws < 1 || c.Draws > 100 {
+		return fmt.Errorf("%w: %d draws per row, want 1 to 100", ErrConfig, c.Draws)
 	}
 	if c.SessionRefusals < 0 || c.SessionRefusals > 100 {
 		return fmt.Errorf("%w: %d refusals per session, want 0 (the preset's %d) to 100", ErrConfig, c.SessionRefusals, mechanism.PresetSessionRefusals)
@@ -331,6 +342,9 @@ func Preset(name string) (Config, error) {
 		SSOrder:          20,
 		SSSigma:          10,
 		Seed:             1,
+		// Five independent releases of every private row, each drawn
+		// from crypto/rand, as a deployment would draw it.
+		Draws: 5,
 		// The student asks for its most typical examples first; nzc-svt
 		// also runs in the pool's own order, to show what the order is
 		// worth.

@@ -128,8 +128,9 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels%s, evaluated on %d held-out examples.\n\n",
 		r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut)
-	hdr := "| aggregator | parameters | selection | teachers | queries | answered | label acc. % | student acc. % | ε (proven) | δ | estimate: ε smooth-sens. release | ε data-dependent ± release sd (raw votes, not publishable) |"
-	sep := "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	b.WriteString(r.noiseText() + "\n\n")
+	hdr := "| aggregator | parameters | selection | teachers | queries | answered | label acc. % | student acc. % | draws: worst %, sd | ε (proven) | δ | estimate: ε smooth-sens. release | ε data-dependent ± release sd (raw votes, not publishable) |"
+	sep := "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	if paper {
 		hdr += " paper: student % | paper: label % | paper: ε claimed |"
 		sep += "---:|---:|---:|"
@@ -144,8 +145,8 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 		if row.Delta == 0 {
 			delta = "—"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, orDash(row.Selection), k, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), delta, row.estimateText(), row.dataDependentText())
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, orDash(row.Selection), k, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), row.drawsText(), fmtEps(row.Epsilon), delta, row.estimateText(), row.dataDependentText())
 		if paper {
 			if p := paperFor(row); p != nil {
 				lab := "—"
@@ -186,6 +187,30 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// noiseText says where the releases' noise came from and how many draws
+// each row has.
+func (r *Report) noiseText() string {
+	switch {
+	case r.Noise == "":
+		return "Release noise: one draw per row, from the experiment's seed (a run made before draws were recorded)."
+	case strings.HasPrefix(r.Noise, "seeded:"):
+		return fmt.Sprintf("Release noise: %d draw(s) per private row from seed %s: reproducible, and not private.", max(r.Draws, 1), strings.TrimPrefix(r.Noise, "seeded:"))
+	}
+	return fmt.Sprintf("Release noise: %d independent draw(s) per private row from %s; a row's answered, label and student accuracy are the draws' means.", max(r.Draws, 1), r.Noise)
+}
+
+// drawsText is the number of draws of a row, the worst draw's student
+// accuracy and the spread, or "—" for a row without draws.
+func (r Row) drawsText() string {
+	switch len(r.Draws) {
+	case 0:
+		return "—"
+	case 1:
+		return "1"
+	}
+	return fmt.Sprintf("%d: %s, %s", len(r.Draws), pct(r.StudentAccuracyWorst), pct(r.StudentAccuracyStd))
 }
 
 func orDash(s string) string {
@@ -243,10 +268,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, e := range r.Ensembles {
 		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
 	}
-	fmt.Fprintf(&b, "%-16s %-10s %8s %7s %8s %10s %10s %12s %9s %18s %18s\n", "aggregator", "selection", "teachers", "queries", "answered", "label acc%", "student%", "eps (proven)", "delta", "estimate (s.s.) *", "eps (d.d.) ± sd **")
+	b.WriteString(r.noiseText() + "\n")
+	fmt.Fprintf(&b, "%-16s %-10s %8s %7s %8s %10s %10s %18s %12s %9s %18s %18s\n", "aggregator", "selection", "teachers", "queries", "answered", "label acc%", "student%", "draws: worst, sd", "eps (proven)", "delta", "estimate (s.s.) *", "eps (d.d.) ± sd **")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "%-16s %-10s %8d %7d %8d %10s %10s %12s %9.3g %18s %18s\n", row.Aggregator, orDash(row.Selection), row.Teachers, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), row.Delta, row.estimateText(), row.dataDependentText())
+		fmt.Fprintf(&b, "%-16s %-10s %8d %7d %8d %10s %10s %18s %12s %9.3g %18s %18s\n", row.Aggregator, orDash(row.Selection), row.Teachers, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), row.drawsText(), fmtEps(row.Epsilon), row.Delta, row.estimateText(), row.dataDependentText())
 	}
 	b.WriteString("* smooth-sensitivity release of the data-dependent ε: a private estimate, not a bound (\"seeded\": not private)\n")
 	b.WriteString("** the unperturbed data-dependent ε the release estimates, and its noise: computed from the raw votes, not publishable in a deployment\n")

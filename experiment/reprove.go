@@ -3,6 +3,8 @@ package experiment
 import (
 	"math"
 
+	"github.com/nzcfed/nzc/internal/jsonnum"
+
 	"github.com/nzcfed/nzc/mechanism"
 )
 
@@ -41,6 +43,9 @@ func (r *Report) Reprove(delta float64) (int, error) {
 			continue
 		}
 		row.Epsilon, row.Delta, row.EpsilonSource = eps, delta, proven
+		for d := range row.Draws {
+			row.Draws[d].Epsilon = jsonnum.Float(eps)
+		}
 		n++
 	}
 	return n, nil

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nzcfed/nzc/internal/jsonnum"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
@@ -64,6 +65,56 @@ type Row struct {
 	EstimateSeeded            bool    `json:"estimate_seeded,omitempty"`
 	EpsilonDataDependent      float64 `json:"epsilon_data_dependent,omitempty"`
 	EpsilonReleaseNoiseSD     float64 `json:"epsilon_release_noise_sd,omitempty"`
+	// Noise names where a private row's release noise came from:
+	// "crypto/rand", as a deployment draws it, or "seeded:N", from the
+	// experiment's seed N (reproducible, for tests and regression; such a
+	// release is not private). Empty for rows that are not releases.
+	Noise string `json:"noise,omitempty"`
+	// Draws are the row's independent releases (Config.Draws), each with
+	// its own noise and its own student. For a row with draws, Answered,
+	// LabelAccuracy and StudentAccuracy are their means (Answered rounded)
+	// and the estimates are the first draw's.
+	Draws                []Draw  `json:"draws,omitempty"`
+	StudentAccuracyMean  float64 `json:"student_accuracy_mean,omitempty"`
+	StudentAccuracyStd   float64 `json:"student_accuracy_std,omitempty"`
+	StudentAccuracyWorst float64 `json:"student_accuracy_worst,omitempty"`
+}
+
+// Draw is one independent release of a row: what it answered, its labels'
+// and its student's accuracy, and its proven ε (the worst case over the
+// row's planned queries, as the ledger would charge it).
+type Draw struct {
+	Answered        int     `json:"answered"`
+	LabelAccuracy   float64 `json:"label_accuracy"`
+	StudentAccuracy float64 `json:"student_accuracy"`
+	// Epsilon is +Inf ("inf" in JSON) when unbounded.
+	Epsilon jsonnum.Float `json:"epsilon"`
+}
+
+// summarize sets the row's figures from its draws.
+func (r *Row) summarize() {
+	n := float64(len(r.Draws))
+	if n == 0 {
+		return
+	}
+	var answered, label, acc float64
+	worst := math.Inf(1)
+	for _, d := range r.Draws {
+		answered += float64(d.Answered)
+		label += d.LabelAccuracy
+		acc += d.StudentAccuracy
+		worst = min(worst, d.StudentAccuracy)
+	}
+	mean := acc / n
+	var ss float64
+	for _, d := range r.Draws {
+		ss += (d.StudentAccuracy - mean) * (d.StudentAccuracy - mean)
+	}
+	r.Answered, r.LabelAccuracy, r.StudentAccuracy = int(math.Round(answered/n)), label/n, mean
+	r.StudentAccuracyMean, r.StudentAccuracyWorst = mean, worst
+	if len(r.Draws) > 1 {
+		r.StudentAccuracyStd = math.Sqrt(ss / (n - 1))
+	}
 }
 
 // Ensemble summarises one ensemble size.
@@ -95,6 +146,10 @@ type Report struct {
 	StudentModel string             `json:"student_model"`
 	HeldOut      int                `json:"held_out"`
 	Seed         uint64             `json:"seed"`
+	// Noise is where the releases' noise came from (Row.Noise), and Draws
+	// how many independent releases each private row has.
+	Noise string `json:"noise,omitempty"`
+	Draws int    `json:"draws,omitempty"`
 	// StudentTrain is how every student is trained on its labels (absent
 	// from reports written before it was recorded).
 	StudentTrain        *model.TrainConfig    `json:"student_train,omitempty"`
@@ -140,6 +195,27 @@ func source(seed uint64, what string) mechanism.Source {
 	return rand.NewChaCha8(key)
 }
 
+// noise returns the source of draw d of the release named stream: the
+// experiment's seed when SeededNoise (draw 0 is the stream itself, so a
+// seeded run of one draw repeats earlier seeded runs), else crypto/rand.
+func (c *Config) noise(stream string, d int) mechanism.Source {
+	if !c.SeededNoise {
+		return cryptorand.Reader
+	}
+	if d > 0 {
+		stream += fmt.Sprintf("/draw/%d", d)
+	}
+	return source(c.Seed, stream)
+}
+
+// noiseName is Row.Noise for this configuration.
+func (c *Config) noiseName() string {
+	if c.SeededNoise {
+		return fmt.Sprintf("seeded:%d", c.Seed)
+	}
+	return "crypto/rand"
+}
+
 // Run runs the experiment. now is the clock for progress and wall time.
 func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error) {
 	if now == nil {
@@ -166,6 +242,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
 	teacherTrain, studentTrain := cfg.TeacherTrain, cfg.StudentTrain
 	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed,
+		Noise: cfg.noiseName(), Draws: cfg.Draws,
 		TeacherTrain: &teacherTrain, StudentTrain: &studentTrain, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
 	if cfg.Consistency.Enabled() {
 		cc := cfg.Consistency
@@ -292,12 +369,17 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 					sessions = append(sessions, session{p, name})
 				}
 				for _, sess := range sessions {
-					row, full, err := st.bootstrap(ctx, agg, sess.p, sess.stream, k, classes, hist, primary[:maxQ])
+					row, err := st.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d %s bootstrapped", agg, k, sess.p), func(d int) (Row, []int, error) {
+						row, full, err := st.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, primary[:maxQ])
+						if err != nil {
+							return row, nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
+						}
+						log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "draw", d+1, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+						return row, full, nil
+					})
 					if err != nil {
-						return nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
+						return nil, err
 					}
-					log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-					st.add(len(rep.Rows), fmt.Sprintf("%s k=%d %s %s", agg, k, row.Params, row.Selection), full)
 					rep.Rows = append(rep.Rows, row)
 				}
 			}
@@ -309,14 +391,19 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 			for j, q := range order {
 				hs[j], truth[j] = mechanism.Histogram(hist[q]), queries.Y[q]
 			}
-			row, labels, err := release(cfg, ru.agg, k, classes, ru.strat, hs)
+			row, err := st.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", ru.agg, k, ru.n, ru.strat), func(d int) (Row, []int, error) {
+				row, labels, err := release(cfg, ru.agg, k, classes, ru.strat, hs, d)
+				if err != nil {
+					return row, nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", ru.agg, k, ru.n, ru.strat, err)
+				}
+				row.Selection = string(ru.strat)
+				row.LabelAccuracy, _ = metrics.Accuracy(labels, truth)
+				log.Info("released", "aggregator", ru.agg, "selection", ru.strat, "teachers", k, "draw", d+1, "queries", ru.n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+				return row, scatter(nq, order, labels), nil
+			})
 			if err != nil {
-				return nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", ru.agg, k, ru.n, ru.strat, err)
+				return nil, err
 			}
-			row.Selection = string(ru.strat)
-			row.LabelAccuracy, _ = metrics.Accuracy(labels, truth)
-			log.Info("released", "aggregator", ru.agg, "selection", ru.strat, "teachers", k, "queries", ru.n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-			st.add(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", ru.agg, k, ru.n, ru.strat), scatter(nq, order, labels))
 			rep.Rows = append(rep.Rows, row)
 		}
 		first := primary[:maxQ]
@@ -327,7 +414,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		cleanRow := Row{Aggregator: CleanVotes, Params: "noiseless plurality", Selection: string(cfg.Selection.Strategy), Teachers: k, Queries: maxQ, Answered: maxQ,
 			Epsilon: math.Inf(1), Delta: 0, EpsilonSource: notPrivate}
 		cleanRow.LabelAccuracy = labelAccuracy(cleanLabels, first, queries.Y)
-		st.add(len(rep.Rows), fmt.Sprintf("clean k=%d", k), scatter(nq, first, cleanLabels))
+		st.add(slot{row: len(rep.Rows), draw: -1}, fmt.Sprintf("clean k=%d", k), scatter(nq, first, cleanLabels))
 		rep.Rows = append(rep.Rows, cleanRow)
 	}
 	first := primary[:maxQ]
@@ -337,10 +424,13 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	gt := Row{Aggregator: GroundTruth, Params: "true labels", Selection: string(cfg.Selection.Strategy), Queries: maxQ, Answered: maxQ, LabelAccuracy: 1,
 		Epsilon: math.Inf(1), EpsilonSource: notPrivate}
-	st.add(len(rep.Rows), "ground truth", scatter(nq, first, truth))
+	st.add(slot{row: len(rep.Rows), draw: -1}, "ground truth", scatter(nq, first, truth))
 	rep.Rows = append(rep.Rows, gt)
 	if err := st.trainAll(ctx, rep.Rows); err != nil {
 		return nil, err
+	}
+	for i := range rep.Rows {
+		rep.Rows[i].summarize()
 	}
 	for _, r := range rep.Rows {
 		log.Info("row", "aggregator", r.Aggregator, "teachers", r.Teachers, "queries", r.Queries, "answered", r.Answered,
@@ -416,10 +506,12 @@ func labelAccuracy(labels, order, truth []int) float64 {
 	return a
 }
 
-// release answers the histograms with one aggregator and accounts for it.
-func release(cfg Config, agg string, k, classes int, strat selection.Strategy, hs []mechanism.Histogram) (Row, []int, error) {
+// release answers the histograms with one aggregator, as draw d
+// (Config.noise), and accounts for it. The first draw also publishes the
+// smooth-sensitivity estimate of a data-dependent aggregator's ε.
+func release(cfg Config, agg string, k, classes int, strat selection.Strategy, hs []mechanism.Histogram, d int) (Row, []int, error) {
 	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
-	row := Row{Aggregator: agg, Params: p.String(), Teachers: k, Queries: len(hs)}
+	row := Row{Aggregator: agg, Params: p.String(), Teachers: k, Queries: len(hs), Noise: cfg.noiseName()}
 	m, err := mechanism.New(p)
 	if err != nil {
 		return row, nil, err
@@ -428,8 +520,7 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 	if strat != selection.Sequential {
 		stream += "/" + string(strat)
 	}
-	src := source(cfg.Seed, stream)
-	res, err := mechanism.AnswerBatch(m, src, hs)
+	res, err := mechanism.AnswerBatch(m, cfg.noise(stream, d), hs)
 	if err != nil {
 		return row, nil, err
 	}
@@ -448,7 +539,7 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 		zero := 0.0
 		row.EpsilonClaimed = &zero
 	}
-	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {
+	if d == 0 && (p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax) {
 		var src mechanism.Source = cryptorand.Reader
 		if cfg.SeededEstimates {
 			src = source(cfg.Seed, "ss/"+stream)
@@ -513,14 +604,15 @@ type session struct {
 }
 
 // bootstrap runs one session of the session-keeping aggregator agg, with
-// parameters p and its noise drawn from the named stream, in several orders (Config.Bootstrap, BootstrapRounds, Confident): first, the
+// parameters p and its noise drawn from src, in several orders
+// (Config.Bootstrap, BootstrapRounds, Confident): first, the
 // first queries of the pool in order until Bootstrap are answered; then a
 // student trained on those labels picks among the rest of pool
 // (selection.Confident) until the answers have doubled, and a student
 // retrained on them picks again, BootstrapRounds times; the last student's
 // order runs until the session ends. It returns the row and the released
 // labels, one per query (metrics.Refused elsewhere).
-func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params, stream string, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params, src mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
 	cfg := s.cfg
 	strat := fmt.Sprintf("%s, then confident after %d", cfg.Selection.Strategy, cfg.Bootstrap)
 	if cfg.BootstrapRounds > 0 {
@@ -529,12 +621,11 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	if cfg.BootstrapStudents > 1 {
 		strat += fmt.Sprintf(", %d students judging together", cfg.BootstrapStudents)
 	}
-	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool)}
+	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool), Noise: cfg.noiseName()}
 	m, err := mechanism.New(p)
 	if err != nil {
 		return row, nil, err
 	}
-	src := source(cfg.Seed, stream)
 	nq := s.queries.Len()
 	full := make([]int, nq)
 	for i := range full {
@@ -712,27 +803,50 @@ type students struct {
 	boot map[[32]byte][]*model.Network
 }
 
-// studentJob is one student to train and the rows it scores.
+// studentJob is one student to train and the rows (and draws) it scores.
 type studentJob struct {
 	what   string
 	labels []int // one per query; metrics.Refused where none was released
-	rows   []int
+	rows   []slot
 	acc    float64
 }
 
+// slot is a row's student, or one of its draws' (draw ≥ 0).
+type slot struct{ row, draw int }
+
+// drawn releases the row at index row Config.Draws times, one(d) making
+// draw d and the labels it released (one per query, metrics.Refused where
+// none was), schedules a student for each draw and returns the first
+// draw's row with every draw recorded.
+func (s *students) drawn(row int, what string, one func(d int) (Row, []int, error)) (Row, error) {
+	var first Row
+	for d := range max(1, s.cfg.Draws) {
+		r, full, err := one(d)
+		if err != nil {
+			return Row{}, err
+		}
+		if d == 0 {
+			first = r
+		}
+		first.Draws = append(first.Draws, Draw{Answered: r.Answered, LabelAccuracy: r.LabelAccuracy, Epsilon: jsonnum.Float(r.Epsilon)})
+		s.add(slot{row, d}, fmt.Sprintf("%s draw %d", what, d+1), full)
+	}
+	return first, nil
+}
+
 // add schedules a student trained on labels (one per query;
-// metrics.Refused where none was released) for the row at index row.
-func (s *students) add(row int, what string, full []int) {
+// metrics.Refused where none was released) for the slot at.
+func (s *students) add(at slot, what string, full []int) {
 	key := labelsKey(full)
 	if s.byKey == nil {
 		s.byKey = map[[32]byte]*studentJob{}
 	}
 	if j, ok := s.byKey[key]; ok {
 		s.log.Debug("student shared", "for", what, "with", j.what)
-		j.rows = append(j.rows, row)
+		j.rows = append(j.rows, at)
 		return
 	}
-	j := &studentJob{what: what, labels: full, rows: []int{row}}
+	j := &studentJob{what: what, labels: full, rows: []slot{at}}
 	s.byKey[key] = j
 	s.jobs = append(s.jobs, j)
 }
@@ -770,8 +884,12 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 		return err
 	}
 	for _, j := range s.jobs {
-		for _, r := range j.rows {
-			rows[r].StudentAccuracy = j.acc
+		for _, at := range j.rows {
+			if at.draw < 0 {
+				rows[at.row].StudentAccuracy = j.acc
+				continue
+			}
+			rows[at.row].Draws[at.draw].StudentAccuracy = j.acc
 		}
 	}
 	return nil

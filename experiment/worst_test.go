@@ -40,7 +40,7 @@ func TestDataDependentRowWorstCase(t *testing.T) {
 					hs[i] = agree
 				}
 			}
-			row, _, err := release(cfg, tt.agg, k, classes, selection.Sequential, hs)
+			row, _, err := release(cfg, tt.agg, k, classes, selection.Sequential, hs, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

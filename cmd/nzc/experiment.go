@@ -42,6 +42,11 @@ The student asks its queries in an order it chooses from its own examples
 own data first, so that nzc-svt's teachers agree on them), which costs no
 privacy; every row names its order.
 
+Every private row is --draws independent releases, each drawing its noise
+from crypto/rand as a deployment would (--seeded-noise: from --seed, for
+tests and regression, labelled "seeded:N"), each with its own student; the
+row reports their mean, the worst draw and the spread.
+
 Each row reports the labels' accuracy, the student's accuracy and the privacy
 the release costs: the proven, data-independent ε at the total δ (--delta,
 a mechanism's own additive δ included; inf when there is no guarantee at that
@@ -86,7 +91,9 @@ holding the four standard idx files works.`,
 	consistency := fs.String("consistency", "", "consistency training of every student on its unlabelled queries, in place of self-training: on or off (default: the preset's)")
 	selectionName := fs.String("selection", "", "order in which the student asks its queries: typical, balanced, random or sequential (default: the preset's)")
 	seededEstimates := fs.Bool("seeded-estimates", false, "draw the smooth-sensitivity estimates' noise from --seed (reproducible, and then not private) instead of a cryptographic source")
-	seed := fs.Uint64("seed", 1, "seed of the partition, the models and the mechanisms' noise")
+	seed := fs.Uint64("seed", 1, "seed of the partition and the models, and with --seeded-noise of the releases' noise")
+	seededNoise := fs.Bool("seeded-noise", false, "draw every release's noise from --seed (reproducible, for tests and regression; then no release is private, and results.json says \"seeded:N\") instead of crypto/rand")
+	draws := fs.Int("draws", 0, "independent releases of every private row, each with its own noise and student (default: the preset's, 5)")
 	dataDir := fs.String("data-dir", "data/mnist", "directory holding the four idx files (gzipped or not)")
 	datasetName := fs.String("dataset-name", "", "name of the data set in the report (default: the directory's name)")
 	bootstrap := fs.Int("bootstrap", -1, "with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)")
@@ -263,7 +270,10 @@ holding the four standard idx files works.`,
 		if fs.Changed("confident-spread") {
 			cfg.Confident.Spread = *confSpread
 		}
-		cfg.SeededEstimates = *seededEstimates
+		cfg.SeededEstimates, cfg.SeededNoise = *seededEstimates, *seededNoise
+		if fs.Changed("draws") {
+			cfg.Draws = *draws
+		}
 		if *holdout > 0 {
 			cfg.Holdout = *holdout
 		}

@@ -210,3 +210,43 @@ func TestExperimentStudentFlags(t *testing.T) {
 		t.Fatalf("the report records the students' distortion %+v and shift %d, want turns of 10°, ±10 %%, no shift", a, rep.StudentTrain.Shift)
 	}
 }
+
+// Releases draw from crypto/rand five times by default; --seeded-noise and
+// --draws change that, and results.json says which.
+func TestExperimentNoiseFlags(t *testing.T) {
+	dataDir := t.TempDir()
+	syntheticIDX(t, dataDir)
+	for _, c := range []struct {
+		args  []string
+		noise string
+		draws int
+	}{
+		{nil, "crypto/rand", 5},
+		{[]string{"--seeded-noise", "--draws", "2"}, "seeded:1", 2},
+		{[]string{"--seeded-noise", "--seed", "7", "--draws", "1"}, "seeded:7", 1},
+	} {
+		stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", t.TempDir(),
+			"--cache-dir", "", "--teachers", "10", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
+			"--model", "softmax", "--student-model", "softmax", "--format", "json"}, c.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, stderr)
+		}
+		var rep struct {
+			Noise string `json:"noise"`
+			Rows  []struct {
+				Aggregator string            `json:"aggregator"`
+				Noise      string            `json:"noise"`
+				Draws      []json.RawMessage `json:"draws"`
+			} `json:"rows"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Noise != c.noise || rep.Rows[0].Aggregator != "gnmax" || rep.Rows[0].Noise != c.noise || len(rep.Rows[0].Draws) != c.draws {
+			t.Fatalf("%v: noise %q, first row %+v; want %s and %d draws", c.args, rep.Noise, rep.Rows[0], c.noise, c.draws)
+		}
+	}
+	if _, err := clitest.Execute(t, newRootCommand(), "experiment", "--preset", "quick", "--data-dir", dataDir, "--out", t.TempDir(), "--holdout", "100", "--queries", "50", "--draws", "0"); err == nil || !strings.Contains(err.Error(), "0 draws") {
+		t.Fatalf("--draws 0: %v, want an error naming the draws", err)
+	}
+}
