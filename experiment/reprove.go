@@ -77,3 +77,45 @@ func recordedParams(row *Row) (mechanism.Params, bool) {
 	}
 	return mechanism.Params{}, false
 }
+
+// Redact removes from a report written before the release ensembles' votes
+// were kept out of reports every statistic of those votes that no
+// mechanism charged for: the ensembles' clean-vote accuracy and gap
+// counts, the clean-votes rows, the unperturbed data-dependent ε of the
+// smooth-sensitivity rows, and the plot-only ensembles, which trained on
+// the release teachers' data. A tuning ensemble's diagnostics stay. It
+// returns how many figures or rows it removed.
+func (r *Report) Redact() int {
+	n := 0
+	if r.CleanVotesLabelAccuracy != 0 {
+		r.CleanVotesLabelAccuracy = 0
+		n++
+	}
+	ens := r.Ensembles[:0]
+	for _, e := range r.Ensembles {
+		if !e.TableRows {
+			n++
+			continue
+		}
+		if e.CleanVotesLabelAccuracy != 0 || e.GapCounts != nil {
+			e.CleanVotesLabelAccuracy, e.GapCounts = 0, nil
+			n++
+		}
+		ens = append(ens, e)
+	}
+	r.Ensembles = ens
+	rows := r.Rows[:0]
+	for _, row := range r.Rows {
+		if row.Aggregator == CleanVotes {
+			n++
+			continue
+		}
+		if row.EpsilonDataDependent != 0 || row.EpsilonReleaseNoiseSD != 0 {
+			row.EpsilonDataDependent, row.EpsilonReleaseNoiseSD = 0, 0
+			n++
+		}
+		rows = append(rows, row)
+	}
+	r.Rows = rows
+	return n
+}

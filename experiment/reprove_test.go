@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -47,5 +48,48 @@ func TestReprove(t *testing.T) {
 	}
 	if rep.Rows[2].Epsilon != 0.7 || !math.IsInf(rep.Rows[3].Epsilon, 1) {
 		t.Fatalf("rows that cannot be recomputed changed: %+v %+v", rep.Rows[2], rep.Rows[3])
+	}
+}
+
+// An earlier report loses every statistic of the release ensembles' raw
+// votes no mechanism charged for; its releases and a tuning ensemble's
+// diagnostics stay.
+func TestRedact(t *testing.T) {
+	rep := &Report{
+		CleanVotesLabelAccuracy: 0.97,
+		Ensembles: []Ensemble{
+			{Teachers: 250, TeacherMeanAccuracy: 0.8, CleanVotesLabelAccuracy: 0.97, GapCounts: []int{1, 2}, TableRows: true},
+			{Teachers: 10, TeacherMeanAccuracy: 0.9, CleanVotesLabelAccuracy: 0.95},
+		},
+		Rows: []Row{
+			{Aggregator: "gnmax", Params: "σ=40", Teachers: 250, Queries: 100, Answered: 100, EpsilonDataDependent: 0.7, EpsilonReleaseNoiseSD: 0.2, EstimateSmoothSensitivity: 0.9},
+			{Aggregator: CleanVotes, Teachers: 250, Queries: 100, Answered: 100, LabelAccuracy: 0.97},
+			{Aggregator: GroundTruth, Queries: 100, Answered: 100, LabelAccuracy: 1},
+		},
+		Tuning: &TuningReport{Diagnostics: []Ensemble{{Teachers: 50, CleanVotesLabelAccuracy: 0.9, GapCounts: []int{3}}}},
+	}
+	if n := rep.Redact(); n != 5 {
+		t.Errorf("%d removed, want 5", n)
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Clean     *float64 `json:"clean_votes_label_accuracy"`
+		Ensembles []map[string]any
+		Rows      []map[string]any
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Clean != nil || len(got.Ensembles) != 1 || got.Ensembles[0]["gap_counts"] != nil || got.Ensembles[0]["clean_votes_label_accuracy"] != nil {
+		t.Fatalf("release ensembles' votes still published: %s", js)
+	}
+	if len(got.Rows) != 2 || got.Rows[0]["epsilon_data_dependent"] != nil || got.Rows[0]["estimate_smooth_sensitivity"] != 0.9 || got.Rows[1]["aggregator"] != GroundTruth {
+		t.Fatalf("rows after redaction: %s", js)
+	}
+	if d := rep.Tuning.Diagnostics[0]; d.CleanVotesLabelAccuracy != 0.9 || len(d.GapCounts) != 1 {
+		t.Fatalf("the tuning ensemble's diagnostics were removed: %+v", d)
 	}
 }

@@ -55,12 +55,10 @@ type Row struct {
 	// smooth sensitivity (PATE 2018; a private estimate, not a bound), and
 	// EstimateSeeded says its noise came from the experiment's seed instead
 	// of a cryptographic source, so the published value is not private.
-	// EpsilonDataDependent is the unperturbed data-dependent ε (with the
-	// release's own cost) that the release estimates and
-	// EpsilonReleaseNoiseSD the standard deviation of the release's noise
-	// (in ε, at the release's order): both are computed from the raw votes;
-	// a research table on public data may show them, a deployment must not
-	// publish them. Zero elsewhere.
+	// EpsilonDataDependent and EpsilonReleaseNoiseSD, the unperturbed
+	// data-dependent ε and the release's noise, are statistics of the raw
+	// votes: they are read from reports written before such statistics
+	// were kept out of them, and Redact clears them.
 	EstimateSmoothSensitivity float64 `json:"estimate_smooth_sensitivity,omitempty"`
 	EstimateSeeded            bool    `json:"estimate_seeded,omitempty"`
 	EpsilonDataDependent      float64 `json:"epsilon_data_dependent,omitempty"`
@@ -117,12 +115,15 @@ func (r *Row) summarize() {
 	}
 }
 
-// Ensemble summarises one ensemble size.
+// Ensemble summarises one ensemble size. A release ensemble (TableRows)
+// reports only its teachers' mean accuracy on the student's examples; the
+// statistics of raw votes are diagnostics of tuning ensembles only
+// (TuningReport.Diagnostics), evaluated on the tuning pool.
 type Ensemble struct {
 	Teachers                int     `json:"teachers"`
 	Model                   string  `json:"model,omitempty"`
 	TeacherMeanAccuracy     float64 `json:"teacher_mean_accuracy"`
-	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy"`
+	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy,omitempty"`
 	// GapCounts[g] is the number of queries whose top-two vote gap is g
 	// (for the gap plot).
 	GapCounts []int `json:"gap_counts,omitempty"`
@@ -133,13 +134,18 @@ type Ensemble struct {
 // Report is the outcome of an experiment. The top-level teacher fields
 // describe the primary ensemble (Config.Teachers[0]).
 type Report struct {
-	Dataset                 string     `json:"dataset"`
-	Teachers                int        `json:"teachers"`
-	Rows                    []Row      `json:"rows"`
-	TeacherMeanAccuracy     float64    `json:"teacher_mean_accuracy"`
-	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy"`
+	Dataset             string  `json:"dataset"`
+	Teachers            int     `json:"teachers"`
+	Rows                []Row   `json:"rows"`
+	TeacherMeanAccuracy float64 `json:"teacher_mean_accuracy"`
+	// CleanVotesLabelAccuracy is read from reports written before the
+	// release ensemble's votes were kept out of them; Redact clears it.
+	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy,omitempty"`
 	Ensembles               []Ensemble `json:"ensembles"`
-	TeacherModel            string     `json:"teacher_model"`
+	// Tuning is the tuning share, its ensemble's diagnostics and every
+	// setting's provenance (nil without a tuning share).
+	Tuning       *TuningReport `json:"tuning,omitempty"`
+	TeacherModel string        `json:"teacher_model"`
 	// TeacherTrain is how the compared ensembles' teachers are trained
 	// (absent from reports written before it was recorded).
 	TeacherTrain *model.TrainConfig `json:"teacher_train,omitempty"`
@@ -229,7 +235,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	train := cfg.Data.Train
+	train, tuneTrain, tunePool := cfg.shares()
 	classes := max(train.Classes, cfg.Data.Test.Classes)
 	test := cfg.Data.Test
 	nq := test.Len() - cfg.Holdout
@@ -276,24 +282,20 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	st := &students{cfg: cfg, spec: sSpec, bootSpec: bSpec, queries: queries, holdout: holdout, now: now, log: log}
 
-	sizes := slices.Clone(cfg.Teachers)
-	for _, k := range cfg.SweepTeachers {
-		if !slices.Contains(sizes, k) {
-			sizes = append(sizes, k)
-		}
-	}
-	for _, k := range sizes {
-		full := slices.Contains(cfg.Teachers, k)
-		spec, tc := tSpec, cfg.TeacherTrain
-		if !full && cfg.SweepTeacherModel != "" {
-			spec, _ = model.Preset(cfg.SweepTeacherModel, train.Shape, classes)
-			tc = cfg.SweepTeacherTrain
-		}
-		preds, err := teacherPredictions(ctx, cfg, spec, tc, k, classes, now, log)
+	if tuneTrain != nil {
+		tr, err := tuningDiagnostics(ctx, cfg, tSpec, tuneTrain, tunePool, classes, now, log)
 		if err != nil {
 			return nil, err
 		}
-		ens := Ensemble{Teachers: k, Model: spec.String(), TableRows: full}
+		rep.Tuning = tr
+	}
+	for _, k := range cfg.Teachers {
+		preds, err := teacherPredictions(ctx, cfg, train, test, tSpec, cfg.TeacherTrain, k, classes, now, log)
+		if err != nil {
+			return nil, err
+		}
+		// The teachers' votes are read by the mechanisms only.
+		ens := Ensemble{Teachers: k, Model: tSpec.String(), TableRows: true}
 		for _, p := range preds {
 			a, _ := metrics.Accuracy(p, test.Y)
 			ens.TeacherMeanAccuracy += a / float64(len(preds))
@@ -306,19 +308,10 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		if err != nil {
 			return nil, err
 		}
-		clean := ensemble.Plurality(hist)
-		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(clean[:maxQ], queries.Y[:maxQ])
-		ens.GapCounts = make([]int, k+1)
-		for _, g := range ensemble.TopTwoGap(hist[:maxQ]) {
-			ens.GapCounts[g]++
-		}
-		log.Info("ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy, "clean_votes_label_accuracy", ens.CleanVotesLabelAccuracy)
+		log.Info("ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy)
 		rep.Ensembles = append(rep.Ensembles, ens)
 		if k == cfg.Teachers[0] {
-			rep.TeacherMeanAccuracy, rep.CleanVotesLabelAccuracy = ens.TeacherMeanAccuracy, ens.CleanVotesLabelAccuracy
-		}
-		if !full {
-			continue
+			rep.TeacherMeanAccuracy = ens.TeacherMeanAccuracy
 		}
 		type run struct {
 			agg   string
@@ -406,16 +399,6 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 			}
 			rep.Rows = append(rep.Rows, row)
 		}
-		first := primary[:maxQ]
-		cleanLabels := make([]int, maxQ)
-		for j, q := range first {
-			cleanLabels[j] = clean[q]
-		}
-		cleanRow := Row{Aggregator: CleanVotes, Params: "noiseless plurality", Selection: string(cfg.Selection.Strategy), Teachers: k, Queries: maxQ, Answered: maxQ,
-			Epsilon: math.Inf(1), Delta: 0, EpsilonSource: notPrivate}
-		cleanRow.LabelAccuracy = labelAccuracy(cleanLabels, first, queries.Y)
-		st.add(slot{row: len(rep.Rows), draw: -1}, fmt.Sprintf("clean k=%d", k), scatter(nq, first, cleanLabels))
-		rep.Rows = append(rep.Rows, cleanRow)
 	}
 	first := primary[:maxQ]
 	truth := make([]int, maxQ)
@@ -440,14 +423,57 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	return rep, nil
 }
 
-// teacherPredictions trains (or loads) the ensemble of k teachers and
-// returns every teacher's prediction for every student example: the
-// queries for the votes, all of them for the single-teacher accuracy. With
-// a cache directory the predictions themselves are cached, keyed by
-// everything that determines them, so a later run with the same teachers
-// and data neither loads nor runs the networks.
-func teacherPredictions(ctx context.Context, cfg Config, spec model.Spec, tc model.TrainConfig, k, classes int, now func() time.Time, log *slog.Logger) ([][]int, error) {
-	train, test := cfg.Data.Train, cfg.Data.Test
+// tuningDiagnostics trains (or loads) the tuning ensemble and the
+// plot-only ensembles (SweepTeachers) on the tuning share and reports the
+// statistics of their votes on the tuning pool.
+func tuningDiagnostics(ctx context.Context, cfg Config, tSpec model.Spec, tuneTrain, tunePool *data.Dataset, classes int, now func() time.Time, log *slog.Logger) (*TuningReport, error) {
+	n := cfg.Data.Train.Len()
+	tr := &TuningReport{TrainExamples: [2]int{n - cfg.Tuning.Train, n - cfg.Tuning.Pool}, PoolExamples: [2]int{n - cfg.Tuning.Pool, n},
+		Teachers: cfg.tuningTeachers(), Disjoint: disjointText, Settings: cfg.Provenance}
+	sizes := []int{cfg.tuningTeachers()}
+	for _, k := range cfg.SweepTeachers {
+		if !slices.Contains(sizes, k) {
+			sizes = append(sizes, k)
+		}
+	}
+	for i, k := range sizes {
+		spec, tc := tSpec, cfg.TeacherTrain
+		if i > 0 && cfg.SweepTeacherModel != "" {
+			spec, _ = model.Preset(cfg.SweepTeacherModel, tuneTrain.Shape, classes)
+			tc = cfg.SweepTeacherTrain
+		}
+		preds, err := teacherPredictions(ctx, cfg, tuneTrain, tunePool, spec, tc, k, classes, now, log)
+		if err != nil {
+			return nil, fmt.Errorf("tuning ensemble of %d: %w", k, err)
+		}
+		ens := Ensemble{Teachers: k, Model: spec.String()}
+		for _, p := range preds {
+			a, _ := metrics.Accuracy(p, tunePool.Y)
+			ens.TeacherMeanAccuracy += a / float64(len(preds))
+		}
+		hist, err := ensemble.Histograms(preds, tunePool.Len(), classes)
+		if err != nil {
+			return nil, err
+		}
+		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(ensemble.Plurality(hist), tunePool.Y)
+		ens.GapCounts = make([]int, k+1)
+		for _, g := range ensemble.TopTwoGap(hist) {
+			ens.GapCounts[g]++
+		}
+		log.Info("tuning ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy, "clean_votes_label_accuracy", ens.CleanVotesLabelAccuracy)
+		tr.Diagnostics = append(tr.Diagnostics, ens)
+	}
+	return tr, nil
+}
+
+// teacherPredictions trains (or loads) the ensemble of k teachers on
+// train and returns every teacher's prediction for every example of eval
+// (for the release ensembles, the student's examples: the queries for the
+// votes, all of them for the single-teacher accuracy). With a cache
+// directory the predictions themselves are cached, keyed by everything
+// that determines them, so a later run with the same teachers and data
+// neither loads nor runs the networks.
+func teacherPredictions(ctx context.Context, cfg Config, train, test *data.Dataset, spec model.Spec, tc model.TrainConfig, k, classes int, now func() time.Time, log *slog.Logger) ([][]int, error) {
 	seed := cfg.Seed ^ uint64(k)<<32
 	var path string
 	if cfg.CacheDir != "" {
@@ -550,7 +576,6 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 			return row, nil, fmt.Errorf("smooth-sensitivity release: %w", err)
 		}
 		row.EstimateSmoothSensitivity, row.EstimateSeeded = rel.Epsilon, cfg.SeededEstimates
-		row.EpsilonDataDependent, row.EpsilonReleaseNoiseSD = rel.UnsafeDataDependentEpsilon(), rel.UnsafeNoiseSD()
 	}
 	return row, labels, nil
 }

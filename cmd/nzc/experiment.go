@@ -115,13 +115,16 @@ holding the four standard idx files works.`,
 	confScale := fs.Float64("confident-scale", 0, "with --bootstrap, a student judges its confidence also on each example resized by 1 ± this (0: not; default: the preset's)")
 	confFloor := fs.Float64("confident-floor", 0, "with --bootstrap, examples a student is less sure of than this wait until every surer one was asked (0: none wait; default: the preset's)")
 	confSpread := fs.Int("confident-spread", 0, "with --bootstrap, the first this many examples of each class a student asks for are representatives of as many clusters of its sure examples (0: most confident first; default: the preset's)")
+	tuningTrain := fs.Int("tuning-train", -1, "the last this many training examples are the tuning share, which no release teacher trains on: its ensemble's vote statistics are the only ones reported, as diagnostics (0: no share, no diagnostics; default: the preset's)")
+	tuningPool := fs.Int("tuning-pool", 0, "of the tuning share, the last this many are the tuning ensemble's query pool (default: the preset's)")
+	tuningTeachers := fs.Int("tuning-teachers", 0, "the tuning ensemble's size (default: the preset's, else the first of --teachers)")
 	holdout := fs.Int("holdout", 0, "student examples kept for evaluation (default: the preset's)")
 	testExamples := fs.Int("test-examples", 0, "use only the first this many test examples, as queries and held-out examples (0: all); with --holdout, a tuning split that never reads the last test examples")
 	out := fs.String("out", "out/experiment", "directory for results.json, results.md and the plots")
 	cacheDir := fs.String("cache-dir", ".nzc-cache/teachers", "directory of trained teachers (empty: no cache)")
 	delta := fs.Float64("delta", 1e-5, "δ of every (ε, δ) figure")
 	studentWorkers := fs.Int("student-workers", 0, "students trained at once (0: one per core; the results do not depend on it)")
-	from := fs.String("from", "", "re-render results.md and the plots from an earlier results.json into --out, without running; rows with the presets' parameters get their proven ε recomputed by today's conversion")
+	from := fs.String("from", "", "re-render results.json, results.md and the plots from an earlier results.json into --out, without running; rows with the presets' parameters get their proven ε recomputed by today's conversion, and statistics of the release ensembles' raw votes are removed")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *from != "" {
 			b, err := os.ReadFile(*from)
@@ -135,6 +138,7 @@ holding the four standard idx files works.`,
 			if _, err := rep.Reprove(*delta); err != nil {
 				return fmt.Errorf("--from %s: %w", *from, err)
 			}
+			rep.Redact()
 			if err := os.MkdirAll(*out, 0o755); err != nil {
 				return fmt.Errorf("create --out: %w", err)
 			}
@@ -276,6 +280,18 @@ holding the four standard idx files works.`,
 		}
 		if *holdout > 0 {
 			cfg.Holdout = *holdout
+		}
+		if *tuningTrain >= 0 {
+			cfg.Tuning.Train = *tuningTrain
+		}
+		if fs.Changed("tuning-pool") {
+			cfg.Tuning.Pool = *tuningPool
+		}
+		if fs.Changed("tuning-teachers") {
+			cfg.Tuning.Teachers = *tuningTeachers
+		}
+		if cfg.Tuning.Train == 0 {
+			cfg.Tuning = experiment.Tuning{}
 		}
 		cfg.Seed, cfg.Delta, cfg.CacheDir = *seed, *delta, *cacheDir
 		cfg.StudentWorkers = *studentWorkers
