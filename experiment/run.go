@@ -336,68 +336,14 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 			}
 		}
 		if k == cfg.Teachers[0] && cfg.Bootstrap > 0 {
-			for _, agg := range cfg.Aggregators {
-				if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
-					continue
-				}
-				cc := cfg.Confident
-				rep.BootstrapConfident, rep.BootstrapEpochs, rep.BootstrapLabelledEpochs = &cc, cfg.BootstrapEpochs, cfg.BootstrapLabelledEpochs
-				if cfg.BootstrapStudents > 1 {
-					rep.BootstrapStudents = cfg.BootstrapStudents
-				}
-				if cfg.BootstrapModel != "" {
-					rep.BootstrapModel = bSpec.String()
-				}
-				stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, maxQ, cfg.Selection.Strategy, cfg.Bootstrap)
-				sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
-				for _, e := range cfg.SessionEpsilons {
-					p, err := cfg.sessionParams(e, k, classes)
-					if err != nil {
-						return nil, fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
-					}
-					name := fmt.Sprintf("%s/epsilon/%v", stream, e)
-					if p.MaxRefusals != mechanism.PresetSessionRefusals {
-						name += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
-					}
-					sessions = append(sessions, session{p, name})
-				}
-				for _, sess := range sessions {
-					row, err := st.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d %s bootstrapped", agg, k, sess.p), func(d int) (Row, []int, error) {
-						row, full, err := st.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, primary[:maxQ])
-						if err != nil {
-							return row, nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
-						}
-						log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "draw", d+1, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-						return row, full, nil
-					})
-					if err != nil {
-						return nil, err
-					}
-					rep.Rows = append(rep.Rows, row)
-				}
+			if err := st.bootstrapRows(ctx, rep, k, classes, hist, primary[:maxQ]); err != nil {
+				return nil, err
 			}
 		}
 		for _, ru := range runs {
-			order := orders[ru.strat][:ru.n]
-			hs := make([]mechanism.Histogram, ru.n)
-			truth := make([]int, ru.n)
-			for j, q := range order {
-				hs[j], truth[j] = mechanism.Histogram(hist[q]), queries.Y[q]
-			}
-			row, err := st.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", ru.agg, k, ru.n, ru.strat), func(d int) (Row, []int, error) {
-				row, labels, err := release(cfg, ru.agg, k, classes, ru.strat, hs, d)
-				if err != nil {
-					return row, nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", ru.agg, k, ru.n, ru.strat, err)
-				}
-				row.Selection = string(ru.strat)
-				row.LabelAccuracy, _ = metrics.Accuracy(labels, truth)
-				log.Info("released", "aggregator", ru.agg, "selection", ru.strat, "teachers", k, "draw", d+1, "queries", ru.n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-				return row, scatter(nq, order, labels), nil
-			})
-			if err != nil {
+			if err := st.releaseRow(rep, ru.agg, ru.strat, k, classes, hist, orders[ru.strat][:ru.n]); err != nil {
 				return nil, err
 			}
-			rep.Rows = append(rep.Rows, row)
 		}
 	}
 	first := primary[:maxQ]
@@ -619,6 +565,82 @@ func worstCharge(p mechanism.Params, g mechanism.Grid, n int) (mechanism.Charge,
 	}
 	pure := max(qc.PureAnswered, qc.PureRefused)
 	return mechanism.QueryCost{Answered: worst, Refused: worst, PureAnswered: pure, PureRefused: pure}.Charge(n, 0)
+}
+
+// releaseRow adds to rep the row of aggregator agg answering the queries
+// order (asked in the order strat), with the ensemble of k teachers whose
+// votes are hist, drawn Config.Draws times.
+func (s *students) releaseRow(rep *Report, agg string, strat selection.Strategy, k, classes int, hist [][]int, order []int) error {
+	n := len(order)
+	hs := make([]mechanism.Histogram, n)
+	truth := make([]int, n)
+	for j, q := range order {
+		hs[j], truth[j] = mechanism.Histogram(hist[q]), s.queries.Y[q]
+	}
+	row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", agg, k, n, strat), func(d int) (Row, []int, error) {
+		row, labels, err := release(s.cfg, agg, k, classes, strat, hs, d)
+		if err != nil {
+			return row, nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", agg, k, n, strat, err)
+		}
+		row.Selection = string(strat)
+		row.LabelAccuracy, _ = metrics.Accuracy(labels, truth)
+		s.log.Info("released", "aggregator", agg, "selection", strat, "teachers", k, "draw", d+1, "queries", n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+		return row, scatter(s.queries.Len(), order, labels), nil
+	})
+	if err != nil {
+		return err
+	}
+	rep.Rows = append(rep.Rows, row)
+	return nil
+}
+
+// bootstrapRows adds to rep, for every session-keeping aggregator, the
+// bootstrapped rows of the ensemble of k teachers (Config.Bootstrap): one
+// session with the aggregator's parameters and one per SessionEpsilons,
+// each drawn Config.Draws times, asking among pool.
+func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes int, hist [][]int, pool []int) error {
+	cfg := s.cfg
+	for _, agg := range cfg.Aggregators {
+		if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
+			continue
+		}
+		cc := cfg.Confident
+		rep.BootstrapConfident, rep.BootstrapEpochs, rep.BootstrapLabelledEpochs = &cc, cfg.BootstrapEpochs, cfg.BootstrapLabelledEpochs
+		if cfg.BootstrapStudents > 1 {
+			rep.BootstrapStudents = cfg.BootstrapStudents
+		}
+		if cfg.BootstrapModel != "" {
+			rep.BootstrapModel = s.bootSpec.String()
+		}
+		stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, len(pool), cfg.Selection.Strategy, cfg.Bootstrap)
+		sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
+		for _, e := range cfg.SessionEpsilons {
+			p, err := cfg.sessionParams(e, k, classes)
+			if err != nil {
+				return fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
+			}
+			name := fmt.Sprintf("%s/epsilon/%v", stream, e)
+			if p.MaxRefusals != mechanism.PresetSessionRefusals {
+				name += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
+			}
+			sessions = append(sessions, session{p, name})
+		}
+		for _, sess := range sessions {
+			row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d %s bootstrapped", agg, k, sess.p), func(d int) (Row, []int, error) {
+				row, full, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
+				if err != nil {
+					return row, nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
+				}
+				s.log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "draw", d+1, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+				return row, full, nil
+			})
+			if err != nil {
+				return err
+			}
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	return nil
 }
 
 // session is one bootstrapped nzc-svt session: its parameters and the name

@@ -221,13 +221,21 @@ func TestExperimentNoiseFlags(t *testing.T) {
 	syntheticIDX(t, dataDir)
 	for _, c := range []struct {
 		args  []string
+		env   map[string]string
 		noise string
 		draws int
 	}{
-		{nil, "crypto/rand", 5},
-		{[]string{"--seeded-noise", "--draws", "2"}, "seeded:1", 2},
-		{[]string{"--seeded-noise", "--seed", "7", "--draws", "1"}, "seeded:7", 1},
+		{nil, nil, "crypto/rand", 5},
+		{[]string{"--seeded-noise", "--draws", "2"}, nil, "seeded:1", 2},
+		{[]string{"--seeded-noise", "--seed", "7", "--draws", "1"}, nil, "seeded:7", 1},
+		// The options bind NZC_* variables as the services' do; a flag
+		// wins over its variable.
+		{nil, map[string]string{"NZC_SEEDED_NOISE": "true", "NZC_DRAWS": "3"}, "seeded:1", 3},
+		{[]string{"--draws", "1"}, map[string]string{"NZC_DRAWS": "3"}, "crypto/rand", 1},
 	} {
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
 		stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", t.TempDir(),
 			"--cache-dir", "", "--teachers", "10", "--tuning-train", "0", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
 			"--model", "softmax", "--student-model", "softmax", "--format", "json"}, c.args...)...)
@@ -247,6 +255,9 @@ func TestExperimentNoiseFlags(t *testing.T) {
 		}
 		if rep.Noise != c.noise || rep.Rows[0].Aggregator != "gnmax" || rep.Rows[0].Noise != c.noise || len(rep.Rows[0].Draws) != c.draws {
 			t.Fatalf("%v: noise %q, first row %+v; want %s and %d draws", c.args, rep.Noise, rep.Rows[0], c.noise, c.draws)
+		}
+		for k := range c.env {
+			os.Unsetenv(k)
 		}
 	}
 	if _, err := clitest.Execute(t, newRootCommand(), "experiment", "--preset", "quick", "--data-dir", dataDir, "--out", t.TempDir(), "--holdout", "100", "--queries", "50", "--tuning-train", "0", "--draws", "0"); err == nil || !strings.Contains(err.Error(), "0 draws") {
