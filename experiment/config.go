@@ -128,6 +128,9 @@ type Config struct {
 	// SessionRefusals is the refusal bound K of each SessionEpsilons
 	// session (0: mechanism.PresetSessionRefusals).
 	SessionRefusals int
+	// Plan adds planned rows: a session, then GNMax on the rest of a cap
+	// when the session ends early (PlanConfig).
+	Plan PlanConfig
 
 	Delta float64 // δ of every (ε, δ) figure
 	// SSOrder and SSSigma parameterise the smooth-sensitivity release of
@@ -202,6 +205,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.validateTuning(); err != nil {
+		return err
+	}
+	if err := c.validatePlan(); err != nil {
 		return err
 	}
 	if c.Holdout < 1 || c.Holdout >= c.Data.Test.Len() {
@@ -324,6 +330,7 @@ func paperMNISTProvenance() []Provenance {
 		{"mechanisms (lnmax b, gnmax σ, confident-gnmax T σ1 σ2, nzc)", "the source paper's and PATE 2018's parameters, scaled to the ensemble: read no votes"},
 		{"nzc-svt session (T, b_ρ, b_ν at ε = 1 and 0.5)", "planned by mechanism.PlanSession from ε, δ and K alone: read no votes"},
 		{"nzc-svt refusals K = 1", votesPool},
+		{"plan: cap ε = 1, its session at ε = 0.5, the rest to gnmax", "not tuned: an even split of the cap, to be chosen on the tuning share"},
 		{"teacher training (600 steps, turned, resized, moved)", votesPool},
 		{"student training, consistency, views", votesPool},
 		{"query order (balanced), bootstrap rounds and students, confident ranking", votesPool},
@@ -533,4 +540,8 @@ func paperMNIST(c *Config) {
 	// (T = 40) answered 1,943 and reached 98.5 % (docs/RESULTS.md,
 	// "seventh round").
 	c.SessionEpsilons = []float64{0.5}
+	// Under a cap of ε = 1, a session of ε = 0.5 and, when it ends
+	// early, GNMax on the queries the student is surest of with the
+	// rest (PlanConfig).
+	c.Plan = PlanConfig{Cap: 1, SessionEpsilon: 0.5}
 }

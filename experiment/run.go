@@ -76,13 +76,19 @@ type Row struct {
 	StudentAccuracyMean  float64 `json:"student_accuracy_mean,omitempty"`
 	StudentAccuracyStd   float64 `json:"student_accuracy_std,omitempty"`
 	StudentAccuracyWorst float64 `json:"student_accuracy_worst,omitempty"`
+	// fallback is how many of a planned row's answers (Config.Plan) came
+	// from GNMax after its session ended, while it is drawn.
+	fallback int
 }
 
 // Draw is one independent release of a row: what it answered, its labels'
 // and its student's accuracy, and its proven ε (the worst case over the
 // row's planned queries, as the ledger would charge it).
 type Draw struct {
-	Answered        int     `json:"answered"`
+	Answered int `json:"answered"`
+	// Fallback is how many of a planned row's answers came from GNMax
+	// after its session ended (Config.Plan).
+	Fallback        int     `json:"fallback,omitempty"`
 	LabelAccuracy   float64 `json:"label_accuracy"`
 	StudentAccuracy float64 `json:"student_accuracy"`
 	// Epsilon is +Inf ("inf" in JSON) when unbounded.
@@ -142,6 +148,8 @@ type Report struct {
 	// release ensemble's votes were kept out of them; Redact clears it.
 	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy,omitempty"`
 	Ensembles               []Ensemble `json:"ensembles"`
+	// Plan is the planned rows' cap and session, when there are any.
+	Plan *PlanConfig `json:"plan,omitempty"`
 	// Tuning is the tuning share, its ensemble's diagnostics and every
 	// setting's provenance (nil without a tuning share).
 	Tuning       *TuningReport `json:"tuning,omitempty"`
@@ -627,7 +635,7 @@ func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes in
 		}
 		for _, sess := range sessions {
 			row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d %s bootstrapped", agg, k, sess.p), func(d int) (Row, []int, error) {
-				row, full, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
+				row, full, _, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
 				if err != nil {
 					return row, nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
 				}
@@ -639,6 +647,11 @@ func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes in
 			}
 			rep.Rows = append(rep.Rows, row)
 		}
+	}
+	if cfg.Plan.Cap > 0 {
+		pc := cfg.Plan
+		rep.Plan = &pc
+		return s.plannedRows(ctx, rep, k, classes, hist, pool)
 	}
 	return nil
 }
@@ -657,9 +670,10 @@ type session struct {
 // student trained on those labels picks among the rest of pool
 // (selection.Confident) until the answers have doubled, and a student
 // retrained on them picks again, BootstrapRounds times; the last student's
-// order runs until the session ends. It returns the row and the released
-// labels, one per query (metrics.Refused elsewhere).
-func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params, src mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+// order runs until the session ends. It returns the row, the released
+// labels, one per query (metrics.Refused elsewhere), and which queries
+// count as asked (every one outside pool, and those the session asked).
+func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params, src mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, []bool, error) {
 	cfg := s.cfg
 	strat := fmt.Sprintf("%s, then confident after %d", cfg.Selection.Strategy, cfg.Bootstrap)
 	if cfg.BootstrapRounds > 0 {
@@ -671,7 +685,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool), Noise: cfg.noiseName()}
 	m, err := mechanism.New(p)
 	if err != nil {
-		return row, nil, err
+		return row, nil, nil, err
 	}
 	nq := s.queries.Len()
 	full := make([]int, nq)
@@ -717,17 +731,17 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	}
 	done, err := ask(pool, cfg.Bootstrap)
 	if err != nil {
-		return row, nil, err
+		return row, nil, nil, err
 	}
 	until := cfg.Bootstrap
 	for r := 0; !done && row.Answered > 0; r++ {
 		nets, err := s.rankers(ctx, r, full)
 		if err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 		next, err := selection.ConfidentEnsemble(ctx, nets, s.queries, asked, cfg.Confident)
 		if err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 		until *= 2
 		if r >= cfg.BootstrapRounds {
@@ -735,7 +749,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 		}
 		s.log.Info("bootstrap student trained", "aggregator", agg, "round", r+1, "answered", row.Answered, "asking", len(next), "until", until)
 		if done, err = ask(next, until); err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 	}
 	row.LabelAccuracy = labelAccuracy(labels, order, s.queries.Y)
@@ -747,9 +761,9 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	}
 	s.log.Info("bootstrapped session", "aggregator", agg, "params", row.Params, "answered", row.Answered, "labels_per_class", perClass)
 	if err := account(cfg, p, &row, len(pool)); err != nil {
-		return row, nil, err
+		return row, nil, nil, err
 	}
-	return row, full, nil
+	return row, full, asked, nil
 }
 
 // rankers trains the students of bootstrap round r (Config.BootstrapStudents,
@@ -875,7 +889,7 @@ func (s *students) drawn(row int, what string, one func(d int) (Row, []int, erro
 		if d == 0 {
 			first = r
 		}
-		first.Draws = append(first.Draws, Draw{Answered: r.Answered, LabelAccuracy: r.LabelAccuracy, Epsilon: jsonnum.Float(r.Epsilon)})
+		first.Draws = append(first.Draws, Draw{Answered: r.Answered, Fallback: r.fallback, LabelAccuracy: r.LabelAccuracy, Epsilon: jsonnum.Float(r.Epsilon)})
 		s.add(slot{row, d}, fmt.Sprintf("%s draw %d", what, d+1), full)
 	}
 	return first, nil

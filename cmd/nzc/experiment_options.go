@@ -61,6 +61,9 @@ type experimentOptions struct {
 	StudentRotate     float64 `mapstructure:"student-rotate" help:"turn each image a student trains on by up to this many degrees, resized by --student-scale and moved as far as the preset's shift, every time it is used (0: moved only; default: the preset's)"`
 	StudentScale      float64 `mapstructure:"student-scale" help:"with --student-rotate, resize each image by up to 1 ± this (default: the preset's)"`
 
+	PlanCap            float64 `mapstructure:"plan-cap" help:"with --bootstrap, add a planned row under this cap ε: one session of --plan-session-epsilon, then, when it ends early, GNMax on the queries the student is surest of with the rest of the cap (0: no such row; default: the preset's)"`
+	PlanSessionEpsilon float64 `mapstructure:"plan-session-epsilon" help:"with --plan-cap, the pure ε of the planned row's session (default: the preset's)"`
+
 	TuningTrain    int `mapstructure:"tuning-train" help:"the last this many training examples are the tuning share, which no release teacher trains on: its ensemble's vote statistics are the only ones reported, as diagnostics (0: no share, no diagnostics; default: the preset's)"`
 	TuningPool     int `mapstructure:"tuning-pool" help:"of the tuning share, the last this many are the tuning ensemble's query pool (default: the preset's)"`
 	TuningTeachers int `mapstructure:"tuning-teachers" help:"the tuning ensemble's size (default: the preset's, else the first of --teachers)"`
@@ -275,6 +278,15 @@ func (o experimentOptions) applyBootstrap(cfg *experiment.Config, fs *pflag.Flag
 	}
 	if o.BootstrapModel != "" {
 		cfg.BootstrapModel = o.BootstrapModel
+	}
+	if set(fs, "plan-cap", o.PlanCap != 0) {
+		cfg.Plan.Cap = o.PlanCap
+	}
+	if set(fs, "plan-session-epsilon", o.PlanSessionEpsilon != 0) {
+		cfg.Plan.SessionEpsilon = o.PlanSessionEpsilon
+	}
+	if cfg.Plan.Cap == 0 {
+		cfg.Plan = experiment.PlanConfig{}
 	}
 	if set(fs, "confident-rotate", o.ConfidentRotate != 0) {
 		cfg.Confident.Rotate = o.ConfidentRotate
