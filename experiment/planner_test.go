@@ -6,10 +6,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nzcfed/nzc/budget"
-	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/data/synth"
 )
 
 // plannerConfig is a small experiment whose 100 teachers agree on some
