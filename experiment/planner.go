@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/selection"
 )
