@@ -36,7 +36,8 @@ func (c *Config) validatePlan() error {
 	if !(pc.Cap > 0) || !(pc.SessionEpsilon > 0) || pc.SessionEpsilon > pc.Cap {
 		return fmt.Errorf("%w: plan cap ε %v with a session of ε %v: want a positive cap and a session within it", ErrConfig, pc.Cap, pc.SessionEpsilon)
 	}
-	if c.Bootstrap == 0 || !slices.ContainsFunc(c.Aggregators, func(a string) bool { return c.Mechanisms[a].Mechanism == mechanism.NZCSVT }) {
+	i := slices.IndexFunc(c.Aggregators, func(a string) bool { return c.Mechanisms[a].Mechanism.Sessions() })
+	if c.Bootstrap == 0 || i < 0 {
 		// A planned row follows a bootstrapped session: there is none.
 		return nil
 	}
@@ -44,7 +45,7 @@ func (c *Config) validatePlan() error {
 	if !ok || gn.Mechanism != mechanism.GNMax {
 		return fmt.Errorf("%w: a planned row spends the rest of its cap on gnmax, which has no parameters", ErrConfig)
 	}
-	if _, err := c.sessionParams(pc.SessionEpsilon, c.Teachers[0], c.Data.Train.Classes); err != nil {
+	if _, err := c.sessionParams(c.Mechanisms[c.Aggregators[i]].Mechanism, pc.SessionEpsilon, c.Teachers[0], c.Data.Train.Classes); err != nil {
 		return fmt.Errorf("%w: planned session ε %v: %w", ErrConfig, pc.SessionEpsilon, err)
 	}
 	return nil
@@ -56,10 +57,10 @@ func (c *Config) validatePlan() error {
 func (s *students) plannedRows(ctx context.Context, rep *Report, k, classes int, hist [][]int, pool []int) error {
 	cfg := s.cfg
 	for _, agg := range cfg.Aggregators {
-		if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
+		if !cfg.Mechanisms[agg].Mechanism.Sessions() {
 			continue
 		}
-		p, err := cfg.sessionParams(cfg.Plan.SessionEpsilon, k, classes)
+		p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, cfg.Plan.SessionEpsilon, k, classes)
 		if err != nil {
 			return fmt.Errorf("%s with %d teachers, a planned session of ε %v: %w", agg, k, cfg.Plan.SessionEpsilon, err)
 		}

@@ -66,7 +66,7 @@ func TestPlannerSwitches(t *testing.T) {
 				t.Fatalf("%d answers, %d of them GNMax's: the session answered nothing", d.Answered, d.Fallback)
 			}
 			// The ε is the session and every GNMax answer the cap allows.
-			p, err := cfg.sessionParams(cfg.Plan.SessionEpsilon, 100, 4)
+			p, err := cfg.sessionParams(mechanism.NZCSVT, cfg.Plan.SessionEpsilon, 100, 4)
 			if err != nil {
 				t.Fatal(err)
 			}

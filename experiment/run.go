@@ -266,21 +266,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	if v := cfg.StudentViews; v != (model.Views{}) {
 		rep.StudentViews = &v
 	}
-	// The orders in which the student asks: the primary one and the
-	// compared ones, all from the student's own examples only.
-	orders := map[selection.Strategy][]int{}
-	for _, strat := range append([]selection.Strategy{cfg.Selection.Strategy}, cfg.CompareSelections...) {
-		if _, ok := orders[strat]; ok {
-			continue
-		}
-		sc := cfg.Selection
-		sc.Strategy = strat
-		o, err := selection.Order(ctx, sc, queries)
-		if err != nil {
-			return nil, fmt.Errorf("query selection: %w", err)
-		}
-		orders[strat] = o
-		log.Info("queries ordered", "selection", strat)
+	orders, err := queryOrders(ctx, cfg, queries, log)
+	if err != nil {
+		return nil, err
 	}
 	primary := orders[cfg.Selection.Strategy]
 
@@ -321,28 +309,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		if k == cfg.Teachers[0] {
 			rep.TeacherMeanAccuracy = ens.TeacherMeanAccuracy
 		}
-		type run struct {
-			agg   string
-			strat selection.Strategy
-			n     int
-		}
-		var runs []run
-		for _, agg := range cfg.Aggregators {
-			for _, n := range counts {
-				if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
-					continue
-				}
-				runs = append(runs, run{agg, cfg.Selection.Strategy, n})
-			}
-			if k != cfg.Teachers[0] || !slices.Contains(cfg.CompareAggregators, agg) {
-				continue
-			}
-			for _, strat := range cfg.CompareSelections {
-				if strat != cfg.Selection.Strategy {
-					runs = append(runs, run{agg, strat, maxQ})
-				}
-			}
-		}
+		runs := plannedRuns(cfg, k, counts)
 		if k == cfg.Teachers[0] && cfg.Bootstrap > 0 {
 			if err := st.bootstrapRows(ctx, rep, k, classes, hist, primary[:maxQ]); err != nil {
 				return nil, err
@@ -375,6 +342,60 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	rep.WallSeconds = now().Sub(start).Seconds()
 	return rep, nil
+}
+
+// queryOrders returns the orders in which the student asks: the primary
+// one and the compared ones, all from the student's own examples only.
+func queryOrders(ctx context.Context, cfg Config, queries *data.Dataset, log *slog.Logger) (map[selection.Strategy][]int, error) {
+	orders := map[selection.Strategy][]int{}
+	for _, strat := range append([]selection.Strategy{cfg.Selection.Strategy}, cfg.CompareSelections...) {
+		if _, ok := orders[strat]; ok {
+			continue
+		}
+		sc := cfg.Selection
+		sc.Strategy = strat
+		o, err := selection.Order(ctx, sc, queries)
+		if err != nil {
+			return nil, fmt.Errorf("query selection: %w", err)
+		}
+		orders[strat] = o
+		log.Info("queries ordered", "selection", strat)
+	}
+	return orders, nil
+}
+
+// run is one release of an ensemble's votes: an aggregator asked n
+// queries in a selection order.
+type run struct {
+	agg   string
+	strat selection.Strategy
+	n     int
+}
+
+// plannedRuns lists the releases of the ensemble of k teachers: every
+// aggregator at the largest query count (counts, sorted), the swept ones at
+// every count, and the compared ones in the compared orders too (the last
+// two for the first ensemble only).
+func plannedRuns(cfg Config, k int, counts []int) []run {
+	maxQ := counts[len(counts)-1]
+	var runs []run
+	for _, agg := range cfg.Aggregators {
+		for _, n := range counts {
+			if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
+				continue
+			}
+			runs = append(runs, run{agg, cfg.Selection.Strategy, n})
+		}
+		if k != cfg.Teachers[0] || !slices.Contains(cfg.CompareAggregators, agg) {
+			continue
+		}
+		for _, strat := range cfg.CompareSelections {
+			if strat != cfg.Selection.Strategy {
+				runs = append(runs, run{agg, strat, maxQ})
+			}
+		}
+	}
+	return runs
 }
 
 // tuningDiagnostics trains (or loads) the tuning ensemble and the
@@ -556,7 +577,7 @@ func account(cfg Config, p mechanism.Params, row *Row, planned int) error {
 // counts, so no split of n into answers and refusals costs more), and an
 // nzc-svt session its fixed cost.
 func worstCharge(p mechanism.Params, g mechanism.Grid, n int) (mechanism.Charge, error) {
-	if p.Mechanism == mechanism.NZCSVT {
+	if p.Mechanism.Sessions() {
 		return p.Charge(g, 0, 0)
 	}
 	qc, err := p.QueryCost(g)
@@ -609,7 +630,7 @@ func (s *students) releaseRow(rep *Report, agg string, strat selection.Strategy,
 func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes int, hist [][]int, pool []int) error {
 	cfg := s.cfg
 	for _, agg := range cfg.Aggregators {
-		if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
+		if !cfg.Mechanisms[agg].Mechanism.Sessions() {
 			continue
 		}
 		cc := cfg.Confident
@@ -623,7 +644,7 @@ func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes in
 		stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, len(pool), cfg.Selection.Strategy, cfg.Bootstrap)
 		sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
 		for _, e := range cfg.SessionEpsilons {
-			p, err := cfg.sessionParams(e, k, classes)
+			p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, e, k, classes)
 			if err != nil {
 				return fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
 			}

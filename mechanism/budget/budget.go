@@ -52,7 +52,7 @@ func Rest(spent mechanism.Charge, p mechanism.Params, capEps, delta float64, max
 	if !(capEps > 0) || math.IsInf(capEps, 0) || !(delta > 0 && delta < 1) || max < 0 {
 		return 0, 0, fmt.Errorf("%w: cap ε %v, δ %v, %d queries: want ε > 0, δ in (0,1), 0 or more queries", ErrBudget, capEps, delta, max)
 	}
-	if p.Mechanism == mechanism.NZCSVT {
+	if p.Mechanism.Sessions() {
 		return 0, 0, fmt.Errorf("%w: %s is planned by the session, not by the query", ErrBudget, p.Mechanism)
 	}
 	g := spent.RDP.Grid()
