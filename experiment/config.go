@@ -394,23 +394,15 @@ func Preset(name string) (Config, error) {
 	case PresetPaperMNIST:
 		paperMNIST(&c)
 	case PresetQuick:
-		c.Teachers = []int{50, 5}
-		c.Tuning = Tuning{Train: 6000, Pool: 1000}
-		c.Provenance = []Provenance{{"every setting", "not tuned: a smoke test of the pipeline"}}
-		c.Queries = []int{200, 1000}
-		c.Holdout = 500
-		c.TeacherModel, c.StudentModel = model.KindSoftmax, model.KindMLP
-		c.TeacherTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 5e-3, BatchSize: 32, Epochs: 3, MinSteps: 40, Cosine: true}
-		c.StudentTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 8, MinSteps: 100, Cosine: true}
-		c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 0.9, Shift: 1,
-			Train: model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 2, MinSteps: 100, Cosine: true}}
+		quick(&c)
 	default:
 		return Config{}, fmt.Errorf("%w: unknown preset %q (want %s or %s)", ErrConfig, name, PresetPaperMNIST, PresetQuick)
 	}
 	return c, nil
 }
 
-// paperMNIST sets the paper-mnist preset's settings on c (see Preset).
+// paperMNIST sets the paper-mnist preset's models, training, student and
+// sessions on c; each choice says where it was measured.
 func paperMNIST(c *Config) {
 	c.Teachers = []int{250, 5}
 	// The last 15,000 training images are the tuning share: 50
@@ -547,4 +539,18 @@ func paperMNIST(c *Config) {
 	// early, GNMax on the queries the student is surest of with the
 	// rest (PlanConfig).
 	c.Plan = PlanConfig{Cap: 1, SessionEpsilon: 0.5}
+}
+
+// quick sets the quick preset's small models on c.
+func quick(c *Config) {
+	c.Teachers = []int{50, 5}
+	c.Tuning = Tuning{Train: 6000, Pool: 1000}
+	c.Provenance = []Provenance{{"every setting", "not tuned: a smoke test of the pipeline"}}
+	c.Queries = []int{200, 1000}
+	c.Holdout = 500
+	c.TeacherModel, c.StudentModel = model.KindSoftmax, model.KindMLP
+	c.TeacherTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 5e-3, BatchSize: 32, Epochs: 3, MinSteps: 40, Cosine: true}
+	c.StudentTrain = model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 8, MinSteps: 100, Cosine: true}
+	c.SelfTraining = ensemble.SelfTraining{Rounds: 1, Confidence: 0.9, Shift: 1,
+		Train: model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 2, MinSteps: 100, Cosine: true}}
 }

@@ -618,6 +618,9 @@ type ledgerStatus struct {
 	// Extends is the size of the checkpoint the file held before, which
 	// the new one was proven to extend (0 when the file was new).
 	Extends int64 `json:"extends,omitempty"`
+	// Membership names each difference between an auditor's raft members
+	// and the auditors its ledger registered.
+	Membership []string `json:"membership_differences,omitempty"`
 }
 
 func newLedgerStatusCommand() *cobra.Command {
@@ -688,6 +691,7 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 			age := time.Now().Unix() - l.Time
 			s.Age = &age
 		}
+		s.Membership = membershipDifferences(s.Views)
 		// The kept checkpoint moves forward whenever the views agree; a
 		// split view is reported below, and a log that does not extend
 		// the kept checkpoint fails here.
@@ -706,6 +710,9 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 		}
 		if !s.Consistent {
 			return ErrSplitView
+		}
+		if len(s.Membership) > 0 {
+			return ErrMembershipDiffers
 		}
 		return nil
 	})
@@ -797,6 +804,7 @@ func (s ledgerStatus) text(b *strings.Builder) {
 	for _, d := range s.Disagreements {
 		fmt.Fprintf(b, "%s\n", d)
 	}
+	writeMembership(b, s.Membership)
 	for _, w := range s.Warnings {
 		fmt.Fprintf(b, "warning: %s\n", w)
 	}
