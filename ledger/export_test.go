@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,7 +61,17 @@ func firstFailure(r *Report) *Check {
 func TestVerifyGoodExport(t *testing.T) {
 	f, x := goldenExport(t)
 	b := encodeExport(t, x)
-	golden(t, "export.bin", b)
+	golden(t, "export-records.bin", b)
+	// An export written before refusal records still verifies.
+	old, err := os.ReadFile(filepath.Join("testdata", "export.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Verify(old, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Unpinned: true}); !r.OK || r.Refused != 2 {
+		var sb strings.Builder
+		r.WriteText(&sb)
+		t.Fatalf("an export with whole refused commands failed:\n%s", sb.String())
+	}
 	r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Unpinned: true})
 	if !r.OK {
 		var sb strings.Builder

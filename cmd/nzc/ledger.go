@@ -690,6 +690,9 @@ type ledgerStatus struct {
 	// Extends is the size of the checkpoint the file held before, which
 	// the new one was proven to extend (0 when the file was new).
 	Extends int64 `json:"extends,omitempty"`
+	// Membership names each difference between an auditor's raft members
+	// and the auditors its ledger registered.
+	Membership []string `json:"membership_differences,omitempty"`
 }
 
 func newLedgerStatusCommand() *cobra.Command {
@@ -760,6 +763,7 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 			age := time.Now().Unix() - l.Time
 			s.Age = &age
 		}
+		s.Membership = membershipDifferences(s.Views)
 		// Without a majority there is nothing to keep or trust: say who is
 		// missing and fail.
 		if err := s.Majority(); err != nil {
@@ -789,6 +793,9 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 		}
 		if !s.Consistent {
 			return ErrSplitView
+		}
+		if len(s.Membership) > 0 {
+			return ErrMembershipDiffers
 		}
 		return nil
 	})
@@ -869,6 +876,7 @@ func (s ledgerStatus) text(b *strings.Builder) {
 	for _, d := range s.Disagreements {
 		fmt.Fprintf(b, "%s\n", d)
 	}
+	writeMembership(b, s.Membership)
 	if l := s.MissingLine(); l != "" {
 		fmt.Fprintf(b, "%s\n", l)
 	}

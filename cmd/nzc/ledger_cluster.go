@@ -124,6 +124,12 @@ func printEntries(b *strings.Builder, out entriesOutput) {
 			case ledger.KindOpenAccount.String(), ledger.KindChangeCap.String():
 				fmt.Fprintf(b, "  cap ε=%v δ=%v", e.Command.Body["cap_epsilon"], e.Command.Body["cap_delta"])
 			}
+		} else if r := e.Record; r != nil {
+			kind := "undecodable"
+			if r.Kind != 0 {
+				kind = r.Kind.String()
+			}
+			fmt.Fprintf(b, "  %-16s by %-18s  refusal record of sha256 %x", kind, r.Signer, r.Digest[:8])
 		} else {
 			fmt.Fprintf(b, "  undecodable command: %s", e.CommandError)
 		}

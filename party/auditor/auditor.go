@@ -51,6 +51,12 @@ type Config struct {
 	Bootstrap bool
 	Peers     []raftnode.Peer
 	Join      []string
+	// Members binds the federation's auditors to their raft addresses (the
+	// configured peers, on every auditor): the leader admits a join only
+	// for an auditor registered in the ledger, at the address Members binds
+	// to it, and at no address Members binds to another. An auditor
+	// Members does not list may join at an address it binds to nobody.
+	Members []raftnode.Peer
 
 	// CA is the federation CA and Credential this auditor's certificate and
 	// key: every listener and every dial uses mutual TLS built from them.
@@ -165,6 +171,9 @@ func New(cfg Config) (*Auditor, error) {
 			st := led.State()
 			return compliance.VerifyRemoval(st.Auditors(st.TreeSize()), id, proof, led.now())
 		},
+		Federation: federation{state: led.State(), members: cfg.Members},
+		Screen:     screen{led.State(), led.now},
+		MaxCommand: ledger.MaxCommandSize,
 	})
 	if err != nil {
 		return nil, err

@@ -57,9 +57,8 @@ func TestCosignRoundsReuseConnections(t *testing.T) {
 	receipts := intake.NewReceipts(leader.Ledger().State(), leader.CosignQuorum, 0)
 	const rounds = 40
 	for i := range rounds {
-		// A refused command is logged too: each round only needs the log
-		// to have grown.
-		r := submitTo(ctx, t, leader, &ledger.RegisterStudent{Student: fmt.Sprintf("unknown-%d", i), Timestamp: int64(10 + i)}, "admin")
+		// Each round only needs the log to have grown.
+		r := submitTo(ctx, t, leader, &ledger.RegisterParty{Party: ledgerKeys.Party(fmt.Sprintf("student-%d", i), ledger.RoleStudent), Timestamp: int64(10 + i)}, "admin")
 		if _, err := receipts.For(ctx, int64(r.Index)); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
@@ -36,10 +37,15 @@ func submitTo(ctx context.Context, t *testing.T, a *Auditor, b ledger.Body, sign
 }
 
 // submitCmd submits the signed command cmd through a's raft node and
-// returns the ledger's result.
+// returns the ledger's result: for a command refused before it was
+// proposed, the ledger's refusal.
 func submitCmd(ctx context.Context, t *testing.T, a *Auditor, cmd []byte) ledger.Result {
 	t.Helper()
 	res, _, err := a.Node().Submit(ctx, cmd)
+	var np *raftnode.NotProposedError
+	if errors.As(err, &np) {
+		res, err = np.Refusal, nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +93,8 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		}
 	}
 	must(0, &ledger.Genesis{Origin: "test.nzc/ledger", Parties: parties, Timestamp: ts}, "admin")
-	must(1, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 2, CapDelta: 1e-5, Timestamp: ts}, "h1")
+	// The auditors check an account command's stamp against their clocks.
+	must(1, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 2, CapDelta: 1e-5, Timestamp: time.Now().UnixNano()}, "h1")
 	must(2, &ledger.RegisterStudent{Student: "s1", Timestamp: ts}, "admin")
 	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 40).Times(100)
 	charge := func(batch string, cv mechanism.Curve) *ledger.Charge {

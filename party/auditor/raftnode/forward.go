@@ -47,6 +47,8 @@ const (
 	codeShutdown
 	codeOutcomeUnknown
 	codeError
+	codeMembership  // a membership change refused: ErrMembership
+	codeNotProposed // a command refused before proposal: ErrNotProposed
 )
 
 // maxFrame bounds every request and response body.
@@ -122,6 +124,7 @@ func decodePair(p []byte) (string, string, error) {
 func encodeResult(data []byte, index uint64, err error) (byte, uint64, []byte) {
 	var rej *RejectedError
 	var nl *NotLeaderError
+	var np *NotProposedError
 	switch {
 	case err == nil:
 		return codeOK, index, data
@@ -129,6 +132,10 @@ func encodeResult(data []byte, index uint64, err error) (byte, uint64, []byte) {
 		return codeRejected, rej.Index, []byte(rej.Err.Error())
 	case errors.As(err, &nl):
 		return codeNotLeader, 0, encodePair(nl.LeaderID, nl.LeaderAddr)
+	case errors.Is(err, ErrMembership):
+		return codeMembership, 0, []byte(err.Error())
+	case errors.As(err, &np):
+		return codeNotProposed, 0, np.Refusal
 	case errors.Is(err, ErrNoLeader):
 		return codeNoLeader, 0, nil
 	case errors.Is(err, ErrTimeout):
@@ -163,6 +170,10 @@ func decodeResult(addr string, code byte, index uint64, body []byte) ([]byte, ui
 		return nil, 0, ErrShutdown
 	case codeOutcomeUnknown:
 		return nil, 0, ErrOutcomeUnknown
+	case codeMembership:
+		return nil, 0, &RemoteError{Addr: addr, Msg: string(body), Kind: ErrMembership}
+	case codeNotProposed:
+		return nil, 0, &NotProposedError{Refusal: body}
 	default:
 		return nil, 0, &RemoteError{Addr: addr, Msg: string(body)}
 	}
@@ -254,7 +265,7 @@ func selfOnly(peer, id, what string) error {
 func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) ([]byte, uint64, error) {
 	switch op {
 	case opSubmit:
-		res, idx, err := n.applyLocal(ctx, body)
+		res, idx, err := n.applyLocal(ctx, peer, body)
 		if errors.Is(err, raft.ErrNotLeader) {
 			err = n.notLeader() // lost leadership before enqueueing
 		}
