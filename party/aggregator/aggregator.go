@@ -78,6 +78,13 @@ type Config struct {
 	Hospitals int
 	// BatchDeadline bounds the wait for hospitals' votes.
 	BatchDeadline time.Duration
+	// MissBackoff and MissBackoffMax bound the period a hospital that
+	// missed a batch deadline is left out of batches: MissBackoff after
+	// its first miss, doubling with each probe it misses, at most
+	// MissBackoffMax (zero means DefaultMissBackoff and
+	// DefaultMissBackoffMax).
+	MissBackoff    time.Duration
+	MissBackoffMax time.Duration
 	// Ledger is where charges are committed. Required.
 	Ledger Ledger
 	// AuditorKeys are the note verifier keys of the ledger's auditors
@@ -150,6 +157,9 @@ type Aggregator struct {
 	outbox *Outbox
 	grid   mechanism.Grid
 	met    *metrics
+	// health leaves out of batches, for a while, the hospitals that
+	// missed a batch deadline.
+	health *health
 	// receipts checks the ledger's receipts against the pinned auditor
 	// keys, opening each cosigned checkpoint once.
 	receipts *ledger.Verifier
@@ -251,6 +261,13 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.RelayEvery <= 0 {
 		cfg.RelayEvery = DefaultRelayEvery
 	}
+	if cfg.MissBackoff <= 0 {
+		cfg.MissBackoff = DefaultMissBackoff
+	}
+	if cfg.MissBackoffMax <= 0 {
+		cfg.MissBackoffMax = DefaultMissBackoffMax
+	}
+	cfg.MissBackoffMax = max(cfg.MissBackoffMax, cfg.MissBackoff)
 	if cfg.Hospitals < cfg.Quorum {
 		cfg.Hospitals = cfg.Quorum
 	}
@@ -258,7 +275,9 @@ func New(cfg Config) (*Aggregator, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
+	met := newMetrics(cfg.Registry)
+	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: met,
+		health:    newHealth(cfg.Now, cfg.MissBackoff, cfg.MissBackoffMax, met),
 		receipts:  receipts,
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
@@ -379,9 +398,9 @@ func (a *Aggregator) Ready() (bool, string) {
 func (a *Aggregator) statusLocked() string {
 	n := len(a.hospitals)
 	if n < a.cfg.Quorum {
-		return fmt.Sprintf("waiting for %d of %d hospitals (%d connected, quorum %d)", a.cfg.Quorum-n, a.cfg.Hospitals, n, a.cfg.Quorum)
+		return fmt.Sprintf("waiting for %d of %d hospitals (%d connected, quorum %d)", a.cfg.Quorum-n, a.cfg.Hospitals, n, a.cfg.Quorum) + a.health.describe()
 	}
-	return fmt.Sprintf("ready: %d of %d hospitals connected (quorum %d)", n, a.cfg.Hospitals, a.cfg.Quorum)
+	return fmt.Sprintf("ready: %d of %d hospitals connected (quorum %d)", n, a.cfg.Hospitals, a.cfg.Quorum) + a.health.describe()
 }
 
 func (a *Aggregator) lockBatch(id string) func() {
@@ -481,6 +500,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
 	}
+	hs, probe, benched := a.triage(batch, hs)
 	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, int(req.GetNumQueries()))
 	if perr != nil {
 		switch perr.Code {
@@ -492,7 +512,9 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		}
 		return nil, nil, a.refuse(reasonLedger, perr)
 	}
-	votes := a.collect(ctx, batch, req, hs, classes)
+	leftOut = append(leftOut, benched...)
+	probe = a.waitForProbes(probe, hs)
+	votes := a.collect(ctx, batch, req, hs, probe, classes)
 	if len(votes) < a.cfg.Quorum {
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum)})
@@ -620,10 +642,16 @@ func chargedEnsembles(votes []vote, voters []string) []uint64 {
 	return out
 }
 
-// collect fans the batch out and returns the valid votes that arrived
-// before the deadline, in hospital order.
-func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, classes int) []vote {
-	deadline := a.cfg.Now().Add(a.cfg.BatchDeadline)
+// collect fans the batch out and returns the valid votes that arrived in
+// time, in hospital order. It waits for the hospitals not in probe until
+// the deadline, and for those in probe only probeGrace longer than for the
+// others; every hospital whose votes did not arrive in the time waited is
+// recorded as having missed the deadline (a.health), which leaves it out
+// of the following batches for a backing-off period. Only timing decides
+// that, never the votes.
+func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, probe map[string]bool, classes int) []vote {
+	start := a.cfg.Now()
+	deadline := start.Add(a.cfg.BatchDeadline)
 	ids := make([]string, len(hs))
 	for i, h := range hs {
 		ids[i] = h.id
@@ -632,14 +660,20 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 		NumClasses: uint32(classes), SealedFeatures: req.GetSealedFeatures(), HospitalIds: ids, DeadlineUnixMs: deadline.UnixMilli()}
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.BatchDeadline)
 	defer cancel()
+	pctx, cancelProbes := context.WithCancel(cctx)
+	defer cancelProbes()
 	results := make([]*vote, len(hs))
-	var wg sync.WaitGroup
+	var waited, probed sync.WaitGroup
 	for i, h := range hs {
+		wg, hctx := &waited, cctx
+		if probe[h.id] {
+			wg, hctx = &probed, pctx
+		}
 		wg.Go(func() {
 			proofs := a.takeProofs(h.id)
 			qh := &nzcpb.QueryBatch{BatchId: q.BatchId, NumQueries: q.NumQueries, FeatureDim: q.FeatureDim, NumClasses: q.NumClasses,
 				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs}
-			v, err := a.queryOne(cctx, h, qh)
+			v, err := a.queryOne(hctx, h, qh)
 			if err != nil && len(proofs) > 0 {
 				a.handProof([]string{h.id}, proofs...)
 			}
@@ -650,11 +684,42 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 			results[i] = v
 		})
 	}
-	wg.Wait()
+	waited.Wait()
+	if len(probe) > 0 {
+		now := a.cfg.Now()
+		grace := probeGrace(now.Sub(start), a.cfg.BatchDeadline, deadline.Sub(now))
+		done := make(chan struct{})
+		go func() {
+			probed.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+		case <-t.C:
+		case <-cctx.Done():
+		}
+		t.Stop()
+		cancelProbes()
+		probed.Wait()
+	}
+	waitedFor := a.cfg.Now().Sub(start)
 	var out []vote
-	for _, v := range results {
-		if v != nil {
+	for i, v := range results {
+		h := hs[i].id
+		switch {
+		case v != nil:
+			if probe[h] {
+				a.log.Info("a probed hospital voted in time; it is asked again", "hospital", h, "batch", batch)
+			}
+			a.health.answered(h)
 			out = append(out, *v)
+		case ctx.Err() != nil:
+			// The request itself ended: no hospital is to blame.
+		case cctx.Err() != nil || probe[h] && pctx.Err() != nil:
+			d := a.health.missed(h, batch, waitedFor)
+			a.log.Warn("hospital missed the batch deadline; it is left out of the following batches, then probed before it is asked again",
+				"hospital", h, "batch", batch, "waited", waitedFor, "probe", probe[h], "left_out_for", d)
 		}
 	}
 	return out

@@ -174,7 +174,8 @@ type Batch struct {
 	AnswersHash string  `json:"answers_hash"`
 	Replayed    bool    `json:"replayed"`
 	// LeftOut names the hospitals whose budgets could not pay for the
-	// batch: they did not vote on it and were not charged.
+	// batch, or that were left out after missing a batch deadline: they
+	// did not vote on it and were not charged.
 	LeftOut []string `json:"left_out,omitempty"`
 	// Receipt proves the batch's charge was committed by a majority of the
 	// auditors; it was verified when the labels were accepted and can be
