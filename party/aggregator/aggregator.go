@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -663,6 +665,7 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 	pctx, cancelProbes := context.WithCancel(cctx)
 	defer cancelProbes()
 	results := make([]*vote, len(hs))
+	late := make([]bool, len(hs)) // the call ended for want of time
 	var waited, probed sync.WaitGroup
 	for i, h := range hs {
 		wg, hctx := &waited, cctx
@@ -678,6 +681,7 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 				a.handProof([]string{h.id}, proofs...)
 			}
 			if err != nil {
+				late[i] = timedOut(err) || hctx.Err() != nil
 				a.log.Warn("hospital did not vote", "hospital", h.id, "batch", batch, "err", err)
 				return
 			}
@@ -716,13 +720,20 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 			out = append(out, *v)
 		case ctx.Err() != nil:
 			// The request itself ended: no hospital is to blame.
-		case cctx.Err() != nil || probe[h] && pctx.Err() != nil:
+		case late[i]:
 			d := a.health.missed(h, batch, waitedFor)
 			a.log.Warn("hospital missed the batch deadline; it is left out of the following batches, then probed before it is asked again",
 				"hospital", h, "batch", batch, "waited", waitedFor, "probe", probe[h], "left_out_for", d)
 		}
 	}
 	return out
+}
+
+// timedOut says whether err ends a call for want of time: its context's
+// deadline, or the connection's read or write deadline set from it.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.QueryBatch) (*vote, error) {
