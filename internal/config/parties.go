@@ -351,7 +351,10 @@ type Student struct {
 	BatchSize   int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
 	Window      int      `mapstructure:"window" yaml:"window" json:"window" help:"label requests in flight at once (2 lets the hospitals vote on the next batch while the last one's charge commits)"`
 	State       string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
-	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
+	// Deadline bounds a whole run: when it passes, the run stops with the
+	// labels so far and an error naming what did not answer. 0: none.
+	Deadline time.Duration `mapstructure:"deadline" yaml:"deadline" json:"deadline" help:"give up after this long (e.g. 10m), naming the auditors or hospitals that did not answer; 0: no deadline"`
+	Log      Log           `mapstructure:"log" yaml:"log" json:"log"`
 }
 
 // DefaultStudent returns the defaults of nzc-student.
@@ -382,6 +385,9 @@ func (s Student) Validate() error {
 		c.add("window", "must be between 1 and 16 label requests in flight; got %d", s.Window)
 	}
 	c.required("state", s.State, "directory recording labelled batches")
+	if s.Deadline < 0 {
+		c.add("deadline", "must be a duration such as 10m, or 0 for none; got %v", s.Deadline)
+	}
 	s.Log.check(&c)
 	return c.err()
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -500,7 +501,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
 	if len(hs) < a.cfg.Quorum {
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
-			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
+			Message: fmt.Sprintf("only %d hospitals are connected (%s) and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), connectedIDs(hs), a.cfg.Quorum)})
 	}
 	hs, probe, benched := a.triage(batch, hs)
 	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, int(req.GetNumQueries()))
@@ -516,10 +517,14 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	}
 	leftOut = append(leftOut, benched...)
 	probe = a.waitForProbes(probe, hs)
-	votes := a.collect(ctx, batch, req, hs, probe, classes)
+	votes, absent := a.collect(ctx, batch, req, hs, probe, classes)
 	if len(votes) < a.cfg.Quorum {
+		why := strings.Join(absent, "; ")
+		if len(leftOut) > 0 {
+			why += "; left out: " + strings.Join(leftOut, ", ")
+		}
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
-			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum)})
+			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d (%s): nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum, why)})
 	}
 	nq := int(req.GetNumQueries())
 	sum := make([]mechanism.Histogram, nq)
@@ -651,7 +656,7 @@ func chargedEnsembles(votes []vote, voters []string) []uint64 {
 // recorded as having missed the deadline (a.health), which leaves it out
 // of the following batches for a backing-off period. Only timing decides
 // that, never the votes.
-func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, probe map[string]bool, classes int) []vote {
+func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, probe map[string]bool, classes int) (votes []vote, absent []string) {
 	start := a.cfg.Now()
 	deadline := start.Add(a.cfg.BatchDeadline)
 	ids := make([]string, len(hs))
@@ -666,6 +671,7 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 	defer cancelProbes()
 	results := make([]*vote, len(hs))
 	late := make([]bool, len(hs)) // the call ended for want of time
+	errs := make([]error, len(hs))
 	var waited, probed sync.WaitGroup
 	for i, h := range hs {
 		wg, hctx := &waited, cctx
@@ -681,7 +687,7 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 				a.handProof([]string{h.id}, proofs...)
 			}
 			if err != nil {
-				late[i] = timedOut(err) || hctx.Err() != nil
+				late[i], errs[i] = timedOut(err) || hctx.Err() != nil, err
 				a.log.Warn("hospital did not vote", "hospital", h.id, "batch", batch, "err", err)
 				return
 			}
@@ -708,7 +714,6 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 		probed.Wait()
 	}
 	waitedFor := a.cfg.Now().Sub(start)
-	var out []vote
 	for i, v := range results {
 		h := hs[i].id
 		switch {
@@ -717,7 +722,8 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 				a.log.Info("a probed hospital voted in time; it is asked again", "hospital", h, "batch", batch)
 			}
 			a.health.answered(h)
-			out = append(out, *v)
+			votes = append(votes, *v)
+			continue
 		case ctx.Err() != nil:
 			// The request itself ended: no hospital is to blame.
 		case late[i]:
@@ -725,8 +731,25 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 			a.log.Warn("hospital missed the batch deadline; it is left out of the following batches, then probed before it is asked again",
 				"hospital", h, "batch", batch, "waited", waitedFor, "probe", probe[h], "left_out_for", d)
 		}
+		if late[i] {
+			absent = append(absent, fmt.Sprintf("%s did not answer in the %v waited", h, waitedFor.Round(time.Millisecond)))
+		} else {
+			absent = append(absent, fmt.Sprintf("%s answered with an error (%v)", h, errs[i]))
+		}
 	}
-	return out
+	return votes, absent
+}
+
+// connectedIDs lists the ids of hs, "none" when it is empty.
+func connectedIDs(hs []*hospitalEntry) string {
+	if len(hs) == 0 {
+		return "none"
+	}
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		ids[i] = h.id
+	}
+	return strings.Join(ids, ", ")
 }
 
 // timedOut says whether err ends a call for want of time: its context's

@@ -159,8 +159,15 @@ func TestBenchedHospitalsAreAskedWhenTheQuorumNeedsThem(t *testing.T) {
 		label(t, a, req) // hospital-3 misses
 		f.hospitals[1].block = true
 		req, _ = f.request(t, 2, 4)
-		if _, err := a.Label(t.Context(), "student-1", req); err == nil {
+		_, err = a.Label(t.Context(), "student-1", req)
+		if err == nil {
 			t.Fatal("a batch with one hospital answering met the quorum of 2")
+		}
+		// The refusal names who did not vote, and who was left out.
+		for _, w := range []string{"hospital-2 did not answer in the 1s waited", "left out: hospital-3"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("the quorum refusal does not say %q: %v", w, err)
+			}
 		}
 		// hospital-2 missed now too: only hospital-1 is in good standing,
 		// so the next batch asks all three, and a recovered one counts.

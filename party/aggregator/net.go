@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -193,9 +194,10 @@ type LedgerClient struct {
 	cfg   quicnet.Config
 	addrs []string
 
-	mu   chanMutex
-	conn *quicnet.Conn
-	next int
+	mu       chanMutex
+	conn     *quicnet.Conn
+	connAddr string // the address conn was dialled at
+	next     int
 }
 
 // chanMutex is a mutex whose Lock respects a context.
@@ -219,29 +221,76 @@ func NewLedgerClient(cfg quicnet.Config, addrs []string) (*LedgerClient, error) 
 	return &LedgerClient{cfg: cfg, addrs: addrs, mu: make(chanMutex, 1)}, nil
 }
 
-func (l *LedgerClient) connect(ctx context.Context) (*quicnet.Conn, error) {
+func (l *LedgerClient) connect(ctx context.Context, tried *LedgerUnavailableError) (*quicnet.Conn, string, error) {
 	if err := l.mu.lock(ctx); err != nil {
-		return nil, err
+		return nil, "", tried
 	}
 	defer l.mu.unlock()
 	if l.conn != nil && l.conn.Err() == nil {
-		return l.conn, nil
+		return l.conn, l.connAddr, nil
 	}
-	var errs []error
 	for range l.addrs {
 		addr := l.addrs[l.next%len(l.addrs)]
 		c, err := quicnet.Dial(ctx, addr, l.cfg, crypto.RoleAuditor)
 		if err == nil {
-			l.conn = c
-			return c, nil
+			l.conn, l.connAddr = c, addr
+			return c, addr, nil
 		}
-		errs = append(errs, err)
+		tried.add(addr, false, err)
 		l.next++
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, fmt.Errorf("no auditor reachable: %w", errors.Join(errs...))
+	return nil, "", tried
+}
+
+// LedgerUnavailableError is what a LedgerClient's call returns when no
+// auditor gave an answer: each auditor it tried, whether it was reached,
+// and what came back. The ones not named were not tried before the call's
+// context ended.
+type LedgerUnavailableError struct {
+	Addrs []string // every configured auditor address
+	Tried []AuditorAttempt
+}
+
+// AuditorAttempt is one auditor's part in a failed call.
+type AuditorAttempt struct {
+	Addr    string
+	Reached bool // a connection was made; the auditor did not answer in time or refused
+	Err     error
+}
+
+func (e *LedgerUnavailableError) add(addr string, reached bool, err error) {
+	e.Tried = append(e.Tried, AuditorAttempt{Addr: addr, Reached: reached, Err: err})
+}
+
+func (e *LedgerUnavailableError) Error() string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, a := range e.Tried {
+		seen[a.Addr] = true
+		if a.Reached {
+			parts = append(parts, fmt.Sprintf("auditor %s was reached but gave no answer (%v)", a.Addr, a.Err))
+		} else {
+			parts = append(parts, fmt.Sprintf("auditor %s could not be reached (%v)", a.Addr, a.Err))
+		}
+	}
+	for _, addr := range e.Addrs {
+		if !seen[addr] {
+			parts = append(parts, fmt.Sprintf("auditor %s was not tried before the time ran out", addr))
+		}
+	}
+	return "no auditor answered: " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns the errors of the attempts.
+func (e *LedgerUnavailableError) Unwrap() []error {
+	out := make([]error, len(e.Tried))
+	for i, a := range e.Tried {
+		out[i] = a.Err
+	}
+	return out
 }
 
 // drop closes c and moves on: to the auditor at leader when it is one of
@@ -263,9 +312,9 @@ func (l *LedgerClient) drop(c *quicnet.Conn, leader string) {
 // connection fails or the auditor says it cannot serve now, and to the
 // leader when the auditor names it.
 func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error {
-	var last error
+	tried := &LedgerUnavailableError{Addrs: l.addrs}
 	for range 2 * len(l.addrs) {
-		c, err := l.connect(ctx)
+		c, addr, err := l.connect(ctx, tried)
 		if err != nil {
 			return err
 		}
@@ -273,11 +322,11 @@ func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error 
 		if err == nil {
 			return nil
 		}
-		last = err
 		var pe *protocol.Error
 		if errors.As(err, &pe) && !pe.Code.Retryable() {
 			return err
 		}
+		tried.add(addr, true, err)
 		var leader string
 		if pe != nil && pe.Code == protocol.CodeNotLeader {
 			leader = pe.LeaderAddress
@@ -287,7 +336,7 @@ func (l *LedgerClient) call(ctx context.Context, req, resp proto.Message) error 
 			break
 		}
 	}
-	return last
+	return tried
 }
 
 // Submit proposes a signed command.
