@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/internal/relay"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
@@ -19,6 +19,7 @@ import (
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/student"
 	"github.com/nzcfed/nzc/party/teacher"
@@ -54,7 +55,7 @@ type federation struct {
 	nodes    []*raftnode.Node
 	aggAddr  string
 	agg      *launch.Aggregator
-	lc       *aggregator.LedgerClient
+	lc       *intake.Client
 	// auditorKeys are the auditors' checkpoint verifier keys, pinned by the
 	// aggregator and the students.
 	auditorKeys []string
@@ -157,7 +158,7 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 		}
 		deadline = wanBatchDeadline
 	}
-	if f.lc, err = aggregator.NewLedgerClient(p.Net, intakes); err != nil {
+	if f.lc, err = intake.NewClient(p.Net, intakes); err != nil {
 		return err
 	}
 	if f.auditorKeys, err = compliance.AuditorKeys(f.m); err != nil {

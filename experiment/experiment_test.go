@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/data/synth"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"

@@ -33,7 +33,7 @@ log=${NZC_SOAK_LOG:-$(mktemp -t nzc-soak.XXXXXX.log)}
 echo "soak: $queries queries, bound $bound; log in $log" >&2
 status=0
 NZC_SOAK_QUERIES=$queries NZC_SOAK_TIMEOUT=$bound \
-	go test -tags soak -run '^TestSoak$' -count=1 -v -timeout "$(( ${bound%m} + 5 ))m" ./party/e2e >"$log" 2>&1 || status=$?
+	go test -tags soak -run '^TestSoak$' -count=1 -v -timeout "$(( ${bound%m} + 5 ))m" ./federation/e2e >"$log" 2>&1 || status=$?
 grep -E 'soak: |^(--- |ok|FAIL|PASS)' "$log" | sed 's/^ *//'
 if [ $status -ne 0 ]; then
 	echo "soak FAILED (exit $status); see $log" >&2

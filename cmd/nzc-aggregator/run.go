@@ -8,10 +8,12 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/internal/ops"
 	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/party/aggregator"
+
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 func newRunCommand() *cobra.Command {
@@ -50,7 +52,7 @@ once: retries and restarts deliver the stored answers.
 		if err != nil {
 			return err
 		}
-		lc, err := aggregator.NewLedgerClient(netCfg, cfg.Auditors)
+		lc, err := intake.NewClient(netCfg, cfg.Auditors)
 		if err != nil {
 			return err
 		}

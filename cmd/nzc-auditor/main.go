@@ -5,7 +5,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 )
 
 func main() { cli.Exec(newRootCommand()) }

@@ -3,7 +3,7 @@ package main
 import (
 	"strings"
 
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 

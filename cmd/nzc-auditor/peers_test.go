@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/party/auditor"
 )
 

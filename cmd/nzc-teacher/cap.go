@@ -8,8 +8,8 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/node"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/config"
-	"github.com/nzcfed/nzc/party/aggregator"
+	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"
 )
 
@@ -55,7 +55,7 @@ this hospital's account changes.`,
 		if err != nil {
 			return err
 		}
-		lc, err := aggregator.NewLedgerClient(netCfg, cfg.Auditors)
+		lc, err := intake.NewClient(netCfg, cfg.Auditors)
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/internal/demo"
+	"github.com/nzcfed/nzc/federation/demo"
 )
 
 func newDemoCommand() *cobra.Command {

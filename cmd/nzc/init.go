@@ -11,8 +11,8 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/config"
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/ledger"
 )
 

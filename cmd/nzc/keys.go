@@ -11,7 +11,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/launch"
 )
 
 // A party that keeps its own keys:

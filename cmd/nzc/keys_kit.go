@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/launch"
 )
 
 func newInitKitCommand() *cobra.Command {

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/config"
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"

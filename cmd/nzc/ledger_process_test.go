@@ -18,11 +18,10 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
-	"github.com/nzcfed/nzc/internal/config"
-	"github.com/nzcfed/nzc/internal/proctest"
+	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/federation/proctest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
-	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -138,7 +137,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	// submit proposes cmd until an auditor acknowledges it as committed
 	// (or as a duplicate of a committed one), trying each attempt for at
 	// most 3s, as the aggregator does with a pending batch.
-	submit := func(lc *aggregator.LedgerClient, cmd []byte) (*nzcpb.LedgerResult, error) {
+	submit := func(lc *intake.Client, cmd []byte) (*nzcpb.LedgerResult, error) {
 		var res *nzcpb.LedgerResult
 		var last error
 		err := proctest.Poll(ctx, 30*time.Second, func() bool {
@@ -155,7 +154,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		}
 		return res, nil
 	}
-	lc, err := aggregator.NewLedgerClient(netCfg, intakes)
+	lc, err := intake.NewClient(netCfg, intakes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +200,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lc, err := aggregator.NewLedgerClient(netCfg, append(intakes[s%3:], intakes[:s%3]...))
+			lc, err := intake.NewClient(netCfg, append(intakes[s%3:], intakes[:s%3]...))
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
@@ -377,7 +376,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	}
 	// A client of the two running auditors: a QUIC connection to a stopped
 	// one is only given up at the attempt's deadline.
-	lc2, err := aggregator.NewLedgerClient(netCfg, []string{donor.intake})
+	lc2, err := intake.NewClient(netCfg, []string{donor.intake})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/internal/privacy"
+	"github.com/nzcfed/nzc/cmd/internal/privacy"
 	"github.com/nzcfed/nzc/mechanism"
 )
 

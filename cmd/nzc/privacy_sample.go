@@ -14,7 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/internal/privacy"
+	"github.com/nzcfed/nzc/cmd/internal/privacy"
 	"github.com/nzcfed/nzc/mechanism"
 )
 

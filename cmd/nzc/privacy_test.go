@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nzcfed/nzc/internal/privacy"
+	"github.com/nzcfed/nzc/cmd/internal/privacy"
 	"github.com/nzcfed/nzc/mechanism"
 )
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/data/synth"
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
 )

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/data/synth"
 	"github.com/nzcfed/nzc/ml/metrics"
 	"github.com/nzcfed/nzc/ml/model"
 )

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/data/synth"
 )
 
 func randomBatch(r *rand.Rand, spec Spec, n int) ([]float32, []int) {

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nzcfed/nzc/internal/synth"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/data/synth"
 )
 
 func pool() *data.Dataset {

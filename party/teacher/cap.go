@@ -14,7 +14,7 @@ import (
 )
 
 // Intake is the auditors' ledger intake as a hospital reaches it directly,
-// without the aggregator: *aggregator.LedgerClient dialled with the
+// without the aggregator: *intake.Client dialled with the
 // hospital's certificate. The auditors take from a hospital only its own
 // open-account and change-cap commands and its own budget read.
 type Intake interface {

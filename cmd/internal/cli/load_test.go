@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 )
 
 type testConfig struct {

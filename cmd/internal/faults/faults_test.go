@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/proctest"
 	"github.com/nzcfed/nzc/internal/pause"
-	"github.com/nzcfed/nzc/internal/proctest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/student"

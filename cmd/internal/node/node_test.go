@@ -5,7 +5,7 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 )
 
 func TestApplyMemoryLimit(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/teacher"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -149,7 +148,7 @@ func TestDroppingAggregatorCannotKeepAHospitalsCap(t *testing.T) {
 		t.Fatalf("cap after the dropped relay: %+v", a)
 	}
 
-	lc, err := aggregator.NewLedgerClient(f.net(t, f.h1), []string{f.addr})
+	lc, err := NewClient(f.net(t, f.h1), []string{f.addr})
 	if err != nil {
 		t.Fatal(err)
 	}

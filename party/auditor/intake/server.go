@@ -11,15 +11,31 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/ratelimit"
 	"github.com/nzcfed/nzc/ledger"
-	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 	"github.com/nzcfed/nzc/protocol/quicnet"
 )
 
-// Submitter replicates a command: *raftnode.Node.
+// Submitter replicates a command: *raftnode.Node. A command the state
+// machine refused comes back as a [Refusal], and a node that cannot
+// propose as a [Redirect].
 type Submitter interface {
 	Submit(ctx context.Context, cmd []byte) ([]byte, uint64, error)
+}
+
+// Refusal is a Submitter's error for a command the state machine refused:
+// *raftnode.RejectedError. Unwrap is why.
+type Refusal interface {
+	error
+	RefusedAt() uint64
+	Unwrap() error
+}
+
+// Redirect is a Submitter's error when another node must propose:
+// *raftnode.NotLeaderError. Leader is its address, "" when none is known.
+type Redirect interface {
+	error
+	Leader() string
 }
 
 // Ledger is this auditor's replica of the ledger: *auditor.Ledger.
@@ -175,13 +191,13 @@ func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, 
 	}
 	data, _, err := s.Node.Submit(ctx, cmd)
 	if err != nil {
-		var rej *raftnode.RejectedError
-		var nl *raftnode.NotLeaderError
+		var rej Refusal
+		var nl Redirect
 		switch {
 		case errors.As(err, &rej):
-			return &nzcpb.LedgerResult{Index: rej.Index, Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Err.Error()}, nil
+			return &nzcpb.LedgerResult{Index: rej.RefusedAt(), Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Unwrap().Error()}, nil
 		case errors.As(err, &nl):
-			return nil, protocol.NotLeader(nl.LeaderAddr)
+			return nil, protocol.NotLeader(nl.Leader())
 		}
 		return nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the auditors did not commit the command: %v", err)
 	}

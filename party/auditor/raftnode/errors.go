@@ -20,6 +20,9 @@ func (e *NotLeaderError) Error() string {
 	return fmt.Sprintf("auditor: this node is not the raft leader; send to leader %s at %s", e.LeaderID, e.LeaderAddr)
 }
 
+// Leader is the address to retry against; "" when no leader is known.
+func (e *NotLeaderError) Leader() string { return e.LeaderAddr }
+
 var (
 	// ErrNoLeader means the cluster has no leader right now (an election is
 	// running, or fewer than a majority of auditors are reachable). Nothing

@@ -60,6 +60,9 @@ func (e *RejectedError) Error() string {
 
 func (e *RejectedError) Unwrap() error { return e.Err }
 
+// RefusedAt is the log index of the refused command.
+func (e *RejectedError) RefusedAt() uint64 { return e.Index }
+
 // applyResult is what the FSM hands back through raft's ApplyFuture.
 type applyResult struct {
 	data []byte

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nzcfed/nzc/internal/config"
+	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/mechanism"
 )
 

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/internal/syncbuf"
 )
 

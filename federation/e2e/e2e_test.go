@@ -18,8 +18,8 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
-	"github.com/nzcfed/nzc/internal/launch"
-	"github.com/nzcfed/nzc/internal/proctest"
+	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/proctest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
@@ -159,9 +159,9 @@ func (f *federation) load(p crypto.PartyFiles) *launch.Party {
 
 // ledgerClient is the aggregator's client of the auditors' intakes, closed
 // when the test ends.
-func (f *federation) ledgerClient() *aggregator.LedgerClient {
+func (f *federation) ledgerClient() *intake.Client {
 	f.t.Helper()
-	lc, err := aggregator.NewLedgerClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
+	lc, err := intake.NewClient(f.net(f.party(crypto.RoleAggregator, "aggregator")), f.intakes)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package demo runs a whole federation on this machine, every party as its
-// own process on loopback (through internal/launch), labels MNIST test
+// own process on loopback (through federation/launch), labels MNIST test
 // images through it, trains and evaluates the student on its labels,
 // verifies the ledger and each hospital's proofs, and reports. `nzc demo`
 // is its command: flags into Options, Run, print the Report.
@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/internal/config"
-	"github.com/nzcfed/nzc/internal/launch"
+	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
