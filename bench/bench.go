@@ -61,6 +61,9 @@ type Config struct {
 	DataDir string
 	// Seed seeds the teachers' weights and the synthetic data.
 	Seed uint64
+	// BatchDeadline is the aggregator's batch deadline outside the wan
+	// section; zero means DefaultBatchDeadline.
+	BatchDeadline time.Duration
 	// Sections, when not empty, limits the run to the named sections; the
 	// others stay zero. Empty runs every section but wan and hostile,
 	// which run only when named. hostile labels E2EQueries per repetition
@@ -276,7 +279,8 @@ func targets(cfg Config, r *Report) []Target {
 			Target{Name: "hostile: honest labels/s under attack / honest only", Measured: h.Ratio, Goal: "≥ 0.8", Met: h.Ratio >= 0.8},
 			Target{Name: "hostile: resident memory rise under attack (MiB)", Measured: h.AttackPeakRSSMiB - h.HonestPeakRSSMiB,
 				Goal: fmt.Sprintf("≤ %d", hostileRSSBoundMiB), Met: h.AttackPeakRSSMiB-h.HonestPeakRSSMiB <= hostileRSSBoundMiB},
-			Target{Name: "hostile: honest batches lost or charged twice", Measured: float64(h.Lost + h.Twice), Goal: "0", Met: h.Lost+h.Twice == 0})
+			Target{Name: "hostile: honest batches lost or charged twice", Measured: float64(h.Lost + h.Twice), Goal: "0", Met: h.Lost+h.Twice == 0},
+			Target{Name: "hostile: honest labels/s beside a hospital stalling to its deadline / beside none", Measured: h.StallingRatio, Goal: "≥ 0.8", Met: h.StallingRatio >= 0.8})
 	}
 	if cfg.runs("ledger") {
 		ts = append(ts,

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
@@ -65,6 +67,9 @@ type federation struct {
 	wan *wan
 	// studentAddr is where the student dials the aggregator.
 	studentAddr string
+	// stalling, while set, makes the last hospital answer every batch
+	// only at its deadline (the hostile section's stalling runs).
+	stalling atomic.Bool
 }
 
 // close stops every party and removes the federation's directory.
@@ -148,7 +153,9 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 		return err
 	}
 	intakes := launch.Intakes(f.auditors)
-	deadline, quorum := 10*time.Minute, hospitals
+	// nzc init's defaults: a majority of the hospitals, 30 s for their
+	// votes.
+	deadline, quorum := cmp.Or(cfg.BatchDeadline, DefaultBatchDeadline), hospitals/2+1
 	if f.wan != nil {
 		// Across the wide area a batch goes on without a hospital that has
 		// not answered by the deadline, as long as the others make a quorum.
@@ -183,16 +190,26 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 	return nil
 }
 
-// netVoter is a hospital's teachers.
+// DefaultBatchDeadline is the aggregator's batch deadline outside the wan
+// section (Config.BatchDeadline's default), nzc init's default.
+const DefaultBatchDeadline = 30 * time.Second
+
+// netVoter is a hospital's teachers. While stall is set it answers only
+// when the batch's deadline has passed (its context ends).
 type netVoter struct {
-	mu   sync.Mutex // a model.Network is not safe for concurrent use
-	nets []*model.Network
+	mu    sync.Mutex // a model.Network is not safe for concurrent use
+	nets  []*model.Network
+	stall *atomic.Bool
 }
 
 func (v *netVoter) Teachers() int { return len(v.nets) }
 func (v *netVoter) Classes() int  { return 10 }
 func (v *netVoter) Dim() int      { return mnistShape().Size() }
 func (v *netVoter) Votes(ctx context.Context, x []float32) ([][]int, error) {
+	if v.stall != nil && v.stall.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return ensemble.Votes(ctx, v.nets, x, 10)
@@ -214,7 +231,11 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 	}
 	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta, AuditorKeys: f.auditorKeys},
 		func(i int, c *teacher.Config) {
-			c.Voter = &netVoter{nets: f.hospitalNets[i]}
+			v := &netVoter{nets: f.hospitalNets[i]}
+			if i == hospitals-1 {
+				v.stall = &f.stalling
+			}
+			c.Voter = v
 			if dial != nil {
 				c.Aggregator = dial[i]
 			}

@@ -216,6 +216,8 @@ type Aggregator struct {
 	Hospitals     int              `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
 	BatchDeadline time.Duration    `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
 	LedgerTimeout time.Duration    `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
+	SVTMinAnswers int              `mapstructure:"svt_min_answers" yaml:"svt_min_answers,omitempty" json:"svt_min_answers" help:"an nzc-svt session answering fewer queries before its K refusals end it burns, and its hospitals get no new session (0: K; negative: never)"`
+	Suspended     []string         `mapstructure:"suspended" yaml:"suspended,omitempty" json:"suspended" help:"hospital ids left out of every batch by the operator (for one whose votes burn nzc-svt sessions)"`
 	Delta         float64          `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
 	Log           Log              `mapstructure:"log" yaml:"log" json:"log"`
 	Ops           Ops              `mapstructure:"ops" yaml:"ops" json:"ops"`

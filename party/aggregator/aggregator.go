@@ -88,6 +88,14 @@ type Config struct {
 	// DefaultMissBackoffMax).
 	MissBackoff    time.Duration
 	MissBackoffMax time.Duration
+	// SVTMinAnswers is how many queries an nzc-svt session must answer
+	// before its K refusals end it: a session that answers fewer is burnt,
+	// and no session is opened again for a hospital set holding one of its
+	// hospitals (see burns). Zero means the session's K; negative, never.
+	SVTMinAnswers int
+	// Suspended are hospitals the operator has suspended: they are left
+	// out of every batch (and named), whatever their votes.
+	Suspended []string
 	// Ledger is where charges are committed. Required.
 	Ledger Ledger
 	// AuditorKeys are the note verifier keys of the ledger's auditors
@@ -163,6 +171,9 @@ type Aggregator struct {
 	// health leaves out of batches, for a while, the hospitals that
 	// missed a batch deadline.
 	health *health
+	// burns stops opening nzc-svt sessions for hospitals whose last one
+	// burnt.
+	burns *burns
 	// receipts checks the ledger's receipts against the pinned auditor
 	// keys, opening each cosigned checkpoint once.
 	receipts *ledger.Verifier
@@ -279,8 +290,16 @@ func New(cfg Config) (*Aggregator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	met := newMetrics(cfg.Registry)
+	minAnswers := cfg.SVTMinAnswers
+	switch {
+	case minAnswers == 0:
+		minAnswers = cfg.Mechanism.MaxRefusals
+	case minAnswers < 0:
+		minAnswers = 0
+	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: met,
 		health:    newHealth(cfg.Now, cfg.MissBackoff, cfg.MissBackoffMax, met),
+		burns:     newBurns(minAnswers, met),
 		receipts:  receipts,
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
@@ -401,9 +420,9 @@ func (a *Aggregator) Ready() (bool, string) {
 func (a *Aggregator) statusLocked() string {
 	n := len(a.hospitals)
 	if n < a.cfg.Quorum {
-		return fmt.Sprintf("waiting for %d of %d hospitals (%d connected, quorum %d)", a.cfg.Quorum-n, a.cfg.Hospitals, n, a.cfg.Quorum) + a.health.describe()
+		return fmt.Sprintf("waiting for %d of %d hospitals (%d connected, quorum %d)", a.cfg.Quorum-n, a.cfg.Hospitals, n, a.cfg.Quorum) + a.health.describe() + a.burns.describe() + a.suspendedStatus()
 	}
-	return fmt.Sprintf("ready: %d of %d hospitals connected (quorum %d)", n, a.cfg.Hospitals, a.cfg.Quorum) + a.health.describe()
+	return fmt.Sprintf("ready: %d of %d hospitals connected (quorum %d)", n, a.cfg.Hospitals, a.cfg.Quorum) + a.health.describe() + a.burns.describe() + a.suspendedStatus()
 }
 
 func (a *Aggregator) lockBatch(id string) func() {
@@ -433,6 +452,7 @@ const (
 	reasonLedger     = "ledger-unavailable"
 	reasonRejected   = "ledger-rejected"
 	reasonBadRequest = "bad-request"
+	reasonBurnt      = "svt-burnt"
 )
 
 func (a *Aggregator) refuse(reason string, err *protocol.Error) error {
@@ -503,7 +523,9 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected (%s) and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), connectedIDs(hs), a.cfg.Quorum)})
 	}
+	hs, suspended := a.unsuspended(hs)
 	hs, probe, benched := a.triage(batch, hs)
+	benched = append(suspended, benched...)
 	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, int(req.GetNumQueries()))
 	if perr != nil {
 		switch perr.Code {

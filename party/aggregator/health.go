@@ -106,12 +106,18 @@ func (h *health) answered(id string) {
 }
 
 // missed records that hospital id's votes for batch did not arrive in the
-// time waited, and returns how long it is now left out.
+// time waited, and returns how long it is now left out. Misses of batches
+// that ran at once count once.
 func (h *health) missed(id, batch string, waited time.Duration) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.byID[id]
 	now := h.now()
+	if s != nil && now.Before(s.until) {
+		// A batch asked before the hospital was left out (batches run
+		// at once): its miss is the same one.
+		return s.until.Sub(now)
+	}
 	if s == nil || now.Sub(s.lastMiss) >= h.hi && s.until.IsZero() {
 		s = &hospitalHealth{}
 		h.byID[id] = s
@@ -163,14 +169,17 @@ func (h *health) describe() string {
 	return "; left out for missing deadlines: " + strings.Join(l, "; ")
 }
 
+// probeGraceFloor is the least probeGrace, when the deadline allows it.
+const probeGraceFloor = 100 * time.Millisecond
+
 // probeGrace is how long a batch waits for its probed hospitals once
 // every hospital it waits for has answered (elapsed after the fan-out):
-// as long again, at least a twentieth of the deadline, and never past the
-// deadline (remaining). A probed hospital that answers as fast as the
-// slowest of the others is thus counted, and one that stalls costs the
-// batch at most this grace.
+// as long again, at least probeGraceFloor or a twentieth of the deadline
+// when that is shorter, and never past the deadline (remaining). A probed
+// hospital that answers as fast as the slowest of the others is thus
+// counted, and one that stalls costs the batch at most this grace.
 func probeGrace(elapsed, deadline, remaining time.Duration) time.Duration {
-	return max(0, min(max(elapsed, deadline/20), remaining))
+	return max(0, min(max(elapsed, min(probeGraceFloor, deadline/20)), remaining))
 }
 
 // triage decides from the hospitals' standings which of the connected

@@ -87,7 +87,7 @@ func TestStallingHospitalCostsOneDeadline(t *testing.T) {
 
 		// Ten minutes of batches, one every 10 s: the stalling hospital
 		// is probed after 1, 2, 4 minutes… and each probe costs the batch
-		// at most the grace (a twentieth of the deadline), never a deadline.
+		// at most the grace (probeGraceFloor here), never a deadline.
 		var total time.Duration
 		probes := 0
 		for range 60 {
@@ -97,8 +97,8 @@ func TestStallingHospitalCostsOneDeadline(t *testing.T) {
 			total += took
 			if staller.asked.Load() != asked {
 				probes++
-				if took > deadline/20 {
-					t.Fatalf("a probe of the stalling hospital held the batch %v, more than the grace %v", took, deadline/20)
+				if took > probeGraceFloor {
+					t.Fatalf("a probe of the stalling hospital held the batch %v, more than the grace %v", took, probeGraceFloor)
 				}
 			} else if took != 0 {
 				t.Fatalf("a batch that left the stalling hospital out took %v", took)
@@ -110,7 +110,7 @@ func TestStallingHospitalCostsOneDeadline(t *testing.T) {
 		if probes < 2 || probes > 4 {
 			t.Errorf("%d probes in 10 min with a backing-off period from 1 min doubling: want 2 to 4", probes)
 		}
-		if total > time.Duration(probes)*deadline/20 {
+		if total > time.Duration(probes)*probeGraceFloor {
 			t.Errorf("60 batches after the first miss waited %v in all", total)
 		}
 		if got := metricValue(t, reg, "nzc_aggregator_deadlines_missed_total", "hospital-3"); got != float64(1+probes) {

@@ -19,6 +19,10 @@ type metrics struct {
 	// one (reason missed-deadline) or probed (reason probing).
 	missed     *prometheus.CounterVec
 	leftOutNow *prometheus.GaugeVec
+	// svtBurnt counts nzc-svt sessions that burnt; svtBlocked is 1 for
+	// each hospital no session opens for (burns).
+	svtBurnt   prometheus.Counter
+	svtBlocked *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,8 +46,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		leftOutNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nzc_aggregator_hospital_left_out",
 			Help: "1 for each hospital left out of batches for a backing-off period after missing a deadline (reason missed-deadline), or probed by batches that do not wait for it (reason probing)."}, []string{"hospital", "reason"}),
 	}
+	m.svtBurnt, m.svtBlocked = newBurnMetrics()
 	if reg != nil {
-		reg.MustRegister(m.released, m.refusals, m.batchSeconds, m.epsilon, m.hospitals, m.receiptsRejected, m.leftOut, m.missed, m.leftOutNow)
+		reg.MustRegister(m.released, m.refusals, m.batchSeconds, m.epsilon, m.hospitals, m.receiptsRejected, m.leftOut, m.missed, m.leftOutNow, m.svtBurnt, m.svtBlocked)
 	}
 	return m
 }

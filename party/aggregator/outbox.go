@@ -256,6 +256,8 @@ type SessionRecord struct {
 	// threshold noise and refusals), sealed to the aggregator's own age
 	// recipient: the outbox never holds noise in the clear.
 	SealedState []byte `json:"sealed_state"`
+	// Answered is how many queries the session has answered.
+	Answered int `json:"answered,omitempty"`
 }
 
 func (o *Outbox) sessionPath(id string) string { return filepath.Join(o.dir, sessionPrefix+id+".json") }
