@@ -173,13 +173,14 @@ func (h *health) describe() string {
 const probeGraceFloor = 100 * time.Millisecond
 
 // probeGrace is how long a batch waits for its probed hospitals once
-// every hospital it waits for has answered (elapsed after the fan-out):
-// as long again, at least probeGraceFloor or a twentieth of the deadline
-// when that is shorter, and never past the deadline (remaining). A probed
-// hospital that answers as fast as the slowest of the others is thus
-// counted, and one that stalls costs the batch at most this grace.
+// every hospital it waits for has answered (elapsed after the fan-out): a
+// quarter as long again, at least probeGraceFloor or a twentieth of the
+// deadline when that is shorter, and never past the deadline (remaining).
+// A probed hospital that answers about as fast as the slowest of the
+// others is thus counted, and one that stalls costs the batch at most this
+// grace.
 func probeGrace(elapsed, deadline, remaining time.Duration) time.Duration {
-	return max(0, min(max(elapsed, min(probeGraceFloor, deadline/20)), remaining))
+	return max(0, min(max(elapsed/4, min(probeGraceFloor, deadline/20)), remaining))
 }
 
 // triage decides from the hospitals' standings which of the connected
