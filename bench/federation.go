@@ -70,6 +70,11 @@ type federation struct {
 	// stalling, while set, makes the last hospital answer every batch
 	// only at its deadline (the hostile section's stalling runs).
 	stalling atomic.Bool
+	// mech is the aggregator's mechanism (zero: benchMechanism), and
+	// voter, when set, makes hospital i's voter instead of its teachers'
+	// networks.
+	mech  mechanism.Params
+	voter func(i, teachers int) teacher.Voter
 }
 
 // close stops every party and removes the federation's directory.
@@ -96,12 +101,15 @@ func waitFor(ctx context.Context, within time.Duration, what string, cond func()
 // startFederation provisions a federation in a temporary directory and
 // starts every party but the student; with w, every link goes through one
 // of w's relays.
-func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan) (_ *federation, err error) {
+func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan, opts ...func(*federation)) (_ *federation, err error) {
 	dir, err := os.MkdirTemp("", "nzc-bench-")
 	if err != nil {
 		return nil, err
 	}
 	f := &federation{dir: dir, log: log, g: launch.NewGroup(ctx), wan: w}
+	for _, o := range opts {
+		o(f)
+	}
 	defer func() {
 		if err != nil {
 			_ = f.close()
@@ -172,7 +180,7 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 		return err
 	}
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
-		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: quorum, Hospitals: hospitals,
+		OutboxDir: f.m.Path("bench-outbox"), Mechanism: f.mechanism(), Quorum: quorum, Hospitals: hospitals,
 		BatchDeadline: deadline, Ledger: f.lc, AuditorKeys: f.auditorKeys,
 		Classes: 10, Ensembles: f.ensembles(cfg),
 	})
@@ -188,6 +196,14 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 		f.studentAddr = addrs[0]
 	}
 	return nil
+}
+
+// mechanism is the aggregator's mechanism.
+func (f *federation) mechanism() mechanism.Params {
+	if f.mech.Mechanism == "" {
+		return benchMechanism()
+	}
+	return f.mech
 }
 
 // DefaultBatchDeadline is the aggregator's batch deadline outside the wan
@@ -231,11 +247,15 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 	}
 	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta, AuditorKeys: f.auditorKeys},
 		func(i int, c *teacher.Config) {
-			v := &netVoter{nets: f.hospitalNets[i]}
-			if i == hospitals-1 {
-				v.stall = &f.stalling
+			if f.voter != nil {
+				c.Voter = f.voter(i, len(f.hospitalNets[i]))
+			} else {
+				v := &netVoter{nets: f.hospitalNets[i]}
+				if i == hospitals-1 {
+					v.stall = &f.stalling
+				}
+				c.Voter = v
 			}
-			c.Voter = v
 			if dial != nil {
 				c.Aggregator = dial[i]
 			}

@@ -62,6 +62,9 @@ type HostileSection struct {
 	StallingLabelsPerS Figure  `json:"stalling_labels_per_s"`
 	StallingRatio      float64 `json:"stalling_ratio"`
 	BatchDeadlineS     float64 `json:"batch_deadline_s"`
+	// SVTBurn is what a hospital with a third of the teachers voting
+	// against the others costs the honest ones under nzc-svt.
+	SVTBurn SVTBurn `json:"svt_burn"`
 	// Attacks is what the hostile party tried, and how it was answered.
 	Attacks HostileAttacks `json:"attacks"`
 	// Lost is the honest batches not answered; Twice those charged more

@@ -235,6 +235,9 @@ func printBench(w io.Writer, r *bench.Report) error {
 			a.Connections, a.ConnectionsRefused, a.Hellos, a.HellosAccepted, a.HalfSentStreams, a.Oversized, a.OversizedServed, a.Relays, a.RelaysLimited)
 		fig("one hospital stalling", h.StallingLabelsPerS, "labels/s")
 		fmt.Fprintf(bw, "  stalling ratio %.2f (the hospital answers each batch only at the %.0f s deadline)\n", h.StallingRatio, h.BatchDeadlineS)
+		b := h.SVTBurn
+		fmt.Fprintf(bw, "  nzc-svt (%s), %d of %d teachers voting against the others: %d of %d queries answered; honest hospitals' largest ε %.4g, one session's ε %.4g\n",
+			b.Mechanism, b.AdversaryTeachers, b.Teachers, b.Answered, b.Queries, b.HonestMaxEpsilon, b.SessionEpsilon)
 		fmt.Fprintf(bw, "  honest batches lost %d, charged twice %d\n", h.Lost, h.Twice)
 	}
 	fmt.Fprintln(bw, "\ntargets")
