@@ -49,7 +49,10 @@ func newBenchCommand() *cobra.Command {
              batch was lost or charged twice; then the honest labels per
              second while one hospital answers every batch only at its
              deadline (--batch-deadline), over those beside none:
-             stalling_ratio
+             stalling_ratio; and, in a second federation under the nzc-svt
+             preset whose last hospital (a third of the teachers) votes
+             against the others, the honest hospitals' largest ε and one
+             session's ε: svt_burn
 
 Every figure is measured several times and reported with its median and
 spread (min, max). The teachers have random weights: inference costs the same
