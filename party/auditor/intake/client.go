@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -23,56 +24,41 @@ import (
 type Client struct {
 	cfg   quicnet.Config
 	addrs []string
-
-	mu       chanMutex
-	conn     *quicnet.Conn
-	connAddr string // the address conn was dialled at
-	next     int
+	conn  *quicnet.Holder
+	next  int // the address dial tries first; changed only under conn's lock
+	// addrOf is the address each held connection was dialled at.
+	addrOf sync.Map // *quicnet.Conn → string
 }
-
-// chanMutex is a mutex whose Lock respects a context.
-type chanMutex chan struct{}
-
-func (m chanMutex) lock(ctx context.Context) error {
-	select {
-	case m <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-func (m chanMutex) unlock() { <-m }
 
 // NewClient returns a client of the auditors at addrs.
 func NewClient(cfg quicnet.Config, addrs []string) (*Client, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("intake: no auditor address configured")
 	}
-	return &Client{cfg: cfg, addrs: addrs, mu: make(chanMutex, 1)}, nil
+	l := &Client{cfg: cfg, addrs: addrs}
+	l.conn = quicnet.NewHolder(l.dial)
+	return l, nil
 }
 
-func (l *Client) connect(ctx context.Context, tried *UnavailableError) (*quicnet.Conn, string, error) {
-	if err := l.mu.lock(ctx); err != nil {
-		return nil, "", tried
-	}
-	defer l.mu.unlock()
-	if l.conn != nil && l.conn.Err() == nil {
-		return l.conn, l.connAddr, nil
-	}
+// dial connects to the first auditor that answers, from the one at next;
+// when none does, its error is an *UnavailableError naming each it tried.
+func (l *Client) dial(ctx context.Context) (*quicnet.Conn, error) {
+	failed := &UnavailableError{Addrs: l.addrs}
 	for range l.addrs {
 		addr := l.addrs[l.next%len(l.addrs)]
 		c, err := quicnet.Dial(ctx, addr, l.cfg, crypto.RoleAuditor)
 		if err == nil {
-			l.conn, l.connAddr = c, addr
-			return c, addr, nil
+			l.addrOf.Store(c, addr)
+			context.AfterFunc(c.Context(), func() { l.addrOf.Delete(c) })
+			return c, nil
 		}
-		tried.add(addr, false, err)
+		failed.add(addr, false, err)
 		l.next++
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, "", tried
+	return nil, failed
 }
 
 // UnavailableError is what a Client's call returns when no auditor gave
@@ -125,16 +111,12 @@ func (e *UnavailableError) Unwrap() []error {
 // drop closes c and moves on: to the auditor at leader when it is one of
 // the client's addresses, otherwise to the next.
 func (l *Client) drop(c *quicnet.Conn, leader string) {
-	_ = l.mu.lock(context.Background())
-	defer l.mu.unlock()
-	if l.conn == c {
-		_ = c.Close()
-		l.conn = nil
+	l.conn.Drop(c, func() {
 		l.next++
 		if i := slices.Index(l.addrs, leader); leader != "" && i >= 0 {
 			l.next = i
 		}
-	}
+	})
 }
 
 // call invokes req on an auditor, moving to the next auditor when the
@@ -143,7 +125,16 @@ func (l *Client) drop(c *quicnet.Conn, leader string) {
 func (l *Client) call(ctx context.Context, req, resp proto.Message) error {
 	tried := &UnavailableError{Addrs: l.addrs}
 	for range 2 * len(l.addrs) {
-		c, addr, err := l.connect(ctx, tried)
+		c, err := l.conn.Get(ctx)
+		if err != nil {
+			var failed *UnavailableError
+			if errors.As(err, &failed) {
+				tried.Tried = append(tried.Tried, failed.Tried...)
+			}
+			return tried
+		}
+		v, _ := l.addrOf.Load(c)
+		addr, _ := v.(string)
 		if err != nil {
 			return err
 		}
@@ -187,11 +178,4 @@ func (l *Client) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.B
 }
 
 // Close closes the connection to the auditors.
-func (l *Client) Close() error {
-	_ = l.mu.lock(context.Background())
-	defer l.mu.unlock()
-	if l.conn != nil {
-		return l.conn.Close()
-	}
-	return nil
-}
+func (l *Client) Close() error { return l.conn.Close() }
