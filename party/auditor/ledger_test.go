@@ -193,16 +193,24 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	}
 	// With two of three auditors down there is no majority to sign (a
 	// round of its own: CosignCheckpoint may serve the checkpoint all three
-	// signed a moment ago, see TestCosignCacheSharesAndKeeps).
-	_ = c.stop[1]()
+	// signed a moment ago, see TestCosignCacheSharesAndKeeps). A reader's
+	// round says so as soon as both are found unreachable, not when its
+	// context ends.
+	// With one down, a reader's round returns the majority's checkpoint
+	// without waiting for the dead auditor until its context ends.
 	_ = c.stop[2]()
-	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	a0 := c.auds[0]
-	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, true)
+	two, err := cosign(sctx, a0.node, a0.ledger, a0.log, readWait())
+	if sc, oerr := ledger.OpenCheckpoint(two, keys); err != nil || oerr != nil || !slices.Equal(sc.Signers, []string{"hospital-a", "hospital-b"}) || sctx.Err() != nil {
+		t.Fatalf("cosign with %s down: %v %v %+v (context: %v), want the two others' signatures before the context ends", auditors[2], err, oerr, sc, sctx.Err())
+	}
+	_ = c.stop[1]()
+	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, readWait())
 	var qe *ledger.QuorumError
-	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil {
-		t.Fatalf("cosign with two auditors down: %v, want a QuorumError with one signer", err)
+	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil || sctx.Err() != nil {
+		t.Fatalf("cosign with two auditors down: %v (context: %v), want a QuorumError with one signer before the context ends", err, sctx.Err())
 	}
 }
 

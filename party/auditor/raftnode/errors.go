@@ -57,6 +57,11 @@ var (
 	// configuration (nzc ledger status) and the certificate installed there.
 	ErrWrongPeer = errors.New("auditor: the raft peer at this address is not the configured server")
 
+	// ErrPeerUnreachable means no connection to another auditor could be
+	// made before the deadline (nothing listens at its address, or the
+	// handshake failed): it is down or refuses, not merely slow.
+	ErrPeerUnreachable = errors.New("auditor: the peer auditor cannot be reached")
+
 	// ErrNotAuditor is returned when a peer's certificate does not carry the
 	// auditor role.
 	ErrNotAuditor = errors.New("auditor: peer certificate does not carry the auditor role (URI SAN nzc://auditor/<id>)")

@@ -312,7 +312,14 @@ type forwardClient struct {
 	// dials counts the connections dialled, failed attempts included: each
 	// costs a mutual-TLS handshake on both sides, so it should grow with
 	// peers, not requests.
-	dials atomic.Int64
+	dials, dialsFailed atomic.Int64
+	// dropped counts the connections closed because a call on them failed
+	// or ended before its answer (each later costs a dial); abandoned
+	// counts those of them whose caller cancelled the call rather than
+	// ran out of time.
+	dropped, abandoned atomic.Int64
+	// inFlight counts the calls under way.
+	inFlight atomic.Int64
 
 	mu     sync.Mutex
 	idle   map[string][]*fwdConn
@@ -348,7 +355,11 @@ func (fc *forwardClient) get(ctx context.Context, addr string) (*fwdConn, error)
 	fc.dials.Add(1)
 	c, err := dialChannel(ctx, addr, fc.tls, chanForward)
 	if err != nil {
-		return nil, err
+		fc.dialsFailed.Add(1)
+		if ctx.Err() != nil {
+			return nil, err // out of time, which says nothing of the peer
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrPeerUnreachable, addr, err)
 	}
 	return &fwdConn{c: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}, nil
 }
@@ -361,6 +372,15 @@ func (fc *forwardClient) put(addr string, c *fwdConn) {
 		return
 	}
 	fc.idle[addr] = append(fc.idle[addr], c)
+}
+
+// drop closes a connection whose call on ctx failed or ended early.
+func (fc *forwardClient) drop(ctx context.Context, c *fwdConn) {
+	_ = c.c.Close()
+	fc.dropped.Add(1)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		fc.abandoned.Add(1)
+	}
 }
 
 func (fc *forwardClient) close() {
@@ -379,6 +399,8 @@ func (fc *forwardClient) close() {
 // written is returned as errNotSent; after it, as ErrOutcomeUnknown for a
 // submit (the leader may have committed it).
 func (fc *forwardClient) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, uint64, error) {
+	fc.inFlight.Add(1)
+	defer fc.inFlight.Add(-1)
 	c, err := fc.get(ctx, addr)
 	if err != nil {
 		return nil, 0, errNotSent{err}
@@ -390,12 +412,12 @@ func (fc *forwardClient) call(ctx context.Context, addr string, op byte, body []
 		ms = uint64(max(time.Until(dl).Milliseconds(), 1))
 	}
 	if err := writeFrame(c.w, op, ms, body); err != nil {
-		_ = c.c.Close()
+		fc.drop(ctx, c)
 		return nil, 0, errNotSent{err}
 	}
 	code, idx, out, err := readFrame(c.r)
 	if err != nil {
-		_ = c.c.Close()
+		fc.drop(ctx, c)
 		if ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 		}
@@ -404,7 +426,7 @@ func (fc *forwardClient) call(ctx context.Context, addr string, op byte, body []
 	if !stop() {
 		// The deadline fired after the response arrived; the connection's
 		// deadline is now in the past, so do not reuse it.
-		_ = c.c.Close()
+		fc.drop(ctx, c)
 	} else {
 		fc.put(addr, c)
 	}

@@ -814,7 +814,7 @@ func (n *Node) PeerCheckpoint(ctx context.Context, addr string, treeSize uint64)
 	cp, _, err := n.fwd.call(ctx, addr, opCheckpoint, binary.AppendUvarint(nil, treeSize))
 	var ns errNotSent
 	if errors.As(err, &ns) {
-		return nil, fmt.Errorf("auditor: reach %s: %w", addr, ns.err)
+		return nil, fmt.Errorf("auditor: reach %s: %w", addr, ns.err) // ErrPeerUnreachable when no connection was made
 	}
 	return cp, err
 }
