@@ -78,8 +78,8 @@ func TestLedgerReadsWithAMajority(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
+	// Stamped now: an auditor refuses an account command stamped far from its clock.
 	h := m.ByRole(crypto.RoleHospital)[0]
-	// The auditors check an account command's stamp against their clocks.
 	open, err := ledger.Sign(&ledger.OpenAccount{Hospital: h.ID, CapEpsilon: 8, CapDelta: 1e-5, Timestamp: time.Now().UnixNano()}, h.ID, cryptotest.SigningKey(t, m, h))
 	if err != nil {
 		t.Fatal(err)
