@@ -158,6 +158,7 @@ type fakeHospital struct {
 	classes  int
 	block    bool // never answers (until ctx ends)
 	split    bool // half the teachers vote the next class: distance to instability 0
+	against  bool // every teacher votes the next class, against the others
 	calls    int
 	proofs   []*nzcpb.Receipt // the charge receipts handed over
 	mu       sync.Mutex
@@ -184,6 +185,9 @@ func (h *fakeHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.V
 	counts := make([]uint32, nq*nc)
 	for i := range nq {
 		c := int(f.GetValues()[i*dim]) % nc
+		if h.against {
+			c = (c + 1) % nc
+		}
 		if h.split {
 			counts[i*nc+c] += uint32(h.teachers / 2)
 			counts[i*nc+(c+1)%nc] += uint32(h.teachers - h.teachers/2)
@@ -224,7 +228,8 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	}
 	ca := cryptotest.CA(t, m)
 	now := time.Unix(1_800_000_000, 0)
-	cmds, err := intake.GenesisCommands(m, ca.Key(), "nzc.test/ledger", now)
+	// The genesis's cap bound admits every test's cap.
+	cmds, err := intake.BoundedGenesisCommands(m, ca.Key(), "nzc.test/ledger", now, max(capEps, ledger.DefaultEpsilonBound), ledger.DefaultDeltaBound)
 	if err != nil {
 		t.Fatal(err)
 	}
