@@ -76,9 +76,11 @@ func (s *State) Export(checkpoints [][]byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return Export{Entries: s.entries, Checkpoints: checkpoints, Keys: keys}.Encode()
+	entries, err := s.Entries(0, s.TreeSize())
+	if err != nil {
+		return nil, err
+	}
+	return Export{Entries: entries, Checkpoints: checkpoints, Keys: keys}.Encode()
 }
 
 // VerifyOptions are what the verifier brings from outside the export.
@@ -201,14 +203,14 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	r.Entries = int64(len(x.Entries))
 
 	// The tree over the exported bytes, whatever they contain.
-	var tree hashStore
+	tree := hashStore{h: NewMemHistory()}
 	for _, b := range x.Entries {
 		if err := tree.append(b); err != nil {
 			r.add(Check{Name: "tree", Detail: err.Error()})
 			return r
 		}
 	}
-	r.Root, _ = tree.treeHash(tree.n)
+	r.Root, _ = tree.treeHash(tree.size())
 
 	// Replay, stopping at the first entry that does not reproduce: the
 	// state after it is not the log's.
@@ -267,14 +269,14 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	// Checkpoints.
 	latest := int64(-1)
 	for j, b := range x.Checkpoints {
-		if sc, ok := r.checkpoint("export", j, b, st, &tree, opts.TrustedKeys); ok {
+		if sc, ok := r.checkpoint("export", j, b, st, tree, opts.TrustedKeys); ok {
 			if sc.Size > latest || (sc.Size == latest && sc.Time > r.CheckpointTime) {
 				latest, r.CheckpointTime = sc.Size, sc.Time
 			}
 		}
 	}
 	for j, b := range opts.Earlier {
-		r.checkpoint("earlier", j, b, st, &tree, opts.TrustedKeys)
+		r.checkpoint("earlier", j, b, st, tree, opts.TrustedKeys)
 	}
 	switch {
 	case len(x.Checkpoints) == 0:
@@ -354,7 +356,7 @@ func openQuorum(st *State, c Checkpoint, signed []byte, trusted []string) (Signe
 	return sc, len(all), err
 }
 
-func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *hashStore, trusted []string) (SignedCheckpoint, bool) {
+func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree hashStore, trusted []string) (SignedCheckpoint, bool) {
 	name := source + " checkpoint"
 	c, err := PeekCheckpoint(b)
 	if err != nil {
@@ -373,9 +375,9 @@ func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *has
 		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d: %v", c.Size, err)})
 		return sc, false
 	}
-	if c.Size > tree.n {
-		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: entryRef(tree.n),
-			Detail: fmt.Sprintf("signed for %d entries but the export has %d: entries were removed", c.Size, tree.n)})
+	if c.Size > tree.size() {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: entryRef(tree.size()),
+			Detail: fmt.Sprintf("signed for %d entries but the export has %d: entries were removed", c.Size, tree.size())})
 		return sc, false
 	}
 	root, _ := tree.treeHash(c.Size)

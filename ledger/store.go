@@ -1,0 +1,180 @@
+package ledger
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// History is where a State keeps its log: the encoded entries and the
+// RFC 6962 stored hashes of their Merkle tree, in tlog's layout (every
+// record hash and every complete subtree hash, in write order). The State
+// owns the decisions; a History only keeps what was decided, so it may live
+// in memory (NewMemHistory, for tests and tools) or on disk (the auditor's).
+//
+// The State calls Append, Truncate and Reset only while it holds its write
+// lock, and the read methods while it holds at least its read lock; an
+// implementation need not lock for the State's sake.
+type History interface {
+	// ReadHashes returns the stored hashes at the given indexes
+	// (tlog.StoredHashIndex); an index not stored is an error.
+	tlog.HashReader
+	// Len is the number of entries.
+	Len() int64
+	// Append records entry number Len() and the stored hashes it adds
+	// (tlog.StoredHashes), both or neither.
+	Append(entry []byte, hashes []tlog.Hash) error
+	// Entry returns a copy of entry i, 0 ≤ i < Len().
+	Entry(i int64) ([]byte, error)
+	// Truncate drops every entry from n on, and their hashes.
+	Truncate(n int64) error
+}
+
+// ErrHistory reports a History that cannot give or keep what the State
+// asks of it: a missing entry or hash, or a failed write.
+var ErrHistory = errors.New("ledger: history")
+
+// MemHistory is a History in memory.
+type MemHistory struct {
+	mu      sync.RWMutex
+	entries [][]byte
+	hashes  []tlog.Hash
+}
+
+var _ History = (*MemHistory)(nil)
+
+// NewMemHistory returns an empty history in memory.
+func NewMemHistory() *MemHistory { return &MemHistory{} }
+
+// Len implements History.
+func (m *MemHistory) Len() int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return int64(len(m.entries))
+}
+
+// ReadHashes implements tlog.HashReader.
+func (m *MemHistory) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]tlog.Hash, len(idx))
+	for i, x := range idx {
+		if x < 0 || x >= int64(len(m.hashes)) {
+			return nil, fmt.Errorf("%w: hash %d is not stored (have %d)", ErrHistory, x, len(m.hashes))
+		}
+		out[i] = m.hashes[x]
+	}
+	return out, nil
+}
+
+// Append implements History.
+func (m *MemHistory) Append(entry []byte, hashes []tlog.Hash) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if want := tlog.StoredHashIndex(0, int64(len(m.entries))); want != int64(len(m.hashes)) {
+		return fmt.Errorf("%w: %d stored hashes for %d entries", ErrHistory, len(m.hashes), len(m.entries))
+	}
+	m.entries = append(m.entries, bytes.Clone(entry))
+	m.hashes = append(m.hashes, hashes...)
+	return nil
+}
+
+// Entry implements History.
+func (m *MemHistory) Entry(i int64) ([]byte, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if i < 0 || i >= int64(len(m.entries)) {
+		return nil, fmt.Errorf("%w: no entry %d (have %d)", ErrHistory, i, len(m.entries))
+	}
+	return bytes.Clone(m.entries[i]), nil
+}
+
+// Truncate implements History.
+func (m *MemHistory) Truncate(n int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n < 0 || n > int64(len(m.entries)) {
+		return fmt.Errorf("%w: cannot truncate %d entries to %d", ErrHistory, len(m.entries), n)
+	}
+	clear(m.entries[n:])
+	m.entries = m.entries[:n]
+	m.hashes = m.hashes[:tlog.StoredHashIndex(0, n)]
+	return nil
+}
+
+// Open returns the ledger whose log h holds, for a history kept across
+// restarts (an empty h gives an empty ledger). It replays every entry to
+// rebuild the state and checks that each reproduces byte for byte and that
+// the stored hashes are the entries' — a *ReplayError names the first entry
+// that does not — and from then on appends to h.
+func Open(h History) (*State, error) {
+	v := &replayView{under: h}
+	st := newState(v)
+	for i := range h.Len() {
+		b, err := h.Entry(i)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: open: %w", err)
+		}
+		if err := st.replayOne(i, b); err != nil {
+			return nil, err
+		}
+	}
+	st.log = hashStore{h: h}
+	return st, nil
+}
+
+// replayView is the first n entries of a history, for Open: Append checks
+// that what replay appends is what the history already holds.
+type replayView struct {
+	under History
+	n     int64
+	last  []byte // the entry replay appended last
+}
+
+func (v *replayView) Len() int64 { return v.n }
+
+func (v *replayView) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+	limit := tlog.StoredHashIndex(0, v.n)
+	for _, x := range idx {
+		if x >= limit {
+			return nil, fmt.Errorf("%w: hash %d is past the %d entries replayed", ErrHistory, x, v.n)
+		}
+	}
+	return v.under.ReadHashes(idx)
+}
+
+func (v *replayView) Append(entry []byte, hashes []tlog.Hash) error {
+	start := tlog.StoredHashIndex(0, v.n)
+	idx := make([]int64, len(hashes))
+	for i := range idx {
+		idx[i] = start + int64(i)
+	}
+	stored, err := v.under.ReadHashes(idx)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(stored, hashes) {
+		return fmt.Errorf("%w: the stored hashes of entry %d are not its own", ErrHistory, v.n)
+	}
+	v.last = bytes.Clone(entry)
+	v.n++
+	return nil
+}
+
+func (v *replayView) Entry(i int64) ([]byte, error) {
+	if i == v.n-1 {
+		return bytes.Clone(v.last), nil
+	}
+	if i < 0 || i >= v.n {
+		return nil, fmt.Errorf("%w: no entry %d (%d replayed)", ErrHistory, i, v.n)
+	}
+	return v.under.Entry(i)
+}
+
+func (v *replayView) Truncate(int64) error {
+	return fmt.Errorf("%w: cannot truncate a history while it is replayed", ErrHistory)
+}
