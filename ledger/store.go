@@ -106,13 +106,14 @@ func (m *MemHistory) Truncate(n int64) error {
 	return nil
 }
 
-// Open returns the ledger whose log h holds, for a history kept across
-// restarts (an empty h gives an empty ledger). It replays every entry to
-// rebuild the state and checks that each reproduces byte for byte and that
-// the stored hashes are the entries' — a *ReplayError names the first entry
-// that does not — and from then on appends to h.
+// Open returns the ledger whose log h holds (an empty h gives an empty
+// ledger). It replays every entry to rebuild the state and checks that each
+// reproduces byte for byte and that the stored hashes are the entries' — a
+// *ReplayError names the first entry that does not — and then appends to h.
+// It is for tools that read a kept history; an auditor, whose raft log
+// replays the commands itself, uses Resume.
 func Open(h History) (*State, error) {
-	v := &replayView{under: h}
+	v := &historyView{under: h, strict: true}
 	st := newState(v)
 	for i := range h.Len() {
 		b, err := h.Entry(i)
@@ -127,27 +128,75 @@ func Open(h History) (*State, error) {
 	return st, nil
 }
 
-// replayView is the first n entries of a history, for Open: Append checks
-// that what replay appends is what the history already holds.
-type replayView struct {
-	under History
-	n     int64
-	last  []byte // the entry replay appended last
+// Resume returns an empty ledger over a history h kept from before a
+// restart, for a replica whose own log of commands will be applied again
+// (a snapshot restored, then raft's log replayed). Each entry that
+// reproduces the one h holds at its index is not written again; the first
+// that differs cuts h there and the log goes on from it. So a restart
+// rewrites nothing of a history that was the log's, and a history that was
+// not is replaced.
+func Resume(h History) *State { return newState(&historyView{under: h}) }
+
+// historyView is the first n entries of a history. Append of the entry the
+// history already holds at n only checks it (and, strict, anything else is
+// an error, not a change); Truncate only moves n, and the history beyond
+// n is cut when an Append differs from it.
+type historyView struct {
+	under  History
+	strict bool
+	n      int64
+	last   []byte // strict: the entry replay appended last
 }
 
-func (v *replayView) Len() int64 { return v.n }
+func (v *historyView) Len() int64 { return v.n }
 
-func (v *replayView) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+func (v *historyView) ReadHashes(idx []int64) ([]tlog.Hash, error) {
 	limit := tlog.StoredHashIndex(0, v.n)
 	for _, x := range idx {
 		if x >= limit {
-			return nil, fmt.Errorf("%w: hash %d is past the %d entries replayed", ErrHistory, x, v.n)
+			return nil, fmt.Errorf("%w: hash %d is not stored (have %d)", ErrHistory, x, limit)
 		}
 	}
 	return v.under.ReadHashes(idx)
 }
 
-func (v *replayView) Append(entry []byte, hashes []tlog.Hash) error {
+func (v *historyView) Append(entry []byte, hashes []tlog.Hash) error {
+	if v.n >= v.under.Len() {
+		if v.strict {
+			return fmt.Errorf("%w: replay appends entry %d to a history of %d", ErrHistory, v.n, v.under.Len())
+		}
+		if err := v.under.Append(entry, hashes); err != nil {
+			return err
+		}
+		v.n++
+		return nil
+	}
+	same, err := v.holds(entry, hashes)
+	if err != nil {
+		return err
+	}
+	switch {
+	case v.strict && !same.hashes:
+		return fmt.Errorf("%w: the stored hashes of entry %d are not its own", ErrHistory, v.n)
+	case v.strict:
+		// replayOne compares the entry itself and names the change.
+		v.last = bytes.Clone(entry)
+	case !same.entry || !same.hashes:
+		if err := v.under.Truncate(v.n); err != nil {
+			return err
+		}
+		if err := v.under.Append(entry, hashes); err != nil {
+			return err
+		}
+	}
+	v.n++
+	return nil
+}
+
+type sameness struct{ entry, hashes bool }
+
+// holds says whether the history holds entry and hashes at n.
+func (v *historyView) holds(entry []byte, hashes []tlog.Hash) (sameness, error) {
 	start := tlog.StoredHashIndex(0, v.n)
 	idx := make([]int64, len(hashes))
 	for i := range idx {
@@ -155,26 +204,32 @@ func (v *replayView) Append(entry []byte, hashes []tlog.Hash) error {
 	}
 	stored, err := v.under.ReadHashes(idx)
 	if err != nil {
-		return err
+		return sameness{}, err
 	}
-	if !slices.Equal(stored, hashes) {
-		return fmt.Errorf("%w: the stored hashes of entry %d are not its own", ErrHistory, v.n)
+	old, err := v.under.Entry(v.n)
+	if err != nil {
+		return sameness{}, err
 	}
-	v.last = bytes.Clone(entry)
-	v.n++
-	return nil
+	return sameness{entry: bytes.Equal(old, entry), hashes: slices.Equal(stored, hashes)}, nil
 }
 
-func (v *replayView) Entry(i int64) ([]byte, error) {
-	if i == v.n-1 {
-		return bytes.Clone(v.last), nil
-	}
+func (v *historyView) Entry(i int64) ([]byte, error) {
 	if i < 0 || i >= v.n {
-		return nil, fmt.Errorf("%w: no entry %d (%d replayed)", ErrHistory, i, v.n)
+		return nil, fmt.Errorf("%w: no entry %d (have %d)", ErrHistory, i, v.n)
+	}
+	if v.strict && i == v.n-1 {
+		return bytes.Clone(v.last), nil
 	}
 	return v.under.Entry(i)
 }
 
-func (v *replayView) Truncate(int64) error {
-	return fmt.Errorf("%w: cannot truncate a history while it is replayed", ErrHistory)
+func (v *historyView) Truncate(n int64) error {
+	if v.strict {
+		return fmt.Errorf("%w: cannot truncate a history while it is replayed", ErrHistory)
+	}
+	if n < 0 || n > v.n {
+		return fmt.Errorf("%w: cannot truncate %d entries to %d", ErrHistory, v.n, n)
+	}
+	v.n = n
+	return nil
 }

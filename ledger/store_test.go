@@ -184,3 +184,48 @@ func TestMemHistoryTruncate(t *testing.T) {
 		}
 	}
 }
+
+// A replica resumed over its own history and given its commands again
+// writes nothing; the first command that differs cuts the history there.
+func TestResumeRewritesNothingOfItsOwnLog(t *testing.T) {
+	f := chargedFed(t, 8)
+	entries, err := f.st.Entries(0, f.st.TreeSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &countingHistory{MemHistory: historyOf(t, f.st)}
+	st := Resume(h)
+	if st.TreeSize() != 0 {
+		t.Fatalf("resumed at size %d, want 0", st.TreeSize())
+	}
+	for _, b := range entries[:10] {
+		en, _ := DecodeEntry(b)
+		if _, err := st.Apply(en.Command); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.appends != 0 || h.Len() != int64(len(entries)) || st.TreeSize() != 10 {
+		t.Fatalf("replaying its own commands: %d appends, history %d, size %d", h.appends, h.Len(), st.TreeSize())
+	}
+	want, _ := f.st.TreeHash(10)
+	if st.RootHash() != want {
+		t.Fatalf("root %s, want %s", st.RootHash(), want)
+	}
+	g := &fed{t: t, st: st, ts: f.ts}
+	g.must(chargeBody("other", []string{"h2"}, gaussCurve(40, 1), 1), "agg")
+	if h.appends != 1 || h.Len() != 11 {
+		t.Fatalf("a different command: %d appends, history %d; want 1 and 11", h.appends, h.Len())
+	}
+	snap, err := st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.appends = 0
+	again := Resume(h)
+	if err := again.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if h.appends != 0 || again.RootHash() != st.RootHash() {
+		t.Fatalf("restoring over its own history: %d appends, root %s want %s", h.appends, again.RootHash(), st.RootHash())
+	}
+}
