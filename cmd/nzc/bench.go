@@ -47,6 +47,13 @@ func newBenchCommand() *cobra.Command {
              aggregator with relayed ledger commands; their ratio, the
              process's peak resident memory in both, and that no honest
              batch was lost or charged twice
+  scale      (only when named) the ledger's state machine over an auditor's
+             history store, in this process, driven to --scale-charges
+             charges: at every decade the heap above the empty ledger, the
+             resident size and the apply rate; then the snapshot's size and
+             time, restart to ready (open the history, restore the
+             snapshot), the rate and peak heap of verifying the export, and
+             the growth from decade to decade as ratios
 
 Every figure is measured several times and reported with its median and
 spread (min, max). The teachers have random weights: inference costs the same
@@ -70,6 +77,11 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
   # The federation beside a hostile hospital:
   nzc bench --quick --sections hostile
 
+  # How the ledger grows with its history (--scale-history memory: as before
+  # the history moved to disk):
+  nzc bench --quick --sections scale
+  nzc bench --sections scale --scale-charges 1000000
+
   # Only the figures' medians, from the JSON:
   nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`,
 		Args: cobra.NoArgs,
@@ -90,7 +102,9 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	modelName := cmd.Flags().String("model", "mlp", "the teachers' architecture in e2e: mlp or cnn")
 	wanQueries := cmd.Flags().Int("wan-queries", 0, "queries labelled per wan repetition and scenario (default 512, or 256 with --quick)")
 	wanBatch := cmd.Flags().Int("wan-batch", 32, "queries per batch in wan")
-	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile (default all but wan and hostile)")
+	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile, scale (default all but wan, hostile and scale)")
+	scaleCharges := cmd.Flags().Int("scale-charges", 0, "charges the scale section drives the ledger to (default 100000, or 10000 with --quick)")
+	scaleHistory := cmd.Flags().String("scale-history", "disk", "where the scale section's ledger keeps its history: disk (an auditor's bbolt store) or memory")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -115,6 +129,8 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		set("window", *window, &cfg.Window)
 		set("wan-queries", *wanQueries, &cfg.WANQueries)
 		set("wan-batch", *wanBatch, &cfg.WANBatchSize)
+		set("scale-charges", *scaleCharges, &cfg.ScaleCharges)
+		cfg.ScaleHistory = *scaleHistory
 		if cmd.Flags().Changed("inference-queries") {
 			cfg.MLPQueries, cfg.CNNQueries = *inferQueries, max(1, *inferQueries/4)
 		}
@@ -230,6 +246,19 @@ func printBench(w io.Writer, r *bench.Report) error {
 		fmt.Fprintf(bw, "  attacks: %d connections tried (%d refused), %d junk Hellos (%d accepted), %d half-sent streams, %d oversized or forbidden frames (%d served), %d relayed commands (%d limited)\n",
 			a.Connections, a.ConnectionsRefused, a.Hellos, a.HellosAccepted, a.HalfSentStreams, a.Oversized, a.OversizedServed, a.Relays, a.RelaysLimited)
 		fmt.Fprintf(bw, "  honest batches lost %d, charged twice %d\n", h.Lost, h.Twice)
+	}
+	if sc := r.Scale; sc.Charges > 0 {
+		fmt.Fprintf(bw, "\nscale (the ledger's state machine to %d charges of 3 hospitals, history in %s)\n", sc.Charges, sc.History)
+		fmt.Fprintf(bw, "  %10s %10s %12s %10s %12s %14s\n", "charges", "entries", "heap MiB", "RSS MiB", "applied/s", "snapshot B")
+		for _, p := range sc.Points {
+			fmt.Fprintf(bw, "  %10d %10d %12.1f %10.1f %12.0f %14d\n", p.Charges, p.Entries, p.HeapMiB, p.RSSMiB, p.ApplyPerS, p.SnapshotBytes)
+		}
+		fmt.Fprintf(bw, "  heap each charge adds: %.0f bytes\n", sc.HeapBytesPerCharge)
+		fmt.Fprintf(bw, "  snapshot %d bytes in %.0f ms; restart to ready %.0f ms\n", sc.SnapshotBytes, sc.SnapshotMs, sc.RestartMs)
+		fmt.Fprintf(bw, "  verify the export: %.0f entries/s, peak heap %.0f MiB\n", sc.VerifyEntriesPerS, sc.VerifyPeakHeapMiB)
+		for _, g := range sc.Growth {
+			fmt.Fprintf(bw, "  growth %-16s heap ×%.2f, RSS ×%.2f, apply rate ×%.2f, snapshot ×%.2f\n", g.Decade, g.Heap, g.RSS, g.ApplyRate, g.SnapshotBytes)
+		}
 	}
 	fmt.Fprintln(bw, "\ntargets")
 	for _, t := range r.Targets {
