@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/nzcfed/nzc/internal/cputime"
 	"github.com/nzcfed/nzc/internal/parallel"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
@@ -59,8 +60,12 @@ type ScalePoint struct {
 	// HeapMiB is the live heap above the empty ledger's, after a GC.
 	HeapMiB float64 `json:"heap_mib"`
 	RSSMiB  float64 `json:"rss_mib"`
-	// ApplyPerS is the rate of the charges since the point before.
+	// ApplyPerS is the rate of the charges since the point before, and
+	// ApplyCPUUs the process's CPU time a charge took then (checking
+	// its signature, applying it, writing the history): on a loaded
+	// machine the CPU time is the steadier figure.
 	ApplyPerS     float64 `json:"apply_per_s"`
+	ApplyCPUUs    float64 `json:"apply_cpu_us"`
 	SnapshotBytes int     `json:"snapshot_bytes"`
 }
 
@@ -72,6 +77,7 @@ type ScaleGrowth struct {
 	Heap          float64 `json:"heap"`
 	RSS           float64 `json:"rss"`
 	ApplyRate     float64 `json:"apply_rate"`
+	ApplyCPU      float64 `json:"apply_cpu"`
 	SnapshotBytes float64 `json:"snapshot_bytes"`
 }
 
@@ -215,7 +221,7 @@ func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection,
 	done, last := 0, time.Duration(0)
 	var snap []byte
 	for pi, target := range points {
-		var busy time.Duration
+		var busy, cpu time.Duration
 		from := done
 		for done < target {
 			if err := ctx.Err(); err != nil {
@@ -226,6 +232,7 @@ func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection,
 				return sec, err
 			}
 			t0 := time.Now()
+			c0, _ := cputime.Process()
 			st.Preverify(cmds, runtime.GOMAXPROCS(0))
 			for i, c := range cmds {
 				r, err := st.Apply(c)
@@ -240,11 +247,14 @@ func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection,
 				return sec, err
 			}
 			busy += time.Since(t0)
+			c1, _ := cputime.Process()
+			cpu += c1 - c0
 			done += len(cmds)
 			progress("scale", done, cfg.ScaleCharges)
 		}
 		last = busy
-		p := ScalePoint{Charges: target, Entries: st.TreeSize(), ApplyPerS: float64(target-from) / last.Seconds()}
+		p := ScalePoint{Charges: target, Entries: st.TreeSize(), ApplyPerS: float64(target-from) / last.Seconds(),
+			ApplyCPUUs: float64(cpu.Microseconds()) / float64(target-from)}
 		p.HeapMiB = (float64(liveHeap()) - float64(base)) / mib
 		p.RSSMiB = float64(residentBytes()) / mib
 		if pi == len(points)-1 {
@@ -383,7 +393,7 @@ func scaleGrowth(points []ScalePoint) []ScaleGrowth {
 				continue
 			}
 			out = append(out, ScaleGrowth{From: q.Charges, To: p.Charges, Decade: fmt.Sprintf("%d→%d", q.Charges, p.Charges),
-				Heap: ratio(p.HeapMiB, q.HeapMiB), RSS: ratio(p.RSSMiB, q.RSSMiB), ApplyRate: ratio(p.ApplyPerS, q.ApplyPerS),
+				Heap: ratio(p.HeapMiB, q.HeapMiB), RSS: ratio(p.RSSMiB, q.RSSMiB), ApplyRate: ratio(p.ApplyPerS, q.ApplyPerS), ApplyCPU: ratio(p.ApplyCPUUs, q.ApplyCPUUs),
 				SnapshotBytes: ratio(float64(p.SnapshotBytes), float64(q.SnapshotBytes))})
 		}
 	}

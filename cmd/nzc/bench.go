@@ -249,15 +249,15 @@ func printBench(w io.Writer, r *bench.Report) error {
 	}
 	if sc := r.Scale; sc.Charges > 0 {
 		fmt.Fprintf(bw, "\nscale (the ledger's state machine to %d charges of 3 hospitals, history in %s)\n", sc.Charges, sc.History)
-		fmt.Fprintf(bw, "  %10s %10s %12s %10s %12s %14s\n", "charges", "entries", "heap MiB", "RSS MiB", "applied/s", "snapshot B")
+		fmt.Fprintf(bw, "  %10s %10s %10s %10s %11s %13s %12s\n", "charges", "entries", "heap MiB", "RSS MiB", "applied/s", "CPU µs/charge", "snapshot B")
 		for _, p := range sc.Points {
-			fmt.Fprintf(bw, "  %10d %10d %12.1f %10.1f %12.0f %14d\n", p.Charges, p.Entries, p.HeapMiB, p.RSSMiB, p.ApplyPerS, p.SnapshotBytes)
+			fmt.Fprintf(bw, "  %10d %10d %10.1f %10.1f %11.0f %13.0f %12d\n", p.Charges, p.Entries, p.HeapMiB, p.RSSMiB, p.ApplyPerS, p.ApplyCPUUs, p.SnapshotBytes)
 		}
 		fmt.Fprintf(bw, "  heap each charge adds: %.0f bytes\n", sc.HeapBytesPerCharge)
 		fmt.Fprintf(bw, "  snapshot %d bytes in %.0f ms; restart to ready %.0f ms\n", sc.SnapshotBytes, sc.SnapshotMs, sc.RestartMs)
 		fmt.Fprintf(bw, "  verify the export: %.0f entries/s, peak heap %.0f MiB\n", sc.VerifyEntriesPerS, sc.VerifyPeakHeapMiB)
 		for _, g := range sc.Growth {
-			fmt.Fprintf(bw, "  growth %-16s heap ×%.2f, RSS ×%.2f, apply rate ×%.2f, snapshot ×%.2f\n", g.Decade, g.Heap, g.RSS, g.ApplyRate, g.SnapshotBytes)
+			fmt.Fprintf(bw, "  growth %-16s heap ×%.2f, RSS ×%.2f, apply rate ×%.2f, CPU a charge ×%.2f, snapshot ×%.2f\n", g.Decade, g.Heap, g.RSS, g.ApplyRate, g.ApplyCPU, g.SnapshotBytes)
 		}
 	}
 	fmt.Fprintln(bw, "\ntargets")

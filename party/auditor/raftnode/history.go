@@ -33,7 +33,13 @@ type History struct {
 	stored        int64
 	pending       [][]byte
 	pendingHashes []tlog.Hash
+	// cache holds hashes read from disk: every append and tree hash reads
+	// the same few on the tree's right edge. It is emptied when full.
+	cache map[int64]tlog.Hash
 }
+
+// maxCachedHashes bounds History's cache of hashes read from disk.
+const maxCachedHashes = 4096
 
 // MaxPending is the most records a History holds in memory unwritten.
 const MaxPending = 1024
@@ -58,7 +64,7 @@ func OpenHistory(path string) (*History, error) {
 	if err != nil {
 		return nil, &CorruptDataError{Path: path, Err: err}
 	}
-	h := &History{db: db, path: path}
+	h := &History{db: db, path: path, cache: map[int64]tlog.Hash{}}
 	if err := h.check(existed); err != nil {
 		_ = db.Close()
 		return nil, &CorruptDataError{Path: path, Err: err}
@@ -200,12 +206,12 @@ func (h *History) Entry(i int64) ([]byte, error) {
 
 // ReadHashes implements tlog.HashReader.
 func (h *History) ReadHashes(idx []int64) ([]tlog.Hash, error) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	out := make([]tlog.Hash, len(idx))
 	first := tlog.StoredHashIndex(0, h.stored)
 	end := first + int64(len(h.pendingHashes))
-	onDisk := false
+	var missing []int // positions in idx to read from disk
 	for i, x := range idx {
 		switch {
 		case x < 0 || x >= end:
@@ -213,27 +219,37 @@ func (h *History) ReadHashes(idx []int64) ([]tlog.Hash, error) {
 		case x >= first:
 			out[i] = h.pendingHashes[x-first]
 		default:
-			onDisk = true
+			if v, ok := h.cache[x]; ok {
+				out[i] = v
+			} else {
+				missing = append(missing, i)
+			}
 		}
 	}
-	if !onDisk {
+	if len(missing) == 0 {
 		return out, nil
 	}
 	err := h.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketHashes)
-		for i, x := range idx {
-			if x >= first {
-				continue
-			}
-			v := b.Get(indexKey(uint64(x)))
+		for _, i := range missing {
+			v := b.Get(indexKey(uint64(idx[i])))
 			if len(v) != len(tlog.Hash{}) {
-				return fmt.Errorf("auditor: history %s: hash %d is missing or damaged", h.path, x)
+				return fmt.Errorf("auditor: history %s: hash %d is missing or damaged", h.path, idx[i])
 			}
 			copy(out[i][:], v)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	if len(h.cache)+len(missing) > maxCachedHashes {
+		clear(h.cache)
+	}
+	for _, i := range missing {
+		h.cache[idx[i]] = out[i]
+	}
+	return out, nil
 }
 
 // Truncate drops every record from n on, and their hashes.
@@ -244,6 +260,7 @@ func (h *History) Truncate(n int64) error {
 	if n < 0 || n > total {
 		return fmt.Errorf("auditor: history: cannot truncate %d records to %d", total, n)
 	}
+	clear(h.cache)
 	if n >= h.stored {
 		keep := n - h.stored
 		clear(h.pending[keep:])
