@@ -29,9 +29,9 @@ type AnalysisFigures struct {
 	GNMaxDataDependentMs Figure `json:"gnmax_data_dependent_ms"`
 }
 
-// benchMechanisms are the mechanisms measured: the presets
-// (mechanism.Presets) for the given ensemble of 10-class voters, nzc also
-// with Gaussian noise, and an nzc-svt session whose K is large enough never
+// benchMechanisms are the mechanisms measured, by MechanismNames: the
+// presets (mechanism.Presets) for the given ensemble of 10-class voters,
+// nzc also with Gaussian noise, and sessions whose K is large enough never
 // to stop during the run.
 func benchMechanisms(teachers int) map[string]mechanism.Params {
 	out := map[string]mechanism.Params{}
@@ -43,10 +43,27 @@ func benchMechanisms(teachers int) map[string]mechanism.Params {
 	gauss.Noise, gauss.Sigma, gauss.Scale = mechanism.NoiseGaussian, lap.Scale, 0
 	delete(out, string(mechanism.NZC))
 	out["nzc-laplace"], out["nzc-gaussian"] = lap, gauss
-	svt := out[string(mechanism.NZCSVT)]
-	svt.MaxRefusals = 1 << 30
-	out[string(mechanism.NZCSVT)] = svt
+	for name, p := range out {
+		if p.Mechanism.Sessions() {
+			p.MaxRefusals = 1 << 30
+			out[name] = p
+		}
+	}
 	return out
+}
+
+// MechanismNames lists the mechanisms a run measures, in the order a
+// report shows them: every registered mechanism, nzc once with each noise.
+func MechanismNames() []string {
+	var names []string
+	for _, k := range mechanism.Kinds() {
+		if k == mechanism.NZC {
+			names = append(names, "nzc-laplace", "nzc-gaussian")
+			continue
+		}
+		names = append(names, string(k))
+	}
+	return names
 }
 
 // histograms returns n 10-class histograms of the given number of teachers
@@ -71,7 +88,7 @@ func runMechanism(ctx context.Context, cfg Config, progress Progress) (Mechanism
 	sec := MechanismSection{Teachers: teachers, Classes: 10, AnswersPerS: map[string]Figure{}, AnalysisCount: cfg.AnalysisQueries}
 	hs := histograms(cfg.MechanismQueries, teachers, cfg.Seed)
 	params := benchMechanisms(teachers)
-	names := []string{"nzc-laplace", "nzc-gaussian", "lnmax", "gnmax", "confident-gnmax", "nzc-svt"}
+	names := MechanismNames()
 	total := len(names) + 2
 	for i, name := range names {
 		progress("mechanism "+name, i, total)

@@ -193,8 +193,11 @@ func randomSerial(rand io.Reader) (*big.Int, error) {
 // pairs separated by colons, the form printed by
 // `openssl x509 -noout -fingerprint -sha256 -in ca.crt`, so that parties can
 // compare it out of band.
-func Fingerprint(cert *x509.Certificate) string {
-	sum := sha256.Sum256(cert.Raw)
+func Fingerprint(cert *x509.Certificate) string { return DigestFingerprint(cert.Raw) }
+
+// DigestFingerprint returns the SHA-256 of b in the form of Fingerprint.
+func DigestFingerprint(b []byte) string {
+	sum := sha256.Sum256(b)
 	return colonHex(sum[:])
 }
 
@@ -290,4 +293,16 @@ func VerifyPeer(ca *x509.Certificate, rawCerts [][]byte, now time.Time, usage Us
 		return Peer{}, &PeerCertError{Kind: ErrNoPeerIdentity, Subject: subject, Detail: err.Error()}
 	}
 	return p, nil
+}
+
+// colonHex returns b as upper-case hex pairs separated by colons.
+func colonHex(b []byte) string {
+	var s strings.Builder
+	for i, c := range b {
+		if i > 0 {
+			s.WriteByte(':')
+		}
+		fmt.Fprintf(&s, "%02X", c)
+	}
+	return s.String()
 }

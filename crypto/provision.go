@@ -132,10 +132,10 @@ func (m *Manifest) ByRole(role Role) []PartyFiles {
 	return out
 }
 
-// hasSigningKey says which roles get an ed25519 signing key: the aggregator
+// HasSigningKey says which roles get an ed25519 signing key: the aggregator
 // signs ledger charges, auditors cosign checkpoints, and each hospital signs
 // the request that opens its ledger account and sets its own cap.
-func hasSigningKey(r Role) bool {
+func HasSigningKey(r Role) bool {
 	return r == RoleAggregator || r == RoleAuditor || r == RoleHospital
 }
 
@@ -257,13 +257,19 @@ type AddPartyOptions struct {
 // leaving every other party's files untouched. An empty id picks the next
 // free "<role>-N". It refuses to replace an existing party without Force.
 func AddParty(dir string, role Role, id string, opts AddPartyOptions) (*Manifest, PartyFiles, error) {
-	return addParty(dir, Peer{Role: role, ID: id}, opts, nil)
+	return AddPartyWith(dir, Peer{Role: role, ID: id}, opts, nil)
 }
 
-// addParty adds the party p to the federation in dir, its id picked when
-// empty, with the files issue writes for it under the CA's signature, and
-// records it in the manifest. A nil issue makes every key here.
-func addParty(dir string, p Peer, opts AddPartyOptions, issue func(ca *CA, rnd io.Reader, notBefore, notAfter time.Time) (PartyFiles, error)) (*Manifest, PartyFiles, error) {
+// IssueFunc writes the files of one party, its certificate signed by ca
+// and valid from notBefore to notAfter, and says what they are.
+type IssueFunc func(ca *CA, rnd io.Reader, notBefore, notAfter time.Time) (PartyFiles, error)
+
+// AddPartyWith adds the party p to the federation in dir, its id picked
+// when empty, with the files issue writes for it under the CA's signature,
+// and records it in the manifest. A nil issue makes every key here, as
+// AddParty does; a party that keeps its own keys brings an issue that
+// certifies them (see federation/provision's key requests).
+func AddPartyWith(dir string, p Peer, opts AddPartyOptions, issue IssueFunc) (*Manifest, PartyFiles, error) {
 	role, id := p.Role, p.ID
 	if _, err := ParseRole(string(role)); err != nil {
 		return nil, PartyFiles{}, err
@@ -391,7 +397,7 @@ func newPartyKeys(ca *CA, rnd io.Reader, p Peer, hosts []string, notBefore, notA
 		return nil, err
 	}
 	pk := &partyKeys{peer: p, cred: cred, age: id}
-	if hasSigningKey(p.Role) {
+	if HasSigningKey(p.Role) {
 		if pk.sign, err = GenerateSigningKey(rnd); err != nil {
 			return nil, err
 		}

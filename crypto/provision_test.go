@@ -54,7 +54,7 @@ func TestProvision(t *testing.T) {
 		if err != nil || id.Recipient().String() != pf.AgeRecipient {
 			t.Fatalf("%v: age identity %v does not match manifest recipient", want, err)
 		}
-		if hasSigningKey(want.Role) != (pf.SigningKey != "") {
+		if HasSigningKey(want.Role) != (pf.SigningKey != "") {
 			t.Fatalf("%v: signing key = %q", want, pf.SigningKey)
 		}
 		if pf.SigningKey != "" {

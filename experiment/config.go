@@ -147,10 +147,11 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
-// sessionParams plans the one nzc-svt session of pure ε eps for k teachers,
-// with the preset session's own δ and the refusal bound SessionRefusals.
-func (c *Config) sessionParams(eps float64, k, classes int) (mechanism.Params, error) {
-	return mechanism.PlanSession(eps, mechanism.PresetSessionDelta, c.sessionRefusals(), k, classes)
+// sessionParams plans the one session of mechanism kind of pure ε eps for
+// k teachers, with the preset session's own δ and the refusal bound
+// SessionRefusals.
+func (c *Config) sessionParams(kind mechanism.Kind, eps float64, k, classes int) (mechanism.Params, error) {
+	return kind.PlanSession(eps, mechanism.PresetSessionDelta, c.sessionRefusals(), k, classes)
 }
 
 func (c *Config) sessionRefusals() int {
@@ -211,10 +212,12 @@ func (c *Config) Validate() error {
 	if !(c.Delta > 0 && c.Delta < 1) {
 		return fmt.Errorf("%w: δ = %v must be in (0,1)", ErrConfig, c.Delta)
 	}
-	if c.Bootstrap > 0 && slices.ContainsFunc(c.Aggregators, func(a string) bool { return c.Mechanisms[a].Mechanism == mechanism.NZCSVT }) {
-		for _, e := range c.SessionEpsilons {
-			if _, err := c.sessionParams(e, c.Teachers[0], c.Data.Train.Classes); err != nil {
-				return fmt.Errorf("%w: session ε %v: %w; or leave it out of the session ε (--session-epsilons)", ErrConfig, e, err)
+	for _, a := range c.Aggregators {
+		if k := c.Mechanisms[a].Mechanism; c.Bootstrap > 0 && k.Sessions() {
+			for _, e := range c.SessionEpsilons {
+				if _, err := c.sessionParams(k, e, c.Teachers[0], c.Data.Train.Classes); err != nil {
+					return fmt.Errorf("%w: session ε %v: %w; or leave it out of the session ε (--session-epsilons)", ErrConfig, e, err)
+				}
 			}
 		}
 	}

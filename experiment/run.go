@@ -175,21 +175,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	if v := cfg.StudentViews; v != (model.Views{}) {
 		rep.StudentViews = &v
 	}
-	// The orders in which the student asks: the primary one and the
-	// compared ones, all from the student's own examples only.
-	orders := map[selection.Strategy][]int{}
-	for _, strat := range append([]selection.Strategy{cfg.Selection.Strategy}, cfg.CompareSelections...) {
-		if _, ok := orders[strat]; ok {
-			continue
-		}
-		sc := cfg.Selection
-		sc.Strategy = strat
-		o, err := selection.Order(ctx, sc, queries)
-		if err != nil {
-			return nil, fmt.Errorf("query selection: %w", err)
-		}
-		orders[strat] = o
-		log.Info("queries ordered", "selection", strat)
+	orders, err := queryOrders(ctx, cfg, queries, log)
+	if err != nil {
+		return nil, err
 	}
 	primary := orders[cfg.Selection.Strategy]
 
@@ -243,63 +231,10 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		if !full {
 			continue
 		}
-		type run struct {
-			agg   string
-			strat selection.Strategy
-			n     int
-		}
-		var runs []run
-		for _, agg := range cfg.Aggregators {
-			for _, n := range counts {
-				if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
-					continue
-				}
-				runs = append(runs, run{agg, cfg.Selection.Strategy, n})
-			}
-			if k != cfg.Teachers[0] || !slices.Contains(cfg.CompareAggregators, agg) {
-				continue
-			}
-			for _, strat := range cfg.CompareSelections {
-				if strat != cfg.Selection.Strategy {
-					runs = append(runs, run{agg, strat, maxQ})
-				}
-			}
-		}
+		runs := plannedRuns(cfg, k, counts)
 		if k == cfg.Teachers[0] && cfg.Bootstrap > 0 {
-			for _, agg := range cfg.Aggregators {
-				if cfg.Mechanisms[agg].Mechanism != mechanism.NZCSVT {
-					continue
-				}
-				cc := cfg.Confident
-				rep.BootstrapConfident, rep.BootstrapEpochs, rep.BootstrapLabelledEpochs = &cc, cfg.BootstrapEpochs, cfg.BootstrapLabelledEpochs
-				if cfg.BootstrapStudents > 1 {
-					rep.BootstrapStudents = cfg.BootstrapStudents
-				}
-				if cfg.BootstrapModel != "" {
-					rep.BootstrapModel = bSpec.String()
-				}
-				stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, maxQ, cfg.Selection.Strategy, cfg.Bootstrap)
-				sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
-				for _, e := range cfg.SessionEpsilons {
-					p, err := cfg.sessionParams(e, k, classes)
-					if err != nil {
-						return nil, fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
-					}
-					name := fmt.Sprintf("%s/epsilon/%v", stream, e)
-					if p.MaxRefusals != mechanism.PresetSessionRefusals {
-						name += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
-					}
-					sessions = append(sessions, session{p, name})
-				}
-				for _, sess := range sessions {
-					row, full, err := st.bootstrap(ctx, agg, sess.p, sess.stream, k, classes, hist, primary[:maxQ])
-					if err != nil {
-						return nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
-					}
-					log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-					st.add(len(rep.Rows), fmt.Sprintf("%s k=%d %s %s", agg, k, row.Params, row.Selection), full)
-					rep.Rows = append(rep.Rows, row)
-				}
+			if err := st.bootstrapRows(ctx, rep, k, classes, hist, primary[:maxQ]); err != nil {
+				return nil, err
 			}
 		}
 		for _, ru := range runs {
@@ -348,6 +283,104 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	rep.WallSeconds = now().Sub(start).Seconds()
 	return rep, nil
+}
+
+// queryOrders returns the orders in which the student asks: the primary
+// one and the compared ones, all from the student's own examples only.
+func queryOrders(ctx context.Context, cfg Config, queries *data.Dataset, log *slog.Logger) (map[selection.Strategy][]int, error) {
+	orders := map[selection.Strategy][]int{}
+	for _, strat := range append([]selection.Strategy{cfg.Selection.Strategy}, cfg.CompareSelections...) {
+		if _, ok := orders[strat]; ok {
+			continue
+		}
+		sc := cfg.Selection
+		sc.Strategy = strat
+		o, err := selection.Order(ctx, sc, queries)
+		if err != nil {
+			return nil, fmt.Errorf("query selection: %w", err)
+		}
+		orders[strat] = o
+		log.Info("queries ordered", "selection", strat)
+	}
+	return orders, nil
+}
+
+// run is one release of an ensemble's votes: an aggregator asked n
+// queries in a selection order.
+type run struct {
+	agg   string
+	strat selection.Strategy
+	n     int
+}
+
+// plannedRuns lists the releases of the ensemble of k teachers: every
+// aggregator at the largest query count (counts, sorted), the swept ones at
+// every count, and the compared ones in the compared orders too (the last
+// two for the first ensemble only).
+func plannedRuns(cfg Config, k int, counts []int) []run {
+	maxQ := counts[len(counts)-1]
+	var runs []run
+	for _, agg := range cfg.Aggregators {
+		for _, n := range counts {
+			if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
+				continue
+			}
+			runs = append(runs, run{agg, cfg.Selection.Strategy, n})
+		}
+		if k != cfg.Teachers[0] || !slices.Contains(cfg.CompareAggregators, agg) {
+			continue
+		}
+		for _, strat := range cfg.CompareSelections {
+			if strat != cfg.Selection.Strategy {
+				runs = append(runs, run{agg, strat, maxQ})
+			}
+		}
+	}
+	return runs
+}
+
+// bootstrapRows adds the bootstrapped rows of the ensemble of k teachers
+// to rep: for every aggregator that answers in sessions, one whose session
+// has the aggregator's parameters and one per SessionEpsilons, each asking
+// from pool.
+func (st *students) bootstrapRows(ctx context.Context, rep *Report, k, classes int, hist [][]int, pool []int) error {
+	cfg := st.cfg
+	for _, agg := range cfg.Aggregators {
+		if !cfg.Mechanisms[agg].Mechanism.Sessions() {
+			continue
+		}
+		cc := cfg.Confident
+		rep.BootstrapConfident, rep.BootstrapEpochs, rep.BootstrapLabelledEpochs = &cc, cfg.BootstrapEpochs, cfg.BootstrapLabelledEpochs
+		if cfg.BootstrapStudents > 1 {
+			rep.BootstrapStudents = cfg.BootstrapStudents
+		}
+		if cfg.BootstrapModel != "" {
+			rep.BootstrapModel = st.bootSpec.String()
+		}
+		stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, len(pool), cfg.Selection.Strategy, cfg.Bootstrap)
+		sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
+		for _, e := range cfg.SessionEpsilons {
+			p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, e, k, classes)
+			if err != nil {
+				return fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
+			}
+			name := fmt.Sprintf("%s/epsilon/%v", stream, e)
+			if p.MaxRefusals != mechanism.PresetSessionRefusals {
+				name += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
+			}
+			sessions = append(sessions, session{p, name})
+		}
+		for _, sess := range sessions {
+			row, full, err := st.bootstrap(ctx, agg, sess.p, sess.stream, k, classes, hist, pool)
+			if err != nil {
+				return fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
+			}
+			st.log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+			st.add(len(rep.Rows), fmt.Sprintf("%s k=%d %s %s", agg, k, row.Params, row.Selection), full)
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	return nil
 }
 
 // teacherPredictions trains (or loads) the ensemble of k teachers and

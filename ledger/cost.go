@@ -93,7 +93,8 @@ type parsed struct {
 	err error
 	// charges remembers the charges of the answered and refused counts
 	// seen with these parameters (a federation charges batches of a few
-	// sizes over and over); nil when err is set or for nzc-svt.
+	// sizes over and over); nil when err is set or for a mechanism that
+	// answers in sessions.
 	charges *chargeMemo
 }
 
@@ -150,7 +151,7 @@ func parseCost(g mechanism.Grid, kind string, params []Param) parsed {
 	if err != nil {
 		return parsed{err: err}
 	}
-	if p.Mechanism == mechanism.NZCSVT {
+	if p.Mechanism.Sessions() {
 		return parsed{p: p}
 	}
 	qc, err := p.QueryCost(g)
@@ -199,8 +200,8 @@ func deriveCharge(g mechanism.Grid, cache *costCache, b *Charge, stated mechanis
 	if pc.err != nil {
 		return derived{}, badParams(b.BatchID, what, pc.err), false
 	}
-	if pc.p.Mechanism == mechanism.NZCSVT {
-		return derived{}, refuse(CodeBadParams, b.BatchID, "%s: nzc-svt is charged when its session opens; name the session", what), false
+	if pc.p.Mechanism.Sessions() {
+		return derived{}, refuse(CodeBadParams, b.BatchID, "%s: %s is charged when its session opens; name the session", what, pc.p.Mechanism), false
 	}
 	q, a := b.Queries, b.Answers
 	if q > math.MaxInt32 {
@@ -227,16 +228,16 @@ func deriveCharge(g mechanism.Grid, cache *costCache, b *Charge, stated mechanis
 	return d, Result{}, true
 }
 
-// deriveSession recomputes an nzc-svt session's fixed cost from its
-// parameters, whose K must be the session's.
+// deriveSession recomputes a session's fixed cost from its mechanism, which
+// must answer in sessions, and parameters, whose K must be the session's.
 func deriveSession(g mechanism.Grid, b *OpenSession, stated mechanism.Curve) (derived, Result, bool) {
 	what := "session " + b.SessionID
 	p, err := mechanism.ParseLedgerParams(mechanism.Kind(b.Mechanism), b.Params)
 	if err != nil {
 		return derived{}, badParams(b.SessionID, what, err), false
 	}
-	if p.Mechanism != mechanism.NZCSVT {
-		return derived{}, refuse(CodeBadParams, b.SessionID, "%s: a session runs nzc-svt, not %s", what, p.Mechanism), false
+	if !p.Mechanism.Sessions() {
+		return derived{}, refuse(CodeBadParams, b.SessionID, "%s: a session runs %s, not %s", what, sessionKinds(), p.Mechanism), false
 	}
 	if uint64(p.MaxRefusals) != b.MaxRefusals {
 		return derived{}, refuse(CodeBadParams, b.SessionID, "%s: refusal bound %d, but its parameters say max_refusals=%d", what, b.MaxRefusals, p.MaxRefusals), false
@@ -254,17 +255,28 @@ func deriveSession(g mechanism.Grid, b *OpenSession, stated mechanism.Curve) (de
 	return derived{admit: c, charge: c, admitDelta: d, chargeDelta: d, admitPure: pure, chargePure: pure}, Result{}, true
 }
 
-// sessionParams checks that a charge in a session names nzc-svt with
-// canonical parameters and the session's refusal bound.
+// sessionParams checks that a charge in a session names a mechanism that
+// answers in sessions, with canonical parameters and the session's refusal
+// bound.
 func sessionParams(batch, kind string, params []Param, k uint64, checkK bool) (Result, bool) {
 	p, err := mechanism.ParseLedgerParams(mechanism.Kind(kind), params)
 	if err != nil {
 		return badParams(batch, "batch "+batch, err), false
 	}
-	if p.Mechanism != mechanism.NZCSVT || (checkK && uint64(p.MaxRefusals) != k) {
-		return refuse(CodeBadParams, batch, "batch %s: a charge in a session names nzc-svt with the session's max_refusals=%d, not %s with %d", batch, k, p.Mechanism, p.MaxRefusals), false
+	if !p.Mechanism.Sessions() || (checkK && uint64(p.MaxRefusals) != k) {
+		return refuse(CodeBadParams, batch, "batch %s: a charge in a session names %s with the session's max_refusals=%d, not %s with %d", batch, sessionKinds(), k, p.Mechanism, p.MaxRefusals), false
 	}
 	return Result{}, true
+}
+
+// sessionKinds names the mechanisms that answer in sessions, for a
+// refusal's message.
+func sessionKinds() string {
+	var names []string
+	for _, k := range mechanism.SessionKinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, " or ")
 }
 
 // CostCheck recomputes the cost of an accepted charge or session from its

@@ -438,7 +438,7 @@ func addPure(a, b float64) float64 { return latticeUp(a + b) }
 
 // PureSum returns the pure ε an account reaches after n accepted charges
 // of pure ε each, as the gate sums them (each charge, and each sum, rounded
-// up to the lattice): what a student planning n nzc-svt sessions is held
+// up to the lattice): what a student planning n sessions is held
 // to, where it is below the accounts' converted curve.
 func PureSum(n int, each float64) float64 {
 	c, total := latticeUp(each), 0.0

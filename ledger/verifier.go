@@ -96,7 +96,7 @@ func (v *Verifier) Receipt(r Receipt, want [32]byte) (Entry, SignedCheckpoint, e
 
 // ChargeReceipt checks a receipt as a student can, knowing its batch
 // rather than the signed command: the receipt must prove an accepted charge
-// of batch batchID for student, of at most the batch's queries (an nzc-svt
+// of batch batchID for student, of at most the batch's queries (a session
 // batch whose session stopped part-way charges the queries it ran and
 // refuses the rest), committing to answers whose SHA-256 is answersHash. It
 // returns the charge.

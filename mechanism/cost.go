@@ -16,11 +16,11 @@ type QueryCost struct {
 	PureAnswered, PureRefused float64
 }
 
-// Charge is a data-independent privacy cost of many queries, or of an
-// nzc-svt session.
+// Charge is a data-independent privacy cost of many queries, or of a
+// session.
 type Charge struct {
 	RDP   Curve   // the composed RDP curve
-	Delta float64 // additive δ, beyond the RDP conversion's own (nzc-svt only)
+	Delta float64 // additive δ, beyond the RDP conversion's own (sessions only)
 	// PureEpsilon is the sum of the pure ε of the charged queries (a valid
 	// (ε, 0)-DP guarantee); +Inf when some part is not pure DP.
 	PureEpsilon float64
@@ -52,33 +52,11 @@ func (p Params) QueryCost(g Grid) (QueryCost, error) {
 	if err := p.Validate(); err != nil {
 		return QueryCost{}, err
 	}
-	inf := math.Inf(1)
-	switch p.Mechanism {
-	case NZC:
-		c1 := up(p.Constant + 1)
-		if p.Noise == NoiseLaplace {
-			eps := up(up(2*c1) / p.Scale)
-			return QueryCost{Answered: PureDP(g, eps), Refused: g.Zero(), PureAnswered: eps, PureRefused: 0}, nil
-		}
-		r := up(c1 / p.Sigma)
-		r2 := up(r * r)
-		return QueryCost{Answered: g.Eval(func(a float64) float64 { return up(a * r2) }), Refused: g.Zero(), PureAnswered: inf, PureRefused: 0}, nil
-	case LNMax:
-		eps := up(2 / p.Scale)
-		return QueryCost{Answered: PureDP(g, eps), Refused: g.Zero(), PureAnswered: eps, PureRefused: 0}, nil
-	case GNMax:
-		return QueryCost{Answered: gaussianRDP(g, p.Sigma, 1), Refused: g.Zero(), PureAnswered: inf, PureRefused: 0}, nil
-	case ConfidentGNMax:
-		test := gaussianRDP(g, p.Sigma1, 0.5)
-		ans, err := test.Compose(gaussianRDP(g, p.Sigma2, 1))
-		if err != nil {
-			return QueryCost{}, err
-		}
-		return QueryCost{Answered: roundUp(ans), Refused: test, PureAnswered: inf, PureRefused: inf}, nil
-	case NZCSVT:
-		return QueryCost{Answered: g.Zero(), Refused: g.Zero()}, nil
+	d, err := Lookup(p.Mechanism)
+	if err != nil {
+		return QueryCost{}, err
 	}
-	return QueryCost{}, fmt.Errorf("%w: unknown mechanism %q", ErrBadParams, p.Mechanism)
+	return d.QueryCost(g, p)
 }
 
 // gaussianRDP returns f·α/σ² rounded up (f = 1 for GNMax, whose ℓ2²
@@ -125,9 +103,9 @@ func sumUp(a, b Curve) (Curve, error) {
 }
 
 // Charge returns the data-independent cost of answering `answered` queries
-// and refusing `refused` ones with p's mechanism. For nzc-svt it returns the
-// fixed cost of one whole session, whatever the counts: pay it once, when
-// the session opens.
+// and refusing `refused` ones with p's mechanism. For a mechanism that
+// answers in sessions (Kind.Sessions) it returns the fixed cost of one
+// whole session, whatever the counts: pay it once, when the session opens.
 func (p Params) Charge(g Grid, answered, refused int) (Charge, error) {
 	if answered < 0 || refused < 0 {
 		return Charge{}, fmt.Errorf("%w: negative query counts (%d answered, %d refused)", ErrBadParams, answered, refused)
@@ -135,9 +113,8 @@ func (p Params) Charge(g Grid, answered, refused int) (Charge, error) {
 	if err := p.Validate(); err != nil {
 		return Charge{}, err
 	}
-	if p.Mechanism == NZCSVT {
-		eps, delta := p.svtCost()
-		return Charge{RDP: PureDP(g, eps), Delta: delta, PureEpsilon: eps}, nil
+	if d, ok := sessionDef(p.Mechanism); ok {
+		return d.SessionCharge(g, p)
 	}
 	qc, err := p.QueryCost(g)
 	if err != nil {
@@ -148,7 +125,7 @@ func (p Params) Charge(g Grid, answered, refused int) (Charge, error) {
 
 // Charge returns the cost of answering `answered` queries and refusing
 // `refused` ones at this per-query cost: Params.Charge for every mechanism
-// but nzc-svt, without recomputing the per-query cost.
+// that answers per query, without recomputing the per-query cost.
 func (qc QueryCost) Charge(answered, refused int) (Charge, error) {
 	if answered < 0 || refused < 0 {
 		return Charge{}, fmt.Errorf("%w: negative query counts (%d answered, %d refused)", ErrBadParams, answered, refused)

@@ -38,6 +38,18 @@
 //	                 clears a noisy threshold; a session stops after K
 //	                 refusals; its (ε, δ) is fixed when it opens (Session).
 //
+// # The set of mechanisms
+//
+// Each mechanism is one type implementing Def, registered by Kind
+// (registry.go): Params.Validate, LedgerParams, ParseLedgerParams,
+// QueryCost, Charge, Preset, ForEnsemble, String and New look the kind up
+// and call its Def, so adding a mechanism touches its own file and one
+// line of the registry, never these. A mechanism that answers in sessions
+// implements SessionDef too; callers ask Kind.Sessions, never a name.
+// Register adds a mechanism defined elsewhere; the registry is the
+// package's one piece of shared state, and a registered kind is never
+// replaced.
+//
 // Ties in every argmax go to the lowest class index, a rule that does not
 // depend on the data. Params.Charge returns the data-independent charge of
 // a batch (an RDP Curve, an additive δ, and the sum of pure ε where there

@@ -6,47 +6,30 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 )
 
-// Kind names an aggregation mechanism.
+// Kind names an aggregation mechanism. Each mechanism's Kind constant is
+// in its own file, beside its Def.
 type Kind string
-
-// The mechanisms.
-const (
-	// NZC is the source paper's immutable noisy argmax: argmax(n + c·e_top + Z).
-	NZC Kind = "nzc"
-	// LNMax is PATE 2017's Laplace noisy max: argmax(n + Lap_Z(b)).
-	LNMax Kind = "lnmax"
-	// GNMax is PATE 2018's Gaussian noisy max: argmax(n + N_Z(0, σ²)).
-	GNMax Kind = "gnmax"
-	// ConfidentGNMax is PATE 2018's Confident-GNMax: GNMax(σ2) if
-	// max(n) + N_Z(0, σ1²) ≥ T, else refuse.
-	ConfidentGNMax Kind = "confident-gnmax"
-	// NZCSVT releases the exact argmax when a noisy distance to instability
-	// clears a noisy threshold, else refuses; a session stops after K
-	// refusals. See Session.
-	NZCSVT Kind = "nzc-svt"
-)
-
-// Kinds lists every mechanism.
-func Kinds() []Kind { return []Kind{NZC, LNMax, GNMax, ConfidentGNMax, NZCSVT} }
-
-// Noise names the noise distribution of the nzc mechanism.
-type Noise string
-
-// The noises. Both are integer-valued and sampled exactly.
-const (
-	NoiseLaplace  Noise = "laplace"  // discrete Laplace, scale b
-	NoiseGaussian Noise = "gaussian" // discrete Gaussian, σ
-)
 
 // ErrBadParams reports mechanism parameters that are missing or out of range.
 // It comes wrapped in a *ParamError naming the parameter.
 var ErrBadParams = errors.New("mechanism: bad mechanism parameters")
 
-// ErrSessionExhausted reports an nzc-svt session that has refused its K
-// queries and may answer no more; open a new session (and pay for it).
-var ErrSessionExhausted = errors.New("mechanism: the nzc-svt session has used all its refusals; open a new session")
+// ErrSessionExhausted reports a session that has refused its K queries and
+// may answer no more; open a new session (and pay for it).
+// A session's own error names its mechanism (ExhaustedError).
+var ErrSessionExhausted = errors.New("mechanism: the session has used all its refusals; open a new session")
+
+// ExhaustedError is the ErrSessionExhausted of a session of mechanism Kind.
+type ExhaustedError struct{ Kind Kind }
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("mechanism: the %s session has used all its refusals; open a new session", e.Kind)
+}
+
+func (e *ExhaustedError) Unwrap() error { return ErrSessionExhausted }
 
 // ParamError reports a bad parameter.
 type ParamError struct {
@@ -97,14 +80,9 @@ func positive(name string, x float64) error {
 	return nil
 }
 
-func unset(name string, x float64, k Kind) error {
-	if x != 0 {
-		return &ParamError{Param: name, Value: fstr(x), Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", k)}
-	}
-	return nil
-}
-
-// Validate checks the parameters.
+// Validate checks the parameters: teachers and classes, the parameters of
+// p's mechanism (its Def's Check), and that every parameter the mechanism
+// does not read is unset.
 func (p Params) Validate() error {
 	if p.Teachers <= 0 {
 		return &ParamError{Param: "teachers", Value: strconv.Itoa(p.Teachers), Reason: "must be at least 1"}
@@ -112,69 +90,42 @@ func (p Params) Validate() error {
 	if p.Classes < 0 {
 		return &ParamError{Param: "classes", Value: strconv.Itoa(p.Classes), Reason: "must not be negative"}
 	}
+	d, err := Lookup(p.Mechanism)
+	if err != nil {
+		return err
+	}
+	errs := []error{d.Check(p)}
 	used := map[string]bool{}
-	var errs []error
-	need := func(name string, x float64) {
-		used[name] = true
-		errs = append(errs, positive(name, x))
+	for _, k := range d.Keys(p) {
+		used[k] = true
 	}
-	switch p.Mechanism {
-	case NZC:
-		used["noise"], used["constant"] = true, true
-		switch p.Noise {
-		case NoiseLaplace:
-			need("scale", p.Scale)
-		case NoiseGaussian:
-			need("sigma", p.Sigma)
-		default:
-			errs = append(errs, &ParamError{Param: "noise", Value: string(p.Noise), Reason: "must be laplace or gaussian"})
+	for _, k := range paramKeys() {
+		if used[k] {
+			continue
 		}
-		c := p.Constant
-		if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 || c != math.Trunc(c) {
-			errs = append(errs, &ParamError{Param: "constant", Value: fstr(c), Reason: "must be a finite whole number ≥ 0 (votes and noise are integers)"})
+		var v string
+		switch f := p.field(k).(type) {
+		case *float64:
+			if *f != 0 {
+				v = fstr(*f)
+			}
+		case *int:
+			if *f != 0 {
+				v = strconv.Itoa(*f)
+			}
+		case *Noise:
+			v = string(*f)
 		}
-	case LNMax:
-		need("scale", p.Scale)
-	case GNMax:
-		need("sigma", p.Sigma)
-	case ConfidentGNMax:
-		need("sigma1", p.Sigma1)
-		need("sigma2", p.Sigma2)
-		used["threshold"] = true
-		if math.IsNaN(p.Threshold) || math.IsInf(p.Threshold, 0) {
-			errs = append(errs, &ParamError{Param: "threshold", Value: fstr(p.Threshold), Reason: "must be a finite number"})
+		if v != "" {
+			errs = append(errs, &ParamError{Param: flagName(k), Value: v, Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", p.Mechanism)})
 		}
-	case NZCSVT:
-		need("scale", p.Scale)
-		used["threshold"], used["max-refusals"], used["distance-scale"] = true, true, true
-		if math.IsNaN(p.Threshold) || math.IsInf(p.Threshold, 0) || p.Threshold < 0 || p.Threshold > 1e9 {
-			errs = append(errs, &ParamError{Param: "threshold", Value: fstr(p.Threshold), Reason: "must be a number between 0 and 1e9 (distances are numbers of teachers)"})
-		}
-		if p.MaxRefusals < 1 {
-			errs = append(errs, &ParamError{Param: "max-refusals", Value: strconv.Itoa(p.MaxRefusals), Reason: "must be at least 1"})
-		}
-		if p.DistanceScale != 0 {
-			errs = append(errs, positive("distance-scale", p.DistanceScale))
-		}
-	default:
-		return &ParamError{Param: "mechanism", Value: string(p.Mechanism), Reason: "must be one of nzc, lnmax, gnmax, confident-gnmax, nzc-svt"}
-	}
-	for _, f := range []struct {
-		name string
-		x    float64
-	}{{"scale", p.Scale}, {"sigma", p.Sigma}, {"constant", p.Constant}, {"threshold", p.Threshold}, {"sigma1", p.Sigma1}, {"sigma2", p.Sigma2}, {"distance-scale", p.DistanceScale}} {
-		if !used[f.name] {
-			errs = append(errs, unset(f.name, f.x, p.Mechanism))
-		}
-	}
-	if !used["noise"] && p.Noise != "" {
-		errs = append(errs, &ParamError{Param: "noise", Value: string(p.Noise), Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", p.Mechanism)})
-	}
-	if !used["max-refusals"] && p.MaxRefusals != 0 {
-		errs = append(errs, &ParamError{Param: "max-refusals", Value: strconv.Itoa(p.MaxRefusals), Reason: fmt.Sprintf("is not a parameter of %s; leave it unset", p.Mechanism)})
 	}
 	return errors.Join(errs...)
 }
+
+// flagName is the name a ParamError gives the parameter of ledger key k:
+// the key as a command-line flag spells it.
+func flagName(k string) string { return strings.ReplaceAll(k, "_", "-") }
 
 // Outcome is what a mechanism releases for one query: a label, or a refusal.
 type Outcome struct {
@@ -196,7 +147,7 @@ func (o Outcome) String() string {
 }
 
 // Mechanism answers queries. Implementations are safe for concurrent use
-// except *Session, which is a sequential, stateful session.
+// except a Session, which is sequential and stateful.
 type Mechanism interface {
 	// Params returns the parameters the mechanism was built with.
 	Params() Params
@@ -204,39 +155,17 @@ type Mechanism interface {
 	Answer(src Source, h Histogram) (Outcome, error)
 }
 
-// New builds the mechanism p describes. For nzc-svt it opens a new Session.
+// New builds the mechanism p describes. For a mechanism that answers in
+// sessions it opens a new Session.
 func New(p Params) (Mechanism, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	switch p.Mechanism {
-	case NZC:
-		m := &nzcMech{p: p, c: new(big.Int)}
-		new(big.Float).SetFloat64(p.Constant).Int(m.c)
-		var err error
-		if p.Noise == NoiseLaplace {
-			m.noise, err = NewDiscreteLaplace(p.Scale)
-		} else {
-			m.noise, err = NewDiscreteGaussian(p.Sigma)
-		}
-		return m, err
-	case LNMax:
-		l, err := NewDiscreteLaplace(p.Scale)
-		return &noisyMax{p: p, noise: l}, err
-	case GNMax:
-		g, err := NewDiscreteGaussian(p.Sigma)
-		return &noisyMax{p: p, noise: g}, err
-	case ConfidentGNMax:
-		g1, err := NewDiscreteGaussian(p.Sigma1)
-		if err != nil {
-			return nil, err
-		}
-		g2, err := NewDiscreteGaussian(p.Sigma2)
-		return &confident{p: p, test: g1, answer: g2}, err
-	case NZCSVT:
-		return Open(p)
+	d, err := Lookup(p.Mechanism)
+	if err != nil {
+		return nil, err
 	}
-	panic("unreachable: Validate accepted an unknown mechanism")
+	return d.New(p)
 }
 
 type intNoise interface {
@@ -264,69 +193,4 @@ func noisyArgmax(s *sampler, noise intNoise, h Histogram, bonusAt int, bonus *bi
 		}
 	}
 	return arg, nil
-}
-
-type nzcMech struct {
-	p     Params
-	c     *big.Int
-	noise intNoise
-}
-
-func (m *nzcMech) Params() Params { return m.p }
-
-func (m *nzcMech) Answer(src Source, h Histogram) (Outcome, error) {
-	if err := m.p.check(h); err != nil {
-		return Outcome{}, err
-	}
-	l, err := noisyArgmax(newSampler(src), m.noise, h, h.Top(), m.c)
-	if err != nil {
-		return Outcome{}, err
-	}
-	return Answer(l), nil
-}
-
-type noisyMax struct {
-	p     Params
-	noise intNoise
-}
-
-func (m *noisyMax) Params() Params { return m.p }
-
-func (m *noisyMax) Answer(src Source, h Histogram) (Outcome, error) {
-	if err := m.p.check(h); err != nil {
-		return Outcome{}, err
-	}
-	l, err := noisyArgmax(newSampler(src), m.noise, h, -1, nil)
-	if err != nil {
-		return Outcome{}, err
-	}
-	return Answer(l), nil
-}
-
-type confident struct {
-	p            Params
-	test, answer DiscreteGaussian
-}
-
-func (m *confident) Params() Params { return m.p }
-
-func (m *confident) Answer(src Source, h Histogram) (Outcome, error) {
-	if err := m.p.check(h); err != nil {
-		return Outcome{}, err
-	}
-	s := newSampler(src)
-	var z big.Int
-	if err := m.test.sampleInto(s, &z); err != nil {
-		return Outcome{}, err
-	}
-	z.Add(&z, big.NewInt(int64(h[h.Top()])))
-	// max(n) + Z ≥ T, compared exactly.
-	if new(big.Float).SetInt(&z).Cmp(big.NewFloat(m.p.Threshold)) < 0 {
-		return Refusal(), nil
-	}
-	l, err := noisyArgmax(s, m.answer, h, -1, nil)
-	if err != nil {
-		return Outcome{}, err
-	}
-	return Answer(l), nil
 }

@@ -3,7 +3,6 @@ package mechanism
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,73 +13,23 @@ import (
 // scale with the ensemble size; see Params.ForEnsemble.
 const ReferenceTeachers = 250
 
-// presets are the parameters of each mechanism for ReferenceTeachers
-// teachers: the paper's LNMax (Laplace scale 20) and NZC (c = 1e100,
-// γ = 1e10, i.e. Laplace scale 1e-10), PATE 2018's MNIST settings for GNMax
-// (σ = 40) and Confident-GNMax (T = 200, σ1 = 150, σ2 = 40). nzc-svt's
-// preset is planned rather than listed: see svtPreset.
-var presets = [...]Params{
-	{Mechanism: NZC, Noise: NoiseLaplace, Scale: 1e-10, Constant: 1e100},
-	{Mechanism: LNMax, Scale: 20},
-	{Mechanism: GNMax, Sigma: 40},
-	{Mechanism: ConfidentGNMax, Threshold: 200, Sigma1: 150, Sigma2: 40},
-}
-
-// svtPreset is nzc-svt's preset: one session of pure ε = 1 with its own δ
-// at most 5e-6 and K = 1 refusal, the lowest threshold PlanSession finds for
-// ReferenceTeachers teachers and 10 classes (T = 40, b_ρ ≈ 2.86,
-// b_ν ≈ 3.08). A student that asks first about the queries its teachers
-// agree on needs one refusal: it ends the session once those run out.
-func svtPreset() Params {
-	p, err := PlanPresetSession(ReferenceTeachers, 10)
-	if err != nil {
-		// The inputs are constants PlanSession accepts; TestPresetsAndEnsemble checks.
-		panic("mechanism: the nzc-svt preset cannot be planned: " + err.Error())
-	}
-	return p
-}
-
-// The own δ and the refusal bound K of the preset's sessions.
-const (
-	PresetSessionDelta    = 5e-6
-	PresetSessionRefusals = 1
-)
-
-// PlanPresetSession plans nzc-svt's preset session — pure ε = 1, its own δ
-// at most 5e-6, K = 1 — for an ensemble of the given size: a session's
-// threshold and noise are planned for its ensemble rather than scaled, since
-// its δ depends on how far the threshold sits from the largest distance the
-// ensemble allows. Teachers and Classes are left unset.
-func PlanPresetSession(teachers, classes int) (Params, error) {
-	p, err := PlanSession(1, PresetSessionDelta, PresetSessionRefusals, teachers, classes)
-	if err != nil {
-		return Params{}, err
-	}
-	p.Teachers, p.Classes = 0, 0
-	return p, nil
-}
-
 // Preset returns the preset parameters of mechanism k for ReferenceTeachers
 // teachers (Teachers and Classes unset). Scale them with ForEnsemble.
 func Preset(k Kind) (Params, error) {
-	if k == NZCSVT {
-		return svtPreset(), nil
+	d, err := Lookup(k)
+	if err != nil {
+		return Params{}, err
 	}
-	for _, p := range presets {
-		if p.Mechanism == k {
-			return p, nil
-		}
-	}
-	return Params{}, &ParamError{Param: "mechanism", Value: string(k), Reason: "must be one of nzc, lnmax, gnmax, confident-gnmax, nzc-svt"}
+	return d.Preset(), nil
 }
 
 // Presets returns the preset parameters of every mechanism, by name.
 func Presets() map[string]Params {
-	out := make(map[string]Params, len(presets)+1)
-	for _, p := range presets {
-		out[string(p.Mechanism)] = p
+	out := map[string]Params{}
+	for _, k := range Kinds() {
+		p, _ := Preset(k) // every listed kind is registered
+		out[string(k)] = p
 	}
-	out[string(NZCSVT)] = svtPreset()
 	return out
 }
 
@@ -91,45 +40,30 @@ func Presets() map[string]Params {
 // measured in votes (σ, T, σ1, σ2, the distance threshold) scale by k/250,
 // so that the mechanism sees the same vote fractions; the privacy cost then
 // changes, and is reported as it is. nzc-svt's threshold is rounded down
-// (distances are whole numbers of votes).
+// (distances are whole numbers of votes). An unknown mechanism's parameters
+// are kept, for Validate to name.
 func (p Params) ForEnsemble(k, classes int) Params {
 	p.Teachers, p.Classes = k, classes
-	f := float64(k) / ReferenceTeachers
-	switch p.Mechanism {
-	case GNMax:
-		p.Sigma *= f
-	case ConfidentGNMax:
-		p.Threshold *= f
-		p.Sigma1 *= f
-		p.Sigma2 *= f
-	case NZCSVT:
-		p.Threshold = math.Floor(p.Threshold * f)
+	d, err := Lookup(p.Mechanism)
+	if err != nil {
+		return p
 	}
-	return p
+	return d.ForEnsemble(p, float64(k)/ReferenceTeachers)
 }
 
 // String describes the mechanism's parameters in the one format every
 // report uses, e.g. "σ=40" or "T=200, σ1=150, σ2=40". Numbers have at most
 // four significant digits; the ledger keeps the exact values (LedgerParams).
 func (p Params) String() string {
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
-	switch p.Mechanism {
-	case NZC:
-		if p.Noise == NoiseGaussian {
-			return fmt.Sprintf("c=%s, Gaussian σ=%s", f(p.Constant), f(p.Sigma))
-		}
-		return fmt.Sprintf("c=%s, Laplace b=%s", f(p.Constant), f(p.Scale))
-	case LNMax:
-		return "Laplace b=" + f(p.Scale)
-	case GNMax:
-		return "σ=" + f(p.Sigma)
-	case ConfidentGNMax:
-		return fmt.Sprintf("T=%s, σ1=%s, σ2=%s", f(p.Threshold), f(p.Sigma1), f(p.Sigma2))
-	case NZCSVT:
-		return fmt.Sprintf("T=%s, K=%d, b_ρ=%s, b_ν=%s", f(p.Threshold), p.MaxRefusals, f(p.Scale), f(p.svtDistanceScale()))
+	d, err := Lookup(p.Mechanism)
+	if err != nil {
+		return string(p.Mechanism)
 	}
-	return string(p.Mechanism)
+	return d.Describe(p)
 }
+
+// f4 spells x with at most four significant digits, as String does.
+func f4(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
 
 // Trim returns p with every parameter its mechanism does not take set to
 // zero. A configuration is layered over defaults that are set for another
@@ -137,7 +71,7 @@ func (p Params) String() string {
 // keeps what the named mechanism reads. An unknown mechanism is kept as it
 // is, for Validate to name.
 func (p Params) Trim() Params {
-	keys := ledgerKeys(p.Mechanism, p.Noise)
+	keys := ledgerKeys(p)
 	if keys == nil {
 		return p
 	}
@@ -207,32 +141,29 @@ const (
 	keyThreshold     = "threshold"
 )
 
-// ledgerKeys returns the sorted key set of p's mechanism (nil for an
-// unknown one). nzc's noise decides whether it has scale or sigma.
-func ledgerKeys(k Kind, noise Noise) []string {
-	var ks []string
-	switch k {
-	case NZC:
-		ks = []string{keyConstant, keyNoise}
-		if noise == NoiseGaussian {
-			ks = append(ks, keySigma)
-		} else {
-			ks = append(ks, keyScale)
-		}
-	case LNMax:
-		ks = []string{keyScale}
-	case GNMax:
-		ks = []string{keySigma}
-	case ConfidentGNMax:
-		ks = []string{keySigma1, keySigma2, keyThreshold}
-	case NZCSVT:
-		ks = []string{keyDistanceScale, keyMaxRefusals, keyScale, keyThreshold}
-	default:
+// paramKeys are the keys of every parameter but teachers and classes, in
+// the order Validate names those a mechanism does not read.
+func paramKeys() []string {
+	return []string{keyScale, keySigma, keyConstant, keyThreshold, keySigma1, keySigma2, keyDistanceScale, keyNoise, keyMaxRefusals}
+}
+
+// ledgerKeys returns the sorted key set of p's mechanism, teachers and
+// classes included; nil for an unknown mechanism.
+func ledgerKeys(p Params) []string {
+	d, err := Lookup(p.Mechanism)
+	if err != nil {
 		return nil
 	}
-	ks = append(ks, keyClasses, keyTeachers)
+	ks := append(d.Keys(p), keyClasses, keyTeachers)
 	slices.Sort(ks)
 	return ks
+}
+
+// defaulter is implemented by a Def whose configuration may leave a
+// parameter to a default that the ledger spells out (nzc-svt's distance
+// scale): withDefaults returns p with the value used.
+type defaulter interface {
+	withDefaults(p Params) Params
 }
 
 func formatFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
@@ -243,9 +174,11 @@ func formatFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) 
 // nzc-svt's distance scale is written as the value used (2·K·scale when p
 // leaves it zero). p should be valid (Validate).
 func (p Params) LedgerParams() []KV {
-	keys := ledgerKeys(p.Mechanism, p.Noise)
-	if p.Mechanism == NZCSVT {
-		p.DistanceScale = p.svtDistanceScale()
+	keys := ledgerKeys(p)
+	if d, err := Lookup(p.Mechanism); err == nil {
+		if dd, ok := d.(defaulter); ok {
+			p = dd.withDefaults(p)
+		}
 	}
 	out := make([]KV, 0, len(keys))
 	for _, k := range keys {
@@ -269,17 +202,17 @@ func (p Params) LedgerParams() []KV {
 // once, and every value in the one spelling LedgerParams writes (so "40.0",
 // "4e1" or "+40" for 40 are refused): a ledger entry has one reading.
 func ParseLedgerParams(kind Kind, kvs []KV) (Params, error) {
+	d, err := Lookup(kind)
+	if err != nil {
+		return Params{}, err
+	}
 	p := Params{Mechanism: kind}
-	noise := NoiseLaplace
 	for _, kv := range kvs {
 		if kv.Key == keyNoise {
-			noise = Noise(kv.Value)
+			p.Noise = Noise(kv.Value)
 		}
 	}
-	keys := ledgerKeys(kind, noise)
-	if keys == nil {
-		return Params{}, &ParamError{Param: "mechanism", Value: string(kind), Reason: "must be one of nzc, lnmax, gnmax, confident-gnmax, nzc-svt"}
-	}
+	keys := ledgerKeys(p)
 	got := make([]string, len(kvs))
 	for i, kv := range kvs {
 		got[i] = kv.Key
@@ -302,9 +235,14 @@ func ParseLedgerParams(kind Kind, kvs []KV) (Params, error) {
 			return Params{}, err
 		}
 	}
-	if kind == NZCSVT && p.DistanceScale == 0 {
-		// Zero would mean "the default"; the ledger spells the value out.
-		return Params{}, &ParamError{Param: keyDistanceScale, Value: "0", Reason: "must be the scale used, greater than 0"}
+	if dd, ok := d.(defaulter); ok {
+		// A default would give the entry a second reading: the ledger
+		// spells out the value used.
+		for i, kv := range dd.withDefaults(p).LedgerParams() {
+			if kv != kvs[i] {
+				return Params{}, &ParamError{Param: kv.Key, Value: kvs[i].Value, Reason: "must be the value used, not 0 for its default"}
+			}
+		}
 	}
 	if err := p.Validate(); err != nil {
 		return Params{}, err
@@ -336,13 +274,13 @@ type BatchResult struct {
 	// Processed is how many queries the mechanism looked at (all of them
 	// unless a session stopped); Answered and Refused split them.
 	Processed, Answered, Refused int
-	// Stopped reports that an nzc-svt session used its K refusals before
-	// the end of the batch; the queries after it were not looked at.
+	// Stopped reports that a session used its K refusals before the end of
+	// the batch; the queries after it were not looked at.
 	Stopped bool
 }
 
-// AnswerBatch answers every histogram of a batch with m, in order. An
-// nzc-svt session (*Session) stops at its K-th refusal: the rest of the
+// AnswerBatch answers every histogram of a batch with m, in order. A
+// Session stops at its K-th refusal: the rest of the
 // batch is refused unseen and Stopped is set. An error of m (a bad
 // histogram, a failing source) names the query and releases nothing.
 func AnswerBatch(m Mechanism, src Source, hs []Histogram) (BatchResult, error) {
@@ -367,7 +305,7 @@ func AnswerBatch(m Mechanism, src Source, hs []Histogram) (BatchResult, error) {
 			r.Answered++
 		}
 	}
-	if s, ok := m.(*Session); ok && s.Exhausted() {
+	if s, ok := m.(Session); ok && s.Exhausted() {
 		r.Stopped = true
 	}
 	return r, nil

@@ -5,9 +5,9 @@ import (
 	"math/big"
 )
 
-// SessionState is what an nzc-svt session keeps between queries: the
-// threshold noise ρ (drawn at the first query; empty before) and the
-// number of queries refused. It is secret — ρ is privacy noise — and must
+// SessionState is what a session keeps between queries: the number of
+// queries refused and, for nzc-svt, the threshold noise ρ (drawn at the
+// first query; empty before). It is secret — ρ is privacy noise — and must
 // be stored only sealed.
 type SessionState struct {
 	Rho      string `json:"rho,omitempty"` // ρ in decimal; "" before the first query
@@ -15,7 +15,7 @@ type SessionState struct {
 }
 
 // State returns the session's state, to resume it later (ResumeSession).
-func (s *Session) State() SessionState {
+func (s *svtSession) State() SessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := SessionState{Refusals: s.refusals}
@@ -25,15 +25,15 @@ func (s *Session) State() SessionState {
 	return st
 }
 
-// ResumeSession reopens a session of parameters p in a state State
-// returned: the same ρ and refusals, so the session goes on as if it had
-// never stopped, and its cost, paid when it opened, still covers it. A
-// state that does not parse, or has more refusals than K, is an error.
-func ResumeSession(p Params, st SessionState) (*Session, error) {
-	s, err := Open(p)
+// Resume reopens a session of valid parameters p with the same ρ and
+// refusals. A state that does not parse, or has more refusals than K, is
+// an error.
+func (d svtDef) Resume(p Params, st SessionState) (Session, error) {
+	m, err := d.Open(p)
 	if err != nil {
 		return nil, err
 	}
+	s := m.(*svtSession)
 	if st.Refusals < 0 || st.Refusals > p.MaxRefusals {
 		return nil, fmt.Errorf("%w: a session state with %d refusals, K = %d", ErrBadParams, st.Refusals, p.MaxRefusals)
 	}

@@ -108,7 +108,7 @@ func TestParseLedgerParamsRefuses(t *testing.T) {
 }
 
 func FuzzParseLedgerParams(f *testing.F) {
-	for _, p := range presets {
+	for _, p := range Presets() {
 		p = p.ForEnsemble(250, 10)
 		var b strings.Builder
 		for _, kv := range p.LedgerParams() {

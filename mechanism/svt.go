@@ -1,12 +1,20 @@
 package mechanism
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/big"
+	"strconv"
 	"sync"
 )
 
-// Session is an nzc-svt session: it releases the exact argmax of a query's
+// NZCSVT releases the exact argmax when a noisy distance to instability
+// clears a noisy threshold, else refuses; a session stops after K
+// refusals. See svtSession.
+const NZCSVT Kind = "nzc-svt"
+
+// svtSession is an nzc-svt session: it releases the exact argmax of a query's
 // histogram when the query is provably stable, refuses otherwise, and stops
 // after K refusals. Its whole privacy cost is fixed when it opens
 // (Params.Charge); answered queries cost nothing more.
@@ -92,7 +100,7 @@ import (
 // P[B] ≤ δ of one in which the session is replaced by the ε-DP S* (and on
 // D' nothing changes), so the RDP curves of all mechanisms compose as
 // usual, and the δs add to the δ of the final (ε, δ) conversion.
-type Session struct {
+type svtSession struct {
 	p        Params
 	rhoScale DiscreteLaplace
 	nuScale  DiscreteLaplace
@@ -103,14 +111,84 @@ type Session struct {
 	refusals int
 }
 
-// Open opens an nzc-svt session. Its cost (Params.Charge) is fixed now.
-func Open(p Params) (*Session, error) {
-	if p.Mechanism != NZCSVT {
-		return nil, &ParamError{Param: "mechanism", Value: string(p.Mechanism), Reason: "a session is an nzc-svt mechanism"}
+// svtDef is nzc-svt: the exact argmax when a noisy distance to
+// instability clears a noisy threshold, in sessions that stop after K
+// refusals (svtSession). Its cost is that of a whole session.
+type svtDef struct{}
+
+func (svtDef) Kind() Kind { return NZCSVT }
+
+// Preset is one session of pure ε = 1 with its own δ at most 5e-6 and K =
+// 1 refusal, the lowest threshold PlanSession finds for ReferenceTeachers
+// teachers and 10 classes (T = 40, b_ρ ≈ 2.86, b_ν ≈ 3.08). A student that
+// asks first about the queries its teachers agree on needs one refusal: it
+// ends the session once those run out.
+func (svtDef) Preset() Params {
+	p, err := PlanPresetSession(ReferenceTeachers, 10)
+	if err != nil {
+		// The inputs are constants PlanSession accepts; TestPresetsAndEnsemble checks.
+		panic("mechanism: the nzc-svt preset cannot be planned: " + err.Error())
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
+	return p
+}
+
+func (svtDef) Keys(Params) []string {
+	return []string{keyDistanceScale, keyMaxRefusals, keyScale, keyThreshold}
+}
+
+func (svtDef) Check(p Params) error {
+	errs := []error{positive("scale", p.Scale)}
+	if math.IsNaN(p.Threshold) || math.IsInf(p.Threshold, 0) || p.Threshold < 0 || p.Threshold > 1e9 {
+		errs = append(errs, &ParamError{Param: "threshold", Value: fstr(p.Threshold), Reason: "must be a number between 0 and 1e9 (distances are numbers of teachers)"})
 	}
+	if p.MaxRefusals < 1 {
+		errs = append(errs, &ParamError{Param: "max-refusals", Value: strconv.Itoa(p.MaxRefusals), Reason: "must be at least 1"})
+	}
+	if p.DistanceScale != 0 {
+		errs = append(errs, positive("distance-scale", p.DistanceScale))
+	}
+	return errors.Join(errs...)
+}
+
+// ForEnsemble scales the threshold, measured in votes, rounded down
+// (distances are whole numbers of votes).
+func (svtDef) ForEnsemble(p Params, f float64) Params {
+	p.Threshold = math.Floor(p.Threshold * f)
+	return p
+}
+
+func (svtDef) Describe(p Params) string {
+	return fmt.Sprintf("T=%s, K=%d, b_ρ=%s, b_ν=%s", f4(p.Threshold), p.MaxRefusals, f4(p.Scale), f4(p.svtDistanceScale()))
+}
+
+func (d svtDef) New(p Params) (Mechanism, error) { return d.Open(p) }
+
+// QueryCost is zero: a session's queries are covered by its cost.
+func (svtDef) QueryCost(g Grid, _ Params) (QueryCost, error) {
+	return QueryCost{Answered: g.Zero(), Refused: g.Zero()}, nil
+}
+
+// SessionCharge is the session's (ε, δ) of the theorem above, as the
+// pure-DP curve of ε and the additive δ.
+func (svtDef) SessionCharge(g Grid, p Params) (Charge, error) {
+	eps, delta := p.svtCost()
+	return Charge{RDP: PureDP(g, eps), Delta: delta, PureEpsilon: eps}, nil
+}
+
+// Plan is PlanSession.
+func (svtDef) Plan(eps, delta float64, maxRefusals, teachers, classes int) (Params, error) {
+	return PlanSession(eps, delta, maxRefusals, teachers, classes)
+}
+
+// withDefaults spells out the distance scale a zero leaves to its default,
+// as the ledger records it.
+func (svtDef) withDefaults(p Params) Params {
+	p.DistanceScale = p.svtDistanceScale()
+	return p
+}
+
+// Open opens a session of valid parameters p.
+func (svtDef) Open(p Params) (Session, error) {
 	r, err := NewDiscreteLaplace(p.Scale)
 	if err != nil {
 		return nil, err
@@ -120,7 +198,7 @@ func Open(p Params) (*Session, error) {
 		return nil, err
 	}
 	t := new(big.Int).SetInt64(int64(math.Floor(p.Threshold)))
-	return &Session{p: p, rhoScale: r, nuScale: n, tInt: t}, nil
+	return &svtSession{p: p, rhoScale: r, nuScale: n, tInt: t}, nil
 }
 
 func (p Params) svtDistanceScale() float64 {
@@ -131,29 +209,29 @@ func (p Params) svtDistanceScale() float64 {
 }
 
 // Params returns the session's parameters.
-func (s *Session) Params() Params { return s.p }
+func (s *svtSession) Params() Params { return s.p }
 
 // Refusals returns how many queries the session has refused.
-func (s *Session) Refusals() int {
+func (s *svtSession) Refusals() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refusals
 }
 
 // Exhausted reports whether the session has used its K refusals.
-func (s *Session) Exhausted() bool { return s.Refusals() >= s.p.MaxRefusals }
+func (s *svtSession) Exhausted() bool { return s.Refusals() >= s.p.MaxRefusals }
 
 // Answer releases argmax(h) or a refusal. After K refusals it returns
 // ErrSessionExhausted and releases nothing. A bad histogram or a failing
 // source changes nothing.
-func (s *Session) Answer(src Source, h Histogram) (Outcome, error) {
+func (s *svtSession) Answer(src Source, h Histogram) (Outcome, error) {
 	if err := s.p.check(h); err != nil {
 		return Outcome{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refusals >= s.p.MaxRefusals {
-		return Outcome{}, ErrSessionExhausted
+		return Outcome{}, &ExhaustedError{Kind: NZCSVT}
 	}
 	smp := newSampler(src)
 	if s.rho == nil {

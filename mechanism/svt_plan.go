@@ -61,3 +61,23 @@ func PlanSession(eps, delta float64, maxRefusals, teachers, classes int) (Params
 	}
 	return best, nil
 }
+
+// The own δ and the refusal bound K of the preset's sessions.
+const (
+	PresetSessionDelta    = 5e-6
+	PresetSessionRefusals = 1
+)
+
+// PlanPresetSession plans nzc-svt's preset session — pure ε = 1, its own δ
+// at most 5e-6, K = 1 — for an ensemble of the given size: a session's
+// threshold and noise are planned for its ensemble rather than scaled, since
+// its δ depends on how far the threshold sits from the largest distance the
+// ensemble allows. Teachers and Classes are left unset.
+func PlanPresetSession(teachers, classes int) (Params, error) {
+	p, err := PlanSession(1, PresetSessionDelta, PresetSessionRefusals, teachers, classes)
+	if err != nil {
+		return Params{}, err
+	}
+	p.Teachers, p.Classes = 0, 0
+	return p, nil
+}

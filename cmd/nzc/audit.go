@@ -120,7 +120,7 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 		total, base := 0, 0
 		for _, c := range cases {
 			total += len(audit.CasePairs(c.Params)) * 2 * *trials
-			if c.Params.Mechanism == mechanism.NZCSVT {
+			if c.Params.Mechanism.Sessions() {
 				total += len(audit.Strategies(c.Params)) * *trials
 			}
 		}
@@ -147,7 +147,7 @@ claim, ε≈0, is printed beside the lower bound, which refutes it.`,
 				refuted := r.EpsilonLowerBound > *r.PaperClaim || (r.Exact != nil && r.Exact.Epsilon > *r.PaperClaim)
 				ar.PaperClaimRefuted = &refuted
 			}
-			if c.Params.Mechanism == mechanism.NZCSVT {
+			if c.Params.Mechanism.Sessions() {
 				for _, s := range audit.Strategies(c.Params) {
 					u, err := audit.UnstableAudit(cmd.Context(), src, c.Params, s, *trials, deltaAuditConfidence, nil)
 					if err != nil {

@@ -174,7 +174,7 @@ func printBench(w io.Writer, r *bench.Report) error {
 		time.Duration(r.Seconds*float64(time.Second)).Round(time.Second))
 	if r.Mechanism.Teachers > 0 {
 		fmt.Fprintf(bw, "mechanism (%d teachers, %d classes, crypto/rand noise)\n", r.Mechanism.Teachers, r.Mechanism.Classes)
-		for _, name := range []string{"nzc-laplace", "nzc-gaussian", "lnmax", "gnmax", "confident-gnmax", "nzc-svt"} {
+		for _, name := range bench.MechanismNames() {
 			fig(name, r.Mechanism.AnswersPerS[name], "answers/s")
 		}
 		fig(fmt.Sprintf("analyse %d, data-independent", r.Mechanism.AnalysisCount), r.Mechanism.Analysis.DataIndependentMs, "ms")

@@ -12,7 +12,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
-	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 )
 
@@ -35,8 +35,8 @@ func summarize(m *crypto.Manifest, configs []string) initSummary {
 	s := initSummary{Dir: m.Dir, CAFingerprint: m.CAFingerprint, Configs: configs}
 	for _, p := range m.Parties {
 		ip := initParty{Role: string(p.Role), ID: p.ID, URI: p.URI}
-		if _, err := os.Stat(launch.ConfigFile(m, p)); err == nil {
-			ip.Config = launch.ConfigFile(m, p)
+		if _, err := os.Stat(provision.ConfigFile(m, p)); err == nil {
+			ip.Config = provision.ConfigFile(m, p)
 		}
 		s.Parties = append(s.Parties, ip)
 	}
@@ -133,14 +133,14 @@ Existing keys are never overwritten unless --force is given.`,
 		if err != nil {
 			return err
 		}
-		if err := launch.WriteGenesis(m, teachers, classes); err != nil {
+		if err := provision.WriteGenesis(m, teachers, classes); err != nil {
 			return err
 		}
-		cfgs, err := launch.PartyConfigs(m, launch.Ports{Base: basePort})
+		cfgs, err := provision.PartyConfigs(m, provision.Ports{Base: basePort})
 		if err != nil {
 			return err
 		}
-		written, err := launch.WriteConfigs(m, cfgs, "", force)
+		written, err := provision.WriteConfigs(m, cfgs, "", force)
 		if err != nil {
 			return err
 		}
@@ -187,11 +187,11 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		reg, err := launch.WriteRegistration(m, p, teachers)
+		reg, err := provision.WriteRegistration(m, p, teachers)
 		if err != nil {
 			return err
 		}
-		cfgs, err := launch.PartyConfigs(m, launch.Ports{Base: basePort})
+		cfgs, err := provision.PartyConfigs(m, provision.Ports{Base: basePort})
 		if err != nil {
 			return err
 		}
@@ -201,7 +201,7 @@ func newAddHospitalCommand() *cobra.Command {
 			tc.Teachers = teachers
 		}
 		cfgs[p.ID] = tc
-		written, err := launch.WriteConfigs(m, cfgs, p.ID, false)
+		written, err := provision.WriteConfigs(m, cfgs, p.ID, false)
 		if err != nil {
 			return err
 		}

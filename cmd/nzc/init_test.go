@@ -15,7 +15,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
-	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"
@@ -228,7 +228,7 @@ func TestInitPartyHosts(t *testing.T) {
 func TestInitRegistersTheEnsembles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fed")
 	mustRunNZC(t, "init", "--dir", dir, "--hospitals", "2", "--auditors", "1", "--teachers", "7", "--classes", "3")
-	cmds, err := intake.ReadGenesis(filepath.Join(dir, launch.GenesisFile))
+	cmds, err := intake.ReadGenesis(filepath.Join(dir, provision.GenesisFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 )
 
 // A party that keeps its own keys:
@@ -80,11 +80,11 @@ with them out of band. Existing keys are never replaced.`,
 		if err != nil {
 			return err
 		}
-		req, err := crypto.NewKeyRequest(dir, crypto.Peer{Role: r, ID: id}, hosts, nil)
+		req, err := provision.NewKeyRequest(dir, crypto.Peer{Role: r, ID: id}, hosts, nil)
 		if err != nil {
 			return err
 		}
-		s := keysNewSummary{Dir: dir, URI: req.Peer().String(), Request: filepath.Join(dir, crypto.KeyRequestFile), Fingerprint: req.Fingerprint()}
+		s := keysNewSummary{Dir: dir, URI: req.Peer().String(), Request: filepath.Join(dir, provision.KeyRequestFile), Fingerprint: req.Fingerprint()}
 		for _, name := range []string{crypto.PartyKeyFile, crypto.AgeIdentityFile, crypto.SigningKeyFile} {
 			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 				s.Private = append(s.Private, filepath.Join(dir, name))
@@ -140,7 +140,7 @@ Nothing is written unless every check passes.`,
 		if err != nil {
 			return err
 		}
-		s, err := launch.InstallBundle(dir, bundle, fingerprint, force, time.Now())
+		s, err := provision.InstallBundle(dir, bundle, fingerprint, force, time.Now())
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
-	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 )
 
 func newInitKitCommand() *cobra.Command {
@@ -41,7 +41,7 @@ real ones (aggregator, auditors, peers, listen) before starting the party.`,
 		if err != nil {
 			return err
 		}
-		s, err := launch.WriteKit(dir, party, out, launch.Ports{Base: basePort})
+		s, err := provision.WriteKit(dir, party, out, provision.Ports{Base: basePort})
 		if err != nil {
 			return err
 		}

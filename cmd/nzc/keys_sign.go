@@ -8,7 +8,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
-	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 )
 
 func newInitSignCommand() *cobra.Command {
@@ -59,13 +59,13 @@ changes. The hospital installs the bundle with nzc keys install --force.`,
 			return fmt.Errorf("--role: %w", err)
 		}
 		if r != crypto.RoleHospital {
-			return fmt.Errorf("%w: only hospitals join a federation after its genesis; the other parties are named in the genesis by nzc init", crypto.ErrNotApproved)
+			return fmt.Errorf("%w: only hospitals join a federation after its genesis; the other parties are named in the genesis by nzc init", provision.ErrNotApproved)
 		}
 		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return err
 		}
-		s, err := launch.SignRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, launch.Ports{Base: basePort}, renew)
+		s, err := provision.SignRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, provision.Ports{Base: basePort}, renew)
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
-	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/teacher"
@@ -58,17 +58,17 @@ func TestKeyRequestFlow(t *testing.T) {
 		return b
 	}
 	before := manifest()
-	request := filepath.Join(keys, crypto.KeyRequestFile)
+	request := filepath.Join(keys, provision.KeyRequestFile)
 	for _, tc := range []struct {
 		name string
 		args []string
 		want error
 	}{
-		{"another id", []string{"--role", "hospital", "--id", "hospital-5"}, crypto.ErrNotApproved},
-		{"another role", []string{"--role", "auditor", "--id", "hospital-4"}, crypto.ErrNotApproved},
-		{"a role that joins only at the genesis", []string{"--role", "student", "--id", "hospital-4"}, crypto.ErrNotApproved},
-		{"another fingerprint", []string{"--role", "hospital", "--id", "hospital-4", "--fingerprint", "00:11"}, crypto.ErrNotApproved},
-		{"an id already used", []string{"--role", "hospital", "--id", "hospital-1"}, crypto.ErrNotApproved},
+		{"another id", []string{"--role", "hospital", "--id", "hospital-5"}, provision.ErrNotApproved},
+		{"another role", []string{"--role", "auditor", "--id", "hospital-4"}, provision.ErrNotApproved},
+		{"a role that joins only at the genesis", []string{"--role", "student", "--id", "hospital-4"}, provision.ErrNotApproved},
+		{"another fingerprint", []string{"--role", "hospital", "--id", "hospital-4", "--fingerprint", "00:11"}, provision.ErrNotApproved},
+		{"an id already used", []string{"--role", "hospital", "--id", "hospital-1"}, provision.ErrNotApproved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"init", "sign", "--dir", admin, "--request", request, "--out", bundle}, tc.args...)
@@ -87,7 +87,7 @@ func TestKeyRequestFlow(t *testing.T) {
 	}
 	out = mustRunNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4",
 		"--fingerprint", made.Fingerprint, "--out", bundle, "--format", "json")
-	var signed launch.Bundle
+	var signed provision.Bundle
 	if err := json.Unmarshal([]byte(out), &signed); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -101,7 +101,7 @@ func TestKeyRequestFlow(t *testing.T) {
 		t.Fatalf("manifest entry of hospital-4: %+v", p)
 	}
 	// The registration is signed by the administrator key, not the CA key.
-	reg, err := os.ReadFile(filepath.Join(bundle, launch.RegistrationFile))
+	reg, err := os.ReadFile(filepath.Join(bundle, provision.RegistrationFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestKeyRequestFlow(t *testing.T) {
 	}
 
 	// The party installs only a bundle from the CA it confirmed.
-	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", "AB:CD"); !errors.Is(err, launch.ErrFingerprintMismatch) {
+	if _, err := runNZC(t, "keys", "install", "--dir", keys, "--bundle", bundle, "--ca-fingerprint", "AB:CD"); !errors.Is(err, provision.ErrFingerprintMismatch) {
 		t.Fatalf("install with another fingerprint: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(keys, "hospital-4.yaml")); err == nil {
@@ -181,7 +181,7 @@ func TestKeysInstallRefusesAnotherPartysBundle(t *testing.T) {
 	for _, id := range []string{"hospital-4", "hospital-5"} {
 		mustRunNZC(t, "keys", "new", "--role", "hospital", "--id", id, "--out", filepath.Join(root, id))
 	}
-	mustRunNZC(t, "init", "sign", "--dir", admin, "--request", filepath.Join(root, "hospital-5", crypto.KeyRequestFile),
+	mustRunNZC(t, "init", "sign", "--dir", admin, "--request", filepath.Join(root, "hospital-5", provision.KeyRequestFile),
 		"--role", "hospital", "--id", "hospital-5", "--out", filepath.Join(root, "bundle-5"))
 	m, err := crypto.LoadManifest(admin)
 	if err != nil {
@@ -251,7 +251,7 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds, err := intake.ReadGenesis(filepath.Join(dir, launch.GenesisFile))
+	cmds, err := intake.ReadGenesis(filepath.Join(dir, provision.GenesisFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestInitSignsWithTheAdministratorKey(t *testing.T) {
 		t.Fatal("the genesis is not signed by the administrator key alone")
 	}
 	mustRunNZC(t, "init", "add-hospital", "--dir", dir)
-	reg, err := os.ReadFile(filepath.Join(dir, "hospital-2", launch.RegistrationFile))
+	reg, err := os.ReadFile(filepath.Join(dir, "hospital-2", provision.RegistrationFile))
 	if err != nil {
 		t.Fatal(err)
 	}

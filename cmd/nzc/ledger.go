@@ -19,6 +19,7 @@ import (
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
@@ -275,7 +276,7 @@ type auditorTarget struct{ id, addr string }
 func auditorAPIs(m *crypto.Manifest) map[string]string {
 	out := map[string]string{}
 	for _, a := range m.ByRole(crypto.RoleAuditor) {
-		b, err := os.ReadFile(launch.ConfigFile(m, a))
+		b, err := os.ReadFile(provision.ConfigFile(m, a))
 		if err != nil {
 			continue
 		}

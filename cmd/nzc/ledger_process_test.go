@@ -20,6 +20,7 @@ import (
 	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/proctest"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -72,7 +73,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	genesisPath := filepath.Join(dir, "genesis.json")
-	if err := intake.WriteGenesis(genesisPath, genesis); err != nil {
+	if err := provision.WriteGenesisFile(genesisPath, genesis); err != nil {
 		t.Fatal(err)
 	}
 

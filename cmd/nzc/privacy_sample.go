@@ -120,7 +120,7 @@ label, and a refusal, came out. For nzc-svt every trial opens a fresh session
 				if err := cmd.Context().Err(); err != nil {
 					return err
 				}
-				if p.Mechanism == mechanism.NZCSVT {
+				if p.Mechanism.Sessions() {
 					if m, err = mechanism.New(p); err != nil {
 						return err
 					}

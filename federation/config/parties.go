@@ -313,18 +313,18 @@ func (a Aggregator) Validate() error {
 	if !(a.Delta > 0 && a.Delta < 1) {
 		c.add("delta", "must be in (0, 1), e.g. 1e-5; got %v", a.Delta)
 	} else if d, ok := sessionDelta(a.MechanismParams()); ok && !(d < a.Delta) {
-		c.add("mechanism", "an nzc-svt session of these parameters has its own δ %.3g, not below delta %g: it would guarantee nothing at that δ; raise the threshold or lower scale and distance_scale (nzc-student plan finds parameters for a target ε)", d, a.Delta)
+		c.add("mechanism", "a session of these parameters has its own δ %.3g, not below delta %g: it would guarantee nothing at that δ; raise the threshold or lower scale and distance_scale (nzc-student plan finds parameters for a target ε)", d, a.Delta)
 	}
 	a.Log.check(&c)
 	a.Ops.check(&c)
 	return c.err()
 }
 
-// sessionDelta is the additive δ of an nzc-svt session of p, which does not
+// sessionDelta is the additive δ of a session of p, which does not
 // depend on the ensemble; ok is false for other mechanisms or parameters
 // that do not validate (reported elsewhere).
 func sessionDelta(p mechanism.Params) (float64, bool) {
-	if p.Mechanism != mechanism.NZCSVT {
+	if !p.Mechanism.Sessions() {
 		return 0, false
 	}
 	// The session's cost needs an ensemble able to reach the threshold.

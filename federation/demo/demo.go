@@ -23,6 +23,7 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -192,7 +193,7 @@ func (o Options) Check() error {
 
 // batchSize is the student's batch size with mechanism m.
 func batchSize(m mechanism.Params) int {
-	if m.Mechanism == mechanism.NZCSVT {
+	if m.Mechanism.Sessions() {
 		return SessionBatch
 	}
 	return StudentBatch
@@ -201,12 +202,12 @@ func batchSize(m mechanism.Params) int {
 // Asked is how many of its pool of queries the student asks with mechanism
 // m (the aggregator's parameters for k teachers) under a cap of capEps per
 // hospital: the most whose worst-case charge fits the cap
-// (student.PlanQueries, data-independent), or, with nzc-svt, every query
+// (student.PlanQueries, data-independent), or, in sessions, every query
 // (a session answers until its refusals are used, and a second one opens
 // only if the cap allows it). When not even one query fits, one batch is
 // asked anyway, for the ledger to refuse it in front of the user.
 func Asked(m mechanism.Params, k, queries int, capEps float64) int {
-	if m.Mechanism == mechanism.NZCSVT {
+	if m.Mechanism.Sessions() {
 		return queries
 	}
 	m.Teachers, m.Classes = k, 10
@@ -219,44 +220,45 @@ func Asked(m mechanism.Params, k, queries int, capEps float64) int {
 
 // Mechanism returns the preset of the named mechanism (mechanism.Preset)
 // scaled to an ensemble of k teachers; the aggregator learns the ensemble
-// size itself, so it is left out. nzc-svt's session is planned for the
-// ensemble and the cap instead (Session).
+// size itself, so it is left out. A mechanism that answers in sessions
+// (nzc-svt) has its session planned for the ensemble and the cap instead
+// (Session).
 func Mechanism(name string, k int, capEps float64) (mechanism.Params, error) {
 	p, err := mechanism.Preset(mechanism.Kind(name))
 	if err != nil {
 		return mechanism.Params{}, fmt.Errorf("--mechanism %q: %w", name, err)
 	}
-	if p.Mechanism == mechanism.NZCSVT {
-		return Session(k, capEps)
+	if p.Mechanism.Sessions() {
+		return Session(p.Mechanism, k, capEps)
 	}
 	p = p.ForEnsemble(k, 0)
 	p.Teachers = 0
 	return p, nil
 }
 
-// SessionRefusals is K, the refusals a demo's nzc-svt session allows.
+// SessionRefusals is K, the refusals a demo's session allows.
 const SessionRefusals = 2
 
-// Session plans the nzc-svt session of a demo with k teachers (MNIST's 10
+// Session plans the session of mechanism kind for a demo with k teachers (MNIST's 10
 // classes) and a cap of capEps per hospital: K = SessionRefusals, and the
 // largest pure ε, at most 2, whose session the ledger's gate lets into an
 // account with that cap (its δ, 5e-6, is half the cap's δ). Scaling the
 // 250-teacher preset instead would leave a δ above every hospital's cap δ.
 // A larger ε lowers the threshold of distance to instability a query must
 // clear to be answered.
-func Session(k int, capEps float64) (mechanism.Params, error) {
+func Session(kind mechanism.Kind, k int, capEps float64) (mechanism.Params, error) {
 	for eps := math.Floor(min(capEps, 2)*100) / 100; eps >= 0.1; eps -= 0.01 {
-		p, err := mechanism.PlanSession(eps, CapDelta/2, SessionRefusals, k, 10)
+		p, err := kind.PlanSession(eps, CapDelta/2, SessionRefusals, k, 10)
 		if err != nil {
 			// A smaller ε needs a higher threshold still.
-			return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt with %d teachers in all: %w; use more teachers (--hospitals, --teachers-per-hospital)", k, err)
+			return mechanism.Params{}, fmt.Errorf("--mechanism %s with %d teachers in all: %w; use more teachers (--hospitals, --teachers-per-hospital)", kind, k, err)
 		}
 		if plan, err := student.PlanQueries(p, capEps, CapDelta, 1); err == nil && plan.Sessions >= 1 {
 			p.Teachers, p.Classes = 0, 0
 			return p, nil
 		}
 	}
-	return mechanism.Params{}, fmt.Errorf("--mechanism nzc-svt: no session fits a cap of ε = %g; raise --cap", capEps)
+	return mechanism.Params{}, fmt.Errorf("--mechanism %s: no session fits a cap of ε = %g; raise --cap", kind, capEps)
 }
 
 type demo struct {
@@ -265,7 +267,7 @@ type demo struct {
 	began time.Time
 	dir   string
 	fed   *launch.Federation
-	pt    launch.Ports
+	pt    provision.Ports
 	ps    *launch.Processes
 	api   []*compliance.Client // the auditors' compliance APIs, read as the compliance party
 }
@@ -327,9 +329,9 @@ func (d *demo) run(ctx context.Context) (rep *Report, err error) {
 	}
 	m := d.fed.M
 	auditors := m.ByRole(crypto.RoleAuditor)
-	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), launch.Loopback(d.pt.Dashboard(0)))
+	d.say("starting %d auditors (raft over mutual TLS); ledger dashboard at http://%s/", len(auditors), provision.Loopback(d.pt.Dashboard(0)))
 	for _, a := range auditors {
-		if _, err := d.ps.Start(a.ID, "nzc-auditor", nil, "run", "--config", launch.ConfigFile(m, a)); err != nil {
+		if _, err := d.ps.Start(a.ID, "nzc-auditor", nil, "run", "--config", provision.ConfigFile(m, a)); err != nil {
 			return nil, err
 		}
 	}
@@ -343,7 +345,7 @@ func (d *demo) run(ctx context.Context) (rep *Report, err error) {
 		return nil, err
 	}
 	for _, h := range hospitals {
-		if _, err := d.ps.Start(h.ID, "nzc-teacher", nil, "run", "--config", launch.ConfigFile(m, h)); err != nil {
+		if _, err := d.ps.Start(h.ID, "nzc-teacher", nil, "run", "--config", provision.ConfigFile(m, h)); err != nil {
 			return nil, err
 		}
 	}
@@ -398,20 +400,20 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 		return err
 	}
 	m := d.fed.M
-	if err := launch.WriteGenesis(m, d.o.Teachers, config.DefaultAggregator().Classes); err != nil {
+	if err := provision.WriteGenesis(m, d.o.Teachers, config.DefaultAggregator().Classes); err != nil {
 		return err
 	}
 	if d.pt, err = launch.FreePorts(len(m.Parties)); err != nil {
 		return err
 	}
 	for i := range m.ByRole(crypto.RoleAuditor) {
-		c, err := d.fed.Compliance(launch.Loopback(d.pt.API(i)))
+		c, err := d.fed.Compliance(provision.Loopback(d.pt.API(i)))
 		if err != nil {
 			return err
 		}
 		d.api = append(d.api, c)
 	}
-	cfgs, err := launch.PartyConfigs(m, d.pt)
+	cfgs, err := provision.PartyConfigs(m, d.pt)
 	if err != nil {
 		return err
 	}
@@ -437,10 +439,10 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 			cfgs[p.ID] = c
 		}
 	}
-	if err := launch.ValidateConfigs(cfgs); err != nil {
+	if err := provision.ValidateConfigs(cfgs); err != nil {
 		return err
 	}
-	_, err = launch.WriteConfigs(m, cfgs, "", true)
+	_, err = provision.WriteConfigs(m, cfgs, "", true)
 	return err
 }
 
@@ -454,7 +456,7 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 	var wg sync.WaitGroup
 	for i, h := range hospitals {
 		wg.Go(func() {
-			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", launch.ConfigFile(d.fed.M, h), "--format", "json")
+			out, err := d.output(ctx, h.ID+"-train", "nzc-teacher", "train", "--config", provision.ConfigFile(d.fed.M, h), "--format", "json")
 			if err != nil {
 				errs[i] = err
 				return
@@ -475,7 +477,7 @@ func (d *demo) train(ctx context.Context, hospitals []crypto.PartyFiles) error {
 func (d *demo) opsAddr(id string) string {
 	for k, p := range d.fed.M.Parties {
 		if p.ID == id {
-			return launch.Loopback(d.pt.Ops(k + 1))
+			return provision.Loopback(d.pt.Ops(k + 1))
 		}
 	}
 	return ""
@@ -494,13 +496,13 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 	k := d.o.Hospitals * d.o.Teachers
 	asked := Asked(mech, k, d.o.Queries, d.o.CapEpsilon)
 	rep := &Report{Queries: asked, Pool: d.o.Queries, Mechanism: string(mech.Mechanism), Parameters: mech.String(), Teachers: k}
-	stCfg := launch.ConfigFile(d.fed.M, d.fed.M.ByRole(crypto.RoleStudent)[0])
+	stCfg := provision.ConfigFile(d.fed.M, d.fed.M.ByRole(crypto.RoleStudent)[0])
 	data, _ := filepath.Abs(d.o.Data)
 	labels := filepath.Join(d.dir, "labels.json")
 	args := []string{"label", "--config", stCfg, "--data", data, "--split", "test", "--from", "0", "--count", strconv.Itoa(d.o.Queries),
 		"--selection", Selection, "--max-queries", strconv.Itoa(asked), "--out", labels, "--format", "json"}
 	batch := batchSize(mech)
-	if mech.Mechanism == mechanism.NZCSVT {
+	if mech.Mechanism.Sessions() {
 		args = append(args, sessionBootstrap...)
 		d.say("the student asks about its %d test images in its own order (%s, then what a student trained on the first %d answers is surest of), in batches of %d, until the session ends",
 			d.o.Queries, Selection, BootstrapAfter, batch)
@@ -626,7 +628,7 @@ func (d *demo) hospitalProofs(ctx context.Context, rep *Report) {
 // provenCharges reads the charges naming hospital with its own
 // certificate and returns how many are proven against keys.
 func (d *demo) provenCharges(ctx context.Context, hospital string, keys []string) (int, error) {
-	c, err := compliance.NewClientAsTo(launch.Loopback(d.pt.API(0)), d.fed.M, hospital, d.fed.M.ByRole(crypto.RoleAuditor)[0].ID)
+	c, err := compliance.NewClientAsTo(provision.Loopback(d.pt.API(0)), d.fed.M, hospital, d.fed.M.ByRole(crypto.RoleAuditor)[0].ID)
 	if err != nil {
 		return 0, err
 	}

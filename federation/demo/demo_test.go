@@ -164,7 +164,7 @@ func TestSessionFitsTheCap(t *testing.T) {
 		{300, 1.5, 1.48},
 		{150, 2, 1.98},
 	} {
-		p, err := Session(tc.teachers, tc.cap)
+		p, err := Session(mechanism.NZCSVT, tc.teachers, tc.cap)
 		if err != nil {
 			t.Fatalf("%d teachers, cap %v: %v", tc.teachers, tc.cap, err)
 		}
@@ -180,7 +180,7 @@ func TestSessionFitsTheCap(t *testing.T) {
 			t.Errorf("%d teachers, cap %v: session %v of pure ε %v costs ε %v (%v) in the ledger", tc.teachers, tc.cap, p, ch.PureEpsilon, conv.Epsilon, err)
 		}
 	}
-	if _, err := Session(300, 0.05); err == nil {
+	if _, err := Session(mechanism.NZCSVT, 300, 0.05); err == nil {
 		t.Error("a session was planned within a cap of 0.05")
 	}
 }

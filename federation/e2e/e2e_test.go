@@ -20,6 +20,7 @@ import (
 	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/federation/proctest"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
@@ -624,11 +625,11 @@ func TestFederation(t *testing.T) {
 		// The hospital makes its keys where it runs; the administrator sees
 		// only the request, issues a certificate and signs a registration.
 		keys := t.TempDir()
-		req, err := crypto.NewKeyRequest(keys, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-own-keys"}, nil, nil)
+		req, err := provision.NewKeyRequest(keys, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-own-keys"}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m2, p, err := crypto.AddPartyFromRequest(m.Dir, req, req.Peer(), crypto.AddPartyOptions{})
+		m2, p, err := provision.AddPartyFromRequest(m.Dir, req, req.Peer(), crypto.AddPartyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,6 @@
 // Package launch assembles a whole federation on this machine. It
-// provisions the federation in a directory (keys and certificates through
-// crypto.Provision, then the administrator-signed genesis, a later
-// hospital's registration and one configuration per party, as `nzc init`
-// writes them: provision.go; what a party takes to run on its own machine,
-// its kit or the bundle that admits a party keeping its own keys, and the
-// bundle's installation: handover.go) and then runs its parties in one of
-// two modes:
+// provisions the federation in a directory through federation/provision
+// (as `nzc init` does) and then runs its parties in one of two modes:
 //
 //   - as processes (Processes): it builds the party binaries and starts,
 //     stops, kills and restarts them, each with its own log and extra

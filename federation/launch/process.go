@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nzcfed/nzc/federation/provision"
 )
 
 // Binaries are the party binaries, built from cmd/ of this module.
@@ -254,4 +257,24 @@ func Free(addr string) bool {
 	}
 	u.Close()
 	return true
+}
+
+// FreePorts finds a base port whose federation ports (see Ports) for three
+// auditors and the given number of parties are free.
+func FreePorts(parties int) (provision.Ports, error) {
+	for attempt := 0; attempt < 50; attempt++ {
+		base := 20000 + int(time.Now().UnixNano()/1000%20000)/10*10 + attempt*7
+		p := provision.Ports{Base: base}
+		need := []int{p.Aggregator()}
+		for i := range 3 {
+			need = append(need, p.Raft(i), p.Intake(i), p.API(i), p.Dashboard(i))
+		}
+		for k := 1; k <= parties; k++ {
+			need = append(need, p.Ops(k))
+		}
+		if !slices.ContainsFunc(need, func(port int) bool { return !Free(provision.Loopback(port)) }) {
+			return p, nil
+		}
+	}
+	return provision.Ports{}, errors.New("no free range of loopback ports found; free some ports or try again")
 }

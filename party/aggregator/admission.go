@@ -67,9 +67,10 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 // ledger makes the final decision, also at the worst case; so which
 // hospitals vote, whether a batch is refused and what the refusal says
 // depend only on public state and the batch's size, never on the votes. A
-// hospital that lowers its own cap therefore affects only itself. nzc-svt
-// batches' hospital budgets are not checked here: the ledger decides a session's fixed cost
-// when it opens, before any query of it is answered.
+// hospital that lowers its own cap therefore affects only itself. The
+// hospital budgets of a mechanism that answers in sessions are not checked
+// here: the ledger decides a session's fixed cost when it opens, before any
+// query of it is answered.
 func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, perr *protocol.Error) {
 	p := a.cfg.Mechanism
 	ids := make([]string, len(hs))
@@ -90,7 +91,7 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 	if perr != nil {
 		return nil, nil, perr
 	}
-	if p.Mechanism == mechanism.NZCSVT {
+	if p.Mechanism.Sessions() {
 		if len(hs) < a.cfg.Quorum {
 			return nil, nil, a.tooFew(batch, hs, left, nq, reasons)
 		}

@@ -109,7 +109,8 @@ type Config struct {
 	Registry prometheus.Registerer
 	// Pause, when set, is called at the named points of the release path
 	// (PausePendingWritten, PauseLedgerAnswered, PauseCommitRecorded, and
-	// for nzc-svt PauseSessionAnswered and PauseSessionReplacing).
+	// for a mechanism that answers in sessions PauseSessionAnswered and
+	// PauseSessionReplacing).
 	// Fault tests use it to stop the aggregator in a known state and kill
 	// it there; production leaves it nil.
 	Pause func(ctx context.Context, point string)
@@ -134,10 +135,9 @@ const (
 	// PauseCommitRecorded: the outbox records the commit; the answers have
 	// not yet been returned to the student.
 	PauseCommitRecorded = "commit-recorded"
-	// PauseSessionAnswered: an nzc-svt batch has been answered in its
-	// session (which it may have used up); its charge is not yet signed.
+	// PauseSessionAnswered: a batch has been answered in its session (which it may have used up); its charge is not yet signed.
 	PauseSessionAnswered = "session-answered"
-	// PauseSessionReplacing: a batch found its nzc-svt session used up and
+	// PauseSessionReplacing: a batch found its session used up and
 	// is about to wait for the charges of the batches answered in it
 	// before it opens the next.
 	PauseSessionReplacing = "session-replacing"
@@ -167,8 +167,8 @@ type Aggregator struct {
 	relays  *ratelimit.Limiter         // relayed ledger commands, per hospital
 	hellos  map[*quicnet.Conn]struct{} // connections that have sent their Hello
 
-	svtMu    sync.Mutex
-	sessions map[string]*svtSession // by student and hospital set (svtKey)
+	sessionsMu sync.Mutex
+	sessions   map[string]*keptSession // by student and hospital set (sessionKey)
 }
 
 type hospitalEntry struct {
@@ -263,7 +263,7 @@ func New(cfg Config) (*Aggregator, error) {
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
-		sessions: map[string]*svtSession{}, refused: refusals{byBatch: map[string]refused{}},
+		sessions: map[string]*keptSession{}, refused: refusals{byBatch: map[string]refused{}},
 		relays: ratelimit.New(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
@@ -454,17 +454,46 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 }
 
 // draw collects the votes, runs the mechanism, signs the charge and writes
-// the pending record. Nothing leaves the aggregator here.
-func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (rec *Record, done func(), err error) {
-	done = func() {}
-	defer func() {
-		if err != nil && done != nil {
-			done() // the batch ends here: its session may be replaced
-		}
-		if err != nil {
-			done = nil
-		}
-	}()
+// the pending record, in its steps: admission, collection, summing,
+// answering and recording. Nothing leaves the aggregator here. done must be
+// called once the batch's charge is settled (see answerInSession).
+func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (*Record, func(), error) {
+	nq := int(req.GetNumQueries())
+	adm, err := a.admitBatch(ctx, student, batch, nq)
+	if err != nil {
+		return nil, nil, err
+	}
+	votes, err := a.collectVotes(ctx, batch, req, adm)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := sumVotes(votes, nq, adm.classes)
+	ans, err := a.answerVotes(ctx, student, batch, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := a.record(ctx, student, batch, req, adm, t, ans)
+	if err != nil {
+		ans.done() // the batch ends here: its session may be replaced
+		return nil, nil, err
+	}
+	return rec, ans.done, nil
+}
+
+// admission is what a batch was admitted with: the student's recipient,
+// the hospitals asked, those left out, and the number of classes.
+type admission struct {
+	recipient *crypto.Recipient
+	hospitals []*hospitalEntry
+	leftOut   []string
+	classes   int
+}
+
+// admitBatch admits a batch of nq queries: the student must have said
+// Hello, the quorum must be connected, and the ledger's budgets must allow
+// the batch's worst case (admit). A budget refusal is remembered, so that
+// a retry gets it again without asking anyone.
+func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq int) (admission, error) {
 	a.mu.Lock()
 	recipient := a.students[student]
 	hs := make([]*hospitalEntry, 0, len(a.hospitals))
@@ -474,39 +503,56 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	classes := a.classes
 	a.mu.Unlock()
 	if recipient == nil {
-		return nil, nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "student %s has not sent Hello with its age recipient on this connection: register first", student))
+		return admission{}, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "student %s has not sent Hello with its age recipient on this connection: register first", student))
 	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
 	if len(hs) < a.cfg.Quorum {
-		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+		return admission{}, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
 			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
 	}
-	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, int(req.GetNumQueries()))
+	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, nq)
 	if perr != nil {
 		switch perr.Code {
 		case protocol.CodeBudgetExhausted:
 			a.rememberRefusal(student, batch, reasonBudget, perr)
-			return nil, nil, a.refuse(reasonBudget, perr)
+			return admission{}, a.refuse(reasonBudget, perr)
 		case protocol.CodeBadRequest:
-			return nil, nil, a.refuse(reasonBadRequest, perr)
+			return admission{}, a.refuse(reasonBadRequest, perr)
 		}
-		return nil, nil, a.refuse(reasonLedger, perr)
+		return admission{}, a.refuse(reasonLedger, perr)
 	}
-	votes := a.collect(ctx, batch, req, hs, classes)
+	return admission{recipient: recipient, hospitals: hs, leftOut: leftOut, classes: classes}, nil
+}
+
+// collectVotes asks the admitted hospitals for their votes (collect) and
+// refuses the batch when fewer than the quorum answer by the deadline.
+func (a *Aggregator) collectVotes(ctx context.Context, batch string, req *nzcpb.LabelRequest, adm admission) ([]vote, error) {
+	votes := a.collect(ctx, batch, req, adm.hospitals, adm.classes)
 	if len(votes) < a.cfg.Quorum {
-		return nil, nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
-			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(hs), a.cfg.BatchDeadline, a.cfg.Quorum)})
+		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
+			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(adm.hospitals), a.cfg.BatchDeadline, a.cfg.Quorum)})
 	}
-	nq := int(req.GetNumQueries())
-	sum := make([]mechanism.Histogram, nq)
-	teachers := 0
-	voters := make([]string, 0, len(votes))
+	return votes, nil
+}
+
+// tally is the votes of a batch summed over its hospitals.
+type tally struct {
+	sum       []mechanism.Histogram // one histogram per query
+	teachers  int                   // the voters' teachers in all
+	voters    []string              // the hospitals that voted, sorted
+	ensembles []uint64              // the ensemble sizes the charge records (chargedEnsembles)
+	classes   int
+}
+
+// sumVotes sums the hospitals' votes on each of nq queries.
+func sumVotes(votes []vote, nq, classes int) tally {
+	t := tally{sum: make([]mechanism.Histogram, nq), voters: make([]string, 0, len(votes)), classes: classes}
 	for _, v := range votes {
-		teachers += v.teachers
-		voters = append(voters, v.hospital)
+		t.teachers += v.teachers
+		t.voters = append(t.voters, v.hospital)
 	}
-	sort.Strings(voters)
-	ensembles := chargedEnsembles(votes, voters)
+	sort.Strings(t.voters)
+	t.ensembles = chargedEnsembles(votes, t.voters)
 	for q := range nq {
 		h := make(mechanism.Histogram, classes)
 		for _, v := range votes {
@@ -514,62 +560,80 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 				h[c] += int(v.counts[q*classes+c])
 			}
 		}
-		sum[q] = h
+		t.sum[q] = h
 	}
+	return t
+}
+
+// answered is what the mechanism released for a batch and what it costs.
+type answered struct {
+	params              mechanism.Params // the mechanism, for the tally's ensemble
+	labels              *nzcpb.Labels
+	processed, answered int
+	session             string    // the session the batch ran in; "" per query
+	curve               []float64 // the charge's RDP curve
+	delta               float64
+	done                func() // call once the charge is settled
+}
+
+// answerVotes runs the configured mechanism on the tally: in the student's
+// session, whose cost was paid when it opened, or per query, priced by the
+// mechanism's data-independent cost of what was answered and refused.
+func (a *Aggregator) answerVotes(ctx context.Context, student, batch string, t tally) (answered, error) {
 	p := a.cfg.Mechanism
-	p.Teachers, p.Classes = teachers, classes
-	var (
-		labels              *nzcpb.Labels
-		processed, answered int
-		session             string
-		curve               []float64
-		delta               float64
-	)
-	if p.Mechanism == mechanism.NZCSVT {
-		labels, processed, answered, session, done, err = a.answerSVT(ctx, student, voters, teachers, classes, sum)
+	p.Teachers, p.Classes = t.teachers, t.classes
+	r := answered{params: p, processed: len(t.sum), done: func() {}}
+	var err error
+	if p.Mechanism.Sessions() {
+		r.labels, r.processed, r.answered, r.session, r.done, err = a.answerInSession(ctx, student, t.voters, t.teachers, t.classes, t.sum)
 		if err != nil {
-			return nil, nil, err
+			return answered{}, err
 		}
-		curve = make([]float64, a.grid.Len()) // paid when the session opened
-	} else {
-		if labels, answered, err = a.answer(p, sum); err != nil {
-			return nil, nil, err
-		}
-		processed = nq
-		cost, err := p.Charge(a.grid, answered, nq-answered)
-		if err != nil {
-			return nil, nil, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
-		}
-		curve, delta = cost.RDP.Values(), cost.Delta
+		r.curve = make([]float64, a.grid.Len()) // paid when the session opened
+		return r, nil
 	}
-	plain, err := protocol.Marshal(labels)
+	if r.labels, r.answered, err = a.answer(p, t.sum); err != nil {
+		return answered{}, err
+	}
+	cost, err := p.Charge(a.grid, r.answered, len(t.sum)-r.answered)
 	if err != nil {
-		return nil, nil, err
+		return answered{}, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
+	}
+	r.curve, r.delta = cost.RDP.Values(), cost.Delta
+	return r, nil
+}
+
+// record signs the batch's charge, seals its labels to the student and
+// writes both to the outbox as a pending record.
+func (a *Aggregator) record(ctx context.Context, student, batch string, req *nzcpb.LabelRequest, adm admission, t tally, ans answered) (*Record, error) {
+	plain, err := protocol.Marshal(ans.labels)
+	if err != nil {
+		return nil, err
 	}
 	hash := sha256.Sum256(plain)
 	charge := &ledger.Charge{
-		BatchID: batch, Student: student, Hospitals: voters, Session: session,
-		Mechanism: string(p.Mechanism), Params: p.LedgerParams(),
-		Queries: uint64(processed), Answers: uint64(answered),
-		Curve: curve, Delta: delta, AnswersHash: hash,
-		Timestamp: a.cfg.Now().UnixNano(), Ensembles: ensembles,
+		BatchID: batch, Student: student, Hospitals: t.voters, Session: ans.session,
+		Mechanism: string(ans.params.Mechanism), Params: ans.params.LedgerParams(),
+		Queries: uint64(ans.processed), Answers: uint64(ans.answered),
+		Curve: ans.curve, Delta: ans.delta, AnswersHash: hash,
+		Timestamp: a.cfg.Now().UnixNano(), Ensembles: t.ensembles,
 	}
 	cmd, err := ledger.Sign(charge, a.cfg.ID, a.cfg.SigningKey)
 	if err != nil {
-		return nil, nil, fmt.Errorf("aggregator: sign the charge of batch %s: %w", batch, err)
+		return nil, fmt.Errorf("aggregator: sign the charge of batch %s: %w", batch, err)
 	}
-	sealed, err := crypto.Seal(plain, recipient)
+	sealed, err := crypto.Seal(plain, adm.recipient)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rec = &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
-		FeatureDim: req.GetFeatureDim(), Answered: answered, Hospitals: voters, LeftOut: leftOut, Command: cmd,
+	rec := &Record{BatchID: batch, Student: student, State: StatePending, NumQueries: req.GetNumQueries(),
+		FeatureDim: req.GetFeatureDim(), Answered: ans.answered, Hospitals: t.voters, LeftOut: adm.leftOut, Command: cmd,
 		SealedLabels: sealed, AnswersHash: hash[:]}
 	if err := a.outbox.Put(rec); err != nil {
-		return nil, nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
+		return nil, fmt.Errorf("aggregator: write batch %s to the outbox (nothing was charged or released): %w", batch, err)
 	}
 	a.pause(ctx, PausePendingWritten)
-	return rec, done, nil
+	return rec, nil
 }
 
 // answer runs a per-query mechanism on every histogram of a batch.

@@ -237,7 +237,7 @@ func (o *Outbox) Prune(cutoff time.Time) (int, error) {
 // hex, so the two never meet.
 const sessionPrefix = "session-"
 
-// SessionRecord is an nzc-svt session kept across restarts: written before
+// SessionRecord is a session kept across restarts: written before
 // its opening is proposed, so that a restarted aggregator proposes the same
 // signed opening again (the ledger answers duplicate and the session is
 // paid for once) and, once the ledger committed it, resumes the session
@@ -252,7 +252,7 @@ type SessionRecord struct {
 	Open      []byte   `json:"open"` // the signed OpenSession
 	Opened    bool     `json:"opened"`
 	// SealedState is the session's mechanism.SessionState (its secret
-	// threshold noise and refusals), sealed to the aggregator's own age
+	// noise and refusals), sealed to the aggregator's own age
 	// recipient: the outbox never holds noise in the clear.
 	SealedState []byte `json:"sealed_state"`
 }

@@ -16,15 +16,15 @@ type Plan struct {
 	// TargetEpsilon and Delta are the budget planned for.
 	TargetEpsilon float64 `json:"target_epsilon"`
 	Delta         float64 `json:"delta"`
-	// Queries is how many queries to ask (for nzc-svt: in all, over every
+	// Queries is how many queries to ask (in sessions: in all, over every
 	// session; each session answers until its K-th refusal).
 	Queries int `json:"queries"`
-	// Sessions is the number of nzc-svt sessions (0 for per-query
+	// Sessions is the number of sessions (0 for per-query
 	// mechanisms).
 	Sessions int `json:"sessions,omitempty"`
 	// Epsilon is the worst-case ε of the plan at Delta, as the ledger's
 	// gate takes it: the conversion (mechanism.Curve.FilterEpsilon), or
-	// for nzc-svt sessions their summed pure ε where that is smaller; at
+	// for sessions their summed pure ε where that is smaller; at
 	// most TargetEpsilon.
 	Epsilon float64 `json:"epsilon"`
 }
@@ -34,13 +34,13 @@ var ErrPlan = errors.New("no query fits the budget")
 
 // PlanQueries plans the largest number of queries, at most maxQueries, whose
 // worst-case charge stays within target at δ (every query answered; for
-// confident-gnmax an answer costs at least a refusal). For nzc-svt it plans
-// whole sessions: as many as fit, each of which may take every query
-// (maxQueries in all) until its K refusals are used. The charges are
-// composed as the ledger composes an account's (RDP, the additive δs of
-// nzc-svt sessions added, converted by FilterEpsilon), so a plan the
-// ledger's gate would refuse is never returned. Data-independent: it reads
-// no vote.
+// confident-gnmax an answer costs at least a refusal). For a mechanism that
+// answers in sessions (nzc-svt) it plans whole sessions: as many as fit,
+// each of which may take every query (maxQueries in all) until its K
+// refusals are used. The charges are composed as the ledger composes an
+// account's (RDP, the additive δs of sessions added, converted by
+// FilterEpsilon), so a plan the ledger's gate would refuse is never
+// returned. Data-independent: it reads no vote.
 func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Plan, error) {
 	if !(target > 0) || math.IsInf(target, 0) || !(delta > 0 && delta < 1) || maxQueries < 1 {
 		return Plan{}, fmt.Errorf("%w: target ε %v, δ %v, %d queries: want ε > 0, δ in (0,1), at least one query", ErrPlan, target, delta, maxQueries)
@@ -50,14 +50,14 @@ func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Pla
 	}
 	g := mechanism.DefaultGrid()
 	plan := Plan{Mechanism: p, TargetEpsilon: target, Delta: delta}
-	// eps is the worst-case ε of n queries (or n sessions for nzc-svt).
+	// eps is the worst-case ε of n queries (or n sessions).
 	eps := func(n int) (float64, error) {
 		one, err := p.Charge(g, 1, 0)
 		if err != nil {
 			return 0, err
 		}
 		var ch mechanism.Charge
-		if p.Mechanism == mechanism.NZCSVT {
+		if p.Mechanism.Sessions() {
 			ch = mechanism.Charge{RDP: mechanism.PureDP(g, float64(n)*one.PureEpsilon), Delta: float64(n) * one.Delta, PureEpsilon: float64(n) * one.PureEpsilon}
 		} else if ch, err = p.Charge(g, n, 0); err != nil {
 			return 0, err
@@ -69,7 +69,7 @@ func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Pla
 		if err != nil {
 			return 0, err
 		}
-		if p.Mechanism == mechanism.NZCSVT {
+		if p.Mechanism.Sessions() {
 			// An account of pure-DP charges is gated on the smaller of the
 			// conversion and the summed pure ε.
 			return min(conv.Epsilon, ledger.PureSum(n, one.PureEpsilon)), nil
@@ -77,7 +77,7 @@ func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Pla
 		return conv.Epsilon, nil
 	}
 	limit := maxQueries
-	if p.Mechanism == mechanism.NZCSVT {
+	if p.Mechanism.Sessions() {
 		limit = 1000 // sessions
 	}
 	fits := func(n int) (bool, float64, error) {
@@ -90,7 +90,7 @@ func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Pla
 	}
 	if !ok {
 		what := "one query"
-		if p.Mechanism == mechanism.NZCSVT {
+		if p.Mechanism.Sessions() {
 			what = "one session"
 		}
 		return Plan{}, fmt.Errorf("%w: %s of %s costs ε %v at δ %v, above the target %v; raise the target or ask the aggregator for more noise", ErrPlan, what, p.Mechanism, e, delta, target)
@@ -109,7 +109,7 @@ func PlanQueries(p mechanism.Params, target, delta float64, maxQueries int) (Pla
 		}
 	}
 	_, plan.Epsilon, _ = fits(lo)
-	if p.Mechanism == mechanism.NZCSVT {
+	if p.Mechanism.Sessions() {
 		plan.Sessions, plan.Queries = lo, maxQueries
 	} else {
 		plan.Queries = lo

@@ -108,7 +108,7 @@ func (s *spending) accept(rs []*nzcpb.Receipt) {
 		switch {
 		case !ok:
 			// Already proven, or voted on before the record was kept.
-		case ch.Queries > uint64(v.queries) || (ch.Mechanism != string(mechanism.NZCSVT) && ch.Queries != uint64(v.queries)):
+		case ch.Queries > uint64(v.queries) || (!mechanism.Kind(ch.Mechanism).Sessions() && ch.Queries != uint64(v.queries)):
 			s.rejected++
 			s.log.Error("a charge names this hospital for another number of queries than it voted on", "batch", ch.BatchID,
 				"voted_queries", v.queries, "charged_queries", ch.Queries, "ledger_index", en.Index)

@@ -24,7 +24,7 @@ type MechanismFlags struct {
 func AddMechanismFlags(cmd *cobra.Command, def, teachersHelp string) *MechanismFlags {
 	f := &MechanismFlags{}
 	fs := cmd.Flags()
-	fs.StringVar(&f.Mechanism, "mechanism", def, "aggregation mechanism: nzc, lnmax, gnmax, confident-gnmax or nzc-svt")
+	fs.StringVar(&f.Mechanism, "mechanism", def, "aggregation mechanism: "+kindList())
 	v := reflect.ValueOf(&f.P).Elem()
 	for i := range v.NumField() {
 		field := v.Type().Field(i)
@@ -46,6 +46,18 @@ func AddMechanismFlags(cmd *cobra.Command, def, teachersHelp string) *MechanismF
 	}
 	fs.IntVar(&f.P.Teachers, "teachers", 0, teachersHelp)
 	return f
+}
+
+// kindList names the registered mechanisms, e.g. "nzc, lnmax or gnmax".
+func kindList() string {
+	var names []string
+	for _, k := range mechanism.Kinds() {
+		names = append(names, string(k))
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // Params returns the mechanism's parameters as given (nzc's noise defaults

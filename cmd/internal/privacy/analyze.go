@@ -100,7 +100,7 @@ func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 	}
 	a.EpsilonLedger = jsonnum.Float(min(filter.Epsilon, pure))
 	a.RDPDataIndependent = jsonnum.Floats(ch.RDP.Values())
-	if p.Mechanism != mechanism.NZCSVT {
+	if !p.Mechanism.Sessions() {
 		qc, err := p.QueryCost(g)
 		if err != nil {
 			return nil, err
@@ -118,7 +118,8 @@ func Analyze(p mechanism.Params, g mechanism.Grid, hs []mechanism.Histogram, del
 		a.Note = "with c far above the noise the output is the exact argmax, which one teacher can flip: the true cost is the one printed"
 	case mechanism.ConfidentGNMax:
 		a.Note = "every query is counted as answered (an upper bound)"
-	case mechanism.NZCSVT:
+	}
+	if p.Mechanism.Sessions() {
 		a.Note = "one session's fixed cost, whatever the number of queries; an unstable answer has probability within delta_mechanism"
 	}
 	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {

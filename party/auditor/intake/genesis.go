@@ -105,16 +105,8 @@ func GenesisEnsembles(cmds [][]byte) []*ledger.RegisterEnsemble {
 	return out
 }
 
-// WriteGenesis writes commands to path as a JSON list (base64 strings).
-func WriteGenesis(path string, cmds [][]byte) error {
-	b, err := json.Marshal(cmds)
-	if err != nil {
-		return err
-	}
-	return crypto.WriteFile(path, b, 0o644, true)
-}
-
-// ReadGenesis reads a file written by WriteGenesis.
+// ReadGenesis reads a genesis file: the commands as a JSON list of base64
+// strings, as nzc init writes it (provision.WriteGenesisFile).
 func ReadGenesis(path string) ([][]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

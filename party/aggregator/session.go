@@ -18,19 +18,20 @@ import (
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
-// svtSession is an nzc-svt session: its whole cost is charged when it
+// keptSession is a session of a mechanism that answers in sessions
+// (mechanism.SessionDef, nzc-svt): its whole cost is charged when it
 // opens, and every batch of its student answered by the same hospitals runs
 // in it until it has refused its K queries. Sessions are kept per student
 // and hospital set, so a set that returns finds its session again, and
 // kept in the outbox (SessionRecord), so that a restart resumes them.
-type svtSession struct {
+type keptSession struct {
 	mu        sync.Mutex // held while the session opens or a batch runs in it
 	id        string
 	student   string
 	hospitals []string
 	teachers  int
 	classes   int
-	s         *mechanism.Session
+	s         mechanism.Session
 	// open is the signed OpenSession, kept until the ledger answers: a
 	// proposal whose outcome is unknown is proposed again byte for byte,
 	// so the ledger answers duplicate and the session is paid for once.
@@ -41,7 +42,7 @@ type svtSession struct {
 	inflight sync.WaitGroup
 }
 
-func svtKey(student string, hospitals []string) string {
+func sessionKey(student string, hospitals []string) string {
 	return student + "\x00" + strings.Join(hospitals, "\x00")
 }
 
@@ -51,8 +52,8 @@ func svtKey(student string, hospitals []string) string {
 // with the session locked. The proposal waits at most LedgerTimeout and
 // holds only this session's lock, so other students and hospital sets are
 // not held up.
-func (a *Aggregator) session(ctx context.Context, student string, hospitals []string, teachers, classes int) (*svtSession, error) {
-	key := svtKey(student, hospitals)
+func (a *Aggregator) session(ctx context.Context, student string, hospitals []string, teachers, classes int) (*keptSession, error) {
+	key := sessionKey(student, hospitals)
 	for {
 		s, old, err := a.sessionFor(key, student, hospitals, teachers, classes)
 		if err != nil {
@@ -79,9 +80,9 @@ func (a *Aggregator) session(ctx context.Context, student string, hospitals []st
 
 // sessionFor returns the session kept for key, or a new, not yet opened one
 // when there is none usable, with the session it replaces (nil if none).
-func (a *Aggregator) sessionFor(key, student string, hospitals []string, teachers, classes int) (s, old *svtSession, err error) {
-	a.svtMu.Lock()
-	defer a.svtMu.Unlock()
+func (a *Aggregator) sessionFor(key, student string, hospitals []string, teachers, classes int) (s, old *keptSession, err error) {
+	a.sessionsMu.Lock()
+	defer a.sessionsMu.Unlock()
 	old = a.sessions[key]
 	if old != nil && old.teachers == teachers && old.classes == classes && !old.s.Exhausted() {
 		return old, nil, nil
@@ -90,7 +91,7 @@ func (a *Aggregator) sessionFor(key, student string, hospitals []string, teacher
 	p.Teachers, p.Classes = teachers, classes
 	ms, err := mechanism.Open(p)
 	if err != nil {
-		return nil, nil, fmt.Errorf("aggregator: open an nzc-svt session: %w", err)
+		return nil, nil, fmt.Errorf("aggregator: open a %s session: %w", p.Mechanism, err)
 	}
 	cost, err := p.Charge(a.grid, 0, 0)
 	if err != nil {
@@ -100,14 +101,14 @@ func (a *Aggregator) sessionFor(key, student string, hospitals []string, teacher
 	if _, err := a.cfg.Rand.Read(rnd[:]); err != nil {
 		return nil, nil, fmt.Errorf("aggregator: session id: %w", err)
 	}
-	id := "svt-" + hex.EncodeToString(rnd[:])
+	id := sessionIDPrefix(p.Mechanism) + hex.EncodeToString(rnd[:])
 	cmd, err := ledger.Sign(&ledger.OpenSession{SessionID: id, Student: student, Hospitals: hospitals, Mechanism: string(p.Mechanism),
 		Params: p.LedgerParams(), MaxRefusals: uint64(p.MaxRefusals), Curve: cost.RDP.Values(), Delta: cost.Delta,
 		Timestamp: a.cfg.Now().UnixNano()}, a.cfg.ID, a.cfg.SigningKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	s = &svtSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
+	s = &keptSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
 	if err := a.saveSession(s); err != nil {
 		return nil, nil, err
 	}
@@ -118,7 +119,7 @@ func (a *Aggregator) sessionFor(key, student string, hospitals []string, teacher
 // saveSession writes s's record to the outbox (s locked, or not yet
 // shared): its signed opening, whether the ledger committed it, and its
 // sealed state.
-func (a *Aggregator) saveSession(s *svtSession) error {
+func (a *Aggregator) saveSession(s *keptSession) error {
 	st, err := json.Marshal(s.s.State())
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func (a *Aggregator) saveSession(s *svtSession) error {
 	}
 	if err := a.outbox.PutSession(&SessionRecord{SessionID: s.id, Student: s.student, Hospitals: s.hospitals, Teachers: s.teachers,
 		Classes: s.classes, Open: s.open, Opened: s.opened, SealedState: sealed}); err != nil {
-		return fmt.Errorf("aggregator: keep nzc-svt session %s in the outbox (nothing was proposed or released): %w", s.id, err)
+		return fmt.Errorf("aggregator: keep %s session %s in the outbox (nothing was proposed or released): %w", a.cfg.Mechanism.Mechanism, s.id, err)
 	}
 	return nil
 }
@@ -148,13 +149,13 @@ func (a *Aggregator) loadSessions() error {
 	for _, r := range recs {
 		s, err := a.resume(r)
 		if err != nil {
-			a.log.Info("nzc-svt session of an earlier run is over", "session", r.SessionID, "reason", err)
+			a.log.Info("session of an earlier run is over", "session", r.SessionID, "reason", err)
 			if err := a.outbox.DeleteSession(r.SessionID); err != nil {
 				return err
 			}
 			continue
 		}
-		key := svtKey(s.student, s.hospitals)
+		key := sessionKey(s.student, s.hospitals)
 		if prev := a.sessions[key]; prev != nil && prev.id > s.id {
 			continue // one session per key: keep either, the other is replaced
 		}
@@ -163,7 +164,7 @@ func (a *Aggregator) loadSessions() error {
 	return nil
 }
 
-func (a *Aggregator) resume(r *SessionRecord) (*svtSession, error) {
+func (a *Aggregator) resume(r *SessionRecord) (*keptSession, error) {
 	c, err := ledger.DecodeCommand(r.Open)
 	if err != nil {
 		return nil, err
@@ -178,7 +179,7 @@ func (a *Aggregator) resume(r *SessionRecord) (*svtSession, error) {
 	}
 	want := a.cfg.Mechanism
 	want.Teachers, want.Classes = p.Teachers, p.Classes
-	if want.Mechanism != mechanism.NZCSVT || !slices.Equal(want.LedgerParams(), o.Params) {
+	if !want.Mechanism.Sessions() || !slices.Equal(want.LedgerParams(), o.Params) {
 		return nil, errors.New("opened for other parameters than the configured ones")
 	}
 	plain, err := crypto.Open(r.SealedState, a.cfg.Identity)
@@ -196,14 +197,14 @@ func (a *Aggregator) resume(r *SessionRecord) (*svtSession, error) {
 	if ms.Exhausted() {
 		return nil, errors.New("exhausted")
 	}
-	return &svtSession{id: r.SessionID, student: r.Student, hospitals: r.Hospitals, teachers: r.Teachers, classes: r.Classes,
+	return &keptSession{id: r.SessionID, student: r.Student, hospitals: r.Hospitals, teachers: r.Teachers, classes: r.Classes,
 		s: ms, open: r.Open, opened: r.Opened}, nil
 }
 
 // settled waits until every batch answered in old (which s replaces) has
 // its charge settled, at most LedgerTimeout: the ledger refuses charges
 // naming a session once its replacement opens.
-func (a *Aggregator) settled(ctx context.Context, old *svtSession) error {
+func (a *Aggregator) settled(ctx context.Context, old *keptSession) error {
 	if old == nil {
 		return nil
 	}
@@ -222,19 +223,19 @@ func (a *Aggregator) settled(ctx context.Context, old *svtSession) error {
 	case <-ctx.Done():
 	}
 	return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
-		Message: "the charges of the student's last nzc-svt session were not settled in time, so its replacement was not opened: nothing was released; retry the batch"})
+		Message: fmt.Sprintf("the charges of the student's last %s session were not settled in time, so its replacement was not opened: nothing was released; retry the batch", a.cfg.Mechanism.Mechanism)})
 }
 
 // openSession proposes s's opening (s locked). An unknown outcome keeps s,
 // and its signed command, for the next batch to propose again; a refusal
 // drops it.
-func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession) error {
+func (a *Aggregator) openSession(ctx context.Context, key string, s *keptSession) error {
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
 	res, err := a.cfg.Ledger.Submit(sctx, s.open)
 	cancel()
 	if err != nil {
 		return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
-			Message: fmt.Sprintf("the ledger did not confirm the opening of an nzc-svt session (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", err)})
+			Message: fmt.Sprintf("the ledger did not confirm the opening of %s (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", a.sessionName(), err)})
 	}
 	var perr *protocol.Error
 	switch res.GetCode() {
@@ -242,27 +243,27 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession)
 		if _, _, err := a.checkReceipt(&Record{Command: s.open}, res); err != nil {
 			a.met.receiptsRejected.Inc()
 			return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
-				Message: fmt.Sprintf("the ledger's answer to the opening of an nzc-svt session carries no valid proof that a majority of the auditors committed it (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", err)})
+				Message: fmt.Sprintf("the ledger's answer to the opening of %s carries no valid proof that a majority of the auditors committed it (%v): nothing was released; retry the batch (the same opening is proposed again, and paid for once)", a.sessionName(), err)})
 		}
 		s.opened = true
 		if err := a.saveSession(s); err != nil {
 			a.log.Error("could not record the session's opening in the outbox; a restart proposes it again, and the ledger answers duplicate", "session", s.id, "err", err)
 		}
-		a.log.Info("opened an nzc-svt session, its whole cost charged", "session", s.id, "student", s.student, "hospitals", s.hospitals,
+		a.log.Info("opened a session, its whole cost charged", "mechanism", a.cfg.Mechanism.Mechanism, "session", s.id, "student", s.student, "hospitals", s.hospitals,
 			"max_refusals", a.cfg.Mechanism.MaxRefusals, "ledger_index", res.GetIndex())
 		return nil
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
 		perr = protocol.Errorf(protocol.CodeBudgetExhausted,
-			"the ledger refused to open an nzc-svt session (its whole cost is charged at opening): %s; nothing was released", res.GetReason())
+			"the ledger refused to open %s (its whole cost is charged at opening): %s; nothing was released", a.sessionName(), res.GetReason())
 	default:
 		perr = protocol.Errorf(protocol.CodeBadRequest,
-			"the ledger rejected the opening of an nzc-svt session: %s; nothing was released", res.GetReason())
+			"the ledger rejected the opening of %s: %s; nothing was released", a.sessionName(), res.GetReason())
 	}
-	a.svtMu.Lock()
+	a.sessionsMu.Lock()
 	if a.sessions[key] == s {
 		delete(a.sessions, key)
 	}
-	a.svtMu.Unlock()
+	a.sessionsMu.Unlock()
 	if err := a.outbox.DeleteSession(s.id); err != nil {
 		a.log.Error("could not drop a refused session from the outbox", "session", s.id, "err", err)
 	}
@@ -272,13 +273,13 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *svtSession)
 	return a.refuse(reasonRejected, perr)
 }
 
-// answerSVT answers a batch in the student's session. Queries after the
+// answerInSession answers a batch in the student's session. Queries after the
 // session's K-th refusal are not looked at: they are refused and left out
 // of the charge (the next batch opens a new session). done must be called
 // once the batch's charge is settled (committed, refused or left pending):
 // a session that replaces this one is not opened before, because the
 // ledger refuses charges naming a replaced session.
-func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []string, teachers, classes int, sum []mechanism.Histogram) (labels *nzcpb.Labels, processed, answered int, session string, done func(), err error) {
+func (a *Aggregator) answerInSession(ctx context.Context, student string, voters []string, teachers, classes int, sum []mechanism.Histogram) (labels *nzcpb.Labels, processed, answered int, session string, done func(), err error) {
 	s, err := a.session(ctx, student, voters, teachers, classes)
 	if err != nil {
 		return nil, 0, 0, "", nil, err
@@ -302,7 +303,7 @@ func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []str
 	}
 	a.pause(ctx, PauseSessionAnswered)
 	if res.Stopped {
-		a.log.Info("nzc-svt session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
+		a.log.Info("session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
 	}
 	// Keep the state before anything leaves: a restart resumes the session
 	// with the refusals it has made. An exhausted session is over.
@@ -312,7 +313,26 @@ func (a *Aggregator) answerSVT(ctx context.Context, student string, voters []str
 		err = a.saveSession(s)
 	}
 	if err != nil {
-		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep nzc-svt session %s in the outbox (nothing was released): %w", s.id, err)
+		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep %s session %s in the outbox (nothing was released): %w", a.cfg.Mechanism.Mechanism, s.id, err)
 	}
 	return labelsOf(res), res.Processed, res.Answered, s.id, settledHere, nil
+}
+
+// sessionName names a session of the configured mechanism in a message,
+// e.g. "an nzc-svt session".
+func (a *Aggregator) sessionName() string {
+	k := string(a.cfg.Mechanism.Mechanism)
+	if k != "" && strings.ContainsRune("aeiou", rune(k[0])) {
+		return "an " + k + " session"
+	}
+	return "a " + k + " session"
+}
+
+// sessionIDPrefix is the prefix of the ids of k's sessions: the first word
+// of its name after the family's ("svt-" for nzc-svt), or "session-".
+func sessionIDPrefix(k mechanism.Kind) string {
+	if i := strings.LastIndexByte(string(k), '-'); i >= 0 && i < len(k)-1 {
+		return string(k[i+1:]) + "-"
+	}
+	return "session-"
 }

@@ -1,9 +1,20 @@
-package launch
+// Package provision writes what `nzc init` and `nzc keys` write around a
+// federation's key files (which crypto.Provision and crypto.AddParty make:
+// the CA, every party's keys, the manifest that lists them): the
+// administrator-signed genesis file and a later hospital's registration
+// (this file), one configuration per party (this file), the key requests of
+// parties that keep their own keys and their admission (request.go), and
+// what a party takes to run on its own machine: its kit, or the bundle that
+// admits its key request, and the bundle's installation (handover.go).
+//
+// The auditors read the genesis file with intake.ReadGenesis; the ledger
+// commands in it are signed by intake's GenesisCommands, RegisterHospital
+// and EnsembleCommands, which the parties' tests use too.
+package provision
 
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -18,12 +29,6 @@ import (
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 )
-
-// This file writes what a federation's parties read besides their keys
-// (crypto.Provision makes those): the administrator-signed genesis, a later
-// hospital's registration, and one configuration per party with loopback
-// addresses. `nzc init`, `nzc init add-hospital`, `nzc init sign`, `nzc init
-// kit` and the demo all write them here.
 
 // GenesisFile holds the signed commands that start a federation's ledger.
 const GenesisFile = "genesis.json"
@@ -65,24 +70,14 @@ func (p Ports) Ops(k int) int { return p.Base + 1000 + k }
 // Loopback is port on 127.0.0.1.
 func Loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-// FreePorts finds a base port whose federation ports (see Ports) for three
-// auditors and the given number of parties are free.
-func FreePorts(parties int) (Ports, error) {
-	for attempt := 0; attempt < 50; attempt++ {
-		base := 20000 + int(time.Now().UnixNano()/1000%20000)/10*10 + attempt*7
-		p := Ports{base}
-		need := []int{p.Aggregator()}
-		for i := range 3 {
-			need = append(need, p.Raft(i), p.Intake(i), p.API(i), p.Dashboard(i))
-		}
-		for k := 1; k <= parties; k++ {
-			need = append(need, p.Ops(k))
-		}
-		if !slices.ContainsFunc(need, func(port int) bool { return !Free(Loopback(port)) }) {
-			return p, nil
-		}
+// WriteGenesisFile writes commands to path as a JSON list (base64
+// strings): the genesis file intake.ReadGenesis reads.
+func WriteGenesisFile(path string, cmds [][]byte) error {
+	b, err := json.Marshal(cmds)
+	if err != nil {
+		return err
 	}
-	return Ports{}, errors.New("no free range of loopback ports found; free some ports or try again")
+	return crypto.WriteFile(path, b, 0o644, true)
 }
 
 // ConfigFile is where a party's configuration is written.
@@ -106,7 +101,7 @@ func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
 		return err
 	}
 	if teachers == 0 {
-		return intake.WriteGenesis(filepath.Join(m.Dir, GenesisFile), cmds)
+		return WriteGenesisFile(filepath.Join(m.Dir, GenesisFile), cmds)
 	}
 	var hospitals []string
 	for _, h := range m.ByRole(crypto.RoleHospital) {
@@ -116,7 +111,7 @@ func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
 	if err != nil {
 		return err
 	}
-	return intake.WriteGenesis(filepath.Join(m.Dir, GenesisFile), append(cmds, ens...))
+	return WriteGenesisFile(filepath.Join(m.Dir, GenesisFile), append(cmds, ens...))
 }
 
 // WriteRegistration signs, with the administrator's key, the ledger

@@ -1,4 +1,4 @@
-package launch
+package provision
 
 import (
 	"bytes"
@@ -40,22 +40,22 @@ type Bundle struct {
 // bundle in out, which must not exist yet. Every check on the input is made
 // before the federation changes.
 func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, pt Ports, renew bool) (Bundle, error) {
-	req, err := crypto.LoadKeyRequest(request)
+	req, err := LoadKeyRequest(request)
 	if err != nil {
 		return Bundle{}, err
 	}
 	if req.Peer() != approved {
-		return Bundle{}, fmt.Errorf("%w: %s asks for %s, but you approved %s; nothing was signed", crypto.ErrNotApproved, request, req.Peer(), approved)
+		return Bundle{}, fmt.Errorf("%w: %s asks for %s, but you approved %s; nothing was signed", ErrNotApproved, request, req.Peer(), approved)
 	}
 	if fingerprint != "" && !sameFingerprint(fingerprint, req.Fingerprint()) {
-		return Bundle{}, fmt.Errorf("%w: %s has fingerprint %s, not the %s the party gave; nothing was signed", crypto.ErrNotApproved, request, req.Fingerprint(), fingerprint)
+		return Bundle{}, fmt.Errorf("%w: %s has fingerprint %s, not the %s the party gave; nothing was signed", ErrNotApproved, request, req.Fingerprint(), fingerprint)
 	}
 	if err := newDir(out); err != nil {
 		return Bundle{}, err
 	}
-	add, reg := crypto.AddPartyFromRequest, ""
+	add, reg := AddPartyFromRequest, ""
 	if renew {
-		add = crypto.RenewFromRequest
+		add = RenewFromRequest
 	}
 	m, p, err := add(dir, req, approved, crypto.AddPartyOptions{Hosts: hosts})
 	if err != nil {
@@ -124,7 +124,7 @@ type Installed struct {
 // CA fingerprint confirmed out of band, then copies its public files into
 // dir and writes the party's configuration there.
 func InstallBundle(dir, bundle, fingerprint string, force bool, now time.Time) (Installed, error) {
-	req, err := crypto.LoadKeyRequest(filepath.Join(dir, crypto.KeyRequestFile))
+	req, err := LoadKeyRequest(filepath.Join(dir, KeyRequestFile))
 	if err != nil {
 		return Installed{}, fmt.Errorf("%w (is --dir the directory nzc keys new made?)", err)
 	}

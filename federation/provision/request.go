@@ -1,10 +1,9 @@
-package crypto
+package provision
 
 import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nzcfed/nzc/crypto"
 )
 
 // A party that keeps its own keys makes them where it runs ([NewKeyRequest])
@@ -42,10 +43,10 @@ var ErrNotApproved = errors.New("key request not approved")
 // KeyRequest holds the public parts of a party's keys and the identity it
 // asks a certificate for.
 type KeyRequest struct {
-	Format string   `json:"format"`
-	Role   Role     `json:"role"`
-	ID     string   `json:"id"`
-	Hosts  []string `json:"hosts,omitempty"`
+	Format string      `json:"format"`
+	Role   crypto.Role `json:"role"`
+	ID     string      `json:"id"`
+	Hosts  []string    `json:"hosts,omitempty"`
 	// TLSKey is the ed25519 public key the certificate is issued for.
 	TLSKey       []byte `json:"tls_public_key"`
 	AgeRecipient string `json:"age_recipient"`
@@ -59,7 +60,7 @@ type KeyRequest struct {
 }
 
 // Peer returns the identity the request asks for.
-func (r *KeyRequest) Peer() Peer { return Peer{Role: r.Role, ID: r.ID} }
+func (r *KeyRequest) Peer() crypto.Peer { return crypto.Peer{Role: r.Role, ID: r.ID} }
 
 // body is what the proofs sign: the request without them, in its JSON
 // encoding, after the format name.
@@ -74,12 +75,9 @@ func (r *KeyRequest) body() []byte {
 }
 
 // Fingerprint returns the SHA-256 of the request's body, in the form of
-// [Fingerprint], for the party and the administrator to compare out of band
-// before the administrator signs.
-func (r *KeyRequest) Fingerprint() string {
-	sum := sha256.Sum256(r.body())
-	return colonHex(sum[:])
-}
+// [crypto.Fingerprint], for the party and the administrator to compare out
+// of band before the administrator signs.
+func (r *KeyRequest) Fingerprint() string { return crypto.DigestFingerprint(r.body()) }
 
 // Encode returns the request as the JSON file NewKeyRequest writes.
 func (r *KeyRequest) Encode() []byte {
@@ -123,10 +121,10 @@ func ParseKeyRequest(data []byte) (*KeyRequest, error) {
 	if len(r.TLSKey) != ed25519.PublicKeySize {
 		return nil, bad("tls_public_key is %d bytes, want an ed25519 key of %d", len(r.TLSKey), ed25519.PublicKeySize)
 	}
-	if _, err := ParseRecipient(r.AgeRecipient); err != nil {
+	if _, err := crypto.ParseRecipient(r.AgeRecipient); err != nil {
 		return nil, bad("age_recipient: %v", err)
 	}
-	signs := hasSigningKey(r.Role)
+	signs := crypto.HasSigningKey(r.Role)
 	switch {
 	case signs && len(r.SigningKey) != ed25519.PublicKeySize:
 		return nil, bad("a %s needs an ed25519 signing_public_key; got %d bytes", r.Role, len(r.SigningKey))
@@ -169,27 +167,27 @@ func LoadKeyRequest(path string) (*KeyRequest, error) {
 // public parts only. It refuses, with an error matching ErrExists, to
 // replace any of them, and writes nothing unless every key was made. rnd
 // supplies the ed25519 keys; nil means crypto/rand.
-func NewKeyRequest(dir string, p Peer, hosts []string, rnd io.Reader) (*KeyRequest, error) {
+func NewKeyRequest(dir string, p crypto.Peer, hosts []string, rnd io.Reader) (*KeyRequest, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	files := []string{PartyKeyFile, AgeIdentityFile, AgeRecipientFile, KeyRequestFile}
-	if hasSigningKey(p.Role) {
-		files = append(files, SigningKeyFile, VerifyingKeyFile)
+	files := []string{crypto.PartyKeyFile, crypto.AgeIdentityFile, crypto.AgeRecipientFile, KeyRequestFile}
+	if crypto.HasSigningKey(p.Role) {
+		files = append(files, crypto.SigningKeyFile, crypto.VerifyingKeyFile)
 	}
 	for _, f := range files {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-			return nil, fmt.Errorf("%w: %s already holds %s; choose another directory (keys are never replaced)", ErrExists, dir, f)
+			return nil, fmt.Errorf("%w: %s already holds %s; choose another directory (keys are never replaced)", crypto.ErrExists, dir, f)
 		}
 	}
 	tlsPub, tlsKey, err := ed25519.GenerateKey(rnd)
 	if err != nil {
 		return nil, fmt.Errorf("generate TLS key: %w", err)
 	}
-	age, err := GenerateIdentity()
+	age, err := crypto.GenerateIdentity()
 	if err != nil {
 		return nil, err
 	}
@@ -201,8 +199,8 @@ func NewKeyRequest(dir string, p Peer, hosts []string, rnd io.Reader) (*KeyReque
 	}
 	r := &KeyRequest{Format: keyRequestFormat, Role: p.Role, ID: p.ID, Hosts: hs, TLSKey: tlsPub, AgeRecipient: age.Recipient().String()}
 	var sign ed25519.PrivateKey
-	if hasSigningKey(p.Role) {
-		if sign, err = GenerateSigningKey(rnd); err != nil {
+	if crypto.HasSigningKey(p.Role) {
+		if sign, err = crypto.GenerateSigningKey(rnd); err != nil {
 			return nil, err
 		}
 		r.SigningKey = sign.Public().(ed25519.PublicKey)
@@ -218,22 +216,22 @@ func NewKeyRequest(dir string, p Peer, hosts []string, rnd io.Reader) (*KeyReque
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create key directory: %w", err)
 	}
-	if err := WritePrivateKey(filepath.Join(dir, PartyKeyFile), tlsKey, false); err != nil {
+	if err := crypto.WritePrivateKey(filepath.Join(dir, crypto.PartyKeyFile), tlsKey, false); err != nil {
 		return nil, err
 	}
-	if err := WriteIdentity(filepath.Join(dir, AgeIdentityFile), age, false); err != nil {
+	if err := crypto.WriteIdentity(filepath.Join(dir, crypto.AgeIdentityFile), age, false); err != nil {
 		return nil, err
 	}
-	if err := WriteRecipient(filepath.Join(dir, AgeRecipientFile), age.Recipient(), false); err != nil {
+	if err := crypto.WriteRecipient(filepath.Join(dir, crypto.AgeRecipientFile), age.Recipient(), false); err != nil {
 		return nil, err
 	}
 	if sign != nil {
-		if err := WriteSigningKey(filepath.Join(dir, SigningKeyFile), filepath.Join(dir, VerifyingKeyFile), sign, false); err != nil {
+		if err := crypto.WriteSigningKey(filepath.Join(dir, crypto.SigningKeyFile), filepath.Join(dir, crypto.VerifyingKeyFile), sign, false); err != nil {
 			return nil, err
 		}
 	}
 	// The request last: a directory with a request holds all its keys.
-	return r, WriteFile(filepath.Join(dir, KeyRequestFile), r.Encode(), PublicFileMode, false)
+	return r, crypto.WriteFile(filepath.Join(dir, KeyRequestFile), r.Encode(), crypto.PublicFileMode, false)
 }
 
 // AddPartyFromRequest adds the party of a key request to an existing
@@ -243,43 +241,43 @@ func NewKeyRequest(dir string, p Peer, hosts []string, rnd io.Reader) (*KeyReque
 // the role and id the administrator approved: a request for any other is
 // refused with an error matching ErrNotApproved, and nothing is written. An
 // id already in the federation is refused (ErrExists).
-func AddPartyFromRequest(dir string, req *KeyRequest, approved Peer, opts AddPartyOptions) (*Manifest, PartyFiles, error) {
+func AddPartyFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts crypto.AddPartyOptions) (*crypto.Manifest, crypto.PartyFiles, error) {
 	if req.Peer() != approved {
-		return nil, PartyFiles{}, fmt.Errorf("%w: the request asks for %s, but the approval is for %s; ask the party to make a request for the approved identity",
+		return nil, crypto.PartyFiles{}, fmt.Errorf("%w: the request asks for %s, but the approval is for %s; ask the party to make a request for the approved identity",
 			ErrNotApproved, req.Peer(), approved)
 	}
 	if _, err := ParseKeyRequest(req.Encode()); err != nil {
-		return nil, PartyFiles{}, err
+		return nil, crypto.PartyFiles{}, err
 	}
 	if opts.Force {
-		return nil, PartyFiles{}, errors.New("a party made from a key request cannot replace another: remove the old party first or use another id")
+		return nil, crypto.PartyFiles{}, errors.New("a party made from a key request cannot replace another: remove the old party first or use another id")
 	}
-	age, err := ParseRecipient(req.AgeRecipient)
+	age, err := crypto.ParseRecipient(req.AgeRecipient)
 	if err != nil {
-		return nil, PartyFiles{}, err
+		return nil, crypto.PartyFiles{}, err
 	}
 	hosts := append(append([]string(nil), req.Hosts...), opts.Hosts...)
-	return addParty(dir, approved, opts, func(ca *CA, rnd io.Reader, notBefore, notAfter time.Time) (PartyFiles, error) {
-		cert, err := ca.IssueForKey(rnd, IssueRequest{Peer: approved, Hosts: hosts, NotBefore: notBefore, NotAfter: notAfter}, req.TLSKey)
+	return crypto.AddPartyWith(dir, approved, opts, func(ca *crypto.CA, rnd io.Reader, notBefore, notAfter time.Time) (crypto.PartyFiles, error) {
+		cert, err := ca.IssueForKey(rnd, crypto.IssueRequest{Peer: approved, Hosts: hosts, NotBefore: notBefore, NotAfter: notAfter}, req.TLSKey)
 		if err != nil {
-			return PartyFiles{}, err
+			return crypto.PartyFiles{}, err
 		}
 		rel := approved.ID
 		if err := os.MkdirAll(filepath.Join(dir, rel), 0o700); err != nil {
-			return PartyFiles{}, fmt.Errorf("create party directory: %w", err)
+			return crypto.PartyFiles{}, fmt.Errorf("create party directory: %w", err)
 		}
-		pf := PartyFiles{Role: approved.Role, ID: approved.ID, URI: approved.String(), Cert: filepath.Join(rel, PartyCertFile),
+		pf := crypto.PartyFiles{Role: approved.Role, ID: approved.ID, URI: approved.String(), Cert: filepath.Join(rel, crypto.PartyCertFile),
 			AgeRecipient: age.String(), NotAfter: cert.NotAfter.UTC()}
-		if err := WriteCert(filepath.Join(dir, pf.Cert), cert, false); err != nil {
-			return PartyFiles{}, err
+		if err := crypto.WriteCert(filepath.Join(dir, pf.Cert), cert, false); err != nil {
+			return crypto.PartyFiles{}, err
 		}
-		if err := WriteRecipient(filepath.Join(dir, rel, AgeRecipientFile), age, false); err != nil {
-			return PartyFiles{}, err
+		if err := crypto.WriteRecipient(filepath.Join(dir, rel, crypto.AgeRecipientFile), age, false); err != nil {
+			return crypto.PartyFiles{}, err
 		}
 		if req.SigningKey != nil {
-			pf.VerifyingKey = filepath.Join(rel, VerifyingKeyFile)
-			if err := WritePublicKey(filepath.Join(dir, pf.VerifyingKey), req.SigningKey, false); err != nil {
-				return PartyFiles{}, err
+			pf.VerifyingKey = filepath.Join(rel, crypto.VerifyingKeyFile)
+			if err := crypto.WritePublicKey(filepath.Join(dir, pf.VerifyingKey), req.SigningKey, false); err != nil {
+				return crypto.PartyFiles{}, err
 			}
 		}
 		return pf, nil
@@ -293,24 +291,24 @@ func AddPartyFromRequest(dir string, req *KeyRequest, approved Peer, opts AddPar
 // configurations keep. Only the certificate (<dir>/<id>/tls.crt) and its
 // expiry in the manifest change. A party with new keys joins under a new
 // id instead.
-func RenewFromRequest(dir string, req *KeyRequest, approved Peer, opts AddPartyOptions) (*Manifest, PartyFiles, error) {
+func RenewFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts crypto.AddPartyOptions) (*crypto.Manifest, crypto.PartyFiles, error) {
 	if req.Peer() != approved {
-		return nil, PartyFiles{}, fmt.Errorf("%w: the request asks for %s, but the approval is for %s", ErrNotApproved, req.Peer(), approved)
+		return nil, crypto.PartyFiles{}, fmt.Errorf("%w: the request asks for %s, but the approval is for %s", ErrNotApproved, req.Peer(), approved)
 	}
 	if _, err := ParseKeyRequest(req.Encode()); err != nil {
-		return nil, PartyFiles{}, err
+		return nil, crypto.PartyFiles{}, err
 	}
-	m, err := LoadManifest(dir)
+	m, err := crypto.LoadManifest(dir)
 	if err != nil {
-		return nil, PartyFiles{}, err
+		return nil, crypto.PartyFiles{}, err
 	}
 	old, ok := m.Party(approved.Role, approved.ID)
 	if !ok {
-		return nil, PartyFiles{}, fmt.Errorf("%w: the federation has no %s to renew; admit a new party without renewing", ErrNotApproved, approved)
+		return nil, crypto.PartyFiles{}, fmt.Errorf("%w: the federation has no %s to renew; admit a new party without renewing", ErrNotApproved, approved)
 	}
-	cert, err := LoadCert(m.Path(old.Cert))
+	cert, err := crypto.LoadCert(m.Path(old.Cert))
 	if err != nil {
-		return nil, PartyFiles{}, err
+		return nil, crypto.PartyFiles{}, err
 	}
 	changed := ""
 	if pub, ok := cert.PublicKey.(ed25519.PublicKey); !ok || !pub.Equal(ed25519.PublicKey(req.TLSKey)) {
@@ -320,41 +318,29 @@ func RenewFromRequest(dir string, req *KeyRequest, approved Peer, opts AddPartyO
 		changed = "age recipient"
 	}
 	if old.VerifyingKey != "" {
-		pub, err := LoadPublicKey(m.Path(old.VerifyingKey))
+		pub, err := crypto.LoadPublicKey(m.Path(old.VerifyingKey))
 		if err != nil {
-			return nil, PartyFiles{}, err
+			return nil, crypto.PartyFiles{}, err
 		}
 		if !pub.Equal(ed25519.PublicKey(req.SigningKey)) {
 			changed = "signing key"
 		}
 	}
 	if changed != "" {
-		return nil, PartyFiles{}, fmt.Errorf("%w: the request's %s is not the one %s holds; renewal keeps the keys, and a party with new keys joins under a new id", ErrNotApproved, changed, approved)
+		return nil, crypto.PartyFiles{}, fmt.Errorf("%w: the request's %s is not the one %s holds; renewal keeps the keys, and a party with new keys joins under a new id", ErrNotApproved, changed, approved)
 	}
 	hosts := append(append([]string(nil), req.Hosts...), opts.Hosts...)
 	opts.Force = true
-	return addParty(dir, approved, opts, func(ca *CA, rnd io.Reader, notBefore, notAfter time.Time) (PartyFiles, error) {
-		c, err := ca.IssueForKey(rnd, IssueRequest{Peer: approved, Hosts: hosts, NotBefore: notBefore, NotAfter: notAfter}, req.TLSKey)
+	return crypto.AddPartyWith(dir, approved, opts, func(ca *crypto.CA, rnd io.Reader, notBefore, notAfter time.Time) (crypto.PartyFiles, error) {
+		c, err := ca.IssueForKey(rnd, crypto.IssueRequest{Peer: approved, Hosts: hosts, NotBefore: notBefore, NotAfter: notAfter}, req.TLSKey)
 		if err != nil {
-			return PartyFiles{}, err
+			return crypto.PartyFiles{}, err
 		}
-		if err := WriteCert(m.Path(old.Cert), c, true); err != nil {
-			return PartyFiles{}, err
+		if err := crypto.WriteCert(m.Path(old.Cert), c, true); err != nil {
+			return crypto.PartyFiles{}, err
 		}
 		pf := old
 		pf.NotAfter = c.NotAfter.UTC()
 		return pf, nil
 	})
-}
-
-// colonHex returns b as upper-case hex pairs separated by colons.
-func colonHex(b []byte) string {
-	var s strings.Builder
-	for i, c := range b {
-		if i > 0 {
-			s.WriteByte(':')
-		}
-		fmt.Fprintf(&s, "%02X", c)
-	}
-	return s.String()
 }

@@ -1,4 +1,4 @@
-package crypto
+package provision
 
 import (
 	"bytes"
@@ -6,15 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nzcfed/nzc/crypto"
 )
 
 // newRequest makes a request with its keys in a fresh directory.
-func newRequest(t *testing.T, p Peer, seed byte) (*KeyRequest, string) {
+func newRequest(t *testing.T, p crypto.Peer, seed byte) (*KeyRequest, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), p.ID)
 	r, err := NewKeyRequest(dir, p, []string{"h4.example.org"}, seeded(seed))
@@ -26,14 +29,14 @@ func newRequest(t *testing.T, p Peer, seed byte) (*KeyRequest, string) {
 
 func TestNewKeyRequestWritesPrivateKeysPrivately(t *testing.T) {
 	for _, tc := range []struct {
-		role    Role
+		role    crypto.Role
 		signing bool
-	}{{RoleHospital, true}, {RoleAuditor, true}, {RoleStudent, false}, {RoleCompliance, false}} {
+	}{{crypto.RoleHospital, true}, {crypto.RoleAuditor, true}, {crypto.RoleStudent, false}, {crypto.RoleCompliance, false}} {
 		t.Run(string(tc.role), func(t *testing.T) {
-			r, dir := newRequest(t, Peer{Role: tc.role, ID: string(tc.role) + "-9"}, 1)
-			want := map[string]fs.FileMode{PartyKeyFile: 0o600, AgeIdentityFile: 0o600, AgeRecipientFile: 0o644, KeyRequestFile: 0o644}
+			r, dir := newRequest(t, crypto.Peer{Role: tc.role, ID: string(tc.role) + "-9"}, 1)
+			want := map[string]fs.FileMode{crypto.PartyKeyFile: 0o600, crypto.AgeIdentityFile: 0o600, crypto.AgeRecipientFile: 0o644, KeyRequestFile: 0o644}
 			if tc.signing {
-				want[SigningKeyFile], want[VerifyingKeyFile] = 0o600, 0o644
+				want[crypto.SigningKeyFile], want[crypto.VerifyingKeyFile] = 0o600, 0o644
 			}
 			entries, err := os.ReadDir(dir)
 			if err != nil {
@@ -65,7 +68,7 @@ func TestNewKeyRequestWritesPrivateKeysPrivately(t *testing.T) {
 			if got.Fingerprint() != r.Fingerprint() {
 				t.Fatal("the request read back has another fingerprint")
 			}
-			tlsKey, err := LoadPrivateKey(filepath.Join(dir, PartyKeyFile))
+			tlsKey, err := crypto.LoadPrivateKey(filepath.Join(dir, crypto.PartyKeyFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +76,7 @@ func TestNewKeyRequestWritesPrivateKeysPrivately(t *testing.T) {
 				t.Fatal("the request's TLS key is not tls.key's")
 			}
 			// Keys are never replaced.
-			if _, err := NewKeyRequest(dir, got.Peer(), nil, seeded(2)); !errors.Is(err, ErrExists) {
+			if _, err := NewKeyRequest(dir, got.Peer(), nil, seeded(2)); !errors.Is(err, crypto.ErrExists) {
 				t.Fatalf("second request in the same directory: %v, want ErrExists", err)
 			}
 		})
@@ -81,9 +84,9 @@ func TestNewKeyRequestWritesPrivateKeysPrivately(t *testing.T) {
 }
 
 func TestParseKeyRequestRefuses(t *testing.T) {
-	r, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 3)
-	student, _ := newRequest(t, Peer{Role: RoleStudent, ID: "student-4"}, 4)
-	other, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-5"}, 5)
+	r, _ := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, 3)
+	student, _ := newRequest(t, crypto.Peer{Role: crypto.RoleStudent, ID: "student-4"}, 4)
+	other, _ := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-5"}, 5)
 	edit := func(base *KeyRequest, f func(*KeyRequest)) []byte {
 		c := *base
 		f(&c)
@@ -104,7 +107,7 @@ func TestParseKeyRequestRefuses(t *testing.T) {
 		{"short TLS key", "tls_public_key", edit(r, func(c *KeyRequest) { c.TLSKey = c.TLSKey[:31] })},
 		{"bad age recipient", "age_recipient", edit(r, func(c *KeyRequest) { c.AgeRecipient = "age1xyz" })},
 		{"id changed after signing", "TLS key's proof", edit(r, func(c *KeyRequest) { c.ID = "hospital-9" })},
-		{"role changed after signing", "TLS key's proof", edit(r, func(c *KeyRequest) { c.Role = RoleAuditor })},
+		{"role changed after signing", "TLS key's proof", edit(r, func(c *KeyRequest) { c.Role = crypto.RoleAuditor })},
 		{"TLS key swapped", "TLS key's proof", edit(r, func(c *KeyRequest) { c.TLSKey = other.TLSKey })},
 		{"signing key swapped", "TLS key's proof", edit(r, func(c *KeyRequest) { c.SigningKey = other.SigningKey })},
 		{"signing proof of another request", "signing key's proof", edit(r, func(c *KeyRequest) { c.SigningProof = other.SigningProof })},
@@ -126,21 +129,21 @@ func TestParseKeyRequestRefuses(t *testing.T) {
 
 func TestAddPartyFromRequest(t *testing.T) {
 	admin := filepath.Join(t.TempDir(), "fed")
-	m, err := Provision(admin, provisionSpec())
+	m, err := crypto.Provision(admin, provisionSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, keys := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 6)
+	r, keys := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, 6)
 	before := readManifest(t, admin)
 	for _, tc := range []struct {
 		name     string
-		approved Peer
-		opts     AddPartyOptions
+		approved crypto.Peer
+		opts     crypto.AddPartyOptions
 		want     error
 	}{
-		{"another id", Peer{Role: RoleHospital, ID: "hospital-5"}, AddPartyOptions{}, ErrNotApproved},
-		{"another role", Peer{Role: RoleAuditor, ID: "hospital-4"}, AddPartyOptions{}, ErrNotApproved},
-		{"an id already used", Peer{Role: RoleHospital, ID: "hospital-1"}, AddPartyOptions{}, ErrNotApproved},
+		{"another id", crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-5"}, crypto.AddPartyOptions{}, ErrNotApproved},
+		{"another role", crypto.Peer{Role: crypto.RoleAuditor, ID: "hospital-4"}, crypto.AddPartyOptions{}, ErrNotApproved},
+		{"an id already used", crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-1"}, crypto.AddPartyOptions{}, ErrNotApproved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := AddPartyFromRequest(admin, r, tc.approved, tc.opts)
@@ -156,49 +159,49 @@ func TestAddPartyFromRequest(t *testing.T) {
 		})
 	}
 	// A request whose id is taken is refused even when approved.
-	taken, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-1"}, 7)
-	if _, _, err := AddPartyFromRequest(admin, taken, taken.Peer(), AddPartyOptions{}); !errors.Is(err, ErrExists) {
+	taken, _ := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-1"}, 7)
+	if _, _, err := AddPartyFromRequest(admin, taken, taken.Peer(), crypto.AddPartyOptions{}); !errors.Is(err, crypto.ErrExists) {
 		t.Fatalf("request for a taken id: %v, want ErrExists", err)
 	}
 	// An altered request is refused even when its identity is approved.
 	forged := *r
 	forged.AgeRecipient = m.Parties[0].AgeRecipient
-	if _, _, err := AddPartyFromRequest(admin, &forged, forged.Peer(), AddPartyOptions{}); !errors.Is(err, ErrBadKeyRequest) {
+	if _, _, err := AddPartyFromRequest(admin, &forged, forged.Peer(), crypto.AddPartyOptions{}); !errors.Is(err, ErrBadKeyRequest) {
 		t.Fatalf("altered request: %v, want ErrBadKeyRequest", err)
 	}
 	if !bytes.Equal(readManifest(t, admin), before) {
 		t.Fatal("a refused request changed the manifest")
 	}
 
-	m2, pf, err := AddPartyFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: t0, Rand: seeded(8)})
+	m2, pf, err := AddPartyFromRequest(admin, r, r.Peer(), crypto.AddPartyOptions{Now: t0, Rand: seeded(8)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pf.Key != "" || pf.AgeIdentity != "" || pf.SigningKey != "" {
 		t.Fatalf("the manifest names private key files of a party that keeps its own: %+v", pf)
 	}
-	if got, ok := m2.Party(RoleHospital, "hospital-4"); !ok || got.AgeRecipient != r.AgeRecipient {
+	if got, ok := m2.Party(crypto.RoleHospital, "hospital-4"); !ok || got.AgeRecipient != r.AgeRecipient {
 		t.Fatalf("manifest entry %+v", got)
 	}
-	cert, err := LoadCert(m2.Path(pf.Cert))
+	cert, err := crypto.LoadCert(m2.Path(pf.Cert))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, err := LoadCredential(m2.Path(pf.Cert), filepath.Join(keys, PartyKeyFile))
+	cred, err := crypto.LoadCredential(m2.Path(pf.Cert), filepath.Join(keys, crypto.PartyKeyFile))
 	if err != nil {
 		t.Fatalf("the certificate does not go with the party's own key: %v", err)
 	}
-	ca, err := LoadCA(m.Path(m.CACert), "")
+	ca, err := crypto.LoadCA(m.Path(m.CACert), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := VerifyPeer(ca.Cert, [][]byte{cert.Raw}, t0, UsageClient); err != nil || p != r.Peer() {
+	if p, err := crypto.VerifyPeer(ca.Cert, [][]byte{cert.Raw}, t0, crypto.UsageClient); err != nil || p != r.Peer() {
 		t.Fatalf("VerifyPeer: %v, %v", p, err)
 	}
 	if got, err := cred.Peer(); err != nil || got != r.Peer() {
 		t.Fatalf("certificate names %v (%v)", got, err)
 	}
-	pub, err := LoadPublicKey(m2.Path(pf.VerifyingKey))
+	pub, err := crypto.LoadPublicKey(m2.Path(pf.VerifyingKey))
 	if err != nil || !pub.Equal(ed25519.PublicKey(r.SigningKey)) {
 		t.Fatalf("sign.pub in the federation is not the request's: %v", err)
 	}
@@ -211,14 +214,14 @@ func TestAddPartyFromRequest(t *testing.T) {
 func assertNoPrivateKeysOf(t *testing.T, dir, keys string) {
 	t.Helper()
 	var secrets [][]byte
-	for _, f := range []string{PartyKeyFile, SigningKeyFile} {
-		if k, err := LoadPrivateKey(filepath.Join(keys, f)); err == nil {
+	for _, f := range []string{crypto.PartyKeyFile, crypto.SigningKeyFile} {
+		if k, err := crypto.LoadPrivateKey(filepath.Join(keys, f)); err == nil {
 			secrets = append(secrets, k.Seed())
-			pem, _ := EncodeKeyPEM(k)
+			pem, _ := crypto.EncodeKeyPEM(k)
 			secrets = append(secrets, pem)
 		}
 	}
-	id, err := LoadIdentity(filepath.Join(keys, AgeIdentityFile))
+	id, err := crypto.LoadIdentity(filepath.Join(keys, crypto.AgeIdentityFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +248,7 @@ func assertNoPrivateKeysOf(t *testing.T, dir, keys string) {
 
 func FuzzParseKeyRequest(f *testing.F) {
 	dir := f.TempDir()
-	r, err := NewKeyRequest(dir, Peer{Role: RoleHospital, ID: "hospital-4"}, []string{"10.0.0.4"}, seeded(9))
+	r, err := NewKeyRequest(dir, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, []string{"10.0.0.4"}, seeded(9))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -275,33 +278,33 @@ func FuzzParseKeyRequest(f *testing.F) {
 
 func TestRenewFromRequest(t *testing.T) {
 	admin := filepath.Join(t.TempDir(), "fed")
-	if _, err := Provision(admin, provisionSpec()); err != nil {
+	if _, err := crypto.Provision(admin, provisionSpec()); err != nil {
 		t.Fatal(err)
 	}
-	r, keys := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 10)
-	_, pf, err := AddPartyFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: t0, Rand: seeded(11)})
+	r, keys := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, 10)
+	_, pf, err := AddPartyFromRequest(admin, r, r.Peer(), crypto.AddPartyOptions{Now: t0, Rand: seeded(11)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := LoadCert(filepath.Join(admin, pf.Cert))
+	first, err := crypto.LoadCert(filepath.Join(admin, pf.Cert))
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := readManifest(t, admin)
-	other, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-4"}, 12) // new keys, same id
-	stranger, _ := newRequest(t, Peer{Role: RoleHospital, ID: "hospital-9"}, 13)
+	other, _ := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, 12) // new keys, same id
+	stranger, _ := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-9"}, 13)
 	for _, tc := range []struct {
 		name     string
 		req      *KeyRequest
-		approved Peer
+		approved crypto.Peer
 		mention  string
 	}{
 		{"new keys for the same id", other, other.Peer(), "renewal keeps the keys"},
 		{"a party the federation does not have", stranger, stranger.Peer(), "no nzc://hospital/hospital-9 to renew"},
-		{"another approval", r, Peer{Role: RoleHospital, ID: "hospital-5"}, "approval is for"},
+		{"another approval", r, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-5"}, "approval is for"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := RenewFromRequest(admin, tc.req, tc.approved, AddPartyOptions{})
+			_, _, err := RenewFromRequest(admin, tc.req, tc.approved, crypto.AddPartyOptions{})
 			if !errors.Is(err, ErrNotApproved) || !strings.Contains(err.Error(), tc.mention) {
 				t.Fatalf("got %v, want ErrNotApproved saying %q", err, tc.mention)
 			}
@@ -311,17 +314,17 @@ func TestRenewFromRequest(t *testing.T) {
 		})
 	}
 	later := t0.Add(400 * 24 * time.Hour)
-	m, renewed, err := RenewFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: later, Rand: seeded(14)})
+	m, renewed, err := RenewFromRequest(admin, r, r.Peer(), crypto.AddPartyOptions{Now: later, Rand: seeded(14)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !renewed.NotAfter.After(pf.NotAfter) || renewed.Cert != pf.Cert || renewed.VerifyingKey != pf.VerifyingKey || renewed.Key != "" {
 		t.Fatalf("renewed entry %+v, was %+v", renewed, pf)
 	}
-	if got, _ := m.Party(RoleHospital, "hospital-4"); got.NotAfter != renewed.NotAfter || len(m.Parties) != 3+1+3+1+1+1 {
+	if got, _ := m.Party(crypto.RoleHospital, "hospital-4"); got.NotAfter != renewed.NotAfter || len(m.Parties) != 3+1+3+1+1+1 {
 		t.Fatalf("manifest after renewal: %+v (%d parties)", got, len(m.Parties))
 	}
-	cred, err := LoadCredential(filepath.Join(admin, pf.Cert), filepath.Join(keys, PartyKeyFile))
+	cred, err := crypto.LoadCredential(filepath.Join(admin, pf.Cert), filepath.Join(keys, crypto.PartyKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,9 +338,22 @@ func TestRenewFromRequest(t *testing.T) {
 // disk, to check that a refused change left it alone.
 func readManifest(t *testing.T, admin string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(admin, ManifestFile))
+	b, err := os.ReadFile(filepath.Join(admin, crypto.ManifestFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// seeded is a deterministic source of key material.
+func seeded(seed byte) *rand.ChaCha8 {
+	var s [32]byte
+	s[0] = seed
+	return rand.NewChaCha8(s)
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func provisionSpec() crypto.ProvisionSpec {
+	return crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: 1, Hosts: []string{"fed.example.org"}, Now: t0, Rand: seeded(11)}
 }
