@@ -71,14 +71,15 @@ func (m *MemHistory) ReadHashes(idx []int64) ([]tlog.Hash, error) {
 	return out, nil
 }
 
-// Append implements History.
+// Append implements History. It keeps entry itself, not a copy: the
+// caller must not change it afterwards (a State never does).
 func (m *MemHistory) Append(entry []byte, hashes []tlog.Hash) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if want := tlog.StoredHashIndex(0, int64(len(m.entries))); want != int64(len(m.hashes)) {
 		return fmt.Errorf("%w: %d stored hashes for %d entries", ErrHistory, len(m.hashes), len(m.entries))
 	}
-	m.entries = append(m.entries, bytes.Clone(entry))
+	m.entries = append(m.entries, entry)
 	m.hashes = append(m.hashes, hashes...)
 	return nil
 }
@@ -231,5 +232,44 @@ func (v *historyView) Truncate(n int64) error {
 		return fmt.Errorf("%w: cannot truncate %d entries to %d", ErrHistory, v.n, n)
 	}
 	v.n = n
+	return nil
+}
+
+// treeOnly is a History that keeps only the tree's hashes and the last
+// entry: the tree over an export's bytes, which Verify checks checkpoints
+// against, needs no entry again.
+type treeOnly struct {
+	n      int64
+	hashes []tlog.Hash
+}
+
+func (t *treeOnly) Len() int64 { return t.n }
+
+func (t *treeOnly) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(idx))
+	for i, x := range idx {
+		if x < 0 || x >= int64(len(t.hashes)) {
+			return nil, fmt.Errorf("%w: hash %d is not stored (have %d)", ErrHistory, x, len(t.hashes))
+		}
+		out[i] = t.hashes[x]
+	}
+	return out, nil
+}
+
+func (t *treeOnly) Append(_ []byte, hashes []tlog.Hash) error {
+	t.hashes = append(t.hashes, hashes...)
+	t.n++
+	return nil
+}
+
+func (t *treeOnly) Entry(i int64) ([]byte, error) {
+	return nil, fmt.Errorf("%w: entry %d: this tree keeps no entries", ErrHistory, i)
+}
+
+func (t *treeOnly) Truncate(n int64) error {
+	if n < 0 || n > t.n {
+		return fmt.Errorf("%w: cannot truncate %d entries to %d", ErrHistory, t.n, n)
+	}
+	t.n, t.hashes = n, t.hashes[:tlog.StoredHashIndex(0, n)]
 	return nil
 }
