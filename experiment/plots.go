@@ -18,9 +18,10 @@ import (
 // costs are listed in the table and named in the plot's legend instead.
 const maxPlottedEpsilon = 1e4
 
-// WritePlots writes three PNG plots into dir and returns their file names:
-// student accuracy against ε for every aggregator, the distribution of
-// top-two vote gaps, and ensemble accuracy against the number of teachers.
+// WritePlots writes up to three PNG plots into dir and returns their file
+// names: student accuracy against ε for every aggregator, and, when the
+// report has the diagnostics for them, the distribution of top-two vote
+// gaps and ensemble accuracy against the number of teachers.
 func (r *Report) WritePlots(dir string) ([]string, error) {
 	var names []string
 	for _, f := range []struct {
@@ -34,6 +35,10 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 		p, err := f.fn()
 		if err != nil {
 			return nil, fmt.Errorf("plot %s: %w", f.name, err)
+		}
+		if p == nil {
+			// Nothing to plot: a report without diagnostics.
+			continue
 		}
 		path := filepath.Join(dir, f.name)
 		if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
@@ -122,15 +127,34 @@ func (r *Report) plotAccuracyEpsilon() (*plot.Plot, error) {
 	return p, nil
 }
 
+// diagnosed are the ensembles whose vote statistics the report carries:
+// the tuning share's (the first is the tuning ensemble), or, in a report
+// written before there was one, the ensembles it lists.
+func (r *Report) diagnosed() (es []Ensemble, tuning bool) {
+	if r.Tuning != nil {
+		return r.Tuning.Diagnostics, true
+	}
+	return r.Ensembles, false
+}
+
 func (r *Report) plotGaps() (*plot.Plot, error) {
-	p := newPlot("Top-two vote gap of the queries", "gap as a fraction of the teachers", "fraction of queries")
+	es, tuning := r.diagnosed()
+	title := "Top-two vote gap of the queries"
+	if tuning {
+		title = "Top-two vote gap on the tuning pool (tuning ensemble, a diagnostic)"
+		es = es[:min(1, len(es))]
+	}
+	if !slices.ContainsFunc(es, func(e Ensemble) bool { return len(e.GapCounts) > 0 && (tuning || e.TableRows) }) {
+		return nil, nil
+	}
+	p := newPlot(title, "gap as a fraction of the teachers", "fraction of queries")
 	i := 0
-	for _, e := range r.Ensembles {
+	for _, e := range es {
 		total := 0
 		for _, c := range e.GapCounts {
 			total += c
 		}
-		if !e.TableRows || total == 0 {
+		if (!tuning && !e.TableRows) || total == 0 {
 			continue
 		}
 		// A bar's height is the fraction of queries whose gap falls in it.
@@ -157,10 +181,18 @@ func (r *Report) plotGaps() (*plot.Plot, error) {
 }
 
 func (r *Report) plotEnsembles() (*plot.Plot, error) {
-	p := newPlot("Ensemble accuracy against number of teachers", "teachers (log scale)", "accuracy (%)")
+	es, tuning := r.diagnosed()
+	title := "Ensemble accuracy against number of teachers"
+	if tuning {
+		title = "Ensemble accuracy against number of teachers (tuning share, a diagnostic)"
+	}
+	if !slices.ContainsFunc(es, func(e Ensemble) bool { return e.CleanVotesLabelAccuracy > 0 }) {
+		return nil, nil
+	}
+	p := newPlot(title, "teachers (log scale)", "accuracy (%)")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{}
-	es := slices.Clone(r.Ensembles)
+	es = slices.Clone(es)
 	slices.SortFunc(es, func(a, b Ensemble) int { return a.Teachers - b.Teachers })
 	// One pair of lines per teacher architecture.
 	var models []string
@@ -186,7 +218,9 @@ func (r *Report) plotEnsembles() (*plot.Plot, error) {
 				continue
 			}
 			mean = append(mean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.TeacherMeanAccuracy})
-			clean = append(clean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.CleanVotesLabelAccuracy})
+			if e.CleanVotesLabelAccuracy > 0 {
+				clean = append(clean, plotter.XY{X: float64(e.Teachers), Y: 100 * e.CleanVotesLabelAccuracy})
+			}
 		}
 		all = append(all, series{"mean single teacher" + suffix, mean, false}, series{"clean plurality vote" + suffix, clean, false})
 	}

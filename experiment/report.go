@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -128,7 +129,8 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Data set %s; teachers: %s; student: %s trained on the released labels%s, evaluated on %d held-out examples.\n\n",
 		r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut)
-	hdr := "| aggregator | parameters | selection | teachers | queries | answered | label acc. % | student acc. % | ε (proven) | δ | estimate: ε smooth-sens. release | ε data-dependent ± release sd (raw votes, not publishable) |"
+	b.WriteString(r.noiseText() + "\n\n")
+	hdr := "| aggregator | parameters | selection | teachers | queries | answered | label acc. % | student acc. % | draws: worst %, sd | ε (proven) | δ | estimate: ε smooth-sens. release |"
 	sep := "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	if paper {
 		hdr += " paper: student % | paper: label % | paper: ε claimed |"
@@ -145,7 +147,7 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 			delta = "—"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |", row.Aggregator, row.Params, orDash(row.Selection), k, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), delta, row.estimateText(), row.dataDependentText())
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), row.drawsText(), fmtEps(row.Epsilon), delta, row.estimateText())
 		if paper {
 			if p := paperFor(row); p != nil {
 				lab := "—"
@@ -163,18 +165,33 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nε (proven) is a data-independent bound at the total δ shown (a mechanism's own additive δ included); inf when there is none. The estimates are not bounds" +
-		" and never a row's ε: the smooth-sensitivity release is PATE 2018's private estimate of the data-dependent ε (\"seeded\": its noise came from the seed, so it is not private);" +
-		" the data-dependent value and its release noise are computed from the raw votes.\n")
-	b.WriteString("\nEnsembles (accuracy on all student examples; clean-vote label accuracy on the queries):\n\n")
-	if paper {
-		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % | paper: mean single-teacher acc. % |\n|---:|---|---:|---:|---:|\n")
-	} else {
-		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % |\n|---:|---|---:|---:|\n")
+	b.WriteString("\nε (proven) is a data-independent bound at the total δ shown (a mechanism's own additive δ included), the worst case over the row's planned queries; inf when there is none." +
+		" The estimate is not a bound and never a row's ε: the smooth-sensitivity release is PATE 2018's private estimate of the data-dependent ε (\"seeded\": its noise came from the seed, so it is not private).\n")
+	b.WriteString("\nRelease ensembles (mean single-teacher accuracy on all student examples; their votes are read by the mechanisms only):\n\n")
+	// Reports written before the release ensembles' votes were kept out
+	// of them, and not redacted, still show their clean-vote accuracy.
+	clean := slices.ContainsFunc(r.Ensembles, func(e Ensemble) bool { return e.CleanVotesLabelAccuracy > 0 })
+	b.WriteString("| teachers | model | mean single-teacher acc. % |")
+	if clean {
+		b.WriteString(" clean-vote label acc. % |")
 	}
+	if paper {
+		b.WriteString(" paper: mean single-teacher acc. % |")
+	}
+	b.WriteString("\n|---:|---|---:|")
+	if clean {
+		b.WriteString("---:|")
+	}
+	if paper {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
 	pt := PaperTeacherAccuracy()
 	for _, e := range r.Ensembles {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s |", e.Teachers, e.Model, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+		fmt.Fprintf(&b, "| %d | %s | %s |", e.Teachers, e.Model, pct(e.TeacherMeanAccuracy))
+		if clean {
+			fmt.Fprintf(&b, " %s |", pctOrDash(e.CleanVotesLabelAccuracy))
+		}
 		if paper {
 			if v, ok := pt[e.Teachers]; ok {
 				fmt.Fprintf(&b, " %.2f |", v)
@@ -184,8 +201,55 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 		}
 		b.WriteString("\n")
 	}
+	if t := r.Tuning; t != nil {
+		fmt.Fprintf(&b, "\nTuning share: training examples %d–%d train the tuning ensembles, %d–%d are their query pool; %s.\n",
+			t.TrainExamples[0]+1, t.TrainExamples[1], t.PoolExamples[0]+1, t.PoolExamples[1], t.Disjoint)
+		b.WriteString("Diagnostics of their raw votes on the tuning pool (never a release; the first is the tuning ensemble):\n\n")
+		b.WriteString("| teachers | model | mean single-teacher acc. % | clean-vote label acc. % |\n|---:|---|---:|---:|\n")
+		for _, e := range t.Diagnostics {
+			fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", e.Teachers, e.Model, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+		}
+		if len(t.Settings) > 0 {
+			b.WriteString("\nWhere each setting was chosen:\n\n")
+			for _, s := range t.Settings {
+				fmt.Fprintf(&b, "- %s: %s\n", s.Setting, s.ChosenOn)
+			}
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// noiseText says where the releases' noise came from and how many draws
+// each row has.
+func (r *Report) noiseText() string {
+	switch {
+	case r.Noise == "":
+		return "Release noise: one draw per row, from the experiment's seed (a run made before draws were recorded)."
+	case strings.HasPrefix(r.Noise, "seeded:"):
+		return fmt.Sprintf("Release noise: %d draw(s) per private row from seed %s: reproducible, and not private.", max(r.Draws, 1), strings.TrimPrefix(r.Noise, "seeded:"))
+	}
+	return fmt.Sprintf("Release noise: %d independent draw(s) per private row from %s; a row's answered, label and student accuracy are the draws' means.", max(r.Draws, 1), r.Noise)
+}
+
+// drawsText is the number of draws of a row, the worst draw's student
+// accuracy and the spread, or "—" for a row without draws.
+func (r Row) drawsText() string {
+	switch len(r.Draws) {
+	case 0:
+		return "—"
+	case 1:
+		return "1"
+	}
+	return fmt.Sprintf("%d: %s, %s", len(r.Draws), pct(r.StudentAccuracyWorst), pct(r.StudentAccuracyStd))
+}
+
+// pctOrDash is pct, or "—" for a figure the report does not carry.
+func pctOrDash(x float64) string {
+	if x == 0 {
+		return "—"
+	}
+	return pct(x)
 }
 
 func orDash(s string) string {
@@ -205,15 +269,6 @@ func (r Row) estimateText() string {
 		t += " (seeded)"
 	}
 	return t
-}
-
-// dataDependentText is the unperturbed data-dependent ε ± the release's
-// noise sd, or "—".
-func (r Row) dataDependentText() string {
-	if r.EpsilonDataDependent <= 0 {
-		return "—"
-	}
-	return fmtEps(r.EpsilonDataDependent) + " ± " + fmtEps(r.EpsilonReleaseNoiseSD)
 }
 
 func (r *Report) selfTrainingText() string {
@@ -241,15 +296,20 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dataset %s, teachers %s, student %s%s, %d held out, wall time %.0fs, CPU time %.0fs\n", r.Dataset, r.TeacherModel, r.StudentModel, r.selfTrainingText(), r.HeldOut, r.WallSeconds, r.CPUSeconds)
 	for _, e := range r.Ensembles {
-		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+		fmt.Fprintf(&b, "ensemble of %d: mean teacher accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy))
 	}
-	fmt.Fprintf(&b, "%-16s %-10s %8s %7s %8s %10s %10s %12s %9s %18s %18s\n", "aggregator", "selection", "teachers", "queries", "answered", "label acc%", "student%", "eps (proven)", "delta", "estimate (s.s.) *", "eps (d.d.) ± sd **")
+	if t := r.Tuning; t != nil {
+		for _, e := range t.Diagnostics {
+			fmt.Fprintf(&b, "tuning ensemble of %d (diagnostic, on the tuning pool): mean teacher accuracy %s%%, clean-vote label accuracy %s%%\n", e.Teachers, pct(e.TeacherMeanAccuracy), pct(e.CleanVotesLabelAccuracy))
+		}
+	}
+	b.WriteString(r.noiseText() + "\n")
+	fmt.Fprintf(&b, "%-16s %-10s %8s %7s %8s %10s %10s %18s %12s %9s %18s\n", "aggregator", "selection", "teachers", "queries", "answered", "label acc%", "student%", "draws: worst, sd", "eps (proven)", "delta", "estimate (s.s.) *")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "%-16s %-10s %8d %7d %8d %10s %10s %12s %9.3g %18s %18s\n", row.Aggregator, orDash(row.Selection), row.Teachers, row.Queries, row.Answered,
-			pct(row.LabelAccuracy), pct(row.StudentAccuracy), fmtEps(row.Epsilon), row.Delta, row.estimateText(), row.dataDependentText())
+		fmt.Fprintf(&b, "%-16s %-10s %8d %7d %8d %10s %10s %18s %12s %9.3g %18s\n", row.Aggregator, orDash(row.Selection), row.Teachers, row.Queries, row.Answered,
+			pct(row.LabelAccuracy), pct(row.StudentAccuracy), row.drawsText(), fmtEps(row.Epsilon), row.Delta, row.estimateText())
 	}
 	b.WriteString("* smooth-sensitivity release of the data-dependent ε: a private estimate, not a bound (\"seeded\": not private)\n")
-	b.WriteString("** the unperturbed data-dependent ε the release estimates, and its noise: computed from the raw votes, not publishable in a deployment\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

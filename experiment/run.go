@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nzcfed/nzc/internal/jsonnum"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
@@ -54,24 +55,81 @@ type Row struct {
 	// smooth sensitivity (PATE 2018; a private estimate, not a bound), and
 	// EstimateSeeded says its noise came from the experiment's seed instead
 	// of a cryptographic source, so the published value is not private.
-	// EpsilonDataDependent is the unperturbed data-dependent ε (with the
-	// release's own cost) that the release estimates and
-	// EpsilonReleaseNoiseSD the standard deviation of the release's noise
-	// (in ε, at the release's order): both are computed from the raw votes;
-	// a research table on public data may show them, a deployment must not
-	// publish them. Zero elsewhere.
+	// EpsilonDataDependent and EpsilonReleaseNoiseSD, the unperturbed
+	// data-dependent ε and the release's noise, are statistics of the raw
+	// votes: they are read from reports written before such statistics
+	// were kept out of them, and Redact clears them.
 	EstimateSmoothSensitivity float64 `json:"estimate_smooth_sensitivity,omitempty"`
 	EstimateSeeded            bool    `json:"estimate_seeded,omitempty"`
 	EpsilonDataDependent      float64 `json:"epsilon_data_dependent,omitempty"`
 	EpsilonReleaseNoiseSD     float64 `json:"epsilon_release_noise_sd,omitempty"`
+	// Noise names where a private row's release noise came from:
+	// "crypto/rand", as a deployment draws it, or "seeded:N", from the
+	// experiment's seed N (reproducible, for tests and regression; such a
+	// release is not private). Empty for rows that are not releases.
+	Noise string `json:"noise,omitempty"`
+	// Draws are the row's independent releases (Config.Draws), each with
+	// its own noise and its own student. For a row with draws, Answered,
+	// LabelAccuracy and StudentAccuracy are their means (Answered rounded)
+	// and the estimates are the first draw's.
+	Draws                []Draw  `json:"draws,omitempty"`
+	StudentAccuracyMean  float64 `json:"student_accuracy_mean,omitempty"`
+	StudentAccuracyStd   float64 `json:"student_accuracy_std,omitempty"`
+	StudentAccuracyWorst float64 `json:"student_accuracy_worst,omitempty"`
+	// fallback is how many of a planned row's answers (Config.Plan) came
+	// from GNMax after its session ended, while it is drawn.
+	fallback int
 }
 
-// Ensemble summarises one ensemble size.
+// Draw is one independent release of a row: what it answered, its labels'
+// and its student's accuracy, and its proven ε (the worst case over the
+// row's planned queries, as the ledger would charge it).
+type Draw struct {
+	Answered int `json:"answered"`
+	// Fallback is how many of a planned row's answers came from GNMax
+	// after its session ended (Config.Plan).
+	Fallback        int     `json:"fallback,omitempty"`
+	LabelAccuracy   float64 `json:"label_accuracy"`
+	StudentAccuracy float64 `json:"student_accuracy"`
+	// Epsilon is +Inf ("inf" in JSON) when unbounded.
+	Epsilon jsonnum.Float `json:"epsilon"`
+}
+
+// summarize sets the row's figures from its draws.
+func (r *Row) summarize() {
+	n := float64(len(r.Draws))
+	if n == 0 {
+		return
+	}
+	var answered, label, acc float64
+	worst := math.Inf(1)
+	for _, d := range r.Draws {
+		answered += float64(d.Answered)
+		label += d.LabelAccuracy
+		acc += d.StudentAccuracy
+		worst = min(worst, d.StudentAccuracy)
+	}
+	mean := acc / n
+	var ss float64
+	for _, d := range r.Draws {
+		ss += (d.StudentAccuracy - mean) * (d.StudentAccuracy - mean)
+	}
+	r.Answered, r.LabelAccuracy, r.StudentAccuracy = int(math.Round(answered/n)), label/n, mean
+	r.StudentAccuracyMean, r.StudentAccuracyWorst = mean, worst
+	if len(r.Draws) > 1 {
+		r.StudentAccuracyStd = math.Sqrt(ss / (n - 1))
+	}
+}
+
+// Ensemble summarises one ensemble size. A release ensemble (TableRows)
+// reports only its teachers' mean accuracy on the student's examples; the
+// statistics of raw votes are diagnostics of tuning ensembles only
+// (TuningReport.Diagnostics), evaluated on the tuning pool.
 type Ensemble struct {
 	Teachers                int     `json:"teachers"`
 	Model                   string  `json:"model,omitempty"`
 	TeacherMeanAccuracy     float64 `json:"teacher_mean_accuracy"`
-	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy"`
+	CleanVotesLabelAccuracy float64 `json:"clean_votes_label_accuracy,omitempty"`
 	// GapCounts[g] is the number of queries whose top-two vote gap is g
 	// (for the gap plot).
 	GapCounts []int `json:"gap_counts,omitempty"`
@@ -82,19 +140,30 @@ type Ensemble struct {
 // Report is the outcome of an experiment. The top-level teacher fields
 // describe the primary ensemble (Config.Teachers[0]).
 type Report struct {
-	Dataset                 string     `json:"dataset"`
-	Teachers                int        `json:"teachers"`
-	Rows                    []Row      `json:"rows"`
-	TeacherMeanAccuracy     float64    `json:"teacher_mean_accuracy"`
-	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy"`
+	Dataset             string  `json:"dataset"`
+	Teachers            int     `json:"teachers"`
+	Rows                []Row   `json:"rows"`
+	TeacherMeanAccuracy float64 `json:"teacher_mean_accuracy"`
+	// CleanVotesLabelAccuracy is read from reports written before the
+	// release ensemble's votes were kept out of them; Redact clears it.
+	CleanVotesLabelAccuracy float64    `json:"clean_votes_label_accuracy,omitempty"`
 	Ensembles               []Ensemble `json:"ensembles"`
-	TeacherModel            string     `json:"teacher_model"`
+	// Plan is the planned rows' cap and session, when there are any.
+	Plan *PlanConfig `json:"plan,omitempty"`
+	// Tuning is the tuning share, its ensemble's diagnostics and every
+	// setting's provenance (nil without a tuning share).
+	Tuning       *TuningReport `json:"tuning,omitempty"`
+	TeacherModel string        `json:"teacher_model"`
 	// TeacherTrain is how the compared ensembles' teachers are trained
 	// (absent from reports written before it was recorded).
 	TeacherTrain *model.TrainConfig `json:"teacher_train,omitempty"`
 	StudentModel string             `json:"student_model"`
 	HeldOut      int                `json:"held_out"`
 	Seed         uint64             `json:"seed"`
+	// Noise is where the releases' noise came from (Row.Noise), and Draws
+	// how many independent releases each private row has.
+	Noise string `json:"noise,omitempty"`
+	Draws int    `json:"draws,omitempty"`
 	// StudentTrain is how every student is trained on its labels (absent
 	// from reports written before it was recorded).
 	StudentTrain        *model.TrainConfig    `json:"student_train,omitempty"`
@@ -140,6 +209,27 @@ func source(seed uint64, what string) mechanism.Source {
 	return rand.NewChaCha8(key)
 }
 
+// noise returns the source of draw d of the release named stream: the
+// experiment's seed when SeededNoise (draw 0 is the stream itself, so a
+// seeded run of one draw repeats earlier seeded runs), else crypto/rand.
+func (c *Config) noise(stream string, d int) mechanism.Source {
+	if !c.SeededNoise {
+		return cryptorand.Reader
+	}
+	if d > 0 {
+		stream += fmt.Sprintf("/draw/%d", d)
+	}
+	return source(c.Seed, stream)
+}
+
+// noiseName is Row.Noise for this configuration.
+func (c *Config) noiseName() string {
+	if c.SeededNoise {
+		return fmt.Sprintf("seeded:%d", c.Seed)
+	}
+	return "crypto/rand"
+}
+
 // Run runs the experiment. now is the clock for progress and wall time.
 func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error) {
 	if now == nil {
@@ -153,7 +243,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	train := cfg.Data.Train
+	train, tuneTrain, tunePool := cfg.shares()
 	classes := max(train.Classes, cfg.Data.Test.Classes)
 	test := cfg.Data.Test
 	nq := test.Len() - cfg.Holdout
@@ -166,6 +256,7 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	sSpec, _ := model.Preset(cfg.StudentModel, train.Shape, classes)
 	teacherTrain, studentTrain := cfg.TeacherTrain, cfg.StudentTrain
 	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed,
+		Noise: cfg.noiseName(), Draws: cfg.Draws,
 		TeacherTrain: &teacherTrain, StudentTrain: &studentTrain, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
 	if cfg.Consistency.Enabled() {
 		cc := cfg.Consistency
@@ -187,24 +278,20 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	st := &students{cfg: cfg, spec: sSpec, bootSpec: bSpec, queries: queries, holdout: holdout, now: now, log: log}
 
-	sizes := slices.Clone(cfg.Teachers)
-	for _, k := range cfg.SweepTeachers {
-		if !slices.Contains(sizes, k) {
-			sizes = append(sizes, k)
-		}
-	}
-	for _, k := range sizes {
-		full := slices.Contains(cfg.Teachers, k)
-		spec, tc := tSpec, cfg.TeacherTrain
-		if !full && cfg.SweepTeacherModel != "" {
-			spec, _ = model.Preset(cfg.SweepTeacherModel, train.Shape, classes)
-			tc = cfg.SweepTeacherTrain
-		}
-		preds, err := teacherPredictions(ctx, cfg, spec, tc, k, classes, now, log)
+	if tuneTrain != nil {
+		tr, err := tuningDiagnostics(ctx, cfg, tSpec, tuneTrain, tunePool, classes, now, log)
 		if err != nil {
 			return nil, err
 		}
-		ens := Ensemble{Teachers: k, Model: spec.String(), TableRows: full}
+		rep.Tuning = tr
+	}
+	for _, k := range cfg.Teachers {
+		preds, err := teacherPredictions(ctx, cfg, train, test, tSpec, cfg.TeacherTrain, k, classes, now, log)
+		if err != nil {
+			return nil, err
+		}
+		// The teachers' votes are read by the mechanisms only.
+		ens := Ensemble{Teachers: k, Model: tSpec.String(), TableRows: true}
 		for _, p := range preds {
 			a, _ := metrics.Accuracy(p, test.Y)
 			ens.TeacherMeanAccuracy += a / float64(len(preds))
@@ -217,19 +304,10 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 		if err != nil {
 			return nil, err
 		}
-		clean := ensemble.Plurality(hist)
-		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(clean[:maxQ], queries.Y[:maxQ])
-		ens.GapCounts = make([]int, k+1)
-		for _, g := range ensemble.TopTwoGap(hist[:maxQ]) {
-			ens.GapCounts[g]++
-		}
-		log.Info("ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy, "clean_votes_label_accuracy", ens.CleanVotesLabelAccuracy)
+		log.Info("ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy)
 		rep.Ensembles = append(rep.Ensembles, ens)
 		if k == cfg.Teachers[0] {
-			rep.TeacherMeanAccuracy, rep.CleanVotesLabelAccuracy = ens.TeacherMeanAccuracy, ens.CleanVotesLabelAccuracy
-		}
-		if !full {
-			continue
+			rep.TeacherMeanAccuracy = ens.TeacherMeanAccuracy
 		}
 		runs := plannedRuns(cfg, k, counts)
 		if k == cfg.Teachers[0] && cfg.Bootstrap > 0 {
@@ -238,32 +316,10 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 			}
 		}
 		for _, ru := range runs {
-			order := orders[ru.strat][:ru.n]
-			hs := make([]mechanism.Histogram, ru.n)
-			truth := make([]int, ru.n)
-			for j, q := range order {
-				hs[j], truth[j] = mechanism.Histogram(hist[q]), queries.Y[q]
+			if err := st.releaseRow(rep, ru.agg, ru.strat, k, classes, hist, orders[ru.strat][:ru.n]); err != nil {
+				return nil, err
 			}
-			row, labels, err := release(cfg, ru.agg, k, classes, ru.strat, hs)
-			if err != nil {
-				return nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", ru.agg, k, ru.n, ru.strat, err)
-			}
-			row.Selection = string(ru.strat)
-			row.LabelAccuracy, _ = metrics.Accuracy(labels, truth)
-			log.Info("released", "aggregator", ru.agg, "selection", ru.strat, "teachers", k, "queries", ru.n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-			st.add(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", ru.agg, k, ru.n, ru.strat), scatter(nq, order, labels))
-			rep.Rows = append(rep.Rows, row)
 		}
-		first := primary[:maxQ]
-		cleanLabels := make([]int, maxQ)
-		for j, q := range first {
-			cleanLabels[j] = clean[q]
-		}
-		cleanRow := Row{Aggregator: CleanVotes, Params: "noiseless plurality", Selection: string(cfg.Selection.Strategy), Teachers: k, Queries: maxQ, Answered: maxQ,
-			Epsilon: math.Inf(1), Delta: 0, EpsilonSource: notPrivate}
-		cleanRow.LabelAccuracy = labelAccuracy(cleanLabels, first, queries.Y)
-		st.add(len(rep.Rows), fmt.Sprintf("clean k=%d", k), scatter(nq, first, cleanLabels))
-		rep.Rows = append(rep.Rows, cleanRow)
 	}
 	first := primary[:maxQ]
 	truth := make([]int, maxQ)
@@ -272,10 +328,13 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	}
 	gt := Row{Aggregator: GroundTruth, Params: "true labels", Selection: string(cfg.Selection.Strategy), Queries: maxQ, Answered: maxQ, LabelAccuracy: 1,
 		Epsilon: math.Inf(1), EpsilonSource: notPrivate}
-	st.add(len(rep.Rows), "ground truth", scatter(nq, first, truth))
+	st.add(slot{row: len(rep.Rows), draw: -1}, "ground truth", scatter(nq, first, truth))
 	rep.Rows = append(rep.Rows, gt)
 	if err := st.trainAll(ctx, rep.Rows); err != nil {
 		return nil, err
+	}
+	for i := range rep.Rows {
+		rep.Rows[i].summarize()
 	}
 	for _, r := range rep.Rows {
 		log.Info("row", "aggregator", r.Aggregator, "teachers", r.Teachers, "queries", r.Queries, "answered", r.Answered,
@@ -339,58 +398,57 @@ func plannedRuns(cfg Config, k int, counts []int) []run {
 	return runs
 }
 
-// bootstrapRows adds the bootstrapped rows of the ensemble of k teachers
-// to rep: for every aggregator that answers in sessions, one whose session
-// has the aggregator's parameters and one per SessionEpsilons, each asking
-// from pool.
-func (st *students) bootstrapRows(ctx context.Context, rep *Report, k, classes int, hist [][]int, pool []int) error {
-	cfg := st.cfg
-	for _, agg := range cfg.Aggregators {
-		if !cfg.Mechanisms[agg].Mechanism.Sessions() {
-			continue
-		}
-		cc := cfg.Confident
-		rep.BootstrapConfident, rep.BootstrapEpochs, rep.BootstrapLabelledEpochs = &cc, cfg.BootstrapEpochs, cfg.BootstrapLabelledEpochs
-		if cfg.BootstrapStudents > 1 {
-			rep.BootstrapStudents = cfg.BootstrapStudents
-		}
-		if cfg.BootstrapModel != "" {
-			rep.BootstrapModel = st.bootSpec.String()
-		}
-		stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, len(pool), cfg.Selection.Strategy, cfg.Bootstrap)
-		sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
-		for _, e := range cfg.SessionEpsilons {
-			p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, e, k, classes)
-			if err != nil {
-				return fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
-			}
-			name := fmt.Sprintf("%s/epsilon/%v", stream, e)
-			if p.MaxRefusals != mechanism.PresetSessionRefusals {
-				name += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
-			}
-			sessions = append(sessions, session{p, name})
-		}
-		for _, sess := range sessions {
-			row, full, err := st.bootstrap(ctx, agg, sess.p, sess.stream, k, classes, hist, pool)
-			if err != nil {
-				return fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
-			}
-			st.log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
-			st.add(len(rep.Rows), fmt.Sprintf("%s k=%d %s %s", agg, k, row.Params, row.Selection), full)
-			rep.Rows = append(rep.Rows, row)
+// tuningDiagnostics trains (or loads) the tuning ensemble and the
+// plot-only ensembles (SweepTeachers) on the tuning share and reports the
+// statistics of their votes on the tuning pool.
+func tuningDiagnostics(ctx context.Context, cfg Config, tSpec model.Spec, tuneTrain, tunePool *data.Dataset, classes int, now func() time.Time, log *slog.Logger) (*TuningReport, error) {
+	n := cfg.Data.Train.Len()
+	tr := &TuningReport{TrainExamples: [2]int{n - cfg.Tuning.Train, n - cfg.Tuning.Pool}, PoolExamples: [2]int{n - cfg.Tuning.Pool, n},
+		Teachers: cfg.tuningTeachers(), Disjoint: disjointText, Settings: cfg.Provenance}
+	sizes := []int{cfg.tuningTeachers()}
+	for _, k := range cfg.SweepTeachers {
+		if !slices.Contains(sizes, k) {
+			sizes = append(sizes, k)
 		}
 	}
-	return nil
+	for i, k := range sizes {
+		spec, tc := tSpec, cfg.TeacherTrain
+		if i > 0 && cfg.SweepTeacherModel != "" {
+			spec, _ = model.Preset(cfg.SweepTeacherModel, tuneTrain.Shape, classes)
+			tc = cfg.SweepTeacherTrain
+		}
+		preds, err := teacherPredictions(ctx, cfg, tuneTrain, tunePool, spec, tc, k, classes, now, log)
+		if err != nil {
+			return nil, fmt.Errorf("tuning ensemble of %d: %w", k, err)
+		}
+		ens := Ensemble{Teachers: k, Model: spec.String()}
+		for _, p := range preds {
+			a, _ := metrics.Accuracy(p, tunePool.Y)
+			ens.TeacherMeanAccuracy += a / float64(len(preds))
+		}
+		hist, err := ensemble.Histograms(preds, tunePool.Len(), classes)
+		if err != nil {
+			return nil, err
+		}
+		ens.CleanVotesLabelAccuracy, _ = metrics.Accuracy(ensemble.Plurality(hist), tunePool.Y)
+		ens.GapCounts = make([]int, k+1)
+		for _, g := range ensemble.TopTwoGap(hist) {
+			ens.GapCounts[g]++
+		}
+		log.Info("tuning ensemble", "teachers", k, "teacher_mean_accuracy", ens.TeacherMeanAccuracy, "clean_votes_label_accuracy", ens.CleanVotesLabelAccuracy)
+		tr.Diagnostics = append(tr.Diagnostics, ens)
+	}
+	return tr, nil
 }
 
-// teacherPredictions trains (or loads) the ensemble of k teachers and
-// returns every teacher's prediction for every student example: the
-// queries for the votes, all of them for the single-teacher accuracy. With
-// a cache directory the predictions themselves are cached, keyed by
-// everything that determines them, so a later run with the same teachers
-// and data neither loads nor runs the networks.
-func teacherPredictions(ctx context.Context, cfg Config, spec model.Spec, tc model.TrainConfig, k, classes int, now func() time.Time, log *slog.Logger) ([][]int, error) {
-	train, test := cfg.Data.Train, cfg.Data.Test
+// teacherPredictions trains (or loads) the ensemble of k teachers on
+// train and returns every teacher's prediction for every example of eval
+// (for the release ensembles, the student's examples: the queries for the
+// votes, all of them for the single-teacher accuracy). With a cache
+// directory the predictions themselves are cached, keyed by everything
+// that determines them, so a later run with the same teachers and data
+// neither loads nor runs the networks.
+func teacherPredictions(ctx context.Context, cfg Config, train, test *data.Dataset, spec model.Spec, tc model.TrainConfig, k, classes int, now func() time.Time, log *slog.Logger) ([][]int, error) {
 	seed := cfg.Seed ^ uint64(k)<<32
 	var path string
 	if cfg.CacheDir != "" {
@@ -449,10 +507,12 @@ func labelAccuracy(labels, order, truth []int) float64 {
 	return a
 }
 
-// release answers the histograms with one aggregator and accounts for it.
-func release(cfg Config, agg string, k, classes int, strat selection.Strategy, hs []mechanism.Histogram) (Row, []int, error) {
+// release answers the histograms with one aggregator, as draw d
+// (Config.noise), and accounts for it. The first draw also publishes the
+// smooth-sensitivity estimate of a data-dependent aggregator's ε.
+func release(cfg Config, agg string, k, classes int, strat selection.Strategy, hs []mechanism.Histogram, d int) (Row, []int, error) {
 	p := ParamsFor(cfg.Mechanisms[agg], k, classes)
-	row := Row{Aggregator: agg, Params: p.String(), Teachers: k, Queries: len(hs)}
+	row := Row{Aggregator: agg, Params: p.String(), Teachers: k, Queries: len(hs), Noise: cfg.noiseName()}
 	m, err := mechanism.New(p)
 	if err != nil {
 		return row, nil, err
@@ -461,8 +521,7 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 	if strat != selection.Sequential {
 		stream += "/" + string(strat)
 	}
-	src := source(cfg.Seed, stream)
-	res, err := mechanism.AnswerBatch(m, src, hs)
+	res, err := mechanism.AnswerBatch(m, cfg.noise(stream, d), hs)
 	if err != nil {
 		return row, nil, err
 	}
@@ -474,14 +533,14 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 		}
 	}
 	row.Answered = res.Answered
-	if err := account(cfg, p, &row, res.Refused); err != nil {
+	if err := account(cfg, p, &row, len(hs)); err != nil {
 		return row, nil, err
 	}
 	if p.Mechanism == mechanism.NZC {
 		zero := 0.0
 		row.EpsilonClaimed = &zero
 	}
-	if p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax {
+	if d == 0 && (p.Mechanism == mechanism.GNMax || p.Mechanism == mechanism.ConfidentGNMax) {
 		var src mechanism.Source = cryptorand.Reader
 		if cfg.SeededEstimates {
 			src = source(cfg.Seed, "ss/"+stream)
@@ -492,14 +551,16 @@ func release(cfg Config, agg string, k, classes int, strat selection.Strategy, h
 			return row, nil, fmt.Errorf("smooth-sensitivity release: %w", err)
 		}
 		row.EstimateSmoothSensitivity, row.EstimateSeeded = rel.Epsilon, cfg.SeededEstimates
-		row.EpsilonDataDependent, row.EpsilonReleaseNoiseSD = rel.UnsafeDataDependentEpsilon(), rel.UnsafeNoiseSD()
 	}
 	return row, labels, nil
 }
 
-// account sets the row's proven ε for its answers and refused refusals.
-func account(cfg Config, p mechanism.Params, row *Row, refused int) error {
-	ch, err := p.Charge(mechanism.DefaultGrid(), row.Answered, refused)
+// account sets the row's proven ε: the worst case over its planned
+// queries (worstCharge), never the cost of the answers it happened to give.
+// How many queries a data-dependent mechanism answers depends on the votes,
+// so a figure computed from the realized count would itself leak them.
+func account(cfg Config, p mechanism.Params, row *Row, planned int) error {
+	ch, err := worstCharge(p, mechanism.DefaultGrid(), planned)
 	if err != nil {
 		return err
 	}
@@ -507,6 +568,112 @@ func account(cfg Config, p mechanism.Params, row *Row, refused int) error {
 		return err
 	}
 	row.Delta, row.EpsilonSource = cfg.Delta, proven
+	return nil
+}
+
+// worstCharge is the largest cost p's mechanism can be charged for n
+// queries, whatever the votes: each query charged the larger of its
+// answered and refused costs at every order (a charge is linear in the
+// counts, so no split of n into answers and refusals costs more), and an
+// nzc-svt session its fixed cost.
+func worstCharge(p mechanism.Params, g mechanism.Grid, n int) (mechanism.Charge, error) {
+	if p.Mechanism.Sessions() {
+		return p.Charge(g, 0, 0)
+	}
+	qc, err := p.QueryCost(g)
+	if err != nil {
+		return mechanism.Charge{}, err
+	}
+	a, r := qc.Answered.Values(), qc.Refused.Values()
+	for i := range a {
+		a[i] = max(a[i], r[i])
+	}
+	worst, err := g.CurveOf(a)
+	if err != nil {
+		return mechanism.Charge{}, err
+	}
+	pure := max(qc.PureAnswered, qc.PureRefused)
+	return mechanism.QueryCost{Answered: worst, Refused: worst, PureAnswered: pure, PureRefused: pure}.Charge(n, 0)
+}
+
+// releaseRow adds to rep the row of aggregator agg answering the queries
+// order (asked in the order strat), with the ensemble of k teachers whose
+// votes are hist, drawn Config.Draws times.
+func (s *students) releaseRow(rep *Report, agg string, strat selection.Strategy, k, classes int, hist [][]int, order []int) error {
+	n := len(order)
+	hs := make([]mechanism.Histogram, n)
+	truth := make([]int, n)
+	for j, q := range order {
+		hs[j], truth[j] = mechanism.Histogram(hist[q]), s.queries.Y[q]
+	}
+	row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", agg, k, n, strat), func(d int) (Row, []int, error) {
+		row, labels, err := release(s.cfg, agg, k, classes, strat, hs, d)
+		if err != nil {
+			return row, nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", agg, k, n, strat, err)
+		}
+		row.Selection = string(strat)
+		row.LabelAccuracy, _ = metrics.Accuracy(labels, truth)
+		s.log.Info("released", "aggregator", agg, "selection", strat, "teachers", k, "draw", d+1, "queries", n, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+		return row, scatter(s.queries.Len(), order, labels), nil
+	})
+	if err != nil {
+		return err
+	}
+	rep.Rows = append(rep.Rows, row)
+	return nil
+}
+
+// bootstrapRows adds to rep, for every session-keeping aggregator, the
+// bootstrapped rows of the ensemble of k teachers (Config.Bootstrap): one
+// session with the aggregator's parameters and one per SessionEpsilons,
+// each drawn Config.Draws times, asking among pool.
+func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes int, hist [][]int, pool []int) error {
+	cfg := s.cfg
+	for _, agg := range cfg.Aggregators {
+		if !cfg.Mechanisms[agg].Mechanism.Sessions() {
+			continue
+		}
+		cc := cfg.Confident
+		rep.BootstrapConfident, rep.BootstrapEpochs, rep.BootstrapLabelledEpochs = &cc, cfg.BootstrapEpochs, cfg.BootstrapLabelledEpochs
+		if cfg.BootstrapStudents > 1 {
+			rep.BootstrapStudents = cfg.BootstrapStudents
+		}
+		if cfg.BootstrapModel != "" {
+			rep.BootstrapModel = s.bootSpec.String()
+		}
+		stream := fmt.Sprintf("answer/%s/%d/%d/bootstrap/%s/%d", agg, k, len(pool), cfg.Selection.Strategy, cfg.Bootstrap)
+		sessions := []session{{ParamsFor(cfg.Mechanisms[agg], k, classes), stream}}
+		for _, e := range cfg.SessionEpsilons {
+			p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, e, k, classes)
+			if err != nil {
+				return fmt.Errorf("%s with %d teachers, a session of ε %v: %w", agg, k, e, err)
+			}
+			name := fmt.Sprintf("%s/epsilon/%v", stream, e)
+			if p.MaxRefusals != mechanism.PresetSessionRefusals {
+				name += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
+			}
+			sessions = append(sessions, session{p, name})
+		}
+		for _, sess := range sessions {
+			row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d %s bootstrapped", agg, k, sess.p), func(d int) (Row, []int, error) {
+				row, full, _, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
+				if err != nil {
+					return row, nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
+				}
+				s.log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "draw", d+1, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
+				return row, full, nil
+			})
+			if err != nil {
+				return err
+			}
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	if cfg.Plan.Cap > 0 {
+		pc := cfg.Plan
+		rep.Plan = &pc
+		return s.plannedRows(ctx, rep, k, classes, hist, pool)
+	}
 	return nil
 }
 
@@ -518,14 +685,16 @@ type session struct {
 }
 
 // bootstrap runs one session of the session-keeping aggregator agg, with
-// parameters p and its noise drawn from the named stream, in several orders (Config.Bootstrap, BootstrapRounds, Confident): first, the
+// parameters p and its noise drawn from src, in several orders
+// (Config.Bootstrap, BootstrapRounds, Confident): first, the
 // first queries of the pool in order until Bootstrap are answered; then a
 // student trained on those labels picks among the rest of pool
 // (selection.Confident) until the answers have doubled, and a student
 // retrained on them picks again, BootstrapRounds times; the last student's
-// order runs until the session ends. It returns the row and the released
-// labels, one per query (metrics.Refused elsewhere).
-func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params, stream string, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+// order runs until the session ends. It returns the row, the released
+// labels, one per query (metrics.Refused elsewhere), and which queries
+// count as asked (every one outside pool, and those the session asked).
+func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params, src mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, []bool, error) {
 	cfg := s.cfg
 	strat := fmt.Sprintf("%s, then confident after %d", cfg.Selection.Strategy, cfg.Bootstrap)
 	if cfg.BootstrapRounds > 0 {
@@ -534,12 +703,11 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	if cfg.BootstrapStudents > 1 {
 		strat += fmt.Sprintf(", %d students judging together", cfg.BootstrapStudents)
 	}
-	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool)}
+	row := Row{Aggregator: agg, Params: p.String(), Selection: strat, Teachers: k, Queries: len(pool), Noise: cfg.noiseName()}
 	m, err := mechanism.New(p)
 	if err != nil {
-		return row, nil, err
+		return row, nil, nil, err
 	}
-	src := source(cfg.Seed, stream)
 	nq := s.queries.Len()
 	full := make([]int, nq)
 	for i := range full {
@@ -584,17 +752,17 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 	}
 	done, err := ask(pool, cfg.Bootstrap)
 	if err != nil {
-		return row, nil, err
+		return row, nil, nil, err
 	}
 	until := cfg.Bootstrap
 	for r := 0; !done && row.Answered > 0; r++ {
 		nets, err := s.rankers(ctx, r, full)
 		if err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 		next, err := selection.ConfidentEnsemble(ctx, nets, s.queries, asked, cfg.Confident)
 		if err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 		until *= 2
 		if r >= cfg.BootstrapRounds {
@@ -602,7 +770,7 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 		}
 		s.log.Info("bootstrap student trained", "aggregator", agg, "round", r+1, "answered", row.Answered, "asking", len(next), "until", until)
 		if done, err = ask(next, until); err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 	}
 	row.LabelAccuracy = labelAccuracy(labels, order, s.queries.Y)
@@ -613,10 +781,10 @@ func (s *students) bootstrap(ctx context.Context, agg string, p mechanism.Params
 		}
 	}
 	s.log.Info("bootstrapped session", "aggregator", agg, "params", row.Params, "answered", row.Answered, "labels_per_class", perClass)
-	if err := account(cfg, p, &row, refused); err != nil {
-		return row, nil, err
+	if err := account(cfg, p, &row, len(pool)); err != nil {
+		return row, nil, nil, err
 	}
-	return row, full, nil
+	return row, full, asked, nil
 }
 
 // rankers trains the students of bootstrap round r (Config.BootstrapStudents,
@@ -717,27 +885,50 @@ type students struct {
 	boot map[[32]byte][]*model.Network
 }
 
-// studentJob is one student to train and the rows it scores.
+// studentJob is one student to train and the rows (and draws) it scores.
 type studentJob struct {
 	what   string
 	labels []int // one per query; metrics.Refused where none was released
-	rows   []int
+	rows   []slot
 	acc    float64
 }
 
+// slot is a row's student, or one of its draws' (draw ≥ 0).
+type slot struct{ row, draw int }
+
+// drawn releases the row at index row Config.Draws times, one(d) making
+// draw d and the labels it released (one per query, metrics.Refused where
+// none was), schedules a student for each draw and returns the first
+// draw's row with every draw recorded.
+func (s *students) drawn(row int, what string, one func(d int) (Row, []int, error)) (Row, error) {
+	var first Row
+	for d := range max(1, s.cfg.Draws) {
+		r, full, err := one(d)
+		if err != nil {
+			return Row{}, err
+		}
+		if d == 0 {
+			first = r
+		}
+		first.Draws = append(first.Draws, Draw{Answered: r.Answered, Fallback: r.fallback, LabelAccuracy: r.LabelAccuracy, Epsilon: jsonnum.Float(r.Epsilon)})
+		s.add(slot{row, d}, fmt.Sprintf("%s draw %d", what, d+1), full)
+	}
+	return first, nil
+}
+
 // add schedules a student trained on labels (one per query;
-// metrics.Refused where none was released) for the row at index row.
-func (s *students) add(row int, what string, full []int) {
+// metrics.Refused where none was released) for the slot at.
+func (s *students) add(at slot, what string, full []int) {
 	key := labelsKey(full)
 	if s.byKey == nil {
 		s.byKey = map[[32]byte]*studentJob{}
 	}
 	if j, ok := s.byKey[key]; ok {
 		s.log.Debug("student shared", "for", what, "with", j.what)
-		j.rows = append(j.rows, row)
+		j.rows = append(j.rows, at)
 		return
 	}
-	j := &studentJob{what: what, labels: full, rows: []int{row}}
+	j := &studentJob{what: what, labels: full, rows: []slot{at}}
 	s.byKey[key] = j
 	s.jobs = append(s.jobs, j)
 }
@@ -775,8 +966,12 @@ func (s *students) trainAll(ctx context.Context, rows []Row) error {
 		return err
 	}
 	for _, j := range s.jobs {
-		for _, r := range j.rows {
-			rows[r].StudentAccuracy = j.acc
+		for _, at := range j.rows {
+			if at.draw < 0 {
+				rows[at.row].StudentAccuracy = j.acc
+				continue
+			}
+			rows[at.row].Draws[at.draw].StudentAccuracy = j.acc
 		}
 	}
 	return nil

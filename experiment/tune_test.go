@@ -75,15 +75,36 @@ func tunePreset(t *testing.T) (Config, *data.Split) {
 	return cfg, split
 }
 
-// tuneSplit is the tuning split with labels taken as a session takes them
-// (TestTuneStudent).
+// tuneSplit is the tuning share (Config.Tuning) with labels taken as a
+// session takes them (TestTuneStudent): the tuning ensemble's votes on its
+// pool, never a release ensemble's.
 type tuneSplit struct {
 	cfg          Config
 	split        *data.Split
 	pool, scored *data.Dataset
-	label, gap   []int // the teachers' plurality and top-two vote gap, per pool query
+	label, gap   []int // the tuning ensemble's plurality and top-two vote gap, per pool query
 	labels       []int // the 2,000 session-like labels (metrics.Refused elsewhere)
 	spec         model.Spec
+	// gapFor scales a top-two gap of the 250 release teachers to the
+	// tuning ensemble's size.
+	gapFor func(int) int
+}
+
+// tuneShare returns the tuning share's pool as a split of 8,000 queries
+// and 1,000 scored examples, and the tuning ensemble's predictions on it.
+func tuneShare(t *testing.T, cfg Config) (pool, scored *data.Dataset, preds [][]int, k int) {
+	t.Helper()
+	_, tuneTrain, tunePool := cfg.shares()
+	if tunePool == nil || tunePool.Len() < 9000 {
+		t.Fatalf("the preset's tuning share %+v has no pool of 9,000", cfg.Tuning)
+	}
+	k = cfg.tuningTeachers()
+	spec, _ := model.Preset(cfg.TeacherModel, tuneTrain.Shape, tuneTrain.Classes)
+	preds, err := teacherPredictions(context.Background(), cfg, tuneTrain, tunePool, spec, cfg.TeacherTrain, k, tuneTrain.Classes, time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tunePool.Slice(0, 8000), tunePool.Slice(8000, 9000), preds, k
 }
 
 // tuneOnLabels skips a measurement NZC_TUNE does not ask for, and
@@ -98,21 +119,16 @@ func tuneOnLabels(t *testing.T, what string) (string, tuneSplit) {
 	return names, tuneSessionLabels(t)
 }
 
-// tuneSessionLabels loads the tuning split and takes its 2,000 labels
+// tuneSessionLabels loads the tuning share and takes its 2,000 labels
 // (TestTuneStudent).
 func tuneSessionLabels(t *testing.T) tuneSplit {
 	t.Helper()
 	ctx := context.Background()
 	cfg, split := tunePreset(t)
-	split.Test = split.Test.Slice(0, 9000)
 	cfg.Data, cfg.CacheDir = split, "../.nzc-cache/teachers"
 	const classes = 10
-	spec, _ := model.Preset(cfg.TeacherModel, split.Train.Shape, classes)
-	preds, err := teacherPredictions(ctx, cfg, spec, cfg.TeacherTrain, 250, classes, time.Now, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, scored := split.Test.Slice(0, 8000), split.Test.Slice(8000, 9000)
+	pool, scored, preds, k := tuneShare(t, cfg)
+	gapFor := func(g int) int { return g * k / ReferenceTeachers }
 	label, gap := make([]int, pool.Len()), make([]int, pool.Len())
 	byClass := make([][]int, classes)
 	for i := range pool.Len() {
@@ -161,14 +177,14 @@ func tuneSessionLabels(t *testing.T) tuneSplit {
 		if err != nil {
 			t.Fatal(err)
 		}
-		count, under := 2000, 140
+		count, under := 2000, gapFor(140)
 		if c := os.Getenv("NZC_TUNE_LABEL_COUNT"); c != "" {
 			// More labels, passing over what an ε = 1 session (T = 40)
 			// would refuse.
 			if count, err = strconv.Atoi(c); err != nil || count < 1 {
 				t.Fatalf("NZC_TUNE_LABEL_COUNT %q: want a positive count", c)
 			}
-			under = 80
+			under = gapFor(80)
 		}
 		n, passed := 0, 0
 		for _, i := range order {
@@ -184,24 +200,26 @@ func tuneSessionLabels(t *testing.T) tuneSplit {
 		}
 		t.Logf("%d labels in the confident order; %d queries with a vote gap under %d passed over", n, passed, under)
 	}
-	return tuneSplit{cfg: cfg, split: split, pool: pool, scored: scored, label: label, gap: gap, labels: labels, spec: sSpec}
+	return tuneSplit{cfg: cfg, split: split, pool: pool, scored: scored, label: label, gap: gap, labels: labels, spec: sSpec, gapFor: gapFor}
 }
 
 // TestTuneStudent measures paper-mnist students on labels made the way an
-// nzc-svt session makes them, on the tuning split only: the first 9,000
-// test images, queries 1–8,000 as the pool, students scored on
-// 8,001–9,000 (the held-out 1,000 are never read). A student trained on
-// the 20 labels of each digit with the widest teacher-vote gap ranks the
-// pool (selection.Confident, the preset's settings), and the first 2,000
-// queries of its order whose top-two gap is at least 140 (those a session
-// answers) get the teachers' label; with NZC_TUNE_LABELS=widest, the 200
+// nzc-svt session makes them, on the tuning share only (Config.Tuning):
+// the tuning ensemble's votes on its pool, the pool's first 8,000 images
+// asked and students scored on the next 1,000 (no release teacher, student
+// query or held-out image is read). A student trained on the 20 labels of
+// each digit with the widest vote gap ranks the pool
+// (selection.Confident, the preset's settings), and the first 2,000
+// queries of its order whose top-two gap is at least 140 of 250 (scaled
+// to the tuning ensemble; those a session answers) get the ensemble's
+// label; with NZC_TUNE_LABELS=widest, the 200
 // of each digit with the widest gaps do instead. It is a measurement, not a check, and
 // runs only when asked (docs/RESULTS.md, "fifth round"):
 //
 //	scripts/fetch-data.sh
 //	NZC_TUNE=preset,view-12-step-2e-3 NZC_TUNE_SEEDS=1,2,3 go test -run TestTuneStudent -v -timeout 2h ./experiment
 //
-// It trains (or loads from .nzc-cache/teachers) the preset's 250 teachers.
+// It trains (or loads from .nzc-cache/teachers) the tuning ensemble.
 func TestTuneStudent(t *testing.T) {
 	names, ts := tuneOnLabels(t, "students")
 	ctx := context.Background()
@@ -247,7 +265,7 @@ func TestTuneStudent(t *testing.T) {
 				*s.out = append(*s.out, strconv.FormatFloat(100*acc, 'f', 2, 64))
 			}
 		}
-		t.Logf("%-18s %s %% on queries 8,001–9,000, %s %% on the %d unlabelled queries of the pool (student seeds %v)",
+		t.Logf("%-18s %s %% on tuning pool 8,001–9,000, %s %% on the %d unlabelled queries of the pool (student seeds %v)",
 			name, strings.Join(accs, " / "), strings.Join(restAccs, " / "), unlabelled.Len(), seeds)
 		if len(nets) > 1 {
 			t.Logf("%-18s the seeds' students averaged: %.2f %% on queries 8,001–9,000, %.2f %% on the unlabelled queries",
@@ -357,9 +375,10 @@ func tuneNames[V any](t *testing.T, list string, entries map[string]V) []string 
 }
 
 // TestTuneTeachers measures the paper-mnist teachers' training on the
-// tuning split only: the first NZC_TUNE_TEACHER_COUNT (default 25) shards
-// of the 250-teacher partition are trained with each setting and scored
-// on the first 9,000 test images (the held-out 1,000 are never read). The
+// tuning share only (Config.Tuning): the first NZC_TUNE_TEACHER_COUNT
+// (default 25) shards of the tuning ensemble's partition are trained with
+// each setting and scored on the tuning pool (no release teacher's image,
+// student query or held-out image is read). The
 // teachers' mean accuracy sets how often they agree, and so how far an
 // nzc-svt session reaches. It is a measurement, not a check, and runs only
 // when asked (docs/RESULTS.md, "sixth round"); NZC_TUNE_TEACHER_MODEL
@@ -383,8 +402,10 @@ func TestTuneTeachers(t *testing.T) {
 	}
 	ctx := context.Background()
 	cfg, split := tunePreset(t)
-	scored := split.Test.Slice(0, 9000)
-	const k, classes = 250, 10
+	cfg.Data = split
+	_, tuneTrain, scored := cfg.shares()
+	k, classes := cfg.tuningTeachers(), 10
+	count = min(count, k)
 	if m := os.Getenv("NZC_TUNE_TEACHER_MODEL"); m != "" {
 		cfg.TeacherModel = m
 	}
@@ -392,7 +413,7 @@ func TestTuneTeachers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, err := data.Partition(split.Train.Len(), []int{k}, cfg.Seed)
+	parts, err := data.Partition(tuneTrain.Len(), []int{k}, cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +421,7 @@ func TestTuneTeachers(t *testing.T) {
 		tc := cfg.TeacherTrain
 		tuneTeachers[name](&tc)
 		start := time.Now()
-		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{Spec: spec, Train: tc, Seed: cfg.Seed ^ uint64(k)<<32}, split.Train, parts[0][:count])
+		teachers, err := ensemble.TrainTeachers(ctx, ensemble.Config{Spec: spec, Train: tc, Seed: cfg.Seed ^ uint64(k)<<32}, tuneTrain, parts[0][:count])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +434,7 @@ func TestTuneTeachers(t *testing.T) {
 			}
 			sum, worst = sum+a, min(worst, a)
 		}
-		t.Logf("%-30s mean %.2f %%, worst %.2f %% over %d teachers on test images 1–9,000; trained in %v",
+		t.Logf("%-30s mean %.2f %%, worst %.2f %% over %d tuning teachers on the tuning pool; trained in %v",
 			name, 100*sum/float64(count), 100*worst, count, took.Round(time.Second))
 	}
 }
@@ -456,13 +477,14 @@ var tuneRankings = map[string]func(*selection.ConfidentConfig, *int){
 }
 
 // TestTuneRanking measures how far ways of ranking the pool would carry a
-// bootstrapped nzc-svt session, on the tuning split only (the held-out
-// 1,000 are never read). Students trained as the preset's bootstrap
+// bootstrapped nzc-svt session, on the tuning share only (the tuning
+// ensemble's votes on its pool; no release ensemble's vote is read). Students trained as the preset's bootstrap
 // students (BootstrapEpochs passes) on the 2,000 labels of
 // TestTuneStudent rank the rest of the pool queries 1–8,000; for each
 // ranking it reports where the first query falls whose teachers' top-two
-// vote gap is under 80 and under 162 (about twice the ε = 1 and ε = 0.5
-// sessions' thresholds: the queries a session refuses), and how many such
+// vote gap is under 80 and under 162 of 250, scaled to the tuning
+// ensemble (about twice the ε = 1 and ε = 0.5 sessions' thresholds: the
+// queries a session refuses), and how many such
 // queries are among the first 1,000, 2,000 and 4,000 asked. A session
 // ends at its first refusal, so one run of it is a lottery over which
 // doubtful query comes first; the counts say how crowded with them the
@@ -505,7 +527,7 @@ func TestTuneRanking(t *testing.T) {
 				t.Fatal(err)
 			}
 			var line []string
-			for _, under := range []int{80, 162} {
+			for _, under := range []int{ts.gapFor(80), ts.gapFor(162)} {
 				first := -1
 				var within [3]int
 				for j, i := range order {

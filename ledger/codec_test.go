@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -93,10 +94,12 @@ func TestGoldenEntriesAndSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "snapshot.bin", snap)
+	golden(t, "snapshot-records.bin", snap)
 	_, entries := goldenEntries(t)
-	golden(t, "entry-refused.bin", entries[7])
-	golden(t, "entry-duplicate.bin", entries[8])
+	if en, err := DecodeEntry(entries[7]); err != nil || en.Record == nil || en.Command != nil || en.Status != StatusRefused {
+		t.Fatalf("entry 7: %+v %v, want a refusal record", en, err)
+	}
+	golden(t, "entry-refusal-record.bin", entries[7])
 	for i, b := range entries {
 		en, err := DecodeEntry(b)
 		if err != nil {
@@ -111,7 +114,7 @@ func TestGoldenEntriesAndSnapshot(t *testing.T) {
 		t.Fatalf("entry 8 is %s original %d, want the duplicate of entry 6", en.Status, en.Original)
 	}
 	root := f.st.RootHash()
-	golden(t, "root.txt", []byte(root.String()+"\n"))
+	golden(t, "root-records.txt", []byte(root.String()+"\n"))
 }
 
 func TestDecodeRejects(t *testing.T) {
@@ -190,9 +193,14 @@ func FuzzDecodeCommand(f *testing.F) {
 }
 
 func FuzzDecodeEntry(f *testing.F) {
-	_, es := goldenEntries(f)
+	_, es := goldenEntries(f) // refusal records among them
 	for _, b := range es {
 		f.Add(b)
+	}
+	for _, name := range []string{"entry-refused.bin", "entry-duplicate.bin", "entry-refusal-record.bin"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { reencodes(t, b, DecodeEntry) })
 }
@@ -226,10 +234,64 @@ func TestVerifyExportChargedSplitDelta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st)})
+	r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Unpinned: true})
 	if !r.OK || r.Entries != 12 || r.Accepted != 9 {
 		var sb strings.Builder
 		r.WriteText(&sb)
 		t.Fatalf("the earlier export failed:\n%s", sb.String())
+	}
+}
+
+// A log written before refusal records (testdata/snapshot.bin, whose
+// refused entries hold their commands, as testdata/entry-refused.bin)
+// still decodes, restores and replays to the same entries; the same
+// commands applied now record each refusal as a fixed-size record, whose
+// size does not grow with the refused command.
+func TestLogsBeforeRefusalRecordsStillReplay(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "snapshot.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := New()
+	if err := st.Restore(old); err != nil {
+		t.Fatalf("restore a log with whole refused commands: %v", err)
+	}
+	again, err := st.Snapshot()
+	if err != nil || !bytes.Equal(again, old) {
+		t.Fatalf("the restored log differs from the file (%v)", err)
+	}
+	// Its entries and root are the golden ones of that encoding.
+	oldEntries, _ := st.Entries(0, st.TreeSize())
+	golden(t, "entry-duplicate.bin", oldEntries[8])
+	golden(t, "root.txt", []byte(st.RootHash().String()+"\n"))
+	refused, err := os.ReadFile(filepath.Join("testdata", "entry-refused.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, err := DecodeEntry(refused)
+	if err != nil || en.Record != nil || len(en.Command) == 0 || en.Status != StatusRefused {
+		t.Fatalf("entry-refused.bin: %+v %v", en, err)
+	}
+	// The same log applied now has the same state, with records.
+	f := goldenLog(t)
+	if f.st.TreeSize() != st.TreeSize() || fmt.Sprint(f.st.Accounts()) != fmt.Sprint(st.Accounts()) {
+		t.Fatalf("%d entries and accounts %v now, %d and %v before", f.st.TreeSize(), f.st.Accounts(), st.TreeSize(), st.Accounts())
+	}
+	for _, size := range []int{10, 1 << 10, MaxCommandSize} {
+		junk := bytes.Repeat([]byte{0xee}, size)
+		f.apply(junk)
+		es, _ := f.st.Entries(f.st.TreeSize()-1, f.st.TreeSize())
+		en, err := DecodeEntry(es[0])
+		if err != nil || en.Record == nil || en.Record.Digest != sha256.Sum256(junk) || len(es[0]) > 128 {
+			t.Fatalf("a refused command of %d bytes is an entry of %d bytes (%+v, %v)", size, len(es[0]), en.Record, err)
+		}
+	}
+	// And replays from its snapshot.
+	snap, err := f.st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := New().Restore(snap); err != nil {
+		t.Fatalf("restore a log with refusal records: %v", err)
 	}
 }

@@ -61,6 +61,8 @@ func enumName[E ~uint8](names []string, v E, unknown string) string {
 
 func (k Kind) String() string { return enumName(kindNames[:], k, "kind") }
 
+func (k Kind) valid() bool { return k > 0 && int(k) < len(kindNames) && kindNames[k] != "" }
+
 // Role is what a party may do.
 type Role uint8
 
@@ -170,6 +172,31 @@ type RegisterEnsemble struct {
 	Teachers  uint64 // 1 to MaxTeachers
 	Classes   uint64 // 2 to MaxClasses
 	Timestamp int64
+}
+
+// Relayed reports whether b is one party's own registration or account
+// command (a party or ensemble registration, an account opening, a cap
+// change), which the aggregator relays or a hospital submits itself, rather
+// than the aggregator's own work. A proposer decides such a command
+// against its replica and proposes it only when it would be accepted.
+func Relayed(b Body) bool {
+	switch b.(type) {
+	case *RegisterParty, *OpenAccount, *ChangeCap, *RegisterEnsemble:
+		return true
+	}
+	return false
+}
+
+// Receipted reports whether the commit of b releases something — a charge
+// or a sparse-vector session opening — and is proven by a receipt that a
+// majority of the auditors cosigned. A retry of such a command is proposed
+// again and answered as a duplicate naming the original entry.
+func Receipted(b Body) bool {
+	switch b.(type) {
+	case *Charge, *OpenSession:
+		return true
+	}
+	return false
 }
 
 // AccountSubject returns the hospital a hospital's own command concerns,

@@ -86,7 +86,7 @@ func TestVerifyFreshness(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := Verify(b, VerifyOptions{TrustedKeys: keys, Now: tc.now, MaxAge: tc.maxAge})
+			r := Verify(b, VerifyOptions{TrustedKeys: keys, Now: tc.now, MaxAge: tc.maxAge, Unpinned: true})
 			if r.OK != tc.ok {
 				var sb strings.Builder
 				r.WriteText(&sb)

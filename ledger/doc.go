@@ -73,6 +73,23 @@
 //
 // docs/LEDGER.md describes the encoding, the rules and the verification.
 //
+// # What reaches the log, and at what pace
+//
+// Apply records every command it is given, refused ones included. Its
+// proposers give it only what passes Check (or CheckAt, with the
+// proposer's clock) now, a duplicate, or a sound command whose budget ran
+// out (Code.Budgetary): what an honest sender meets when its commands race
+// others'. A command its signer could not have proposed honestly is
+// answered without an entry.
+//
+// A hospital's own account commands (its account opening and cap changes)
+// are paced by the state machine, so that the limit holds across the
+// federation whichever auditor each command reaches: AccountBurst at once,
+// then one more every AccountEvery, by the stamps the commands carry
+// (pace.go). Apply reads no clock; CheckAt refuses a stamp more than
+// StampWindow from the proposer's clock, which bounds what stamping ahead
+// gains while the proposer is honest.
+//
 // # The cap gate is sound under adaptive composition
 //
 // A hospital's account sees a sequence of charges whose mechanisms, sizes

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"crypto/sha256"
 	"fmt"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -69,6 +70,7 @@ const (
 	CodeEnsembleMismatch Code = 29
 	CodeBadEnsemble      Code = 30 // an ensemble registration's teachers or classes are out of range, or its classes differ from the federation's
 	CodeStaleEnsemble    Code = 31 // an ensemble registration whose version is not the next one
+	CodeRateLimited      Code = 32 // a hospital's account command beyond its pace (pace.go), or stamped too far from the proposer's clock
 )
 
 var codeNames = [...]string{
@@ -104,9 +106,27 @@ var codeNames = [...]string{
 	CodeEnsembleMismatch:  "ensemble-mismatch",
 	CodeBadEnsemble:       "bad-ensemble",
 	CodeStaleEnsemble:     "stale-ensemble-version",
+	CodeRateLimited:       "rate-limited",
 }
 
 func (c Code) String() string { return enumName(codeNames[:], c, "code") }
+
+// Budgetary reports whether a refusal of this code is a budget running
+// out — a hospital's ε cap or δ, a student's quota, a session's refusal
+// bound — for a command that is otherwise sound: what an honest proposer
+// meets when its charges race others, and what the log records so that
+// the federation sees refused spending. A command refused with any other
+// code is one its signer could not have proposed honestly (bytes that do
+// not decode, an unknown or forged signer, a charge naming unregistered
+// hospitals or understating its cost, a stale version); a proposer refuses
+// it before it reaches the log, with State.Check.
+func (c Code) Budgetary() bool {
+	switch c {
+	case CodeCapExceeded, CodeDeltaExhausted, CodeQuotaExceeded, CodeSessionExhausted:
+		return true
+	}
+	return false
+}
 
 func (c Code) valid() bool { return int(c) < len(codeNames) }
 
@@ -122,25 +142,77 @@ type Outcome struct {
 	Original uint64 `json:"original,omitempty"` // for a duplicate: the index of the accepted entry
 }
 
-// Entry is one leaf of the ledger's Merkle log:
+// Entry is one leaf of the ledger's Merkle log. An entry holding its
+// command (version 1) is
 //
 //	version u8 | index u64 | previous root [32]byte | command (u32 length, bytes)
+//	  | status u8 | code u8 | subject | original u64
+//
+// and a refusal record (version RecordVersion) holds, instead of the
+// command, a fixed-size record of it:
+//
+//	version u8 | index u64 | previous root [32]byte
+//	  | SHA-256 of the command [32]byte | kind u8 | signer
 //	  | status u8 | code u8 | subject | original u64
 //
 // PrevRoot is the tree hash of the entries before this one, so every entry
 // commits to the whole history before it and a changed entry is named by
 // the next one. Command holds the proposed bytes exactly as applied, even
 // when they do not decode, so replaying the log reproduces every entry.
+// Apply records every refusal as a Record: a refused command changes
+// nothing, so its bytes are not needed to replay the log, and a sender
+// gets at most a fixed-size entry for each command it has refused. Logs
+// that hold refused commands whole (written before records) still decode
+// and replay.
 type Entry struct {
 	Index    uint64
 	PrevRoot tlog.Hash
 	Command  []byte
+	// Record stands for Command in a refusal record; nil otherwise.
+	Record *Record
 	Outcome
+}
+
+// RecordVersion is the version byte of an entry that is a refusal record.
+const RecordVersion uint8 = 2
+
+// Record is what a refusal record keeps of the refused command: the
+// SHA-256 of its bytes, and its kind and signer (zero and empty when it did
+// not decode).
+type Record struct {
+	Digest [32]byte `json:"digest"`
+	Kind   Kind     `json:"kind"`
+	Signer string   `json:"signer,omitempty"`
+}
+
+// recordOf is the refusal record of cmd.
+func recordOf(cmd []byte) *Record {
+	r := &Record{Digest: sha256.Sum256(cmd)}
+	if c, err := DecodeCommand(cmd); err == nil {
+		r.Kind, r.Signer = c.Body.Kind(), c.Signer
+	}
+	return r
 }
 
 // Encode returns the canonical bytes of the entry.
 func (en Entry) Encode() ([]byte, error) {
 	e := &encoder{}
+	if en.Record != nil {
+		if en.Command != nil || en.Status != StatusRefused {
+			e.fail("a refusal record holds no command and records a refusal")
+		}
+		if en.Record.Kind != 0 && !en.Record.Kind.valid() {
+			e.fail("unknown kind %d", en.Record.Kind)
+		}
+		e.u8(RecordVersion)
+		e.u64(en.Index)
+		e.fixed("previous root", en.PrevRoot[:], hashSize)
+		e.fixed("digest", en.Record.Digest[:], hashSize)
+		e.u8(uint8(en.Record.Kind))
+		e.optID("signer", en.Record.Signer)
+		en.Outcome.encode(e)
+		return e.buf, e.err
+	}
 	e.u8(Version)
 	e.u64(en.Index)
 	e.fixed("previous root", en.PrevRoot[:], hashSize)
@@ -169,12 +241,20 @@ func (o Outcome) encode(e *encoder) {
 func DecodeEntry(b []byte) (Entry, error) {
 	d := &decoder{buf: b}
 	var en Entry
-	if v := d.u8(); d.err == nil && v != Version {
-		return Entry{}, fmt.Errorf("%w: entry version %d, this ledger reads version %d", ErrMalformed, v, Version)
+	v := d.u8()
+	if d.err == nil && v != Version && v != RecordVersion {
+		return Entry{}, fmt.Errorf("%w: entry version %d, this ledger reads versions %d and %d", ErrMalformed, v, Version, RecordVersion)
 	}
 	en.Index = d.u64()
 	copy(en.PrevRoot[:], d.take(hashSize))
-	en.Command = d.blob("command")
+	if v == RecordVersion {
+		en.Record = &Record{}
+		copy(en.Record.Digest[:], d.take(hashSize))
+		en.Record.Kind = Kind(d.u8())
+		en.Record.Signer = d.optID("signer")
+	} else {
+		en.Command = d.blob("command")
+	}
 	en.Status = Status(d.u8())
 	en.Code = Code(d.u8())
 	en.Subject = d.optID("subject")

@@ -70,7 +70,7 @@ func Example() {
 	signed, _ := ledger.SignCheckpoint(cp, s1, s2)
 	export, _ := st.Export([][]byte{signed})
 	keys, _ := st.AuditorKeys(st.TreeSize())
-	report := ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: keys})
+	report := ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: keys, Unpinned: true})
 	fmt.Println("verified:", report.OK, "entries:", report.Entries)
 	a := report.Accounts[0]
 	fmt.Printf("%s: ε = %.3f of %g\n", a.Hospital, a.Epsilon, a.CapEpsilon)

@@ -102,6 +102,13 @@ type VerifyOptions struct {
 	// GenesisHash, when set, pins the genesis command: the SHA-256 of its
 	// bytes.
 	GenesisHash []byte
+	// Unpinned accepts a check that neither Directory nor GenesisHash pins.
+	// Without either, the parties and the auditor keys come from the log
+	// and from TrustedKeys, which a fabricated federation supplies as
+	// easily as the real one: such a check fails unless Unpinned is set,
+	// and the report then says the federation is unpinned
+	// (Report.FederationPinned is false either way).
+	Unpinned bool
 	// Now is the verifier's time, seconds since the Unix epoch; when set,
 	// the report gives the latest checkpoint's age.
 	Now int64
@@ -140,9 +147,12 @@ type Report struct {
 	Replayed   int64     `json:"replayed"` // entries replayed before the first that does not reproduce; Accounts are as of then
 	Root       tlog.Hash `json:"root"`
 	KeysPinned bool      `json:"keys_pinned"`
-	Accepted   int64     `json:"accepted"`
-	Refused    int64     `json:"refused"`
-	Duplicates int64     `json:"duplicates"`
+	// FederationPinned says the federation's parties were pinned from
+	// outside the log (VerifyOptions.Directory or GenesisHash).
+	FederationPinned bool  `json:"federation_pinned"`
+	Accepted         int64 `json:"accepted"`
+	Refused          int64 `json:"refused"`
+	Duplicates       int64 `json:"duplicates"`
 	// CheckpointTime is the time (seconds since the Unix epoch) by which a
 	// majority of the auditors had cosigned the latest checkpoint; Age is
 	// how long before the verifier's time that was, when it gave one.
@@ -162,6 +172,13 @@ func (r *Report) Failures() []Check {
 		}
 	}
 	return out
+}
+
+// OnlyUnpinned says the only failed check is that the federation was not
+// pinned (VerifyOptions.Unpinned not given): everything else verified.
+func (r *Report) OnlyUnpinned() bool {
+	f := r.Failures()
+	return len(f) == 1 && f[0].Name == CheckFederation && !r.FederationPinned
 }
 
 func (r *Report) add(c Check) {
@@ -190,7 +207,7 @@ func cpRef(i int) *int        { return &i }
 //
 // and it reports every hospital's ε as replay recomputes it.
 func Verify(export []byte, opts VerifyOptions) *Report {
-	r := &Report{KeysPinned: len(opts.TrustedKeys) > 0}
+	r := &Report{KeysPinned: len(opts.TrustedKeys) > 0, FederationPinned: len(opts.Directory) > 0 || len(opts.GenesisHash) > 0}
 	defer func() {
 		r.OK = len(r.Failures()) == 0
 	}()
@@ -475,8 +492,13 @@ func (r *Report) costs(entries [][]byte) {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	status := "VERIFIED"
-	if !r.OK {
+	switch {
+	case !r.OK && r.OnlyUnpinned():
+		status = "NOT VERIFIED (federation UNPINNED)"
+	case !r.OK:
 		status = "FAILED"
+	case !r.FederationPinned:
+		status = "VERIFIED (federation UNPINNED, accepted)"
 	}
 	fmt.Fprintf(&b, "%s: ledger %s, %d entries (%d accepted, %d refused, %d duplicates), root %s\n",
 		status, r.Origin, r.Entries, r.Accepted, r.Refused, r.Duplicates, r.Root)

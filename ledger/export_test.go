@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,8 +61,18 @@ func firstFailure(r *Report) *Check {
 func TestVerifyGoodExport(t *testing.T) {
 	f, x := goldenExport(t)
 	b := encodeExport(t, x)
-	golden(t, "export.bin", b)
-	r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st)})
+	golden(t, "export-records.bin", b)
+	// An export written before refusal records still verifies.
+	old, err := os.ReadFile(filepath.Join("testdata", "export.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Verify(old, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Unpinned: true}); !r.OK || r.Refused != 2 {
+		var sb strings.Builder
+		r.WriteText(&sb)
+		t.Fatalf("an export with whole refused commands failed:\n%s", sb.String())
+	}
+	r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Unpinned: true})
 	if !r.OK {
 		var sb strings.Builder
 		r.WriteText(&sb)
@@ -86,11 +98,11 @@ func TestVerifyGoodExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A checkpoint kept from an earlier audit, which the log extends.
-	if r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Earlier: [][]byte{x.Checkpoints[0]}}); !r.OK || len(r.Checkpoints) != 3 {
+	if r := Verify(b, VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Earlier: [][]byte{x.Checkpoints[0]}, Unpinned: true}); !r.OK || len(r.Checkpoints) != 3 {
 		t.Fatalf("earlier checkpoint: ok=%v %+v", r.OK, r.Failures())
 	}
 	// Without pinned keys the report says so, and still verifies.
-	if r := Verify(b, VerifyOptions{}); !r.OK || r.KeysPinned {
+	if r := Verify(b, VerifyOptions{Unpinned: true}); !r.OK || r.KeysPinned {
 		t.Fatalf("unpinned: ok=%v pinned=%v", r.OK, r.KeysPinned)
 	}
 }
@@ -114,7 +126,7 @@ func TestVerifyNamesTheBadEntry(t *testing.T) {
 			bad.Entries = append([][]byte(nil), x.Entries...)
 			bad.Entries[k] = bytes.Clone(x.Entries[k])
 			bad.Entries[k][off] ^= 0x01
-			r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys})
+			r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys, Unpinned: true})
 			ff := firstFailure(r)
 			if r.OK || ff == nil || ff.Entry == nil || *ff.Entry != int64(k) {
 				t.Fatalf("byte %d of entry %d changed: first failure %+v", off, k, ff)
@@ -129,7 +141,7 @@ func TestVerifyRemovedEntry(t *testing.T) {
 	for k := range len(x.Entries) {
 		bad := x
 		bad.Entries = append(append([][]byte(nil), x.Entries[:k]...), x.Entries[k+1:]...)
-		r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys})
+		r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys, Unpinned: true})
 		ff := firstFailure(r)
 		if r.OK || ff == nil || ff.Entry == nil || *ff.Entry != int64(k) {
 			t.Fatalf("entry %d removed: first failure %+v", k, ff)
@@ -137,7 +149,7 @@ func TestVerifyRemovedEntry(t *testing.T) {
 	}
 	bad := x
 	bad.Entries = append(append([][]byte(nil), x.Entries[:5]...), x.Entries[6:]...)
-	r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys})
+	r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys, Unpinned: true})
 	var sb strings.Builder
 	r.WriteText(&sb)
 	if r.Replayed != 5 || !strings.HasPrefix(sb.String(), "FAILED") || !strings.Contains(sb.String(), "FAIL replay [entry 5]") ||
@@ -149,7 +161,7 @@ func TestVerifyRemovedEntry(t *testing.T) {
 	short := x
 	short.Entries = x.Entries[:7]
 	short.Checkpoints = x.Checkpoints[:1]
-	r = Verify(encodeExport(t, short), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{x.Checkpoints[1]}})
+	r = Verify(encodeExport(t, short), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{x.Checkpoints[1]}, Unpinned: true})
 	if r.OK || !failed(r, "earlier checkpoint") {
 		t.Fatalf("a truncated log verified against a longer earlier checkpoint: %+v", r.Failures())
 	}
@@ -172,14 +184,14 @@ func TestVerifyFork(t *testing.T) {
 	other := newFed(t)
 	other.must(chargeBody("b-other", []string{"h1"}, gaussCurve(40, 1), 1), "agg")
 	fork := signedAt(t, other.st, 7, "a2", "a3")
-	r := Verify(encodeExport(t, x), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{fork}})
+	r := Verify(encodeExport(t, x), VerifyOptions{TrustedKeys: keys, Earlier: [][]byte{fork}, Unpinned: true})
 	if r.OK || !failed(r, "fork") || !failed(r, "earlier checkpoint") {
 		t.Fatalf("fork not reported: %+v", r.Failures())
 	}
 	// A fork inside the export itself.
 	bad := x
 	bad.Checkpoints = append(append([][]byte(nil), x.Checkpoints...), fork)
-	if r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys}); !failed(r, "fork") {
+	if r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: keys, Unpinned: true}); !failed(r, "fork") {
 		t.Fatalf("fork in the export not reported: %+v", r.Failures())
 	}
 }
@@ -205,13 +217,13 @@ func TestVerifyCheckpointRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := x
 			bad.Checkpoints = tc.checkpoints
-			r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: tc.trusted})
+			r := Verify(encodeExport(t, bad), VerifyOptions{TrustedKeys: tc.trusted, Unpinned: true})
 			if r.OK || !failed(r, tc.fail) {
 				t.Fatalf("want a failed %q check, got %+v", tc.fail, r.Failures())
 			}
 		})
 	}
-	if r := Verify([]byte("junk"), VerifyOptions{}); r.OK || !failed(r, "decode") {
+	if r := Verify([]byte("junk"), VerifyOptions{Unpinned: true}); r.OK || !failed(r, "decode") {
 		t.Fatal("junk verified")
 	}
 }
@@ -239,7 +251,7 @@ func FuzzDecodeExport(f *testing.F) {
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if reencodes(t, b, DecodeExport) {
-			Verify(b, VerifyOptions{}) // must not panic
+			Verify(b, VerifyOptions{Unpinned: true}) // must not panic
 		}
 	})
 }

@@ -31,7 +31,7 @@ func TestJSONWithInfinity(t *testing.T) {
 	c := chargeBody("b2", []string{"h1"}, gaussCurve(40, 1), 1)
 	c.Delta = 5e-6
 	f.must(c, "agg")
-	f.must(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 8, CapDelta: 5e-6}, "h1")
+	f.must(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 8, CapDelta: 5e-6, Timestamp: f.now()}, "h1")
 	acc := f.st.Accounts()[0]
 	if !math.IsInf(acc.Epsilon, 1) {
 		t.Fatalf("h1 ε %v with no δ left", acc.Epsilon)

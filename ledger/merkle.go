@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -113,13 +114,24 @@ func VerifyConsistency(older, newer Checkpoint, proof tlog.TreeProof) error {
 
 // ForkError reports two checkpoints of one log with the same size and
 // different roots: at least one signer attested to a history that is not
-// the log's.
+// the log's. When both were signed notes checked against the auditors'
+// keys (Verifier), NoteA and NoteB are the notes, the evidence to keep, and
+// SignedBoth the auditors whose signatures verified on both: two
+// majorities of the same auditors always share one, so a fork of two
+// majority-cosigned checkpoints names at least one auditor that signed
+// two histories.
 type ForkError struct {
-	A, B Checkpoint
+	A, B         Checkpoint
+	NoteA, NoteB []byte
+	SignedBoth   []string
 }
 
 func (e *ForkError) Error() string {
-	return fmt.Sprintf("ledger: fork: two checkpoints of %s at size %d with different roots %s and %s", e.A.Origin, e.A.Size, e.A.Root, e.B.Root)
+	msg := fmt.Sprintf("ledger: fork: two checkpoints of %s at size %d with different roots %s and %s", e.A.Origin, e.A.Size, e.A.Root, e.B.Root)
+	if len(e.SignedBoth) > 0 {
+		msg += fmt.Sprintf(", both signed by %s: keep both notes as evidence and stop trusting the log until the auditors explain it", strings.Join(e.SignedBoth, ", "))
+	}
+	return msg
 }
 
 // DetectFork returns a *ForkError when two checkpoints of the same log and

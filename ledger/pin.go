@@ -6,6 +6,10 @@ import (
 	"slices"
 )
 
+// CheckFederation names the check that the federation was pinned from
+// outside the log.
+const CheckFederation = "federation"
+
 // pinFederation checks the log's parties against the federation directory
 // the verifier holds: the genesis was signed by an administrator of the
 // directory with its key, the genesis is the one pinned by hash, and every
@@ -15,7 +19,12 @@ import (
 // auditors' signatures.
 func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) {
 	if len(opts.Directory) == 0 && len(opts.GenesisHash) == 0 {
-		r.add(Check{Name: "federation", OK: true, Detail: "parties taken from the log itself; pin them with the federation directory (verify --federation) to detect a fabricated administrator, aggregator or hospital"})
+		const what = "the federation is UNPINNED: its parties are taken from the log itself and its auditor keys from what was given, which a fabricated federation supplies as easily as the real one"
+		if opts.Unpinned {
+			r.add(Check{Name: CheckFederation, OK: true, Detail: what + " (accepted as asked); pin it with the federation directory (verify --federation) or the genesis hash (verify --genesis-hash) to detect a fabricated administrator, aggregator, hospital or auditor"})
+		} else {
+			r.add(Check{Name: CheckFederation, Detail: what + "; pin it with verify --federation DIR or --genesis-hash HEX (the auditors' genesis_hash), or accept an unpinned check with --unpinned"})
+		}
 		return
 	}
 	var genesisCmd Command

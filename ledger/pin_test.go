@@ -8,9 +8,11 @@ import (
 )
 
 // A log that names a made-up administrator and hospital, signed by a
-// majority of the real auditors, verifies against the auditors' keys alone;
-// pinned to the federation directory it fails, naming the genesis signer
-// and the foreign party. The genesis can also be pinned by its hash.
+// majority of the real auditors, is not verified against the auditors' keys
+// alone: the report says the federation is unpinned and fails, unless an
+// unpinned check is accepted explicitly; pinned to the federation directory
+// it fails, naming the genesis signer and the foreign party. The genesis
+// can also be pinned by its hash.
 func TestVerifyPinsTheFederation(t *testing.T) {
 	_, x := goldenExport(t)
 	dir := genesisBody().Parties
@@ -21,7 +23,7 @@ func TestVerifyPinsTheFederation(t *testing.T) {
 	firstCmd, _ := DecodeCommand(first.Command)
 	genesisHash, _ := firstCmd.Digest()
 	r := Verify(good, VerifyOptions{TrustedKeys: keys(goldenLog(t).st), Directory: dir, GenesisHash: genesisHash[:]})
-	if !r.OK {
+	if !r.OK || !r.FederationPinned {
 		t.Fatalf("the real log fails pinned verification: %+v", r.Failures())
 	}
 	if r := Verify(good, VerifyOptions{TrustedKeys: keys(goldenLog(t).st), GenesisHash: []byte("another genesis hash")}); !failed(r, "genesis") {
@@ -52,8 +54,21 @@ func TestVerifyPinsTheFederation(t *testing.T) {
 		t.Fatal(err)
 	}
 	trusted := keys(f.st)
-	if r := Verify(b, VerifyOptions{TrustedKeys: trusted}); !r.OK {
-		t.Fatalf("the fabricated log should pass the auditor keys alone (that is the attack): %+v", r.Failures())
+	// With the auditor keys alone the federation is unpinned: the check
+	// fails on that alone and says so, rather than passing the fabrication.
+	r = Verify(b, VerifyOptions{TrustedKeys: trusted})
+	if r.OK || !r.OnlyUnpinned() || r.FederationPinned {
+		t.Fatalf("the fabricated log checked with its auditor keys alone must fail as unpinned, and on nothing else: ok=%v %+v", r.OK, r.Failures())
+	}
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil || strings.Contains(text.String(), "VERIFIED:") || !strings.Contains(text.String(), "UNPINNED") {
+		t.Fatalf("the report of an unpinned check must not read VERIFIED and must say UNPINNED: %v\n%s", err, text.String())
+	}
+	// Accepted explicitly, it passes, and still says it is unpinned.
+	r = Verify(b, VerifyOptions{TrustedKeys: trusted, Unpinned: true})
+	text.Reset()
+	if err := r.WriteText(&text); err != nil || !r.OK || r.FederationPinned || !strings.Contains(text.String(), "federation UNPINNED, accepted") {
+		t.Fatalf("an accepted unpinned check of the fabricated log: ok=%v %+v\n%s", r.OK, r.Failures(), text.String())
 	}
 	r = Verify(b, VerifyOptions{TrustedKeys: trusted, Directory: dir})
 	if r.OK || !failed(r, "genesis signer") || !failed(r, "party") {

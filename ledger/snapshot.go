@@ -112,6 +112,7 @@ func (s *State) Restore(snapshot []byte) error {
 		s.genesis, s.origin, s.genesisHash, s.classes = false, "", [32]byte{}, 0
 		s.grid, s.parties, s.joined, s.accounts, s.students = empty.grid, empty.parties, empty.joined, empty.accounts, empty.students
 		s.batches, s.sessions, s.opened, s.latest, s.ensembles = empty.batches, empty.sessions, empty.opened, empty.latest, empty.ensembles
+		s.paced = empty.paced
 		s.log, s.costs, s.pre = empty.log, empty.costs, empty.pre
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
 	}
@@ -119,6 +120,7 @@ func (s *State) Restore(snapshot []byte) error {
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
 	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
+	s.paced = fresh.paced
 	return nil
 }
 
@@ -241,7 +243,10 @@ func (s *State) replayOne(i int64, b []byte) error {
 	if en.Index != uint64(i) {
 		return &ReplayError{Index: i, Reason: fmt.Sprintf("entry says it is entry %d: an entry is missing, repeated or out of order", en.Index)}
 	}
-	r, err := s.Apply(en.Command)
+	if en.Record != nil {
+		return s.replayRecord(i, en, b)
+	}
+	r, err := s.apply(en.Command, en.Status == StatusRefused)
 	if err != nil {
 		return &ReplayError{Index: i, Reason: strings.TrimPrefix(err.Error(), "ledger: ")}
 	}
@@ -261,6 +266,26 @@ func (s *State) replayOne(i int64, b []byte) error {
 		}
 		return &ReplayError{Index: i, Reason: fmt.Sprintf("recorded %s/%s %s, replay gives %s/%s %s (%s)",
 			en.Status, en.Code, en.Subject, r.Status, r.Code, r.Subject, r.Message)}
+	}
+	return nil
+}
+
+// replayRecord appends the refusal record en (encoded as b) as entry i. A
+// refusal changed nothing, so there is nothing to apply; what can be
+// checked is that the record follows the entries before it.
+func (s *State) replayRecord(i int64, en Entry, b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, err := s.log.treeHash(i)
+	if err != nil {
+		return &ReplayError{Index: i, Reason: strings.TrimPrefix(err.Error(), "ledger: ")}
+	}
+	if prev != en.PrevRoot {
+		return &ReplayError{Index: i, prevRootOnly: i > 0, Reason: fmt.Sprintf(
+			"entry %d records a tree root for the entries before it that they do not have", i)}
+	}
+	if err := s.appendEntry(b); err != nil {
+		return &ReplayError{Index: i, Reason: strings.TrimPrefix(err.Error(), "ledger: ")}
 	}
 	return nil
 }

@@ -128,6 +128,7 @@ type State struct {
 	latest      map[string]string   // sessionKey → the ID of the session opened last
 	ensembles   map[string]Ensemble // hospital → its registered ensemble
 	classes     uint64              // the federation's class count, from the first ensemble registration
+	paced       map[string]int64    // hospital → when its account commands are paced again (pace.go)
 
 	log hashStore // the entries and their RFC 6962 hashes
 
@@ -152,6 +153,7 @@ func newState(h History) *State {
 		opened:    map[string]applied{},
 		latest:    map[string]string{},
 		ensembles: map[string]Ensemble{},
+		paced:     map[string]int64{},
 		costs:     newCostCache(),
 		pre:       &preverified{},
 	}
@@ -160,21 +162,32 @@ func newState(h History) *State {
 // Apply applies one encoded command and records it as the next entry. The
 // error is non-nil only for a command over MaxCommandSize (nothing is
 // recorded); every refusal is a Result with StatusRefused, recorded like an
-// acceptance, and Result.Err returns it as a *RefusalError.
+// acceptance but as a fixed-size refusal record (Entry.Record), and
+// Result.Err returns it as a *RefusalError.
 func (s *State) Apply(cmd []byte) (Result, error) {
+	return s.apply(cmd, false)
+}
+
+// apply is Apply; whole records a refusal with the command's bytes, as logs
+// written before refusal records did.
+func (s *State) apply(cmd []byte, whole bool) (Result, error) {
 	if len(cmd) > MaxCommandSize {
 		return Result{}, fmt.Errorf("%w (%d bytes, the limit is %d)", ErrCommandTooLarge, len(cmd), MaxCommandSize)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	index := uint64(s.log.size())
-	r, commit := s.decide(cmd, index)
+	r, commit := s.decide(cmd, index, nil)
 	r.Index = index
 	prev, err := s.log.treeHash(int64(index))
 	if err != nil {
 		return Result{}, err
 	}
-	b, err := Entry{Index: index, PrevRoot: prev, Command: cmd, Outcome: r.Outcome}.Encode()
+	en := Entry{Index: index, PrevRoot: prev, Command: cmd, Outcome: r.Outcome}
+	if r.Status == StatusRefused && !whole {
+		en.Command, en.Record = nil, recordOf(cmd)
+	}
+	b, err := en.Encode()
 	if err != nil {
 		// Outcomes are built from decoded identifiers only, so this cannot
 		// happen; refuse to record rather than record a broken entry.
@@ -200,7 +213,22 @@ func (s *State) Check(cmd []byte) Result {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	r, _ := s.decide(cmd, uint64(s.log.size()))
+	r, _ := s.decide(cmd, uint64(s.log.size()), nil)
+	return r
+}
+
+// CheckAt is Check by a proposer whose clock reads now (unix nanoseconds):
+// it also refuses, as rate-limited, a hospital's account command stamped
+// more than StampWindow away from now, so that no hospital gains account
+// commands by stamping them ahead (see pace.go). Apply never reads a clock;
+// only proposers call CheckAt.
+func (s *State) CheckAt(cmd []byte, now int64) Result {
+	if len(cmd) > MaxCommandSize {
+		return refuse(CodeMalformed, "", "the command is %d bytes, the limit is %d", len(cmd), MaxCommandSize)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, _ := s.decide(cmd, uint64(s.log.size()), &now)
 	return r
 }
 
@@ -227,10 +255,15 @@ func accept(format string, args ...any) Result {
 // decide computes the result of a command without changing the state; the
 // returned commit function, run only after the entry is recorded, makes the
 // change. A refusal returns no commit.
-func (s *State) decide(cmd []byte, index uint64) (Result, func()) {
+func (s *State) decide(cmd []byte, index uint64, now *int64) (Result, func()) {
 	c, verifiedWith, err := s.decode(cmd)
 	if err != nil {
 		return refuse(CodeMalformed, "", "%v", err), nil
+	}
+	if now != nil {
+		if r, ok := stampInWindow(c, *now); !ok {
+			return r, nil
+		}
 	}
 	if g, ok := c.Body.(*Genesis); ok {
 		return s.genesisCmd(c, g, index)
@@ -322,7 +355,12 @@ func (s *State) openAccount(signer Party, b *OpenAccount, index uint64) (Result,
 	if !validCap(b.CapEpsilon, b.CapDelta) {
 		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
 	}
+	next, r, ok := s.pace(b.Hospital, b.Timestamp)
+	if !ok {
+		return r, nil
+	}
 	return accept("opened account of %s with cap ε=%v δ=%v", b.Hospital, b.CapEpsilon, b.CapDelta), func() {
+		s.paced[b.Hospital] = next
 		s.accounts[b.Hospital] = &account{capEps: b.CapEpsilon, capDelta: b.CapDelta, curve: s.grid.Zero(), opened: index}
 	}
 }
@@ -341,7 +379,12 @@ func (s *State) changeCap(signer Party, b *ChangeCap) (Result, func()) {
 	if !validCap(b.CapEpsilon, b.CapDelta) {
 		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
 	}
+	next, r, ok := s.pace(b.Hospital, b.Timestamp)
+	if !ok {
+		return r, nil
+	}
 	return accept("cap of %s changed from ε=%v δ=%v to ε=%v δ=%v (version %d)", b.Hospital, a.capEps, a.capDelta, b.CapEpsilon, b.CapDelta, b.Version), func() {
+		s.paced[b.Hospital] = next
 		a.capEps, a.capDelta, a.capVersion = b.CapEpsilon, b.CapDelta, b.Version
 	}
 }

@@ -149,32 +149,32 @@ func TestApplyRefusals(t *testing.T) {
 		{name: "a hospital opens only its own account", prepare: func(f *fed) {
 			f.must(&RegisterParty{Party: testParty("h4", RoleHospital), Timestamp: f.now()}, "admin")
 		}, cmd: func(f *fed) []byte {
-			return f.sign(&OpenAccount{Hospital: "h4", CapEpsilon: 100, CapDelta: 1e-5}, "h1")
+			return f.sign(&OpenAccount{Hospital: "h4", CapEpsilon: 100, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
 		}, status: StatusRefused, code: CodeWrongSigner, subject: "h1"},
 		{name: "the aggregator cannot open an account", prepare: func(f *fed) {
 			f.must(&RegisterParty{Party: testParty("h4", RoleHospital), Timestamp: f.now()}, "admin")
 		}, cmd: func(f *fed) []byte {
-			return f.sign(&OpenAccount{Hospital: "h4", CapEpsilon: 100, CapDelta: 1e-5}, "agg")
+			return f.sign(&OpenAccount{Hospital: "h4", CapEpsilon: 100, CapDelta: 1e-5, Timestamp: f.now()}, "agg")
 		}, status: StatusRefused, code: CodeWrongSigner, subject: "agg"},
 		{name: "account opened twice", cmd: func(f *fed) []byte {
-			return f.sign(&OpenAccount{Hospital: "h1", CapEpsilon: 100, CapDelta: 1e-5}, "h1")
+			return f.sign(&OpenAccount{Hospital: "h1", CapEpsilon: 100, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
 		}, status: StatusRefused, code: CodeAccountExists, subject: "h1"},
 		{name: "infinite cap", prepare: func(f *fed) {
 			f.must(&RegisterParty{Party: testParty("h4", RoleHospital), Timestamp: f.now()}, "admin")
 		}, cmd: func(f *fed) []byte {
-			return f.sign(&OpenAccount{Hospital: "h4", CapEpsilon: math.Inf(1), CapDelta: 1e-5}, "h4")
+			return f.sign(&OpenAccount{Hospital: "h4", CapEpsilon: math.Inf(1), CapDelta: 1e-5, Timestamp: f.now()}, "h4")
 		}, status: StatusRefused, code: CodeBadCap, subject: "h4"},
 		{name: "cap raised by the hospital's signed request", cmd: func(f *fed) []byte {
-			return f.sign(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 3, CapDelta: 1e-6}, "h2")
+			return f.sign(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 3, CapDelta: 1e-6, Timestamp: f.now()}, "h2")
 		}, status: StatusAccepted},
 		{name: "cap change by someone else", cmd: func(f *fed) []byte {
-			return f.sign(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 30, CapDelta: 1e-6}, "agg")
+			return f.sign(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 30, CapDelta: 1e-6, Timestamp: f.now()}, "agg")
 		}, status: StatusRefused, code: CodeWrongSigner, subject: "agg"},
 		{name: "cap change replayed", prepare: func(f *fed) {
-			f.must(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 3, CapDelta: 1e-6}, "h2")
-			f.must(&ChangeCap{Hospital: "h2", Version: 2, CapEpsilon: 1, CapDelta: 1e-6}, "h2")
+			f.must(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 3, CapDelta: 1e-6, Timestamp: f.now()}, "h2")
+			f.must(&ChangeCap{Hospital: "h2", Version: 2, CapEpsilon: 1, CapDelta: 1e-6, Timestamp: f.now()}, "h2")
 		}, cmd: func(f *fed) []byte {
-			return f.sign(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 3, CapDelta: 1e-6}, "h2")
+			return f.sign(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 3, CapDelta: 1e-6, Timestamp: f.now()}, "h2")
 		}, status: StatusRefused, code: CodeStaleCapVersion, subject: "h2"},
 		{name: "party registered twice", cmd: func(f *fed) []byte {
 			return f.sign(&RegisterParty{Party: testParty("h1", RoleHospital)}, "admin")
@@ -302,8 +302,8 @@ func TestEpsilonAgreesWithMechanism(t *testing.T) {
 // hospital's own δ.
 func TestCapAtHospitalDelta(t *testing.T) {
 	f := newFed(t)
-	f.must(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 2.5, CapDelta: 1e-5}, "h1")
-	f.must(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 2.5, CapDelta: 1e-10}, "h2")
+	f.must(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 2.5, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
+	f.must(&ChangeCap{Hospital: "h2", Version: 1, CapEpsilon: 2.5, CapDelta: 1e-10, Timestamp: f.now()}, "h2")
 	curve := gaussCurve(20, 40)
 	g := mechanism.DefaultGrid()
 	c, _ := g.CurveOf(curve)

@@ -24,6 +24,13 @@ const verifierMemo = 16
 // verdict. Only checkpoints that verified are remembered, by the SHA-256 of
 // their bytes, so a checkpoint that differs in any byte is checked anew.
 //
+// A Verifier also remembers the root of each checkpoint size it verified
+// (the latest forkMemo sizes) and refuses, with a *ForkError holding both
+// notes, a checkpoint a majority signed with another root for a size it
+// has seen: the auditors' logs forked, and a party that checks its
+// receipts with one Verifier (the aggregator, each hospital, the student)
+// detects it with the second receipt on the other branch.
+//
 // A Verifier is safe for concurrent use.
 type Verifier struct {
 	keys []note.Verifier
@@ -31,6 +38,18 @@ type Verifier struct {
 	mu     sync.Mutex
 	opened map[[32]byte]SignedCheckpoint
 	order  [][32]byte // opened's keys, oldest first
+	roots  map[int64]seenRoot
+	sizes  []int64 // roots' keys, oldest first
+}
+
+// forkMemo is how many checkpoint sizes a Verifier remembers the root of,
+// to detect a fork, with its note as evidence: well under 1 MiB.
+const forkMemo = 1024
+
+// seenRoot is a verified checkpoint kept as evidence of its size's root.
+type seenRoot struct {
+	sc   SignedCheckpoint
+	note []byte
 }
 
 // NewVerifier returns a Verifier for the given auditor verifier keys, which
@@ -41,7 +60,7 @@ func NewVerifier(auditorKeys []string) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Verifier{keys: vs, opened: map[[32]byte]SignedCheckpoint{}}, nil
+	return &Verifier{keys: vs, opened: map[[32]byte]SignedCheckpoint{}, roots: map[int64]seenRoot{}}, nil
 }
 
 // Checkpoint is OpenCheckpoint with the Verifier's keys.
@@ -58,6 +77,10 @@ func (v *Verifier) Checkpoint(signed []byte) (SignedCheckpoint, error) {
 		return sc, err
 	}
 	v.mu.Lock()
+	if err := v.checkFork(sc, signed); err != nil {
+		v.mu.Unlock()
+		return sc, err
+	}
 	if _, ok := v.opened[h]; !ok {
 		if len(v.order) == verifierMemo {
 			delete(v.opened, v.order[0])
@@ -68,6 +91,31 @@ func (v *Verifier) Checkpoint(signed []byte) (SignedCheckpoint, error) {
 	}
 	v.mu.Unlock()
 	return sc.clone(), nil
+}
+
+// checkFork returns a *ForkError when a checkpoint of sc's size with
+// another root verified before, and otherwise remembers sc's root; v.mu is
+// held.
+func (v *Verifier) checkFork(sc SignedCheckpoint, signed []byte) error {
+	if prev, ok := v.roots[sc.Size]; ok {
+		if prev.sc.Origin != sc.Origin || prev.sc.Root == sc.Root {
+			return nil
+		}
+		var both []string
+		for _, s := range sc.Signers {
+			if slices.Contains(prev.sc.Signers, s) {
+				both = append(both, s)
+			}
+		}
+		return &ForkError{A: prev.sc.Checkpoint, B: sc.Checkpoint, NoteA: prev.note, NoteB: slices.Clone(signed), SignedBoth: both}
+	}
+	if len(v.sizes) == forkMemo {
+		delete(v.roots, v.sizes[0])
+		v.sizes = append(v.sizes[:0], v.sizes[1:]...)
+	}
+	v.roots[sc.Size] = seenRoot{sc: sc.clone(), note: slices.Clone(signed)}
+	v.sizes = append(v.sizes, sc.Size)
+	return nil
 }
 
 // clone returns a copy the caller may change without changing the memo.

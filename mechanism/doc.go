@@ -36,7 +36,7 @@
 //	                 RDP α/(2σ1²) per query, + α/σ2² when answered.
 //	nzc-svt          the exact argmax when a noisy distance to instability
 //	                 clears a noisy threshold; a session stops after K
-//	                 refusals; its (ε, δ) is fixed when it opens (Session).
+//	                 refusals; its (ε, δ) is fixed when it opens (svt.go).
 //
 // # The set of mechanisms
 //

@@ -105,10 +105,22 @@ var mechanisms = newRegistry(nzcDef{}, lnmaxDef{}, gnmaxDef{}, confidentDef{}, s
 
 // Register adds the mechanism d defines, under d.Kind(), to the set every
 // party and the ledger accept. A kind that is registered already, or empty,
-// is refused with ErrRegistered and changes nothing. Every party and
-// auditor of a federation must register the same mechanisms.
+// is refused with ErrRegistered, and a definition whose preset is of
+// another kind or reads a parameter Params does not have with ErrBadParams;
+// either changes nothing. Every party and auditor of a federation must
+// register the same mechanisms.
 func Register(d Def) error {
 	k := d.Kind()
+	if p := d.Preset(); p.Mechanism != k {
+		return fmt.Errorf("%w: the preset of %q is of mechanism %q", ErrBadParams, k, p.Mechanism)
+	}
+	keys := d.Keys(d.Preset())
+	for i, key := range keys {
+		if !slices.Contains(paramKeys(), key) || slices.Contains(keys[:i], key) {
+			return fmt.Errorf("%w: mechanism %q reads the parameter %q, which is not one of %s or is named twice; add a field to Params for a new parameter",
+				ErrBadParams, k, key, strings.Join(paramKeys(), ", "))
+		}
+	}
 	mechanisms.mu.Lock()
 	defer mechanisms.mu.Unlock()
 	if _, ok := mechanisms.defs[k]; ok || k == "" {

@@ -144,159 +144,21 @@ func Validate(m proto.Message) error {
 			return bad("error without a code")
 		}
 	case *nzcpb.Hello:
-		if m.GetProtocolVersion() != ProtocolVersion {
-			return bad("protocol version %d, this party speaks %d: upgrade the older party", m.GetProtocolVersion(), ProtocolVersion)
-		}
-		if m.GetRole() == nzcpb.Role_ROLE_UNSPECIFIED || nzcpb.Role_name[int32(m.GetRole())] == "" {
-			return bad("hello without a known role")
-		}
-		if err := checkPartyID("party_id", m.GetPartyId()); err != nil {
-			return err
-		}
-		if err := checkRecipient(m.GetAgeRecipient()); err != nil {
-			return err
-		}
-		h := m.GetHospital()
-		if (m.GetRole() == nzcpb.Role_ROLE_HOSPITAL) != (h != nil) {
-			return bad("hospital info must be set exactly when the role is hospital")
-		}
-		if h != nil {
-			if h.GetNumTeachers() < 1 {
-				return bad("a hospital needs at least one teacher")
-			}
-			if err := checkClasses(h.GetNumClasses()); err != nil {
-				return err
-			}
-		}
+		return validHello(m)
 	case *nzcpb.Ack:
-		if m.GetProtocolVersion() != ProtocolVersion {
-			return bad("protocol version %d, this party speaks %d: upgrade the older party", m.GetProtocolVersion(), ProtocolVersion)
-		}
-		if m.GetAgeRecipient() != "" {
-			if err := checkRecipient(m.GetAgeRecipient()); err != nil {
-				return err
-			}
-		}
+		return validAck(m)
 	case *nzcpb.QueryBatch:
-		if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
-			return err
-		}
-		if err := checkDim(m.GetFeatureDim(), m.GetNumQueries()); err != nil {
-			return err
-		}
-		if err := checkClasses(m.GetNumClasses()); err != nil {
-			return err
-		}
-		if len(m.GetSealedFeatures()) == 0 {
-			return bad("query batch without sealed features")
-		}
-		if n := len(m.GetHospitalIds()); n == 0 || n > MaxHospitals {
-			return bad("query batch names %d hospitals, want 1 to %d", n, MaxHospitals)
-		}
-		seen := make(map[string]bool, len(m.GetHospitalIds()))
-		for _, id := range m.GetHospitalIds() {
-			if err := checkPartyID("hospital_ids", id); err != nil {
-				return err
-			}
-			if seen[id] {
-				return bad("hospital %q named twice", id)
-			}
-			seen[id] = true
-		}
-		if m.GetDeadlineUnixMs() <= 0 {
-			return bad("query batch without a deadline")
-		}
-		if n := len(m.GetChargeReceipts()); n > MaxChargeReceipts {
-			return bad("query batch hands over %d charge receipts, at most %d", n, MaxChargeReceipts)
-		}
-		for _, r := range m.GetChargeReceipts() {
-			if r == nil {
-				return bad("query batch with an empty charge receipt")
-			}
-			if err := checkReceipt(r); err != nil {
-				return err
-			}
-		}
+		return validQueryBatch(m)
 	case *nzcpb.VoteBatch:
-		if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
-			return err
-		}
-		if err := checkPartyID("hospital_id", m.GetHospitalId()); err != nil {
-			return err
-		}
-		if err := checkClasses(m.GetNumClasses()); err != nil {
-			return err
-		}
-		if len(m.GetSealedHistograms()) == 0 {
-			return bad("vote batch without sealed histograms")
-		}
+		return validVoteBatch(m)
 	case *nzcpb.LabelRequest:
-		if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
-			return err
-		}
-		if err := checkDim(m.GetFeatureDim(), m.GetNumQueries()); err != nil {
-			return err
-		}
-		if len(m.GetSealedFeatures()) == 0 {
-			return bad("label request without sealed features")
-		}
+		return validLabelRequest(m)
 	case *nzcpb.LabelResponse:
-		if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
-			return err
-		}
-		if len(m.GetSealedLabels()) == 0 {
-			return bad("label response without sealed labels")
-		}
-		if len(m.GetAnswersHash()) != 32 {
-			return bad("answers hash of %d bytes, want 32 (SHA-256)", len(m.GetAnswersHash()))
-		}
-		if err := checkReceipt(m.GetReceipt()); err != nil {
-			return err
-		}
+		return validLabelResponse(m)
 	case *nzcpb.BudgetRequest:
-		if d := m.GetDelta(); d < 0 || d >= 1 || math.IsNaN(d) {
-			return bad("delta %v outside [0, 1)", d)
-		}
-		for _, id := range m.GetHospitalIds() {
-			if err := checkPartyID("hospital_ids", id); err != nil {
-				return err
-			}
-		}
-		if id := m.GetStudentId(); id != "" {
-			if err := checkPartyID("student_id", id); err != nil {
-				return err
-			}
-		}
+		return validBudgetRequest(m)
 	case *nzcpb.BudgetResponse:
-		if st := m.GetStudent(); st != nil {
-			if err := checkPartyID("student.student_id", st.GetStudentId()); err != nil {
-				return err
-			}
-		}
-		for _, e := range m.GetEnsembles() {
-			if err := checkPartyID("ensembles.hospital_id", e.GetHospitalId()); err != nil {
-				return err
-			}
-			if e.GetTeachers() < 1 || e.GetTeachers() > MaxTeachers {
-				return bad("the registered ensemble of %q has %d teachers, want 1 to %d", e.GetHospitalId(), e.GetTeachers(), MaxTeachers)
-			}
-		}
-		if c := m.GetClasses(); c != 0 && (c < 2 || c > MaxClasses) {
-			return bad("the registered class count %d is outside [2, %d]", c, MaxClasses)
-		}
-		for _, b := range m.GetBudgets() {
-			if err := checkPartyID("hospital_id", b.GetHospitalId()); err != nil {
-				return err
-			}
-			for _, v := range append([]float64{b.GetEpsilonCap(), b.GetDeltaCap(), b.GetEpsilonSpent(), b.GetDelta(), b.GetPureEpsilon()}, b.GetCurve()...) {
-				if math.IsNaN(v) || v < 0 {
-					return bad("budget of %q holds %v", b.GetHospitalId(), v)
-				}
-			}
-			if len(b.GetCurve()) > maxCurve {
-				return bad("budget of %q has a curve of %d orders, at most %d", b.GetHospitalId(), len(b.GetCurve()), maxCurve)
-			}
-		}
+		return validBudgetResponse(m)
 	case *nzcpb.LedgerSubmit:
 		if len(m.GetCommand()) == 0 {
 			return bad("empty ledger command")
@@ -309,52 +171,245 @@ func Validate(m proto.Message) error {
 			return err
 		}
 	case *nzcpb.Features:
-		if m.GetNumQueries() < 1 || m.GetNumQueries() > MaxBatchQueries {
-			return bad("features for %d queries, want 1 to %d", m.GetNumQueries(), MaxBatchQueries)
-		}
-		if err := checkDim(m.GetFeatureDim(), m.GetNumQueries()); err != nil {
-			return err
-		}
-		if want := uint64(m.GetNumQueries()) * uint64(m.GetFeatureDim()); uint64(len(m.GetValues())) != want {
-			return bad("features hold %d values, want %d × %d", len(m.GetValues()), m.GetNumQueries(), m.GetFeatureDim())
-		}
-		for i, v := range m.GetValues() {
-			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-				return bad("feature value %d is %v", i, v)
-			}
-		}
+		return validFeatures(m)
 	case *nzcpb.Histograms:
-		nq, nc, nt := m.GetNumQueries(), m.GetNumClasses(), m.GetNumTeachers()
-		if nq < 1 || nq > MaxBatchQueries {
-			return bad("histograms for %d queries, want 1 to %d", nq, MaxBatchQueries)
+		return validHistograms(m)
+	case *nzcpb.Labels:
+		return validLabels(m)
+	}
+	return nil
+}
+
+func validHello(m *nzcpb.Hello) error {
+	if m.GetProtocolVersion() != ProtocolVersion {
+		return bad("protocol version %d, this party speaks %d: upgrade the older party", m.GetProtocolVersion(), ProtocolVersion)
+	}
+	if m.GetRole() == nzcpb.Role_ROLE_UNSPECIFIED || nzcpb.Role_name[int32(m.GetRole())] == "" {
+		return bad("hello without a known role")
+	}
+	if err := checkPartyID("party_id", m.GetPartyId()); err != nil {
+		return err
+	}
+	if err := checkRecipient(m.GetAgeRecipient()); err != nil {
+		return err
+	}
+	h := m.GetHospital()
+	if (m.GetRole() == nzcpb.Role_ROLE_HOSPITAL) != (h != nil) {
+		return bad("hospital info must be set exactly when the role is hospital")
+	}
+	if h != nil {
+		if h.GetNumTeachers() < 1 {
+			return bad("a hospital needs at least one teacher")
 		}
-		if err := checkClasses(nc); err != nil {
+		if err := checkClasses(h.GetNumClasses()); err != nil {
 			return err
 		}
-		if nt < 1 {
-			return bad("histograms of %d teachers", nt)
+	}
+	return nil
+}
+
+func validAck(m *nzcpb.Ack) error {
+	if m.GetProtocolVersion() != ProtocolVersion {
+		return bad("protocol version %d, this party speaks %d: upgrade the older party", m.GetProtocolVersion(), ProtocolVersion)
+	}
+	if m.GetAgeRecipient() != "" {
+		if err := checkRecipient(m.GetAgeRecipient()); err != nil {
+			return err
 		}
-		counts := m.GetCounts()
-		if uint64(len(counts)) != uint64(nq)*uint64(nc) {
-			return bad("histograms hold %d counts, want %d × %d", len(counts), nq, nc)
+	}
+	return nil
+}
+
+func validQueryBatch(m *nzcpb.QueryBatch) error {
+	if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
+		return err
+	}
+	if err := checkDim(m.GetFeatureDim(), m.GetNumQueries()); err != nil {
+		return err
+	}
+	if err := checkClasses(m.GetNumClasses()); err != nil {
+		return err
+	}
+	if len(m.GetSealedFeatures()) == 0 {
+		return bad("query batch without sealed features")
+	}
+	if n := len(m.GetHospitalIds()); n == 0 || n > MaxHospitals {
+		return bad("query batch names %d hospitals, want 1 to %d", n, MaxHospitals)
+	}
+	seen := make(map[string]bool, len(m.GetHospitalIds()))
+	for _, id := range m.GetHospitalIds() {
+		if err := checkPartyID("hospital_ids", id); err != nil {
+			return err
 		}
-		for q := range int(nq) {
-			var sum uint64
-			for _, c := range counts[q*int(nc) : (q+1)*int(nc)] {
-				sum += uint64(c)
+		if seen[id] {
+			return bad("hospital %q named twice", id)
+		}
+		seen[id] = true
+	}
+	if m.GetDeadlineUnixMs() <= 0 {
+		return bad("query batch without a deadline")
+	}
+	if n := len(m.GetChargeReceipts()); n > MaxChargeReceipts {
+		return bad("query batch hands over %d charge receipts, at most %d", n, MaxChargeReceipts)
+	}
+	for _, r := range m.GetChargeReceipts() {
+		if r == nil {
+			return bad("query batch with an empty charge receipt")
+		}
+		if err := checkReceipt(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validVoteBatch(m *nzcpb.VoteBatch) error {
+	if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
+		return err
+	}
+	if err := checkPartyID("hospital_id", m.GetHospitalId()); err != nil {
+		return err
+	}
+	if err := checkClasses(m.GetNumClasses()); err != nil {
+		return err
+	}
+	if len(m.GetSealedHistograms()) == 0 {
+		return bad("vote batch without sealed histograms")
+	}
+	return nil
+}
+
+func validLabelRequest(m *nzcpb.LabelRequest) error {
+	if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
+		return err
+	}
+	if err := checkDim(m.GetFeatureDim(), m.GetNumQueries()); err != nil {
+		return err
+	}
+	if len(m.GetSealedFeatures()) == 0 {
+		return bad("label request without sealed features")
+	}
+	return nil
+}
+
+func validLabelResponse(m *nzcpb.LabelResponse) error {
+	if err := checkBatch(m.GetBatchId(), m.GetNumQueries()); err != nil {
+		return err
+	}
+	if len(m.GetSealedLabels()) == 0 {
+		return bad("label response without sealed labels")
+	}
+	if len(m.GetAnswersHash()) != 32 {
+		return bad("answers hash of %d bytes, want 32 (SHA-256)", len(m.GetAnswersHash()))
+	}
+	if err := checkReceipt(m.GetReceipt()); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validBudgetRequest(m *nzcpb.BudgetRequest) error {
+	if d := m.GetDelta(); d < 0 || d >= 1 || math.IsNaN(d) {
+		return bad("delta %v outside [0, 1)", d)
+	}
+	for _, id := range m.GetHospitalIds() {
+		if err := checkPartyID("hospital_ids", id); err != nil {
+			return err
+		}
+	}
+	if id := m.GetStudentId(); id != "" {
+		if err := checkPartyID("student_id", id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validBudgetResponse(m *nzcpb.BudgetResponse) error {
+	if st := m.GetStudent(); st != nil {
+		if err := checkPartyID("student.student_id", st.GetStudentId()); err != nil {
+			return err
+		}
+	}
+	for _, e := range m.GetEnsembles() {
+		if err := checkPartyID("ensembles.hospital_id", e.GetHospitalId()); err != nil {
+			return err
+		}
+		if e.GetTeachers() < 1 || e.GetTeachers() > MaxTeachers {
+			return bad("the registered ensemble of %q has %d teachers, want 1 to %d", e.GetHospitalId(), e.GetTeachers(), MaxTeachers)
+		}
+	}
+	if c := m.GetClasses(); c != 0 && (c < 2 || c > MaxClasses) {
+		return bad("the registered class count %d is outside [2, %d]", c, MaxClasses)
+	}
+	for _, b := range m.GetBudgets() {
+		if err := checkPartyID("hospital_id", b.GetHospitalId()); err != nil {
+			return err
+		}
+		for _, v := range append([]float64{b.GetEpsilonCap(), b.GetDeltaCap(), b.GetEpsilonSpent(), b.GetDelta(), b.GetPureEpsilon()}, b.GetCurve()...) {
+			if math.IsNaN(v) || v < 0 {
+				return bad("budget of %q holds %v", b.GetHospitalId(), v)
 			}
-			if sum != uint64(nt) {
-				return bad("histogram of query %d sums to %d votes, want %d (one per teacher)", q, sum, nt)
-			}
 		}
-	case *nzcpb.Labels:
-		if len(m.GetLabels()) != len(m.GetRefused()) {
-			return bad("%d labels but %d refused flags", len(m.GetLabels()), len(m.GetRefused()))
+		if len(b.GetCurve()) > maxCurve {
+			return bad("budget of %q has a curve of %d orders, at most %d", b.GetHospitalId(), len(b.GetCurve()), maxCurve)
 		}
-		for i, l := range m.GetLabels() {
-			if m.GetRefused()[i] != (l == -1) || l < -1 || l >= MaxClasses {
-				return bad("label %d is %d with refused=%v: a refused query has label -1, an answered one a class", i, l, m.GetRefused()[i])
-			}
+	}
+	return nil
+}
+
+func validFeatures(m *nzcpb.Features) error {
+	if m.GetNumQueries() < 1 || m.GetNumQueries() > MaxBatchQueries {
+		return bad("features for %d queries, want 1 to %d", m.GetNumQueries(), MaxBatchQueries)
+	}
+	if err := checkDim(m.GetFeatureDim(), m.GetNumQueries()); err != nil {
+		return err
+	}
+	if want := uint64(m.GetNumQueries()) * uint64(m.GetFeatureDim()); uint64(len(m.GetValues())) != want {
+		return bad("features hold %d values, want %d × %d", len(m.GetValues()), m.GetNumQueries(), m.GetFeatureDim())
+	}
+	for i, v := range m.GetValues() {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return bad("feature value %d is %v", i, v)
+		}
+	}
+	return nil
+}
+
+func validHistograms(m *nzcpb.Histograms) error {
+	nq, nc, nt := m.GetNumQueries(), m.GetNumClasses(), m.GetNumTeachers()
+	if nq < 1 || nq > MaxBatchQueries {
+		return bad("histograms for %d queries, want 1 to %d", nq, MaxBatchQueries)
+	}
+	if err := checkClasses(nc); err != nil {
+		return err
+	}
+	if nt < 1 {
+		return bad("histograms of %d teachers", nt)
+	}
+	counts := m.GetCounts()
+	if uint64(len(counts)) != uint64(nq)*uint64(nc) {
+		return bad("histograms hold %d counts, want %d × %d", len(counts), nq, nc)
+	}
+	for q := range int(nq) {
+		var sum uint64
+		for _, c := range counts[q*int(nc) : (q+1)*int(nc)] {
+			sum += uint64(c)
+		}
+		if sum != uint64(nt) {
+			return bad("histogram of query %d sums to %d votes, want %d (one per teacher)", q, sum, nt)
+		}
+	}
+	return nil
+}
+
+func validLabels(m *nzcpb.Labels) error {
+	if len(m.GetLabels()) != len(m.GetRefused()) {
+		return bad("%d labels but %d refused flags", len(m.GetLabels()), len(m.GetRefused()))
+	}
+	for i, l := range m.GetLabels() {
+		if m.GetRefused()[i] != (l == -1) || l < -1 || l >= MaxClasses {
+			return bad("label %d is %d with refused=%v: a refused query has label -1, an answered one a class", i, l, m.GetRefused()[i])
 		}
 	}
 	return nil

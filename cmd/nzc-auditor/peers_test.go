@@ -22,9 +22,14 @@ func TestPeers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			found, join := peers(config.Auditor{ID: "auditor-2", Peers: list, Bootstrap: tt.bootstrap})
+			members, found, join := peers(config.Auditor{ID: "auditor-2", Peers: list, Bootstrap: tt.bootstrap})
 			if !slices.Equal(found, tt.found) || !slices.Equal(join, tt.join) {
 				t.Fatalf("found %v, join %v; want %v, %v", found, join, tt.found, tt.join)
+			}
+			// Every configured peer binds its id to its address, founding or not.
+			all := []raftnode.Peer{{ID: "auditor-1", Addr: "10.0.0.1:7500"}, {ID: "auditor-2", Addr: "10.0.0.2:7500"}, {ID: "auditor-3", Addr: "10.0.0.3:7500"}}
+			if !slices.Equal(members, all) {
+				t.Fatalf("members %v, want %v", members, all)
 			}
 		})
 	}

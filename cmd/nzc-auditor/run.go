@@ -51,7 +51,7 @@ take snapshots (see 'nzc ledger --help').`,
 		if err := loadGenesis(cfg, &ac); err != nil {
 			return err
 		}
-		ac.Peers, ac.Join = peers(cfg)
+		ac.Members, ac.Peers, ac.Join = peers(cfg)
 		a, err := auditor.New(ac)
 		if err != nil {
 			return err

@@ -86,6 +86,8 @@ func TestPlan(t *testing.T) {
 		{"gnmax", []string{"--mechanism", "gnmax", "--sigma", "40", "--teachers", "250", "--target-epsilon", "2"}, "134 queries of gnmax", false},
 		{"nzc-svt", []string{"--mechanism", "nzc-svt", "--threshold", "71", "--scale", "2.667", "--distance-scale", "3.2", "--max-refusals", "1", "--teachers", "250", "--target-epsilon", "2.1", "--format", "json"}, `"sessions": 2`, false},
 		{"out of budget", []string{"--mechanism", "lnmax", "--scale", "20", "--teachers", "250", "--target-epsilon", "0.05"}, "no query fits", true},
+		{"gnmax after a session", []string{"--mechanism", "gnmax", "--sigma", "40", "--teachers", "250", "--target-epsilon", "1", "--after-session", "0.5"}, "queries of gnmax: ε", false},
+		{"a session past the target", []string{"--mechanism", "gnmax", "--sigma", "40", "--teachers", "250", "--target-epsilon", "0.4", "--after-session", "0.5"}, "above the cap", true},
 		{"no σ", []string{"--mechanism", "gnmax", "--teachers", "250", "--target-epsilon", "2"}, "sigma", true},
 	}
 	for _, tt := range tests {

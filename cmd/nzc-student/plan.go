@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/party/student"
 )
 
@@ -22,13 +24,24 @@ worst case (every query answered) fits; for nzc-svt it is the number of
 whole sessions that fit, each of which answers until its K-th refusal.
 
 Pass the plan's query count to 'nzc-student label --count', with --selection
-typical so that an nzc-svt session spends its refusals last.`,
+typical so that an nzc-svt session spends its refusals last.
+
+With --after-session ε, the plan is what the rest of the target buys after
+one nzc-svt session of pure ε (planned for --teachers and --classes with
+--session-refusals, as nzc experiment plans its sessions) ended early: how
+many queries of --mechanism fit, composed with the session as the ledger
+composes an account. Whether a session ended is a released output, so
+planning on it costs nothing; nzc experiment's planned rows use the same
+planner (mechanism/budget).`,
 		Example: `  # GNMax with σ = 40 and 250 teachers, at most ε = 2 per hospital:
   nzc-student plan --mechanism gnmax --sigma 40 --teachers 250 --target-epsilon 2
 
   # nzc-svt sessions within ε = 2:
   nzc-student plan --mechanism nzc-svt --threshold 40 --scale 2.85714286 --distance-scale 3.07692308 \
-      --max-refusals 1 --teachers 250 --target-epsilon 2 --format json`,
+      --max-refusals 1 --teachers 250 --target-epsilon 2 --format json
+
+  # After a session of ε = 0.5 ended early, GNMax queries within ε = 1:
+  nzc-student plan --mechanism gnmax --sigma 40 --teachers 250 --target-epsilon 1 --after-session 0.5`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -37,9 +50,14 @@ typical so that an nzc-svt session spends its refusals last.`,
 	target := fs.Float64("target-epsilon", 0, "ε per hospital the plan must stay within")
 	delta := fs.Float64("delta", 1e-5, "δ per hospital")
 	maxQ := fs.Int("max-queries", 9000, "queries the student holds")
+	after := fs.Float64("after-session", 0, "pure ε of an nzc-svt session already spent: plan what the rest of --target-epsilon buys after it (0: none)")
+	refusals := fs.Int("session-refusals", mechanism.PresetSessionRefusals, "with --after-session, the refusals that session allowed")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		p := mf.Params()
 		p.Classes = *classes
+		if *after != 0 {
+			return planAfterSession(cmd, f, p, *after, *refusals, *target, *delta, *maxQ)
+		}
 		plan, err := student.PlanQueries(p, *target, *delta, *maxQ)
 		if err != nil {
 			return err
@@ -55,5 +73,43 @@ typical so that an nzc-svt session spends its refusals last.`,
 			}
 			return err
 		})
+	})
+}
+
+// afterSession is the plan of what the rest of a target buys after one
+// session.
+type afterSession struct {
+	Session       mechanism.Params `json:"session"`
+	Mechanism     mechanism.Params `json:"mechanism"`
+	TargetEpsilon float64          `json:"target_epsilon"`
+	Delta         float64          `json:"delta"`
+	Queries       int              `json:"queries"`
+	// Epsilon is the session's and the queries' proven ε together.
+	Epsilon float64 `json:"epsilon"`
+}
+
+// planAfterSession plans the queries of p that fit within target after an
+// nzc-svt session of pure ε eps (budget.Rest).
+func planAfterSession(cmd *cobra.Command, f string, p mechanism.Params, eps float64, refusals int, target, delta float64, maxQ int) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	sp, err := mechanism.NZCSVT.PlanSession(eps, mechanism.PresetSessionDelta, refusals, p.Teachers, p.Classes)
+	if err != nil {
+		return fmt.Errorf("--after-session %v: %w", eps, err)
+	}
+	spent, err := sp.Charge(mechanism.DefaultGrid(), 0, 0)
+	if err != nil {
+		return err
+	}
+	n, e, err := budget.Rest(spent, p, target, delta, maxQ)
+	if err != nil {
+		return err
+	}
+	plan := afterSession{Session: sp, Mechanism: p, TargetEpsilon: target, Delta: delta, Queries: n, Epsilon: e}
+	return cli.Print(cmd.OutOrStdout(), f, plan, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "after an nzc-svt session (%s), %d queries of %s: ε %.4f at δ %g per hospital together (target %g), whatever the votes\n",
+			sp, n, p.Mechanism, e, delta, target)
+		return err
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,22 +45,9 @@ func (d *dataFlags) load() (*data.Dataset, error) {
 	if d.path == "" {
 		return nil, errors.New("give --data: a directory of idx files (scripts/fetch-data.sh puts MNIST in data/mnist), a folder of images per class or a CSV file")
 	}
-	st, err := os.Stat(d.path)
+	ds, err := data.Load(d.path, d.split)
 	if err != nil {
-		return nil, fmt.Errorf("data: %w", err)
-	}
-	var ds *data.Dataset
-	switch {
-	case st.IsDir():
-		if ds, err = data.LoadDir(d.path, d.split); err != nil {
-			return nil, fmt.Errorf("--data %s: %w", d.path, err)
-		}
-	case strings.HasSuffix(d.path, ".csv"):
-		if ds, err = data.LoadCSV(d.path); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("data %s: want a directory of idx files, a folder of images per class or a .csv file", d.path)
+		return nil, fmt.Errorf("--data %s: %w", d.path, err)
 	}
 	to := ds.Len()
 	if d.count > 0 {

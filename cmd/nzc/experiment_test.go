@@ -56,7 +56,7 @@ func TestExperimentCommand(t *testing.T) {
 	dataDir, out := t.TempDir(), t.TempDir()
 	syntheticIDX(t, dataDir)
 	stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), "experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
-		"--cache-dir", filepath.Join(out, "cache"), "--teachers", "10", "--queries", "50,150", "--holdout", "100",
+		"--cache-dir", filepath.Join(out, "cache"), "--teachers", "10", "--tuning-train", "200", "--tuning-pool", "100", "--queries", "50,150", "--holdout", "100",
 		"--model", "softmax", "--student-model", "softmax", "--format", "json")
 	if err != nil {
 		t.Fatalf("experiment: %v\n%s", err, stderr)
@@ -71,14 +71,17 @@ func TestExperimentCommand(t *testing.T) {
 			Aggregator string `json:"aggregator"`
 			Epsilon    any    `json:"epsilon"`
 		} `json:"rows"`
+		Tuning *struct {
+			Diagnostics []json.RawMessage `json:"diagnostics"`
+		} `json:"tuning"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
 	}
 	// lnmax, gnmax and confident-gnmax at both query counts, nzc and
-	// nzc-svt at the larger, nzc-svt again in the data's own order, the
-	// clean votes and the ground truth.
-	if rep.Teachers != 10 || len(rep.Rows) != 6+2+1+1+1 {
+	// nzc-svt at the larger, nzc-svt again in the data's own order and the
+	// ground truth; the tuning share's ensemble only as a diagnostic.
+	if rep.Teachers != 10 || len(rep.Rows) != 6+2+1+1 || rep.Tuning == nil || len(rep.Tuning.Diagnostics) != 1 {
 		t.Fatalf("unexpected report: %+v", rep)
 	}
 	// The quick preset's teachers train for at least 40 steps.
@@ -91,8 +94,8 @@ func TestExperimentCommand(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
-	if !strings.Contains(string(md), "| clean votes |") {
-		t.Errorf("results.md lacks the clean-votes row:\n%s", md)
+	if strings.Contains(string(md), "| clean votes |") || !strings.Contains(string(md), "| ground truth |") || !strings.Contains(string(md), "Tuning share: training examples 401–500") {
+		t.Errorf("results.md has a clean-votes row, or lacks the ground truth or the tuning share:\n%s", md)
 	}
 
 	// Re-rendering from results.json reproduces results.md.
@@ -150,7 +153,7 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 	} {
 		out := t.TempDir()
 		_, err := clitest.Execute(t, newRootCommand(), append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out, "--cache-dir", "",
-			"--teachers", "10", "--queries", "50", "--holdout", "100", "--model", "softmax", "--student-model", "softmax"}, c.args...)...)
+			"--teachers", "10", "--tuning-train", "0", "--queries", "50", "--holdout", "100", "--model", "softmax", "--student-model", "softmax"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
 		}
@@ -165,7 +168,7 @@ func TestExperimentStudentFlags(t *testing.T) {
 	dataDir, out := t.TempDir(), t.TempDir()
 	syntheticIDX(t, dataDir)
 	stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), "experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out,
-		"--cache-dir", "", "--teachers", "10", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
+		"--cache-dir", "", "--teachers", "10", "--tuning-train", "0", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
 		"--model", "softmax", "--student-model", "softmax", "--consistency", "on",
 		"--consistency-rotate", "7", "--consistency-scale", "0.15", "--consistency-cutout", "3", "--student-learn-rate", "0.004",
 		"--student-rotate", "10", "--student-scale", "0.1", "--student-epochs", "12", "--student-views", "2", "--format", "json")
@@ -208,5 +211,56 @@ func TestExperimentStudentFlags(t *testing.T) {
 	// The quick preset's students are not moved: the distortion starts from no shift.
 	if a := rep.StudentTrain.Augment; a.Rotate != 10 || a.Scale != 0.1 || a.Shift != 0 || rep.StudentTrain.Shift != 0 {
 		t.Fatalf("the report records the students' distortion %+v and shift %d, want turns of 10°, ±10 %%, no shift", a, rep.StudentTrain.Shift)
+	}
+}
+
+// Releases draw from crypto/rand five times by default; --seeded-noise and
+// --draws change that, and results.json says which.
+func TestExperimentNoiseFlags(t *testing.T) {
+	dataDir := t.TempDir()
+	syntheticIDX(t, dataDir)
+	for _, c := range []struct {
+		args  []string
+		env   map[string]string
+		noise string
+		draws int
+	}{
+		{nil, nil, "crypto/rand", 5},
+		{[]string{"--seeded-noise", "--draws", "2"}, nil, "seeded:1", 2},
+		{[]string{"--seeded-noise", "--seed", "7", "--draws", "1"}, nil, "seeded:7", 1},
+		// The options bind NZC_* variables as the services' do; a flag
+		// wins over its variable.
+		{nil, map[string]string{"NZC_SEEDED_NOISE": "true", "NZC_DRAWS": "3"}, "seeded:1", 3},
+		{[]string{"--draws", "1"}, map[string]string{"NZC_DRAWS": "3"}, "crypto/rand", 1},
+	} {
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", t.TempDir(),
+			"--cache-dir", "", "--teachers", "10", "--tuning-train", "0", "--queries", "50", "--holdout", "100", "--aggregators", "gnmax",
+			"--model", "softmax", "--student-model", "softmax", "--format", "json"}, c.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, stderr)
+		}
+		var rep struct {
+			Noise string `json:"noise"`
+			Rows  []struct {
+				Aggregator string            `json:"aggregator"`
+				Noise      string            `json:"noise"`
+				Draws      []json.RawMessage `json:"draws"`
+			} `json:"rows"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Noise != c.noise || rep.Rows[0].Aggregator != "gnmax" || rep.Rows[0].Noise != c.noise || len(rep.Rows[0].Draws) != c.draws {
+			t.Fatalf("%v: noise %q, first row %+v; want %s and %d draws", c.args, rep.Noise, rep.Rows[0], c.noise, c.draws)
+		}
+		for k := range c.env {
+			os.Unsetenv(k)
+		}
+	}
+	if _, err := clitest.Execute(t, newRootCommand(), "experiment", "--preset", "quick", "--data-dir", dataDir, "--out", t.TempDir(), "--holdout", "100", "--queries", "50", "--tuning-train", "0", "--draws", "0"); err == nil || !strings.Contains(err.Error(), "0 draws") {
+		t.Fatalf("--draws 0: %v, want an error naming the draws", err)
 	}
 }

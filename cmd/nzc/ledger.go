@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,11 @@ import (
 // ErrLedgerNotVerified is returned by `nzc ledger verify` when any check
 // fails, after the report is printed, so the exit status is non-zero.
 var ErrLedgerNotVerified = errors.New("the ledger export did not verify: see the FAIL lines above")
+
+// ErrUnpinned is returned by `nzc ledger verify` when everything verified
+// but the federation was not pinned: auditor keys alone are what a
+// fabricated federation brings too.
+var ErrUnpinned = errors.New("the federation is not pinned, so the export is not verified: give --federation DIR or --genesis-hash HEX, or accept an unpinned check with --unpinned")
 
 func newLedgerCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -90,6 +96,12 @@ same file): a later export must extend it, so a log rolled back or forked
 behind what you verified before fails without any file kept by hand.
 --no-keep neither checks against it nor updates it.
 
+Keys alone do not pin the federation: whoever fabricates a log brings keys
+that verify it. Without --federation or --genesis-hash the report says the
+federation is UNPINNED and the command fails, unless --unpinned accepts an
+unpinned check; an unpinned run checks against the kept checkpoint but never
+replaces it.
+
 Every check is printed with what it was about; the exit status is non-zero
 when any fails.`,
 		Example: `  # Verify against the auditors of a federation directory:
@@ -98,6 +110,13 @@ when any fails.`,
   # The same with explicit keys, and a checkpoint kept from last month's audit:
   nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub \
       --earlier last-month.checkpoint
+
+  # Keys alone, with the genesis pinned by the digest nzc init wrote as genesis_hash:
+  nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub \
+      --genesis-hash "$(sed -n 's/^genesis_hash: *//p' fed/auditor-1.yaml)"
+
+  # Keys alone, accepting that the federation is not pinned (the kept checkpoint is left as it is):
+  nzc ledger verify --export ledger.export --keys fed/auditor-1/sign.pub,fed/auditor-2/sign.pub,fed/auditor-3/sign.pub --unpinned
 
   # Refuse an export whose auditors have not vouched for it in the last hour:
   nzc ledger verify --export ledger.export --federation fed --max-age 1h
@@ -111,6 +130,7 @@ when any fails.`,
 	earlier := cmd.Flags().StringSlice("earlier", nil, "signed checkpoint files kept from earlier audits, which the export must extend")
 	maxAge := cmd.Flags().Duration("max-age", 0, "fail unless a majority of the auditors cosigned the latest checkpoint at most this long ago (e.g. 1h): a frozen or stale export fails")
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
+	unpinned := cmd.Flags().Bool("unpinned", false, "accept a check that neither --federation nor --genesis-hash pins: the report says the federation is UNPINNED, and the kept checkpoint is not replaced")
 	keep := addKeepFlags(cmd)
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *exportPath == "" {
@@ -148,7 +168,7 @@ when any fails.`,
 		if *maxAge < 0 {
 			return fmt.Errorf("--max-age %v: give a positive duration such as 1h, or leave it out", *maxAge)
 		}
-		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds())}
+		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds()), Unpinned: *unpinned}
 		if trust.fed != "" {
 			if opts.Directory, err = launch.Directory(trust.fed); err != nil {
 				return err
@@ -163,10 +183,15 @@ when any fails.`,
 		if err := cli.Print(cmd.OutOrStdout(), f, r, r.WriteText); err != nil {
 			return err
 		}
-		if !r.OK {
+		switch {
+		case r.OnlyUnpinned():
+			return ErrUnpinned
+		case !r.OK:
 			return ErrLedgerNotVerified
 		}
-		if keptPath != "" {
+		// A check the federation does not pin proves nothing about which
+		// federation's log this is: its checkpoint is not kept.
+		if keptPath != "" && r.FederationPinned {
 			size, err := compliance.KeepLatest(keptPath, export)
 			if err != nil {
 				return err
@@ -394,7 +419,9 @@ func (c *complianceFlags) views(ctx context.Context, then func(context.Context, 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	vs := compliance.CompareViews(ctx, auditors, keys)
-	if n := len(m.ByRole(crypto.RoleAuditor)); vs.Asked < n {
+	n := len(m.ByRole(crypto.RoleAuditor))
+	vs.Needed = ledger.Quorum(n)
+	if vs.Asked < n {
 		vs.Warnings = append(vs.Warnings, fmt.Sprintf("asked %d of the federation's %d auditors: a split view would go unnoticed (leave out --api to ask every one)", vs.Asked, n))
 	}
 	return then(ctx, vs, auditors)
@@ -411,11 +438,48 @@ func fetch[T any](ctx context.Context, c *complianceFlags, get func(*compliance.
 }
 
 // readCommand makes cmd a read of the compliance API with get, printed as
-// --format says (text by text).
+// --format says (text by text). With one --api it reads that auditor;
+// without (or with several), every auditor is asked for its view (as
+// status does) and the read goes to the auditor of the largest view a
+// majority cosigned, so that any majority of the auditors up is enough;
+// the auditors that did not answer are named on standard error.
 func readCommand[T any](cmd *cobra.Command, get func(*compliance.Client, context.Context) (T, error), text func(*strings.Builder, T)) {
 	c := addComplianceFlags(cmd, string(crypto.RoleCompliance), readerAsHelp)
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
-		v, err := fetch(cmd.Context(), c, get)
+		if len(c.apis) == 1 {
+			v, err := fetch(cmd.Context(), c, get)
+			if err != nil {
+				return err
+			}
+			return cli.Print(cmd.OutOrStdout(), f, v, cli.Text(func(b *strings.Builder) { text(b, v) }))
+		}
+		var v T
+		err := c.views(cmd.Context(), func(ctx context.Context, vs compliance.Views, auditors []compliance.Auditor) error {
+			if err := vs.Majority(); err != nil {
+				return err
+			}
+			if l := vs.MissingLine(); l != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", l)
+			}
+			// The auditor of the largest view first, then the others that
+			// served a cosigned view.
+			order := []int{slices.IndexFunc(auditors, func(a compliance.Auditor) bool { return a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr })}
+			for i, view := range vs.Views {
+				if view.Cosigned && i != order[0] {
+					order = append(order, i)
+				}
+			}
+			var errs []error
+			for _, i := range order {
+				a := auditors[i]
+				var err error
+				if v, err = get(a.Client, ctx); err == nil {
+					return nil
+				}
+				errs = append(errs, fmt.Errorf("auditor %s: %w", cmp.Or(a.ID, a.Addr), err))
+			}
+			return errors.Join(errs...)
+		})
 		if err != nil {
 			return err
 		}
@@ -480,8 +544,8 @@ yet: verify the file with 'nzc ledger verify'.`,
 			if !vs.Consistent {
 				return fmt.Errorf("%w: %s; nothing written", ErrSplitView, strings.Join(vs.Disagreements, "; "))
 			}
-			if vs.Largest == nil {
-				return fmt.Errorf("no auditor serves a checkpoint a majority cosigned (%s): nothing to export", strings.Join(vs.Warnings, "; "))
+			if err := vs.Majority(); err != nil {
+				return fmt.Errorf("%w; nothing written (%s)", err, strings.Join(vs.Warnings, "; "))
 			}
 			for _, a := range auditors {
 				if a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr {
@@ -514,6 +578,9 @@ yet: verify the file with 'nzc ledger verify'.`,
 				s.Out, s.Entries, len(s.Checkpoints), s.Bytes, s.From)
 			fmt.Fprintf(b, "%d of %d auditors answered; the largest cosigned view is %d entries; no two views disagree (%d consistency proofs checked)\n",
 				s.Views.Answered, s.Views.Asked, s.Views.Largest.Size, s.Views.Proofs)
+			if l := s.Views.MissingLine(); l != "" {
+				fmt.Fprintf(b, "%s\n", l)
+			}
 			for _, w := range s.Views.Warnings {
 				fmt.Fprintf(b, "warning: %s\n", w)
 			}
@@ -583,10 +650,15 @@ func newLedgerAccountsCommand() *cobra.Command {
 		Use:   "accounts",
 		Short: "Show every hospital's budget account as an auditor reports it",
 		Long: `Show every hospital's budget account (ε spent of its cap) as one auditor's
-replica reports it, over the compliance API. This trusts that auditor; for
+replica reports it, over the compliance API: the auditor --api names or,
+without --api, the one serving the largest checkpoint a majority cosigned
+after every auditor of the federation directory was asked (as 'nzc ledger
+status' does): any majority of the auditors up is enough, and those that did
+not answer are named on standard error. This trusts that auditor; for
 figures you can prove, run 'nzc ledger export' and 'nzc ledger verify', whose
 report recomputes the same accounts by replaying the log.`,
-		Example: `  nzc ledger accounts --api 127.0.0.1:7700 --federation fed
+		Example: `  nzc ledger accounts --federation fed
+  nzc ledger accounts --api 127.0.0.1:7700 --federation fed
   nzc ledger accounts --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
@@ -618,6 +690,9 @@ type ledgerStatus struct {
 	// Extends is the size of the checkpoint the file held before, which
 	// the new one was proven to extend (0 when the file was new).
 	Extends int64 `json:"extends,omitempty"`
+	// Membership names each difference between an auditor's raft members
+	// and the auditors its ledger registered.
+	Membership []string `json:"membership_differences,omitempty"`
 }
 
 func newLedgerStatusCommand() *cobra.Command {
@@ -688,6 +763,18 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 			age := time.Now().Unix() - l.Time
 			s.Age = &age
 		}
+		s.Membership = membershipDifferences(s.Views)
+		// Without a majority there is nothing to keep or trust: say who is
+		// missing and fail.
+		if err := s.Majority(); err != nil {
+			if perr := cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text)); perr != nil {
+				return perr
+			}
+			if *save != "" {
+				return fmt.Errorf("%w; nothing saved", err)
+			}
+			return err
+		}
 		// The kept checkpoint moves forward whenever the views agree; a
 		// split view is reported below, and a log that does not extend
 		// the kept checkpoint fails here.
@@ -707,29 +794,21 @@ keeps (--checkpoints; --no-keep to skip), whenever the auditors' views agree.`,
 		if !s.Consistent {
 			return ErrSplitView
 		}
+		if len(s.Membership) > 0 {
+			return ErrMembershipDiffers
+		}
 		return nil
 	})
 }
 
 // save writes the largest cosigned checkpoint to path, only when the views
-// agree and it extends the checkpoint the file kept.
+// agree and it extends the checkpoint the file kept; s must have a
+// majority (Views.Majority).
 func (s *ledgerStatus) save(path string, kept *ledger.Checkpoint, proof compliance.ConsistencyProof) error {
 	if !s.Consistent {
 		return fmt.Errorf("%w: nothing saved", ErrSplitView)
 	}
-	l := s.Largest
-	if l == nil {
-		var why []string
-		for _, v := range s.Views.Views {
-			switch {
-			case v.Error != "":
-				why = append(why, v.Error)
-			case v.CheckpointError != "":
-				why = append(why, fmt.Sprintf("auditor %s's checkpoint does not verify against the federation's auditor keys with a majority: %s", v.Auditor, v.CheckpointError))
-			}
-		}
-		return fmt.Errorf("no checkpoint cosigned by a majority of the auditors: %s; nothing saved (are a majority of the auditors up?)", strings.Join(why, "; "))
-	}
+	l := s.Largest // not nil: status checked for a majority first
 	if kept != nil {
 		if err := ledger.VerifyConsistency(*kept, l.Checkpoint, proof.Proof); err != nil {
 			return fmt.Errorf("the largest cosigned checkpoint, %d entries from auditor %s, does not extend the one of %d entries in %s — the auditors serve a log that was rolled back or rewritten: %w; nothing saved, compare with 'nzc ledger verify --earlier %s'", l.Size, l.Auditor, kept.Size, path, err, path)
@@ -796,6 +875,10 @@ func (s ledgerStatus) text(b *strings.Builder) {
 	}
 	for _, d := range s.Disagreements {
 		fmt.Fprintf(b, "%s\n", d)
+	}
+	writeMembership(b, s.Membership)
+	if l := s.MissingLine(); l != "" {
+		fmt.Fprintf(b, "%s\n", l)
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(b, "warning: %s\n", w)

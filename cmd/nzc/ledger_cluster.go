@@ -25,8 +25,13 @@ func newLedgerPeersCommand() *cobra.Command {
 		Long: `List the members of the auditors' raft cluster as the auditor at --api knows
 them: id, raft address, which one leads, whether the ledger registered it
 (so that its signature counts towards a checkpoint's majority) and, for the
-compliance and auditor roles, the verifier key the ledger registered for it.`,
-		Example: `  nzc ledger peers --api 127.0.0.1:7700 --federation fed
+compliance and auditor roles, the verifier key the ledger registered for it.
+Without --api every auditor of the federation directory is asked (as 'nzc
+ledger status' does) and the list is the one of the auditor serving the
+largest view a majority cosigned; those that did not answer are named on
+standard error.`,
+		Example: `  nzc ledger peers --federation fed
+  nzc ledger peers --api 127.0.0.1:7700 --federation fed
   nzc ledger peers --api 127.0.0.1:7700 --federation fed --format json`,
 		Args: cobra.NoArgs,
 	}
@@ -119,6 +124,12 @@ func printEntries(b *strings.Builder, out entriesOutput) {
 			case ledger.KindOpenAccount.String(), ledger.KindChangeCap.String():
 				fmt.Fprintf(b, "  cap ε=%v δ=%v", e.Command.Body["cap_epsilon"], e.Command.Body["cap_delta"])
 			}
+		} else if r := e.Record; r != nil {
+			kind := "undecodable"
+			if r.Kind != 0 {
+				kind = r.Kind.String()
+			}
+			fmt.Fprintf(b, "  %-16s by %-18s  refusal record of sha256 %x", kind, r.Signer, r.Digest[:8])
 		} else {
 			fmt.Fprintf(b, "  undecodable command: %s", e.CommandError)
 		}

@@ -43,23 +43,17 @@ func (a *auditorProcess) status(ctx context.Context) (compliance.Status, error) 
 	return a.reader.Status(ctx)
 }
 
-// TestAuditorProcessesSurviveLeaderKill runs three nzc-auditor processes
-// on loopback, streams signed charges through their intakes from four
-// submitters, SIGKILLs the leader in the middle, restarts it, and checks
-// that every acknowledged charge is in the log exactly once, that the three
-// replicas reach the same Merkle root, and that the export verifies. Then it
-// saves a follower's snapshot, stops another follower, restores it from the
-// snapshot, and checks it catches up to the same root. It logs how long the
-// stream stalled after the kill and how many retries the ledger answered as
-// duplicates.
-func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three auditor processes")
-	}
+// startAuditorProcesses provisions a federation of three auditors, two
+// hospitals and a student in a temporary directory, writes each auditor's
+// configuration where nzc ledger finds its compliance API (DIR/ID.yaml),
+// starts the three nzc-auditor processes on free loopback ports, founding
+// the cluster together, and returns once each is ready and has applied the
+// genesis.
+func startAuditorProcesses(t *testing.T, origin string) (dir string, m *crypto.Manifest, auditors []*auditorProcess) {
+	t.Helper()
 	bin := proctest.Build(t, "github.com/nzcfed/nzc/cmd/nzc-auditor")
-	began := time.Now()
 
-	dir := filepath.Join(t.TempDir(), "fed")
+	dir = filepath.Join(t.TempDir(), "fed")
 	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 2, Auditors: 3, Students: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +62,7 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	genesis, err := intake.GenesisCommands(m, adminKey, "nzc.test/processes", time.Unix(1_700_000_000, 0))
+	genesis, err := intake.GenesisCommands(m, adminKey, origin, time.Unix(1_700_000_000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +74,6 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	// Three auditors on free loopback ports, founding the cluster together.
 	parties := m.ByRole(crypto.RoleAuditor)
 	tcp, udp := proctest.FreeTCP(t, 4*len(parties)), proctest.FreeUDP(t, len(parties))
-	var auditors []*auditorProcess
 	var peers []string
 	for i, p := range parties {
 		a := &auditorProcess{id: p.ID, raft: tcp[4*i], api: tcp[4*i+1], ops: tcp[4*i+2], dashboard: tcp[4*i+3], intake: udp[i]}
@@ -123,6 +116,25 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		}
 		return true
 	})
+	return dir, m, auditors
+}
+
+// TestAuditorProcessesSurviveLeaderKill runs three nzc-auditor processes
+// on loopback, streams signed charges through their intakes from four
+// submitters, SIGKILLs the leader in the middle, restarts it, and checks
+// that every acknowledged charge is in the log exactly once, that the three
+// replicas reach the same Merkle root, and that the export verifies. Then it
+// saves a follower's snapshot, stops another follower, restores it from the
+// snapshot, and checks it catches up to the same root. It logs how long the
+// stream stalled after the kill and how many retries the ledger answered as
+// duplicates.
+func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three auditor processes")
+	}
+	began := time.Now()
+	dir, m, auditors := startAuditorProcesses(t, "nzc.test/processes")
+	ctx := context.Background()
 
 	// The aggregator's client of the auditors' intakes.
 	agg := m.ByRole(crypto.RoleAggregator)[0]
@@ -160,7 +172,8 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	ts := time.Unix(1_700_000_100, 0).UnixNano()
+	// The auditors check an account command's stamp against their clocks.
+	ts := time.Now().UnixNano()
 	var hospitals []string
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		key := cryptotest.SigningKey(t, m, h)

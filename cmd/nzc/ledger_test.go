@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -164,7 +166,7 @@ func TestLedgerVerifyHonest(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--federation", f.dir},
-		{"--keys", strings.Join(pubs, ",")},
+		{"--keys", strings.Join(pubs, ","), "--genesis-hash", f.genesisHash(t)},
 	} {
 		out, err := runNZC(t, append([]string{"ledger", "verify", "--export", path}, args...)...)
 		if err != nil {
@@ -191,13 +193,93 @@ func TestLedgerVerifyHonest(t *testing.T) {
 		keys = append(keys, k)
 	}
 	keyFile := f.write(t, "auditors.keys", []byte("# the auditors\n"+strings.Join(keys, "\n")+"\n"))
-	out := mustRunNZC(t, "ledger", "verify", "--export", path, "--keys", keyFile, "--format", "json")
+	out := mustRunNZC(t, "ledger", "verify", "--export", path, "--keys", keyFile, "--unpinned", "--format", "json")
 	var r ledger.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	if !r.OK || !r.KeysPinned || r.Entries != 4 || len(r.Accounts) != 2 {
 		t.Fatalf("report %+v", r)
+	}
+}
+
+// genesisHash is the hex digest of the genesis of f.log, as nzc init
+// writes it into each auditor's genesis_hash.
+func (f *ledgerFixture) genesisHash(t *testing.T) string {
+	t.Helper()
+	first, err := f.log(t, 0).Entries(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, err := ledger.DecodeEntry(first[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := ledger.DecodeCommand(en.Command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cmd.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h[:])
+}
+
+// A federation made up whole — its own CA, administrator, hospitals and
+// auditors, all keys its maker's — verifies against its own auditor keys:
+// so --keys alone pins nothing. Without --federation or --genesis-hash the
+// report says the federation is UNPINNED, never VERIFIED, and the command
+// fails; --unpinned accepts that, and still says so. Neither run replaces
+// the kept checkpoint, so the real federation's next verify is unaffected;
+// the same keys with the real genesis pinned by hash fail.
+func TestLedgerVerifyUnpinned(t *testing.T) {
+	real := newLedgerFixture(t)
+	fake := newLedgerFixture(t) // another federation: every key its maker's
+	keep := t.TempDir()
+	export := fake.encode(t, fake.export(t, fake.log(t, 0)))
+	var pubs []string
+	for _, a := range fake.auditors {
+		pubs = append(pubs, fake.m.Path(a.VerifyingKey))
+	}
+	keys := strings.Join(pubs, ",")
+	kept := func() []string {
+		files, _ := filepath.Glob(filepath.Join(keep, "*"))
+		return files
+	}
+	verify := func(args ...string) (string, error) {
+		return runNZC(t, append([]string{"ledger", "verify", "--export", export, "--checkpoints", keep}, args...)...)
+	}
+
+	out, err := verify("--keys", keys)
+	if !errors.Is(err, ErrUnpinned) || strings.Contains(out, "VERIFIED:") || !strings.Contains(out, "NOT VERIFIED (federation UNPINNED)") || !strings.Contains(out, "FAIL federation: the federation is UNPINNED") {
+		t.Fatalf("--keys alone: err %v, want %v and an UNPINNED report without VERIFIED:\n%s", err, ErrUnpinned, out)
+	}
+	if got := kept(); len(got) != 0 {
+		t.Fatalf("an unpinned check kept %v", got)
+	}
+	out, err = verify("--keys", keys, "--format", "json")
+	var r ledger.Report
+	if !errors.Is(err, ErrUnpinned) || json.NewDecoder(strings.NewReader(out)).Decode(&r) != nil || r.OK || r.FederationPinned {
+		t.Fatalf("--keys alone as JSON: err %v, report ok=%v pinned=%v\n%s", err, r.OK, r.FederationPinned, out)
+	}
+
+	out, err = verify("--keys", keys, "--unpinned")
+	if err != nil || !strings.Contains(out, "VERIFIED (federation UNPINNED, accepted)") {
+		t.Fatalf("--unpinned: %v\n%s", err, out)
+	}
+	if got := kept(); len(got) != 0 {
+		t.Fatalf("an accepted unpinned check kept %v", got)
+	}
+
+	// Pinned by the real genesis's hash, the made-up log fails.
+	if out, err := verify("--keys", keys, "--genesis-hash", real.genesisHash(t)); !errors.Is(err, ErrLedgerNotVerified) || !strings.Contains(out, "FAIL genesis") {
+		t.Fatalf("the real genesis pinned: %v\n%s", err, out)
+	}
+	// The real federation, verified next with the same kept directory.
+	realExport := real.encode(t, real.export(t, real.log(t, 0)))
+	if out, err := runNZC(t, "ledger", "verify", "--export", realExport, "--checkpoints", keep, "--federation", real.dir); err != nil || len(kept()) != 1 {
+		t.Fatalf("the real federation after the unpinned runs: %v, kept %v\n%s", err, kept(), out)
 	}
 }
 
@@ -579,7 +661,8 @@ func TestLedgerStatus(t *testing.T) {
 	if _, err := os.Stat(lone); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a checkpoint without a majority was saved (%v)", err)
 	}
-	if text, err := runNZC(t, "ledger", "status", "--api", addr, "--federation", f.dir); err != nil || !strings.Contains(text, "NOT a majority") {
+	// Without a majority status reports what it saw and fails.
+	if text, err := runNZC(t, "ledger", "status", "--api", addr, "--federation", f.dir); !errors.Is(err, compliance.ErrNoMajority) || !strings.Contains(text, "NOT a majority") {
 		t.Fatalf("%v\n%s", err, text)
 	}
 
@@ -822,5 +905,52 @@ func TestLedgerKeepsTheLastCheckpoint(t *testing.T) {
 	}
 	if text, err := status(f.log(t, 0)); err == nil || !strings.Contains(err.Error(), "rolled back") || keptSize() != 5 {
 		t.Fatalf("status of a rolled-back log: %v\n%s", err, text)
+	}
+}
+
+// An auditor that is stopped or cut off — its address accepts connections
+// and never answers, where a dead one refuses them — holds no read up past
+// compliance.ViewGrace once the others have answered: status and export
+// succeed, well within their --timeout, naming it as missing.
+func TestLedgerReadsPastAHangingAuditor(t *testing.T) {
+	f := newLedgerFixture(t)
+	st := grownLog(t, f.log(t, 0), 6)
+	var apis []string
+	for _, a := range f.auditors[:2] {
+		addr, _, _ := f.complianceAPIOf(t, a, st, 2, nil)
+		apis = append(apis, a.ID+"="+addr)
+	}
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		var held []net.Conn // accepted, never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	hung := f.auditors[2].ID
+	apis = append(apis, hung+"="+hang.Addr().String())
+	// The timeout is the whole command's: a read that waited for the hung
+	// auditor until then fails.
+	args := []string{"--api", strings.Join(apis, ","), "--federation", f.dir, "--timeout", "20s"}
+	text, err := runNZC(t, append([]string{"ledger", "status"}, args...)...)
+	if err != nil || !strings.Contains(text, "missing: "+hung+" did not answer") || !strings.Contains(text, "no answer within 1s of a majority's") {
+		t.Fatalf("status with %s hanging: %v\n%s", hung, err, text)
+	}
+	out := filepath.Join(t.TempDir(), "ledger.export")
+	if text, err := runNZC(t, append([]string{"ledger", "export", "--out", out}, args...)...); err != nil || !strings.Contains(text, "missing: "+hung) {
+		t.Fatalf("export with %s hanging: %v\n%s", hung, err, text)
 	}
 }

@@ -21,6 +21,9 @@ func TestRegisteredMechanism(t *testing.T) {
 	if err := mechanism.Register(mechanismtest.ToyDef{}); !errors.Is(err, mechanism.ErrRegistered) {
 		t.Errorf("registering the toy again: %v, want ErrRegistered", err)
 	}
+	if err := mechanism.Register(badKeys{}); !errors.Is(err, mechanism.ErrBadParams) || slices.Contains(mechanism.Kinds(), badKeys{}.Kind()) {
+		t.Errorf("registering a mechanism that reads an unknown parameter: %v, want ErrBadParams and no registration", err)
+	}
 	p, err := mechanism.Preset(mechanismtest.Toy)
 	if err != nil {
 		t.Fatal(err)
@@ -75,3 +78,15 @@ func TestRegisteredMechanism(t *testing.T) {
 		t.Errorf("opening a session of a per-query mechanism: %v", err)
 	}
 }
+
+// badKeys reads a parameter Params does not have, which no ledger entry
+// could record.
+type badKeys struct{ mechanismtest.ToyDef }
+
+func (badKeys) Kind() mechanism.Kind { return "toy-bad-keys" }
+
+func (badKeys) Preset() mechanism.Params {
+	return mechanism.Params{Mechanism: "toy-bad-keys", Scale: 1}
+}
+
+func (badKeys) Keys(mechanism.Params) []string { return []string{"scale", "zeta"} }

@@ -312,6 +312,28 @@ func appendPixels(x []float32, img image.Image, channels int) []float32 {
 	return x
 }
 
+// ErrUnknownFormat reports a data path that is neither a directory nor a
+// CSV file.
+var ErrUnknownFormat = errors.New("not a data format nzc reads")
+
+// Load loads labelled data from path, whatever its format: a directory
+// (LoadDir: the part, "train" or "test", of an idx directory, or a folder
+// of images per class) or a CSV file (LoadCSV). Every command that reads
+// data reads it here.
+func Load(path, part string) (*Dataset, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run scripts/fetch-data.sh for MNIST, or give a directory of idx files, a folder of images per class or a CSV file)", err)
+	}
+	switch {
+	case st.IsDir():
+		return LoadDir(path, part)
+	case strings.HasSuffix(path, ".csv"):
+		return LoadCSV(path)
+	}
+	return nil, fmt.Errorf("%w: %s: want a directory of idx files, a folder of images per class or a .csv file", ErrUnknownFormat, path)
+}
+
 // LoadDir loads a directory of labelled data: the part ("train" or "test")
 // of an idx directory, or, when the directory holds no idx files, an image
 // folder (LoadImageFolder), all of which is the data whatever the part.

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,5 +260,47 @@ func TestLoadDir(t *testing.T) {
 	}
 	if _, err := LoadDir(t.TempDir(), "train"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "idx") || !strings.Contains(err.Error(), "images") {
 		t.Fatalf("empty directory: %v; want ErrNotFound naming both layouts", err)
+	}
+}
+
+// Load reads every format from its path alone, and names the formats for a
+// path that is none of them.
+func TestLoad(t *testing.T) {
+	idx := t.TempDir()
+	writeIDXDir(t, idx, true, 10, 5)
+	images := writeTree(t, map[string][]byte{"0/a.png": grayPNG(t, 2, 2, 0), "1/b.png": grayPNG(t, 2, 2, 9)})
+	other := t.TempDir()
+	csv := filepath.Join(other, "records.csv")
+	txt := filepath.Join(other, "records.txt")
+	for _, p := range []string{csv, txt} {
+		if err := os.WriteFile(p, []byte("age,bp,label\n1,2,0\n3,4.5,2\n5,6,1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, path, part string
+		want             int   // examples
+		err              error // or the error it matches
+	}{
+		{"idx train", idx, "train", 10, nil},
+		{"idx test", idx, "test", 5, nil},
+		{"image folder", images, "test", 2, nil},
+		{"csv", csv, "test", 3, nil},
+		{"another extension", txt, "train", 0, ErrUnknownFormat},
+		{"missing", filepath.Join(other, "absent"), "train", 0, fs.ErrNotExist},
+		{"empty directory", t.TempDir(), "train", 0, ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Load(tc.path, tc.part)
+			if tc.err != nil {
+				if d != nil || !errors.Is(err, tc.err) {
+					t.Fatalf("got %v, %v; want an error matching %v", d, err, tc.err)
+				}
+				return
+			}
+			if err != nil || d.Len() != tc.want {
+				t.Fatalf("got %v, %v; want %d examples", d, err, tc.want)
+			}
+		})
 	}
 }

@@ -91,7 +91,7 @@ func (a *Aggregator) sessionFor(key, student string, hospitals []string, teacher
 	p.Teachers, p.Classes = teachers, classes
 	ms, err := mechanism.Open(p)
 	if err != nil {
-		return nil, nil, fmt.Errorf("aggregator: open a %s session: %w", p.Mechanism, err)
+		return nil, nil, fmt.Errorf("aggregator: open a session of %s: %w", p.Mechanism, err)
 	}
 	cost, err := p.Charge(a.grid, 0, 0)
 	if err != nil {
@@ -130,7 +130,7 @@ func (a *Aggregator) saveSession(s *keptSession) error {
 	}
 	if err := a.outbox.PutSession(&SessionRecord{SessionID: s.id, Student: s.student, Hospitals: s.hospitals, Teachers: s.teachers,
 		Classes: s.classes, Open: s.open, Opened: s.opened, SealedState: sealed}); err != nil {
-		return fmt.Errorf("aggregator: keep %s session %s in the outbox (nothing was proposed or released): %w", a.cfg.Mechanism.Mechanism, s.id, err)
+		return fmt.Errorf("aggregator: keep session %s in the outbox (nothing was proposed or released): %w", s.id, err)
 	}
 	return nil
 }
@@ -223,7 +223,7 @@ func (a *Aggregator) settled(ctx context.Context, old *keptSession) error {
 	case <-ctx.Done():
 	}
 	return a.refuse(reasonLedger, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
-		Message: fmt.Sprintf("the charges of the student's last %s session were not settled in time, so its replacement was not opened: nothing was released; retry the batch", a.cfg.Mechanism.Mechanism)})
+		Message: "the charges of the student's last session were not settled in time, so its replacement was not opened: nothing was released; retry the batch"})
 }
 
 // openSession proposes s's opening (s locked). An unknown outcome keeps s,
@@ -313,19 +313,15 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, voters
 		err = a.saveSession(s)
 	}
 	if err != nil {
-		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep %s session %s in the outbox (nothing was released): %w", a.cfg.Mechanism.Mechanism, s.id, err)
+		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep session %s in the outbox (nothing was released): %w", s.id, err)
 	}
 	return labelsOf(res), res.Processed, res.Answered, s.id, settledHere, nil
 }
 
 // sessionName names a session of the configured mechanism in a message,
-// e.g. "an nzc-svt session".
+// e.g. "a session of nzc-svt".
 func (a *Aggregator) sessionName() string {
-	k := string(a.cfg.Mechanism.Mechanism)
-	if k != "" && strings.ContainsRune("aeiou", rune(k[0])) {
-		return "an " + k + " session"
-	}
-	return "a " + k + " session"
+	return "a session of " + string(a.cfg.Mechanism.Mechanism)
 }
 
 // sessionIDPrefix is the prefix of the ids of k's sessions: the first word

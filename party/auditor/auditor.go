@@ -54,6 +54,12 @@ type Config struct {
 	Bootstrap bool
 	Peers     []raftnode.Peer
 	Join      []string
+	// Members binds the federation's auditors to their raft addresses (the
+	// configured peers, on every auditor): the leader admits a join only
+	// for an auditor registered in the ledger, at the address Members binds
+	// to it, and at no address Members binds to another. An auditor
+	// Members does not list may join at an address it binds to nobody.
+	Members []raftnode.Peer
 
 	// CA is the federation CA and Credential this auditor's certificate and
 	// key: every listener and every dial uses mutual TLS built from them.
@@ -126,7 +132,7 @@ type Auditor struct {
 	// genesisDone is closed when Run's application of Config.Genesis has
 	// ended (at once when there is none).
 	genesisDone chan struct{}
-	// cosigned keeps the checkpoint every auditor signed (CosignCheckpoint).
+	// cosigned keeps the checkpoint a majority signed (CosignCheckpoint).
 	cosigned  *cosignCache
 	closeOnce sync.Once
 	closeErr  error
@@ -182,12 +188,16 @@ func New(cfg Config) (*Auditor, error) {
 	}
 	led.flush = hist.Flush
 	a := &Auditor{cfg: cfg, log: log, ledger: led, history: hist, genesisDone: make(chan struct{})}
-	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, true) },
-		size: led.state.TreeSize, full: a.everySigned, timeout: cosignTimeout, keep: cosignKeep, now: led.now}
+	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, readWait()) },
+		size: led.state.TreeSize, sizeOf: checkpointSize, timeout: cosignTimeout, keep: cosignKeep, now: led.now}
 	if len(cfg.Genesis) == 0 {
 		close(a.genesisDone)
 	}
-	rcfg.StateMachine = led // the ledger over the history just opened
+	// The ledger over the history just opened.
+	rcfg.StateMachine = led
+	rcfg.Federation = federation{state: led.State(), members: cfg.Members}
+	rcfg.Screen = screen{led.State(), led.now}
+	rcfg.MaxCommand = ledger.MaxCommandSize
 	a.node, err = raftnode.New(rcfg)
 	if err != nil {
 		_ = hist.Close()
@@ -335,41 +345,35 @@ func (a *Auditor) waitLeader(ctx context.Context) error {
 	return poll(ctx, func() bool { return a.node.Ready() == nil })
 }
 
-// CosignCheckpoint returns this auditor's latest checkpoint signed by every
-// auditor that answers before ctx ends: a *ledger.QuorumError (with the
-// partly signed checkpoint) if fewer than a majority did, a *ForkError if
-// any signed a different root for the size.
-// Callers that ask at once share one round, and a checkpoint every auditor
-// signed is kept while the ledger does not grow, for at most cosignKeep.
+// CosignCheckpoint returns this auditor's latest checkpoint as soon as a
+// majority of the auditors signed it, with the signatures of the others
+// that answer within readStraggle (an auditor that cannot be reached is
+// not waited for): a *ledger.QuorumError (with the partly signed
+// checkpoint) if fewer than a majority did, at once when those still
+// reachable cannot make one, and a *ForkError if any signed a different
+// root for the size. Callers that ask at once share one round, and a
+// checkpoint a majority signed is kept while the ledger does not grow, for
+// at most cosignKeep.
 func (a *Auditor) CosignCheckpoint(ctx context.Context) ([]byte, error) {
 	return a.cosigned.get(ctx)
 }
 
-// cosignKeep is how long a checkpoint every auditor signed is served again
-// while the ledger does not grow: its cosignatures' time (in seconds) is
-// then at most this old.
+// cosignKeep is how long a cosigned checkpoint is served again while the
+// ledger does not grow: its cosignatures' time (in seconds) is then at
+// most this old.
 const cosignKeep = 2 * time.Second
 
-// everySigned returns a cosigned checkpoint's size and whether every
-// auditor of the ledger at that size signed it.
-func (a *Auditor) everySigned(cp []byte) (int64, bool) {
+// checkpointSize is a signed checkpoint's size.
+func checkpointSize(cp []byte) (int64, bool) {
 	c, err := ledger.PeekCheckpoint(cp)
-	if err != nil {
-		return 0, false
-	}
-	keys, err := a.ledger.state.AuditorKeys(c.Size)
-	if err != nil {
-		return 0, false
-	}
-	sc, err := ledger.OpenCheckpoint(cp, keys)
-	return c.Size, err == nil && len(sc.Signers) == len(keys)
+	return c.Size, err == nil
 }
 
 // CosignQuorum is CosignCheckpoint that returns as soon as a majority of
-// the auditors signed: what a receipt needs, without waiting on an auditor
-// that is down.
+// the auditors signed, waiting for one until ctx ends: what a receipt
+// needs, without waiting on an auditor that is down.
 func (a *Auditor) CosignQuorum(ctx context.Context) ([]byte, error) {
-	return cosign(ctx, a.node, a.ledger, a.log, false)
+	return cosign(ctx, a.node, a.ledger, a.log, cosignWait{})
 }
 
 // pollEvery is how often poll checks its condition.

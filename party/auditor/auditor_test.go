@@ -199,7 +199,8 @@ func converged(t *testing.T, auds []*Auditor) int64 {
 
 // TestApplyGenesisRefused: a genesis the ledger refuses (here signed by a
 // key that is not the administrator's) is a *GenesisError naming the
-// command, and leaves the ledger without a genesis.
+// command, and leaves the ledger without a genesis and without an entry:
+// it was refused before it was proposed.
 func TestApplyGenesisRefused(t *testing.T) {
 	c := newTestCluster(t, []string{"solo"}, nil)
 	forged, err := ledger.Sign(&ledger.Genesis{Origin: "forged", Parties: []ledger.Party{ledgerKeys.Party("admin", ledger.RoleAdmin),
@@ -214,8 +215,8 @@ func TestApplyGenesisRefused(t *testing.T) {
 	if !errors.As(err, &ge) || len(ge.Refused) != 1 || !strings.Contains(err.Error(), "command 0") {
 		t.Fatalf("got %v, want a GenesisError naming command 0", err)
 	}
-	if st := c.auds[0].Ledger().State(); st.Origin() != "" || st.TreeSize() != 1 {
-		t.Fatalf("origin %q, %d entries: want no genesis and the refusal recorded", st.Origin(), st.TreeSize())
+	if st := c.auds[0].Ledger().State(); st.Origin() != "" || st.TreeSize() != 0 {
+		t.Fatalf("origin %q, %d entries: want no genesis and no entry", st.Origin(), st.TreeSize())
 	}
 }
 

@@ -7,17 +7,17 @@ import (
 )
 
 // cosignCache shares one round of gathering the auditors' signatures among
-// the callers that ask at once, and keeps a checkpoint every auditor signed
-// while the ledger has not grown past it, for at most keep (its
-// cosignatures carry the time they were made, which readers check for
-// freshness): readers of /v1/checkpoint, the dashboard and
-// /checkpoint/cosigned no longer make every auditor sign on every call. A
-// checkpoint some auditor did not sign is not kept, so the next call asks
-// again.
+// the callers that ask at once, and keeps the checkpoint a round returned
+// (one a majority signed) while the ledger has not grown past it, for at
+// most keep (its cosignatures carry the time they were made, which readers
+// check for freshness): readers of /v1/checkpoint, the dashboard and
+// /checkpoint/cosigned do not make every auditor sign on every call, and
+// with an auditor down they do not each wait for it. An error is not
+// kept, so the next call asks again.
 type cosignCache struct {
 	cosign  func(context.Context) ([]byte, error)
 	size    func() int64                  // the ledger's size now
-	full    func(cp []byte) (int64, bool) // cp's size, and whether every auditor signed it
+	sizeOf  func(cp []byte) (int64, bool) // cp's size, if it is a checkpoint
 	timeout time.Duration                 // bounds one round
 	keep    time.Duration                 // how long a checkpoint is kept
 	now     func() time.Time
@@ -58,7 +58,7 @@ func (c *cosignCache) get(ctx context.Context) ([]byte, error) {
 			c.mu.Lock()
 			c.flight = nil
 			if f.err == nil {
-				if size, ok := c.full(f.cp); ok {
+				if size, ok := c.sizeOf(f.cp); ok {
 					c.cp, c.cpSize, c.cpAt = f.cp, size, c.now()
 				}
 			}

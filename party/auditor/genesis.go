@@ -85,6 +85,10 @@ func (a *Auditor) ApplyGenesis(ctx context.Context, cmds [][]byte) error {
 func (a *Auditor) submitOnce(ctx context.Context, c []byte) (ledger.Result, error) {
 	for {
 		b, _, err := a.node.Submit(ctx, c)
+		var np *raftnode.NotProposedError
+		if errors.As(err, &np) { // refused before it was proposed
+			b, err = np.Refusal, nil
+		}
 		if err == nil {
 			return ledger.DecodeResult(b)
 		}

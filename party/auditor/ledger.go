@@ -250,12 +250,36 @@ func (e *ForkError) Error() string {
 	return fmt.Sprintf("auditor: FORK: auditor at %s signed a different checkpoint for size %d (ours %q, theirs %q); stop releasing and investigate", e.Peer, e.Size, e.Ours, e.Theirs)
 }
 
+// readStraggle is how long a round of cosigning for readers waits, once
+// a majority signed, for the other auditors' signatures: an auditor that
+// answers within it is named a cosigner, one that cannot be reached at all
+// is not waited for.
+const readStraggle = time.Second
+
+// cosignWait says when a round of cosigning ends. Its zero value is a
+// receipt's round: it needs a majority and waits for one. A reader's
+// round (readWait) gets the checkpoint a majority signed, with every other
+// signature that comes within readStraggle, and is told at once when no
+// majority can be reached.
+type cosignWait struct {
+	// straggle is how long to wait, once a majority signed, for the
+	// others that may still answer; 0 ends the round at the majority.
+	straggle time.Duration
+	// giveUp ends the round, without a majority, as soon as the peers not
+	// yet found unreachable cannot make one, rather than when ctx ends.
+	giveUp bool
+}
+
+// readWait is a reader's round of cosigning.
+func readWait() cosignWait { return cosignWait{straggle: readStraggle, giveUp: true} }
+
 // cosign gathers the other auditors' signatures on l's latest checkpoint
-// through n and returns it signed by every auditor that answered. It
-// returns a *ledger.QuorumError (with the partly signed checkpoint) if fewer
-// than a majority of the ledger's auditors signed before ctx ended, and a
-// *ForkError if any auditor signed a different root for the size.
-func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, all bool) ([]byte, error) {
+// through n and returns it signed by every auditor that answered before
+// the round ended (see cosignWait). It returns a *ledger.QuorumError (with
+// the partly signed checkpoint) if fewer than a majority of the ledger's
+// auditors signed, and a *ForkError if any auditor signed a different root
+// for the size.
+func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, wait cosignWait) ([]byte, error) {
 	own, err := l.Checkpoint(0)
 	if err != nil {
 		return nil, err
@@ -307,21 +331,21 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 	// the round, as the intake's does: a cancelled ask closes its
 	// connection, and the next round would pay a mutual-TLS handshake on
 	// both sides for it. Only the retries stop with the round.
-	target := len(vs)
-	if !all {
-		target = ledger.Quorum(len(vs))
-	}
+	quorum := ledger.Quorum(len(vs))
+	// An answer is a peer's signed checkpoint, or (note nil) the news that
+	// it could not be reached: not listening, or no connection made.
 	type answer struct {
 		addr string
 		note []byte
 	}
-	answers := make(chan answer, len(peers))
+	answers := make(chan answer, 2*len(peers))
 	round, endRound := context.WithCancel(ctx)
 	defer endRound()
 	asks := context.WithoutCancel(ctx)
 	for _, addr := range peers {
 		go func() {
-			wait := 5 * time.Millisecond
+			reported := false
+			pause := 5 * time.Millisecond
 			for {
 				call, cancel := context.WithTimeout(asks, peerAskTimeout)
 				theirs, err := n.PeerCheckpoint(call, addr, uint64(cp.Size))
@@ -331,24 +355,51 @@ func cosign(ctx context.Context, n *raftnode.Node, l *Ledger, log *slog.Logger, 
 					return
 				}
 				log.Debug("peer checkpoint not available", "peer", addr, "size", cp.Size, "error", err)
-				if backoff.Wait(round, wait) != nil {
+				if errors.Is(err, raftnode.ErrPeerUnreachable) && !reported {
+					reported = true
+					answers <- answer{addr, nil}
+				}
+				if backoff.Wait(round, pause) != nil {
 					return // the round is over: ask no more
 				}
-				wait = min(2*wait, 200*time.Millisecond)
+				pause = min(2*pause, 200*time.Millisecond)
 			}
 		}()
 	}
+	// waiting are the peers that have neither signed nor been found
+	// unreachable; one found unreachable still signs if it answers before
+	// the round ends.
+	waiting := map[string]bool{}
+	for _, p := range peers {
+		waiting[p] = true
+	}
+	signed := map[string]bool{}
+	var straggle <-chan time.Time
 collect:
-	for range peers {
-		if len(sigs) >= target {
-			break
+	for len(signed) < len(peers) {
+		switch {
+		case len(sigs) >= quorum && (wait.straggle == 0 || len(waiting) == 0):
+			break collect
+		case len(sigs) >= quorum && straggle == nil:
+			t := time.NewTimer(wait.straggle)
+			defer t.Stop()
+			straggle = t.C
+		case len(sigs) < quorum && wait.giveUp && len(sigs)+len(waiting) < quorum:
+			break collect // those that could still answer cannot make a majority
 		}
 		var a answer
 		select {
 		case a = <-answers:
+		case <-straggle:
+			break collect
 		case <-ctx.Done():
 			break collect
 		}
+		delete(waiting, a.addr)
+		if a.note == nil {
+			continue
+		}
+		signed[a.addr] = true
 		tn, err := note.Open(a.note, verifiers)
 		if err != nil {
 			log.Warn("peer checkpoint does not verify", "peer", a.addr, "error", err)
@@ -361,14 +412,14 @@ collect:
 			sigs[s.Name] = s
 		}
 	}
-	signed, err := merged()
+	out, err := merged()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ledger.OpenCheckpoint(signed, keys); err != nil {
-		return signed, err
+	if _, err := ledger.OpenCheckpoint(out, keys); err != nil {
+		return out, err
 	}
-	return signed, nil
+	return out, nil
 }
 
 var _ ledger.History = (*raftnode.History)(nil)

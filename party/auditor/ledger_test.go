@@ -13,6 +13,7 @@ import (
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/internal/auditortest"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/internal/fedtest"
 )
 
@@ -36,10 +37,15 @@ func submitTo(ctx context.Context, t *testing.T, a *Auditor, b ledger.Body, sign
 }
 
 // submitCmd submits the signed command cmd through a's raft node and
-// returns the ledger's result.
+// returns the ledger's result: for a command refused before it was
+// proposed, the ledger's refusal.
 func submitCmd(ctx context.Context, t *testing.T, a *Auditor, cmd []byte) ledger.Result {
 	t.Helper()
 	res, _, err := a.Node().Submit(ctx, cmd)
+	var np *raftnode.NotProposedError
+	if errors.As(err, &np) {
+		res, err = np.Refusal, nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +93,8 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 		}
 	}
 	must(0, &ledger.Genesis{Origin: "test.nzc/ledger", Parties: parties, Timestamp: ts}, "admin")
-	must(1, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 2, CapDelta: 1e-5, Timestamp: ts}, "h1")
+	// The auditors check an account command's stamp against their clocks.
+	must(1, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 2, CapDelta: 1e-5, Timestamp: time.Now().UnixNano()}, "h1")
 	must(2, &ledger.RegisterStudent{Student: "s1", Timestamp: ts}, "admin")
 	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 40).Times(100)
 	charge := func(batch string, cv mechanism.Curve) *ledger.Charge {
@@ -186,16 +193,24 @@ func TestLedgerOverTLSCluster(t *testing.T) {
 	}
 	// With two of three auditors down there is no majority to sign (a
 	// round of its own: CosignCheckpoint may serve the checkpoint all three
-	// signed a moment ago, see TestCosignCacheSharesAndKeeps).
-	_ = c.stop[1]()
+	// signed a moment ago, see TestCosignCacheSharesAndKeeps). A reader's
+	// round says so as soon as both are found unreachable, not when its
+	// context ends.
+	// With one down, a reader's round returns the majority's checkpoint
+	// without waiting for the dead auditor until its context ends.
 	_ = c.stop[2]()
-	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	a0 := c.auds[0]
-	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, true)
+	two, err := cosign(sctx, a0.node, a0.ledger, a0.log, readWait())
+	if sc, oerr := ledger.OpenCheckpoint(two, keys); err != nil || oerr != nil || !slices.Equal(sc.Signers, []string{"hospital-a", "hospital-b"}) || sctx.Err() != nil {
+		t.Fatalf("cosign with %s down: %v %v %+v (context: %v), want the two others' signatures before the context ends", auditors[2], err, oerr, sc, sctx.Err())
+	}
+	_ = c.stop[1]()
+	partial, err := cosign(sctx, a0.node, a0.ledger, a0.log, readWait())
 	var qe *ledger.QuorumError
-	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil {
-		t.Fatalf("cosign with two auditors down: %v, want a QuorumError with one signer", err)
+	if !errors.As(err, &qe) || len(qe.Signers) != 1 || partial == nil || sctx.Err() != nil {
+		t.Fatalf("cosign with two auditors down: %v (context: %v), want a QuorumError with one signer before the context ends", err, sctx.Err())
 	}
 }
 

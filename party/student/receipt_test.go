@@ -105,3 +105,50 @@ func TestNewRefusesKeysItCannotCheckWith(t *testing.T) {
 		t.Fatalf("New: %v, want an error naming the auditor keys", err)
 	}
 }
+
+// Labels whose receipt shows the auditors' logs forked — a checkpoint of
+// the size of an earlier receipt's, with another root, also cosigned by a
+// majority — are refused, with the fork and the auditor that signed both
+// roots named; the labels of the first branch stay accepted.
+func TestStudentRefusesAFork(t *testing.T) {
+	one, two := proofKeys.NewLedger(t, "h1"), proofKeys.NewLedger(t, "h1") // one federation, two histories
+	keys := one.AuditorKeys()
+	me, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts, err := ledger.NewVerifier(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{cfg: Config{ID: "s1", Identity: me, AuditorKeys: keys, StateDir: t.TempDir()}, receipts: receipts}
+	// batch is the aggregator's answer to batch i, without its receipt.
+	batch := func(i int) (*nzcpb.LabelResponse, []byte) {
+		t.Helper()
+		plain, err := protocol.Marshal(&nzcpb.Labels{Labels: []int32{int32(i), 1, 2}, Refused: []bool{false, false, false}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed, err := crypto.Seal(plain, me.Recipient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, h := BatchID("s1", stateHash, 3, i), sha256.Sum256(plain)
+		return &nzcpb.LabelResponse{BatchId: id, NumQueries: 3, SealedLabels: sealed, AnswersHash: h[:]}, id
+	}
+	resp1, id1 := batch(0)
+	resp1.Receipt = one.Receipt(one.Charge(id1, []string{"h1"}, 3, [32]byte(resp1.AnswersHash)), "a1", "a2")
+	resp2, id2 := batch(1)
+	resp2.Receipt = two.Receipt(two.Charge(id2, []string{"h1"}, 3, [32]byte(resp2.AnswersHash)), "a1", "a3") // the same index on the other branch
+	if _, err := c.open(resp1, id1, 0, 0, 3); err != nil {
+		t.Fatalf("the first branch's labels: %v", err)
+	}
+	_, err = c.open(resp2, id2, 1, 3, 3)
+	var fe *ledger.ForkError
+	if !errors.Is(err, ErrNoProof) || !errors.As(err, &fe) || !strings.Contains(err.Error(), "both signed by a1") {
+		t.Fatalf("the other branch's labels: %v, want a refusal naming the fork and a1", err)
+	}
+	if _, err := c.open(resp1, id1, 0, 0, 3); err != nil {
+		t.Fatalf("the first branch's labels again: %v", err)
+	}
+}

@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
@@ -456,8 +455,8 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 		res.Labels[i] = -1
 	}
 	nb := (n + c.cfg.BatchSize - 1) / c.cfg.BatchSize
-	conn := &connection{c: c}
-	defer conn.close()
+	conn := quicnet.NewHolder(c.connect) // shared by the batches in flight
+	defer conn.Close()
 	// inflight[i] is batch i's answer, inflight up to Window batches ahead of
 	// the one being recorded.
 	type answer struct {
@@ -556,52 +555,6 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 	return res, stopErr
 }
 
-// connection is the student's connection to the aggregator, shared by the
-// batches in flight and redialled when it breaks.
-type connection struct {
-	c    *Client
-	mu   sync.Mutex
-	conn *quicnet.Conn
-}
-
-// get returns the live connection, dialling one if there is none.
-func (h *connection) get(ctx context.Context) (*quicnet.Conn, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.conn != nil && h.conn.Err() == nil {
-		return h.conn, nil
-	}
-	if h.conn != nil {
-		_ = h.conn.Close()
-	}
-	cn, err := h.c.connect(ctx)
-	if err != nil {
-		h.conn = nil
-		return nil, err
-	}
-	h.conn = cn
-	return cn, nil
-}
-
-// drop closes cn if it is still the current connection.
-func (h *connection) drop(cn *quicnet.Conn) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.conn == cn {
-		_ = h.conn.Close()
-		h.conn = nil
-	}
-}
-
-func (h *connection) close() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.conn != nil {
-		_ = h.conn.Close()
-		h.conn = nil
-	}
-}
-
 // connect dials the aggregator and registers.
 func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 	conn, err := quicnet.Connect(ctx, c.cfg.Net, quicnet.Target{Name: "aggregator", Addr: c.cfg.Aggregator, Role: crypto.RoleAggregator}, c.cfg.Backoff)
@@ -621,7 +574,7 @@ func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 
 // ask labels one batch, retrying retryable refusals and lost connections
 // under the same batch id.
-func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, id []byte, index, from int) (*Batch, error) {
+func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Dataset, id []byte, index, from int) (*Batch, error) {
 	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), Values: part.X})
 	if err != nil {
 		return nil, err
@@ -633,7 +586,7 @@ func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, 
 	req := &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
 	var last error
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
-		cn, err := conn.get(ctx)
+		cn, err := conn.Get(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -651,7 +604,7 @@ func (c *Client) ask(ctx context.Context, conn *connection, part *data.Dataset, 
 		} else if ctx.Err() != nil {
 			return nil, err
 		} else {
-			conn.drop(cn)
+			conn.Drop(cn, nil)
 		}
 		var after time.Duration
 		if pe != nil {

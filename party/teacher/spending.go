@@ -2,6 +2,7 @@ package teacher
 
 import (
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -28,6 +29,11 @@ type Spending struct {
 	Rejected int64  `json:"rejected"` // receipts that did not prove a charge of this hospital's votes
 	Stopped  bool   `json:"stopped"`
 	Oldest   string `json:"oldest_unproven,omitempty"`
+	// Fork describes two checkpoints of one size with different roots,
+	// each cosigned by a majority, that the hospital's receipts showed it:
+	// the auditors' logs forked, and the hospital votes no more until it
+	// is restarted.
+	Fork string `json:"fork,omitempty"`
 }
 
 // spending records every batch the hospital voted on until it sees the
@@ -48,6 +54,7 @@ type spending struct {
 	voted    int64
 	proven   int64
 	rejected int64
+	fork     *ledger.ForkError // the first fork the receipts showed
 }
 
 type voted struct {
@@ -99,6 +106,18 @@ func (s *spending) accept(rs []*nzcpb.Receipt) {
 			continue
 		}
 		ch, en, _, err := s.receipts.HospitalReceipt(r, s.id)
+		var fork *ledger.ForkError
+		if errors.As(err, &fork) {
+			s.mu.Lock()
+			s.rejected++
+			if s.fork == nil {
+				s.fork = fork
+			}
+			s.mu.Unlock()
+			s.log.Error("the auditors' logs FORKED: two checkpoints of one size with different roots, each cosigned by a majority; this hospital votes no more until restarted (keep both notes and ask the auditors)",
+				"err", err, "checkpoint_a", string(fork.NoteA), "checkpoint_b", string(fork.NoteB))
+			continue
+		}
 		if err != nil {
 			s.reject("a charge receipt does not prove a charge of this hospital", err)
 			continue
@@ -135,6 +154,9 @@ func (s *spending) allow(batch []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fork != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "hospital %s stops voting: %v", s.id, s.fork)
+	}
 	if _, again := s.unproven[hex.EncodeToString(batch)]; again {
 		return nil // a retry of a batch already counted
 	}
@@ -186,6 +208,10 @@ func (s *spending) oldestLocked() string {
 func (s *spending) status() Spending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Spending{Checked: s.receipts != nil, Voted: s.voted, Proven: s.proven, Unproven: len(s.unproven), Rejected: s.rejected,
-		Stopped: s.receipts != nil && len(s.unproven) >= s.lag, Oldest: s.oldestLocked()}
+	sp := Spending{Checked: s.receipts != nil, Voted: s.voted, Proven: s.proven, Unproven: len(s.unproven), Rejected: s.rejected,
+		Stopped: s.receipts != nil && (len(s.unproven) >= s.lag || s.fork != nil), Oldest: s.oldestLocked()}
+	if s.fork != nil {
+		sp.Fork = s.fork.Error()
+	}
+	return sp
 }

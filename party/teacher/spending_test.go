@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -51,15 +52,23 @@ func TestHospitalStopsVotingWithoutProofOfItsCharges(t *testing.T) {
 	}
 	// Receipts that do not prove a charge of its votes change nothing
 	// (each from its own log of the same auditors: a batch id is charged
-	// once per log).
-	other := func() *fedtest.Ledger { return newSpendLedger(t) }
+	// once per log; each log longer than sl and than the others by filler
+	// charges, so that no two checkpoints of one size disagree, which
+	// would be a fork).
+	other := func(fillers int) *fedtest.Ledger {
+		l := newSpendLedger(t)
+		for i := range fillers {
+			l.Charge([]byte(fmt.Sprintf("filler batch %d", i)), []string{"h2"}, 4, sha256.Sum256(nil))
+		}
+		return l
+	}
 	for _, tc := range []struct {
 		name string
 		r    *nzcpb.Receipt
 	}{
-		{"charged to another hospital only", chargeReceipt(other(), batch(1), []string{"h2"}, 4, "a1", "a2")},
-		{"charged for fewer queries", chargeReceipt(other(), batch(2), []string{"h1", "h2"}, 3, "a1", "a2")},
-		{"cosigned by one auditor", chargeReceipt(other(), batch(1), []string{"h1", "h2"}, 4, "a3")},
+		{"charged to another hospital only", chargeReceipt(other(1), batch(1), []string{"h2"}, 4, "a1", "a2")},
+		{"charged for fewer queries", chargeReceipt(other(2), batch(2), []string{"h1", "h2"}, 3, "a1", "a2")},
+		{"cosigned by one auditor", chargeReceipt(other(3), batch(1), []string{"h1", "h2"}, 4, "a3")},
 	} {
 		if err := vote(3, tc.r); !stopped(err) {
 			t.Fatalf("%s: voting resumed (%v)", tc.name, err)
@@ -129,4 +138,37 @@ func (h *voteHarness) vote(n *Node, i byte, receipts ...*nzcpb.Receipt) error {
 func stoppedVoting(err error) bool {
 	var pe *protocol.Error
 	return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && strings.Contains(pe.Message, "stops voting")
+}
+
+// Receipts of two forked logs — the same auditors' majorities cosigning
+// one size with different roots — stop the hospital voting, naming the
+// auditor that signed both: its record of charges can no longer be
+// trusted to be the one every auditor keeps.
+func TestHospitalStopsVotingOnAFork(t *testing.T) {
+	h := newVoteHarness(t)
+	one, two := newSpendLedger(t), newSpendLedger(t) // one federation, two histories
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: one.AuditorKeys(), ProofLag: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := byte(1); i <= 2; i++ {
+		if err := h.vote(n, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1 := chargeReceipt(one, spendBatch(1), []string{"h1", "h2"}, 4, "a1", "a2")
+	r2 := chargeReceipt(two, spendBatch(2), []string{"h1", "h2"}, 4, "a1", "a3") // the same index on the other branch
+	if err := h.vote(n, 3, r1); err != nil {
+		t.Fatalf("with batch 1 proven: %v", err)
+	}
+	if err := h.vote(n, 4, r2); !stoppedVoting(err) || !strings.Contains(err.Error(), "fork") || !strings.Contains(err.Error(), "a1") {
+		t.Fatalf("after the other branch's receipt: %v, want a refusal naming the fork and a1", err)
+	}
+	if s := n.Spending(); !s.Stopped || s.Fork == "" || s.Proven != 1 || s.Rejected != 1 {
+		t.Fatalf("spending %+v", s)
+	}
+	// A receipt of the first branch does not make it vote again.
+	if err := h.vote(n, 5, chargeReceipt(one, spendBatch(3), []string{"h1", "h2"}, 4, "a1", "a2")); !stoppedVoting(err) {
+		t.Fatalf("voting resumed after a fork: %v", err)
+	}
 }

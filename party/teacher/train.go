@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
@@ -52,22 +51,6 @@ type TrainOptions struct {
 	Logger   *slog.Logger
 }
 
-// LoadData loads a training data set: the training part of an idx
-// directory, a folder of images per class, or a CSV file.
-func LoadData(path string) (*data.Dataset, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("training data: %w (run scripts/fetch-data.sh for MNIST, or give a directory of idx files, a folder of images per class or a CSV file)", err)
-	}
-	if st.IsDir() {
-		return data.LoadDir(path, "train")
-	}
-	if strings.HasSuffix(path, ".csv") {
-		return data.LoadCSV(path)
-	}
-	return nil, fmt.Errorf("training data %s: want a directory of idx files, a folder of images per class or a .csv file", path)
-}
-
 // Part returns the part-th (1-based) of parts disjoint contiguous slices of
 // a permutation of d determined by seed.
 func Part(d *data.Dataset, part, parts int, seed uint64) (*data.Dataset, error) {
@@ -88,9 +71,9 @@ func Train(ctx context.Context, opts TrainOptions) (*Manifest, error) {
 	if opts.Teachers < 1 {
 		return nil, fmt.Errorf("teachers %d: train at least one", opts.Teachers)
 	}
-	d, err := LoadData(opts.Data)
+	d, err := data.Load(opts.Data, "train")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("training data: %w", err)
 	}
 	if d, err = Part(d, opts.Part, opts.Parts, 0x6e7a63); err != nil {
 		return nil, err

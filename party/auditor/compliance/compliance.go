@@ -516,6 +516,8 @@ func adminError(what string, err error) error {
 	switch {
 	case errors.As(err, &ce):
 		status = http.StatusBadRequest
+	case errors.Is(err, raftnode.ErrMembership):
+		status = http.StatusForbidden
 	case errors.Is(err, raftnode.ErrNoLeader), errors.Is(err, raftnode.ErrShutdown), errors.Is(err, raftnode.ErrTimeout),
 		errors.Is(err, raftnode.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusServiceUnavailable

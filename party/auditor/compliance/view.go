@@ -21,9 +21,12 @@ type Entry struct {
 	Subject  string    `json:"subject,omitempty"`
 	Original uint64    `json:"original,omitempty"`
 	// Command is the decoded command; CommandError says why it is absent
-	// (the ledger records commands that do not decode, refused).
-	Command      *Command `json:"command,omitempty"`
-	CommandError string   `json:"command_error,omitempty"`
+	// (the ledger records commands that do not decode, refused). A refusal
+	// record holds no command, only Record: the command's digest, kind and
+	// signer.
+	Command      *Command       `json:"command,omitempty"`
+	CommandError string         `json:"command_error,omitempty"`
+	Record       *ledger.Record `json:"record,omitempty"`
 }
 
 // Command is a decoded ledger command. Body holds the kind's fields, with
@@ -48,6 +51,10 @@ func DecodeEntry(raw []byte) (Entry, error) {
 	}
 	if en.Status == ledger.StatusRefused {
 		v.Code = en.Code.String()
+	}
+	if en.Record != nil {
+		v.Record = en.Record
+		return v, nil
 	}
 	c, err := ledger.DecodeCommand(en.Command)
 	if err != nil {

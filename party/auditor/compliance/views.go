@@ -3,9 +3,11 @@ package compliance
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strings"
+	"time"
 
 	"github.com/nzcfed/nzc/ledger"
 )
@@ -55,6 +57,49 @@ type Views struct {
 	// Warnings say what the comparison could not cover: auditors that did
 	// not answer or whose checkpoint did not verify.
 	Warnings []string `json:"warnings,omitempty"`
+	// Missing are the auditors that did not answer at all.
+	Missing []string `json:"missing,omitempty"`
+	// Needed is how many auditors make a majority: of the keys compared
+	// against, unless the caller sets it from the federation.
+	Needed int `json:"needed"`
+}
+
+// ErrNoMajority means fewer than a majority of the auditors answered with
+// a view a majority cosigned: the ledger cannot be read, since a checkpoint
+// needs a majority's signatures, until enough of them are up.
+var ErrNoMajority = errors.New("no majority of the auditors answered: start the missing auditors or check the network to them, then try again")
+
+// Majority returns nil when one of the auditors served a checkpoint a
+// majority cosigned and, when every auditor was asked (Asked ≥ Needed), at
+// least Needed of them answered; otherwise an error wrapping ErrNoMajority
+// that names each auditor that did not answer, or whose checkpoint did
+// not verify, and why.
+func (vs Views) Majority() error {
+	if (vs.Asked < vs.Needed || vs.Answered >= vs.Needed) && vs.Largest != nil {
+		return nil
+	}
+	var why []string
+	for _, v := range vs.Views {
+		switch {
+		case v.Error != "":
+			why = append(why, fmt.Sprintf("auditor %s did not answer: %s", v.Name(), v.Error))
+		case !v.Cosigned:
+			why = append(why, fmt.Sprintf("auditor %s's checkpoint does not verify against the federation's auditor keys with a majority: %s", v.Name(), v.CheckpointError))
+		}
+	}
+	return fmt.Errorf("%w: %d of %d auditors answered, %d needed; %s", ErrNoMajority, vs.Answered, vs.Asked, vs.Needed, strings.Join(why, "; "))
+}
+
+// MissingLine says which auditors did not answer and that a majority did,
+// for a report's text; "" when every auditor answered.
+func (vs Views) MissingLine() string {
+	if len(vs.Missing) == 0 {
+		return ""
+	}
+	if vs.Majority() != nil {
+		return fmt.Sprintf("missing: %s did not answer; %d of %d answered, fewer than the majority (%d) a read needs", strings.Join(vs.Missing, ", "), vs.Answered, vs.Asked, vs.Needed)
+	}
+	return fmt.Sprintf("missing: %s did not answer; %d of %d answered, and a majority (%d) is enough to read", strings.Join(vs.Missing, ", "), vs.Answered, vs.Asked, vs.Needed)
 }
 
 // Largest is the largest cosigned checkpoint of a comparison.
@@ -73,21 +118,51 @@ type Largest struct {
 // largest. Two views of one size with different roots, or a view that is
 // not a prefix of the largest, is a disagreement: some auditor shows a
 // different log than the others.
+//
+// Once a majority of the keys' auditors served cosigned views, the others
+// get ViewGrace more to answer: an auditor that is stopped or cut off
+// (whose connection hangs rather than being refused) is reported as not
+// answering instead of holding the comparison until ctx ends.
 func CompareViews(ctx context.Context, auditors []Auditor, keys []string) Views {
-	vs := Views{Asked: len(auditors), Views: make([]View, len(auditors)), Consistent: true}
-	var wg sync.WaitGroup
+	vs := Views{Asked: len(auditors), Views: make([]View, len(auditors)), Consistent: true, Needed: ledger.Quorum(len(keys))}
+	asks, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, len(auditors))
 	for i, a := range auditors {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			vs.Views[i] = view(ctx, a, keys)
+			vs.Views[i] = view(asks, a, keys)
+			done <- i
 		}()
 	}
-	wg.Wait()
+	var grace <-chan time.Time
+	late, cosignedViews := false, 0
+	for range auditors {
+		var i int
+		select {
+		case i = <-done:
+		case <-grace:
+			late, grace = true, nil
+			stop()
+			i = <-done
+		}
+		v := &vs.Views[i]
+		if v.Cosigned {
+			cosignedViews++
+		} else if late {
+			// Cut short: it had not answered when the others had.
+			*v = View{Auditor: v.Auditor, Addr: v.Addr, Error: fmt.Sprintf("no answer within %v of a majority's (%s): down, stopped or cut off", ViewGrace, cmp.Or(v.Error, v.CheckpointError))}
+		}
+		if cosignedViews >= vs.Needed && grace == nil && !late {
+			t := time.NewTimer(ViewGrace)
+			defer t.Stop()
+			grace = t.C
+		}
+	}
 	var cosigned []int
 	for i, v := range vs.Views {
 		switch {
 		case v.Error != "":
+			vs.Missing = append(vs.Missing, v.Name())
 			vs.Warnings = append(vs.Warnings, fmt.Sprintf("auditor %s at %s did not answer: its view is not compared", v.Name(), v.Addr))
 		case !v.Cosigned:
 			vs.Answered++
@@ -130,6 +205,10 @@ func CompareViews(ctx context.Context, auditors []Auditor, keys []string) Views 
 	vs.Consistent = len(vs.Disagreements) == 0
 	return vs
 }
+
+// ViewGrace is how long CompareViews waits for the other auditors once a
+// majority served cosigned views.
+const ViewGrace = time.Second
 
 // Name is the auditor asked for, or "(any)" when the address alone was.
 func (v View) Name() string {

@@ -335,6 +335,12 @@ func (d *Dashboard) activity(size int64, points []ledger.SpendPoint) (Activity, 
 		switch {
 		case en.Status == ledger.StatusRefused && len(a.Refusals) < d.opts.Recent:
 			r := RefusalView{Index: en.Index, Kind: "undecodable", Code: en.Code.String(), Subject: en.Subject}
+			if rec := en.Record; rec != nil {
+				if rec.Kind != 0 {
+					r.Kind = rec.Kind.String()
+				}
+				r.Signer = rec.Signer
+			}
 			if cerr == nil {
 				r.Kind, r.Signer, r.Time = c.Body.Kind().String(), c.Signer, formatTime(c.Body.Stamp())
 				if ch, ok := c.Body.(*ledger.Charge); ok {

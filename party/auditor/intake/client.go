@@ -22,47 +22,27 @@ import (
 type Client struct {
 	cfg   quicnet.Config
 	addrs []string
-
-	mu   chanMutex
-	conn *quicnet.Conn
-	next int
+	conn  *quicnet.Holder
+	next  int // the address dial tries first; changed only under conn's lock
 }
-
-// chanMutex is a mutex whose Lock respects a context.
-type chanMutex chan struct{}
-
-func (m chanMutex) lock(ctx context.Context) error {
-	select {
-	case m <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-func (m chanMutex) unlock() { <-m }
 
 // NewClient returns a client of the auditors at addrs.
 func NewClient(cfg quicnet.Config, addrs []string) (*Client, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("intake: no auditor address configured")
 	}
-	return &Client{cfg: cfg, addrs: addrs, mu: make(chanMutex, 1)}, nil
+	l := &Client{cfg: cfg, addrs: addrs}
+	l.conn = quicnet.NewHolder(l.dial)
+	return l, nil
 }
 
-func (l *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
-	if err := l.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer l.mu.unlock()
-	if l.conn != nil && l.conn.Err() == nil {
-		return l.conn, nil
-	}
+// dial connects to the first auditor that answers, from the one at next.
+func (l *Client) dial(ctx context.Context) (*quicnet.Conn, error) {
 	var errs []error
 	for range l.addrs {
 		addr := l.addrs[l.next%len(l.addrs)]
 		c, err := quicnet.Dial(ctx, addr, l.cfg, crypto.RoleAuditor)
 		if err == nil {
-			l.conn = c
 			return c, nil
 		}
 		errs = append(errs, err)
@@ -77,16 +57,12 @@ func (l *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 // drop closes c and moves on: to the auditor at leader when it is one of
 // the client's addresses, otherwise to the next.
 func (l *Client) drop(c *quicnet.Conn, leader string) {
-	_ = l.mu.lock(context.Background())
-	defer l.mu.unlock()
-	if l.conn == c {
-		_ = c.Close()
-		l.conn = nil
+	l.conn.Drop(c, func() {
 		l.next++
 		if i := slices.Index(l.addrs, leader); leader != "" && i >= 0 {
 			l.next = i
 		}
-	}
+	})
 }
 
 // call invokes req on an auditor, moving to the next auditor when the
@@ -95,7 +71,7 @@ func (l *Client) drop(c *quicnet.Conn, leader string) {
 func (l *Client) call(ctx context.Context, req, resp proto.Message) error {
 	var last error
 	for range 2 * len(l.addrs) {
-		c, err := l.connect(ctx)
+		c, err := l.conn.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -139,11 +115,4 @@ func (l *Client) Budget(ctx context.Context, req *nzcpb.BudgetRequest) (*nzcpb.B
 }
 
 // Close closes the connection to the auditors.
-func (l *Client) Close() error {
-	_ = l.mu.lock(context.Background())
-	defer l.mu.unlock()
-	if l.conn != nil {
-		return l.conn.Close()
-	}
-	return nil
-}
+func (l *Client) Close() error { return l.conn.Close() }

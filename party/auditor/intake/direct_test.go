@@ -31,6 +31,11 @@ func newDirectFixture(t *testing.T, srv *Server) *directFixture {
 	m, cmds := provisionedGenesis(t, "nzc.test/ledger", time.Unix(1_800_000_000, 0))
 	hs := m.ByRole(crypto.RoleHospital)
 	f := &directFixture{m: m, st: ledger.New(), h1: hs[0], h2: hs[1]}
+	if srv.Now == nil {
+		// The fixture's account commands are stamped a few nanoseconds
+		// into 1970: the intake's clock reads the same.
+		srv.Now = func() time.Time { return time.Unix(0, 3) }
+	}
 	for _, h := range hs {
 		cmds = append(cmds, f.sign(t, &ledger.OpenAccount{Hospital: h.ID, CapEpsilon: 8, CapDelta: 1e-5, Timestamp: 2}, h))
 	}
@@ -119,7 +124,7 @@ func (f *directFixture) dial(t *testing.T, p crypto.PartyFiles) *quicnet.Conn {
 // records it. (Before, the intake admitted only the aggregator's
 // certificate, and a hospital had no other way to its account.)
 func TestDroppingAggregatorCannotKeepAHospitalsCap(t *testing.T) {
-	f := newDirectFixture(t, &Server{})
+	f := newDirectFixture(t, &Server{Now: time.Now}) // teacher.SetCap stamps with time.Now
 
 	// The aggregator, hostile: it answers every relayed change-cap with an
 	// error and proposes nothing.
@@ -244,7 +249,7 @@ func TestIntakeRefusesStudentsAndLimitsHospitals(t *testing.T) {
 	c := f.dial(t, f.h1)
 	limited := 0
 	for v := range 10 {
-		cmd := f.sign(t, &ledger.ChangeCap{Hospital: f.h1.ID, Version: uint64(v + 1), CapEpsilon: 4, CapDelta: 1e-5, Timestamp: int64(v)}, f.h1)
+		cmd := f.sign(t, &ledger.ChangeCap{Hospital: f.h1.ID, Version: uint64(v + 1), CapEpsilon: 4, CapDelta: 1e-5, Timestamp: now.UnixNano() + int64(v)}, f.h1)
 		var res nzcpb.LedgerResult
 		err := c.Invoke(t.Context(), &nzcpb.LedgerSubmit{Command: cmd}, &res)
 		var pe *protocol.Error
@@ -260,7 +265,7 @@ func TestIntakeRefusesStudentsAndLimitsHospitals(t *testing.T) {
 	}
 	c2 := f.dial(t, f.h2)
 	var res nzcpb.LedgerResult
-	cmd := f.sign(t, &ledger.ChangeCap{Hospital: f.h2.ID, Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: 1}, f.h2)
+	cmd := f.sign(t, &ledger.ChangeCap{Hospital: f.h2.ID, Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: now.UnixNano()}, f.h2)
 	if err := c2.Invoke(t.Context(), &nzcpb.LedgerSubmit{Command: cmd}, &res); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
 		t.Fatalf("the other hospital after the flood: %v %v", &res, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -61,7 +62,7 @@ func TestJunkRelayedCommandsAreNotProposed(t *testing.T) {
 		return cmd
 	}
 	node := &applyingNode{st: st}
-	s := &Server{Node: node, Ledger: stateLedger{st}}
+	s := &Server{Node: node, Ledger: stateLedger{st}, Now: func() time.Time { return time.Unix(0, 9) }}
 	size := st.TreeSize()
 
 	for i := range 300 {

@@ -38,6 +38,14 @@ type Redirect interface {
 	Leader() string
 }
 
+// NotProposed is a Submitter's error for a command the leader refused
+// before proposing it: *raftnode.NotProposedError. Refused is the ledger's
+// encoded refusal (ledger.EncodeResult).
+type NotProposed interface {
+	error
+	Refused() []byte
+}
+
 // Ledger is this auditor's replica of the ledger: *auditor.Ledger.
 type Ledger interface {
 	// Checkpoint returns this auditor's signed checkpoint; 0 asks for the
@@ -108,12 +116,14 @@ func (s *Server) submit(ctx context.Context, r *quicnet.Request) (protocol.MsgTy
 	if err := r.Decode(&req); err != nil {
 		return 0, nil, err
 	}
+	cmd := req.GetCommand()
+	c, derr := ledger.DecodeCommand(cmd)
 	if r.Peer.Role == crypto.RoleHospital {
-		if err := ownAccountCommand(r.Peer.ID, req.GetCommand()); err != nil {
+		if err := ownAccountCommand(r.Peer.ID, c, derr); err != nil {
 			return 0, nil, err
 		}
 	}
-	out, err := s.Propose(ctx, req.GetCommand())
+	out, err := s.propose(ctx, cmd, c, derr)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -130,13 +140,17 @@ func (s *Server) logger() *slog.Logger {
 	return s.Logger
 }
 
+func (s *Server) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
 // limit takes one of hospital's tokens, or refuses with when to retry.
 func (s *Server) limit(hospital string) error {
 	s.limitOnce.Do(func() {
-		now := s.Now
-		if now == nil {
-			now = time.Now
-		}
+		now := s.now
 		burst, every := s.HospitalBurst, s.HospitalEvery
 		if burst <= 0 {
 			burst = DefaultHospitalBurst
@@ -157,8 +171,7 @@ func (s *Server) limit(hospital string) error {
 // connection, is that hospital's open-account or change-cap signed by it:
 // the certificate, the signer and the body's hospital must agree. Anything
 // else is refused before it is proposed.
-func ownAccountCommand(hospital string, cmd []byte) error {
-	c, err := ledger.DecodeCommand(cmd)
+func ownAccountCommand(hospital string, c ledger.Command, err error) error {
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "ledger command: %v", err)
 	}
@@ -173,27 +186,46 @@ func ownAccountCommand(hospital string, cmd []byte) error {
 }
 
 // Propose replicates one command and returns the ledger's answer, with a
-// receipt for a charge or a session opening. A hospital's own account
-// command (its registrations, opening its account, changing its cap), which
-// the aggregator relays or the hospital submits directly, is first decided
-// against this auditor's replica: one the ledger would refuse or has
-// already applied is answered so without being proposed, so that junk
-// relayed commands do not become permanent entries.
+// receipt for a charge or a session opening.
+//
+// Nothing its sender could not have proposed honestly is proposed. A
+// command that does not decode, and one a party relays about its own
+// account or registration (ledger.Relayed) that this auditor's replica
+// would refuse, is answered so without being proposed. Every other
+// command — the aggregator's charges and sessions — is checked by the
+// leader against its replica just before it would propose it (the auditor's
+// raftnode.Screen): this replica may lag the leader's, and must not refuse
+// a charge on a session the leader has just opened. A command the leader
+// refuses comes back as a *raftnode.NotProposedError, answered as the
+// ledger's refusal. Either way a refused command leaves no entry.
 func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
-	if relayed(cmd) {
+	c, err := ledger.DecodeCommand(cmd)
+	return s.propose(ctx, cmd, c, err)
+}
+
+// propose is Propose with cmd decoded (c, or the decoding error derr).
+func (s *Server) propose(ctx context.Context, cmd []byte, c ledger.Command, derr error) (*nzcpb.LedgerResult, error) {
+	if len(cmd) > ledger.MaxCommandSize {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "ledger command of %d bytes, over the ledger's %d: nothing was proposed; split the batch", len(cmd), ledger.MaxCommandSize)
+	}
+	if derr != nil || ledger.Relayed(c.Body) {
 		st := s.Ledger.State()
-		if r := st.Check(cmd); r.Status != ledger.StatusAccepted {
-			r.Index = uint64(st.TreeSize())
-			out := ToWire(r)
-			out.Reason = "not proposed: " + out.GetReason()
-			return out, nil
+		if r := st.CheckAt(cmd, s.now().UnixNano()); r.Status != ledger.StatusAccepted {
+			return notProposed(r, st), nil
 		}
 	}
 	data, _, err := s.Node.Submit(ctx, cmd)
 	if err != nil {
 		var rej Refusal
 		var nl Redirect
+		var np NotProposed
 		switch {
+		case errors.As(err, &np):
+			r, derr := ledger.DecodeResult(np.Refused())
+			if derr != nil {
+				return nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the leader refused the command with an unreadable answer: %v", derr)
+			}
+			return notProposed(r, s.Ledger.State()), nil
 		case errors.As(err, &rej):
 			return &nzcpb.LedgerResult{Index: rej.RefusedAt(), Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Unwrap().Error()}, nil
 		case errors.As(err, &nl):
@@ -211,7 +243,7 @@ func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, 
 	}
 	switch out.GetCode() {
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
-		if !needsReceipt(cmd) {
+		if !ledger.Receipted(c.Body) {
 			break
 		}
 		rec, err := s.Receipts.For(ctx, int64(out.GetIndex()))
@@ -224,20 +256,13 @@ func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, 
 	return out, nil
 }
 
-// relayed says whether cmd is one of a hospital's own account commands or
-// registrations, relayed by the aggregator or submitted directly (or one
-// that fails to decode, which is refused unproposed
-// too).
-func relayed(cmd []byte) bool {
-	c, err := ledger.DecodeCommand(cmd)
-	if err != nil {
-		return true
-	}
-	switch c.Body.(type) {
-	case *ledger.RegisterParty, *ledger.OpenAccount, *ledger.ChangeCap, *ledger.RegisterEnsemble:
-		return true
-	}
-	return false
+// notProposed answers a command refused before it was proposed: the
+// ledger's refusal, at the replica's current size.
+func notProposed(r ledger.Result, st *ledger.State) *nzcpb.LedgerResult {
+	r.Index = uint64(st.TreeSize())
+	out := ToWire(r)
+	out.Reason = "not proposed: " + out.GetReason()
+	return out
 }
 
 func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType, []byte, error) {
@@ -253,20 +278,4 @@ func (s *Server) budget(_ context.Context, r *quicnet.Request) (protocol.MsgType
 		req.HospitalIds = []string{r.Peer.ID}
 	}
 	return quicnet.Reply(Budgets(s.Ledger.State(), &req))
-}
-
-// needsReceipt says whether a command's commit is proven with a receipt:
-// charges and sparse-vector session openings, whose commit releases labels
-// and which a retry re-proposes as a duplicate. The hospitals' own account
-// commands the aggregator relays are answered without one.
-func needsReceipt(cmd []byte) bool {
-	c, err := ledger.DecodeCommand(cmd)
-	if err != nil {
-		return false
-	}
-	switch c.Body.(type) {
-	case *ledger.Charge, *ledger.OpenSession:
-		return true
-	}
-	return false
 }

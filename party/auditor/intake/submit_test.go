@@ -15,8 +15,9 @@ import (
 
 // raft's node is a Submitter whose errors the intake reads.
 var (
-	_ Refusal  = (*raftnode.RejectedError)(nil)
-	_ Redirect = (*raftnode.NotLeaderError)(nil)
+	_ Refusal     = (*raftnode.RejectedError)(nil)
+	_ Redirect    = (*raftnode.NotLeaderError)(nil)
+	_ NotProposed = (*raftnode.NotProposedError)(nil)
 )
 
 type failingNode struct{ err error }
@@ -43,6 +44,9 @@ func TestProposeReadsTheNodesErrors(t *testing.T) {
 		{"not the leader", fmt.Errorf("submit: %w", &raftnode.NotLeaderError{LeaderID: "auditor-2", LeaderAddr: "10.0.0.2:7000"}),
 			nil, protocol.CodeNotLeader, "10.0.0.2:7000"},
 		{"no leader", raftnode.ErrNoLeader, nil, protocol.CodeLedgerUnavailable, ""},
+		{"refused before proposal", fmt.Errorf("submit: %w", &raftnode.NotProposedError{Refusal: ledger.EncodeResult(ledger.Result{
+			Outcome: ledger.Outcome{Status: ledger.StatusRefused, Code: ledger.CodeUnknownStudent}, Message: "no such student"})}),
+			&nzcpb.LedgerResult{Index: 0, Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: "not proposed: no such student"}, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

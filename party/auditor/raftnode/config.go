@@ -56,6 +56,18 @@ type Config struct {
 	// removal.
 	VerifyRemoval func(id string, proof []byte) error
 
+	// Federation admits joins: the leader asks it before it adds or moves
+	// a voter. Nil admits any auditor at an address no other server holds.
+	Federation Federation
+	// Screen checks each command before the leader proposes it, whether
+	// submitted on the leader or forwarded to it. Nil proposes every
+	// command.
+	Screen Screen
+	// MaxCommand is the largest command Submit proposes, in bytes; a larger
+	// one is refused before raft logs it. Zero means the most one raft
+	// entry carries (4 MiB).
+	MaxCommand int
+
 	// Tuning adjusts timeouts, snapshots and packing.
 	Tuning
 }
@@ -96,6 +108,9 @@ const (
 
 // Validate reports the first problem with c as a *ConfigError.
 func (c *Config) Validate() error {
+	if c.MaxCommand < 0 || c.MaxCommand > maxBatchBytes {
+		return &ConfigError{"MaxCommand", fmt.Sprintf("must be between 0 (the default) and %d bytes", maxBatchBytes)}
+	}
 	if c.MaxPacked < 0 {
 		return &ConfigError{"MaxPacked", "must not be negative (0 means the default)"}
 	}
@@ -203,4 +218,30 @@ func (c *Config) applyTimeout() time.Duration {
 		return defaultApplyTimeout
 	}
 	return c.ApplyTimeout
+}
+
+func (c *Config) maxCommand() int {
+	if c.MaxCommand == 0 {
+		return maxBatchBytes
+	}
+	return c.MaxCommand
+}
+
+// Federation says which auditors may hold which raft addresses: the
+// federation's binding of each auditor's id to its address (its
+// registration and its configured peers), which raft's own membership must
+// not override.
+type Federation interface {
+	// AdmitJoin returns nil when auditor id may be a voter at addr, and an
+	// error saying why not otherwise.
+	AdmitJoin(id, addr string) error
+}
+
+// Screen decides whether a command may enter the log.
+type Screen interface {
+	// Screen returns nil when cmd, submitted through auditor peer (the id
+	// of the certificate that forwarded it, or the leader's own), may be
+	// proposed; otherwise the state machine's encoded refusal, which
+	// Submit returns in a *NotProposedError and which never enters the log.
+	Screen(peer string, cmd []byte) (refusal []byte)
 }

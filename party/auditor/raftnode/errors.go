@@ -41,13 +41,21 @@ var (
 	// ErrCommandTooLarge means a submitted command is larger than a raft
 	// entry may carry (maxBatchBytes): every AppendEntries must stay within
 	// what a follower's guard accepts (maxRPCBytes).
-	ErrCommandTooLarge = errors.New("auditor: the command is larger than one raft entry may carry (4 MiB); nothing was proposed")
+	ErrCommandTooLarge = errors.New("auditor: the command is larger than one raft entry may carry; nothing was proposed")
+
+	// ErrNotProposed is matched by a *NotProposedError.
+	ErrNotProposed = errors.New("auditor: the command was refused before it was proposed; nothing was logged")
 
 	// ErrWrongPeer means the auditor at a raft peer's address presented a
 	// certificate other than the one of the server the raft configuration
 	// places there (or the address is not in it): check the address in the
 	// configuration (nzc ledger status) and the certificate installed there.
 	ErrWrongPeer = errors.New("auditor: the raft peer at this address is not the configured server")
+
+	// ErrPeerUnreachable means no connection to another auditor could be
+	// made before the deadline (nothing listens at its address, or the
+	// handshake failed): it is down or refuses, not merely slow.
+	ErrPeerUnreachable = errors.New("auditor: the peer auditor cannot be reached")
 
 	// ErrNotAuditor is returned when a peer's certificate does not carry the
 	// auditor role.
@@ -84,9 +92,45 @@ func (e *ConfigError) Error() string {
 type RemoteError struct {
 	Addr string
 	Msg  string
+	// Kind is the sentinel the remote error matched (ErrMembership), or
+	// nil.
+	Kind error
 }
 
 func (e *RemoteError) Error() string { return fmt.Sprintf("auditor %s: %s", e.Addr, e.Msg) }
+
+func (e *RemoteError) Unwrap() error { return e.Kind }
+
+// NotProposedError is a command the leader refused before proposing it
+// (Config.Screen): nothing entered the log. Refusal is the state
+// machine's encoded refusal. It matches ErrNotProposed.
+type NotProposedError struct {
+	Refusal []byte
+}
+
+func (e *NotProposedError) Error() string {
+	return fmt.Sprintf("%v (the state machine's refusal is %d bytes)", ErrNotProposed, len(e.Refusal))
+}
+
+func (e *NotProposedError) Is(target error) bool { return target == ErrNotProposed }
+
+// Refused is the state machine's encoded refusal.
+func (e *NotProposedError) Refused() []byte { return e.Refusal }
+
+// DisplaceError is a join that would take the place of another server: an
+// address that server holds. A join never removes anybody; it matches
+// ErrMembership.
+type DisplaceError struct {
+	ID, Addr string
+	Holder   string // the server at Addr
+}
+
+func (e *DisplaceError) Error() string {
+	return fmt.Sprintf("auditor: %s cannot join at %s: auditor %s holds that address, and a join never displaces another server; join at %s's own address, or have %s removed first (its own request or a majority's signatures)",
+		e.ID, e.Addr, e.Holder, e.ID, e.Holder)
+}
+
+func (e *DisplaceError) Is(target error) bool { return target == ErrMembership }
 
 // ErrOutcomeUnknown means the command was handed to the cluster but this
 // node cannot tell whether it committed (leadership changed, or the

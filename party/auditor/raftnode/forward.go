@@ -47,6 +47,8 @@ const (
 	codeShutdown
 	codeOutcomeUnknown
 	codeError
+	codeMembership  // a membership change refused: ErrMembership
+	codeNotProposed // a command refused before proposal: ErrNotProposed
 )
 
 // maxFrame bounds every request and response body.
@@ -122,6 +124,7 @@ func decodePair(p []byte) (string, string, error) {
 func encodeResult(data []byte, index uint64, err error) (byte, uint64, []byte) {
 	var rej *RejectedError
 	var nl *NotLeaderError
+	var np *NotProposedError
 	switch {
 	case err == nil:
 		return codeOK, index, data
@@ -129,6 +132,10 @@ func encodeResult(data []byte, index uint64, err error) (byte, uint64, []byte) {
 		return codeRejected, rej.Index, []byte(rej.Err.Error())
 	case errors.As(err, &nl):
 		return codeNotLeader, 0, encodePair(nl.LeaderID, nl.LeaderAddr)
+	case errors.Is(err, ErrMembership):
+		return codeMembership, 0, []byte(err.Error())
+	case errors.As(err, &np):
+		return codeNotProposed, 0, np.Refusal
 	case errors.Is(err, ErrNoLeader):
 		return codeNoLeader, 0, nil
 	case errors.Is(err, ErrTimeout):
@@ -163,6 +170,10 @@ func decodeResult(addr string, code byte, index uint64, body []byte) ([]byte, ui
 		return nil, 0, ErrShutdown
 	case codeOutcomeUnknown:
 		return nil, 0, ErrOutcomeUnknown
+	case codeMembership:
+		return nil, 0, &RemoteError{Addr: addr, Msg: string(body), Kind: ErrMembership}
+	case codeNotProposed:
+		return nil, 0, &NotProposedError{Refusal: body}
 	default:
 		return nil, 0, &RemoteError{Addr: addr, Msg: string(body)}
 	}
@@ -254,7 +265,7 @@ func selfOnly(peer, id, what string) error {
 func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) ([]byte, uint64, error) {
 	switch op {
 	case opSubmit:
-		res, idx, err := n.applyLocal(ctx, body)
+		res, idx, err := n.applyLocal(ctx, peer, body)
 		if errors.Is(err, raft.ErrNotLeader) {
 			err = n.notLeader() // lost leadership before enqueueing
 		}
@@ -296,7 +307,14 @@ type forwardClient struct {
 	// dials counts the connections dialled, failed attempts included: each
 	// costs a mutual-TLS handshake on both sides, so it should grow with
 	// peers, not requests.
-	dials atomic.Int64
+	dials, dialsFailed atomic.Int64
+	// dropped counts the connections closed because a call on them failed
+	// or ended before its answer (each later costs a dial); abandoned
+	// counts those of them whose caller cancelled the call rather than
+	// ran out of time.
+	dropped, abandoned atomic.Int64
+	// inFlight counts the calls under way.
+	inFlight atomic.Int64
 
 	mu     sync.Mutex
 	idle   map[string][]*fwdConn
@@ -332,7 +350,11 @@ func (fc *forwardClient) get(ctx context.Context, addr string) (*fwdConn, error)
 	fc.dials.Add(1)
 	c, err := dialChannel(ctx, addr, fc.tls, chanForward)
 	if err != nil {
-		return nil, err
+		fc.dialsFailed.Add(1)
+		if ctx.Err() != nil {
+			return nil, err // out of time, which says nothing of the peer
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrPeerUnreachable, addr, err)
 	}
 	return &fwdConn{c: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}, nil
 }
@@ -345,6 +367,15 @@ func (fc *forwardClient) put(addr string, c *fwdConn) {
 		return
 	}
 	fc.idle[addr] = append(fc.idle[addr], c)
+}
+
+// drop closes a connection whose call on ctx failed or ended early.
+func (fc *forwardClient) drop(ctx context.Context, c *fwdConn) {
+	_ = c.c.Close()
+	fc.dropped.Add(1)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		fc.abandoned.Add(1)
+	}
 }
 
 func (fc *forwardClient) close() {
@@ -363,6 +394,8 @@ func (fc *forwardClient) close() {
 // written is returned as errNotSent; after it, as ErrOutcomeUnknown for a
 // submit (the leader may have committed it).
 func (fc *forwardClient) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, uint64, error) {
+	fc.inFlight.Add(1)
+	defer fc.inFlight.Add(-1)
 	c, err := fc.get(ctx, addr)
 	if err != nil {
 		return nil, 0, errNotSent{err}
@@ -374,12 +407,12 @@ func (fc *forwardClient) call(ctx context.Context, addr string, op byte, body []
 		ms = uint64(max(time.Until(dl).Milliseconds(), 1))
 	}
 	if err := writeFrame(c.w, op, ms, body); err != nil {
-		_ = c.c.Close()
+		fc.drop(ctx, c)
 		return nil, 0, errNotSent{err}
 	}
 	code, idx, out, err := readFrame(c.r)
 	if err != nil {
-		_ = c.c.Close()
+		fc.drop(ctx, c)
 		if ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 		}
@@ -388,7 +421,7 @@ func (fc *forwardClient) call(ctx context.Context, addr string, op byte, body []
 	if !stop() {
 		// The deadline fired after the response arrived; the connection's
 		// deadline is now in the past, so do not reuse it.
-		_ = c.c.Close()
+		fc.drop(ctx, c)
 	} else {
 		fc.put(addr, c)
 	}

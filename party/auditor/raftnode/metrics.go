@@ -56,7 +56,21 @@ func newMetrics(n *Node) *metrics {
 		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "nzc_auditor_peer_dials_total",
 			Help: "Connections this auditor dialled to other auditors for forwarding, membership and cosigning, failed attempts included (each a mutual-TLS handshake; idle ones are reused, so this grows with restarts and failures, not with requests).",
-		}, func() float64 { return float64(fc.dials.Load()) }))
+		}, func() float64 { return float64(fc.dials.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "nzc_auditor_peer_dials_failed_total",
+				Help: "Dials to other auditors that made no connection (among nzc_auditor_peer_dials_total): a peer down, refusing, or too slow to finish the handshake in time.",
+			}, func() float64 { return float64(fc.dialsFailed.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "nzc_auditor_peer_conns_dropped_total",
+				Help: "Connections to other auditors closed because a call on them failed or ended before its answer (a peer down, or a call out of time); each is dialled again when next needed.",
+			}, func() float64 { return float64(fc.dropped.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "nzc_auditor_peer_calls_abandoned_total",
+				Help: "Calls to other auditors cancelled by their caller before the answer came (their connections are among those dropped). A round of cosigning leaves its asks to finish, so this stays at 0 while receipts flow.",
+			}, func() float64 { return float64(fc.abandoned.Load()) }),
+			gauge("nzc_auditor_peer_calls_in_flight", "Calls to other auditors (forwarded commands, membership, cosigning) under way.",
+				func() float64 { return float64(fc.inFlight.Load()) }))
 	}
 	if mux := n.mux; mux != nil {
 		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -400,8 +400,8 @@ func (n *Node) Close() error {
 // leader; with no forwarding (in-memory transport) a follower returns a
 // *NotLeaderError. A refusal by the state machine is a *RejectedError.
 func (n *Node) Submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
-	if len(cmd) > maxBatchBytes { // refused here, not forwarded
-		return nil, 0, fmt.Errorf("%w: %d bytes", ErrCommandTooLarge, len(cmd))
+	if len(cmd) > n.cfg.maxCommand() { // refused here, not forwarded
+		return nil, 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrCommandTooLarge, len(cmd), n.cfg.maxCommand())
 	}
 	start := time.Now()
 	res, idx, err := n.submit(ctx, cmd)
@@ -419,7 +419,7 @@ func (n *Node) submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
 		addr, id := n.raft.LeaderWithID()
 		switch {
 		case n.raft.State() == raft.Leader:
-			res, idx, err := n.applyLocal(ctx, cmd)
+			res, idx, err := n.applyLocal(ctx, n.cfg.NodeID, cmd)
 			var nl *NotLeaderError
 			if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, ErrNoLeader) && !errors.As(err, &nl) {
 				return res, idx, err
@@ -450,14 +450,21 @@ func (n *Node) submit(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
 	}
 }
 
-// applyLocal applies cmd through raft on this node, which must be leader.
-// A raft.ErrNotLeader return means nothing was appended.
-func (n *Node) applyLocal(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
-	if len(cmd) > maxBatchBytes {
-		return nil, 0, fmt.Errorf("%w: %d bytes", ErrCommandTooLarge, len(cmd))
+// applyLocal applies cmd, submitted through auditor peer, through raft on
+// this node, which must be leader. A raft.ErrNotLeader return means nothing
+// was appended. A command over the limit, or one Config.Screen refuses, is
+// refused before it is proposed.
+func (n *Node) applyLocal(ctx context.Context, peer string, cmd []byte) ([]byte, uint64, error) {
+	if len(cmd) > n.cfg.maxCommand() {
+		return nil, 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrCommandTooLarge, len(cmd), n.cfg.maxCommand())
 	}
 	if n.raft.State() != raft.Leader {
 		return nil, 0, n.notLeader()
+	}
+	if n.cfg.Screen != nil {
+		if refusal := n.cfg.Screen.Screen(peer, cmd); refusal != nil {
+			return nil, 0, &NotProposedError{Refusal: refusal}
+		}
 	}
 	timeout := n.cfg.applyTimeout()
 	if dl, ok := ctx.Deadline(); ok {
@@ -497,8 +504,11 @@ func (n *Node) applyLocal(ctx context.Context, cmd []byte) ([]byte, uint64, erro
 }
 
 // Join adds the auditor id at addr as a voter. Joining again with the same
-// id and address is a no-op; a known id with a new address (or a known
-// address with a new id) replaces the old entry.
+// id and address is a no-op, and a known id with a new address moves it
+// there. A join never removes or displaces another server: an address
+// another server holds gives a *DisplaceError, and one Config.Federation
+// does not admit an error matching ErrMembership; neither changes the
+// membership.
 func (n *Node) Join(ctx context.Context, id, addr string) error {
 	if err := validID(id); err != nil {
 		return &ConfigError{"id", err.Error()}
@@ -577,6 +587,9 @@ func (n *Node) configuration() ([]raft.Server, error) {
 }
 
 func (n *Node) joinLocal(ctx context.Context, id, addr string) error {
+	if err := validID(id); err != nil {
+		return &ConfigError{"id", err.Error()}
+	}
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}
@@ -584,18 +597,22 @@ func (n *Node) joinLocal(ctx context.Context, id, addr string) error {
 	if err != nil {
 		return err
 	}
-	timeout := ctxTimeout(ctx, n.cfg.applyTimeout())
 	for _, s := range servers {
-		sameID, sameAddr := s.ID == raft.ServerID(id), s.Address == raft.ServerAddress(addr)
-		if sameID && sameAddr {
+		if s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(addr) {
 			return nil
 		}
-		if sameID || sameAddr {
-			if err := n.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
-				return mapRaftErr(err)
-			}
+		if s.Address == raft.ServerAddress(addr) {
+			return &DisplaceError{ID: id, Addr: addr, Holder: string(s.ID)}
 		}
 	}
+	if f := n.cfg.Federation; f != nil {
+		if err := f.AdmitJoin(id, addr); err != nil {
+			return fmt.Errorf("%w: the federation does not place auditor %q at %s: %w", ErrMembership, id, addr, err)
+		}
+	}
+	// AddVoter with a known id moves that server to addr; it never takes
+	// another server out.
+	timeout := ctxTimeout(ctx, n.cfg.applyTimeout())
 	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error(); err != nil {
 		return mapRaftErr(err)
 	}
@@ -790,7 +807,7 @@ func (n *Node) PeerCheckpoint(ctx context.Context, addr string, treeSize uint64)
 	cp, _, err := n.fwd.call(ctx, addr, opCheckpoint, binary.AppendUvarint(nil, treeSize))
 	var ns errNotSent
 	if errors.As(err, &ns) {
-		return nil, fmt.Errorf("auditor: reach %s: %w", addr, ns.err)
+		return nil, fmt.Errorf("auditor: reach %s: %w", addr, ns.err) // ErrPeerUnreachable when no connection was made
 	}
 	return cp, err
 }

@@ -133,6 +133,8 @@ type tlsCluster struct {
 	done     []chan error
 	// maxPacked is every node's Config.MaxPacked.
 	maxPacked int
+	// configure, when set, adjusts every node's Config.
+	configure func(*Config)
 }
 
 func (c *tlsCluster) config(i int, bind string, join []string) Config {
@@ -152,6 +154,9 @@ func (c *tlsCluster) config(i int, bind string, join []string) Config {
 			ApplyTimeout:     5 * time.Second,
 			MaxPacked:        c.maxPacked,
 		},
+	}
+	if c.configure != nil {
+		c.configure(&cfg)
 	}
 	if i == 0 && join == nil {
 		cfg.Bootstrap = true
@@ -212,8 +217,15 @@ func newTLSClusterWith(t testing.TB, size int, machines []StateMachine) *tlsClus
 // newTLSClusterPacked is newTLSClusterWith with every node's MaxPacked.
 func newTLSClusterPacked(t testing.TB, size int, machines []StateMachine, maxPacked int) *tlsCluster {
 	t.Helper()
+	return newTLSClusterConfigured(t, size, machines, maxPacked, nil)
+}
+
+// newTLSClusterConfigured is newTLSClusterPacked with every node's Config
+// adjusted by configure.
+func newTLSClusterConfigured(t testing.TB, size int, machines []StateMachine, maxPacked int, configure func(*Config)) *tlsCluster {
+	t.Helper()
 	c := &tlsCluster{
-		t: t, ca: newTestCA(t), maxPacked: maxPacked,
+		t: t, ca: newTestCA(t), maxPacked: maxPacked, configure: configure,
 		dirs: make([]string, size), sms: make([]*chainSM, size), nodes: make([]*Node, size),
 		addrs: make([]string, size), cancel: make([]context.CancelFunc, size), done: make([]chan error, size),
 		machines: machines,

@@ -1,0 +1,155 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/mechanism/budget"
+	"github.com/nzcfed/nzc/ml/metrics"
+	"github.com/nzcfed/nzc/ml/selection"
+)
+
+// Planner is the aggregator name of the planned rows (Config.Plan).
+const Planner = "planner"
+
+// PlanConfig, when Cap is positive, adds a planned row for every
+// session-keeping aggregator that is bootstrapped (Config.Bootstrap): one bootstrapped session planned at pure
+// SessionEpsilon (as SessionEpsilons plans one); when it ends before every
+// pool query was asked, the rest of the cap buys GNMax answers
+// (Mechanisms["gnmax"], budget.Rest) on the unasked queries a student
+// trained on the session's labels is surest of. Every decision reads
+// released outputs only, and the row's ε is the session's and the GNMax
+// answers' composed as the ledger composes an account: at most Cap.
+type PlanConfig struct {
+	Cap            float64 `json:"cap"`
+	SessionEpsilon float64 `json:"session_epsilon"`
+}
+
+// validatePlan checks the plan against the ensemble and the mechanisms.
+func (c *Config) validatePlan() error {
+	pc := c.Plan
+	if pc.Cap == 0 && pc.SessionEpsilon == 0 {
+		return nil
+	}
+	if !(pc.Cap > 0) || !(pc.SessionEpsilon > 0) || pc.SessionEpsilon > pc.Cap {
+		return fmt.Errorf("%w: plan cap ε %v with a session of ε %v: want a positive cap and a session within it", ErrConfig, pc.Cap, pc.SessionEpsilon)
+	}
+	i := slices.IndexFunc(c.Aggregators, func(a string) bool { return c.Mechanisms[a].Mechanism.Sessions() })
+	if c.Bootstrap == 0 || i < 0 {
+		// A planned row follows a bootstrapped session: there is none.
+		return nil
+	}
+	gn, ok := c.Mechanisms[string(mechanism.GNMax)]
+	if !ok || gn.Mechanism != mechanism.GNMax {
+		return fmt.Errorf("%w: a planned row spends the rest of its cap on gnmax, which has no parameters", ErrConfig)
+	}
+	if _, err := c.sessionParams(c.Mechanisms[c.Aggregators[i]].Mechanism, pc.SessionEpsilon, c.Teachers[0], c.Data.Train.Classes); err != nil {
+		return fmt.Errorf("%w: planned session ε %v: %w", ErrConfig, pc.SessionEpsilon, err)
+	}
+	return nil
+}
+
+// plannedRows adds to rep the planned row (Config.Plan) of every
+// session-keeping aggregator for the ensemble of k teachers, each drawn
+// Config.Draws times.
+func (s *students) plannedRows(ctx context.Context, rep *Report, k, classes int, hist [][]int, pool []int) error {
+	cfg := s.cfg
+	for _, agg := range cfg.Aggregators {
+		if !cfg.Mechanisms[agg].Mechanism.Sessions() {
+			continue
+		}
+		p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, cfg.Plan.SessionEpsilon, k, classes)
+		if err != nil {
+			return fmt.Errorf("%s with %d teachers, a planned session of ε %v: %w", agg, k, cfg.Plan.SessionEpsilon, err)
+		}
+		gn := ParamsFor(cfg.Mechanisms[string(mechanism.GNMax)], k, classes)
+		stream := fmt.Sprintf("answer/%s/%d/%d/planned/%v/%v", agg, k, len(pool), cfg.Plan.Cap, cfg.Plan.SessionEpsilon)
+		row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d planned", agg, k), func(d int) (Row, []int, error) {
+			row, full, err := s.planned(ctx, agg, p, gn, cfg.noise(stream, d), cfg.noise(stream+"/gnmax", d), k, classes, hist, pool)
+			if err != nil {
+				return row, nil, fmt.Errorf("%s with %d teachers, planned: %w", agg, k, err)
+			}
+			s.log.Info("released", "aggregator", Planner, "params", row.Params, "teachers", k, "draw", d+1, "answered", row.Answered, "gnmax_answers", row.fallback, "epsilon", row.Epsilon)
+			return row, full, nil
+		})
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	return nil
+}
+
+// planned runs one planned row: the bootstrapped session p with noise
+// from src, then, if it ended before the pool was asked, as many GNMax
+// (gn) answers as the rest of the cap buys, noise from gsrc, on the
+// unasked queries a student trained on the session's labels is surest of.
+func (s *students) planned(ctx context.Context, agg string, p, gn mechanism.Params, src, gsrc mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+	cfg := s.cfg
+	row, full, asked, err := s.bootstrap(ctx, agg, p, src, k, classes, hist, pool)
+	if err != nil {
+		return row, nil, err
+	}
+	g := mechanism.DefaultGrid()
+	spent, err := p.Charge(g, 0, 0)
+	if err != nil {
+		return row, nil, err
+	}
+	unasked := 0
+	for _, a := range asked {
+		if !a {
+			unasked++
+		}
+	}
+	// The plan's ε is its costlier branch, the session and every GNMax
+	// answer the cap allows, whether or not the session ended early: the
+	// same figure in every draw.
+	n, eps, err := budget.Rest(spent, gn, cfg.Plan.Cap, cfg.Delta, len(pool))
+	if err != nil {
+		return row, nil, err
+	}
+	row.Aggregator, row.Epsilon, row.Delta, row.EpsilonSource = Planner, eps, cfg.Delta, proven
+	row.Params = fmt.Sprintf("cap ε=%v: nzc-svt %s, then up to %d gnmax %s", cfg.Plan.Cap, p, n, gn)
+	row.Selection += "; then gnmax on the surest unasked"
+	if unasked == 0 || n == 0 || row.Answered == 0 {
+		return row, full, nil
+	}
+	nets, err := s.rankers(ctx, cfg.BootstrapRounds+1, full)
+	if err != nil {
+		return row, nil, err
+	}
+	order, err := selection.ConfidentEnsemble(ctx, nets, s.queries, asked, cfg.Confident)
+	if err != nil {
+		return row, nil, err
+	}
+	order = order[:min(n, len(order))]
+	hs := make([]mechanism.Histogram, len(order))
+	for j, q := range order {
+		hs[j] = mechanism.Histogram(hist[q])
+	}
+	m, err := mechanism.New(gn)
+	if err != nil {
+		return row, nil, err
+	}
+	res, err := mechanism.AnswerBatch(m, gsrc, hs)
+	if err != nil {
+		return row, nil, err
+	}
+	for j, o := range res.Outcomes {
+		if !o.Refused {
+			full[order[j]] = o.Label
+			row.fallback++
+		}
+	}
+	row.Answered += row.fallback
+	var labels, qs []int
+	for q, l := range full {
+		if l != metrics.Refused {
+			labels, qs = append(labels, l), append(qs, q)
+		}
+	}
+	row.LabelAccuracy = labelAccuracy(labels, qs, s.queries.Y)
+	return row, full, nil
+}
