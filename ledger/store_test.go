@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -227,5 +228,52 @@ func TestResumeRewritesNothingOfItsOwnLog(t *testing.T) {
 	}
 	if h.appends != 0 || again.RootHash() != st.RootHash() {
 		t.Fatalf("restoring over its own history: %d appends, root %s want %s", h.appends, again.RootHash(), st.RootHash())
+	}
+}
+
+// WriteExport writes, a chunk of the history at a time, the bytes Export
+// encodes, for any prefix of the log; a size past the log or a checkpoint
+// over the limit writes nothing.
+func TestWriteExport(t *testing.T) {
+	f := newFed(t)
+	dup := f.sign(chargeBody("b", []string{"h1"}, gaussCurve(40, 1), 1), "agg")
+	for range exportChunk + 5 { // the first accepted, the rest duplicates
+		f.apply(dup)
+	}
+	n := f.st.TreeSize()
+	cp := signedAt(t, f.st, n, "a1", "a2")
+	for _, size := range []int64{0, 1, exportChunk, n} {
+		entries, err := f.st.Entries(0, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := f.st.AuditorKeys(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Export{Entries: entries, Checkpoints: [][]byte{cp}, Keys: keys}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := f.st.WriteExport(&got, size, [][]byte{cp}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("size %d: WriteExport wrote %d bytes that are not the %d Export encodes", size, got.Len(), len(want))
+		}
+	}
+	for name, tc := range map[string]struct {
+		size int64
+		cps  [][]byte
+	}{
+		"past the log":       {n + 1, nil},
+		"negative":           {-1, nil},
+		"checkpoint too big": {n, [][]byte{make([]byte, maxNoteLen+1)}},
+	} {
+		var got bytes.Buffer
+		if err := f.st.WriteExport(&got, tc.size, tc.cps); err == nil || got.Len() != 0 {
+			t.Errorf("%s: err %v, %d bytes written", name, err, got.Len())
+		}
 	}
 }
