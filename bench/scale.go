@@ -332,10 +332,18 @@ func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection,
 	}
 	snap, restarted = nil, nil
 
+	genesis, err := ledger.DecodeCommand(setup[0])
+	if err != nil {
+		return sec, err
+	}
+	gh, err := genesis.Digest()
+	if err != nil {
+		return sec, err
+	}
 	liveHeap()
 	peak := heapSampler()
 	t0 = time.Now()
-	rep := ledger.Verify(export, ledger.VerifyOptions{})
+	rep := ledger.Verify(export, ledger.VerifyOptions{GenesisHash: gh[:]})
 	elapsed := time.Since(t0)
 	sec.VerifyPeakHeapMiB = float64(peak()) / mib
 	if !rep.OK || rep.Entries != cp.Size {
