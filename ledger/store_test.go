@@ -277,3 +277,48 @@ func TestWriteExport(t *testing.T) {
 		}
 	}
 }
+
+// A history changed on disk — an entry's outcome rewritten, or a stored
+// hash — is repaired when the log's commands are applied over it again: the
+// first entry or hash that is not what replay produces cuts the history
+// there, and the rest is written anew.
+func TestResumeRepairsAChangedHistory(t *testing.T) {
+	f := chargedFed(t, 6)
+	entries, err := f.st.Entries(0, f.st.TreeSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]func(h *MemHistory){
+		"entry": func(h *MemHistory) {
+			en, _ := DecodeEntry(h.entries[8])
+			en.Status, en.Code = StatusRefused, CodeCapExceeded
+			h.entries[8], _ = en.Encode()
+		},
+		"hash": func(h *MemHistory) { h.hashes[tlog.StoredHashIndex(0, 8)][0] ^= 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := &countingHistory{MemHistory: historyOf(t, f.st)}
+			change(h.MemHistory)
+			st := Resume(h)
+			for _, b := range entries {
+				en, _ := DecodeEntry(b)
+				if _, err := st.Apply(en.Command); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h.appends != len(entries)-8 {
+				t.Errorf("%d entries written again, want %d (entry 8 on)", h.appends, len(entries)-8)
+			}
+			if st.RootHash() != f.st.RootHash() {
+				t.Fatalf("root %s, want %s", st.RootHash(), f.st.RootHash())
+			}
+			got, err := st.Entries(0, st.TreeSize())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(got, entries, bytes.Equal) {
+				t.Fatal("the repaired history is not the log")
+			}
+		})
+	}
+}
