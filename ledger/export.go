@@ -288,7 +288,9 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 			roots[c.Size] = c.Root
 		}
 	}
-	st := New()
+	// The replayed log is read again only entry by entry as it is checked,
+	// so it keeps only its tree.
+	st := newState(&treeOnly{})
 	replayed, err := st.replayEntries(x.Entries, roots)
 	r.Replayed = replayed
 	if err != nil {

@@ -236,11 +236,13 @@ func (v *historyView) Truncate(n int64) error {
 }
 
 // treeOnly is a History that keeps only the tree's hashes and the last
-// entry: the tree over an export's bytes, which Verify checks checkpoints
-// against, needs no entry again.
+// entry: for a replay whose entries are read again only as replay checks
+// the last one (Verify's, Restore's), and for the tree over an export's
+// bytes, which Verify checks checkpoints against.
 type treeOnly struct {
 	n      int64
 	hashes []tlog.Hash
+	last   []byte
 }
 
 func (t *treeOnly) Len() int64 { return t.n }
@@ -256,19 +258,26 @@ func (t *treeOnly) ReadHashes(idx []int64) ([]tlog.Hash, error) {
 	return out, nil
 }
 
-func (t *treeOnly) Append(_ []byte, hashes []tlog.Hash) error {
+func (t *treeOnly) Append(entry []byte, hashes []tlog.Hash) error {
 	t.hashes = append(t.hashes, hashes...)
+	t.last = entry
 	t.n++
 	return nil
 }
 
 func (t *treeOnly) Entry(i int64) ([]byte, error) {
-	return nil, fmt.Errorf("%w: entry %d: this tree keeps no entries", ErrHistory, i)
+	if i != t.n-1 || t.last == nil {
+		return nil, fmt.Errorf("%w: entry %d: this history keeps only its last entry", ErrHistory, i)
+	}
+	return bytes.Clone(t.last), nil
 }
 
 func (t *treeOnly) Truncate(n int64) error {
 	if n < 0 || n > t.n {
 		return fmt.Errorf("%w: cannot truncate %d entries to %d", ErrHistory, t.n, n)
+	}
+	if n < t.n {
+		t.last = nil
 	}
 	t.n, t.hashes = n, t.hashes[:tlog.StoredHashIndex(0, n)]
 	return nil
