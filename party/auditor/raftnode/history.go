@@ -151,22 +151,26 @@ func (h *History) Append(record []byte, hashes []tlog.Hash) error {
 	return nil
 }
 
-// Flush writes the pending records in one fsynced transaction.
+// Flush writes the pending records in one fsynced transaction. Reads go
+// on while it writes: they see the records still pending until the write
+// is done. Appends and truncations are the state machine's and come from
+// the goroutine that flushes, never during a flush.
 func (h *History) Flush() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.pending) == 0 {
+	h.mu.RLock()
+	stored, recs, hashes := h.stored, h.pending, h.pendingHashes
+	h.mu.RUnlock()
+	if len(recs) == 0 {
 		return nil
 	}
 	err := h.db.Update(func(tx *bolt.Tx) error {
 		rb, hb := tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
-		for i, r := range h.pending {
-			if err := rb.Put(indexKey(uint64(h.stored)+uint64(i)), r); err != nil {
+		for i, r := range recs {
+			if err := rb.Put(indexKey(uint64(stored)+uint64(i)), r); err != nil {
 				return err
 			}
 		}
-		first := tlog.StoredHashIndex(0, h.stored)
-		for i, x := range h.pendingHashes {
+		first := tlog.StoredHashIndex(0, stored)
+		for i, x := range hashes {
 			if err := hb.Put(indexKey(uint64(first)+uint64(i)), x[:]); err != nil {
 				return err
 			}
@@ -174,9 +178,11 @@ func (h *History) Flush() error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("auditor: history %s: writing %d records: %w", h.path, len(h.pending), err)
+		return fmt.Errorf("auditor: history %s: writing %d records: %w", h.path, len(recs), err)
 	}
-	h.stored += int64(len(h.pending))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stored += int64(len(recs))
 	clear(h.pending)
 	h.pending, h.pendingHashes = h.pending[:0], h.pendingHashes[:0]
 	return nil
