@@ -413,7 +413,7 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 		}
 		d.api = append(d.api, c)
 	}
-	cfgs, err := provision.PartyConfigs(m, d.pt)
+	cfgs, err := provision.PartyConfigs(m, provision.Topology{BasePort: d.pt.Base})
 	if err != nil {
 		return err
 	}

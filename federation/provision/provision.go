@@ -167,8 +167,10 @@ func ValidateConfigs(cfgs map[string]any) error {
 }
 
 // PartyConfigs returns the configuration of every party of a federation,
-// keyed by party id, with loopback addresses.
-func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
+// keyed by party id, with the addresses of topo: loopback for the parties
+// it gives no host.
+func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
+	pt := Ports{Base: topo.BasePort}
 	abs := func(rel string) string { return m.Path(rel) }
 	tlsOf := func(p crypto.PartyFiles) config.TLS {
 		return config.TLS{CA: abs(m.CACert), Cert: abs(p.Cert), Key: abs(p.Key)}
@@ -179,9 +181,12 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 	auditors := m.ByRole(crypto.RoleAuditor)
 	var intakes, peers []string
 	for i, a := range auditors {
-		intakes = append(intakes, Loopback(pt.Intake(i)))
-		peers = append(peers, a.ID+"="+Loopback(pt.Raft(i)))
+		_, intake := topo.service(a.ID, pt.Intake(i), topo.Parties[a.ID].Listen)
+		_, raft := topo.service(a.ID, pt.Raft(i), topo.Parties[a.ID].Raft)
+		intakes = append(intakes, intake)
+		peers = append(peers, a.ID+"="+raft)
 	}
+	aggBind, aggDial := topo.service(string(crypto.RoleAggregator), pt.Aggregator(), topo.Parties[string(crypto.RoleAggregator)].Listen)
 	auditorKeys, err := compliance.AuditorKeys(m)
 	if err != nil {
 		return nil, err
@@ -211,7 +216,7 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 			if len(ensembles) > 0 {
 				c.Teachers = int(ensembles[0].Teachers)
 			}
-			c.ID, c.Aggregator, c.TLS = p.ID, Loopback(pt.Aggregator()), tlsOf(p)
+			c.ID, c.Aggregator, c.TLS = p.ID, aggDial, tlsOf(p)
 			c.Auditors = intakes
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.AuditorKeys = auditorKeys
@@ -220,11 +225,11 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 				c.TLS = config.TLS{CA: BundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
 				c.AgeIdentity, c.SigningKey, c.Models, c.State = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models", "state"
 			}
-			c.Ops.Listen = Loopback(pt.Ops(k))
+			c.Ops.Listen = loopback(pt.Ops(k), topo.Parties[p.ID].Ops)
 			out[p.ID] = c
 		case crypto.RoleAggregator:
 			c := config.DefaultAggregator()
-			c.Listen, c.Auditors, c.TLS = Loopback(pt.Aggregator()), intakes, tlsOf(p)
+			c.Listen, c.Auditors, c.TLS = aggBind, intakes, tlsOf(p)
 			c.AuditorKeys = auditorKeys
 			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
 			if len(ensembles) > 0 {
@@ -235,11 +240,11 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 			c.Quorum = c.Hospitals/2 + 1
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
-			c.Ops.Listen = Loopback(pt.Ops(k))
+			c.Ops.Listen = loopback(pt.Ops(k), topo.Parties[p.ID].Ops)
 			out[p.ID] = c
 		case crypto.RoleStudent:
 			c := config.DefaultStudent()
-			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, Loopback(pt.Aggregator()), tlsOf(p), abs(p.AgeIdentity)
+			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, aggDial, tlsOf(p), abs(p.AgeIdentity)
 			c.Hospitals, c.AuditorKeys = recipients, auditorKeys
 			c.State = filepath.Join(m.Dir, p.ID, "state")
 			out[p.ID] = c
@@ -248,14 +253,22 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 			c := config.DefaultAuditor()
 			c.ID, c.TLS, c.SigningKey = p.ID, tlsOf(p), abs(p.SigningKey)
 			c.DataDir = filepath.Join(m.Dir, p.ID, "data")
-			c.Raft, c.Listen, c.API = Loopback(pt.Raft(i)), Loopback(pt.Intake(i)), Loopback(pt.API(i))
-			c.Dashboard = Loopback(pt.Dashboard(i))
+			place := topo.Parties[p.ID]
+			var raftDial string
+			c.Raft, raftDial = topo.service(p.ID, pt.Raft(i), place.Raft)
+			if c.Raft != raftDial {
+				// Raft binds every interface: its peers dial the host.
+				c.Advertise = raftDial
+			}
+			c.Listen, _ = topo.service(p.ID, pt.Intake(i), place.Listen)
+			c.API, _ = topo.service(p.ID, pt.API(i), place.API)
+			c.Dashboard = loopback(pt.Dashboard(i), place.Dashboard)
 			c.Bootstrap, c.Peers = i == 0, peers
 			if i == 0 {
 				c.Genesis = filepath.Join(m.Dir, GenesisFile)
 			}
 			c.GenesisHash = hex.EncodeToString(genesisHash[:])
-			c.Ops.Listen = Loopback(pt.Ops(k))
+			c.Ops.Listen = loopback(pt.Ops(k), topo.Parties[p.ID].Ops)
 			out[p.ID] = c
 		}
 	}
