@@ -64,8 +64,10 @@ func newRunCommand() *cobra.Command {
 hospital's teachers, opens its privacy-budget account with its cap (a ledger
 command only this hospital can sign), and answers each query batch with one
 vote histogram per query, sealed to the aggregator. It reconnects by itself
-with backoff; it stops at once if either side refuses the other's
-certificate.`,
+with backoff; it stops at once, with a non-zero status and the reason, if
+either side refuses the other's certificate or the aggregator refuses the
+hospital's configuration (an ensemble or classes other than the ledger
+registers for it), which reconnecting cannot mend.`,
 		Example: `  nzc-teacher run --config federation/hospital-1.yaml
 
   # A tighter privacy cap for this hospital:
