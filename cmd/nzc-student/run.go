@@ -180,7 +180,9 @@ with the labels received so far.`,
 		if err != nil {
 			return err
 		}
-		bar := progress.New(cmd.ErrOrStderr(), time.Now)
+		// On a terminal a progress line; otherwise (a service, a file) a
+		// structured progress line every progress.LogEvery.
+		bar := progress.NewOrLog(cmd.ErrOrStderr(), cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID), progress.LogEvery)
 		res, lerr := c.Label(cmd.Context(), d, func(done, total int) { bar.Update("labelled", done, total, "queries") })
 		bar.Done()
 		if res != nil && len(res.Batches) > 0 {
