@@ -113,3 +113,14 @@ func TestEvaluateRefusesBadViews(t *testing.T) {
 		clitest.Refuses(t, newRootCommand(), "--views", "evaluate", "--model", filepath.Join(t.TempDir(), "none.model"), "--data", "missing.csv", "--views", v)
 	}
 }
+
+func TestRefusalNote(t *testing.T) {
+	for _, tc := range []struct {
+		queries, refused int
+		note             bool
+	}{{200, 181, true}, {200, 100, false}, {200, 0, false}, {0, 0, false}} {
+		if got := refusalNote(tc.queries, tc.refused); (got != "") != tc.note {
+			t.Errorf("refusalNote(%d, %d) = %q, want a note: %v", tc.queries, tc.refused, got, tc.note)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/provision"
@@ -23,6 +24,9 @@ type initSummary struct {
 	CAFingerprint string      `json:"ca_fingerprint_sha256"`
 	Parties       []initParty `json:"parties"`
 	Configs       []string    `json:"configs"`
+	// Plan is what the aggregator's mechanism, sized for the federation's
+	// ensemble, allows within a hospital's default cap.
+	Plan *sizing.Plan `json:"plan,omitempty"`
 }
 
 type initParty struct {
@@ -54,6 +58,9 @@ func (s initSummary) text(b *strings.Builder) {
 			cfg = "-"
 		}
 		fmt.Fprintf(b, "%-11s %-14s %s\n", p.Role, p.ID, cfg)
+	}
+	if s.Plan != nil {
+		fmt.Fprintf(b, "\nThe aggregator's mechanism: %s.\n", s.Plan)
 	}
 	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key and admin/admin.key\noffline, apart from each other.\n")
 }
@@ -141,6 +148,10 @@ Existing keys are never overwritten unless --force is given.`,
 				return err
 			}
 		}
+		plan, err := initPlan(hospitals, teachers, classes)
+		if err != nil {
+			return err
+		}
 		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return err
@@ -197,6 +208,7 @@ Existing keys are never overwritten unless --force is given.`,
 			return err
 		}
 		s := summarize(m, written)
+		s.Plan = &plan
 		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text))
 	})
 	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand())
@@ -264,6 +276,24 @@ func newAddHospitalCommand() *cobra.Command {
 		s := summarize(m, written)
 		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("added hospital %s (%s)\nconfiguration: %s\nCA fingerprint (SHA-256): %s\n", p.ID, p.URI, strings.Join(written, ", "), m.CAFingerprint))
 	})
+}
+
+// initPlan plans the aggregator's mechanism for a federation of hospitals
+// with ensembles of teachers (0: the aggregator's default size) voting on
+// classes, within a hospital's default cap, and refuses a federation it
+// cannot label for.
+func initPlan(hospitals, teachers, classes int) (sizing.Plan, error) {
+	if teachers == 0 {
+		teachers = config.DefaultAggregator().Teachers
+	}
+	k := hospitals * teachers
+	mech := provision.SizedMechanism(config.DefaultAggregator().Mechanism, k, classes)
+	tc := config.DefaultTeacher()
+	plan, err := sizing.Check(mech, k, classes, tc.CapEpsilon, tc.CapDelta)
+	if err != nil {
+		return sizing.Plan{}, fmt.Errorf("%d hospitals of %d teachers: %w; nothing was written", hospitals, teachers, err)
+	}
+	return plan, nil
 }
 
 // indent indents every line of s by four spaces.

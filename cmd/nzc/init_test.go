@@ -413,3 +413,38 @@ func TestInitTopologyRefused(t *testing.T) {
 		t.Fatal("--party-host with a port was accepted")
 	}
 }
+
+// nzc init sizes the aggregator's mechanism for the federation's ensemble
+// and says what it allows; a federation it cannot label for is refused
+// before anything is written.
+func TestInitSizesTheMechanism(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	out := mustRunNZC(t, "init", "--dir", dir, "--teachers", "30", "--format", "json")
+	var s struct {
+		Plan struct {
+			Teachers int `json:"teachers"`
+			Labels   int `json:"labels"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	agg := loadAs(t, filepath.Join(dir, "aggregator.yaml"), config.DefaultAggregator())
+	if m := agg.MechanismParams(); m.Threshold != 72 || m.Sigma1 != 54 || m.Sigma2 != 14.4 {
+		t.Errorf("aggregator mechanism %v, want the preset sized for 90 teachers (T=72, σ1=54, σ2=14.4)", m)
+	}
+	if s.Plan.Teachers != 90 || s.Plan.Labels < 1 {
+		t.Errorf("plan %+v, want labels for 90 teachers", s.Plan)
+	}
+	text := mustRunNZC(t, "init", "--dir", filepath.Join(t.TempDir(), "f"), "--teachers", "30")
+	if !strings.Contains(text, "labels within a hospital's cap ε=8") {
+		t.Errorf("init does not say what the plan allows:\n%s", text)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	if _, err := runNZC(t, "init", "--dir", bad, "--hospitals", "1", "--teachers", "1"); err == nil || !strings.Contains(err.Error(), "more teachers per hospital") {
+		t.Fatalf("a federation of one teacher: %v", err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the refused init wrote the federation")
+	}
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 )
@@ -238,6 +239,10 @@ func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
 			// A majority of the hospitals must vote on every batch: one
 			// hospital alone never decides a label.
 			c.Quorum = c.Hospitals/2 + 1
+			// The mechanism's parameters measured in votes are sized for
+			// the ensemble of every hospital voting (the presets are set
+			// for mechanism.ReferenceTeachers).
+			c.Mechanism = SizedMechanism(c.Mechanism, c.Hospitals*c.Teachers, c.Classes)
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
 			c.Ops.Listen = loopback(pt.Ops(k), topo.Parties[p.ID].Ops)
@@ -276,6 +281,23 @@ func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// SizedMechanism returns p, set for mechanism.ReferenceTeachers, sized for
+// an ensemble of teachers voting on classes (mechanism.Params.ForEnsemble),
+// as a configuration holds it: without the ensemble's size, which the
+// aggregator learns per batch.
+func SizedMechanism(p mechanism.Params, teachers, classes int) mechanism.Params {
+	if teachers < 1 {
+		return p
+	}
+	p = p.ForEnsemble(teachers, classes)
+	p.Teachers, p.Classes = 0, 0
+	// Four significant digits, as reports spell them.
+	for _, x := range []*float64{&p.Sigma, &p.Threshold, &p.Sigma1, &p.Sigma2} {
+		*x, _ = strconv.ParseFloat(strconv.FormatFloat(*x, 'g', 4, 64), 64)
+	}
+	return p
 }
 
 // WriteConfigs writes one YAML file per party of cfgs (all of them, or only
