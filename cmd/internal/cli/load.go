@@ -106,6 +106,11 @@ func Load[T Validator](cmd *cobra.Command, defaults T) (T, error) {
 		}
 	}
 
+	for _, name := range unknownEnv(os.Environ(), keys) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s sets no configuration key and is ignored; '%s config keys' lists the keys and their NZC_* variables\n",
+			cmd.Root().Name(), name, cmd.Root().Name())
+	}
+
 	var cfg T
 	if err := v.UnmarshalExact(&cfg); err != nil {
 		return zero, &BadValueError{Err: err}
@@ -114,6 +119,35 @@ func Load[T Validator](cmd *cobra.Command, defaults T) (T, error) {
 		return zero, err
 	}
 	return cfg, nil
+}
+
+// otherEnv tells whether name is an NZC_* variable read by something other
+// than a configuration: nzc ledger's checkpoint directory, the tests' ONNX
+// Runtime and logs.
+func otherEnv(name string) bool {
+	switch name {
+	case "NZC_CHECKPOINTS", "NZC_ONNXRUNTIME", "NZC_REQUIRE_ONNX", "NZC_TEST_LOG":
+		return true
+	}
+	return false
+}
+
+// unknownEnv returns the NZC_* variables of environ (KEY=VALUE) that set
+// none of keys, such as a misspelled NZC_AGGREGATR, sorted.
+func unknownEnv(environ []string, keys []key) []string {
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[EnvName(k.name)] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix+"_") && !known[name] && !otherEnv(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // BadValueError reports a value that cannot be decoded into its key's type.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -181,4 +182,22 @@ func TestRealConfigsLoad(t *testing.T) {
 		func(c *cobra.Command) { AddConfigFlags(c, config.DefaultStudent()) })
 	check(t, "auditor", func(c *cobra.Command) error { _, err := Load(c, config.DefaultAuditor()); return err },
 		func(c *cobra.Command) { AddConfigFlags(c, config.DefaultAuditor()) })
+}
+
+// A misspelled NZC_* variable is named in a warning, not silently ignored.
+func TestLoadWarnsOfUnknownEnv(t *testing.T) {
+	t.Setenv("NZC_NAM", "typo")
+	t.Setenv("NZC_NAME", "set")
+	t.Setenv("NZC_CHECKPOINTS", t.TempDir())
+	cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
+	var stderr bytes.Buffer
+	cmd.SetErr(&stderr)
+	AddConfigFlags(cmd, defaultTest())
+	c, err := Load(cmd, defaultTest())
+	if err != nil || c.Name != "set" {
+		t.Fatalf("Load = %+v, %v", c, err)
+	}
+	if got := stderr.String(); !strings.Contains(got, "NZC_NAM sets no configuration key") || strings.Contains(got, "NZC_NAME ") || strings.Contains(got, "NZC_CHECKPOINTS") {
+		t.Fatalf("warnings:\n%s", got)
+	}
 }
