@@ -126,8 +126,9 @@ func TestLoadErrors(t *testing.T) {
 		{"malformed yaml", "name: [unclosed\n", nil, nil, ErrConfigFile, []string{"c.yaml"}},
 		{"top level not a mapping", "- a\n- b\n", nil, nil, ErrConfigFile, []string{"mapping"}},
 		{"missing required", "name: \"\"\n", nil, nil, config.ErrInvalid, []string{"name: required"}},
-		{"bad number in file", "count: many\n", nil, nil, nil, []string{"wrong type"}},
-		{"bad duration in env", "", map[string]string{"NZC_WAIT": "soon"}, nil, nil, []string{"wrong type"}},
+		{"bad number in file", "name: x\ncount: many\n", nil, nil, nil, []string{"wrong type", "c.yaml:2 (count)"}},
+		{"bad nested number in file", "nested:\n  data_dir: d\n  ratio: half\n", nil, nil, nil, []string{"wrong type", "c.yaml:3 (nested.ratio)"}},
+		{"bad duration in env", "", map[string]string{"NZC_WAIT": "soon"}, nil, nil, []string{"wrong type", "environment NZC_WAIT"}},
 		{"missing file", "", nil, []string{"--config", "/nonexistent/nzc.yaml"}, ErrConfigFile, []string{"/nonexistent/nzc.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
