@@ -12,7 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/sizing"
-	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/federation/provision"
@@ -25,7 +24,7 @@ import (
 // refuses to start, saying what to set; sized for the ensemble, it starts
 // and says what its plan allows.
 func TestRunSizesTheMechanism(t *testing.T) {
-	fed, err := launch.Provision(filepath.Join(t.TempDir(), "fed"), crypto.ProvisionSpec{Hospitals: 3, Auditors: 1, Students: 1})
+	fed, err := launch.Provision(filepath.Join(t.TempDir(), "fed"), provision.Spec{Hospitals: 3, Auditors: 1, Students: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/federation/proctest"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -50,7 +51,7 @@ func (r registrations) Budget(_ context.Context, req *nzcpb.BudgetRequest) (*nzc
 func TestRunStopsOnARefusedEnsemble(t *testing.T) {
 	bin := proctest.Build(t, "github.com/nzcfed/nzc/cmd/nzc-teacher")
 	dir := t.TempDir()
-	fed, err := launch.Provision(filepath.Join(dir, "fed"), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
+	fed, err := launch.Provision(filepath.Join(dir, "fed"), provision.Spec{Hospitals: 1, Auditors: 1, Students: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

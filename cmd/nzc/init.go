@@ -187,9 +187,9 @@ Existing keys are never overwritten unless --force is given.`,
 		if topo.BasePort+1000+hospitals+auditors+students+2 > 65535 {
 			return fmt.Errorf("base port %d leaves no room for the federation's ports; use a value between 1024 and 60000", topo.BasePort)
 		}
-		// crypto.Provision refuses a party the federation does not have
+		// provision.Provision refuses a party the federation does not have
 		// before it writes anything.
-		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
+		m, err := provision.Provision(dir, provision.Spec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
 		if err != nil {
 			return err
 		}
@@ -251,7 +251,7 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		m, p, err := crypto.AddParty(dir, crypto.RoleHospital, id, crypto.AddPartyOptions{Hosts: hosts})
+		m, p, err := provision.AddParty(dir, crypto.RoleHospital, id, provision.AddPartyOptions{Hosts: hosts})
 		if err != nil {
 			return err
 		}
