@@ -90,7 +90,7 @@ func TestKeyRequestFlow(t *testing.T) {
 	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--out", bundle); err == nil || !strings.Contains(err.Error(), "fingerprint") {
 		t.Fatalf("init sign without --fingerprint: %v", err)
 	}
-	if _, err := provision.SignRequest(admin, request, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, bundle, "", nil, provision.Ports{Base: 7400}, false); !errors.Is(err, provision.ErrNotApproved) {
+	if _, err := provision.SignRequest(admin, request, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, bundle, "", nil, 7400, false); !errors.Is(err, provision.ErrNotApproved) {
 		t.Fatalf("SignRequest without a fingerprint: %v, want ErrNotApproved", err)
 	}
 	// The administrator's id is reserved, whatever a request asks.

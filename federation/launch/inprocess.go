@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
-	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
 	"github.com/nzcfed/nzc/protocol/quicnet"
@@ -255,7 +255,7 @@ func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptio
 	if bound == 0 {
 		bound = ledger.DefaultEpsilonBound
 	}
-	cmds, err := intake.BoundedGenesisCommands(f.M, adminKey, o.Origin, time.Now(), bound, ledger.DefaultDeltaBound)
+	cmds, err := provision.BoundedGenesisCommands(f.M, adminKey, o.Origin, time.Now(), bound, ledger.DefaultDeltaBound)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -222,17 +223,11 @@ const classes = 4
 func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := cryptotest.Federation(t, dir, cryptotest.Spec{Hospitals: n, Auditors: 3, Students: 2})
 	ca := cryptotest.CA(t, m)
 	now := time.Unix(1_800_000_000, 0)
 	// The genesis's cap bound admits every test's cap.
-	cmds, err := intake.BoundedGenesisCommands(m, ca.Key(), "nzc.test/ledger", now, max(capEps, ledger.DefaultEpsilonBound), ledger.DefaultDeltaBound)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmds := genesis(t, m, ca.Key(), "nzc.test/ledger", now, max(capEps, ledger.DefaultEpsilonBound))
 	aud := m.ByRole(crypto.RoleAuditor)[0]
 	mach, err := auditor.NewLedger(ledger.New(), aud.ID, cryptotest.SigningKey(t, m, aud), nil)
 	if err != nil {
@@ -286,6 +281,31 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	return f
+}
+
+// genesis returns the commands that start m's ledger, as the
+// administrator signs them with admin at now: the genesis of m's parties
+// (intake.Directory), then each student's registration.
+func genesis(t *testing.T, m *crypto.Manifest, admin ed25519.PrivateKey, origin string, now time.Time, epsilonBound float64) [][]byte {
+	t.Helper()
+	parties, err := intake.Directory(m, admin.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, EpsilonBound: epsilonBound, DeltaBound: ledger.DefaultDeltaBound,
+		Timestamp: now.UnixNano()}, intake.AdminID, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := [][]byte{g}
+	for _, s := range m.ByRole(crypto.RoleStudent) {
+		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s.ID, Timestamp: now.UnixNano()}, intake.AdminID, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds
 }
 
 func (f *fixture) start(t *testing.T, cfg Config) *Aggregator {
