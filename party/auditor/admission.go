@@ -40,9 +40,13 @@ func (f federation) AdmitJoin(id, addr string) error {
 // now for anything but a budget running out (ledger.Code.Budgetary): one
 // that does not decode, is not signed by a registered party with its
 // registered key, or breaks another rule of the ledger (State.Check). A
-// retry of an accepted command passes: its duplicate entry names the
-// original, whose receipt the caller needs. So does a sound charge its
-// budget refuses: the log records refused spending.
+// sound charge its budget refuses passes: the log records refused spending,
+// in a fixed-size record. A retry of a command the log already accepted is
+// not proposed again either: it is answered with the ledger's duplicate
+// result, which names the original entry (whose receipt the caller needs),
+// so that replaying an accepted command, which a duplicate entry would keep
+// whole, never grows the log. Only a retry racing its original's commit
+// reaches the log as a duplicate entry.
 //
 // It checks with this auditor's clock (State.CheckAt), so that a hospital's
 // account commands stamped far from it are refused: the ledger paces them
@@ -55,7 +59,9 @@ type screen struct {
 // Screen implements raftnode.Screen.
 func (s screen) Screen(_ string, cmd []byte) []byte {
 	r := s.state.CheckAt(cmd, s.now().UnixNano())
-	if r.Status != ledger.StatusRefused || r.Code.Budgetary() {
+	switch {
+	case r.Status == ledger.StatusDuplicate:
+	case r.Status != ledger.StatusRefused || r.Code.Budgetary():
 		return nil
 	}
 	r.Index = uint64(s.state.TreeSize())
