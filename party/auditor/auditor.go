@@ -172,7 +172,7 @@ func New(cfg Config) (*Auditor, error) {
 			return compliance.VerifyRemoval(st.Auditors(st.TreeSize()), id, proof, led.now())
 		},
 		Federation: federation{state: led.State(), members: cfg.Members},
-		Screen:     screen{led.State(), led.now},
+		Screen:     newScreen(led.State(), led.now),
 		MaxCommand: ledger.MaxCommandSize,
 	})
 	if err != nil {
