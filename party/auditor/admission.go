@@ -46,12 +46,14 @@ func (f federation) AdmitJoin(id, addr string) error {
 // per signer, then one every RecordEvery: beyond that pace the sender gets
 // the same budgetary refusal, not proposed and not recorded. Only the
 // leader screens and proposes, so the pace holds across the federation
-// while one leader lasts; each election starts a new leader's pace. A retry of a command the log already accepted is
-// not proposed again either: it is answered with the ledger's duplicate
-// result, which names the original entry (whose receipt the caller needs),
-// so that replaying an accepted command, which a duplicate entry would keep
-// whole, never grows the log. Only a retry racing its original's commit
-// reaches the log as a duplicate entry.
+// while one leader lasts; each election starts a new leader's pace.
+//
+// A retry of a command the log already accepted is not proposed again
+// either: it is answered with the ledger's duplicate result, which names
+// the original entry (whose receipt the caller needs), so that replaying
+// an accepted command, which a duplicate entry would keep whole, never
+// grows the log. Only a retry racing its original's commit reaches the
+// log as a duplicate entry.
 //
 // It checks with this auditor's clock (State.CheckAt), so that a hospital's
 // account commands stamped far from it are refused: the ledger paces them
