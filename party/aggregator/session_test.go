@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,36 +56,136 @@ func (l *fakeLedger) openings(t *testing.T) (submitted [][]byte, accepted int) {
 	return submitted, accepted
 }
 
-// A hospital set that returns finds its session again instead of opening,
-// and paying for, another.
-func TestSessionReusedWhenHospitalSetReturns(t *testing.T) {
-	f, cfg := svtFixture(t, 3)
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remove := map[string]func(){}
-	for _, h := range f.hospitals {
-		if remove[h.id], err = a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a.AddStudent("student-1", f.student.Recipient())
-	label := func(id byte) {
-		t.Helper()
-		req, _ := f.request(t, id, 4)
-		label(t, a, req)
-	}
-	label(1) // all three hospitals
-	last := f.hospitals[2]
-	remove[last.id]()
-	label(2) // two of them: another set, another session
-	if _, err := a.AddHospital(last.id, last.teachers, last.classes, last); err != nil {
-		t.Fatal(err)
-	}
-	label(3) // all three again: the first session
-	if _, n := f.led.openings(t); n != 2 {
-		t.Fatalf("%d sessions opened for the sets {1,2,3}, {1,2}, {1,2,3}; want 2", n)
+// Hospitals coming and going open no new session: a session is over the
+// hospitals admitted when it opens, all of which pay for it then, and a
+// batch on which one of them did not vote counts its teachers as
+// abstaining. A hospital absent from every other batch (as a flaky one
+// is) costs the honest hospitals one session's ε for all the batches,
+// where a session per hospital set would cost two. A hospital that joins
+// after the session opened did not pay for it: its votes are left out
+// until the next one. Only when fewer than the quorum of the voters are
+// the session's hospitals is another opened.
+func TestSessionsSurviveChurn(t *testing.T) {
+	const batches, nq = 6, 10
+	for _, tc := range []struct {
+		name    string
+		present func(batch int) []bool // which of the three hospitals are connected
+		// sessions is how many sessions open; voters, by batch, the
+		// hospitals each charge names.
+		sessions int
+		voters   func(batch int) []int
+		leftOut  func(batch int) []int
+	}{
+		{
+			name:     "the third hospital absent every other batch",
+			present:  func(b int) []bool { return []bool{true, true, b%2 == 0} },
+			sessions: 1,
+			voters: func(b int) []int {
+				if b%2 == 0 {
+					return []int{0, 1, 2}
+				}
+				return []int{0, 1}
+			},
+		},
+		{
+			name:     "the third hospital absent every other batch, from the first",
+			present:  func(b int) []bool { return []bool{true, true, b%2 == 1} },
+			sessions: 1,
+			voters:   func(int) []int { return []int{0, 1} },
+			leftOut: func(b int) []int {
+				if b%2 == 1 {
+					return []int{2}
+				}
+				return nil
+			},
+		},
+		{
+			name: "the session's hospitals below the quorum",
+			present: func(b int) []bool {
+				if b < 3 {
+					return []bool{true, true, false}
+				}
+				return []bool{false, true, true}
+			},
+			sessions: 2,
+			voters: func(b int) []int {
+				if b < 3 {
+					return []int{0, 1}
+				}
+				return []int{1, 2}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, cfg := svtFixture(t, 3)
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.AddStudent("student-1", f.student.Recipient())
+			remove := make([]func(), len(f.hospitals))
+			var oneSession []float64 // each hospital's ε after the first batch
+			sessions := map[string]bool{}
+			for b := range batches {
+				for i, h := range f.hospitals {
+					switch on := tc.present(b)[i]; {
+					case on && remove[i] == nil:
+						if remove[i], err = a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
+							t.Fatal(err)
+						}
+					case !on && remove[i] != nil:
+						remove[i]()
+						remove[i] = nil
+					}
+				}
+				req, want := f.request(t, byte(b+1), nq)
+				resp := label(t, a, req)
+				l := f.open(t, resp)
+				for q, got := range l.GetLabels() {
+					if l.GetRefused()[q] || got != want[q] {
+						t.Fatalf("batch %d query %d: %d (refused %v), want the exact argmax %d", b, q, got, l.GetRefused()[q], want[q])
+					}
+				}
+				ch := f.led.charges(t)[batchHex(req)]
+				var wantVoters []string
+				for _, i := range tc.voters(b) {
+					wantVoters = append(wantVoters, f.hospitals[i].id)
+				}
+				if ch == nil || ch.Session == "" || !slices.Equal(ch.Hospitals, wantVoters) {
+					t.Fatalf("batch %d: charge %+v, want one in a session naming %v", b, ch, wantVoters)
+				}
+				sessions[ch.Session] = true
+				var wantLeft []string
+				if tc.leftOut != nil {
+					for _, i := range tc.leftOut(b) {
+						wantLeft = append(wantLeft, f.hospitals[i].id)
+					}
+				}
+				if !slices.Equal(resp.GetLeftOut(), wantLeft) {
+					t.Fatalf("batch %d: left out %v, want %v", b, resp.GetLeftOut(), wantLeft)
+				}
+				if b == 0 {
+					for _, acc := range f.led.m.State().Accounts() {
+						oneSession = append(oneSession, acc.Epsilon)
+					}
+				}
+			}
+			if _, n := f.led.openings(t); n != tc.sessions || len(sessions) != tc.sessions {
+				t.Fatalf("%d sessions opened, %d charged in, for %d batches; want %d", n, len(sessions), batches, tc.sessions)
+			}
+			if tc.sessions != 1 {
+				return
+			}
+			// The honest hospitals paid one session's ε for every batch;
+			// the third paid it if it was there when the session opened,
+			// else nothing.
+			for i, acc := range f.led.m.State().Accounts() {
+				paid := i < 2 || tc.present(0)[i]
+				if acc.Epsilon != oneSession[i] || (acc.Epsilon != 0) != paid {
+					t.Errorf("%s: ε %v after %d batches, %v after the first: want one session's (paid %v)", acc.Hospital, acc.Epsilon, batches, oneSession[i], paid)
+				}
+			}
+		})
 	}
 }
 
