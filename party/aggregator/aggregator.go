@@ -530,6 +530,9 @@ type admission struct {
 	// probe are the hospitals asked without being waited for (triage).
 	probe   map[string]bool
 	leftOut []string
+	// unpaid are the hospitals that cannot pay for a new session, with
+	// why (mechanisms that answer in sessions only).
+	unpaid  map[string]string
 	classes int
 }
 
@@ -557,7 +560,7 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 	hs, suspended := a.unsuspended(hs)
 	hs, probe, benched := a.triage(batch, hs)
 	benched = append(suspended, benched...)
-	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, nq)
+	hs, leftOut, unpaid, perr := a.admit(ctx, student, batch, hs, classes, nq)
 	if perr != nil {
 		switch perr.Code {
 		case protocol.CodeBudgetExhausted:
@@ -569,7 +572,7 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 		return admission{}, a.refuse(reasonLedger, perr)
 	}
 	leftOut = append(leftOut, benched...)
-	return admission{recipient: recipient, hospitals: hs, probe: a.waitForProbes(probe, hs), leftOut: leftOut, classes: classes}, nil
+	return admission{recipient: recipient, hospitals: hs, probe: a.waitForProbes(probe, hs), leftOut: leftOut, unpaid: unpaid, classes: classes}, nil
 }
 
 // collectVotes asks the admitted hospitals for their votes (collect) and

@@ -80,15 +80,15 @@ func (s *keptSession) members(voters []string) int {
 }
 
 // session returns the student's session, opening a new one over the
-// admitted hospitals (ids to ensemble sizes) — and charging its whole cost
-// to the ledger — when the last one does not fit the batch (fits): there
+// admitted hospitals (ids to ensemble sizes) that can pay for it (not in
+// unpaid) — and charging its whole cost to the ledger — when the last one does not fit the batch (fits): there
 // is none, it is exhausted, fewer than the quorum of voters are its
 // hospitals (they have gone), or a hospital's registration changed. It returns with the session locked. The proposal waits at
 // most LedgerTimeout and holds only this session's lock, so other
 // students are not held up.
-func (a *Aggregator) session(ctx context.Context, student string, admitted map[string]int, classes int, voters []string) (*keptSession, error) {
+func (a *Aggregator) session(ctx context.Context, student string, admitted map[string]int, unpaid map[string]string, classes int, voters []string) (*keptSession, error) {
 	for {
-		s, old, err := a.sessionFor(student, admitted, classes, voters)
+		s, old, err := a.sessionFor(student, admitted, unpaid, classes, voters)
 		if err != nil {
 			return nil, err
 		}
@@ -120,16 +120,33 @@ func (a *Aggregator) session(ctx context.Context, student string, admitted map[s
 }
 
 // sessionFor returns the student's session, or a new, not yet opened one
-// over the admitted hospitals when that one does not fit the batch, with
-// the session it replaces (nil if none).
-func (a *Aggregator) sessionFor(student string, admitted map[string]int, classes int, voters []string) (s, old *keptSession, err error) {
+// over the admitted hospitals that can pay for it when that one does not
+// fit the batch, with the session it replaces (nil if none). It refuses to
+// open one of which fewer than the quorum of voters would be hospitals.
+func (a *Aggregator) sessionFor(student string, admitted map[string]int, unpaid map[string]string, classes int, voters []string) (s, old *keptSession, err error) {
 	a.sessionsMu.Lock()
 	defer a.sessionsMu.Unlock()
 	old = a.sessions[student]
 	if old != nil && old.fits(classes, a.cfg.Quorum, voters, admitted) {
 		return old, nil, nil
 	}
-	hospitals := slices.Sorted(maps.Keys(admitted))
+	// The new session is over the admitted hospitals that can pay for it.
+	var hospitals []string
+	for h := range admitted {
+		if _, ok := unpaid[h]; !ok {
+			hospitals = append(hospitals, h)
+		}
+	}
+	slices.Sort(hospitals)
+	if paying := (&keptSession{hospitals: hospitals}).members(voters); paying < a.cfg.Quorum {
+		var why []string
+		for _, h := range slices.Sorted(maps.Keys(unpaid)) {
+			why = append(why, h+" "+unpaid[h])
+		}
+		return nil, nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
+			"no session of %s opens for student %s: %d of the %d hospitals that voted can pay for its whole cost and the quorum is %d (%s); nothing was charged or released",
+			a.cfg.Mechanism.Mechanism, student, paying, len(voters), a.cfg.Quorum, strings.Join(why, "; ")))
+	}
 	ensembles := make([]int, len(hospitals))
 	teachers := 0
 	for i, h := range hospitals {
@@ -328,7 +345,8 @@ func (a *Aggregator) openSession(ctx context.Context, s *keptSession) error {
 }
 
 // answerInSession answers a batch in the student's session (session),
-// opened over the batch's admitted hospitals when a new one is needed. Only
+// opened over the batch's admitted hospitals that can pay for it when a
+// new one is needed. Only
 // the votes of the session's hospitals are counted: a hospital that voted
 // but is not one of them (it joined after the session opened) is left out
 // of the batch, and counts from the next session; the session's hospitals
@@ -347,7 +365,7 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, adm *a
 	for i, v := range votes {
 		voters[i] = v.hospital
 	}
-	s, err := a.session(ctx, student, admitted, adm.classes, voters)
+	s, err := a.session(ctx, student, admitted, adm.unpaid, adm.classes, voters)
 	if err != nil {
 		return answered{}, tally{}, err
 	}
@@ -363,7 +381,7 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, adm *a
 	}
 	if len(out) > 0 {
 		adm.leftOut = append(adm.leftOut, out...)
-		a.log.Info("hospitals left out of a batch: they joined after the student's session opened, and count from its next one", "session", s.id, "left_out", out)
+		a.log.Info("hospitals left out of a batch: they are not of the student's session (they joined after it opened, or could not pay for it), and count from its next one", "session", s.id, "left_out", out)
 	}
 	t = sumVotes(in, nq, s.classes)
 	// The batch counts as in flight before it can use the session up: a

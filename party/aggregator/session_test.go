@@ -5,14 +5,18 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
 // svtFixture is a federation of n hospitals of 200 teachers each under
@@ -318,5 +322,58 @@ func TestSessionReplacedOnlyAfterItsChargesSettle(t *testing.T) {
 	}
 	if _, n := f.led.openings(t); n != 2 {
 		t.Fatalf("%d sessions opened, want 2 (the second after the first was used up)", n)
+	}
+}
+
+// A session opens over the hospitals that can pay for it: one whose cap is
+// below a session's ε is left out of it (and named), and the others open it
+// and answer, where the ledger's refusal of the whole opening stopped
+// every hospital's batches. With too few that can pay, the batch is
+// refused, charging nothing.
+func TestSessionOpensOverTheHospitalsThatCanPay(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	a := f.start(t, cfg)
+	lowerCap := func(i int) {
+		t.Helper()
+		h := f.m.ByRole(crypto.RoleHospital)[i]
+		at := time.Unix(1_800_000_000, 0).Add(time.Minute).UnixNano() // after the account opened
+		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: 1, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: at}, h.ID, cryptotest.SigningKey(t, f.m, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+			t.Fatalf("lower the cap of %s: %v %v", h.ID, res, err)
+		}
+	}
+	lowerCap(2)
+	req, _ := f.request(t, 1, 4)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatalf("one hospital's lowered cap stopped the session: %v", err)
+	}
+	if lo := resp.GetLeftOut(); !slices.Equal(lo, []string{"hospital-3"}) {
+		t.Fatalf("left out %v, want hospital-3", lo)
+	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
+	if _, n := f.led.openings(t); n != 1 {
+		t.Fatalf("%d sessions opened, want 1", n)
+	}
+	if acc := f.led.m.State().Accounts()[2]; acc.Epsilon != 0 {
+		t.Fatalf("%s paid ε %v for a session it is not in", acc.Hospital, acc.Epsilon)
+	}
+
+	// Two of three cannot pay: no new session (the student's is made to
+	// not fit by a new student).
+	lowerCap(1)
+	a.AddStudent("student-2", f.student.Recipient())
+	charges := len(f.led.charges(t))
+	req2, _ := f.request(t, 2, 4)
+	_, err = a.Label(t.Context(), "student-2", req2)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "hospital-2") || !strings.Contains(pe.Message, "hospital-3") {
+		t.Fatalf("got %v, want a budget refusal naming the two hospitals that cannot pay", err)
+	}
+	if _, n := f.led.openings(t); n != 1 || len(f.led.charges(t)) != charges {
+		t.Fatalf("the refused batch opened a session (%d in all) or was charged", n)
 	}
 }
