@@ -3,7 +3,9 @@ package aggregator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,10 +70,9 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 // hospitals vote, whether a batch is refused and what the refusal says
 // depend only on public state and the batch's size, never on the votes. A
 // hospital that lowers its own cap therefore affects only itself. Under a
-// mechanism that answers in sessions every hospital is asked (it may be one
-// of the student's open session, paid for already), and unpaid names,
-// with the reason, those that cannot pay for a new session's whole cost:
-// a session opened for the batch leaves them out (answerInSession).
+// mechanism that answers in sessions the hospitals asked are those of the
+// student's session (sessionAsks), and unpaid names, with the reason,
+// those that cannot pay for a new session's whole cost.
 func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, unpaid map[string]string, perr *protocol.Error) {
 	p := a.cfg.Mechanism
 	ids := make([]string, len(hs))
@@ -116,7 +117,11 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 				unpaid[h.id] = why
 			}
 		}
-		return hs, left, unpaid, nil
+		keep, out, perr := a.sessionAsks(student, batch, hs, unpaid, classes)
+		if perr != nil {
+			return nil, nil, nil, perr
+		}
+		return keep, append(left, out...), unpaid, nil
 	}
 	keep = hs
 	// The worst case depends on the ensemble, so it is recomputed whenever
@@ -263,4 +268,47 @@ func (a *Aggregator) composedEpsilon(b *nzcpb.HospitalBudget, worst mechanism.Ch
 		}
 	}
 	return min(eps, b.GetPureEpsilon()+worst.PureEpsilon)
+}
+
+// sessionAsks returns which of the admitted hospitals hs a batch of the
+// student asks under a mechanism that answers in sessions, and those it
+// leaves out: the hospitals of the student's session when it can run the
+// batch (keptSession.fits, with every hospital of hs taken to vote), else
+// those that can pay for a new one (not in unpaid). A hospital outside the
+// session pays nothing and is not asked, so that no vote is taken without
+// a charge naming it. Fewer than the quorum that can pay refuses the batch
+// before anything is asked.
+func (a *Aggregator) sessionAsks(student, batch string, hs []*hospitalEntry, unpaid map[string]string, classes int) (keep []*hospitalEntry, out []string, perr *protocol.Error) {
+	sizes := make(map[string]int, len(hs))
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		sizes[h.id], ids[i] = h.teachers, h.id
+	}
+	a.sessionsMu.Lock()
+	s := a.sessions[student]
+	a.sessionsMu.Unlock()
+	in := func(h string) bool { _, no := unpaid[h]; return !no }
+	if s != nil && s.fits(classes, a.cfg.Quorum, ids, sizes) {
+		in = func(h string) bool { return slices.Contains(s.hospitals, h) }
+	}
+	for _, h := range hs {
+		if in(h.id) {
+			keep = append(keep, h)
+		} else {
+			out = append(out, h.id)
+		}
+	}
+	if len(keep) < a.cfg.Quorum {
+		var why []string
+		for _, h := range slices.Sorted(maps.Keys(unpaid)) {
+			why = append(why, h+" "+unpaid[h])
+		}
+		return nil, nil, protocol.Errorf(protocol.CodeBudgetExhausted,
+			"batch %s is not admitted: %d of %d hospitals can pay for a new session of %s (its whole cost is charged at opening) and the quorum is %d (%s): nothing was asked of the hospitals or drawn",
+			batch, len(keep), len(hs), a.cfg.Mechanism.Mechanism, a.cfg.Quorum, strings.Join(why, "; "))
+	}
+	if len(out) > 0 {
+		a.log.Info("hospitals left out of a batch: they are not of the student's session (they joined after it opened, or cannot pay for a new one)", "batch", batch, "left_out", out)
+	}
+	return keep, out, nil
 }

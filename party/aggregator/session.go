@@ -347,10 +347,10 @@ func (a *Aggregator) openSession(ctx context.Context, s *keptSession) error {
 // answerInSession answers a batch in the student's session (session),
 // opened over the batch's admitted hospitals that can pay for it when a
 // new one is needed. Only
-// the votes of the session's hospitals are counted: a hospital that voted
-// but is not one of them (it joined after the session opened) is left out
-// of the batch, and counts from the next session; the session's hospitals
-// that did not vote abstain. Queries after the session's K-th refusal are
+// the votes of the session's hospitals are counted: the batch asked only
+// them (sessionAsks), but a session replaced while the batch was collected
+// may not hold every voter, whose votes are then left out; the session's
+// hospitals that did not vote abstain. Queries after the session's K-th refusal are
 // not looked at: they are refused and left out of the charge (the next
 // batch opens a new session). The answer's done must be called once the
 // batch's charge is settled (committed, refused or left pending): a
@@ -381,7 +381,7 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, adm *a
 	}
 	if len(out) > 0 {
 		adm.leftOut = append(adm.leftOut, out...)
-		a.log.Info("hospitals left out of a batch: they are not of the student's session (they joined after it opened, or could not pay for it), and count from its next one", "session", s.id, "left_out", out)
+		a.log.Info("votes left out of a batch: the student's session was replaced while they were collected, and their hospitals are not of the new one", "session", s.id, "left_out", out)
 	}
 	t = sumVotes(in, nq, s.classes)
 	// The batch counts as in flight before it can use the session up: a

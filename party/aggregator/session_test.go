@@ -174,6 +174,19 @@ func TestSessionsSurviveChurn(t *testing.T) {
 					}
 				}
 			}
+			// A hospital votes only on batches that name it: none is
+			// asked outside its session.
+			for i, h := range f.hospitals {
+				named := 0
+				for _, ch := range f.led.charges(t) {
+					if slices.Contains(ch.Hospitals, h.id) {
+						named++
+					}
+				}
+				if h.calls != named {
+					t.Errorf("hospital %d was asked %d times, named in %d charges", i+1, h.calls, named)
+				}
+			}
 			if _, n := f.led.openings(t); n != tc.sessions || len(sessions) != tc.sessions {
 				t.Fatalf("%d sessions opened, %d charged in, for %d batches; want %d", n, len(sessions), batches, tc.sessions)
 			}
@@ -355,6 +368,9 @@ func TestSessionOpensOverTheHospitalsThatCanPay(t *testing.T) {
 		t.Fatalf("left out %v, want hospital-3", lo)
 	}
 	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
+	if c := f.hospitals[2].calls; c != 0 {
+		t.Fatalf("hospital-3 was asked %d times to vote in a session it is not in", c)
+	}
 	if _, n := f.led.openings(t); n != 1 {
 		t.Fatalf("%d sessions opened, want 1", n)
 	}
