@@ -224,12 +224,34 @@ func (a *Aggregator) loadSessions() error {
 			}
 			continue
 		}
-		if prev := a.sessions[s.student]; prev != nil && prev.id > s.id {
-			continue // one session per student: keep either, the other is replaced
+		// One session per student (an earlier run may have kept one per
+		// hospital set): keep the better, drop the other's record.
+		keep, drop := s, a.sessions[s.student]
+		if drop != nil && betterSession(drop, s) {
+			keep, drop = drop, s
 		}
-		a.sessions[s.student] = s
+		if drop != nil {
+			a.log.Info("session of an earlier run is replaced by another of its student", "session", drop.id, "by", keep.id)
+			if err := a.outbox.DeleteSession(drop.id); err != nil {
+				return err
+			}
+		}
+		a.sessions[s.student] = keep
 	}
 	return nil
+}
+
+// betterSession reports whether s is the one to keep rather than t, of
+// one student: one the ledger confirmed, then the one over more hospitals,
+// then the larger id (any fixed rule).
+func betterSession(s, t *keptSession) bool {
+	switch {
+	case s.opened != t.opened:
+		return s.opened
+	case len(s.hospitals) != len(t.hospitals):
+		return len(s.hospitals) > len(t.hospitals)
+	}
+	return s.id > t.id
 }
 
 func (a *Aggregator) resume(r *SessionRecord) (*keptSession, error) {

@@ -393,3 +393,43 @@ func TestSessionOpensOverTheHospitalsThatCanPay(t *testing.T) {
 		t.Fatalf("the refused batch opened a session (%d in all) or was charged", n)
 	}
 }
+
+// An outbox an earlier run filled with one session per hospital set
+// resumes one session per student: the one over more hospitals, the
+// other's record dropped.
+func TestRestartKeepsOneSessionPerStudent(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	label(t, a, req)
+	recs, err := a.outbox.Sessions()
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("%d session records (%v), want 1", len(recs), err)
+	}
+	// The record of a session over two of the hospitals, as an earlier
+	// run kept beside it.
+	two := *recs[0]
+	c, err := ledger.DecodeCommand(two.Open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := *c.Body.(*ledger.OpenSession)
+	o.SessionID, o.Hospitals = "svt-of-two", o.Hospitals[:2]
+	if two.Open, err = ledger.Sign(&o, cfg.ID, cfg.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	two.SessionID, two.Hospitals, two.Ensembles, two.Teachers = o.SessionID, o.Hospitals, nil, 400
+	if err := a.outbox.PutSession(&two); err != nil {
+		t.Fatal(err)
+	}
+	b := f.start(t, cfg) // the same outbox: a restart
+	recs, err = b.outbox.Sessions()
+	if err != nil || len(recs) != 1 || recs[0].SessionID == two.SessionID {
+		t.Fatalf("after the restart: %d session records (%v), want only the session over three hospitals", len(recs), err)
+	}
+	req, _ = f.request(t, 2, 4)
+	label(t, b, req)
+	if ch := f.led.charges(t)[batchHex(req)]; ch.Session != recs[0].SessionID {
+		t.Fatalf("the batch ran in %s, want the resumed %s", ch.Session, recs[0].SessionID)
+	}
+}
