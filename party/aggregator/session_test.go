@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
@@ -432,4 +433,74 @@ func TestRestartKeepsOneSessionPerStudent(t *testing.T) {
 	if ch := f.led.charges(t)[batchHex(req)]; ch.Session != recs[0].SessionID {
 		t.Fatalf("the batch ran in %s, want the resumed %s", ch.Session, recs[0].SessionID)
 	}
+}
+
+// alternatingHospital misses the deadline of every other batch it is
+// asked (it answers only when the batch's context ends), and answers the
+// others in time: a flaky hospital.
+type alternatingHospital struct {
+	*fakeHospital
+	asked atomic.Int64
+}
+
+func (h *alternatingHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
+	if h.asked.Add(1)%2 == 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.fakeHospital.Query(ctx, q)
+}
+
+// The same with real deadlines: a hospital that misses every other batch
+// it is asked, left out for its misses and probed again by timing alone,
+// costs the honest hospitals one session's ε over the whole run; the
+// batches it misses run in the session with its teachers abstaining.
+func TestFlakyHospitalPaysOneSession(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	flaky := &alternatingHospital{fakeHospital: f.hospitals[2]}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := cfg
+		cfg.BatchDeadline, cfg.MissBackoff, cfg.MissBackoffMax = 2*time.Second, time.Second, time.Second
+		cfg.Now = time.Now
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range []Hospital{f.hospitals[0], f.hospitals[1], flaky} {
+			if _, err := a.AddHospital(f.hospitals[i].id, f.hospitals[i].teachers, classes, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.AddStudent("student-1", f.student.Recipient())
+		var first []float64
+		sets := map[string]bool{}
+		for id := byte(1); id <= 12; id++ {
+			req, want := f.request(t, id, 10)
+			resp := label(t, a, req)
+			l := f.open(t, resp)
+			for q, got := range l.GetLabels() {
+				if got != want[q] {
+					t.Fatalf("batch %d query %d: %d, want %d", id, q, got, want[q])
+				}
+			}
+			sets[strings.Join(f.led.charges(t)[batchHex(req)].Hospitals, ",")] = true
+			if id == 1 {
+				for _, acc := range f.led.m.State().Accounts() {
+					first = append(first, acc.Epsilon)
+				}
+			}
+			time.Sleep(3 * time.Second) // past the miss's backing-off period: probed again
+		}
+		if len(sets) < 2 || flaky.asked.Load() < 6 {
+			t.Fatalf("charged to the hospital sets %v, the flaky hospital asked %d times: the run did not churn", sets, flaky.asked.Load())
+		}
+		if _, n := f.led.openings(t); n != 1 {
+			t.Fatalf("%d sessions opened for the hospital sets %v, want 1", n, sets)
+		}
+		for i, acc := range f.led.m.State().Accounts()[:2] {
+			if acc.Epsilon != first[i] || acc.Epsilon == 0 {
+				t.Errorf("%s: ε %v after the run, %v after the first batch: want one session's", acc.Hospital, acc.Epsilon, first[i])
+			}
+		}
+	})
 }
