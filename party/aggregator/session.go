@@ -81,11 +81,12 @@ func (s *keptSession) members(voters []string) int {
 
 // session returns the student's session, opening a new one over the
 // admitted hospitals (ids to ensemble sizes) that can pay for it (not in
-// unpaid) — and charging its whole cost to the ledger — when the last one does not fit the batch (fits): there
-// is none, it is exhausted, fewer than the quorum of voters are its
-// hospitals (they have gone), or a hospital's registration changed. It returns with the session locked. The proposal waits at
-// most LedgerTimeout and holds only this session's lock, so other
-// students are not held up.
+// unpaid) — and charging its whole cost to the ledger — when the last one
+// does not fit the batch (fits): there is none, it is exhausted, fewer
+// than the quorum of voters are its hospitals (they have gone), or a
+// hospital's registration changed. It returns with the session locked.
+// The proposal waits at most LedgerTimeout and holds only this session's
+// lock, so other students are not held up.
 func (a *Aggregator) session(ctx context.Context, student string, admitted map[string]int, unpaid map[string]string, classes int, voters []string) (*keptSession, error) {
 	for {
 		s, old, err := a.sessionFor(student, admitted, unpaid, classes, voters)
