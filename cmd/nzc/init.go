@@ -129,7 +129,7 @@ Existing keys are never overwritten unless --force is given.`,
 			}
 			byParty[id] = append(byParty[id], host)
 		}
-		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
+		m, err := provision.Provision(dir, provision.Spec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
 		if err != nil {
 			return err
 		}
@@ -183,7 +183,7 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		m, p, err := crypto.AddParty(dir, crypto.RoleHospital, id, crypto.AddPartyOptions{Hosts: hosts})
+		m, p, err := provision.AddParty(dir, crypto.RoleHospital, id, provision.AddPartyOptions{Hosts: hosts})
 		if err != nil {
 			return err
 		}

@@ -57,7 +57,7 @@ func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint str
 	if renew {
 		add = RenewFromRequest
 	}
-	m, p, err := add(dir, req, approved, crypto.AddPartyOptions{Hosts: hosts})
+	m, p, err := add(dir, req, approved, AddPartyOptions{Hosts: hosts})
 	if err != nil {
 		return Bundle{}, err
 	}

@@ -1,15 +1,17 @@
-// Package provision writes what `nzc init` and `nzc keys` write around a
-// federation's key files (which crypto.Provision and crypto.AddParty make:
-// the CA, every party's keys, the manifest that lists them): the
-// administrator-signed genesis file and a later hospital's registration
-// (this file), one configuration per party (this file), the key requests of
-// parties that keep their own keys and their admission (request.go), and
+// Package provision writes what `nzc init` and `nzc keys` write: a
+// federation's key files (the CA, the administrator's signing key, every
+// party's keys) and the manifest that lists them ([Provision], [AddParty]);
+// the ledger commands the administrator signs ([GenesisCommands],
+// [RegisterHospital], [EnsembleCommands]), the genesis file and a later
+// hospital's registration; one configuration per party; the key requests of
+// parties that keep their own keys and their admission (request.go); and
 // what a party takes to run on its own machine: its kit, or the bundle that
 // admits its key request, and the bundle's installation (handover.go).
 //
-// The auditors read the genesis file with intake.ReadGenesis; the ledger
-// commands in it are signed by intake's GenesisCommands, RegisterHospital
-// and EnsembleCommands, which the parties' tests use too.
+// It writes; the parties only read. crypto.LoadManifest reads the
+// manifest, intake.ReadGenesis and intake.GenesisDigest the genesis file,
+// and the tests of the layers below this one build their federations with
+// crypto/cryptotest.
 package provision
 
 import (
@@ -96,7 +98,7 @@ func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
 		return err
 	}
 	now := time.Now()
-	cmds, err := intake.GenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now)
+	cmds, err := GenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now)
 	if err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		hospitals = append(hospitals, h.ID)
 	}
-	ens, err := intake.EnsembleCommands(hospitals, teachers, classes, key, now)
+	ens, err := EnsembleCommands(hospitals, teachers, classes, key, now)
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func WriteRegistration(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (s
 		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
 	}
 	now := time.Now()
-	out, err := intake.RegisterHospital(m, p, key, now)
+	out, err := RegisterHospital(m, p, key, now)
 	if err != nil {
 		return "", err
 	}
@@ -139,7 +141,7 @@ func WriteRegistration(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (s
 		if teachers == 0 {
 			teachers = int(ens[0].Teachers)
 		}
-		e, err := intake.EnsembleCommands([]string{p.ID}, teachers, int(ens[0].Classes), key, now)
+		e, err := EnsembleCommands([]string{p.ID}, teachers, int(ens[0].Classes), key, now)
 		if err != nil {
 			return "", err
 		}
