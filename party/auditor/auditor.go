@@ -196,7 +196,7 @@ func New(cfg Config) (*Auditor, error) {
 	// The ledger over the history just opened.
 	rcfg.StateMachine = led
 	rcfg.Federation = federation{state: led.State(), members: cfg.Members}
-	rcfg.Screen = screen{led.State(), led.now}
+	rcfg.Screen = newScreen(led.State(), led.now)
 	rcfg.MaxCommand = ledger.MaxCommandSize
 	a.node, err = raftnode.New(rcfg)
 	if err != nil {
