@@ -23,7 +23,7 @@ const cosignTimeout = 5 * time.Second
 // operations endpoint on the listeners New bound.
 func (a *Auditor) serveHTTP(ctx context.Context, g *errgroup.Group) error {
 	if a.api != nil {
-		api := &compliance.API{Cluster: cluster{a.node, a.CosignCheckpoint}, Ledger: a.ledger.State(), Self: a.cfg.ID}
+		api := &compliance.API{Cluster: cluster{a.node, a.CosignCheckpoint}, Ledger: a.ledger.State(), Self: a.cfg.ID, Proposer: a.node}
 		h := api.Handler()
 		g.Go(func() error {
 			return ops.ServeListener(ctx, a.api, h, a.log.With("endpoint", "compliance API (HTTPS)"))
