@@ -27,9 +27,10 @@ import (
 //
 // The marks are the operator's alarm (log, nzc_aggregator_svt_sessions_
 // burnt_total, nzc_aggregator_svt_blocked{hospital}, /readyz): the remedy
-// is to suspend the hospital that votes against the others (the
-// aggregator's suspended list) and restart the aggregator, which clears
-// the marks.
+// is the federation administrator's signed suspension of the hospital that
+// votes against the others (nzc init suspend, nzc ledger submit), which
+// the ledger enforces and each batch's budget read leaves out, or the
+// aggregator's own suspended list; a restart then clears the marks.
 type burns struct {
 	minAnswers int // 0: none is burnt
 	met        *metrics
@@ -76,7 +77,7 @@ func (b *burns) refuseOpen(hospitals []string) *protocol.Error {
 	for _, h := range hospitals {
 		if r, ok := b.marked[h]; ok {
 			return protocol.Errorf(protocol.CodeBudgetExhausted,
-				"no nzc-svt session is opened for hospitals %s: %s was in session %s (hospitals %s), which refused its %d queries after answering %d, fewer than %d; one of those hospitals may be voting against the others, and another session would cost each of them its whole ε again. Nothing was charged or released. The aggregator's operator suspends the hospital at fault (suspended in its configuration) and restarts it",
+				"no nzc-svt session is opened for hospitals %s: %s was in session %s (hospitals %s), which refused its %d queries after answering %d, fewer than %d; one of those hospitals may be voting against the others, and another session would cost each of them its whole ε again. Nothing was charged or released. The federation's administrator suspends the hospital at fault (nzc init suspend, then nzc ledger submit), or the aggregator's operator lists it in suspended, and the aggregator is restarted",
 				strings.Join(hospitals, ", "), h, r.session, strings.Join(r.hospitals, ", "), r.refusals, r.answered, b.minAnswers)
 		}
 	}

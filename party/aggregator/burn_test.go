@@ -2,12 +2,16 @@ package aggregator
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nzcfed/nzc/crypto/cryptotest"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -75,6 +79,34 @@ func TestAdversarialHospitalBurnsOneSession(t *testing.T) {
 	if _, why := a.Ready(); !strings.Contains(why, "suspended by the operator: "+bad.id) {
 		t.Errorf("/readyz does not name the suspended hospital: %q", why)
 	}
+}
+
+// The remedy in the ledger: the federation's administrator suspends the
+// hospital voting against the others with a signed suspend command, and
+// the aggregator, which reads suspensions in each batch's budget read,
+// leaves it out of the next batch without a restart; its charge names
+// only the others. Before, the aggregator asked the suspended hospital,
+// and the ledger refused the batch's reservation naming it.
+func TestLedgerSuspensionLeavesTheHospitalOut(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	cfg := f.cfg
+	cfg.Quorum = 2
+	a := f.start(t, cfg)
+	bad := f.hospitals[2]
+	ca := cryptotest.CA(t, f.m)
+	cmd, err := ledger.Sign(&ledger.Suspend{Hospital: bad.id, Version: 1, Suspended: true, Reason: "burnt sessions"}, intake.AdminID, ca.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		t.Fatalf("suspending %s: %v %v", bad.id, res, err)
+	}
+	req, _ := f.request(t, 1, 4)
+	resp := label(t, a, req)
+	if !slices.Equal(resp.GetLeftOut(), []string{bad.id}) {
+		t.Fatalf("left out %v, want the suspended %s", resp.GetLeftOut(), bad.id)
+	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
 }
 
 // epsilon is the ε the ledger reports hospital id has spent.

@@ -1317,9 +1317,14 @@ type HospitalBudget struct {
 	PureEpsilon float64   `protobuf:"fixed64,9,opt,name=pure_epsilon,json=pureEpsilon,proto3" json:"pure_epsilon,omitempty"`
 	// The number of cap changes applied so far: a hospital signs its next
 	// change-cap with cap_version + 1.
-	CapVersion    uint64 `protobuf:"varint,10,opt,name=cap_version,json=capVersion,proto3" json:"cap_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CapVersion uint64 `protobuf:"varint,10,opt,name=cap_version,json=capVersion,proto3" json:"cap_version,omitempty"`
+	// Set while the federation's administrator has suspended the hospital
+	// (the ledger's suspend command): the ledger refuses every charge,
+	// reservation and session naming it, so the aggregator leaves it out.
+	Suspended       bool   `protobuf:"varint,11,opt,name=suspended,proto3" json:"suspended,omitempty"`
+	SuspendedReason string `protobuf:"bytes,12,opt,name=suspended_reason,json=suspendedReason,proto3" json:"suspended_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HospitalBudget) Reset() {
@@ -1420,6 +1425,20 @@ func (x *HospitalBudget) GetCapVersion() uint64 {
 		return x.CapVersion
 	}
 	return 0
+}
+
+func (x *HospitalBudget) GetSuspended() bool {
+	if x != nil {
+		return x.Suspended
+	}
+	return false
+}
+
+func (x *HospitalBudget) GetSuspendedReason() string {
+	if x != nil {
+		return x.SuspendedReason
+	}
+	return ""
 }
 
 // LedgerSubmit proposes a ledger command: aggregator → auditor. Response:
@@ -1801,7 +1820,7 @@ const file_nzc_proto_rawDesc = "" +
 	"registered\x12\x1f\n" +
 	"\vmax_answers\x18\x03 \x01(\x04R\n" +
 	"maxAnswers\x12\x18\n" +
-	"\aanswers\x18\x04 \x01(\x04R\aanswers\"\xc9\x02\n" +
+	"\aanswers\x18\x04 \x01(\x04R\aanswers\"\x92\x03\n" +
 	"\x0eHospitalBudget\x12\x1f\n" +
 	"\vhospital_id\x18\x01 \x01(\tR\n" +
 	"hospitalId\x12\x1f\n" +
@@ -1816,7 +1835,9 @@ const file_nzc_proto_rawDesc = "" +
 	"\fpure_epsilon\x18\t \x01(\x01R\vpureEpsilon\x12\x1f\n" +
 	"\vcap_version\x18\n" +
 	" \x01(\x04R\n" +
-	"capVersion\"(\n" +
+	"capVersion\x12\x1c\n" +
+	"\tsuspended\x18\v \x01(\bR\tsuspended\x12)\n" +
+	"\x10suspended_reason\x18\f \x01(\tR\x0fsuspendedReason\"(\n" +
 	"\fLedgerSubmit\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\"\xcf\x01\n" +
 	"\fLedgerResult\x12\x14\n" +
