@@ -91,6 +91,13 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		return nil, nil, nil, perr
 	}
 	hs, left, reasons := ledgerSuspended(resp, hs)
+	lifted, err := a.burns.lift(append(slices.Clone(a.cfg.Suspended), left...))
+	if len(lifted) > 0 {
+		a.log.Warn("burnt sessions' marks lifted: a hospital of theirs is suspended, and is left out of the next session", "hospitals", lifted, "suspended", append(slices.Clone(a.cfg.Suspended), left...))
+	}
+	if err != nil {
+		return nil, nil, nil, protocol.Errorf(protocol.CodeUnavailable, "batch %s is not admitted: %v; nothing was asked of the hospitals or drawn", batch, err)
+	}
 	hs, unregistered, why, perr := registeredEnsembles(resp, batch, hs, classes)
 	if perr != nil {
 		return nil, nil, nil, perr

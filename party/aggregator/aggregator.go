@@ -299,13 +299,15 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: met,
 		health:    newHealth(cfg.Now, cfg.MissBackoff, cfg.MissBackoffMax, met),
-		burns:     newBurns(minAnswers, met),
 		receipts:  receipts,
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
 		sessions: map[string]*keptSession{}, refused: refusals{byBatch: map[string]refused{}},
 		relays: ratelimit.New(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
+	if a.burns, err = newBurns(minAnswers, met, ob); err != nil {
+		return nil, err
+	}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
 	}
