@@ -68,6 +68,13 @@ func TestSubmitSuspension(t *testing.T) {
 	if a, _ := f.st.Account("h2"); !a.Suspended || a.SuspendedReason != "burning sessions" {
 		t.Fatalf("h2 after the suspension: %+v", a)
 	}
+	es, err := f.st.Entries(f.st.TreeSize()-1, f.st.TreeSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := DecodeEntry(es[0]); err != nil || v.Command == nil || v.Command.Kind != "suspend" || v.Command.Body["hospital"] != "h2" || v.Command.Body["suspended"] != true || v.Command.Body["reason"] != "burning sessions" {
+		t.Fatalf("the suspension's entry as served: %+v %v", v.Command, err)
+	}
 	if code, body := serve(h, as("POST", "/v1/admin/submit", "auditor", "a2", suspend)); code != 409 || p.proposed != 1 {
 		t.Fatalf("replayed suspension: %d %s", code, body)
 	}
