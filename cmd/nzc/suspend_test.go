@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nzcfed/nzc/federation/proctest"
 	"github.com/nzcfed/nzc/ledger"
 )
 
@@ -61,5 +64,39 @@ func TestSuspendAndSubmit(t *testing.T) {
 	}
 	if a, _ := st.Account("hospital-2"); a.Suspended {
 		t.Fatal("reinstated hospital still suspended")
+	}
+}
+
+// TestSuspendThroughAFollower submits a signed suspension to a follower of
+// three nzc-auditor processes, which forwards it to the leader: every
+// replica then holds it, and a replay changes nothing.
+func TestSuspendThroughAFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three auditor processes")
+	}
+	t.Setenv("NZC_CHECKPOINTS", t.TempDir())
+	dir, _, auditors := startAuditorProcesses(t, "nzc.test/suspend")
+	ctx := context.Background()
+	_, follower := leaderAndFollower(t, ctx, auditors)
+	cmdFile := filepath.Join(t.TempDir(), "suspend.cmd")
+	if text, err := runNZC(t, "init", "suspend", "--dir", dir, "--hospital", "hospital-2", "--reason", "burnt sessions", "--out", cmdFile); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	submit := func() (string, error) {
+		return runNZC(t, "ledger", "submit", "--api", follower.id+"="+follower.api, "--federation", dir, "--as", follower.id, "--file", cmdFile, "--format", "json")
+	}
+	text, err := submit()
+	var res ledger.Result
+	if err != nil || json.Unmarshal([]byte(text), &res) != nil || res.Status != ledger.StatusAccepted || !strings.Contains(res.Message, "suspended hospital hospital-2") {
+		t.Fatalf("submit through follower %s: %v\n%s", follower.id, err, text)
+	}
+	for _, a := range auditors {
+		proctest.WaitFor(t, 20*time.Second, a.id+" applying the suspension", func() bool {
+			es, err := a.reader.Entries(ctx, int64(res.Index), 1)
+			return err == nil && len(es.Entries) == 1 && es.Entries[0].Command != nil && es.Entries[0].Command.Kind == "suspend"
+		})
+	}
+	if text, err := submit(); err == nil || !strings.Contains(err.Error()+text, "stale-suspension") {
+		t.Fatalf("replayed suspension: %v\n%s", err, text)
 	}
 }
