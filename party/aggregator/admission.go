@@ -91,6 +91,9 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		return nil, nil, nil, perr
 	}
 	hs, left, reasons := ledgerSuspended(resp, hs)
+	a.mu.Lock()
+	a.suspendedInLedger = slices.Clone(left)
+	a.mu.Unlock()
 	lifted, err := a.burns.lift(append(slices.Clone(a.cfg.Suspended), left...))
 	if len(lifted) > 0 {
 		a.log.Warn("burnt sessions' marks lifted: a hospital of theirs is suspended, and is left out of the next session", "hospitals", lifted, "suspended", append(slices.Clone(a.cfg.Suspended), left...))

@@ -174,6 +174,9 @@ type Aggregator struct {
 	// burns stops opening nzc-svt sessions for hospitals whose last one
 	// burnt.
 	burns *burns
+	// suspendedInLedger are the hospitals the last budget read found
+	// suspended by the federation's administrator (guarded by mu).
+	suspendedInLedger []string
 	// receipts checks the ledger's receipts against the pinned auditor
 	// keys, opening each cosigned checkpoint once.
 	receipts *ledger.Verifier

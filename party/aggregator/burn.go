@@ -177,10 +177,16 @@ func (a *Aggregator) unsuspended(hs []*hospitalEntry) (keep []*hospitalEntry, le
 	return keep, left
 }
 
-// suspendedStatus names the suspended hospitals for a status line.
+// suspendedStatus names the suspended hospitals for a status line: the
+// operator's, and those the last budget read found suspended in the
+// ledger. a.mu is held.
 func (a *Aggregator) suspendedStatus() string {
-	if len(a.cfg.Suspended) == 0 {
-		return ""
+	s := ""
+	if len(a.cfg.Suspended) > 0 {
+		s += "; suspended by the operator: " + strings.Join(a.cfg.Suspended, ", ")
 	}
-	return "; suspended by the operator: " + strings.Join(a.cfg.Suspended, ", ")
+	if len(a.suspendedInLedger) > 0 {
+		s += "; suspended in the ledger by the federation's administrator: " + strings.Join(a.suspendedInLedger, ", ")
+	}
+	return s
 }

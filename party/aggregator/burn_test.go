@@ -109,6 +109,9 @@ func TestLedgerSuspensionLeavesTheHospitalOut(t *testing.T) {
 		t.Fatalf("left out %v, want the suspended %s", resp.GetLeftOut(), bad.id)
 	}
 	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
+	if _, why := a.Ready(); !strings.Contains(why, "suspended in the ledger by the federation's administrator: "+bad.id) {
+		t.Errorf("/readyz does not name the hospital suspended in the ledger: %q", why)
+	}
 }
 
 // The marks of a burnt session survive a restart of the aggregator: the
