@@ -61,6 +61,9 @@ type Config struct {
 	DataDir string
 	// Seed seeds the teachers' weights and the synthetic data.
 	Seed uint64
+	// BatchDeadline is the aggregator's batch deadline outside the wan
+	// section; zero means DefaultBatchDeadline.
+	BatchDeadline time.Duration
 	// Sections, when not empty, limits the run to the named sections; the
 	// others stay zero. Empty runs every section but wan and hostile,
 	// which run only when named. hostile labels E2EQueries per repetition
@@ -244,6 +247,9 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 			if rep.Hostile, err = runHostile(ctx, cfg, fed, q, what, progress); err != nil {
 				return nil, fmt.Errorf("bench: hostile section: %w", err)
 			}
+			if rep.Hostile.SVTBurn, err = runSVTBurn(ctx, cfg, log, q.Slice(0, cfg.E2EQueries)); err != nil {
+				return nil, fmt.Errorf("bench: hostile section, nzc-svt: %w", err)
+			}
 		}
 	}
 	if cfg.runs("wan") {
@@ -276,7 +282,9 @@ func targets(cfg Config, r *Report) []Target {
 			Target{Name: "hostile: honest labels/s under attack / honest only", Measured: h.Ratio, Goal: "≥ 0.8", Met: h.Ratio >= 0.8},
 			Target{Name: "hostile: resident memory rise under attack (MiB)", Measured: h.AttackPeakRSSMiB - h.HonestPeakRSSMiB,
 				Goal: fmt.Sprintf("≤ %d", hostileRSSBoundMiB), Met: h.AttackPeakRSSMiB-h.HonestPeakRSSMiB <= hostileRSSBoundMiB},
-			Target{Name: "hostile: honest batches lost or charged twice", Measured: float64(h.Lost + h.Twice), Goal: "0", Met: h.Lost+h.Twice == 0})
+			Target{Name: "hostile: honest batches lost or charged twice", Measured: float64(h.Lost + h.Twice), Goal: "0", Met: h.Lost+h.Twice == 0},
+			Target{Name: "hostile: honest labels/s beside a hospital stalling to its deadline / beside none", Measured: h.StallingRatio, Goal: "≥ 0.8", Met: h.StallingRatio >= 0.8},
+			Target{Name: "hostile: honest hospitals' largest ε / one nzc-svt session's, beside a third voting against them", Measured: h.SVTBurn.HonestMaxEpsilon / h.SVTBurn.SessionEpsilon, Goal: "≤ 1", Met: h.SVTBurn.HonestMaxEpsilon <= h.SVTBurn.SessionEpsilon*(1+1e-9)})
 	}
 	if cfg.runs("ledger") {
 		ts = append(ts,

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
@@ -65,6 +67,14 @@ type federation struct {
 	wan *wan
 	// studentAddr is where the student dials the aggregator.
 	studentAddr string
+	// stalling, while set, makes the last hospital answer every batch
+	// only at its deadline (the hostile section's stalling runs).
+	stalling atomic.Bool
+	// mech is the aggregator's mechanism (zero: benchMechanism), and
+	// voter, when set, makes hospital i's voter instead of its teachers'
+	// networks.
+	mech  mechanism.Params
+	voter func(i, teachers int) teacher.Voter
 }
 
 // close stops every party and removes the federation's directory.
@@ -91,12 +101,15 @@ func waitFor(ctx context.Context, within time.Duration, what string, cond func()
 // startFederation provisions a federation in a temporary directory and
 // starts every party but the student; with w, every link goes through one
 // of w's relays.
-func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan) (_ *federation, err error) {
+func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan, opts ...func(*federation)) (_ *federation, err error) {
 	dir, err := os.MkdirTemp("", "nzc-bench-")
 	if err != nil {
 		return nil, err
 	}
 	f := &federation{dir: dir, log: log, g: launch.NewGroup(ctx), wan: w}
+	for _, o := range opts {
+		o(f)
+	}
 	defer func() {
 		if err != nil {
 			_ = f.close()
@@ -148,7 +161,9 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 		return err
 	}
 	intakes := launch.Intakes(f.auditors)
-	deadline, quorum := 10*time.Minute, hospitals
+	// nzc init's defaults: a majority of the hospitals, 30 s for their
+	// votes.
+	deadline, quorum := cmp.Or(cfg.BatchDeadline, DefaultBatchDeadline), hospitals/2+1
 	if f.wan != nil {
 		// Across the wide area a batch goes on without a hospital that has
 		// not answered by the deadline, as long as the others make a quorum.
@@ -165,7 +180,7 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 		return err
 	}
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
-		OutboxDir: f.m.Path("bench-outbox"), Mechanism: benchMechanism(), Quorum: quorum, Hospitals: hospitals,
+		OutboxDir: f.m.Path("bench-outbox"), Mechanism: f.mechanism(), Quorum: quorum, Hospitals: hospitals,
 		BatchDeadline: deadline, Ledger: f.lc, AuditorKeys: f.auditorKeys,
 		Classes: 10, Ensembles: f.ensembles(cfg),
 	})
@@ -183,16 +198,34 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 	return nil
 }
 
-// netVoter is a hospital's teachers.
+// mechanism is the aggregator's mechanism.
+func (f *federation) mechanism() mechanism.Params {
+	if f.mech.Mechanism == "" {
+		return benchMechanism()
+	}
+	return f.mech
+}
+
+// DefaultBatchDeadline is the aggregator's batch deadline outside the wan
+// section (Config.BatchDeadline's default), nzc init's default.
+const DefaultBatchDeadline = 30 * time.Second
+
+// netVoter is a hospital's teachers. While stall is set it answers only
+// when the batch's deadline has passed (its context ends).
 type netVoter struct {
-	mu   sync.Mutex // a model.Network is not safe for concurrent use
-	nets []*model.Network
+	mu    sync.Mutex // a model.Network is not safe for concurrent use
+	nets  []*model.Network
+	stall *atomic.Bool
 }
 
 func (v *netVoter) Teachers() int { return len(v.nets) }
 func (v *netVoter) Classes() int  { return 10 }
 func (v *netVoter) Dim() int      { return mnistShape().Size() }
 func (v *netVoter) Votes(ctx context.Context, x []float32) ([][]int, error) {
+	if v.stall != nil && v.stall.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return ensemble.Votes(ctx, v.nets, x, 10)
@@ -214,7 +247,15 @@ func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
 	}
 	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta, AuditorKeys: f.auditorKeys},
 		func(i int, c *teacher.Config) {
-			c.Voter = &netVoter{nets: f.hospitalNets[i]}
+			if f.voter != nil {
+				c.Voter = f.voter(i, len(f.hospitalNets[i]))
+			} else {
+				v := &netVoter{nets: f.hospitalNets[i]}
+				if i == hospitals-1 {
+					v.stall = &f.stalling
+				}
+				c.Voter = v
+			}
 			if dial != nil {
 				c.Aggregator = dial[i]
 			}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
@@ -53,6 +54,17 @@ type HostileSection struct {
 	HonestPeakRSSMiB float64 `json:"honest_peak_rss_mib"`
 	AttackPeakRSSMiB float64 `json:"attack_peak_rss_mib"`
 	RSSBoundMiB      float64 `json:"rss_bound_mib"`
+	// StallingLabelsPerS is the honest student's labels/s while one
+	// hospital answers every batch only at its deadline (BatchDeadlineS),
+	// measured over Reps runs after the others; the first of them pays
+	// that deadline once. StallingRatio is its median over the honest
+	// median.
+	StallingLabelsPerS Figure  `json:"stalling_labels_per_s"`
+	StallingRatio      float64 `json:"stalling_ratio"`
+	BatchDeadlineS     float64 `json:"batch_deadline_s"`
+	// SVTBurn is what a hospital with a third of the teachers voting
+	// against the others costs the honest ones under nzc-svt.
+	SVTBurn SVTBurn `json:"svt_burn"`
 	// Attacks is what the hostile party tried, and how it was answered.
 	Attacks HostileAttacks `json:"attacks"`
 	// Lost is the honest batches not answered; Twice those charged more
@@ -354,8 +366,40 @@ func runHostile(ctx context.Context, cfg Config, f *federation, all *data.Datase
 			sec.HonestPeakRSSMiB = max(sec.HonestPeakRSSMiB, peak)
 		}
 	}
-	progress("hostile", steps, steps)
+	// One hospital answers only at its deadline, for Reps runs in a row.
+	var stalled []float64
+	f.stalling.Store(true)
+	for rep := range cfg.Reps {
+		progress("hostile", steps+rep, steps+cfg.Reps)
+		st, err := f.newStudent(cfg.BatchSize, cfg.Window, quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond})
+		if err != nil {
+			f.stalling.Store(false)
+			return sec, err
+		}
+		d := distinct(q, 6000+rep)
+		start := time.Now()
+		res, err := st.Label(ctx, d, nil)
+		el := time.Since(start)
+		if err != nil {
+			f.stalling.Store(false)
+			return sec, fmt.Errorf("honest student beside a stalling hospital: %w", err)
+		}
+		sec.Lost += batches - len(res.Batches)
+		twice, err := chargedTwice(f, res)
+		if err != nil {
+			f.stalling.Store(false)
+			return sec, err
+		}
+		sec.Twice += twice
+		stalled = append(stalled, float64(d.Len())/el.Seconds())
+	}
+	f.stalling.Store(false)
+	progress("hostile", steps+cfg.Reps, steps+cfg.Reps)
 	sec.HonestLabelsPerS, sec.UnderAttackLabelsPerS = NewFigure(honest), NewFigure(attacked)
+	sec.StallingLabelsPerS, sec.BatchDeadlineS = NewFigure(stalled), cmp.Or(cfg.BatchDeadline, DefaultBatchDeadline).Seconds()
+	if m := sec.HonestLabelsPerS.Median; m > 0 {
+		sec.StallingRatio = sec.StallingLabelsPerS.Median / m
+	}
 	if m := sec.HonestLabelsPerS.Median; m > 0 {
 		sec.Ratio = sec.UnderAttackLabelsPerS.Median / m
 	}

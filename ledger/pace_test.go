@@ -1,6 +1,11 @@
 package ledger
 
-import "testing"
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"testing"
+)
 
 // A hospital's account commands are paced by the times they carry, the
 // same on every replica: AccountBurst at once, then one every
@@ -90,5 +95,36 @@ func TestAccountCommandsArePaced(t *testing.T) {
 		if r := f.st.Check(cmd); r.Code != CodeOK {
 			t.Errorf("Check of the same: %s", r.Code)
 		}
+	}
+}
+
+// A signature Check saw verify is not verified again when the same bytes
+// are applied, and the memory of it is bounded; a command changed after
+// signing is still refused, whatever Check saw before.
+func TestCheckedSignaturesChangeNoResult(t *testing.T) {
+	f := newFed(t)
+	good := f.sign(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-5, Timestamp: f.now()}, "h1")
+	if r := f.st.Check(good); r.Status != StatusAccepted {
+		t.Fatalf("check: %s %s", r.Code, r.Message)
+	}
+	key := f.st.parties["h1"].PublicKey
+	if !f.st.checks.has(sha256.Sum256(good), key) {
+		t.Fatal("the verified signature was not remembered")
+	}
+	forged := bytes.Clone(good)
+	forged[len(forged)-1] ^= 1 // the signature's last byte
+	if r := f.st.Check(forged); r.Code != CodeBadSignature {
+		t.Fatalf("a changed signature after a good one: %s", r.Code)
+	}
+	if r := f.apply(good); r.Status != StatusAccepted {
+		t.Fatalf("apply: %s %s", r.Code, r.Message)
+	}
+	c := &checkedSigs{keys: map[[32]byte]ed25519.PublicKey{}}
+	digest := func(i int) [32]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8)}) }
+	for i := range maxCheckedSigs + 10 {
+		c.add(digest(i), key)
+	}
+	if len(c.keys) != maxCheckedSigs || c.has(digest(0), key) || !c.has(digest(maxCheckedSigs+9), key) {
+		t.Fatalf("%d remembered; want the last %d", len(c.keys), maxCheckedSigs)
 	}
 }

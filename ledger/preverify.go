@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"sync"
 )
 
@@ -37,6 +38,10 @@ func (s *State) Preverify(cmds [][]byte, workers int) {
 		signer, ok := s.parties[c.Signer]
 		if !ok {
 			continue // a genesis, or an unknown signer: Apply decides
+		}
+		if s.checks.has(sha256.Sum256(b), signer.PublicKey) { // Check saw it verify
+			memo[string(b)] = decoded{cmd: c, verifiedWith: signer.PublicKey}
+			continue
 		}
 		m, err := c.SignedMessage()
 		if err != nil || len(signer.PublicKey) != ed25519.PublicKeySize || len(c.Signature) != signatureLen {
@@ -101,4 +106,59 @@ func (s *State) decode(cmd []byte) (Command, ed25519.PublicKey, error) {
 // (verifiedWith, from decode).
 func verify(c Command, key, verifiedWith ed25519.PublicKey) bool {
 	return (verifiedWith != nil && bytes.Equal(verifiedWith, key)) || c.Verify(key)
+}
+
+// verified is verify, remembering a signature that verified from scratch
+// (by its command's digest and the key), so that the same bytes, checked by
+// a proposer with Check and then applied, are verified once.
+func (s *State) verified(cmd []byte, c Command, key, verifiedWith ed25519.PublicKey) bool {
+	if verifiedWith != nil && bytes.Equal(verifiedWith, key) {
+		return true
+	}
+	d := sha256.Sum256(cmd)
+	if s.checks.has(d, key) {
+		return true
+	}
+	if !c.Verify(key) {
+		return false
+	}
+	s.checks.add(d, key)
+	return true
+}
+
+// maxCheckedSigs bounds the signatures checkedSigs remembers: a few batches'
+// worth of commands checked before they are proposed.
+const maxCheckedSigs = 8192
+
+// checkedSigs remembers, by command digest, the keys signatures verified
+// with lately, the oldest forgotten first. Like the preverified batch, it
+// changes no result.
+type checkedSigs struct {
+	mu    sync.Mutex
+	keys  map[[32]byte]ed25519.PublicKey
+	order [][32]byte // insertion order, a ring once full
+	next  int
+}
+
+func (c *checkedSigs) has(d [32]byte, key ed25519.PublicKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.keys[d]
+	return ok && bytes.Equal(k, key)
+}
+
+func (c *checkedSigs) add(d [32]byte, key ed25519.PublicKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.keys[d]; ok {
+		return
+	}
+	if len(c.order) < maxCheckedSigs {
+		c.order = append(c.order, d)
+	} else {
+		delete(c.keys, c.order[c.next])
+		c.order[c.next] = d
+		c.next = (c.next + 1) % maxCheckedSigs
+	}
+	c.keys[d] = key
 }

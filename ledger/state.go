@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"math"
@@ -136,6 +137,9 @@ type State struct {
 
 	costs *costCache   // parsed parameter lists; changes no result
 	pre   *preverified // the batch Preverify saw; changes no result
+	// checks are the signatures seen to verify lately (by Check before a
+	// command is proposed); changes no result.
+	checks *checkedSigs
 }
 
 // New returns an empty ledger. Its first accepted command must be a Genesis.
@@ -154,6 +158,7 @@ func New() *State {
 		paced:     map[string]int64{},
 		costs:     newCostCache(),
 		pre:       &preverified{},
+		checks:    &checkedSigs{keys: map[[32]byte]ed25519.PublicKey{}},
 	}
 }
 
@@ -279,7 +284,7 @@ func (s *State) decide(cmd []byte, index uint64, now *int64) (Result, func()) {
 	if !ok {
 		return refuse(CodeUnknownSigner, c.Signer, "signer %s is not a registered party", c.Signer), nil
 	}
-	if !verify(c, signer.PublicKey, verifiedWith) {
+	if !s.verified(cmd, c, signer.PublicKey, verifiedWith) {
 		return refuse(CodeBadSignature, c.Signer, "the %s signature does not verify with %s's registered key", c.Body.Kind(), c.Signer), nil
 	}
 	switch b := c.Body.(type) {

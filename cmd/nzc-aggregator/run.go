@@ -67,6 +67,7 @@ once: retries and restarts deliver the stored answers.
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
 			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
 			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, AuditorKeys: cfg.AuditorKeys,
+			SVTMinAnswers: cfg.SVTMinAnswers, Suspended: cfg.Suspended,
 			Logger: log, Registry: reg, Pause: pause.Hook(log),
 		})
 		if err != nil {

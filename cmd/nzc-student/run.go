@@ -77,7 +77,7 @@ func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config, opt
 		hs = append(hs, rc)
 	}
 	sc := student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs, AuditorKeys: cfg.AuditorKeys,
-		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Selection: sel, Logger: log}
+		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Selection: sel, Deadline: cfg.Deadline, Logger: log}
 	for _, o := range opts {
 		o(&sc)
 	}

@@ -46,7 +46,13 @@ func newBenchCommand() *cobra.Command {
              half sent, sends oversized and forbidden frames and floods the
              aggregator with relayed ledger commands; their ratio, the
              process's peak resident memory in both, and that no honest
-             batch was lost or charged twice
+             batch was lost or charged twice; then the honest labels per
+             second while one hospital answers every batch only at its
+             deadline (--batch-deadline), over those beside none:
+             stalling_ratio; and, in a second federation under the nzc-svt
+             preset whose last hospital (a third of the teachers) votes
+             against the others, the honest hospitals' largest ε and one
+             session's ε: svt_burn
 
 Every figure is measured several times and reported with its median and
 spread (min, max). The teachers have random weights: inference costs the same
@@ -90,6 +96,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	modelName := cmd.Flags().String("model", "mlp", "the teachers' architecture in e2e: mlp or cnn")
 	wanQueries := cmd.Flags().Int("wan-queries", 0, "queries labelled per wan repetition and scenario (default 512, or 256 with --quick)")
 	wanBatch := cmd.Flags().Int("wan-batch", 32, "queries per batch in wan")
+	batchDeadline := cmd.Flags().Duration("batch-deadline", bench.DefaultBatchDeadline, "the aggregator's batch deadline outside wan: what the stalling hospital of hostile makes a batch wait once")
 	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile (default all but wan and hostile)")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
@@ -118,7 +125,7 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		if cmd.Flags().Changed("inference-queries") {
 			cfg.MLPQueries, cfg.CNNQueries = *inferQueries, max(1, *inferQueries/4)
 		}
-		cfg.Model, cfg.DataDir, cfg.Sections = *modelName, *dataDir, *sections
+		cfg.Model, cfg.DataDir, cfg.Sections, cfg.BatchDeadline = *modelName, *dataDir, *sections, *batchDeadline
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -229,6 +236,11 @@ func printBench(w io.Writer, r *bench.Report) error {
 		a := h.Attacks
 		fmt.Fprintf(bw, "  attacks: %d connections tried (%d refused), %d junk Hellos (%d accepted), %d half-sent streams, %d oversized or forbidden frames (%d served), %d relayed commands (%d limited)\n",
 			a.Connections, a.ConnectionsRefused, a.Hellos, a.HellosAccepted, a.HalfSentStreams, a.Oversized, a.OversizedServed, a.Relays, a.RelaysLimited)
+		fig("one hospital stalling", h.StallingLabelsPerS, "labels/s")
+		fmt.Fprintf(bw, "  stalling ratio %.2f (the hospital answers each batch only at the %.0f s deadline)\n", h.StallingRatio, h.BatchDeadlineS)
+		b := h.SVTBurn
+		fmt.Fprintf(bw, "  nzc-svt (%s), %d of %d teachers voting against the others: %d of %d queries answered; honest hospitals' largest ε %.4g, one session's ε %.4g\n",
+			b.Mechanism, b.AdversaryTeachers, b.Teachers, b.Answered, b.Queries, b.HonestMaxEpsilon, b.SessionEpsilon)
 		fmt.Fprintf(bw, "  honest batches lost %d, charged twice %d\n", h.Lost, h.Twice)
 	}
 	fmt.Fprintln(bw, "\ntargets")

@@ -140,14 +140,17 @@ func TestBenchHostile(t *testing.T) {
 			Attacked struct{ Median float64 } `json:"under_attack_labels_per_s"`
 			PeakRSS  float64                  `json:"attack_peak_rss_mib"`
 			Attacks  bench.HostileAttacks     `json:"attacks"`
+			Stalling struct{ Median float64 } `json:"stalling_labels_per_s"`
+			Ratio    float64                  `json:"stalling_ratio"`
 			Lost     int                      `json:"batches_lost"`
 			Twice    int                      `json:"batches_charged_twice"`
 		} `json:"hostile"`
 	}
-	benchJSON(t, &rep, "--sections", "hostile", "--reps", "1", "--teachers", "3", "--e2e-queries", "64", "--batch", "8")
+	benchJSON(t, &rep, "--sections", "hostile", "--reps", "1", "--teachers", "3", "--e2e-queries", "64", "--batch", "8", "--batch-deadline", "2s")
 	h := rep.Hostile
-	if h.Honest.Median <= 0 || h.Attacked.Median <= 0 || h.Lost != 0 || h.Twice != 0 {
-		t.Fatalf("honest %v labels/s, under attack %v, lost %d, charged twice %d", h.Honest.Median, h.Attacked.Median, h.Lost, h.Twice)
+	if h.Honest.Median <= 0 || h.Attacked.Median <= 0 || h.Stalling.Median <= 0 || h.Ratio <= 0 || h.Lost != 0 || h.Twice != 0 {
+		t.Fatalf("honest %v labels/s, under attack %v, beside a stalling hospital %v (ratio %v), lost %d, charged twice %d",
+			h.Honest.Median, h.Attacked.Median, h.Stalling.Median, h.Ratio, h.Lost, h.Twice)
 	}
 	a := h.Attacks
 	if a.Hellos == 0 || a.HellosAccepted != 0 || a.Oversized == 0 || a.OversizedServed != 0 || a.Relays == 0 {

@@ -351,12 +351,21 @@ func TestAuditorProcessesSurviveLeaderKill(t *testing.T) {
 	}
 	t.Logf("%d entries, root %s on all three auditors; %v after the build", final.Size, final.Root, time.Since(began).Round(time.Millisecond))
 
+	// One auditor's operator asking, with the official command, to join at
+	// another auditor's raft address is refused and changes nothing (it
+	// removed that auditor, and status still said all was well).
+	rogue, victim := auditors[2], auditors[1]
+	if text, err := runNZC(t, "ledger", "join", "--as", rogue.id, "--id", rogue.id, "--addr", victim.raft, "--api", rogue.api, "--federation", dir); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("%s joining at %s's address: %v, want 403\n%s", rogue.id, victim.id, err, text)
+	}
+
 	// Every auditor at the API its configuration in the directory names,
-	// compared; the export is fresh.
+	// compared, raft's members with the ledger's auditors; the export is
+	// fresh.
 	text, err = runNZC(t, "ledger", "status", "--federation", dir, "--format", "json")
 	var views ledgerStatus
 	if err != nil || json.NewDecoder(strings.NewReader(text)).Decode(&views) != nil || views.Asked != 3 || views.Answered != 3 ||
-		!views.Consistent || views.Largest == nil || views.Largest.Size < final.Size {
+		!views.Consistent || views.Largest == nil || views.Largest.Size < final.Size || len(views.Membership) != 0 {
 		t.Fatalf("status of every auditor: %v %+v\n%s", err, views, text)
 	}
 	if text, err := runNZC(t, "ledger", "verify", "--export", out, "--federation", dir, "--max-age", "1h"); err != nil {

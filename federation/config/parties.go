@@ -216,6 +216,8 @@ type Aggregator struct {
 	Hospitals     int              `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"hospitals in the federation, for readiness reports (0: the quorum)"`
 	BatchDeadline time.Duration    `mapstructure:"batch_deadline" yaml:"batch_deadline" json:"batch_deadline" help:"how long to wait for hospitals' votes"`
 	LedgerTimeout time.Duration    `mapstructure:"ledger_timeout" yaml:"ledger_timeout" json:"ledger_timeout" help:"how long one proposal of a charge may wait for the ledger before the batch is refused with ledger-unavailable"`
+	SVTMinAnswers int              `mapstructure:"svt_min_answers" yaml:"svt_min_answers,omitempty" json:"svt_min_answers" help:"an nzc-svt session answering fewer queries before its K refusals end it burns, and its hospitals get no new session (0: K; negative: never)"`
+	Suspended     []string         `mapstructure:"suspended" yaml:"suspended,omitempty" json:"suspended" help:"hospital ids left out of every batch by the operator (for one whose votes burn nzc-svt sessions)"`
 	Delta         float64          `mapstructure:"delta" yaml:"delta" json:"delta" help:"δ at which ε is reported"`
 	Log           Log              `mapstructure:"log" yaml:"log" json:"log"`
 	Ops           Ops              `mapstructure:"ops" yaml:"ops" json:"ops"`
@@ -351,7 +353,10 @@ type Student struct {
 	BatchSize   int      `mapstructure:"batch_size" yaml:"batch_size" json:"batch_size" help:"queries per label request"`
 	Window      int      `mapstructure:"window" yaml:"window" json:"window" help:"label requests in flight at once (2 lets the hospitals vote on the next batch while the last one's charge commits)"`
 	State       string   `mapstructure:"state" yaml:"state" json:"state" help:"directory recording labelled batches (resumable runs)"`
-	Log         Log      `mapstructure:"log" yaml:"log" json:"log"`
+	// Deadline bounds a whole run: when it passes, the run stops with the
+	// labels so far and an error naming what did not answer. 0: none.
+	Deadline time.Duration `mapstructure:"deadline" yaml:"deadline" json:"deadline" help:"give up after this long (e.g. 10m), naming the auditors or hospitals that did not answer; 0: no deadline"`
+	Log      Log           `mapstructure:"log" yaml:"log" json:"log"`
 }
 
 // DefaultStudent returns the defaults of nzc-student.
@@ -382,6 +387,9 @@ func (s Student) Validate() error {
 		c.add("window", "must be between 1 and 16 label requests in flight; got %d", s.Window)
 	}
 	c.required("state", s.State, "directory recording labelled batches")
+	if s.Deadline < 0 {
+		c.add("deadline", "must be a duration such as 10m, or 0 for none; got %v", s.Deadline)
+	}
 	s.Log.check(&c)
 	return c.err()
 }

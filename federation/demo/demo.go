@@ -431,7 +431,9 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 			c.Epochs = Epochs
 			cfgs[p.ID] = c
 		case config.Aggregator:
-			c.Mechanism, c.Quorum, c.BatchDeadline = mech, d.o.Hospitals, time.Minute
+			// A majority, as nzc init writes: one hospital that stalls or
+			// drops out leaves the others a quorum.
+			c.Mechanism, c.Quorum, c.BatchDeadline = mech, d.o.Hospitals/2+1, time.Minute
 			c.Teachers = d.o.Teachers
 			cfgs[p.ID] = c
 		case config.Student:

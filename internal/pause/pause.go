@@ -18,3 +18,12 @@ func At(point string) []string {
 	}
 	return []string{Env + "=" + point}
 }
+
+// everyPrefix marks a point to stop at every time it is reached.
+const everyPrefix = "every:"
+
+// Every is the environment that stops a party at point every time it gets
+// there, until the request's context ends.
+func Every(point string) []string {
+	return []string{Env + "=" + everyPrefix + point}
+}

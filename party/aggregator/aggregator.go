@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +81,21 @@ type Config struct {
 	Hospitals int
 	// BatchDeadline bounds the wait for hospitals' votes.
 	BatchDeadline time.Duration
+	// MissBackoff and MissBackoffMax bound the period a hospital that
+	// missed a batch deadline is left out of batches: MissBackoff after
+	// its first miss, doubling with each probe it misses, at most
+	// MissBackoffMax (zero means DefaultMissBackoff and
+	// DefaultMissBackoffMax).
+	MissBackoff    time.Duration
+	MissBackoffMax time.Duration
+	// SVTMinAnswers is how many queries an nzc-svt session must answer
+	// before its K refusals end it: a session that answers fewer is burnt,
+	// and no session is opened again for a hospital set holding one of its
+	// hospitals (see burns). Zero means the session's K; negative, never.
+	SVTMinAnswers int
+	// Suspended are hospitals the operator has suspended: they are left
+	// out of every batch (and named), whatever their votes.
+	Suspended []string
 	// Ledger is where charges are committed. Required.
 	Ledger Ledger
 	// AuditorKeys are the note verifier keys of the ledger's auditors
@@ -150,6 +168,12 @@ type Aggregator struct {
 	outbox *Outbox
 	grid   mechanism.Grid
 	met    *metrics
+	// health leaves out of batches, for a while, the hospitals that
+	// missed a batch deadline.
+	health *health
+	// burns stops opening nzc-svt sessions for hospitals whose last one
+	// burnt.
+	burns *burns
 	// receipts checks the ledger's receipts against the pinned auditor
 	// keys, opening each cosigned checkpoint once.
 	receipts *ledger.Verifier
@@ -251,6 +275,13 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.RelayEvery <= 0 {
 		cfg.RelayEvery = DefaultRelayEvery
 	}
+	if cfg.MissBackoff <= 0 {
+		cfg.MissBackoff = DefaultMissBackoff
+	}
+	if cfg.MissBackoffMax <= 0 {
+		cfg.MissBackoffMax = DefaultMissBackoffMax
+	}
+	cfg.MissBackoffMax = max(cfg.MissBackoffMax, cfg.MissBackoff)
 	if cfg.Hospitals < cfg.Quorum {
 		cfg.Hospitals = cfg.Quorum
 	}
@@ -258,7 +289,17 @@ func New(cfg Config) (*Aggregator, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: newMetrics(cfg.Registry),
+	met := newMetrics(cfg.Registry)
+	minAnswers := cfg.SVTMinAnswers
+	switch {
+	case minAnswers == 0:
+		minAnswers = cfg.Mechanism.MaxRefusals
+	case minAnswers < 0:
+		minAnswers = 0
+	}
+	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: met,
+		health:    newHealth(cfg.Now, cfg.MissBackoff, cfg.MissBackoffMax, met),
+		burns:     newBurns(minAnswers, met),
 		receipts:  receipts,
 		classes:   cfg.Classes,
 		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
@@ -379,9 +420,9 @@ func (a *Aggregator) Ready() (bool, string) {
 func (a *Aggregator) statusLocked() string {
 	n := len(a.hospitals)
 	if n < a.cfg.Quorum {
-		return fmt.Sprintf("waiting for %d of %d hospitals (%d connected, quorum %d)", a.cfg.Quorum-n, a.cfg.Hospitals, n, a.cfg.Quorum)
+		return fmt.Sprintf("waiting for %d of %d hospitals (%d connected, quorum %d)", a.cfg.Quorum-n, a.cfg.Hospitals, n, a.cfg.Quorum) + a.health.describe() + a.burns.describe() + a.suspendedStatus()
 	}
-	return fmt.Sprintf("ready: %d of %d hospitals connected (quorum %d)", n, a.cfg.Hospitals, a.cfg.Quorum)
+	return fmt.Sprintf("ready: %d of %d hospitals connected (quorum %d)", n, a.cfg.Hospitals, a.cfg.Quorum) + a.health.describe() + a.burns.describe() + a.suspendedStatus()
 }
 
 func (a *Aggregator) lockBatch(id string) func() {
@@ -411,6 +452,7 @@ const (
 	reasonLedger     = "ledger-unavailable"
 	reasonRejected   = "ledger-rejected"
 	reasonBadRequest = "bad-request"
+	reasonBurnt      = "svt-burnt"
 )
 
 func (a *Aggregator) refuse(reason string, err *protocol.Error) error {
@@ -481,12 +523,15 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 }
 
 // admission is what a batch was admitted with: the student's recipient,
-// the hospitals asked, those left out, and the number of classes.
+// the hospitals asked (and which of them are probed), those left out, and
+// the number of classes.
 type admission struct {
 	recipient *crypto.Recipient
 	hospitals []*hospitalEntry
-	leftOut   []string
-	classes   int
+	// probe are the hospitals asked without being waited for (triage).
+	probe   map[string]bool
+	leftOut []string
+	classes int
 }
 
 // admitBatch admits a batch of nq queries: the student must have said
@@ -508,8 +553,11 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
 	if len(hs) < a.cfg.Quorum {
 		return admission{}, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
-			Message: fmt.Sprintf("only %d hospitals are connected and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), a.cfg.Quorum)})
+			Message: fmt.Sprintf("only %d hospitals are connected (%s) and the quorum is %d: nothing was charged or released; retry when more hospitals are online", len(hs), connectedIDs(hs), a.cfg.Quorum)})
 	}
+	hs, suspended := a.unsuspended(hs)
+	hs, probe, benched := a.triage(batch, hs)
+	benched = append(suspended, benched...)
 	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, nq)
 	if perr != nil {
 		switch perr.Code {
@@ -521,16 +569,22 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 		}
 		return admission{}, a.refuse(reasonLedger, perr)
 	}
-	return admission{recipient: recipient, hospitals: hs, leftOut: leftOut, classes: classes}, nil
+	leftOut = append(leftOut, benched...)
+	return admission{recipient: recipient, hospitals: hs, probe: a.waitForProbes(probe, hs), leftOut: leftOut, classes: classes}, nil
 }
 
 // collectVotes asks the admitted hospitals for their votes (collect) and
-// refuses the batch when fewer than the quorum answer by the deadline.
+// refuses the batch when fewer than the quorum answer in time, naming each
+// hospital that did not vote and why, and each left out.
 func (a *Aggregator) collectVotes(ctx context.Context, batch string, req *nzcpb.LabelRequest, adm admission) ([]vote, error) {
-	votes := a.collect(ctx, batch, req, adm.hospitals, adm.classes)
+	votes, absent := a.collect(ctx, batch, req, adm.hospitals, adm.probe, adm.classes)
 	if len(votes) < a.cfg.Quorum {
+		why := strings.Join(absent, "; ")
+		if len(adm.leftOut) > 0 {
+			why += "; left out: " + strings.Join(adm.leftOut, ", ")
+		}
 		return nil, a.refuse(reasonQuorum, &protocol.Error{Code: protocol.CodeQuorumNotMet, RetryAfter: time.Second,
-			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d: nothing was charged or released; retry the batch", len(votes), len(adm.hospitals), a.cfg.BatchDeadline, a.cfg.Quorum)})
+			Message: fmt.Sprintf("only %d of %d hospitals voted before the %v deadline and the quorum is %d (%s): nothing was charged or released; retry the batch", len(votes), len(adm.hospitals), a.cfg.BatchDeadline, a.cfg.Quorum, why)})
 	}
 	return votes, nil
 }
@@ -684,10 +738,16 @@ func chargedEnsembles(votes []vote, voters []string) []uint64 {
 	return out
 }
 
-// collect fans the batch out and returns the valid votes that arrived
-// before the deadline, in hospital order.
-func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, classes int) []vote {
-	deadline := a.cfg.Now().Add(a.cfg.BatchDeadline)
+// collect fans the batch out and returns the valid votes that arrived in
+// time, in hospital order. It waits for the hospitals not in probe until
+// the deadline, and for those in probe only probeGrace longer than for the
+// others; every hospital whose votes did not arrive in the time waited is
+// recorded as having missed the deadline (a.health), which leaves it out
+// of the following batches for a backing-off period. Only timing decides
+// that, never the votes.
+func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, probe map[string]bool, classes int) (votes []vote, absent []string) {
+	start := a.cfg.Now()
+	deadline := start.Add(a.cfg.BatchDeadline)
 	ids := make([]string, len(hs))
 	for i, h := range hs {
 		ids[i] = h.id
@@ -696,32 +756,96 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 		NumClasses: uint32(classes), SealedFeatures: req.GetSealedFeatures(), HospitalIds: ids, DeadlineUnixMs: deadline.UnixMilli()}
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.BatchDeadline)
 	defer cancel()
+	pctx, cancelProbes := context.WithCancel(cctx)
+	defer cancelProbes()
 	results := make([]*vote, len(hs))
-	var wg sync.WaitGroup
+	late := make([]bool, len(hs)) // the call ended for want of time
+	errs := make([]error, len(hs))
+	var waited, probed sync.WaitGroup
 	for i, h := range hs {
+		wg, hctx := &waited, cctx
+		if probe[h.id] {
+			wg, hctx = &probed, pctx
+		}
 		wg.Go(func() {
 			proofs := a.takeProofs(h.id)
 			qh := &nzcpb.QueryBatch{BatchId: q.BatchId, NumQueries: q.NumQueries, FeatureDim: q.FeatureDim, NumClasses: q.NumClasses,
 				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs}
-			v, err := a.queryOne(cctx, h, qh)
+			v, err := a.queryOne(hctx, h, qh)
 			if err != nil && len(proofs) > 0 {
 				a.handProof([]string{h.id}, proofs...)
 			}
 			if err != nil {
+				late[i], errs[i] = timedOut(err) || hctx.Err() != nil, err
 				a.log.Warn("hospital did not vote", "hospital", h.id, "batch", batch, "err", err)
 				return
 			}
 			results[i] = v
 		})
 	}
-	wg.Wait()
-	var out []vote
-	for _, v := range results {
-		if v != nil {
-			out = append(out, *v)
+	waited.Wait()
+	if len(probe) > 0 {
+		now := a.cfg.Now()
+		grace := probeGrace(now.Sub(start), a.cfg.BatchDeadline, deadline.Sub(now))
+		done := make(chan struct{})
+		go func() {
+			probed.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+		case <-t.C:
+		case <-cctx.Done():
+		}
+		t.Stop()
+		cancelProbes()
+		probed.Wait()
+	}
+	waitedFor := a.cfg.Now().Sub(start)
+	for i, v := range results {
+		h := hs[i].id
+		switch {
+		case v != nil:
+			if probe[h] {
+				a.log.Info("a probed hospital voted in time; it is asked again", "hospital", h, "batch", batch)
+			}
+			a.health.answered(h)
+			votes = append(votes, *v)
+			continue
+		case ctx.Err() != nil:
+			// The request itself ended: no hospital is to blame.
+		case late[i]:
+			d := a.health.missed(h, batch, waitedFor)
+			a.log.Warn("hospital missed the batch deadline; it is left out of the following batches, then probed before it is asked again",
+				"hospital", h, "batch", batch, "waited", waitedFor, "probe", probe[h], "left_out_for", d)
+		}
+		if late[i] {
+			absent = append(absent, fmt.Sprintf("%s did not answer in the %v waited", h, waitedFor.Round(time.Millisecond)))
+		} else {
+			absent = append(absent, fmt.Sprintf("%s answered with an error (%v)", h, errs[i]))
 		}
 	}
-	return out
+	return votes, absent
+}
+
+// connectedIDs lists the ids of hs, "none" when it is empty.
+func connectedIDs(hs []*hospitalEntry) string {
+	if len(hs) == 0 {
+		return "none"
+	}
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		ids[i] = h.id
+	}
+	return strings.Join(ids, ", ")
+}
+
+// timedOut says whether err ends a call for want of time: its context's
+// deadline, or the connection's read or write deadline set from it.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.QueryBatch) (*vote, error) {

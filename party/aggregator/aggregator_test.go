@@ -132,6 +132,7 @@ type fakeHospital struct {
 	classes  int
 	block    bool // never answers (until ctx ends)
 	split    bool // half the teachers vote the next class: distance to instability 0
+	against  bool // every teacher votes the next class, against the others
 	calls    int
 	proofs   []*nzcpb.Receipt // the charge receipts handed over
 	mu       sync.Mutex
@@ -158,6 +159,9 @@ func (h *fakeHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.V
 	counts := make([]uint32, nq*nc)
 	for i := range nq {
 		c := int(f.GetValues()[i*dim]) % nc
+		if h.against {
+			c = (c + 1) % nc
+		}
 		if h.split {
 			counts[i*nc+c] += uint32(h.teachers / 2)
 			counts[i*nc+(c+1)%nc] += uint32(h.teachers - h.teachers/2)

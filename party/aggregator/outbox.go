@@ -42,7 +42,8 @@ type Record struct {
 	Answered   int      `json:"answered"`
 	Hospitals  []string `json:"hospitals"`
 	// LeftOut are the connected hospitals whose budgets could not pay for
-	// the batch's worst case: they were not asked and are not charged.
+	// the batch's worst case, or that are left out for a while after
+	// missing a batch deadline: they were not asked and are not charged.
 	LeftOut      []string `json:"left_out,omitempty"`
 	Command      []byte   `json:"command"` // the signed ledger charge
 	SealedLabels []byte   `json:"sealed_labels"`
@@ -255,6 +256,8 @@ type SessionRecord struct {
 	// noise and refusals), sealed to the aggregator's own age
 	// recipient: the outbox never holds noise in the clear.
 	SealedState []byte `json:"sealed_state"`
+	// Answered is how many queries the session has answered.
+	Answered int `json:"answered,omitempty"`
 }
 
 func (o *Outbox) sessionPath(id string) string { return filepath.Join(o.dir, sessionPrefix+id+".json") }

@@ -40,6 +40,9 @@ type keptSession struct {
 	// inflight counts the batches answered in the session whose charges
 	// are not yet settled.
 	inflight sync.WaitGroup
+	// answered counts the queries the session has answered (a released
+	// output), for burns.
+	answered int
 }
 
 func sessionKey(student string, hospitals []string) string {
@@ -87,6 +90,9 @@ func (a *Aggregator) sessionFor(key, student string, hospitals []string, teacher
 	if old != nil && old.teachers == teachers && old.classes == classes && !old.s.Exhausted() {
 		return old, nil, nil
 	}
+	if perr := a.burns.refuseOpen(hospitals); perr != nil {
+		return nil, nil, a.refuse(reasonBurnt, perr)
+	}
 	p := a.cfg.Mechanism
 	p.Teachers, p.Classes = teachers, classes
 	ms, err := mechanism.Open(p)
@@ -129,7 +135,7 @@ func (a *Aggregator) saveSession(s *keptSession) error {
 		return err
 	}
 	if err := a.outbox.PutSession(&SessionRecord{SessionID: s.id, Student: s.student, Hospitals: s.hospitals, Teachers: s.teachers,
-		Classes: s.classes, Open: s.open, Opened: s.opened, SealedState: sealed}); err != nil {
+		Classes: s.classes, Open: s.open, Opened: s.opened, SealedState: sealed, Answered: s.answered}); err != nil {
 		return fmt.Errorf("aggregator: keep session %s in the outbox (nothing was proposed or released): %w", s.id, err)
 	}
 	return nil
@@ -198,7 +204,7 @@ func (a *Aggregator) resume(r *SessionRecord) (*keptSession, error) {
 		return nil, errors.New("exhausted")
 	}
 	return &keptSession{id: r.SessionID, student: r.Student, hospitals: r.Hospitals, teachers: r.Teachers, classes: r.Classes,
-		s: ms, open: r.Open, opened: r.Opened}, nil
+		s: ms, open: r.Open, opened: r.Opened, answered: r.Answered}, nil
 }
 
 // settled waits until every batch answered in old (which s replaces) has
@@ -302,6 +308,11 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, voters
 		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: mechanism on %w", err)
 	}
 	a.pause(ctx, PauseSessionAnswered)
+	s.answered += res.Answered
+	if s.s.Exhausted() && a.burns.ended(s.id, s.hospitals, s.answered, s.s.Refusals()) {
+		a.log.Error("a session refused its queries having answered too few; no session is opened again for its hospitals: one of them may be voting against the others. Suspend it (suspended in the configuration) and restart the aggregator",
+			"session", s.id, "hospitals", s.hospitals, "answered", s.answered, "refusals", s.s.Refusals(), "min_answers", a.burns.minAnswers)
+	}
 	if res.Stopped {
 		a.log.Info("session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
 	}

@@ -82,8 +82,12 @@ type Config struct {
 	// student's unlabelled pool (PlanQueries gives the count a budget
 	// allows).
 	MaxQueries int
-	Backoff    quicnet.Backoff
-	Logger     *slog.Logger
+	// Deadline, when positive, bounds a whole Label run: when it passes,
+	// Label returns the labels so far and a *DeadlineError naming what
+	// the batch being asked was waiting for.
+	Deadline time.Duration
+	Backoff  quicnet.Backoff
+	Logger   *slog.Logger
 }
 
 // Client labels data through the aggregator.
@@ -173,7 +177,8 @@ type Batch struct {
 	AnswersHash string  `json:"answers_hash"`
 	Replayed    bool    `json:"replayed"`
 	// LeftOut names the hospitals whose budgets could not pay for the
-	// batch: they did not vote on it and were not charged.
+	// batch, or that were left out after missing a batch deadline: they
+	// did not vote on it and were not charged.
 	LeftOut []string `json:"left_out,omitempty"`
 	// Receipt proves the batch's charge was committed by a majority of the
 	// auditors; it was verified when the labels were accepted and can be
@@ -264,6 +269,11 @@ func validLabels(ls []int32, classes int) bool {
 // labels so far and an error matching ErrStopped (and the refusal's
 // protocol sentinel, e.g. protocol.ErrBudgetExhausted).
 func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) (*Result, error) {
+	if c.cfg.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.cfg.Deadline, errDeadline)
+		defer cancel()
+	}
 	hash := FeatureHash(d)
 	limit := c.cfg.MaxQueries
 	if limit >= d.Len() {
@@ -574,7 +584,15 @@ func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 
 // ask labels one batch, retrying retryable refusals and lost connections
 // under the same batch id.
-func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Dataset, id []byte, index, from int) (*Batch, error) {
+func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Dataset, id []byte, index, from int) (_ *Batch, err error) {
+	// last is the batch's last answer: a retryable refusal, or why the
+	// aggregator could not be reached or the call broke.
+	var last error
+	defer func() {
+		if err != nil && expired(ctx) && (ctx.Err() == nil || errors.Is(context.Cause(ctx), errDeadline)) && c.cfg.Deadline > 0 {
+			err = &DeadlineError{Deadline: c.cfg.Deadline, Batch: index, Aggregator: c.cfg.Aggregator, Last: last}
+		}
+	}()
 	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), Values: part.X})
 	if err != nil {
 		return nil, err
@@ -584,16 +602,21 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 		return nil, err
 	}
 	req := &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
-	var last error
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		cn, err := conn.Get(ctx)
 		if err != nil {
+			if ctx.Err() == nil || last == nil {
+				last = fmt.Errorf("the aggregator at %s could not be reached: %w", c.cfg.Aggregator, err)
+			}
 			return nil, err
 		}
 		var resp nzcpb.LabelResponse
 		err = cn.Invoke(ctx, req, &resp)
 		if err == nil {
 			return c.open(&resp, id, index, from, part.Len())
+		}
+		if expired(ctx) {
+			return nil, err // the call was cut short: last is the answer before it
 		}
 		last = err
 		var pe *protocol.Error
@@ -624,6 +647,44 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 	}
 	return nil, fmt.Errorf("batch %d not labelled after %d attempts: %w", index, c.cfg.Attempts, last)
 }
+
+// expired says whether ctx has ended or its deadline has passed (a call's
+// stream deadline, set from ctx's, may fire before ctx ends).
+func expired(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(d)
+}
+
+// errDeadline is the cause of a run's context ending at Config.Deadline.
+var errDeadline = errors.New("the run's deadline passed")
+
+// ErrDeadline matches a *DeadlineError.
+var ErrDeadline = errors.New("student: the run's deadline passed")
+
+// DeadlineError is a run that ended at Config.Deadline with a batch not
+// labelled. Last is that batch's last answer — a refusal that names the
+// hospitals or auditors that did not answer, or why the aggregator could
+// not be reached — or nil when its one request was still unanswered.
+type DeadlineError struct {
+	Deadline   time.Duration
+	Batch      int // index of the batch, from 0
+	Aggregator string
+	Last       error
+}
+
+func (e *DeadlineError) Error() string {
+	if e.Last == nil {
+		return fmt.Sprintf("gave up at the %v deadline: batch %d was asked of the aggregator at %s, which had not answered (it waits for the hospitals' votes up to its batch deadline and for the ledger up to its ledger timeout; its /readyz says what it waits for); run again to resume, with a longer --deadline",
+			e.Deadline, e.Batch+1, e.Aggregator)
+	}
+	return fmt.Sprintf("gave up at the %v deadline: batch %d was not labelled; its last answer: %v; run again to resume, with a longer --deadline", e.Deadline, e.Batch+1, e.Last)
+}
+
+// Is makes a DeadlineError match ErrDeadline.
+func (e *DeadlineError) Is(target error) bool { return target == ErrDeadline }
+
+// Unwrap returns the batch's last answer.
+func (e *DeadlineError) Unwrap() error { return e.Last }
 
 // retryWait is how long to wait before asking a batch again after the given
 // attempt failed: at least what the aggregator asked for, and doubling from

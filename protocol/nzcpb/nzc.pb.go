@@ -859,7 +859,8 @@ type LabelResponse struct {
 	Receipt *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	// Hospitals connected when the batch arrived whose budgets could not pay
 	// for its worst case (every query answered): they were not asked to vote
-	// and are not charged. The charge names the hospitals that voted.
+	// and are not charged; also those left out for a while after missing a
+	// batch deadline. The charge names the hospitals that voted.
 	LeftOut       []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/federation/proctest"
+	"github.com/nzcfed/nzc/internal/pause"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/student"
@@ -269,6 +271,41 @@ func TestFaults(t *testing.T) {
 		results = append(results, res)
 		check(t)
 		f.verifiedLedgerAtLeast(t, vi, int(res.Batches[0].LedgerIndex)+1)
+	})
+
+	// A hospital answers every batch only at its deadline. It costs the
+	// federation that one deadline: it is left out of the next batches
+	// (and not charged for them), probed by batches that do not wait for
+	// it, and /readyz and /metrics name it. Before, every batch waited the
+	// whole deadline.
+	t.Run("stalling-hospital", func(t *testing.T) {
+		h := f.hospitals[2]
+		h.p.Stop()
+		h.p = f.start(h.id, "nzc-teacher", pause.Every(teacher.PauseVotesSealed), "run", "--config", h.cfgPath)
+		h.p.waitLog(t, 30*time.Second, "registered with the aggregator")
+		f.waitConnected(hospitals, 30*time.Second)
+		const n = 6
+		start := time.Now()
+		res := f.startStudent(queries(n*batchSize), n*batchSize, "", "--window", "1").result(t, 2*time.Minute)
+		took := time.Since(start)
+		t.Logf("%d batches beside a hospital stalling to the %v deadline took %v", n, batchDeadline, took)
+		results = append(results, res)
+		others := []string{f.hospitals[0].id, f.hospitals[1].id}
+		for _, b := range res.Batches {
+			special[b.BatchID] = want{hospitals: others}
+		}
+		check(t)
+		if took >= 2*batchDeadline {
+			t.Errorf("%d batches with a hospital stalling to the %v deadline took %v: it was waited for more than once", n, batchDeadline, took)
+		}
+		if _, why := launch.Ready(context.Background(), f.aggCfg.Ops.Listen); !strings.Contains(why, h.id+" missed the deadline") {
+			t.Errorf("/readyz does not name the stalling hospital: %q", why)
+		}
+		if m := f.metric(`nzc_aggregator_deadlines_missed_total{hospital="` + h.id + `"}`); m < 1 {
+			t.Errorf("nzc_aggregator_deadlines_missed_total{hospital=%q} = %v", h.id, m)
+		}
+		h.p.Stop()
+		f.startHospital(h, "")
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -24,6 +26,8 @@ type Client struct {
 	addrs []string
 	conn  *quicnet.Holder
 	next  int // the address dial tries first; changed only under conn's lock
+	// addrOf is the address each held connection was dialled at.
+	addrOf sync.Map // *quicnet.Conn → string
 }
 
 // NewClient returns a client of the auditors at addrs.
@@ -36,22 +40,72 @@ func NewClient(cfg quicnet.Config, addrs []string) (*Client, error) {
 	return l, nil
 }
 
-// dial connects to the first auditor that answers, from the one at next.
+// dial connects to the first auditor that answers, from the one at next;
+// when none does, its error is an *UnavailableError naming each it tried.
 func (l *Client) dial(ctx context.Context) (*quicnet.Conn, error) {
-	var errs []error
+	failed := &UnavailableError{Addrs: l.addrs}
 	for range l.addrs {
 		addr := l.addrs[l.next%len(l.addrs)]
 		c, err := quicnet.Dial(ctx, addr, l.cfg, crypto.RoleAuditor)
 		if err == nil {
+			l.addrOf.Store(c, addr)
+			context.AfterFunc(c.Context(), func() { l.addrOf.Delete(c) })
 			return c, nil
 		}
-		errs = append(errs, err)
+		failed.add(addr, false, err)
 		l.next++
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, fmt.Errorf("no auditor reachable: %w", errors.Join(errs...))
+	return nil, failed
+}
+
+// UnavailableError is what a Client's call returns when no auditor gave
+// an answer: each auditor it tried, whether it was reached, and what came
+// back. The ones not named were not tried before the call's context ended.
+type UnavailableError struct {
+	Addrs []string // every configured auditor address
+	Tried []AuditorAttempt
+}
+
+// AuditorAttempt is one auditor's part in a failed call.
+type AuditorAttempt struct {
+	Addr    string
+	Reached bool // a connection was made; the auditor did not answer in time, or refused for now
+	Err     error
+}
+
+func (e *UnavailableError) add(addr string, reached bool, err error) {
+	e.Tried = append(e.Tried, AuditorAttempt{Addr: addr, Reached: reached, Err: err})
+}
+
+func (e *UnavailableError) Error() string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, a := range e.Tried {
+		seen[a.Addr] = true
+		if a.Reached {
+			parts = append(parts, fmt.Sprintf("auditor %s was reached but gave no answer (%v)", a.Addr, a.Err))
+		} else {
+			parts = append(parts, fmt.Sprintf("auditor %s could not be reached (%v)", a.Addr, a.Err))
+		}
+	}
+	for _, addr := range e.Addrs {
+		if !seen[addr] {
+			parts = append(parts, fmt.Sprintf("auditor %s was not tried before the time ran out", addr))
+		}
+	}
+	return "no auditor answered: " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns the errors of the attempts.
+func (e *UnavailableError) Unwrap() []error {
+	out := make([]error, len(e.Tried))
+	for i, a := range e.Tried {
+		out[i] = a.Err
+	}
+	return out
 }
 
 // drop closes c and moves on: to the auditor at leader when it is one of
@@ -69,9 +123,18 @@ func (l *Client) drop(c *quicnet.Conn, leader string) {
 // connection fails or the auditor says it cannot serve now, and to the
 // leader when the auditor names it.
 func (l *Client) call(ctx context.Context, req, resp proto.Message) error {
-	var last error
+	tried := &UnavailableError{Addrs: l.addrs}
 	for range 2 * len(l.addrs) {
 		c, err := l.conn.Get(ctx)
+		if err != nil {
+			var failed *UnavailableError
+			if errors.As(err, &failed) {
+				tried.Tried = append(tried.Tried, failed.Tried...)
+			}
+			return tried
+		}
+		v, _ := l.addrOf.Load(c)
+		addr, _ := v.(string)
 		if err != nil {
 			return err
 		}
@@ -79,11 +142,11 @@ func (l *Client) call(ctx context.Context, req, resp proto.Message) error {
 		if err == nil {
 			return nil
 		}
-		last = err
 		var pe *protocol.Error
 		if errors.As(err, &pe) && !pe.Code.Retryable() {
 			return err
 		}
+		tried.add(addr, true, err)
 		var leader string
 		if pe != nil && pe.Code == protocol.CodeNotLeader {
 			leader = pe.LeaderAddress
@@ -93,7 +156,7 @@ func (l *Client) call(ctx context.Context, req, resp proto.Message) error {
 			break
 		}
 	}
-	return last
+	return tried
 }
 
 // Submit proposes a signed command.

@@ -68,6 +68,9 @@ type Config struct {
 	// entry carries (4 MiB).
 	MaxCommand int
 
+	// Now is the clock of the peers' byte budget; nil means time.Now.
+	Now func() time.Time
+
 	// Tuning adjusts timeouts, snapshots and packing.
 	Tuning
 }
@@ -96,6 +99,12 @@ type Tuning struct {
 	// entry (group commit, see batch.go); 0 means 1024. 1 turns packing
 	// off: each submission is its own raft entry.
 	MaxPacked int
+	// PeerBytes is how many bytes of commands each other auditor may
+	// forward to the leader per second (and at once), whatever they hold;
+	// more is refused with ErrPeerBudget before it is screened or proposed.
+	// Zero means 64 MiB: some 40,000 charges a second, twenty times what
+	// the cluster commits.
+	PeerBytes int64
 }
 
 const (
@@ -218,6 +227,15 @@ func (c *Config) applyTimeout() time.Duration {
 		return defaultApplyTimeout
 	}
 	return c.ApplyTimeout
+}
+
+const defaultPeerBytes = 64 << 20
+
+func (c *Config) peerBytes() int64 {
+	if c.PeerBytes <= 0 {
+		return defaultPeerBytes
+	}
+	return c.PeerBytes
 }
 
 func (c *Config) maxCommand() int {

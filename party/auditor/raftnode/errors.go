@@ -43,6 +43,11 @@ var (
 	// what a follower's guard accepts (maxRPCBytes).
 	ErrCommandTooLarge = errors.New("auditor: the command is larger than one raft entry may carry; nothing was proposed")
 
+	// ErrPeerBudget means the auditor that forwarded a command has sent the
+	// leader more bytes of commands than its budget (Tuning.PeerBytes)
+	// lately: nothing was proposed; retry in a second.
+	ErrPeerBudget = errors.New("auditor: this auditor has forwarded more command bytes than its budget allows per second; nothing was proposed — retry shortly")
+
 	// ErrNotProposed is matched by a *NotProposedError.
 	ErrNotProposed = errors.New("auditor: the command was refused before it was proposed; nothing was logged")
 
@@ -92,8 +97,8 @@ func (e *ConfigError) Error() string {
 type RemoteError struct {
 	Addr string
 	Msg  string
-	// Kind is the sentinel the remote error matched (ErrMembership), or
-	// nil.
+	// Kind is the sentinel the remote error matched (ErrMembership,
+	// ErrPeerBudget), or nil.
 	Kind error
 }
 

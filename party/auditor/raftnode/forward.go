@@ -49,6 +49,7 @@ const (
 	codeError
 	codeMembership  // a membership change refused: ErrMembership
 	codeNotProposed // a command refused before proposal: ErrNotProposed
+	codePeerBudget  // the forwarding auditor is over its byte budget: ErrPeerBudget
 )
 
 // maxFrame bounds every request and response body.
@@ -136,6 +137,8 @@ func encodeResult(data []byte, index uint64, err error) (byte, uint64, []byte) {
 		return codeMembership, 0, []byte(err.Error())
 	case errors.As(err, &np):
 		return codeNotProposed, 0, np.Refusal
+	case errors.Is(err, ErrPeerBudget):
+		return codePeerBudget, 0, []byte(err.Error())
 	case errors.Is(err, ErrNoLeader):
 		return codeNoLeader, 0, nil
 	case errors.Is(err, ErrTimeout):
@@ -174,6 +177,8 @@ func decodeResult(addr string, code byte, index uint64, body []byte) ([]byte, ui
 		return nil, 0, &RemoteError{Addr: addr, Msg: string(body), Kind: ErrMembership}
 	case codeNotProposed:
 		return nil, 0, &NotProposedError{Refusal: body}
+	case codePeerBudget:
+		return nil, 0, &RemoteError{Addr: addr, Msg: string(body), Kind: ErrPeerBudget}
 	default:
 		return nil, 0, &RemoteError{Addr: addr, Msg: string(body)}
 	}

@@ -188,3 +188,52 @@ func TestScreenAndLimitBeforeProposal(t *testing.T) {
 		t.Fatalf("the screen saw %v, want the leader and the forwarding follower", peers)
 	}
 }
+
+// Each other auditor may have the leader screen and propose a budget of
+// bytes a second, whatever they hold: past it, its forwarded commands are
+// refused before they are screened or proposed, and the leader's own and
+// the other auditors' are not held up.
+func TestForwardedBytesAreBudgetedPerPeer(t *testing.T) {
+	var mu sync.Mutex
+	screened := 0
+	screen := screenFunc(func(string, []byte) []byte {
+		mu.Lock()
+		screened++
+		mu.Unlock()
+		return nil
+	})
+	now := time.Unix(1_800_000_000, 0) // the budget never refills
+	c := newTLSClusterConfigured(t, 3, nil, 0, func(cfg *Config) {
+		cfg.Screen, cfg.PeerBytes, cfg.Now = screen, 10<<10, func() time.Time { return now }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	li := c.leader()
+	rogue, other := c.nodes[(li+1)%3], c.nodes[(li+2)%3]
+	cmd := func(id uint64) []byte { return chainCmd(id, strings.Repeat("x", 2<<10)) }
+	sent := 0
+	for i := range 10 {
+		_, _, err := rogue.fwd.call(ctx, c.addrs[li], opSubmit, cmd(uint64(i+1)))
+		if errors.Is(err, ErrPeerBudget) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("forwarded command %d: %v", i, err)
+		}
+		sent++
+	}
+	if sent != 4 { // 4 × 2 KiB and a bit fit in 10 KiB; the fifth does not
+		t.Fatalf("%d commands of 2 KiB passed a budget of 10 KiB", sent)
+	}
+	mu.Lock()
+	if screened != sent {
+		t.Errorf("the screen saw %d commands, want %d: a command over the budget is refused before it", screened, sent)
+	}
+	mu.Unlock()
+	if _, _, err := submitRetry(ctx, other, cmd(100)); err != nil {
+		t.Fatalf("another auditor's command: %v", err)
+	}
+	if _, _, err := c.nodes[li].Submit(ctx, cmd(101)); err != nil {
+		t.Fatalf("the leader's own command: %v", err)
+	}
+}

@@ -47,6 +47,7 @@ type Node struct {
 	startCmd uint64
 
 	proposals chan *proposal // submissions for the leader's proposer
+	budget    *peerBudget    // bytes each other auditor may have the leader screen
 
 	lifetime context.Context
 	stop     context.CancelFunc
@@ -197,6 +198,7 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 		n.fwd = &forwardClient{tls: d.client, idle: map[string][]*fwdConn{}}
 	}
 	n.lifetime, n.stop = context.WithCancel(context.Background())
+	n.budget = newPeerBudget(cfg.peerBytes(), cfg.Now)
 	n.met = newMetrics(n)
 	n.fsm = &fsm{sm: cfg.StateMachine, onBatch: n.met.observeBatch}
 
@@ -460,6 +462,11 @@ func (n *Node) applyLocal(ctx context.Context, peer string, cmd []byte) ([]byte,
 	}
 	if n.raft.State() != raft.Leader {
 		return nil, 0, n.notLeader()
+	}
+	if peer != n.cfg.NodeID {
+		if err := n.budget.take(peer, len(cmd)); err != nil {
+			return nil, 0, err
+		}
 	}
 	if n.cfg.Screen != nil {
 		if refusal := n.cfg.Screen.Screen(peer, cmd); refusal != nil {
