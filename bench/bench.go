@@ -69,16 +69,21 @@ type Config struct {
 	// which run only when named. hostile labels E2EQueries per repetition
 	// in batches of BatchSize with Window, as e2e does.
 	Sections []string
+	// ScaleCharges is the number of charges the scale section drives the
+	// ledger to (more than 1,000), over a history on disk or in memory as
+	// ScaleHistory says ("disk" or "memory").
+	ScaleCharges int
+	ScaleHistory string
 }
 
 // Sections are the names of the sections, in the order they run.
 func Sections() []string {
-	return []string{"mechanism", "inference", "ledger", "e2e", "hostile", "wan"}
+	return []string{"mechanism", "inference", "ledger", "e2e", "hostile", "wan", "scale"}
 }
 
 func (c Config) runs(section string) bool {
 	if len(c.Sections) == 0 {
-		return section != "wan" && section != "hostile"
+		return section != "wan" && section != "hostile" && section != "scale"
 	}
 	return slices.Contains(c.Sections, section)
 }
@@ -88,14 +93,16 @@ func (c Config) runs(section string) bool {
 func Quick() Config {
 	return Config{Reps: 3, Teachers: 250, MLPQueries: 256, CNNQueries: 64, GEMMSize: 512, GEMMTime: 300 * time.Millisecond,
 		Charges: 2000, Submitters: 64, MechanismQueries: 5000, AnalysisQueries: 10000,
-		E2EQueries: 512, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 256, WANBatchSize: 32, Seed: 1}
+		E2EQueries: 512, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 256, WANBatchSize: 32, Seed: 1,
+		ScaleCharges: 10_000, ScaleHistory: "disk"}
 }
 
 // Full is the default size.
 func Full() Config {
 	return Config{Reps: 5, Teachers: 250, MLPQueries: 1024, CNNQueries: 256, GEMMSize: 512, GEMMTime: time.Second,
 		Charges: 5000, Submitters: 64, MechanismQueries: 20000, AnalysisQueries: 10000,
-		E2EQueries: 2048, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 512, WANBatchSize: 32, Seed: 1}
+		E2EQueries: 2048, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 512, WANBatchSize: 32, Seed: 1,
+		ScaleCharges: 100_000, ScaleHistory: "disk"}
 }
 
 // ErrConfig reports a size that cannot be run.
@@ -128,6 +135,12 @@ func (c Config) Validate() error {
 	}
 	if c.WANQueries < c.WANBatchSize {
 		return fmt.Errorf("%w: the wan section needs at least one batch (%d queries in batches of %d)", ErrConfig, c.WANQueries, c.WANBatchSize)
+	}
+	if c.runs("scale") && c.ScaleCharges <= 1000 {
+		return fmt.Errorf("%w: the scale section needs more than 1,000 charges, got %d", ErrConfig, c.ScaleCharges)
+	}
+	if c.runs("scale") && c.ScaleHistory != "disk" && c.ScaleHistory != "memory" {
+		return fmt.Errorf("%w: scale history %q (want disk or memory)", ErrConfig, c.ScaleHistory)
 	}
 	if c.Model != "mlp" && c.Model != "cnn" {
 		return fmt.Errorf("%w: model %q (want mlp or cnn)", ErrConfig, c.Model)
@@ -177,6 +190,8 @@ type Report struct {
 	WAN WANSection `json:"wan,omitzero"`
 	// Hostile is there only when the hostile section ran.
 	Hostile HostileSection `json:"hostile,omitzero"`
+	// Scale is there only when the scale section ran.
+	Scale ScaleSection `json:"scale,omitzero"`
 }
 
 // Machine describes where the run happened.
@@ -265,6 +280,11 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 		}
 		rep.WAN = sec
 	}
+	if cfg.runs("scale") {
+		if rep.Scale, err = runScale(ctx, cfg, progress); err != nil {
+			return nil, fmt.Errorf("bench: scale section: %w", err)
+		}
+	}
 	rep.Targets = targets(cfg, rep)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
@@ -290,6 +310,9 @@ func targets(cfg Config, r *Report) []Target {
 		ts = append(ts,
 			Target{Name: "ledger charges per second" + r.Ledger.proofsLabel(), Measured: r.Ledger.ChargesPerS.Median, Goal: "≥ 2000", Met: r.Ledger.ChargesPerS.Median >= 2000},
 			Target{Name: "ledger p99 commit latency (ms)" + r.Ledger.proofsLabel(), Measured: r.Ledger.P99Ms.Median, Goal: "≤ 50", Met: r.Ledger.P99Ms.Median <= 50})
+	}
+	if cfg.runs("scale") {
+		ts = append(ts, scaleTargets(r.Scale)...)
 	}
 	if cfg.runs("inference") {
 		if d := r.Inference.MLP.Dense; d != nil {

@@ -69,11 +69,12 @@ func (s *State) Checkpoint() (Checkpoint, error) {
 	if !s.genesis {
 		return Checkpoint{}, fmt.Errorf("%w: the log has no genesis yet, so no origin", ErrCheckpoint)
 	}
-	root, err := s.log.treeHash(s.log.n)
+	n := s.log.size()
+	root, err := s.log.treeHash(n)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	return Checkpoint{Origin: s.origin, Size: s.log.n, Root: root}, nil
+	return Checkpoint{Origin: s.origin, Size: n, Root: root}, nil
 }
 
 // VerifierKey returns the note verifier key ("<id>+<hash>+<key>") of an

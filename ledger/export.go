@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -31,19 +33,24 @@ type Export struct {
 
 // Encode returns the canonical bytes of the export.
 func (x Export) Encode() ([]byte, error) {
-	return encodeEntries(exportTag, x.Entries, func(e *encoder) {
-		e.count("keys", len(x.Keys))
-		for _, k := range x.Keys {
+	return encodeEntries(exportTag, x.Entries, exportTail(x.Keys, x.Checkpoints))
+}
+
+// exportTail encodes what follows an export's entries.
+func exportTail(keys []string, checkpoints [][]byte) func(*encoder) {
+	return func(e *encoder) {
+		e.count("keys", len(keys))
+		for _, k := range keys {
 			e.str("key", k, maxKeyLen)
 		}
-		e.count("checkpoints", len(x.Checkpoints))
-		for _, c := range x.Checkpoints {
+		e.count("checkpoints", len(checkpoints))
+		for _, c := range checkpoints {
 			if len(c) > maxNoteLen {
 				e.fail("a checkpoint is %d bytes, the limit is %d", len(c), maxNoteLen)
 			}
 			e.blob("checkpoint", c)
 		}
-	})
+	}
 }
 
 // DecodeExport decodes the canonical encoding of an export.
@@ -72,13 +79,59 @@ func DecodeExport(b []byte) (Export, error) {
 // Export returns the log's export with the given signed checkpoints and the
 // verifier keys of every auditor registered in the log.
 func (s *State) Export(checkpoints [][]byte) ([]byte, error) {
-	keys, err := s.AuditorKeys(s.TreeSize())
-	if err != nil {
+	var b bytes.Buffer
+	if err := s.WriteExport(&b, s.TreeSize(), checkpoints); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return Export{Entries: s.entries, Checkpoints: checkpoints, Keys: keys}.Encode()
+	return b.Bytes(), nil
+}
+
+// exportChunk is how many entries WriteExport reads from the history at once.
+const exportChunk = 1024
+
+// WriteExport writes the export of the log's first size entries, with the
+// given signed checkpoints and the verifier keys of the auditors registered
+// in those entries: the bytes Export.Encode gives, written a chunk of
+// entries at a time as they are read from the history, so the log is never
+// held in memory whole. Nothing is written when size or a checkpoint is
+// wrong; an error from w or the history ends the export part-written.
+func (s *State) WriteExport(w io.Writer, size int64, checkpoints [][]byte) error {
+	if n := s.TreeSize(); size < 0 || size > n {
+		return fmt.Errorf("ledger: cannot export %d entries: the log has %d", size, n)
+	}
+	keys, err := s.AuditorKeys(size)
+	if err != nil {
+		return err
+	}
+	tail := &encoder{}
+	exportTail(keys, checkpoints)(tail)
+	if tail.err != nil {
+		return tail.err
+	}
+	head := &encoder{}
+	head.u8(Version)
+	head.u8(exportTag)
+	head.u64(uint64(size))
+	if _, err := w.Write(head.buf); err != nil {
+		return err
+	}
+	for from := int64(0); from < size; from += exportChunk {
+		entries, err := s.Entries(from, min(from+exportChunk, size))
+		if err != nil {
+			return err
+		}
+		buf := head.buf[:0]
+		for _, b := range entries {
+			buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
+			buf = append(buf, b...)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		head.buf = buf
+	}
+	_, err = w.Write(tail.buf)
+	return err
 }
 
 // VerifyOptions are what the verifier brings from outside the export.
@@ -218,14 +271,14 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	r.Entries = int64(len(x.Entries))
 
 	// The tree over the exported bytes, whatever they contain.
-	var tree hashStore
+	tree := hashStore{h: &treeOnly{}}
 	for _, b := range x.Entries {
 		if err := tree.append(b); err != nil {
 			r.add(Check{Name: "tree", Detail: err.Error()})
 			return r
 		}
 	}
-	r.Root, _ = tree.treeHash(tree.n)
+	r.Root, _ = tree.treeHash(tree.size())
 
 	// Replay, stopping at the first entry that does not reproduce: the
 	// state after it is not the log's.
@@ -235,7 +288,9 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 			roots[c.Size] = c.Root
 		}
 	}
-	st := New()
+	// The replayed log is read again only entry by entry as it is checked,
+	// so it keeps only its tree.
+	st := newState(&treeOnly{})
 	replayed, err := st.replayEntries(x.Entries, roots)
 	r.Replayed = replayed
 	if err != nil {
@@ -284,14 +339,14 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 	// Checkpoints.
 	latest := int64(-1)
 	for j, b := range x.Checkpoints {
-		if sc, ok := r.checkpoint("export", j, b, st, &tree, opts.TrustedKeys); ok {
+		if sc, ok := r.checkpoint("export", j, b, st, tree, opts.TrustedKeys); ok {
 			if sc.Size > latest || (sc.Size == latest && sc.Time > r.CheckpointTime) {
 				latest, r.CheckpointTime = sc.Size, sc.Time
 			}
 		}
 	}
 	for j, b := range opts.Earlier {
-		r.checkpoint("earlier", j, b, st, &tree, opts.TrustedKeys)
+		r.checkpoint("earlier", j, b, st, tree, opts.TrustedKeys)
 	}
 	switch {
 	case len(x.Checkpoints) == 0:
@@ -371,7 +426,7 @@ func openQuorum(st *State, c Checkpoint, signed []byte, trusted []string) (Signe
 	return sc, len(all), err
 }
 
-func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *hashStore, trusted []string) (SignedCheckpoint, bool) {
+func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree hashStore, trusted []string) (SignedCheckpoint, bool) {
 	name := source + " checkpoint"
 	c, err := PeekCheckpoint(b)
 	if err != nil {
@@ -390,9 +445,9 @@ func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree *has
 		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d: %v", c.Size, err)})
 		return sc, false
 	}
-	if c.Size > tree.n {
-		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: entryRef(tree.n),
-			Detail: fmt.Sprintf("signed for %d entries but the export has %d: entries were removed", c.Size, tree.n)})
+	if c.Size > tree.size() {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: entryRef(tree.size()),
+			Detail: fmt.Sprintf("signed for %d entries but the export has %d: entries were removed", c.Size, tree.size())})
 		return sc, false
 	}
 	root, _ := tree.treeHash(c.Size)

@@ -12,56 +12,45 @@ import (
 // or a request for a proof the log cannot give.
 var ErrProof = errors.New("ledger: proof does not verify")
 
-// hashStore keeps the RFC 6962 stored hashes of a log (tlog's layout: every
-// record hash and every complete subtree hash, in write order).
+// hashStore reads and extends the Merkle tree a History keeps.
 type hashStore struct {
-	hashes []tlog.Hash
-	n      int64
+	h History
 }
 
-func (h *hashStore) reader() tlog.HashReader {
-	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			if x < 0 || x >= int64(len(h.hashes)) {
-				return nil, fmt.Errorf("ledger: hash %d is not stored (have %d)", x, len(h.hashes))
-			}
-			out[i] = h.hashes[x]
-		}
-		return out, nil
-	})
-}
+func (h hashStore) size() int64 { return h.h.Len() }
 
-func (h *hashStore) append(record []byte) error {
-	hs, err := tlog.StoredHashes(h.n, record, h.reader())
+func (h hashStore) append(record []byte) error {
+	n := h.h.Len()
+	hs, err := tlog.StoredHashes(n, record, h.h)
 	if err != nil {
-		return fmt.Errorf("ledger: hashing entry %d: %w", h.n, err)
+		return fmt.Errorf("ledger: hashing entry %d: %w", n, err)
 	}
-	h.hashes = append(h.hashes, hs...)
-	h.n++
+	if err := h.h.Append(record, hs); err != nil {
+		return fmt.Errorf("ledger: recording entry %d: %w", n, err)
+	}
 	return nil
 }
 
 // treeHash returns the tree hash of the first n records.
-func (h *hashStore) treeHash(n int64) (tlog.Hash, error) {
-	if n < 0 || n > h.n {
-		return tlog.Hash{}, fmt.Errorf("ledger: no tree of size %d (the log has %d entries)", n, h.n)
+func (h hashStore) treeHash(n int64) (tlog.Hash, error) {
+	if have := h.size(); n < 0 || n > have {
+		return tlog.Hash{}, fmt.Errorf("ledger: no tree of size %d (the log has %d entries)", n, have)
 	}
-	return tlog.TreeHash(n, h.reader())
+	return tlog.TreeHash(n, h.h)
 }
 
-func (h *hashStore) proveRecord(index, size int64) (tlog.RecordProof, error) {
-	if index < 0 || index >= size || size > h.n {
-		return nil, fmt.Errorf("%w: no entry %d in a tree of size %d (the log has %d entries)", ErrProof, index, size, h.n)
+func (h hashStore) proveRecord(index, size int64) (tlog.RecordProof, error) {
+	if have := h.size(); index < 0 || index >= size || size > have {
+		return nil, fmt.Errorf("%w: no entry %d in a tree of size %d (the log has %d entries)", ErrProof, index, size, have)
 	}
-	return tlog.ProveRecord(size, index, h.reader())
+	return tlog.ProveRecord(size, index, h.h)
 }
 
-func (h *hashStore) proveTree(oldSize, newSize int64) (tlog.TreeProof, error) {
-	if oldSize < 1 || oldSize > newSize || newSize > h.n {
-		return nil, fmt.Errorf("%w: no consistency proof from size %d to %d (the log has %d entries)", ErrProof, oldSize, newSize, h.n)
+func (h hashStore) proveTree(oldSize, newSize int64) (tlog.TreeProof, error) {
+	if have := h.size(); oldSize < 1 || oldSize > newSize || newSize > have {
+		return nil, fmt.Errorf("%w: no consistency proof from size %d to %d (the log has %d entries)", ErrProof, oldSize, newSize, have)
 	}
-	return tlog.ProveTree(newSize, oldSize, h.reader())
+	return tlog.ProveTree(newSize, oldSize, h.h)
 }
 
 // TreeHash returns the RFC 6962 tree hash of the first size entries.

@@ -33,7 +33,11 @@ const maxEntries = 1 << 40
 func (s *State) Snapshot() ([]byte, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return encodeEntries(snapshotTag, s.entries, nil)
+	entries, err := s.readAll()
+	if err != nil {
+		return nil, err
+	}
+	return encodeEntries(snapshotTag, entries, nil)
 }
 
 func encodeEntries(tag byte, entries [][]byte, tail func(*encoder)) ([]byte, error) {
@@ -91,21 +95,78 @@ func (s *State) Restore(snapshot []byte) error {
 	if err := d.end(); err != nil {
 		return fmt.Errorf("ledger: snapshot: %w", err)
 	}
-	fresh, err := Replay(entries)
-	if err != nil {
+	// fresh is checked against entries and their tree only: it keeps no
+	// copy of the log.
+	fresh := newState(&treeOnly{})
+	if _, err := fresh.replayEntries(entries, nil); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fresh.mu.Lock()
 	defer fresh.mu.Unlock()
+	if err := s.adoptHistory(fresh, entries); err != nil {
+		// The history no longer holds the old state's log: leave an
+		// empty ledger rather than a state its history does not justify.
+		h := s.log.h
+		_ = h.Truncate(0)
+		empty := newState(h)
+		s.genesis, s.origin, s.genesisHash, s.classes = false, "", [32]byte{}, 0
+		s.grid, s.parties, s.joined, s.accounts, s.students = empty.grid, empty.parties, empty.joined, empty.accounts, empty.students
+		s.batches, s.sessions, s.opened, s.latest, s.ensembles = empty.batches, empty.sessions, empty.opened, empty.latest, empty.ensembles
+		s.paced = empty.paced
+		s.log, s.costs, s.pre = empty.log, empty.costs, empty.pre
+		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
+	}
 	s.grid, s.genesis, s.origin, s.genesisHash = fresh.grid, fresh.genesis, fresh.origin, fresh.genesisHash
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
 	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
 	s.paced = fresh.paced
-	s.entries, s.log = fresh.entries, fresh.log
 	return nil
+}
+
+// adoptHistory makes s's history hold exactly entries, the log of fresh. A
+// history that already starts with them (an auditor restarting over its
+// own disk) is cut to them and not rewritten.
+func (s *State) adoptHistory(fresh *State, entries [][]byte) error {
+	n := int64(len(entries))
+	if s.log.size() >= n {
+		mine, err := s.log.treeHash(n)
+		if err != nil {
+			return err
+		}
+		theirs, err := fresh.log.treeHash(n)
+		if err != nil {
+			return err
+		}
+		if mine == theirs {
+			return s.log.h.Truncate(n)
+		}
+	}
+	if err := s.log.h.Truncate(0); err != nil {
+		return err
+	}
+	for i, b := range entries {
+		if err := s.log.append(b); err != nil {
+			return fmt.Errorf("entry %d of %d: %w", i, n, err)
+		}
+	}
+	return nil
+}
+
+// readAll returns every entry; the caller holds s.mu.
+func (s *State) readAll() ([][]byte, error) {
+	n := s.log.size()
+	out := make([][]byte, 0, n)
+	for i := range n {
+		b, err := s.log.h.Entry(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // ReplayError names the first entry that does not replay.
@@ -192,8 +253,11 @@ func (s *State) replayOne(i int64, b []byte) error {
 		return &ReplayError{Index: i, Reason: strings.TrimPrefix(err.Error(), "ledger: ")}
 	}
 	s.mu.RLock()
-	got := s.entries[len(s.entries)-1]
+	got, err := s.log.h.Entry(s.log.size() - 1)
 	s.mu.RUnlock()
+	if err != nil {
+		return &ReplayError{Index: i, Reason: strings.TrimPrefix(err.Error(), "ledger: ")}
+	}
 	if !bytes.Equal(got, b) {
 		if mine, err := DecodeEntry(got); err == nil && i > 0 {
 			mine.PrevRoot = en.PrevRoot

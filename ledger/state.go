@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -132,8 +131,7 @@ type State struct {
 	classes     uint64              // the federation's class count, from the first ensemble registration
 	paced       map[string]int64    // hospital → when its account commands are paced again (pace.go)
 
-	entries [][]byte
-	log     hashStore // RFC 6962 hashes of the entries
+	log hashStore // the entries and their RFC 6962 hashes
 
 	costs *costCache   // parsed parameter lists; changes no result
 	pre   *preverified // the batch Preverify saw; changes no result
@@ -142,9 +140,13 @@ type State struct {
 	checks *checkedSigs
 }
 
-// New returns an empty ledger. Its first accepted command must be a Genesis.
-func New() *State {
+// New returns an empty ledger that keeps its history in memory. Its first
+// accepted command must be a Genesis.
+func New() *State { return newState(NewMemHistory()) }
+
+func newState(h History) *State {
 	return &State{
+		log:       hashStore{h: h},
 		grid:      mechanism.DefaultGrid(),
 		parties:   map[string]Party{},
 		joined:    map[string]uint64{},
@@ -179,7 +181,7 @@ func (s *State) apply(cmd []byte, whole bool) (Result, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	index := uint64(len(s.entries))
+	index := uint64(s.log.size())
 	r, commit := s.decide(cmd, index, nil)
 	r.Index = index
 	prev, err := s.log.treeHash(int64(index))
@@ -216,7 +218,7 @@ func (s *State) Check(cmd []byte) Result {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	r, _ := s.decide(cmd, uint64(len(s.entries)), nil)
+	r, _ := s.decide(cmd, uint64(s.log.size()), nil)
 	return r
 }
 
@@ -231,7 +233,7 @@ func (s *State) CheckAt(cmd []byte, now int64) Result {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	r, _ := s.decide(cmd, uint64(len(s.entries)), &now)
+	r, _ := s.decide(cmd, uint64(s.log.size()), &now)
 	return r
 }
 
@@ -245,13 +247,7 @@ func (s *State) GenesisHash() ([32]byte, bool) {
 	return s.genesisHash, s.genesis
 }
 
-func (s *State) appendEntry(b []byte) error {
-	if err := s.log.append(b); err != nil {
-		return err
-	}
-	s.entries = append(s.entries, b)
-	return nil
-}
+func (s *State) appendEntry(b []byte) error { return s.log.append(b) }
 
 func refuse(code Code, subject, format string, args ...any) Result {
 	return Result{Outcome: Outcome{Status: StatusRefused, Code: code, Subject: subject}, Message: fmt.Sprintf(format, args...)}
@@ -770,14 +766,14 @@ func (s *State) Origin() string {
 func (s *State) TreeSize() int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return int64(len(s.entries))
+	return s.log.size()
 }
 
 // RootHash returns the RFC 6962 Merkle tree hash of all entries.
 func (s *State) RootHash() tlog.Hash {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	h, _ := s.log.treeHash(s.log.n)
+	h, _ := s.log.treeHash(s.log.size())
 	return h
 }
 
@@ -785,12 +781,16 @@ func (s *State) RootHash() tlog.Hash {
 func (s *State) Entries(from, to int64) ([][]byte, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if from < 0 || to < from || to > int64(len(s.entries)) {
-		return nil, fmt.Errorf("ledger: entries [%d, %d) out of range [0, %d)", from, to, len(s.entries))
+	if n := s.log.size(); from < 0 || to < from || to > n {
+		return nil, fmt.Errorf("ledger: entries [%d, %d) out of range [0, %d)", from, to, n)
 	}
 	out := make([][]byte, 0, to-from)
-	for _, e := range s.entries[from:to] {
-		out = append(out, bytes.Clone(e))
+	for i := from; i < to; i++ {
+		e, err := s.log.h.Entry(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }

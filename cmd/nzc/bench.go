@@ -53,6 +53,13 @@ func newBenchCommand() *cobra.Command {
              preset whose last hospital (a third of the teachers) votes
              against the others, the honest hospitals' largest ε and one
              session's ε: svt_burn
+  scale      (only when named) the ledger's state machine over an auditor's
+             history store, in this process, driven to --scale-charges
+             charges: at every decade the heap above the empty ledger, the
+             resident size and the apply rate; then the snapshot's size and
+             time, restart to ready (open the history, restore the
+             snapshot), the rate and peak heap of verifying the export, and
+             the growth from decade to decade as ratios
 
 Every figure is measured several times and reported with its median and
 spread (min, max). The teachers have random weights: inference costs the same
@@ -76,6 +83,11 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
   # The federation beside a hostile hospital:
   nzc bench --quick --sections hostile
 
+  # How the ledger grows with its history (--scale-history memory: as before
+  # the history moved to disk):
+  nzc bench --quick --sections scale
+  nzc bench --sections scale --scale-charges 1000000
+
   # Only the figures' medians, from the JSON:
   nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`,
 		Args: cobra.NoArgs,
@@ -97,7 +109,9 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 	wanQueries := cmd.Flags().Int("wan-queries", 0, "queries labelled per wan repetition and scenario (default 512, or 256 with --quick)")
 	wanBatch := cmd.Flags().Int("wan-batch", 32, "queries per batch in wan")
 	batchDeadline := cmd.Flags().Duration("batch-deadline", bench.DefaultBatchDeadline, "the aggregator's batch deadline outside wan: what the stalling hospital of hostile makes a batch wait once")
-	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile (default all but wan and hostile)")
+	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile, scale (default all but wan, hostile and scale)")
+	scaleCharges := cmd.Flags().Int("scale-charges", 0, "charges the scale section drives the ledger to (default 100000, or 10000 with --quick)")
+	scaleHistory := cmd.Flags().String("scale-history", "disk", "where the scale section's ledger keeps its history: disk (an auditor's bbolt store) or memory")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -122,6 +136,8 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
 		set("window", *window, &cfg.Window)
 		set("wan-queries", *wanQueries, &cfg.WANQueries)
 		set("wan-batch", *wanBatch, &cfg.WANBatchSize)
+		set("scale-charges", *scaleCharges, &cfg.ScaleCharges)
+		cfg.ScaleHistory = *scaleHistory
 		if cmd.Flags().Changed("inference-queries") {
 			cfg.MLPQueries, cfg.CNNQueries = *inferQueries, max(1, *inferQueries/4)
 		}
@@ -242,6 +258,19 @@ func printBench(w io.Writer, r *bench.Report) error {
 		fmt.Fprintf(bw, "  nzc-svt (%s), %d of %d teachers voting against the others: %d of %d queries answered; honest hospitals' largest ε %.4g, one session's ε %.4g\n",
 			b.Mechanism, b.AdversaryTeachers, b.Teachers, b.Answered, b.Queries, b.HonestMaxEpsilon, b.SessionEpsilon)
 		fmt.Fprintf(bw, "  honest batches lost %d, charged twice %d\n", h.Lost, h.Twice)
+	}
+	if sc := r.Scale; sc.Charges > 0 {
+		fmt.Fprintf(bw, "\nscale (the ledger's state machine to %d charges of 3 hospitals, history in %s)\n", sc.Charges, sc.History)
+		fmt.Fprintf(bw, "  %10s %10s %10s %10s %11s %13s %12s\n", "charges", "entries", "heap MiB", "RSS MiB", "applied/s", "CPU µs/charge", "snapshot B")
+		for _, p := range sc.Points {
+			fmt.Fprintf(bw, "  %10d %10d %10.1f %10.1f %11.0f %13.0f %12d\n", p.Charges, p.Entries, p.HeapMiB, p.RSSMiB, p.ApplyPerS, p.ApplyCPUUs, p.SnapshotBytes)
+		}
+		fmt.Fprintf(bw, "  heap each charge adds: %.0f bytes\n", sc.HeapBytesPerCharge)
+		fmt.Fprintf(bw, "  snapshot %d bytes in %.0f ms; restart to ready %.0f ms\n", sc.SnapshotBytes, sc.SnapshotMs, sc.RestartMs)
+		fmt.Fprintf(bw, "  verify the export: %.0f entries/s, peak heap %.0f MiB\n", sc.VerifyEntriesPerS, sc.VerifyPeakHeapMiB)
+		for _, g := range sc.Growth {
+			fmt.Fprintf(bw, "  growth %-16s heap ×%.2f, RSS ×%.2f, apply rate ×%.2f, CPU a charge ×%.2f, snapshot ×%.2f\n", g.Decade, g.Heap, g.RSS, g.ApplyRate, g.ApplyCPU, g.SnapshotBytes)
+		}
 	}
 	fmt.Fprintln(bw, "\ntargets")
 	for _, t := range r.Targets {

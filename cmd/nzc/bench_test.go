@@ -160,3 +160,34 @@ func TestBenchHostile(t *testing.T) {
 		t.Fatalf("attacks %+v: %d relays, none limited", a, a.Relays)
 	}
 }
+
+// The scale section drives the ledger over each history, reports a point
+// per decade and the end's figures, and its ledger over the disk history
+// holds well under the bytes of an entry (about 1,500 for these charges)
+// in the heap per charge, where the one in memory holds more.
+func TestBenchScale(t *testing.T) {
+	for _, tc := range []struct {
+		history  string
+		min, max float64 // heap bytes a charge
+	}{{"disk", 0, 800}, {"memory", 1200, math.Inf(1)}} {
+		t.Run(tc.history, func(t *testing.T) {
+			var rep struct {
+				Scale bench.ScaleSection `json:"scale"`
+			}
+			benchJSON(t, &rep, "--sections", "scale", "--scale-charges", "2000", "--scale-history", tc.history)
+			sc := rep.Scale
+			if sc.Charges != 2000 || sc.History != tc.history || len(sc.Points) != 2 || sc.Points[1].Entries != 2005 {
+				t.Fatalf("scale section %+v", sc)
+			}
+			if sc.HeapBytesPerCharge < tc.min || sc.HeapBytesPerCharge > tc.max {
+				t.Errorf("%.0f heap bytes a charge, want within [%.0f, %.0f]", sc.HeapBytesPerCharge, tc.min, tc.max)
+			}
+			for name, v := range map[string]float64{"snapshot bytes": float64(sc.SnapshotBytes), "restart ms": sc.RestartMs,
+				"verify rate": sc.VerifyEntriesPerS, "apply rate": sc.Points[1].ApplyPerS} {
+				if !(v > 0) || math.IsInf(v, 0) {
+					t.Errorf("%s = %v", name, v)
+				}
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -30,7 +32,8 @@ type Config struct {
 	// ID is this auditor's id: the <id> of its certificate's
 	// nzc://auditor/<id>, its raft server id and its party in the ledger.
 	ID string
-	// DataDir holds the raft log and snapshots (see raftnode).
+	// DataDir holds the raft log and snapshots (see raftnode) and the
+	// ledger's history (history.db).
 	DataDir string
 
 	// RaftAddr is where raft and the forwarding RPC listen; AdvertiseAddr is
@@ -85,6 +88,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.ID == "":
 		return &raftnode.ConfigError{Field: "ID", Reason: "is required: this auditor's id, as named in its certificate"}
+	case c.DataDir == "":
+		return &raftnode.ConfigError{Field: "DataDir", Reason: "is required: a directory this auditor owns for its raft log, snapshots and the ledger's history"}
 	case c.IntakeAddr == "":
 		return &raftnode.ConfigError{Field: "IntakeAddr", Reason: "is required: the address the aggregator submits charges to"}
 	case c.CA == nil:
@@ -113,10 +118,11 @@ func (c *Config) Validate() error {
 // New opens the data directory and binds every address; Run serves until
 // its context ends. Close releases what New took when Run is never called.
 type Auditor struct {
-	cfg    Config
-	log    *slog.Logger
-	node   *raftnode.Node
-	ledger *Ledger
+	cfg     Config
+	log     *slog.Logger
+	node    *raftnode.Node
+	ledger  *Ledger
+	history *raftnode.History // the ledger's entries and tree, on disk
 
 	intake    *quicnet.Listener
 	api       net.Listener // nil when APIAddr is empty
@@ -141,6 +147,9 @@ type Addrs struct {
 	Ops       string
 }
 
+// historyFile is the ledger's history in the data directory.
+const historyFile = "history.db"
+
 // New validates cfg, opens the data directory, starts raft and binds every
 // listener, so the addresses are known (Addrs) before Run. A damaged data
 // directory gives a *raftnode.CorruptDataError naming the file.
@@ -152,30 +161,46 @@ func New(cfg Config) (*Auditor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	led, err := NewLedger(ledger.New(), cfg.ID, cfg.SigningKey, nil)
+	var led *Ledger
+	rcfg := raftnode.Config{
+		DataDir: cfg.DataDir, NodeID: cfg.ID, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseAddr,
+		ServerTLS: crypto.ServerTLS(cfg.CA, cfg.Credential), ClientTLS: crypto.ClientTLS(cfg.CA, cfg.Credential),
+		Bootstrap: cfg.Bootstrap, Peers: cfg.Peers, Join: cfg.Join,
+		Logger: log, Tuning: cfg.Raft,
+		VerifyRemoval: func(id string, proof []byte) error {
+			st := led.State()
+			return compliance.VerifyRemoval(st.Auditors(st.TreeSize()), id, proof, led.now())
+		},
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("auditor: data directory: %w", err)
+	}
+	// The ledger's entries and Merkle tree live on disk; raft replays its
+	// log over them at start and rewrites nothing it finds there.
+	hist, err := raftnode.OpenHistory(filepath.Join(cfg.DataDir, historyFile))
 	if err != nil {
 		return nil, err
 	}
-	a := &Auditor{cfg: cfg, log: log, ledger: led, genesisDone: make(chan struct{})}
+	led, err = NewLedger(ledger.Resume(hist), cfg.ID, cfg.SigningKey, nil)
+	if err != nil {
+		_ = hist.Close()
+		return nil, err
+	}
+	led.flush = hist.Flush
+	a := &Auditor{cfg: cfg, log: log, ledger: led, history: hist, genesisDone: make(chan struct{})}
 	a.cosigned = &cosignCache{cosign: func(ctx context.Context) ([]byte, error) { return cosign(ctx, a.node, a.ledger, a.log, readWait()) },
 		size: led.state.TreeSize, sizeOf: checkpointSize, timeout: cosignTimeout, keep: cosignKeep, now: led.now}
 	if len(cfg.Genesis) == 0 {
 		close(a.genesisDone)
 	}
-	a.node, err = raftnode.New(raftnode.Config{
-		DataDir: cfg.DataDir, NodeID: cfg.ID, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseAddr,
-		ServerTLS: crypto.ServerTLS(cfg.CA, cfg.Credential), ClientTLS: crypto.ClientTLS(cfg.CA, cfg.Credential),
-		Bootstrap: cfg.Bootstrap, Peers: cfg.Peers, Join: cfg.Join,
-		StateMachine: led, Logger: log, Tuning: cfg.Raft,
-		VerifyRemoval: func(id string, proof []byte) error {
-			st := led.State()
-			return compliance.VerifyRemoval(st.Auditors(st.TreeSize()), id, proof, led.now())
-		},
-		Federation: federation{state: led.State(), members: cfg.Members},
-		Screen:     screen{led.State(), led.now},
-		MaxCommand: ledger.MaxCommandSize,
-	})
+	// The ledger over the history just opened.
+	rcfg.StateMachine = led
+	rcfg.Federation = federation{state: led.State(), members: cfg.Members}
+	rcfg.Screen = screen{led.State(), led.now}
+	rcfg.MaxCommand = ledger.MaxCommandSize
+	a.node, err = raftnode.New(rcfg)
 	if err != nil {
+		_ = hist.Close()
 		return nil, err
 	}
 	if err := a.listen(); err != nil {
@@ -283,7 +308,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 // call it yourself only when Run is never called.
 func (a *Auditor) Close() error {
 	a.closeOnce.Do(func() {
-		errs := []error{a.node.Close()}
+		errs := []error{a.node.Close(), a.history.Close()}
 		if a.intake != nil {
 			errs = append(errs, a.intake.Close())
 		}

@@ -105,17 +105,24 @@ func (a *Auditor) submitOnce(ctx context.Context, c []byte) (ledger.Result, erro
 	}
 }
 
-// holds reports whether the ledger holds c as an accepted entry.
+// holds reports whether the ledger holds c as an accepted entry. It reads
+// the history a chunk at a time, so a long log is not brought into memory.
 func (a *Auditor) holds(c []byte) bool {
 	st := a.ledger.State()
-	entries, err := st.Entries(0, st.TreeSize())
-	if err != nil {
-		return false
-	}
-	for _, b := range entries {
-		if e, err := ledger.DecodeEntry(b); err == nil && e.Status == ledger.StatusAccepted && bytes.Equal(e.Command, c) {
-			return true
+	size := st.TreeSize()
+	for from := int64(0); from < size; from += holdsChunk {
+		entries, err := st.Entries(from, min(from+holdsChunk, size))
+		if err != nil {
+			return false
+		}
+		for _, b := range entries {
+			if e, err := ledger.DecodeEntry(b); err == nil && e.Status == ledger.StatusAccepted && bytes.Equal(e.Command, c) {
+				return true
+			}
 		}
 	}
 	return false
 }
+
+// holdsChunk is how many entries holds reads at once.
+const holdsChunk = 1024

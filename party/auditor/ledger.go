@@ -34,9 +34,14 @@ type Ledger struct {
 	key   ed25519.PrivateKey
 	now   func() time.Time
 
-	mu     sync.Mutex
-	growth []grown       // the log's sizes after recent batches, ascending
-	next   chan struct{} // closed (and replaced) when the log grows
+	// flush writes the history's pending entries to disk after each batch
+	// (nil: the history is in memory).
+	flush func() error
+
+	mu       sync.Mutex
+	growth   []grown       // the log's sizes after recent batches, ascending
+	next     chan struct{} // closed (and replaced) when the log grows
+	flushErr error         // the history could not be written: apply nothing more
 }
 
 // grown says the log reached size at time at (Unix seconds).
@@ -78,6 +83,12 @@ func (l *Ledger) State() *ledger.State { return l.state }
 // the ledger's Result. A refusal by the ledger rules is a result, recorded in
 // the log like an acceptance, not an error.
 func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
+	l.mu.Lock()
+	ferr := l.flushErr
+	l.mu.Unlock()
+	if ferr != nil {
+		return nil, ferr
+	}
 	r, err := l.state.Apply(cmd)
 	if err != nil {
 		return nil, err
@@ -89,8 +100,25 @@ func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 // batch is applied in order.
 func (l *Ledger) PrepareBatch(cmds [][]byte) { l.state.Preverify(cmds, runtime.GOMAXPROCS(0)) }
 
-// AppliedBatch notes when the log reached its new size.
-func (l *Ledger) AppliedBatch(uint64) { l.grew() }
+// AppliedBatch writes the batch's entries to the history on disk and notes
+// when the log reached its new size.
+func (l *Ledger) AppliedBatch(uint64) {
+	l.flushHistory()
+	l.grew()
+}
+
+func (l *Ledger) flushHistory() {
+	if l.flush == nil {
+		return
+	}
+	if err := l.flush(); err != nil {
+		l.mu.Lock()
+		if l.flushErr == nil {
+			l.flushErr = fmt.Errorf("auditor: the ledger's history cannot be written, so this auditor applies nothing more; free the disk and restart it: %w", err)
+		}
+		l.mu.Unlock()
+	}
+}
 
 // Snapshot implements raftnode.StateMachine.
 func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
@@ -100,6 +128,7 @@ func (l *Ledger) Restore(b []byte) error {
 	if err := l.state.Restore(b); err != nil {
 		return err
 	}
+	l.flushHistory()
 	l.mu.Lock()
 	l.growth = nil // the sizes before are another log's
 	l.mu.Unlock()
@@ -392,3 +421,5 @@ collect:
 	}
 	return out, nil
 }
+
+var _ ledger.History = (*raftnode.History)(nil)

@@ -459,33 +459,47 @@ func nonNil(h []tlog.Hash) []tlog.Hash {
 func (a *API) export(w http.ResponseWriter, r *http.Request, _ crypto.Peer) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*cosignTimeout)
 	defer cancel()
-	b, err := Export(ctx, a.Cluster, a.Ledger)
+	cp, size, err := exportCheckpoint(ctx, a.Cluster)
 	if err != nil {
 		return refuse(http.StatusServiceUnavailable, "no export: "+err.Error())
 	}
-	return writeFile(w, b)
+	// Written as it is read from the history. An error before the first
+	// byte (a checkpoint larger than this auditor's log) is a refusal; a
+	// later one (the client gone, the disk failing) can only cut the body
+	// short, which decoding refuses: the export states its entry count
+	// first.
+	cw := &countingWriter{w: w}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if err := a.Ledger.WriteExport(cw, size, [][]byte{cp}); err != nil && cw.n == 0 {
+		w.Header().Del("Content-Type")
+		return refuse(http.StatusServiceUnavailable, "no export: "+err.Error())
+	}
+	return nil
 }
 
-// Export returns the log up to a checkpoint cosigned by a majority of the
-// auditors, with the auditors' keys, in the ledger's export encoding.
-func Export(ctx context.Context, c Cluster, st *ledger.State) ([]byte, error) {
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// exportCheckpoint is the checkpoint a majority cosigned, and its size.
+func exportCheckpoint(ctx context.Context, c Cluster) ([]byte, int64, error) {
 	cp, err := c.CosignCheckpoint(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	p, err := ledger.PeekCheckpoint(cp)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	entries, err := st.Entries(0, p.Size)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := st.AuditorKeys(p.Size)
-	if err != nil {
-		return nil, err
-	}
-	return ledger.Export{Entries: entries, Checkpoints: [][]byte{cp}, Keys: keys}.Encode()
+	return cp, p.Size, nil
 }
 
 // maxAdminBody bounds an administrative request's body.

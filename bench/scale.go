@@ -1,0 +1,435 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/nzcfed/nzc/internal/cputime"
+	"github.com/nzcfed/nzc/internal/parallel"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/raftnode"
+)
+
+// ScaleSection is how an auditor's ledger grows with its history: the
+// ledger's state machine driven, in this process, to ScaleCharges accepted
+// charges (three hospitals each, signatures checked in raft-sized batches
+// as an auditor does) over the history an auditor keeps — on disk in a
+// bbolt file ("disk"), or in memory ("memory", as before the history left
+// the heap). At every decade of charges it reads the heap above the empty
+// ledger's, the resident size and the apply rate; at the end the snapshot's
+// size and time, the time an auditor takes from restart to ready (open the
+// history, restore the snapshot), and the rate and heap of verifying the
+// whole log's export.
+type ScaleSection struct {
+	Charges int          `json:"charges"`
+	History string       `json:"history"` // "disk" or "memory"
+	Points  []ScalePoint `json:"points"`
+	// HeapBytesPerCharge is the heap each charge adds: the growth from
+	// the first point to the last over the charges between them.
+	HeapBytesPerCharge float64 `json:"heap_bytes_per_charge"`
+	SnapshotBytes      int     `json:"snapshot_bytes"`
+	SnapshotMs         float64 `json:"snapshot_ms"`
+	RestartMs          float64 `json:"restart_ms"`
+	VerifyEntriesPerS  float64 `json:"verify_entries_per_s"`
+	VerifyPeakHeapMiB  float64 `json:"verify_peak_heap_mib"`
+	// Growth is, for each decade, the last point's figures over the
+	// point's a decade before.
+	Growth []ScaleGrowth `json:"growth"`
+}
+
+// ScalePoint is the ledger after Charges charges.
+type ScalePoint struct {
+	Charges int   `json:"charges"`
+	Entries int64 `json:"entries"`
+	// HeapMiB is the live heap above the empty ledger's, after a GC.
+	HeapMiB float64 `json:"heap_mib"`
+	RSSMiB  float64 `json:"rss_mib"`
+	// ApplyPerS is the rate of the charges since the point before, and
+	// ApplyCPUUs the process's CPU time a charge took then (checking
+	// its signature, applying it, writing the history): on a loaded
+	// machine the CPU time is the steadier figure.
+	ApplyPerS     float64 `json:"apply_per_s"`
+	ApplyCPUUs    float64 `json:"apply_cpu_us"`
+	SnapshotBytes int     `json:"snapshot_bytes"`
+}
+
+// ScaleGrowth is a decade's growth: the ratios of one point's figures to
+// the point's ten times fewer charges before.
+type ScaleGrowth struct {
+	From, To      int     `json:"-"`
+	Decade        string  `json:"decade"`
+	Heap          float64 `json:"heap"`
+	RSS           float64 `json:"rss"`
+	ApplyRate     float64 `json:"apply_rate"`
+	ApplyCPU      float64 `json:"apply_cpu"`
+	SnapshotBytes float64 `json:"snapshot_bytes"`
+}
+
+// scaleBatch is how many charges are checked and applied together, as a
+// raft batch is.
+const scaleBatch = 256
+
+// scaleKey derives a fixed key for a party of the scale ledger.
+func scaleKey(name string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("nzc bench scale " + name))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+var scaleHospitals = []string{"h1", "h2", "h3"}
+
+// scaleSetup is the genesis, the hospitals' accounts (caps no charge
+// reaches) and the student's registration.
+func scaleSetup() ([][]byte, error) {
+	party := func(id string, r ledger.Role) ledger.Party {
+		return ledger.Party{ID: id, Role: r, PublicKey: scaleKey(id).Public().(ed25519.PublicKey)}
+	}
+	ps := []ledger.Party{party("a1", ledger.RoleAuditor), party("a2", ledger.RoleAuditor), party("a3", ledger.RoleAuditor),
+		party("admin", ledger.RoleAdmin), party("agg", ledger.RoleAggregator), party("s1", ledger.RoleStudent)}
+	for _, h := range scaleHospitals {
+		ps = append(ps, party(h, ledger.RoleHospital))
+	}
+	slices.SortFunc(ps, func(a, b ledger.Party) int { return strings.Compare(a.ID, b.ID) })
+	var out [][]byte
+	add := func(b ledger.Body, signer string) error {
+		c, err := ledger.Sign(b, signer, scaleKey(signer))
+		out = append(out, c)
+		return err
+	}
+	if err := add(&ledger.Genesis{Origin: "bench/scale", Parties: ps, Timestamp: 1}, "admin"); err != nil {
+		return nil, err
+	}
+	for i, h := range scaleHospitals {
+		if err := add(&ledger.OpenAccount{Hospital: h, CapEpsilon: 1e15, CapDelta: 1e-5, Timestamp: int64(2 + i)}, h); err != nil {
+			return nil, err
+		}
+	}
+	return out, add(&ledger.RegisterStudent{Student: "s1", Timestamp: 9}, "admin")
+}
+
+// scaleCharges signs charges from..to−1, on every core.
+func scaleCharges(ctx context.Context, from, to int, curve []float64, params []ledger.Param) ([][]byte, error) {
+	out := make([][]byte, to-from)
+	key := scaleKey("agg")
+	err := parallel.ForEach(ctx, len(out), runtime.GOMAXPROCS(0), func(_ context.Context, i int) error {
+		batch := "scale-" + strconv.Itoa(from+i)
+		var err error
+		out[i], err = ledger.Sign(&ledger.Charge{BatchID: batch, Student: "s1", Hospitals: scaleHospitals, Mechanism: string(mechanism.GNMax),
+			Params: params, Queries: 256, Answers: 256, Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(10 + from + i)}, "agg", key)
+		return err
+	})
+	return out, err
+}
+
+// liveHeap is the live heap after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// residentBytes reads this process's resident size (0 where /proc is not).
+func residentBytes() uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// scalePoints are the decades from 1,000 up to n, and n (n > 1,000).
+func scalePoints(n int) []int {
+	var out []int
+	for p := 1000; p < n; p *= 10 {
+		out = append(out, p)
+	}
+	return append(out, n)
+}
+
+const mib = 1 << 20
+
+func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection, error) {
+	sec := ScaleSection{Charges: cfg.ScaleCharges, History: cfg.ScaleHistory}
+	dir, err := os.MkdirTemp("", "nzc-bench-scale-")
+	if err != nil {
+		return sec, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "history.db")
+
+	gp := benchMechanism()
+	gp.Teachers, gp.Classes = 250, 10
+	cost, err := gp.Charge(mechanism.DefaultGrid(), 256, 0)
+	if err != nil {
+		return sec, err
+	}
+	curve, params := cost.RDP.Values(), gp.LedgerParams()
+	setup, err := scaleSetup()
+	if err != nil {
+		return sec, err
+	}
+
+	base := liveHeap()
+	var hist *raftnode.History
+	var st *ledger.State
+	if cfg.ScaleHistory == "disk" {
+		if hist, err = raftnode.OpenHistory(path); err != nil {
+			return sec, err
+		}
+		defer func() { _ = hist.Close() }()
+		st = ledger.Resume(hist)
+	} else {
+		st = ledger.New()
+	}
+	flush := func() error {
+		if hist == nil {
+			return nil
+		}
+		return hist.Flush()
+	}
+	for _, c := range setup {
+		if r, err := st.Apply(c); err != nil || r.Status != ledger.StatusAccepted {
+			return sec, fmt.Errorf("setup: %s %s %v", r.Status, r.Message, err)
+		}
+	}
+
+	points := scalePoints(cfg.ScaleCharges)
+	done, last := 0, time.Duration(0)
+	var snap []byte
+	for pi, target := range points {
+		var busy, cpu time.Duration
+		from := done
+		for done < target {
+			if err := ctx.Err(); err != nil {
+				return sec, err
+			}
+			cmds, err := scaleCharges(ctx, done, min(done+scaleBatch, target), curve, params)
+			if err != nil {
+				return sec, err
+			}
+			t0 := time.Now()
+			c0, _ := cputime.Process()
+			st.Preverify(cmds, runtime.GOMAXPROCS(0))
+			for i, c := range cmds {
+				r, err := st.Apply(c)
+				if err != nil {
+					return sec, err
+				}
+				if r.Status != ledger.StatusAccepted {
+					return sec, fmt.Errorf("charge %d: %s %s %s", done+i, r.Status, r.Code, r.Message)
+				}
+			}
+			if err := flush(); err != nil {
+				return sec, err
+			}
+			busy += time.Since(t0)
+			c1, _ := cputime.Process()
+			cpu += c1 - c0
+			done += len(cmds)
+			progress("scale", done, cfg.ScaleCharges)
+		}
+		last = busy
+		p := ScalePoint{Charges: target, Entries: st.TreeSize(), ApplyPerS: float64(target-from) / last.Seconds(),
+			ApplyCPUUs: float64(cpu.Microseconds()) / float64(target-from)}
+		p.HeapMiB = (float64(liveHeap()) - float64(base)) / mib
+		p.RSSMiB = float64(residentBytes()) / mib
+		if pi == len(points)-1 {
+			t0 := time.Now()
+			if snap, err = st.Snapshot(); err != nil {
+				return sec, err
+			}
+			sec.SnapshotMs = float64(time.Since(t0).Microseconds()) / 1000
+			sec.SnapshotBytes = len(snap)
+		} else {
+			b, err := st.Snapshot()
+			if err != nil {
+				return sec, err
+			}
+			p.SnapshotBytes = len(b)
+		}
+		sec.Points = append(sec.Points, p)
+	}
+	lastPoint := &sec.Points[len(sec.Points)-1]
+	lastPoint.SnapshotBytes = sec.SnapshotBytes
+	first := sec.Points[0]
+	sec.HeapBytesPerCharge = (lastPoint.HeapMiB - first.HeapMiB) * mib / float64(lastPoint.Charges-first.Charges)
+	sec.Growth = scaleGrowth(sec.Points)
+
+	// The export, with one checkpoint the three auditors cosigned.
+	cp, err := st.Checkpoint()
+	if err != nil {
+		return sec, err
+	}
+	var signers []note.Signer
+	for _, a := range []string{"a1", "a2", "a3"} {
+		s, err := ledger.NewCheckpointSigner(a, scaleKey(a), 1)
+		if err != nil {
+			return sec, err
+		}
+		signers = append(signers, s)
+	}
+	signed, err := ledger.SignCheckpoint(cp, signers...)
+	if err != nil {
+		return sec, err
+	}
+	export, err := st.Export([][]byte{signed})
+	if err != nil {
+		return sec, err
+	}
+
+	// Restart: what an auditor does before it serves — open its history
+	// and restore raft's latest snapshot over it.
+	st = nil
+	if hist != nil {
+		if err := hist.Close(); err != nil {
+			return sec, err
+		}
+	}
+	liveHeap()
+	t0 := time.Now()
+	var restarted *ledger.State
+	if hist != nil {
+		if hist, err = raftnode.OpenHistory(path); err != nil {
+			return sec, err
+		}
+		restarted = ledger.Resume(hist)
+	} else {
+		restarted = ledger.New()
+	}
+	if err := restarted.Restore(snap); err != nil {
+		return sec, err
+	}
+	if err := flush(); err != nil {
+		return sec, err
+	}
+	sec.RestartMs = float64(time.Since(t0).Microseconds()) / 1000
+	if restarted.RootHash() != cp.Root {
+		return sec, fmt.Errorf("the restarted ledger's root %s is not %s", restarted.RootHash(), cp.Root)
+	}
+	snap, restarted = nil, nil
+
+	genesis, err := ledger.DecodeCommand(setup[0])
+	if err != nil {
+		return sec, err
+	}
+	gh, err := genesis.Digest()
+	if err != nil {
+		return sec, err
+	}
+	liveHeap()
+	peak := heapSampler()
+	t0 = time.Now()
+	rep := ledger.Verify(export, ledger.VerifyOptions{GenesisHash: gh[:]})
+	elapsed := time.Since(t0)
+	sec.VerifyPeakHeapMiB = float64(peak()) / mib
+	if !rep.OK || rep.Entries != cp.Size {
+		return sec, fmt.Errorf("the export does not verify: %v", rep.Failures())
+	}
+	sec.VerifyEntriesPerS = float64(rep.Entries) / elapsed.Seconds()
+	return sec, nil
+}
+
+// heapSampler samples the heap's objects every 10 ms until the returned
+// function is called, which returns the largest sample.
+func heapSampler() func() uint64 {
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() {
+		metrics.Read(sample)
+		if v := sample[0].Value.Uint64(); v > peak.Load() {
+			peak.Store(v)
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		<-done
+		read()
+		return peak.Load()
+	}
+}
+
+func scaleGrowth(points []ScalePoint) []ScaleGrowth {
+	var out []ScaleGrowth
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return math.NaN()
+		}
+		return a / b
+	}
+	for i, p := range points {
+		for _, q := range points[:i] {
+			if q.Charges*10 != p.Charges {
+				continue
+			}
+			out = append(out, ScaleGrowth{From: q.Charges, To: p.Charges, Decade: fmt.Sprintf("%d→%d", q.Charges, p.Charges),
+				Heap: ratio(p.HeapMiB, q.HeapMiB), RSS: ratio(p.RSSMiB, q.RSSMiB), ApplyRate: ratio(p.ApplyPerS, q.ApplyPerS), ApplyCPU: ratio(p.ApplyCPUUs, q.ApplyCPUUs),
+				SnapshotBytes: ratio(float64(p.SnapshotBytes), float64(q.SnapshotBytes))})
+		}
+	}
+	return out
+}
+
+// scaleTargets are the scale section's targets. The memory targets are
+// for 10⁶ charges: below that, the heap is projected from the last point's
+// with the bytes a charge adds, and the label says so.
+func scaleTargets(sc ScaleSection) []Target {
+	p := sc.Points[len(sc.Points)-1]
+	heap, rss, at := p.HeapMiB, p.RSSMiB, "at 10⁶ charges"
+	if sc.Charges < 1_000_000 {
+		heap = p.HeapMiB + sc.HeapBytesPerCharge*float64(1_000_000-p.Charges)/mib
+		at = fmt.Sprintf("projected to 10⁶ from %d", sc.Charges)
+	}
+	ts := []Target{
+		{Name: "scale: heap above empty (MiB), " + at, Measured: heap, Goal: "≤ 128", Met: heap <= 128},
+		{Name: "scale: restart to ready (s)", Measured: sc.RestartMs / 1000, Goal: "≤ 10", Met: sc.RestartMs <= 10_000},
+		{Name: "scale: verify (entries/s)", Measured: sc.VerifyEntriesPerS, Goal: "≥ 50000", Met: sc.VerifyEntriesPerS >= 50_000},
+		{Name: "scale: verify peak heap (MiB)", Measured: sc.VerifyPeakHeapMiB, Goal: "≤ 256", Met: sc.VerifyPeakHeapMiB <= 256},
+	}
+	if sc.Charges >= 1_000_000 {
+		ts = append(ts, Target{Name: "scale: resident memory (MiB) at 10⁶ charges", Measured: rss, Goal: "≤ 256", Met: rss <= 256})
+	}
+	if n := len(sc.Growth); n > 0 {
+		g := sc.Growth[n-1].SnapshotBytes
+		ts = append(ts, Target{Name: "scale: snapshot growth, last decade (×)", Measured: g, Goal: "≤ 2", Met: g <= 2})
+	}
+	return ts
+}
