@@ -13,6 +13,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/internal/relay"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
@@ -115,7 +116,7 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan, 
 			_ = f.close()
 		}
 	}()
-	if f.Federation, err = launch.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
+	if f.Federation, err = launch.Provision(dir, provision.Spec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
 		return nil, err
 	}
 	f.m = f.M

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/protocol"
@@ -116,7 +117,7 @@ type hostileParty struct {
 }
 
 func newHostileParty(f *federation) (*hostileParty, error) {
-	m, pf, err := crypto.AddParty(f.M.Dir, crypto.RoleHospital, "hostile-1", crypto.AddPartyOptions{})
+	m, pf, err := provision.AddParty(f.M.Dir, crypto.RoleHospital, "hostile-1", provision.AddPartyOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -179,7 +179,6 @@ func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection,
 		return sec, err
 	}
 	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "history.db")
 
 	gp := benchMechanism()
 	gp.Teachers, gp.Classes = 250, 10
@@ -194,163 +193,209 @@ func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection,
 	}
 
 	base := liveHeap()
-	var hist *raftnode.History
-	var st *ledger.State
-	if cfg.ScaleHistory == "disk" {
-		if hist, err = raftnode.OpenHistory(path); err != nil {
-			return sec, err
-		}
-		defer func() { _ = hist.Close() }()
-		st = ledger.Resume(hist)
-	} else {
-		st = ledger.New()
+	l := &scaleLedger{path: filepath.Join(dir, "history.db")}
+	if err := l.open(cfg.ScaleHistory == "disk"); err != nil {
+		return sec, err
 	}
-	flush := func() error {
-		if hist == nil {
-			return nil
-		}
-		return hist.Flush()
-	}
+	defer l.close()
 	for _, c := range setup {
-		if r, err := st.Apply(c); err != nil || r.Status != ledger.StatusAccepted {
+		if r, err := l.st.Apply(c); err != nil || r.Status != ledger.StatusAccepted {
 			return sec, fmt.Errorf("setup: %s %s %v", r.Status, r.Message, err)
 		}
 	}
+	snap, err := l.grow(ctx, cfg, &sec, base, curve, params, progress)
+	if err != nil {
+		return sec, err
+	}
+	cp, export, err := l.export()
+	if err != nil {
+		return sec, err
+	}
+	if err := l.restart(&sec, snap, cp); err != nil {
+		return sec, err
+	}
+	snap = nil
+	err = verifyScaleExport(&sec, setup[0], export, cp)
+	return sec, err
+}
 
+// scaleLedger is the ledger the scale section drives, with its history on
+// disk (hist set) or in memory.
+type scaleLedger struct {
+	path string
+	hist *raftnode.History
+	st   *ledger.State
+}
+
+func (l *scaleLedger) open(disk bool) error {
+	if !disk {
+		l.st = ledger.New()
+		return nil
+	}
+	var err error
+	if l.hist, err = raftnode.OpenHistory(l.path); err != nil {
+		return err
+	}
+	l.st = ledger.Resume(l.hist)
+	return nil
+}
+
+func (l *scaleLedger) flush() error {
+	if l.hist == nil {
+		return nil
+	}
+	return l.hist.Flush()
+}
+
+func (l *scaleLedger) close() {
+	if l.hist != nil {
+		_ = l.hist.Close()
+	}
+}
+
+// grow applies charges up to each of the section's points, measuring each
+// stretch, and returns the snapshot taken at the last.
+func (l *scaleLedger) grow(ctx context.Context, cfg Config, sec *ScaleSection, base uint64, curve []float64, params []ledger.Param, progress Progress) ([]byte, error) {
 	points := scalePoints(cfg.ScaleCharges)
-	done, last := 0, time.Duration(0)
+	done := 0
 	var snap []byte
 	for pi, target := range points {
-		var busy, cpu time.Duration
 		from := done
-		for done < target {
-			if err := ctx.Err(); err != nil {
-				return sec, err
-			}
-			cmds, err := scaleCharges(ctx, done, min(done+scaleBatch, target), curve, params)
-			if err != nil {
-				return sec, err
-			}
-			t0 := time.Now()
-			c0, _ := cputime.Process()
-			st.Preverify(cmds, runtime.GOMAXPROCS(0))
-			for i, c := range cmds {
-				r, err := st.Apply(c)
-				if err != nil {
-					return sec, err
-				}
-				if r.Status != ledger.StatusAccepted {
-					return sec, fmt.Errorf("charge %d: %s %s %s", done+i, r.Status, r.Code, r.Message)
-				}
-			}
-			if err := flush(); err != nil {
-				return sec, err
-			}
-			busy += time.Since(t0)
-			c1, _ := cputime.Process()
-			cpu += c1 - c0
-			done += len(cmds)
-			progress("scale", done, cfg.ScaleCharges)
+		busy, cpu, err := l.applyUntil(ctx, &done, target, curve, params, func(n int) { progress("scale", n, cfg.ScaleCharges) })
+		if err != nil {
+			return nil, err
 		}
-		last = busy
-		p := ScalePoint{Charges: target, Entries: st.TreeSize(), ApplyPerS: float64(target-from) / last.Seconds(),
+		p := ScalePoint{Charges: target, Entries: l.st.TreeSize(), ApplyPerS: float64(target-from) / busy.Seconds(),
 			ApplyCPUUs: float64(cpu.Microseconds()) / float64(target-from)}
 		p.HeapMiB = (float64(liveHeap()) - float64(base)) / mib
 		p.RSSMiB = float64(residentBytes()) / mib
-		if pi == len(points)-1 {
-			t0 := time.Now()
-			if snap, err = st.Snapshot(); err != nil {
-				return sec, err
-			}
-			sec.SnapshotMs = float64(time.Since(t0).Microseconds()) / 1000
-			sec.SnapshotBytes = len(snap)
-		} else {
-			b, err := st.Snapshot()
-			if err != nil {
-				return sec, err
-			}
-			p.SnapshotBytes = len(b)
+		t0 := time.Now()
+		b, err := l.st.Snapshot()
+		if err != nil {
+			return nil, err
 		}
+		if pi == len(points)-1 {
+			snap = b
+			sec.SnapshotMs = float64(time.Since(t0).Microseconds()) / 1000
+			sec.SnapshotBytes = len(b)
+		}
+		p.SnapshotBytes = len(b)
 		sec.Points = append(sec.Points, p)
 	}
-	lastPoint := &sec.Points[len(sec.Points)-1]
-	lastPoint.SnapshotBytes = sec.SnapshotBytes
-	first := sec.Points[0]
-	sec.HeapBytesPerCharge = (lastPoint.HeapMiB - first.HeapMiB) * mib / float64(lastPoint.Charges-first.Charges)
+	last, first := sec.Points[len(sec.Points)-1], sec.Points[0]
+	sec.HeapBytesPerCharge = (last.HeapMiB - first.HeapMiB) * mib / float64(last.Charges-first.Charges)
 	sec.Growth = scaleGrowth(sec.Points)
+	return snap, nil
+}
 
-	// The export, with one checkpoint the three auditors cosigned.
-	cp, err := st.Checkpoint()
+// applyUntil applies charges from *done up to target in batches, and
+// returns the wall and CPU time the applying took.
+func (l *scaleLedger) applyUntil(ctx context.Context, done *int, target int, curve []float64, params []ledger.Param, progress func(int)) (busy, cpu time.Duration, err error) {
+	for *done < target {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		cmds, err := scaleCharges(ctx, *done, min(*done+scaleBatch, target), curve, params)
+		if err != nil {
+			return 0, 0, err
+		}
+		t0 := time.Now()
+		c0, _ := cputime.Process()
+		l.st.Preverify(cmds, runtime.GOMAXPROCS(0))
+		for i, c := range cmds {
+			r, err := l.st.Apply(c)
+			if err != nil {
+				return 0, 0, err
+			}
+			if r.Status != ledger.StatusAccepted {
+				return 0, 0, fmt.Errorf("charge %d: %s %s %s", *done+i, r.Status, r.Code, r.Message)
+			}
+		}
+		if err := l.flush(); err != nil {
+			return 0, 0, err
+		}
+		busy += time.Since(t0)
+		c1, _ := cputime.Process()
+		cpu += c1 - c0
+		*done += len(cmds)
+		progress(*done)
+	}
+	return busy, cpu, nil
+}
+
+// export returns the ledger's checkpoint and its export, with the
+// checkpoint cosigned by three auditors.
+func (l *scaleLedger) export() (ledger.Checkpoint, []byte, error) {
+	cp, err := l.st.Checkpoint()
 	if err != nil {
-		return sec, err
+		return cp, nil, err
 	}
 	var signers []note.Signer
 	for _, a := range []string{"a1", "a2", "a3"} {
 		s, err := ledger.NewCheckpointSigner(a, scaleKey(a), 1)
 		if err != nil {
-			return sec, err
+			return cp, nil, err
 		}
 		signers = append(signers, s)
 	}
 	signed, err := ledger.SignCheckpoint(cp, signers...)
 	if err != nil {
-		return sec, err
+		return cp, nil, err
 	}
-	export, err := st.Export([][]byte{signed})
-	if err != nil {
-		return sec, err
-	}
+	export, err := l.st.Export([][]byte{signed})
+	return cp, export, err
+}
 
-	// Restart: what an auditor does before it serves — open its history
-	// and restore raft's latest snapshot over it.
-	st = nil
-	if hist != nil {
-		if err := hist.Close(); err != nil {
-			return sec, err
+// restart does what an auditor does before it serves — open its history
+// and restore raft's latest snapshot over it — and times it.
+func (l *scaleLedger) restart(sec *ScaleSection, snap []byte, cp ledger.Checkpoint) error {
+	l.st = nil
+	if l.hist != nil {
+		if err := l.hist.Close(); err != nil {
+			return err
 		}
 	}
 	liveHeap()
 	t0 := time.Now()
-	var restarted *ledger.State
-	if hist != nil {
-		if hist, err = raftnode.OpenHistory(path); err != nil {
-			return sec, err
-		}
-		restarted = ledger.Resume(hist)
-	} else {
-		restarted = ledger.New()
+	if err := l.open(l.hist != nil); err != nil {
+		return err
 	}
-	if err := restarted.Restore(snap); err != nil {
-		return sec, err
+	if err := l.st.Restore(snap); err != nil {
+		return err
 	}
-	if err := flush(); err != nil {
-		return sec, err
+	if err := l.flush(); err != nil {
+		return err
 	}
 	sec.RestartMs = float64(time.Since(t0).Microseconds()) / 1000
-	if restarted.RootHash() != cp.Root {
-		return sec, fmt.Errorf("the restarted ledger's root %s is not %s", restarted.RootHash(), cp.Root)
+	if l.st.RootHash() != cp.Root {
+		return fmt.Errorf("the restarted ledger's root %s is not %s", l.st.RootHash(), cp.Root)
 	}
-	snap, restarted = nil, nil
+	l.st = nil
+	return nil
+}
 
-	genesis, err := ledger.DecodeCommand(setup[0])
+// verifyScaleExport verifies the export against the genesis and records
+// the rate and the peak heap.
+func verifyScaleExport(sec *ScaleSection, genesisCmd, export []byte, cp ledger.Checkpoint) error {
+	genesis, err := ledger.DecodeCommand(genesisCmd)
 	if err != nil {
-		return sec, err
+		return err
 	}
 	gh, err := genesis.Digest()
 	if err != nil {
-		return sec, err
+		return err
 	}
 	liveHeap()
 	peak := heapSampler()
-	t0 = time.Now()
+	t0 := time.Now()
 	rep := ledger.Verify(export, ledger.VerifyOptions{GenesisHash: gh[:]})
 	elapsed := time.Since(t0)
 	sec.VerifyPeakHeapMiB = float64(peak()) / mib
 	if !rep.OK || rep.Entries != cp.Size {
-		return sec, fmt.Errorf("the export does not verify: %v", rep.Failures())
+		return fmt.Errorf("the export does not verify: %v", rep.Failures())
 	}
 	sec.VerifyEntriesPerS = float64(rep.Entries) / elapsed.Seconds()
-	return sec, nil
+	return nil
 }
 
 // heapSampler samples the heap's objects every 10 ms until the returned

@@ -230,7 +230,9 @@ const (
 // released. Curve is the RDP curve of the whole batch on the default order
 // grid and Delta its additive δ. A charge inside a sparse-vector session
 // (Session set) must have a zero curve and zero δ: the session paid at
-// opening.
+// opening. Its Hospitals are those of the session's that voted on the
+// batch (any of them, no other: the others' teachers abstained), and its
+// Params the session's, whose ensemble is all of the session's teachers.
 type Charge struct {
 	BatchID     string
 	Student     string

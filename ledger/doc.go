@@ -77,10 +77,10 @@
 //
 // Apply records every command it is given, refused ones included. Its
 // proposers give it only what passes Check (or CheckAt, with the
-// proposer's clock) now, a duplicate, or a sound command whose budget ran
-// out (Code.Budgetary): what an honest sender meets when its commands race
-// others'. A command its signer could not have proposed honestly is
-// answered without an entry.
+// proposer's clock) now, or a sound command whose budget ran out
+// (Code.Budgetary): what an honest sender meets when its commands race
+// others'. A command its signer could not have proposed honestly, and a
+// retry of one the log already accepted, is answered without an entry.
 //
 // A hospital's own account commands (its account opening and cap changes)
 // are paced by the state machine, so that the limit holds across the

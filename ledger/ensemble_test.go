@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -171,5 +172,67 @@ func TestAccountSubject(t *testing.T) {
 		if ok != tc.found || (ok && (h != tc.hospital || bySelf != tc.bySelf)) {
 			t.Errorf("%s: %q %v %v, want %q %v %v", tc.body.Kind(), h, bySelf, ok, tc.hospital, tc.bySelf, tc.found)
 		}
+	}
+}
+
+// A batch in a session names the session's hospitals that voted on it:
+// any subset of them, each with its registered ensemble, under the
+// session's parameters (every teacher of the session, the absent ones
+// abstaining). A batch naming a hospital outside the session, which did
+// not pay for it, is refused and changes nothing.
+func TestSessionChargeNamesASubsetOfItsHospitals(t *testing.T) {
+	f := registered(t)
+	f.must(&RegisterEnsemble{Hospital: "h2", Version: 1, Teachers: 50, Classes: 10, Timestamp: f.now()}, "admin")
+	open := openSession(t, "svt1", "s2", []string{"h1", "h3"}, 3) // 250 teachers: h1's and h3's
+	open.Timestamp = f.now()
+	f.must(open, "agg")
+	zero := make([]float64, mechanism.DefaultGrid().Len())
+	in := func(batch string, hospitals []string, sizes ...uint64) *Charge {
+		b := chargeBody(batch, hospitals, zero, 4)
+		b.Session, b.Mechanism, b.Params, b.Queries, b.Ensembles = "svt1", "nzc-svt", svtParams(3).LedgerParams(), 5, sizes
+		b.Timestamp = f.now()
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		body    *Charge
+		code    Code
+		subject string
+	}{
+		{"a hospital outside the session", in("out1", []string{"h1", "h2"}, 100, 50), CodeSessionMismatch, "h2"},
+		{"only a hospital outside the session", in("out2", []string{"h2"}, 50), CodeSessionMismatch, "h2"},
+		{"another size", in("size", []string{"h1"}, 90), CodeEnsembleMismatch, "h1"},
+		{"no size for a registered hospital", in("nosize", []string{"h1"}), CodeEnsembleMismatch, "h1"},
+		{"the voters' ensemble as parameters", func() *Charge {
+			b := in("params", []string{"h1"}, 100)
+			p := svtParams(3)
+			p.Teachers = 100
+			b.Params = p.LedgerParams()
+			return b
+		}(), CodeEnsembleMismatch, "params"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.st.Accounts()
+			r := f.apply(f.sign(tc.body, "agg"))
+			if r.Status != StatusRefused || r.Code != tc.code || r.Subject != tc.subject {
+				t.Fatalf("%s/%s on %s: %s; want %s on %s", r.Status, r.Code, r.Subject, r.Message, tc.code, tc.subject)
+			}
+			if after := f.st.Accounts(); !reflect.DeepEqual(before, after) {
+				t.Fatalf("the refusal changed the accounts: %+v → %+v", before, after)
+			}
+		})
+	}
+	before := f.st.Accounts()
+	f.must(in("b1", []string{"h1"}, 100), "agg") // h3 absent: its teachers abstained
+	f.must(in("b2", []string{"h3"}, 150), "agg") // h1 absent
+	f.must(in("b3", []string{"h1", "h3"}, 100, 150), "agg")
+	after := f.st.Accounts()
+	for i, want := range []uint64{8, 0, 8} { // h1, h2, h3: the answers of the batches each voted on
+		if after[i].Epsilon != before[i].Epsilon || after[i].Answers-before[i].Answers != want {
+			t.Errorf("%s: ε %v → %v, answers +%d; want ε unchanged (paid at opening) and +%d", after[i].Hospital, before[i].Epsilon, after[i].Epsilon, after[i].Answers-before[i].Answers, want)
+		}
+	}
+	if r := f.apply(f.sign(in("b4", []string{"h1"}, 100), "agg")); r.Code != CodeSessionExhausted {
+		t.Fatalf("a fourth refusal past K=3 in a subset's batch: %s/%s", r.Status, r.Code)
 	}
 }

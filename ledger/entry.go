@@ -59,7 +59,7 @@ const (
 	CodeConflict          Code = 21 // the batch or session ID was used for a different command
 	CodeUnknownSession    Code = 22 // the session is not open in this ledger
 	CodeSessionClosed     Code = 23 // the session is closed
-	CodeSessionMismatch   Code = 24 // the charge's student or hospitals differ from its session's
+	CodeSessionMismatch   Code = 24 // the charge names another student than its session, or a hospital outside it
 	CodeSessionExhausted  Code = 25 // the session's refusal bound K would be exceeded
 	CodeBadParams         Code = 26 // the mechanism or its parameters do not parse canonically, or do not fit the command
 	CodeUnderCost         Code = 27 // the stated curve or δ is below the cost the ledger derives from the mechanism and parameters

@@ -533,7 +533,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if b.Answers > b.Queries {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s: %d answers for %d queries", b.BatchID, b.Answers, b.Queries), nil
 	}
-	if r, ok := s.ensembleCheck(b); !ok {
+	if r, ok := s.ensembleCheck(b, s.ensembleSet(b)); !ok {
 		return r, nil
 	}
 	// Admission at the batch's worst case: every query answered.
@@ -606,11 +606,22 @@ func (s *State) registerEnsemble(signer Party, b *RegisterEnsemble, index uint64
 	}
 }
 
+// ensembleSet returns the hospitals whose registered ensembles a charge's
+// parameters are the sum of: its own, or, in a session, the session's,
+// since the session's mechanism counts every teacher of the hospitals that
+// paid for it (those absent from the batch abstain).
+func (s *State) ensembleSet(b *Charge) []string {
+	if ss, ok := s.sessions[b.Session]; ok && b.Session != "" {
+		return ss.hospitals
+	}
+	return b.Hospitals
+}
+
 // ensembleCheck holds a charge to the registered ensembles: a charge-v2
 // states each hospital's registered size, and its parameters the sum of
-// them and the federation's classes; a charge without sizes may name only
-// hospitals with no registration.
-func (s *State) ensembleCheck(b *Charge) (Result, bool) {
+// the sizes of set (ensembleSet) and the federation's classes; a charge
+// without sizes may name only hospitals with no registration.
+func (s *State) ensembleCheck(b *Charge, set []string) (Result, bool) {
 	if len(b.Ensembles) == 0 {
 		for _, h := range b.Hospitals {
 			if e, ok := s.ensembles[h]; ok {
@@ -622,7 +633,6 @@ func (s *State) ensembleCheck(b *Charge) (Result, bool) {
 	if len(b.Ensembles) != len(b.Hospitals) {
 		return refuse(CodeEnsembleMismatch, b.BatchID, "batch %s states %d ensemble sizes for %d hospitals", b.BatchID, len(b.Ensembles), len(b.Hospitals)), false
 	}
-	var sum uint64
 	for i, h := range b.Hospitals {
 		e, ok := s.ensembles[h]
 		if !ok {
@@ -631,10 +641,17 @@ func (s *State) ensembleCheck(b *Charge) (Result, bool) {
 		if e.Teachers != b.Ensembles[i] {
 			return refuse(CodeEnsembleMismatch, h, "batch %s states %d teachers for hospital %s, registered with %d (entry %d)", b.BatchID, b.Ensembles[i], h, e.Teachers, e.Entry), false
 		}
-		sum += e.Teachers
+	}
+	var sum uint64
+	for _, h := range set {
+		sum += s.ensembles[h].Teachers
+	}
+	whose := "its hospitals'"
+	if b.Session != "" {
+		whose = "the hospitals of session " + b.Session + " have"
 	}
 	if pc := s.costs.get(s.grid, b.Mechanism, b.Params); pc.err == nil && (uint64(pc.p.Teachers) != sum || uint64(pc.p.Classes) != s.classes) {
-		return refuse(CodeEnsembleMismatch, b.BatchID, "batch %s's parameters say %d teachers on %d classes; its hospitals' registered ensembles are %d teachers on %d classes", b.BatchID, pc.p.Teachers, pc.p.Classes, sum, s.classes), false
+		return refuse(CodeEnsembleMismatch, b.BatchID, "batch %s's parameters say %d teachers on %d classes; %s registered ensembles are %d teachers on %d classes", b.BatchID, pc.p.Teachers, pc.p.Classes, whose, sum, s.classes), false
 	}
 	return Result{}, true
 }
@@ -667,8 +684,16 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 	if ss.supersededBy != "" {
 		return refuse(CodeSessionSuperseded, b.Session, "session %s was replaced by session %s of the same student and hospitals; charge the batch in the open session", b.Session, ss.supersededBy), nil
 	}
-	if ss.student != b.Student || !slices.Equal(ss.hospitals, b.Hospitals) {
-		return refuse(CodeSessionMismatch, b.Session, "batch %s names a student or hospitals other than session %s's", b.BatchID, b.Session), nil
+	if ss.student != b.Student {
+		return refuse(CodeSessionMismatch, b.Session, "batch %s is student %s's, session %s is student %s's; charge the batch in its student's session", b.BatchID, b.Student, b.Session, ss.student), nil
+	}
+	// A batch in a session names the hospitals that voted on it: any of
+	// the session's, which all paid for it when it opened (the others'
+	// teachers abstained), and no other, which did not.
+	for _, h := range b.Hospitals {
+		if !slices.Contains(ss.hospitals, h) {
+			return refuse(CodeSessionMismatch, h, "batch %s names hospital %s, which is not one of session %s's (%s) and has not paid for it; charge the batch without its votes, or in a session it opened with", b.BatchID, h, b.Session, strings.Join(ss.hospitals, ", ")), nil
+		}
 	}
 	if r, ok := sessionParams(b.BatchID, b.Mechanism, b.Params, ss.maxRefusals, true); !ok {
 		return r, nil

@@ -371,9 +371,9 @@ func TestSVTSession(t *testing.T) {
 		t.Fatalf("third and fourth refusal past K=3: %s", r.Code)
 	}
 	other := in("q5", 1, 1)
-	other.Hospitals = []string{"h1"}
+	other.Hospitals = []string{"h1", "h2"}
 	if r := f.apply(f.sign(other, "agg")); r.Code != CodeSessionMismatch {
-		t.Fatalf("other hospitals: %s", r.Code)
+		t.Fatalf("a hospital outside the session: %s", r.Code)
 	}
 	closeCmd := &CloseSession{SessionID: "svt1", Queries: 100, Answers: 98, Timestamp: f.now()}
 	closed := f.must(closeCmd, "agg")

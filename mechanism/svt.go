@@ -100,6 +100,43 @@ const NZCSVT Kind = "nzc-svt"
 // P[B] ≤ δ of one in which the session is replaced by the ε-DP S* (and on
 // D' nothing changes), so the RDP curves of all mechanisms compose as
 // usual, and the δs add to the δ of the final (ε, δ) conversion.
+//
+// # Absent hospitals
+//
+// A session is opened over an ensemble of N teachers (Params.Teachers: the
+// registered teachers of every hospital that pays for it), and its T, b_ρ,
+// b_ν and K are fixed then. A query's histogram n_i may hold fewer than N
+// votes: the teachers of a hospital that does not vote on it abstain.
+// Which hospitals vote on query i — the set P_i — must be decided without
+// looking at any vote (the aggregator decides it from timing and
+// connections only: deadlines missed, hospitals left out or gone); it is
+// then part of the adaptive strategy of the proof above, which may choose
+// each query from the outputs so far and randomness of its own. The
+// theorem holds unchanged, with the same ε and δ, whatever P_1, P_2, …:
+//
+//   - Neighbours D, D' differ in one teacher's votes. On query i, if that
+//     teacher's hospital is not in P_i, n_i(D) = n_i(D'); if it is, the
+//     two differ by one vote moved (or, for a teacher that starts or stops
+//     voting, one vote added or removed). P_i is the same on D and D',
+//     since no vote decides it.
+//   - d is a function of the histogram alone, whatever its number of
+//     votes (Histogram.Distance; N only caps it for a single class), and a
+//     vote moved, added or removed changes each gap h[top] − h[j] by at
+//     most 2, so d by at most 1: Δ = 1 on every query, which is all step
+//     (1) uses. d(n) ≥ 1 means every histogram one such step away has the
+//     same argmax, which is all step (2) uses. Step (3) uses no data.
+//   - T' is fixed when the session opens: it does not shrink with the
+//     number of voters (which would make the threshold, not only the
+//     distances, depend on who votes). With fewer voters distances are
+//     smaller, so more queries are refused: absence costs answers, never
+//     privacy.
+//
+// So hospitals coming and going do not multiply a session's cost: every
+// hospital of the session pays its ε once, at opening, and a batch on
+// which some of them are absent runs in it. A hospital that is not one of
+// the session's pays nothing and its votes are not counted.
+// TestDistanceSensitivityWithAbstentions checks the first two points
+// exhaustively on small ensembles.
 type svtSession struct {
 	p        Params
 	rhoScale DiscreteLaplace

@@ -1,7 +1,9 @@
 package mechanism
 
 import (
+	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -100,5 +102,93 @@ func TestSessionDeltaBounds(t *testing.T) {
 	}
 	if sum := 1000 * sumTailBrute(2, 0.5, 21); !(split < sum) || !relClose(ch.Delta, split, 1e-9) {
 		t.Errorf("K = 1000, b_ν = 0.5: δ %v, want the split bound %v (K·δ_sum = %v)", ch.Delta, split, sum)
+	}
+}
+
+// The privacy argument for abstaining teachers (svtSession, "Absent
+// hospitals"), checked exhaustively on small ensembles: on every histogram
+// of at most n votes — some teachers abstaining — one teacher changing its
+// vote, starting or stopping to vote moves the distance to instability by
+// at most 1 (sensitivity Δ = 1, whoever votes), and a distance of at least
+// 1 keeps the argmax.
+func TestDistanceSensitivityWithAbstentions(t *testing.T) {
+	for classes := 2; classes <= 4; classes++ {
+		for n := 1; n <= 8; n++ {
+			var each func(h Histogram, i, left int)
+			each = func(h Histogram, i, left int) {
+				if i == len(h) {
+					checkNeighbours(t, h, n)
+					return
+				}
+				for v := 0; v <= left; v++ {
+					h[i] = v
+					each(h, i+1, left-v)
+				}
+			}
+			each(make(Histogram, classes), 0, n)
+		}
+	}
+}
+
+// checkNeighbours checks h's neighbours within an ensemble of n teachers.
+func checkNeighbours(t *testing.T, h Histogram, n int) {
+	t.Helper()
+	d, top := h.Distance(n), h.Top()
+	total := 0
+	for _, c := range h {
+		total += c
+	}
+	var neighbours []Histogram
+	for a := range h {
+		if h[a] > 0 {
+			stop := slices.Clone(h) // a teacher stops voting
+			stop[a]--
+			neighbours = append(neighbours, stop)
+			for b := range h {
+				if b != a {
+					move := slices.Clone(stop) // a teacher changes its vote
+					move[b]++
+					neighbours = append(neighbours, move)
+				}
+			}
+		}
+		if total < n {
+			start := slices.Clone(h) // an abstaining teacher votes
+			start[a]++
+			neighbours = append(neighbours, start)
+		}
+	}
+	for _, m := range neighbours {
+		dm := m.Distance(n)
+		if dm > d+1 || dm < d-1 {
+			t.Errorf("n = %d: Distance(%v) = %d, Distance(%v) = %d: more than 1 apart", n, h, d, m, dm)
+		}
+		if d >= 1 && m.Top() != top {
+			t.Errorf("n = %d: Distance(%v) = %d but its neighbour %v has argmax %d, not %d", n, h, d, m, m.Top(), top)
+		}
+	}
+}
+
+// A session over n teachers answers histograms with fewer votes (the
+// teachers of absent hospitals abstain) with their exact argmax when they
+// are stable, and refuses one with more votes than its ensemble, changing
+// nothing.
+func TestSessionCountsAbsentTeachersAsAbstaining(t *testing.T) {
+	p := Params{Mechanism: NZCSVT, Teachers: 600, Classes: 3, Scale: 1, Threshold: 100, MaxRefusals: 1}
+	s, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := seeded(5)
+	// 400 of 600 teachers vote, unanimously: distance 200, twice the
+	// threshold; a refusal needs ν − ρ ≤ −100, seeded noise.
+	for _, h := range []Histogram{{0, 400, 0}, {0, 0, 200}, {600, 0, 0}} {
+		o, err := s.Answer(src, h)
+		if err != nil || o.Refused || o.Label != h.Top() {
+			t.Fatalf("%v: %+v, %v; want the exact argmax %d", h, o, err, h.Top())
+		}
+	}
+	if _, err := s.Answer(src, Histogram{601, 0, 0}); !errors.Is(err, ErrTooManyVotes) || s.Refusals() != 0 {
+		t.Fatalf("601 votes in a session of 600 teachers: %v (refusals %d), want ErrTooManyVotes and nothing changed", err, s.Refusals())
 	}
 }

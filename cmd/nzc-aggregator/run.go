@@ -7,6 +7,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/node"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/internal/ops"
@@ -60,6 +61,19 @@ once: retries and restarts deliver the stored answers.
 		sizes, err := cfg.EnsembleSizes()
 		if err != nil {
 			return err
+		}
+		// What the mechanism allows the federation's ensemble: refused when
+		// it cannot release labels at all, said otherwise.
+		if k := sizing.Ensemble(max(cfg.Hospitals, cfg.Quorum), cfg.Teachers, sizes); k > 0 {
+			if err := sizing.Reachable(cfg.MechanismParams(), k, cfg.Classes); err != nil {
+				return err
+			}
+			tc := config.DefaultTeacher()
+			if plan, err := sizing.Check(cfg.MechanismParams(), k, cfg.Classes, tc.CapEpsilon, tc.CapDelta); err != nil {
+				log.Warn("the mechanism releases no label within a hospital's default cap; hospitals need larger caps", "err", err)
+			} else {
+				log.Info("mechanism plan: "+plan.String(), "teachers", k, "labels_per_default_cap", plan.Labels, "cap_epsilon", tc.CapEpsilon, "cap_delta", tc.CapDelta)
+			}
 		}
 		reg := ops.NewRegistry()
 		a, err := aggregator.New(aggregator.Config{

@@ -22,7 +22,7 @@ Merkle log so that compliance officers can verify it independently.`,
   nzc-auditor run --config federation/auditor-1.yaml
 
   # Check the configuration nzc init wrote for auditor a1:
-  nzc-auditor config show --config federation/a1.yaml
+  nzc-auditor config show --config federation/auditor-1.yaml
 
   # List every key with its flag and environment variable:
   nzc-auditor config keys`,

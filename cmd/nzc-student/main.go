@@ -17,10 +17,10 @@ func newRootCommand() *cobra.Command {
 		About: `nzc-student sends unlabeled data to the aggregator in batches, receives labels
 (or typed refusals), and trains and evaluates its model on them.`,
 		Example: `  # Check the configuration nzc init wrote for student s1:
-  nzc-student config show --config federation/s1.yaml
+  nzc-student config show --config federation/student-1.yaml
 
   # Use smaller batches for this run:
-  NZC_BATCH_SIZE=64 nzc-student config show --config federation/s1.yaml --format json`,
+  NZC_BATCH_SIZE=64 nzc-student config show --config federation/student-1.yaml --format json`,
 	}, config.DefaultStudent(),
 		newLabelCommand(),
 		newTrainCommand(),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,4 +113,39 @@ func TestEvaluateRefusesBadViews(t *testing.T) {
 	for _, v := range []string{"-1", "9"} {
 		clitest.Refuses(t, newRootCommand(), "--views", "evaluate", "--model", filepath.Join(t.TempDir(), "none.model"), "--data", "missing.csv", "--views", v)
 	}
+}
+
+func TestRefusalNote(t *testing.T) {
+	for _, tc := range []struct {
+		queries, refused int
+		note             bool
+	}{{200, 181, true}, {200, 100, false}, {200, 0, false}, {0, 0, false}} {
+		if got := refusalNote(tc.queries, tc.refused); (got != "") != tc.note {
+			t.Errorf("refusalNote(%d, %d) = %q, want a note: %v", tc.queries, tc.refused, got, tc.note)
+		}
+	}
+}
+
+// plan reads the aggregator's mechanism and ensemble from its configuration.
+func TestPlanFromAggregatorConfig(t *testing.T) {
+	agg := clitest.WriteFile(t, "aggregator.yaml", "mechanism:\n  name: gnmax\n  sigma: 40\nteachers: 50\nhospitals: 3\nclasses: 10\n")
+	out, err := clitest.Execute(t, newRootCommand(), "plan", "--aggregator-config", agg, "--target-epsilon", "2", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Mechanism struct {
+			Mechanism string  `json:"mechanism"`
+			Sigma     float64 `json:"sigma"`
+			Teachers  int     `json:"teachers"`
+		} `json:"mechanism"`
+		Queries int `json:"queries"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if plan.Mechanism.Mechanism != "gnmax" || plan.Mechanism.Sigma != 40 || plan.Mechanism.Teachers != 150 || plan.Queries < 1 {
+		t.Fatalf("plan %+v from %s", plan, out)
+	}
+	clitest.Refuses(t, newRootCommand(), "leave out --mechanism", "plan", "--aggregator-config", agg, "--mechanism", "gnmax", "--target-epsilon", "2")
 }

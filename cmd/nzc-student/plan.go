@@ -1,12 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
+	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/party/student"
@@ -40,6 +46,9 @@ planner (mechanism/budget).`,
   nzc-student plan --mechanism nzc-svt --threshold 40 --scale 2.85714286 --distance-scale 3.07692308 \
       --max-refusals 1 --teachers 250 --target-epsilon 2 --format json
 
+  # The aggregator's own mechanism and ensemble, from its configuration:
+  nzc-student plan --aggregator-config federation/aggregator.yaml --target-epsilon 8
+
   # After a session of ε = 0.5 ended early, GNMax queries within ε = 1:
   nzc-student plan --mechanism gnmax --sigma 40 --teachers 250 --target-epsilon 1 --after-session 0.5`,
 		Args: cobra.NoArgs,
@@ -52,9 +61,25 @@ planner (mechanism/budget).`,
 	maxQ := fs.Int("max-queries", 9000, "queries the student holds")
 	after := fs.Float64("after-session", 0, "pure ε of an nzc-svt session already spent: plan what the rest of --target-epsilon buys after it (0: none)")
 	refusals := fs.Int("session-refusals", mechanism.PresetSessionRefusals, "with --after-session, the refusals that session allowed")
+	aggCfg := fs.String("aggregator-config", "", "read the mechanism, its parameters, the ensemble (teachers × hospitals) and the classes from the aggregator's configuration file instead of the flags")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		p := mf.Params()
 		p.Classes = *classes
+		if *aggCfg != "" {
+			if cmd.Flags().Changed("mechanism") {
+				return errors.New("--aggregator-config gives the mechanism: leave out --mechanism and its parameters")
+			}
+			var err error
+			if p, err = aggregatorMechanism(*aggCfg); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("teachers") {
+				p.Teachers = mf.Params().Teachers
+			}
+			if cmd.Flags().Changed("classes") {
+				p.Classes = *classes
+			}
+		}
 		if *after != 0 {
 			return planAfterSession(cmd, f, p, *after, *refusals, *target, *delta, *maxQ)
 		}
@@ -74,6 +99,27 @@ planner (mechanism/budget).`,
 			return err
 		})
 	})
+}
+
+// aggregatorMechanism reads the mechanism of the aggregator's
+// configuration file at path, for the ensemble of all the hospitals it
+// names (teachers each, or as listed in ensembles) voting on its classes.
+func aggregatorMechanism(path string) (mechanism.Params, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return mechanism.Params{}, fmt.Errorf("--aggregator-config: %w", err)
+	}
+	c := config.DefaultAggregator()
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		return mechanism.Params{}, fmt.Errorf("--aggregator-config %s: %w", path, err)
+	}
+	sizes, err := c.EnsembleSizes()
+	if err != nil {
+		return mechanism.Params{}, fmt.Errorf("--aggregator-config %s: ensembles: %w", path, err)
+	}
+	p := c.MechanismParams()
+	p.Teachers, p.Classes = sizing.Ensemble(max(c.Hospitals, c.Quorum), c.Teachers, sizes), c.Classes
+	return p, nil
 }
 
 // afterSession is the plan of what the rest of a target buys after one

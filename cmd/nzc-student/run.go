@@ -180,7 +180,9 @@ with the labels received so far.`,
 		if err != nil {
 			return err
 		}
-		bar := progress.New(cmd.ErrOrStderr(), time.Now)
+		// On a terminal a progress line; otherwise (a service, a file) a
+		// structured progress line every progress.LogEvery.
+		bar := progress.NewOrLog(cmd.ErrOrStderr(), cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID), progress.LogEvery)
 		res, lerr := c.Label(cmd.Context(), d, func(done, total int) { bar.Update("labelled", done, total, "queries") })
 		bar.Done()
 		if res != nil && len(res.Batches) > 0 {
@@ -207,13 +209,18 @@ with the labels received so far.`,
 			// pinned auditor keys.
 			ProofsVerified int    `json:"proofs_verified"`
 			Stopped        string `json:"stopped,omitempty"`
-			Out            string `json:"out"`
-		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, *out}
+			// Note warns of a run the mechanism mostly refused.
+			Note string `json:"note,omitempty"`
+			Out  string `json:"out"`
+		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, refusalNote(res.Queries, res.Refused), *out}
 		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
 			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed, %d with a verified proof of their charge); labels in %s\n",
 				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, summary.ProofsVerified, *out)
 			if err == nil && summary.Stopped != "" {
 				_, err = fmt.Fprintf(w, "stopped early: %s\n", summary.Stopped)
+			}
+			if err == nil && summary.Note != "" {
+				_, err = fmt.Fprintf(w, "note: %s\n", summary.Note)
 			}
 			return err
 		}); err != nil {
@@ -221,6 +228,15 @@ with the labels received so far.`,
 		}
 		return lerr
 	})
+}
+
+// refusalNote warns when the mechanism refused most of the queries: the
+// usual cause is a threshold set for a larger ensemble than votes.
+func refusalNote(queries, refused int) string {
+	if queries == 0 || 2*refused <= queries {
+		return ""
+	}
+	return fmt.Sprintf("the aggregator's mechanism refused %d of %d queries: its threshold is likely set for a larger ensemble than the one voting. nzc-aggregator logs at start what its mechanism allows the federation's ensemble (\"mechanism plan\"), and nzc init sizes it; ask the aggregator's operator", refused, queries)
 }
 
 func readLabels(path string) (*student.Result, error) {

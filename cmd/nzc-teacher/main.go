@@ -26,10 +26,10 @@ histogram per query over its own teachers, age-encrypted to the aggregator.`,
   nzc-teacher cap --config federation/hospital-1.yaml --epsilon 4 --delta 1e-6
 
   # Check the configuration nzc init wrote for hospital h1:
-  nzc-teacher config show --config federation/h1.yaml
+  nzc-teacher config show --config federation/hospital-1.yaml
 
   # Override one key from the environment and print JSON:
-  NZC_AGGREGATOR=127.0.0.1:7400 nzc-teacher config show --config federation/h1.yaml --format json`,
+  NZC_AGGREGATOR=127.0.0.1:7400 nzc-teacher config show --config federation/hospital-1.yaml --format json`,
 	}, config.DefaultTeacher(),
 		newTrainCommand(),
 		newRunCommand(),

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
@@ -24,5 +28,35 @@ func TestRefusals(t *testing.T) {
 		{[]string{"cap", "--config", signing, "--epsilon", "4", "--auditors", "nowhere"}, "auditors"},
 	} {
 		clitest.Refuses(t, newRootCommand(), tc.want, tc.args...)
+	}
+}
+
+// Off a terminal, train logs its progress as structured lines and reports
+// the ensemble's check on held-out data, in JSON too.
+func TestTrainReportsProgressAndCheck(t *testing.T) {
+	var csv strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&csv, "%d,%d,%d\n", i%2*4, (i/2)%3, i%2)
+	}
+	dir := t.TempDir()
+	data := clitest.WriteFile(t, "d.csv", csv.String())
+	hospital := "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\nlog: {format: json}\n"
+	cfg := clitest.WriteFile(t, "h.yaml", hospital)
+	stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), "train", "--config", cfg, "--data", data, "--teachers", "3",
+		"--model", "softmax", "--epochs", "2", "--models", filepath.Join(dir, "models"), "--format", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var out struct {
+		Check struct {
+			HeldOut  int     `json:"held_out"`
+			Accuracy float64 `json:"ensemble_accuracy"`
+		} `json:"check"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Check.HeldOut != 40 {
+		t.Fatalf("JSON summary %s (%v): want a check on 40 held-out examples", stdout, err)
+	}
+	if !strings.Contains(stderr, `"msg":"progress"`) || !strings.Contains(stderr, `"done":`) {
+		t.Fatalf("no structured progress line on a non-terminal stderr:\n%s", stderr)
 	}
 }

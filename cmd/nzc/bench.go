@@ -16,11 +16,8 @@ import (
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 )
 
-func newBenchCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure the mechanisms, the ledger, the teachers' inference and the whole federation on this machine",
-		Long: `Measure, in one run on this machine:
+// benchLong is nzc bench's help: what each section measures.
+const benchLong = `Measure, in one run on this machine:
 
   mechanism  answers per second of every aggregation mechanism, and the time
              to analyse 10,000 queries (data-independent, and GNMax with the
@@ -67,8 +64,10 @@ whatever they learned. Queries are MNIST test images from --data when it holds
 MNIST (scripts/fetch-data.sh), random images otherwise. The parties' keys and
 data directories live in a temporary directory removed at the end.
 
-The machine should be otherwise idle: other work on it lowers every figure.`,
-		Example: `  # The standard run (a few minutes):
+The machine should be otherwise idle: other work on it lowers every figure.`
+
+// benchExamples are nzc bench's examples, each runnable as written.
+const benchExamples = `  # The standard run (a few minutes):
   nzc bench
 
   # A quick run (under two minutes), as JSON for a report:
@@ -89,8 +88,15 @@ The machine should be otherwise idle: other work on it lowers every figure.`,
   nzc bench --sections scale --scale-charges 1000000
 
   # Only the figures' medians, from the JSON:
-  nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`,
-		Args: cobra.NoArgs,
+  nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "bench",
+		Short:   "Measure the mechanisms, the ledger, the teachers' inference and the whole federation on this machine",
+		Long:    benchLong,
+		Example: benchExamples,
+		Args:    cobra.NoArgs,
 	}
 	quick := cmd.Flags().Bool("quick", false, "fewer repetitions and queries: under two minutes")
 	dataDir := cmd.Flags().String("data", "data/mnist", "directory with MNIST's idx files (random images when absent)")

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/provision"
@@ -22,6 +24,9 @@ type initSummary struct {
 	CAFingerprint string      `json:"ca_fingerprint_sha256"`
 	Parties       []initParty `json:"parties"`
 	Configs       []string    `json:"configs"`
+	// Plan is what the aggregator's mechanism, sized for the federation's
+	// ensemble, allows within a hospital's default cap.
+	Plan *sizing.Plan `json:"plan,omitempty"`
 }
 
 type initParty struct {
@@ -54,6 +59,9 @@ func (s initSummary) text(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "%-11s %-14s %s\n", p.Role, p.ID, cfg)
 	}
+	if s.Plan != nil {
+		fmt.Fprintf(b, "\nThe aggregator's mechanism: %s.\n", s.Plan)
+	}
 	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key and admin/admin.key\noffline, apart from each other.\n")
 }
 
@@ -62,6 +70,7 @@ func newInitCommand() *cobra.Command {
 		dir                           string
 		hospitals, auditors, students int
 		hosts, partyHosts             []string
+		topologyFile                  string
 		basePort, teachers, classes   int
 		force                         bool
 	)
@@ -72,8 +81,24 @@ func newInitCommand() *cobra.Command {
 party (hospitals, auditors, students, the aggregator and a compliance
 officer) a certificate naming its role and id (nzc://hospital/hospital-1), an
 age identity and, for the aggregator, the auditors and the hospitals, an
-ed25519 signing key; and one YAML configuration per party with loopback
-addresses. It prints the CA fingerprint for every party to check out of band.
+ed25519 signing key; and one YAML configuration per party with the
+addresses the parties run at. It prints the CA fingerprint for every party
+to check out of band.
+
+Where the parties run is given with --party-host ID=HOST (repeat for each
+party on a host of its own) or a topology file (--topology, below), which
+may also set the ports that differ from --base-port's. A party with a host
+binds its services on every interface and the others dial HOST (an
+auditor's raft advertises HOST to its peers); its certificate names HOST.
+A party without one runs on this machine, on loopback. Dashboards and
+operations endpoints stay on loopback. init records the topology in
+topology.yaml: init kit, add-hospital and sign follow it, and every kit
+holds it. A topology file:
+
+` + indent(provision.TopologyExample) + `
+Ports are named after the configuration keys they set: listen (the
+aggregator's QUIC port, an auditor's charge intake), raft, api, dashboard,
+ops.
 
 Existing keys are never overwritten unless --force is given.`,
 		Example: `  # A federation of 3 hospitals, 3 auditors and 1 student in ./federation:
@@ -87,9 +112,14 @@ Existing keys are never overwritten unless --force is given.`,
   # refuses a hospital announcing another):
   nzc init --dir federation --teachers 20 --classes 2
 
-  # Each auditor's certificate names its own host, not the others':
-  nzc init --dir federation --party-host auditor-1=a1.example.org --party-host auditor-2=a2.example.org \
+  # The aggregator and each auditor on a host of its own (the certificate of
+  # each names its own host, not the others'; hospitals and students dial out):
+  nzc init --dir federation --party-host aggregator=agg.example.org \
+      --party-host auditor-1=a1.example.org --party-host auditor-2=a2.example.org \
       --party-host auditor-3=a3.example.org
+
+  # The same from a topology file (ports that differ, too):
+  nzc init --dir federation --topology topology.yaml
 
   # The summary as JSON:
   nzc init --dir fed2 --format json`,
@@ -100,8 +130,9 @@ Existing keys are never overwritten unless --force is given.`,
 	cmd.Flags().IntVar(&auditors, "auditors", 3, "number of auditors (3 or 5 tolerate 1 or 2 failures)")
 	cmd.Flags().IntVar(&students, "students", 1, "number of students")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for every certificate, besides loopback")
-	cmd.Flags().StringArrayVar(&partyHosts, "party-host", nil, "ID=HOST: a DNS name or IP address for party ID's certificate only (repeat for more), so that a client reaching HOST knows it reached that party")
-	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses")
+	cmd.Flags().StringArrayVar(&partyHosts, "party-host", nil, "ID=HOST: party ID runs on HOST (a DNS name or IP address): its configuration binds every interface, the others dial HOST, and its certificate names HOST; repeat for more parties (a second HOST of one party goes into its certificate only)")
+	cmd.Flags().StringVar(&topologyFile, "topology", "", "YAML file of where each party runs: base_port and, per party id, host and the ports that differ (see above)")
+	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's addresses (the topology file's base_port wins)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing federation's keys and configurations")
 	cmd.Flags().IntVar(&teachers, "teachers", config.DefaultTeacher().Teachers, "each hospital's ensemble size, registered in the ledger's genesis, signed by the administrator: the aggregator takes it from the ledger and refuses a hospital announcing another (0: register none, and the aggregator's configuration decides, as in federations made before registrations)")
 	cmd.Flags().IntVar(&classes, "classes", config.DefaultAggregator().Classes, "the federation's number of classes, registered with each hospital's ensemble")
@@ -117,26 +148,58 @@ Existing keys are never overwritten unless --force is given.`,
 				return err
 			}
 		}
+		plan, err := initPlan(hospitals, teachers, classes)
+		if err != nil {
+			return err
+		}
 		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return err
 		}
+		topo := provision.Topology{BasePort: basePort}
+		if topologyFile != "" {
+			data, err := os.ReadFile(topologyFile)
+			if err != nil {
+				return fmt.Errorf("--topology: %w", err)
+			}
+			if topo, err = provision.ParseTopology(data); err != nil {
+				return fmt.Errorf("--topology %s: %w", topologyFile, err)
+			}
+		}
 		byParty := map[string][]string{}
+		for id, p := range topo.Parties {
+			byParty[id] = []string{p.Host}
+		}
 		for _, v := range partyHosts {
 			id, host, ok := strings.Cut(v, "=")
 			if !ok || id == "" || host == "" {
 				return fmt.Errorf("--party-host %q: want ID=HOST, such as auditor-1=a1.example.org", v)
 			}
-			byParty[id] = append(byParty[id], host)
+			if _, placed := topo.Parties[id]; !placed {
+				if err := topo.SetHost(id, host); err != nil {
+					return fmt.Errorf("--party-host %s: %w", v, err)
+				}
+			}
+			if !slices.Contains(byParty[id], host) {
+				byParty[id] = append(byParty[id], host)
+			}
 		}
-		m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
+		if topo.BasePort+1000+hospitals+auditors+students+2 > 65535 {
+			return fmt.Errorf("base port %d leaves no room for the federation's ports; use a value between 1024 and 60000", topo.BasePort)
+		}
+		// provision.Provision refuses a party the federation does not have
+		// before it writes anything.
+		m, err := provision.Provision(dir, provision.Spec{Hospitals: hospitals, Auditors: auditors, Students: students, Hosts: hosts, PartyHosts: byParty, Force: force})
 		if err != nil {
+			return err
+		}
+		if err := provision.WriteTopology(m.Dir, topo, force); err != nil {
 			return err
 		}
 		if err := provision.WriteGenesis(m, teachers, classes); err != nil {
 			return err
 		}
-		cfgs, err := provision.PartyConfigs(m, provision.Ports{Base: basePort})
+		cfgs, err := provision.PartyConfigs(m, topo)
 		if err != nil {
 			return err
 		}
@@ -145,6 +208,7 @@ Existing keys are never overwritten unless --force is given.`,
 			return err
 		}
 		s := summarize(m, written)
+		s.Plan = &plan
 		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text))
 	})
 	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand())
@@ -171,7 +235,7 @@ func newAddHospitalCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory of an existing federation")
 	cmd.Flags().StringVar(&id, "id", "", "the new hospital's id (default: the next free hospital-N)")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for the certificate")
-	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses (as given to init)")
+	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of a federation made without a topology file (topology.yaml)")
 	cmd.Flags().IntVar(&teachers, "teachers", 0, "the new hospital's ensemble size, registered in the ledger with it (default: the founding hospitals')")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if teachers != 0 {
@@ -183,7 +247,11 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		m, p, err := crypto.AddParty(dir, crypto.RoleHospital, id, crypto.AddPartyOptions{Hosts: hosts})
+		topo, err := provision.ReadTopology(dir, basePort)
+		if err != nil {
+			return err
+		}
+		m, p, err := provision.AddParty(dir, crypto.RoleHospital, id, provision.AddPartyOptions{Hosts: hosts})
 		if err != nil {
 			return err
 		}
@@ -191,7 +259,7 @@ func newAddHospitalCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cfgs, err := provision.PartyConfigs(m, provision.Ports{Base: basePort})
+		cfgs, err := provision.PartyConfigs(m, topo)
 		if err != nil {
 			return err
 		}
@@ -208,6 +276,29 @@ func newAddHospitalCommand() *cobra.Command {
 		s := summarize(m, written)
 		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("added hospital %s (%s)\nconfiguration: %s\nCA fingerprint (SHA-256): %s\n", p.ID, p.URI, strings.Join(written, ", "), m.CAFingerprint))
 	})
+}
+
+// initPlan plans the aggregator's mechanism for a federation of hospitals
+// with ensembles of teachers (0: the aggregator's default size) voting on
+// classes, within a hospital's default cap, and refuses a federation it
+// cannot label for.
+func initPlan(hospitals, teachers, classes int) (sizing.Plan, error) {
+	if teachers == 0 {
+		teachers = config.DefaultAggregator().Teachers
+	}
+	k := hospitals * teachers
+	mech := provision.SizedMechanism(config.DefaultAggregator().Mechanism, k, classes)
+	tc := config.DefaultTeacher()
+	plan, err := sizing.Check(mech, k, classes, tc.CapEpsilon, tc.CapDelta)
+	if err != nil {
+		return sizing.Plan{}, fmt.Errorf("%d hospitals of %d teachers: %w; nothing was written", hospitals, teachers, err)
+	}
+	return plan, nil
+}
+
+// indent indents every line of s by four spaces.
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ") + "\n"
 }
 
 // checkEnsemble refuses an ensemble size or class count the ledger would.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -285,5 +286,165 @@ func TestInitRegistersTheEnsembles(t *testing.T) {
 		if _, err := os.Stat(other); err == nil {
 			t.Errorf("init %v wrote %s", args, other)
 		}
+	}
+}
+
+// A topology places the parties on their hosts: every configuration, kit
+// and certificate follows it, with no address left to edit by hand.
+func TestInitTopology(t *testing.T) {
+	root := t.TempDir()
+	topoFile := filepath.Join(root, "topology.yaml")
+	if err := os.WriteFile(topoFile, []byte(provision.TopologyExample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fed := filepath.Join(root, "fed")
+	mustRunNZC(t, "init", "--dir", fed, "--hospitals", "2", "--topology", topoFile, "--party-host", "hospital-1=h1.example.org")
+
+	agg := loadAs(t, filepath.Join(fed, "aggregator.yaml"), config.DefaultAggregator())
+	h1 := loadAs(t, filepath.Join(fed, "hospital-1.yaml"), config.DefaultTeacher())
+	s1 := loadAs(t, filepath.Join(fed, "student-1.yaml"), config.DefaultStudent())
+	a1 := loadAs(t, filepath.Join(fed, "auditor-1.yaml"), config.DefaultAuditor())
+	a3 := loadAs(t, filepath.Join(fed, "auditor-3.yaml"), config.DefaultAuditor())
+	intakes := []string{"10.0.0.11:7600", "10.0.0.12:7601", "audit.example.net:7602"}
+	peers := []string{"auditor-1=10.0.0.11:7500", "auditor-2=10.0.0.12:7501", "auditor-3=audit.example.net:7502"}
+	for _, tc := range []struct{ what, got, want string }{
+		{"aggregator listen", agg.Listen, "0.0.0.0:7400"},
+		{"aggregator auditors", strings.Join(agg.Auditors, ","), strings.Join(intakes, ",")},
+		{"hospital aggregator", h1.Aggregator, "agg.example.org:7400"},
+		{"hospital auditors", strings.Join(h1.Auditors, ","), strings.Join(intakes, ",")},
+		{"student aggregator", s1.Aggregator, "agg.example.org:7400"},
+		{"auditor-1 raft", a1.Raft, "0.0.0.0:7500"},
+		{"auditor-1 advertise", a1.Advertise, "10.0.0.11:7500"},
+		{"auditor-1 listen", a1.Listen, "0.0.0.0:7600"},
+		{"auditor-1 api", a1.API, "0.0.0.0:7700"},
+		{"auditor-1 dashboard", a1.Dashboard, "127.0.0.1:7800"},
+		{"auditor-1 peers", strings.Join(a1.Peers, ","), strings.Join(peers, ",")},
+		{"auditor-3 api", a3.API, "0.0.0.0:8443"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+
+	for _, ops := range []string{agg.Ops.Listen, h1.Ops.Listen, a1.Ops.Listen} {
+		if !strings.HasPrefix(ops, "127.0.0.1:") {
+			t.Errorf("an operations endpoint listens on %s, not loopback", ops)
+		}
+	}
+	m, err := crypto.LoadManifest(fed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, host := range map[string]string{"aggregator": "agg.example.org", "auditor-1": "10.0.0.11", "auditor-3": "audit.example.net", "hospital-1": "h1.example.org"} {
+		i := slices.IndexFunc(m.Parties, func(p crypto.PartyFiles) bool { return p.ID == id })
+		c, err := crypto.LoadCert(m.Path(m.Parties[i].Cert))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.VerifyHostname(host); err != nil {
+			t.Errorf("%s's certificate: %v", id, err)
+		}
+	}
+
+	// The compliance officer's kit finds every auditor's API.
+	kit := filepath.Join(root, "compliance-kit")
+	mustRunNZC(t, "init", "kit", "--dir", fed, "--party", "compliance", "--out", kit)
+	km, err := crypto.LoadManifest(kit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf complianceFlags
+	cf.fed = kit
+	_, targets, err := cf.targets(true)
+	if err != nil {
+		t.Fatalf("the compliance kit names no auditor API: %v", err)
+	}
+	want := []auditorTarget{{"auditor-1", "10.0.0.11:7700"}, {"auditor-2", "10.0.0.12:7701"}, {"auditor-3", "audit.example.net:8443"}}
+	if !slices.Equal(targets, want) || len(km.ByRole(crypto.RoleAuditor)) != 3 {
+		t.Errorf("compliance kit targets %v, want %v", targets, want)
+	}
+	// A kit and a later hospital follow the topology.
+	hkit := filepath.Join(root, "hospital-2-kit")
+	mustRunNZC(t, "init", "kit", "--dir", fed, "--party", "hospital-2", "--out", hkit)
+	if c := loadAsIn(t, hkit, "hospital-2.yaml", config.DefaultTeacher()); c.Aggregator != "agg.example.org:7400" {
+		t.Errorf("hospital-2's kit dials the aggregator at %s", c.Aggregator)
+	}
+	mustRunNZC(t, "init", "add-hospital", "--dir", fed, "--id", "hospital-9")
+	if c := loadAs(t, filepath.Join(fed, "hospital-9.yaml"), config.DefaultTeacher()); c.Aggregator != "agg.example.org:7400" {
+		t.Errorf("an added hospital dials the aggregator at %s", c.Aggregator)
+	}
+}
+
+// loadAsIn loads the configuration name in dir from dir, as a party run in
+// its kit does.
+func loadAsIn[T cli.Validator](t *testing.T, dir, name string, defaults T) T {
+	t.Helper()
+	t.Chdir(dir)
+	return loadAs(t, name, defaults)
+}
+
+// A topology that cannot describe the federation is refused before
+// anything is written.
+func TestInitTopologyRefused(t *testing.T) {
+	for name, topo := range map[string]string{
+		"unknown party":  "base_port: 7400\nparties:\n  auditor-9: {host: a9.example.org}\n",
+		"unknown key":    "base_port: 7400\nparties:\n  auditor-1: {host: a1.example.org, intake: 7600}\n",
+		"port in host":   "base_port: 7400\nparties:\n  auditor-1: {host: a1.example.org:7600}\n",
+		"no host":        "base_port: 7400\nparties:\n  auditor-1: {api: 7700}\n",
+		"bad port":       "base_port: 7400\nparties:\n  auditor-1: {host: a1.example.org, api: 70000}\n",
+		"base port zero": "parties:\n  auditor-1: {host: a1.example.org}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			f := filepath.Join(root, "t.yaml")
+			if err := os.WriteFile(f, []byte(topo), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fed := filepath.Join(root, "fed")
+			if _, err := runNZC(t, "init", "--dir", fed, "--topology", f); err == nil {
+				t.Fatal("accepted")
+			}
+			if _, err := os.Stat(fed); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the refused init wrote %s", fed)
+			}
+		})
+	}
+	if _, err := runNZC(t, "init", "--dir", filepath.Join(t.TempDir(), "f"), "--party-host", "auditor-1=a1.example.org:7600"); err == nil {
+		t.Fatal("--party-host with a port was accepted")
+	}
+}
+
+// nzc init sizes the aggregator's mechanism for the federation's ensemble
+// and says what it allows; a federation it cannot label for is refused
+// before anything is written.
+func TestInitSizesTheMechanism(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fed")
+	out := mustRunNZC(t, "init", "--dir", dir, "--teachers", "30", "--format", "json")
+	var s struct {
+		Plan struct {
+			Teachers int `json:"teachers"`
+			Labels   int `json:"labels"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	agg := loadAs(t, filepath.Join(dir, "aggregator.yaml"), config.DefaultAggregator())
+	if m := agg.MechanismParams(); m.Threshold != 72 || m.Sigma1 != 54 || m.Sigma2 != 14.4 {
+		t.Errorf("aggregator mechanism %v, want the preset sized for 90 teachers (T=72, σ1=54, σ2=14.4)", m)
+	}
+	if s.Plan.Teachers != 90 || s.Plan.Labels < 1 {
+		t.Errorf("plan %+v, want labels for 90 teachers", s.Plan)
+	}
+	text := mustRunNZC(t, "init", "--dir", filepath.Join(t.TempDir(), "f"), "--teachers", "30")
+	if !strings.Contains(text, "labels within a hospital's cap ε=8") {
+		t.Errorf("init does not say what the plan allows:\n%s", text)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	if _, err := runNZC(t, "init", "--dir", bad, "--hospitals", "1", "--teachers", "1"); err == nil || !strings.Contains(err.Error(), "more teachers per hospital") {
+		t.Fatalf("a federation of one teacher: %v", err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the refused init wrote the federation")
 	}
 }

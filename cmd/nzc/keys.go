@@ -144,7 +144,7 @@ Nothing is written unless every check passes.`,
 		if err != nil {
 			return err
 		}
-		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("installed the certificate of %s\nconfiguration: %s\nstart it with: nzc-teacher --config %s\n", s.URI, s.Config, s.Config))
+		return cli.Print(cmd.OutOrStdout(), f, s, cli.Textf("installed the certificate of %s\nconfiguration: %s\ntrain its teachers with: nzc-teacher train --config %s --data DATA\nthen start it with: nzc-teacher run --config %s\n", s.URI, s.Config, s.Config, s.Config))
 	})
 	return cmd
 }

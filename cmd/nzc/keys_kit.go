@@ -26,22 +26,25 @@ to the kit, so the kit can be moved anywhere and the party started from it
 (the systemd units in deploy/ start each party in its kit). No other party's
 private key, and neither the CA key nor the administrator key, is copied.
 
-Addresses in the configuration are the loopback ones nzc init wrote: set the
-real ones (aggregator, auditors, peers, listen) before starting the party.`,
+Addresses in the configuration are those of the federation's topology
+(topology.yaml, from nzc init --party-host or --topology), which the kit
+holds too: the party starts from it unchanged on its host, and the
+compliance officer's nzc ledger … --federation commands find every
+auditor's API in it.`,
 		Example: `  nzc init kit --dir federation --party auditor-1 --out auditor-1-kit`,
 		Args:    cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory of an existing federation")
 	cmd.Flags().StringVar(&party, "party", "", "the party's id (e.g. auditor-1)")
 	cmd.Flags().StringVar(&out, "out", "", "new directory for the kit")
-	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses (as given to init)")
+	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of a federation made without a topology file (topology.yaml, written by init since it takes hosts)")
 	markRequired(cmd, "party", "out")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return err
 		}
-		s, err := provision.WriteKit(dir, party, out, provision.Ports{Base: basePort})
+		s, err := provision.WriteKit(dir, party, out, basePort)
 		if err != nil {
 			return err
 		}

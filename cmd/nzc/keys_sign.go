@@ -50,7 +50,7 @@ changes. The hospital installs the bundle with nzc keys install --force.`,
 	cmd.Flags().StringVar(&out, "out", "", "new directory for the bundle to send back to the party")
 	cmd.Flags().StringVar(&fingerprint, "fingerprint", "", "the request fingerprint the party told you out of band; refused if it differs")
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for the certificate, besides the request's")
-	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of the federation's loopback addresses (as given to init)")
+	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of a federation made without a topology file (topology.yaml, written by init since it takes hosts)")
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new certificate to a hospital already admitted, for the same keys")
 	markRequired(cmd, "request", "role", "id", "out")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -65,7 +65,7 @@ changes. The hospital installs the bundle with nzc keys install --force.`,
 		if err != nil {
 			return err
 		}
-		s, err := provision.SignRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, provision.Ports{Base: basePort}, renew)
+		s, err := provision.SignRequest(dir, request, crypto.Peer{Role: r, ID: id}, out, fingerprint, hosts, basePort, renew)
 		if err != nil {
 			return err
 		}

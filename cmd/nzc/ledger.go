@@ -296,9 +296,17 @@ const readerAsHelp = "the party whose client certificate to present (compliance,
 type auditorTarget struct{ id, addr string }
 
 // auditorAPIs returns the compliance API address of each auditor of the
-// federation whose configuration file in the directory (written by nzc
-// init) names one.
-func auditorAPIs(m *crypto.Manifest) map[string]string {
+// federation: from the directory's topology file (written by nzc init, in
+// every kit), or, in a directory without one, from each auditor
+// configuration file there that names one.
+func auditorAPIs(m *crypto.Manifest) (map[string]string, error) {
+	if _, err := os.Stat(m.Path(provision.TopologyFile)); err == nil {
+		t, err := provision.ReadTopology(m.Dir, 0)
+		if err != nil {
+			return nil, err
+		}
+		return t.AuditorAPIs(m), nil
+	}
 	out := map[string]string{}
 	for _, a := range m.ByRole(crypto.RoleAuditor) {
 		b, err := os.ReadFile(provision.ConfigFile(m, a))
@@ -312,7 +320,7 @@ func auditorAPIs(m *crypto.Manifest) map[string]string {
 			out[a.ID] = c.API
 		}
 	}
-	return out
+	return out, nil
 }
 
 // targets loads the federation directory and returns the auditors --api
@@ -326,7 +334,10 @@ func (c *complianceFlags) targets(every bool) (*crypto.Manifest, []auditorTarget
 	if err != nil {
 		return nil, nil, err
 	}
-	apis := auditorAPIs(m)
+	apis, err := auditorAPIs(m)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(c.apis) == 0 && every {
 		var out []auditorTarget
 		for _, a := range m.ByRole(crypto.RoleAuditor) {

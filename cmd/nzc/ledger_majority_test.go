@@ -146,6 +146,11 @@ func TestLedgerReadsWithAMajority(t *testing.T) {
 	if !cv.OK || !slices.Equal(cv.Missing, []string{dead.id}) {
 		t.Fatalf("the dashboard's checkpoint with %s down: %+v, want %s missing", dead.id, cv, dead.id)
 	}
+	// A killed auditor is still a raft member: the membership agrees with
+	// the ledger's auditors.
+	if len(cv.Members) != len(auditors) || len(cv.Membership) != 0 {
+		t.Fatalf("the dashboard's membership with %s down: members %q, differences %q; want all %d, none", dead.id, cv.Members, cv.Membership, len(auditors))
+	}
 
 	// A second auditor down: no majority, and every read says so, naming
 	// both.

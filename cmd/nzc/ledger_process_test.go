@@ -54,7 +54,7 @@ func startAuditorProcesses(t *testing.T, origin string) (dir string, m *crypto.M
 	bin := proctest.Build(t, "github.com/nzcfed/nzc/cmd/nzc-auditor")
 
 	dir = filepath.Join(t.TempDir(), "fed")
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 2, Auditors: 3, Students: 1})
+	m, err := provision.Provision(dir, provision.Spec{Hospitals: 2, Auditors: 3, Students: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func startAuditorProcesses(t *testing.T, origin string) (dir string, m *crypto.M
 	if err != nil {
 		t.Fatal(err)
 	}
-	genesis, err := intake.GenesisCommands(m, adminKey, origin, time.Unix(1_700_000_000, 0))
+	genesis, err := provision.GenesisCommands(m, adminKey, origin, time.Unix(1_700_000_000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -44,7 +45,7 @@ type ledgerFixture struct {
 func newLedgerFixture(t *testing.T) *ledgerFixture {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "fed")
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 2, Auditors: 3, Students: 1})
+	m, err := provision.Provision(dir, provision.Spec{Hospitals: 2, Auditors: 3, Students: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

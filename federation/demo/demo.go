@@ -396,7 +396,7 @@ func (d *demo) binaries(ctx context.Context) error {
 func (d *demo) provision(mech mechanism.Params) (err error) {
 	fed := filepath.Join(d.dir, "federation")
 	d.say("provisioning a federation in %s: CA, certificates, age and signing keys", fed)
-	if d.fed, err = launch.Provision(fed, crypto.ProvisionSpec{Hospitals: d.o.Hospitals, Auditors: Auditors, Students: 1}); err != nil {
+	if d.fed, err = launch.Provision(fed, provision.Spec{Hospitals: d.o.Hospitals, Auditors: Auditors, Students: 1}); err != nil {
 		return err
 	}
 	m := d.fed.M
@@ -413,7 +413,7 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 		}
 		d.api = append(d.api, c)
 	}
-	cfgs, err := provision.PartyConfigs(m, d.pt)
+	cfgs, err := provision.PartyConfigs(m, provision.Topology{BasePort: d.pt.Base})
 	if err != nil {
 		return err
 	}

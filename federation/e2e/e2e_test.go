@@ -101,7 +101,7 @@ type federation struct {
 // nil, is every party's logger.
 func newFederation(t *testing.T, students int, log *slog.Logger) *federation {
 	t.Helper()
-	fed, err := launch.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: students})
+	fed, err := launch.Provision(t.TempDir(), provision.Spec{Hospitals: 3, Auditors: 3, Students: students})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +546,7 @@ func TestFederation(t *testing.T) {
 	})
 
 	t.Run("parties of another federation or role are refused", func(t *testing.T) {
-		other, err := crypto.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
+		other, err := provision.Provision(t.TempDir(), provision.Spec{Hospitals: 1, Auditors: 1, Students: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -592,7 +592,7 @@ func TestFederation(t *testing.T) {
 		}
 	})
 	t.Run("a hospital added after the genesis registers and opens its account", func(t *testing.T) {
-		m2, p, err := crypto.AddParty(m.Dir, crypto.RoleHospital, "", crypto.AddPartyOptions{})
+		m2, p, err := provision.AddParty(m.Dir, crypto.RoleHospital, "", provision.AddPartyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -629,7 +629,7 @@ func TestFederation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m2, p, err := provision.AddPartyFromRequest(m.Dir, req, req.Peer(), crypto.AddPartyOptions{})
+		m2, p, err := provision.AddPartyFromRequest(m.Dir, req, req.Peer(), provision.AddPartyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -709,7 +709,7 @@ func registration(t *testing.T, m *crypto.Manifest, p crypto.PartyFiles) []byte 
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := intake.RegisterHospital(m, p, adminKey, time.Now())
+	reg, err := provision.RegisterHospital(m, p, adminKey, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

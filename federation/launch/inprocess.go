@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
-	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
 	"github.com/nzcfed/nzc/party/teacher"
 	"github.com/nzcfed/nzc/protocol/quicnet"
@@ -247,7 +247,7 @@ func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptio
 	if err != nil {
 		return nil, err
 	}
-	cmds, err := intake.GenesisCommands(f.M, adminKey, o.Origin, time.Now())
+	cmds, err := provision.GenesisCommands(f.M, adminKey, o.Origin, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
@@ -41,8 +42,8 @@ type Federation struct {
 
 // Provision makes a federation in dir (CA, every party's certificate and
 // keys, the manifest).
-func Provision(dir string, spec crypto.ProvisionSpec) (*Federation, error) {
-	m, err := crypto.Provision(dir, spec)
+func Provision(dir string, spec provision.Spec) (*Federation, error) {
+	m, err := provision.Provision(dir, spec)
 	if err != nil {
 		return nil, err
 	}

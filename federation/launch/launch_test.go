@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/federation/provision"
 )
 
 // The test binary doubles as a party: with LAUNCH_TEST_PARTY set it prints
@@ -148,7 +149,7 @@ func TestGroup(t *testing.T) {
 }
 
 func TestFederation(t *testing.T) {
-	f, err := Provision(filepath.Join(t.TempDir(), "fed"), crypto.ProvisionSpec{Hospitals: 2, Auditors: 3, Students: 1})
+	f, err := Provision(filepath.Join(t.TempDir(), "fed"), provision.Spec{Hospitals: 2, Auditors: 3, Students: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

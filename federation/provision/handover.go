@@ -38,8 +38,10 @@ type Bundle struct {
 // SignRequest admits the party of the request file as approved (or, with
 // renew, issues it a new certificate for the same keys), and writes its
 // bundle in out, which must not exist yet. Every check on the input is made
-// before the federation changes.
-func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, pt Ports, renew bool) (Bundle, error) {
+// before the federation changes. The configuration has the addresses of
+// the federation's topology file (or, without one, loopback from
+// basePort).
+func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, basePort int, renew bool) (Bundle, error) {
 	req, err := LoadKeyRequest(request)
 	if err != nil {
 		return Bundle{}, err
@@ -53,11 +55,15 @@ func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint str
 	if err := newDir(out); err != nil {
 		return Bundle{}, err
 	}
+	topo, err := ReadTopology(dir, basePort)
+	if err != nil {
+		return Bundle{}, err
+	}
 	add, reg := AddPartyFromRequest, ""
 	if renew {
 		add = RenewFromRequest
 	}
-	m, p, err := add(dir, req, approved, crypto.AddPartyOptions{Hosts: hosts})
+	m, p, err := add(dir, req, approved, AddPartyOptions{Hosts: hosts})
 	if err != nil {
 		return Bundle{}, err
 	}
@@ -68,7 +74,7 @@ func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint str
 	} else if path := filepath.Join(m.Dir, p.ID, RegistrationFile); fileExists(path) {
 		reg = path // the ledger registered the hospital with the same key
 	}
-	cfgs, err := PartyConfigs(m, pt)
+	cfgs, err := PartyConfigs(m, topo)
 	if err != nil {
 		return Bundle{}, err
 	}
@@ -246,8 +252,11 @@ type Kit struct {
 }
 
 // WriteKit writes the kit of party id of the federation in dir to out,
-// which must not exist yet.
-func WriteKit(dir, id, out string, pt Ports) (Kit, error) {
+// which must not exist yet, with the addresses of the federation's
+// topology file (or, without one, loopback from basePort). Every kit holds
+// the topology file: the compliance officer's commands find the auditors
+// there.
+func WriteKit(dir, id, out string, basePort int) (Kit, error) {
 	m, err := crypto.LoadManifest(dir)
 	if err != nil {
 		return Kit{}, err
@@ -265,7 +274,11 @@ func WriteKit(dir, id, out string, pt Ports) (Kit, error) {
 	if err := newDir(out); err != nil {
 		return Kit{}, err
 	}
-	cfgs, err := PartyConfigs(m, pt)
+	topo, err := ReadTopology(dir, basePort)
+	if err != nil {
+		return Kit{}, err
+	}
+	cfgs, err := PartyConfigs(m, topo)
 	if err != nil {
 		return Kit{}, err
 	}
@@ -274,6 +287,9 @@ func WriteKit(dir, id, out string, pt Ports) (Kit, error) {
 	public := []string{crypto.ManifestFile, GenesisFile, m.CACert}
 	if m.AdminVerifyingKey != "" {
 		public = append(public, m.AdminVerifyingKey)
+	}
+	if fileExists(m.Path(TopologyFile)) {
+		public = append(public, TopologyFile)
 	}
 	for _, q := range m.Parties {
 		public = append(public, q.Cert, filepath.Join(q.ID, crypto.AgeRecipientFile))

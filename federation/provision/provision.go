@@ -1,15 +1,17 @@
-// Package provision writes what `nzc init` and `nzc keys` write around a
-// federation's key files (which crypto.Provision and crypto.AddParty make:
-// the CA, every party's keys, the manifest that lists them): the
-// administrator-signed genesis file and a later hospital's registration
-// (this file), one configuration per party (this file), the key requests of
-// parties that keep their own keys and their admission (request.go), and
+// Package provision writes what `nzc init` and `nzc keys` write: a
+// federation's key files (the CA, the administrator's signing key, every
+// party's keys) and the manifest that lists them ([Provision], [AddParty]);
+// the ledger commands the administrator signs ([GenesisCommands],
+// [RegisterHospital], [EnsembleCommands]), the genesis file and a later
+// hospital's registration; one configuration per party; the key requests of
+// parties that keep their own keys and their admission (request.go); and
 // what a party takes to run on its own machine: its kit, or the bundle that
 // admits its key request, and the bundle's installation (handover.go).
 //
-// The auditors read the genesis file with intake.ReadGenesis; the ledger
-// commands in it are signed by intake's GenesisCommands, RegisterHospital
-// and EnsembleCommands, which the parties' tests use too.
+// It writes; the parties only read. crypto.LoadManifest reads the
+// manifest, intake.ReadGenesis and intake.GenesisDigest the genesis file,
+// and the tests of the layers below this one build their federations with
+// crypto/cryptotest.
 package provision
 
 import (
@@ -26,6 +28,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
 )
@@ -96,7 +99,7 @@ func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
 		return err
 	}
 	now := time.Now()
-	cmds, err := intake.GenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now)
+	cmds, err := GenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now)
 	if err != nil {
 		return err
 	}
@@ -107,7 +110,7 @@ func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		hospitals = append(hospitals, h.ID)
 	}
-	ens, err := intake.EnsembleCommands(hospitals, teachers, classes, key, now)
+	ens, err := EnsembleCommands(hospitals, teachers, classes, key, now)
 	if err != nil {
 		return err
 	}
@@ -127,7 +130,7 @@ func WriteRegistration(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (s
 		return "", fmt.Errorf("signing %s's ledger registration: %w", p.ID, err)
 	}
 	now := time.Now()
-	out, err := intake.RegisterHospital(m, p, key, now)
+	out, err := RegisterHospital(m, p, key, now)
 	if err != nil {
 		return "", err
 	}
@@ -139,7 +142,7 @@ func WriteRegistration(m *crypto.Manifest, p crypto.PartyFiles, teachers int) (s
 		if teachers == 0 {
 			teachers = int(ens[0].Teachers)
 		}
-		e, err := intake.EnsembleCommands([]string{p.ID}, teachers, int(ens[0].Classes), key, now)
+		e, err := EnsembleCommands([]string{p.ID}, teachers, int(ens[0].Classes), key, now)
 		if err != nil {
 			return "", err
 		}
@@ -167,8 +170,10 @@ func ValidateConfigs(cfgs map[string]any) error {
 }
 
 // PartyConfigs returns the configuration of every party of a federation,
-// keyed by party id, with loopback addresses.
-func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
+// keyed by party id, with the addresses of topo: loopback for the parties
+// it gives no host.
+func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
+	pt := Ports{Base: topo.BasePort}
 	abs := func(rel string) string { return m.Path(rel) }
 	tlsOf := func(p crypto.PartyFiles) config.TLS {
 		return config.TLS{CA: abs(m.CACert), Cert: abs(p.Cert), Key: abs(p.Key)}
@@ -179,9 +184,12 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 	auditors := m.ByRole(crypto.RoleAuditor)
 	var intakes, peers []string
 	for i, a := range auditors {
-		intakes = append(intakes, Loopback(pt.Intake(i)))
-		peers = append(peers, a.ID+"="+Loopback(pt.Raft(i)))
+		_, intake := topo.service(a.ID, pt.Intake(i), topo.Parties[a.ID].Listen)
+		_, raft := topo.service(a.ID, pt.Raft(i), topo.Parties[a.ID].Raft)
+		intakes = append(intakes, intake)
+		peers = append(peers, a.ID+"="+raft)
 	}
+	aggBind, aggDial := topo.service(string(crypto.RoleAggregator), pt.Aggregator(), topo.Parties[string(crypto.RoleAggregator)].Listen)
 	auditorKeys, err := compliance.AuditorKeys(m)
 	if err != nil {
 		return nil, err
@@ -211,7 +219,7 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 			if len(ensembles) > 0 {
 				c.Teachers = int(ensembles[0].Teachers)
 			}
-			c.ID, c.Aggregator, c.TLS = p.ID, Loopback(pt.Aggregator()), tlsOf(p)
+			c.ID, c.Aggregator, c.TLS = p.ID, aggDial, tlsOf(p)
 			c.Auditors = intakes
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.AuditorKeys = auditorKeys
@@ -220,11 +228,11 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 				c.TLS = config.TLS{CA: BundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
 				c.AgeIdentity, c.SigningKey, c.Models, c.State = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models", "state"
 			}
-			c.Ops.Listen = Loopback(pt.Ops(k))
+			c.Ops.Listen = loopback(pt.Ops(k), topo.Parties[p.ID].Ops)
 			out[p.ID] = c
 		case crypto.RoleAggregator:
 			c := config.DefaultAggregator()
-			c.Listen, c.Auditors, c.TLS = Loopback(pt.Aggregator()), intakes, tlsOf(p)
+			c.Listen, c.Auditors, c.TLS = aggBind, intakes, tlsOf(p)
 			c.AuditorKeys = auditorKeys
 			c.Hospitals = len(m.ByRole(crypto.RoleHospital))
 			if len(ensembles) > 0 {
@@ -233,13 +241,17 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 			// A majority of the hospitals must vote on every batch: one
 			// hospital alone never decides a label.
 			c.Quorum = c.Hospitals/2 + 1
+			// The mechanism's parameters measured in votes are sized for
+			// the ensemble of every hospital voting (the presets are set
+			// for mechanism.ReferenceTeachers).
+			c.Mechanism = SizedMechanism(c.Mechanism, c.Hospitals*c.Teachers, c.Classes)
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.Outbox = filepath.Join(m.Dir, p.ID, "outbox")
-			c.Ops.Listen = Loopback(pt.Ops(k))
+			c.Ops.Listen = loopback(pt.Ops(k), topo.Parties[p.ID].Ops)
 			out[p.ID] = c
 		case crypto.RoleStudent:
 			c := config.DefaultStudent()
-			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, Loopback(pt.Aggregator()), tlsOf(p), abs(p.AgeIdentity)
+			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, aggDial, tlsOf(p), abs(p.AgeIdentity)
 			c.Hospitals, c.AuditorKeys = recipients, auditorKeys
 			c.State = filepath.Join(m.Dir, p.ID, "state")
 			out[p.ID] = c
@@ -248,14 +260,22 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 			c := config.DefaultAuditor()
 			c.ID, c.TLS, c.SigningKey = p.ID, tlsOf(p), abs(p.SigningKey)
 			c.DataDir = filepath.Join(m.Dir, p.ID, "data")
-			c.Raft, c.Listen, c.API = Loopback(pt.Raft(i)), Loopback(pt.Intake(i)), Loopback(pt.API(i))
-			c.Dashboard = Loopback(pt.Dashboard(i))
+			place := topo.Parties[p.ID]
+			var raftDial string
+			c.Raft, raftDial = topo.service(p.ID, pt.Raft(i), place.Raft)
+			if c.Raft != raftDial {
+				// Raft binds every interface: its peers dial the host.
+				c.Advertise = raftDial
+			}
+			c.Listen, _ = topo.service(p.ID, pt.Intake(i), place.Listen)
+			c.API, _ = topo.service(p.ID, pt.API(i), place.API)
+			c.Dashboard = loopback(pt.Dashboard(i), place.Dashboard)
 			c.Bootstrap, c.Peers = i == 0, peers
 			if i == 0 {
 				c.Genesis = filepath.Join(m.Dir, GenesisFile)
 			}
 			c.GenesisHash = hex.EncodeToString(genesisHash[:])
-			c.Ops.Listen = Loopback(pt.Ops(k))
+			c.Ops.Listen = loopback(pt.Ops(k), topo.Parties[p.ID].Ops)
 			out[p.ID] = c
 		}
 	}
@@ -263,6 +283,23 @@ func PartyConfigs(m *crypto.Manifest, pt Ports) (map[string]any, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// SizedMechanism returns p, set for mechanism.ReferenceTeachers, sized for
+// an ensemble of teachers voting on classes (mechanism.Params.ForEnsemble),
+// as a configuration holds it: without the ensemble's size, which the
+// aggregator learns per batch.
+func SizedMechanism(p mechanism.Params, teachers, classes int) mechanism.Params {
+	if teachers < 1 {
+		return p
+	}
+	p = p.ForEnsemble(teachers, classes)
+	p.Teachers, p.Classes = 0, 0
+	// Four significant digits, as reports spell them.
+	for _, x := range []*float64{&p.Sigma, &p.Threshold, &p.Sigma1, &p.Sigma2} {
+		*x, _ = strconv.ParseFloat(strconv.FormatFloat(*x, 'g', 4, 64), 64)
+	}
+	return p
 }
 
 // WriteConfigs writes one YAML file per party of cfgs (all of them, or only

@@ -40,3 +40,14 @@ func TestPortsDoNotOverlap(t *testing.T) {
 		add(p.Ops(k), "ops")
 	}
 }
+
+// The example nzc init --help shows is a topology that parses.
+func TestTopologyExample(t *testing.T) {
+	topo, err := ParseTopology([]byte(TopologyExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.BasePort != 7400 || topo.Parties["auditor-3"].API != 8443 || len(topo.Parties) != 4 {
+		t.Fatalf("the example reads as %+v", topo)
+	}
+}

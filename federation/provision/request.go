@@ -124,7 +124,7 @@ func ParseKeyRequest(data []byte) (*KeyRequest, error) {
 	if _, err := crypto.ParseRecipient(r.AgeRecipient); err != nil {
 		return nil, bad("age_recipient: %v", err)
 	}
-	signs := crypto.HasSigningKey(r.Role)
+	signs := HasSigningKey(r.Role)
 	switch {
 	case signs && len(r.SigningKey) != ed25519.PublicKeySize:
 		return nil, bad("a %s needs an ed25519 signing_public_key; got %d bytes", r.Role, len(r.SigningKey))
@@ -175,7 +175,7 @@ func NewKeyRequest(dir string, p crypto.Peer, hosts []string, rnd io.Reader) (*K
 		rnd = rand.Reader
 	}
 	files := []string{crypto.PartyKeyFile, crypto.AgeIdentityFile, crypto.AgeRecipientFile, KeyRequestFile}
-	if crypto.HasSigningKey(p.Role) {
+	if HasSigningKey(p.Role) {
 		files = append(files, crypto.SigningKeyFile, crypto.VerifyingKeyFile)
 	}
 	for _, f := range files {
@@ -199,7 +199,7 @@ func NewKeyRequest(dir string, p crypto.Peer, hosts []string, rnd io.Reader) (*K
 	}
 	r := &KeyRequest{Format: keyRequestFormat, Role: p.Role, ID: p.ID, Hosts: hs, TLSKey: tlsPub, AgeRecipient: age.Recipient().String()}
 	var sign ed25519.PrivateKey
-	if crypto.HasSigningKey(p.Role) {
+	if HasSigningKey(p.Role) {
 		if sign, err = crypto.GenerateSigningKey(rnd); err != nil {
 			return nil, err
 		}
@@ -241,7 +241,7 @@ func NewKeyRequest(dir string, p crypto.Peer, hosts []string, rnd io.Reader) (*K
 // the role and id the administrator approved: a request for any other is
 // refused with an error matching ErrNotApproved, and nothing is written. An
 // id already in the federation is refused (ErrExists).
-func AddPartyFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts crypto.AddPartyOptions) (*crypto.Manifest, crypto.PartyFiles, error) {
+func AddPartyFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts AddPartyOptions) (*crypto.Manifest, crypto.PartyFiles, error) {
 	if req.Peer() != approved {
 		return nil, crypto.PartyFiles{}, fmt.Errorf("%w: the request asks for %s, but the approval is for %s; ask the party to make a request for the approved identity",
 			ErrNotApproved, req.Peer(), approved)
@@ -257,7 +257,7 @@ func AddPartyFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts
 		return nil, crypto.PartyFiles{}, err
 	}
 	hosts := append(append([]string(nil), req.Hosts...), opts.Hosts...)
-	return crypto.AddPartyWith(dir, approved, opts, func(ca *crypto.CA, rnd io.Reader, notBefore, notAfter time.Time) (crypto.PartyFiles, error) {
+	return AddPartyWith(dir, approved, opts, func(ca *crypto.CA, rnd io.Reader, notBefore, notAfter time.Time) (crypto.PartyFiles, error) {
 		cert, err := ca.IssueForKey(rnd, crypto.IssueRequest{Peer: approved, Hosts: hosts, NotBefore: notBefore, NotAfter: notAfter}, req.TLSKey)
 		if err != nil {
 			return crypto.PartyFiles{}, err
@@ -291,7 +291,7 @@ func AddPartyFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts
 // configurations keep. Only the certificate (<dir>/<id>/tls.crt) and its
 // expiry in the manifest change. A party with new keys joins under a new
 // id instead.
-func RenewFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts crypto.AddPartyOptions) (*crypto.Manifest, crypto.PartyFiles, error) {
+func RenewFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts AddPartyOptions) (*crypto.Manifest, crypto.PartyFiles, error) {
 	if req.Peer() != approved {
 		return nil, crypto.PartyFiles{}, fmt.Errorf("%w: the request asks for %s, but the approval is for %s", ErrNotApproved, req.Peer(), approved)
 	}
@@ -331,7 +331,7 @@ func RenewFromRequest(dir string, req *KeyRequest, approved crypto.Peer, opts cr
 	}
 	hosts := append(append([]string(nil), req.Hosts...), opts.Hosts...)
 	opts.Force = true
-	return crypto.AddPartyWith(dir, approved, opts, func(ca *crypto.CA, rnd io.Reader, notBefore, notAfter time.Time) (crypto.PartyFiles, error) {
+	return AddPartyWith(dir, approved, opts, func(ca *crypto.CA, rnd io.Reader, notBefore, notAfter time.Time) (crypto.PartyFiles, error) {
 		c, err := ca.IssueForKey(rnd, crypto.IssueRequest{Peer: approved, Hosts: hosts, NotBefore: notBefore, NotAfter: notAfter}, req.TLSKey)
 		if err != nil {
 			return crypto.PartyFiles{}, err

@@ -129,7 +129,7 @@ func TestParseKeyRequestRefuses(t *testing.T) {
 
 func TestAddPartyFromRequest(t *testing.T) {
 	admin := filepath.Join(t.TempDir(), "fed")
-	m, err := crypto.Provision(admin, provisionSpec())
+	m, err := Provision(admin, provisionSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,12 +138,12 @@ func TestAddPartyFromRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		approved crypto.Peer
-		opts     crypto.AddPartyOptions
+		opts     AddPartyOptions
 		want     error
 	}{
-		{"another id", crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-5"}, crypto.AddPartyOptions{}, ErrNotApproved},
-		{"another role", crypto.Peer{Role: crypto.RoleAuditor, ID: "hospital-4"}, crypto.AddPartyOptions{}, ErrNotApproved},
-		{"an id already used", crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-1"}, crypto.AddPartyOptions{}, ErrNotApproved},
+		{"another id", crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-5"}, AddPartyOptions{}, ErrNotApproved},
+		{"another role", crypto.Peer{Role: crypto.RoleAuditor, ID: "hospital-4"}, AddPartyOptions{}, ErrNotApproved},
+		{"an id already used", crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-1"}, AddPartyOptions{}, ErrNotApproved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := AddPartyFromRequest(admin, r, tc.approved, tc.opts)
@@ -160,20 +160,20 @@ func TestAddPartyFromRequest(t *testing.T) {
 	}
 	// A request whose id is taken is refused even when approved.
 	taken, _ := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-1"}, 7)
-	if _, _, err := AddPartyFromRequest(admin, taken, taken.Peer(), crypto.AddPartyOptions{}); !errors.Is(err, crypto.ErrExists) {
+	if _, _, err := AddPartyFromRequest(admin, taken, taken.Peer(), AddPartyOptions{}); !errors.Is(err, crypto.ErrExists) {
 		t.Fatalf("request for a taken id: %v, want ErrExists", err)
 	}
 	// An altered request is refused even when its identity is approved.
 	forged := *r
 	forged.AgeRecipient = m.Parties[0].AgeRecipient
-	if _, _, err := AddPartyFromRequest(admin, &forged, forged.Peer(), crypto.AddPartyOptions{}); !errors.Is(err, ErrBadKeyRequest) {
+	if _, _, err := AddPartyFromRequest(admin, &forged, forged.Peer(), AddPartyOptions{}); !errors.Is(err, ErrBadKeyRequest) {
 		t.Fatalf("altered request: %v, want ErrBadKeyRequest", err)
 	}
 	if !bytes.Equal(readManifest(t, admin), before) {
 		t.Fatal("a refused request changed the manifest")
 	}
 
-	m2, pf, err := AddPartyFromRequest(admin, r, r.Peer(), crypto.AddPartyOptions{Now: t0, Rand: seeded(8)})
+	m2, pf, err := AddPartyFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: t0, Rand: seeded(8)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,11 +278,11 @@ func FuzzParseKeyRequest(f *testing.F) {
 
 func TestRenewFromRequest(t *testing.T) {
 	admin := filepath.Join(t.TempDir(), "fed")
-	if _, err := crypto.Provision(admin, provisionSpec()); err != nil {
+	if _, err := Provision(admin, provisionSpec()); err != nil {
 		t.Fatal(err)
 	}
 	r, keys := newRequest(t, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, 10)
-	_, pf, err := AddPartyFromRequest(admin, r, r.Peer(), crypto.AddPartyOptions{Now: t0, Rand: seeded(11)})
+	_, pf, err := AddPartyFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: t0, Rand: seeded(11)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestRenewFromRequest(t *testing.T) {
 		{"another approval", r, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-5"}, "approval is for"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := RenewFromRequest(admin, tc.req, tc.approved, crypto.AddPartyOptions{})
+			_, _, err := RenewFromRequest(admin, tc.req, tc.approved, AddPartyOptions{})
 			if !errors.Is(err, ErrNotApproved) || !strings.Contains(err.Error(), tc.mention) {
 				t.Fatalf("got %v, want ErrNotApproved saying %q", err, tc.mention)
 			}
@@ -314,7 +314,7 @@ func TestRenewFromRequest(t *testing.T) {
 		})
 	}
 	later := t0.Add(400 * 24 * time.Hour)
-	m, renewed, err := RenewFromRequest(admin, r, r.Peer(), crypto.AddPartyOptions{Now: later, Rand: seeded(14)})
+	m, renewed, err := RenewFromRequest(admin, r, r.Peer(), AddPartyOptions{Now: later, Rand: seeded(14)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,3 @@ func seeded(seed byte) *rand.ChaCha8 {
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func provisionSpec() crypto.ProvisionSpec {
-	return crypto.ProvisionSpec{Hospitals: 3, Auditors: 3, Students: 1, Hosts: []string{"fed.example.org"}, Now: t0, Rand: seeded(11)}
-}

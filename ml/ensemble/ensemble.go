@@ -43,6 +43,9 @@ type Config struct {
 	Clock func() time.Time
 	// Logger, when set, receives cache hits and misses.
 	Logger *slog.Logger
+	// ProgressLog, when set and Progress is not a terminal, receives the
+	// progress as a structured line every progress.LogEvery.
+	ProgressLog *slog.Logger
 }
 
 // ErrEnsemble reports an ensemble that cannot be trained as asked.
@@ -131,6 +134,9 @@ func TrainTeachers(ctx context.Context, cfg Config, train *data.Dataset, shards 
 		total += epochs * len(s)
 	}
 	bar := progress.New(cfg.Progress, cfg.Clock)
+	if cfg.ProgressLog != nil {
+		bar = progress.NewOrLog(cfg.Progress, cfg.ProgressLog, progress.LogEvery)
+	}
 	defer bar.Done()
 	var (
 		done     atomic.Int64

@@ -1,11 +1,14 @@
 // Package progress draws a one-line progress report (what, how far, rate,
-// time left) on a terminal. It draws nothing when the writer is not a
-// terminal, so logs and pipes stay clean.
+// time left) on a terminal. When the writer is not a terminal it draws
+// nothing, so logs and pipes stay clean; a bar made by NewOrLog then logs
+// the same report as a structured line at a steady interval instead, so
+// that a service's journal shows a long run advancing.
 package progress
 
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -28,7 +31,70 @@ type Bar struct {
 	lines     bool
 	lastLabel string
 	lastDone  int
+	// logging: when not drawing, log the latest state every interval.
+	log       *slog.Logger
+	total     int
+	unit      string
+	stopLog   chan struct{}
+	loggerRan chan struct{}
 }
+
+// LogEvery is the interval at which a bar made by NewOrLog logs.
+const LogEvery = 5 * time.Second
+
+// NewOrLog is New, except that when w is not a terminal (a service under
+// systemd, output to a file) the bar logs its state to log every interval,
+// whether or not it advanced, as one structured line (msg "progress", with
+// label, done, total, unit, percent, rate per second, elapsed and eta
+// seconds), and once more at Done. Call Done to stop it. With a nil log it
+// is New.
+func NewOrLog(w io.Writer, log *slog.Logger, every time.Duration) *Bar {
+	b := New(w, nil)
+	if b.enabled || log == nil {
+		return b
+	}
+	b.log, b.stopLog, b.loggerRan = log, make(chan struct{}), make(chan struct{})
+	stop := b.stopLog
+	go func() {
+		defer close(b.loggerRan)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				b.logState()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return b
+}
+
+// logState logs the latest update, if there was one.
+func (b *Bar) logState() {
+	b.mu.Lock()
+	label, done, total, unit := b.lastLabel, b.lastDone, b.total, b.unit
+	el := b.now().Sub(b.start)
+	b.mu.Unlock()
+	if label == "" {
+		return
+	}
+	rate := 0.0
+	if el > 0 {
+		rate = float64(done) / el.Seconds()
+	}
+	attrs := []any{"label", label, "done", done, "total", total, "unit", unit, "elapsed_s", el.Round(time.Second).Seconds(), "rate_per_s", round2(rate)}
+	if total > 0 {
+		attrs = append(attrs, "percent", round2(100*float64(done)/float64(total)))
+	}
+	if rate > 0 && total >= done {
+		attrs = append(attrs, "eta_s", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).Seconds())
+	}
+	b.log.Info("progress", attrs...)
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
 
 // IsTerminal reports whether w is a terminal.
 func IsTerminal(w io.Writer) bool {
@@ -71,6 +137,12 @@ func (b *Bar) Update(label string, done, total int, unit string) {
 		return
 	}
 	if !b.enabled {
+		if b.log != nil {
+			b.mu.Lock()
+			b.lastLabel, b.lastDone, b.total, b.unit = label, done, total, unit
+			b.mu.Unlock()
+			return
+		}
 		b.line(label, done, total, unit)
 		return
 	}
@@ -101,9 +173,24 @@ func (b *Bar) Update(label string, done, total int, unit string) {
 	b.drawn = true
 }
 
-// Done ends the line.
+// Done ends the line (or the logging, with a last line).
 func (b *Bar) Done() {
-	if b == nil || !b.enabled {
+	if b == nil {
+		return
+	}
+	if b.log != nil {
+		b.mu.Lock()
+		stop := b.stopLog
+		b.stopLog = nil
+		b.mu.Unlock()
+		if stop != nil {
+			close(stop)
+			<-b.loggerRan
+			b.logState()
+		}
+		return
+	}
+	if !b.enabled {
 		return
 	}
 	b.mu.Lock()

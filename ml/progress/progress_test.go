@@ -2,8 +2,12 @@ package progress
 
 import (
 	"bytes"
+	"encoding/json"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -46,4 +50,62 @@ func TestBar(t *testing.T) {
 	var nilBar *Bar
 	nilBar.Update("x", 1, 2, "u")
 	nilBar.Done()
+}
+
+// Not on a terminal, NewOrLog logs the state every interval, whether or not
+// it advanced, and once more at Done; then nothing more.
+func TestNewOrLogLogsSteadily(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		log := slog.New(slog.NewJSONHandler(&buf, nil))
+		b := NewOrLog(&bytes.Buffer{}, log, 10*time.Second)
+		time.Sleep(15 * time.Second) // nothing updated yet: nothing logged
+		b.Update("teacher 1/4", 100, 400, "samples")
+		time.Sleep(20 * time.Second) // ticks at 20 s and 30 s
+		b.Update("teacher 2/4", 200, 400, "samples")
+		b.Done()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("not a JSON line: %q", l)
+			}
+			lines = append(lines, m)
+		}
+		if len(lines) != 3 {
+			t.Fatalf("logged %d lines, want 3 (two ticks and Done):\n%s", len(lines), buf.String())
+		}
+		for i, want := range []struct {
+			label         string
+			done, elapsed float64
+		}{{"teacher 1/4", 100, 20}, {"teacher 1/4", 100, 30}, {"teacher 2/4", 200, 35}} {
+			l := lines[i]
+			if l["msg"] != "progress" || l["label"] != want.label || l["done"] != want.done || l["total"] != 400.0 || l["elapsed_s"] != want.elapsed {
+				t.Errorf("line %d = %v, want %s %v/400 at %vs", i, l, want.label, want.done, want.elapsed)
+			}
+		}
+		if lines[2]["percent"] != 50.0 {
+			t.Errorf("last line's percent = %v, want 50", lines[2]["percent"])
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the logging goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

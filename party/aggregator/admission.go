@@ -3,7 +3,9 @@ package aggregator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,11 +69,11 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 // ledger makes the final decision, also at the worst case; so which
 // hospitals vote, whether a batch is refused and what the refusal says
 // depend only on public state and the batch's size, never on the votes. A
-// hospital that lowers its own cap therefore affects only itself. The
-// hospital budgets of a mechanism that answers in sessions are not checked
-// here: the ledger decides a session's fixed cost when it opens, before any
-// query of it is answered.
-func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, perr *protocol.Error) {
+// hospital that lowers its own cap therefore affects only itself. Under a
+// mechanism that answers in sessions the hospitals asked are those of the
+// student's session (sessionAsks), and unpaid names, with the reason,
+// those that cannot pay for a new session's whole cost.
+func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, unpaid map[string]string, perr *protocol.Error) {
 	p := a.cfg.Mechanism
 	ids := make([]string, len(hs))
 	for i, h := range hs {
@@ -81,25 +83,45 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 	resp, err := a.cfg.Ledger.Budget(bctx, &nzcpb.BudgetRequest{HospitalIds: ids, StudentId: student})
 	cancel()
 	if err != nil {
-		return nil, nil, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+		return nil, nil, nil, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
 			Message: fmt.Sprintf("the ledger did not answer the budget read for batch %s (%v): nothing was asked of the hospitals or drawn; retry the batch", batch, err)}
 	}
 	if perr := quotaAdmits(resp.GetStudent(), student, batch, nq); perr != nil {
-		return nil, nil, perr
+		return nil, nil, nil, perr
 	}
 	hs, left, reasons, perr := registeredEnsembles(resp, batch, hs, classes)
 	if perr != nil {
-		return nil, nil, perr
-	}
-	if p.Mechanism.Sessions() {
-		if len(hs) < a.cfg.Quorum {
-			return nil, nil, a.tooFew(batch, hs, left, nq, reasons)
-		}
-		return hs, left, nil
+		return nil, nil, nil, perr
 	}
 	budgets := map[string]*nzcpb.HospitalBudget{}
 	for _, b := range resp.GetBudgets() {
 		budgets[b.GetHospitalId()] = b
+	}
+	if p.Mechanism.Sessions() {
+		if len(hs) < a.cfg.Quorum {
+			return nil, nil, nil, a.tooFew(batch, hs, left, nq, reasons)
+		}
+		p.Teachers, p.Classes = 0, classes
+		for _, h := range hs {
+			p.Teachers += h.teachers
+		}
+		whole, err := p.Charge(a.grid, 0, 0)
+		if err != nil {
+			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the cost of a session: %v", batch, err)
+		}
+		for _, h := range hs {
+			if why := a.cannotPay(budgets[h.id], whole, 0); why != "" {
+				if unpaid == nil {
+					unpaid = map[string]string{}
+				}
+				unpaid[h.id] = why
+			}
+		}
+		keep, out, perr := a.sessionAsks(student, batch, hs, unpaid, classes)
+		if perr != nil {
+			return nil, nil, nil, perr
+		}
+		return keep, append(left, out...), unpaid, nil
 	}
 	keep = hs
 	// The worst case depends on the ensemble, so it is recomputed whenever
@@ -114,7 +136,7 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		}
 		worst, err := p.Charge(a.grid, nq, 0)
 		if err != nil {
-			return nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
 		}
 		var next []*hospitalEntry
 		for _, h := range keep {
@@ -131,13 +153,13 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		keep = next
 	}
 	if len(keep) < a.cfg.Quorum {
-		return nil, nil, a.tooFew(batch, keep, left, nq, reasons)
+		return nil, nil, nil, a.tooFew(batch, keep, left, nq, reasons)
 	}
 	if len(left) > 0 {
 		a.met.leftOut.Add(float64(len(left)))
 		a.log.Warn("hospitals left out of a batch: their budgets cannot pay for its worst case, or their ensembles are not the ledger's", "batch", batch, "left_out", reasons)
 	}
-	return keep, left, nil
+	return keep, left, nil, nil
 }
 
 // tooFew is the refusal of a batch that fewer than the quorum of
@@ -246,4 +268,47 @@ func (a *Aggregator) composedEpsilon(b *nzcpb.HospitalBudget, worst mechanism.Ch
 		}
 	}
 	return min(eps, b.GetPureEpsilon()+worst.PureEpsilon)
+}
+
+// sessionAsks returns which of the admitted hospitals hs a batch of the
+// student asks under a mechanism that answers in sessions, and those it
+// leaves out: the hospitals of the student's session when it can run the
+// batch (keptSession.fits, with every hospital of hs taken to vote), else
+// those that can pay for a new one (not in unpaid). A hospital outside the
+// session pays nothing and is not asked, so that no vote is taken without
+// a charge naming it. Fewer than the quorum that can pay refuses the batch
+// before anything is asked.
+func (a *Aggregator) sessionAsks(student, batch string, hs []*hospitalEntry, unpaid map[string]string, classes int) (keep []*hospitalEntry, out []string, perr *protocol.Error) {
+	sizes := make(map[string]int, len(hs))
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		sizes[h.id], ids[i] = h.teachers, h.id
+	}
+	a.sessionsMu.Lock()
+	s := a.sessions[student]
+	a.sessionsMu.Unlock()
+	in := func(h string) bool { _, no := unpaid[h]; return !no }
+	if s != nil && s.fits(classes, a.cfg.Quorum, ids, sizes) {
+		in = func(h string) bool { return slices.Contains(s.hospitals, h) }
+	}
+	for _, h := range hs {
+		if in(h.id) {
+			keep = append(keep, h)
+		} else {
+			out = append(out, h.id)
+		}
+	}
+	if len(keep) < a.cfg.Quorum {
+		var why []string
+		for _, h := range slices.Sorted(maps.Keys(unpaid)) {
+			why = append(why, h+" "+unpaid[h])
+		}
+		return nil, nil, protocol.Errorf(protocol.CodeBudgetExhausted,
+			"batch %s is not admitted: %d of %d hospitals can pay for a new session of %s (its whole cost is charged at opening) and the quorum is %d (%s): nothing was asked of the hospitals or drawn",
+			batch, len(keep), len(hs), a.cfg.Mechanism.Mechanism, a.cfg.Quorum, strings.Join(why, "; "))
+	}
+	if len(out) > 0 {
+		a.log.Info("hospitals left out of a batch: they are not of the student's session (they joined after it opened, or cannot pay for a new one)", "batch", batch, "left_out", out)
+	}
+	return keep, out, nil
 }

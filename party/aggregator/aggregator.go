@@ -192,7 +192,7 @@ type Aggregator struct {
 	hellos  map[*quicnet.Conn]struct{} // connections that have sent their Hello
 
 	sessionsMu sync.Mutex
-	sessions   map[string]*keptSession // by student and hospital set (sessionKey)
+	sessions   map[string]*keptSession // by student
 }
 
 type hospitalEntry struct {
@@ -509,8 +509,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	if err != nil {
 		return nil, nil, err
 	}
-	t := sumVotes(votes, nq, adm.classes)
-	ans, err := a.answerVotes(ctx, student, batch, t)
+	ans, t, err := a.answerVotes(ctx, student, batch, &adm, votes, nq)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -531,6 +530,9 @@ type admission struct {
 	// probe are the hospitals asked without being waited for (triage).
 	probe   map[string]bool
 	leftOut []string
+	// unpaid are the hospitals that cannot pay for a new session, with
+	// why (mechanisms that answer in sessions only).
+	unpaid  map[string]string
 	classes int
 }
 
@@ -558,7 +560,7 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 	hs, suspended := a.unsuspended(hs)
 	hs, probe, benched := a.triage(batch, hs)
 	benched = append(suspended, benched...)
-	hs, leftOut, perr := a.admit(ctx, student, batch, hs, classes, nq)
+	hs, leftOut, unpaid, perr := a.admit(ctx, student, batch, hs, classes, nq)
 	if perr != nil {
 		switch perr.Code {
 		case protocol.CodeBudgetExhausted:
@@ -570,7 +572,7 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 		return admission{}, a.refuse(reasonLedger, perr)
 	}
 	leftOut = append(leftOut, benched...)
-	return admission{recipient: recipient, hospitals: hs, probe: a.waitForProbes(probe, hs), leftOut: leftOut, classes: classes}, nil
+	return admission{recipient: recipient, hospitals: hs, probe: a.waitForProbes(probe, hs), leftOut: leftOut, unpaid: unpaid, classes: classes}, nil
 }
 
 // collectVotes asks the admitted hospitals for their votes (collect) and
@@ -630,31 +632,29 @@ type answered struct {
 	done                func() // call once the charge is settled
 }
 
-// answerVotes runs the configured mechanism on the tally: in the student's
-// session, whose cost was paid when it opened, or per query, priced by the
-// mechanism's data-independent cost of what was answered and refused.
-func (a *Aggregator) answerVotes(ctx context.Context, student, batch string, t tally) (answered, error) {
+// answerVotes sums the votes and runs the configured mechanism on them: in
+// the student's session, whose cost was paid when it opened (counting only
+// the votes of its hospitals, see answerInSession), or per query, priced
+// by the mechanism's data-independent cost of what was answered and
+// refused. It returns the tally it answered.
+func (a *Aggregator) answerVotes(ctx context.Context, student, batch string, adm *admission, votes []vote, nq int) (answered, tally, error) {
 	p := a.cfg.Mechanism
+	if p.Mechanism.Sessions() {
+		return a.answerInSession(ctx, student, adm, votes, nq)
+	}
+	t := sumVotes(votes, nq, adm.classes)
 	p.Teachers, p.Classes = t.teachers, t.classes
 	r := answered{params: p, processed: len(t.sum), done: func() {}}
 	var err error
-	if p.Mechanism.Sessions() {
-		r.labels, r.processed, r.answered, r.session, r.done, err = a.answerInSession(ctx, student, t.voters, t.teachers, t.classes, t.sum)
-		if err != nil {
-			return answered{}, err
-		}
-		r.curve = make([]float64, a.grid.Len()) // paid when the session opened
-		return r, nil
-	}
 	if r.labels, r.answered, err = a.answer(p, t.sum); err != nil {
-		return answered{}, err
+		return answered{}, tally{}, err
 	}
 	cost, err := p.Charge(a.grid, r.answered, len(t.sum)-r.answered)
 	if err != nil {
-		return answered{}, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
+		return answered{}, tally{}, fmt.Errorf("aggregator: cost of batch %s: %w", batch, err)
 	}
 	r.curve, r.delta = cost.RDP.Values(), cost.Delta
-	return r, nil
+	return r, t, nil
 }
 
 // record signs the batch's charge, seals its labels to the student and

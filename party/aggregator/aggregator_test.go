@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -196,16 +197,10 @@ const classes = 4
 func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: n, Auditors: 3, Students: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := cryptotest.Federation(t, dir, cryptotest.Spec{Hospitals: n, Auditors: 3, Students: 2})
 	ca := cryptotest.CA(t, m)
 	now := time.Unix(1_800_000_000, 0)
-	cmds, err := intake.GenesisCommands(m, ca.Key(), "nzc.test/ledger", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmds := genesis(t, m, ca.Key(), "nzc.test/ledger", now)
 	aud := m.ByRole(crypto.RoleAuditor)[0]
 	mach, err := auditor.NewLedger(ledger.New(), aud.ID, cryptotest.SigningKey(t, m, aud), nil)
 	if err != nil {
@@ -259,6 +254,30 @@ func newFixture(t *testing.T, n int, capEps float64) *fixture {
 		f.cfg.Ensembles[h.id] = h.teachers
 	}
 	return f
+}
+
+// genesis returns the commands that start m's ledger, as the
+// administrator signs them with admin at now: the genesis of m's parties
+// (intake.Directory), then each student's registration.
+func genesis(t *testing.T, m *crypto.Manifest, admin ed25519.PrivateKey, origin string, now time.Time) [][]byte {
+	t.Helper()
+	parties, err := intake.Directory(m, admin.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: now.UnixNano()}, intake.AdminID, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := [][]byte{g}
+	for _, s := range m.ByRole(crypto.RoleStudent) {
+		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s.ID, Timestamp: now.UnixNano()}, intake.AdminID, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds
 }
 
 func (f *fixture) start(t *testing.T, cfg Config) *Aggregator {

@@ -248,10 +248,14 @@ type SessionRecord struct {
 	SessionID string   `json:"session_id"`
 	Student   string   `json:"student"`
 	Hospitals []string `json:"hospitals"`
-	Teachers  int      `json:"teachers"`
-	Classes   int      `json:"classes"`
-	Open      []byte   `json:"open"` // the signed OpenSession
-	Opened    bool     `json:"opened"`
+	// Ensembles are the hospitals' ensemble sizes when the session opened,
+	// in their order (absent from records written before sessions outlived
+	// churn).
+	Ensembles []int  `json:"ensembles,omitempty"`
+	Teachers  int    `json:"teachers"`
+	Classes   int    `json:"classes"`
+	Open      []byte `json:"open"` // the signed OpenSession
+	Opened    bool   `json:"opened"`
 	// SealedState is the session's mechanism.SessionState (its secret
 	// noise and refusals), sealed to the aggregator's own age
 	// recipient: the outbox never holds noise in the clear.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -20,16 +21,21 @@ import (
 
 // keptSession is a session of a mechanism that answers in sessions
 // (mechanism.SessionDef, nzc-svt): its whole cost is charged when it
-// opens, and every batch of its student answered by the same hospitals runs
-// in it until it has refused its K queries. Sessions are kept per student
-// and hospital set, so a set that returns finds its session again, and
-// kept in the outbox (SessionRecord), so that a restart resumes them.
+// opens, to every hospital asked for the batch that opens it, and every
+// batch of its student then runs in it until it has refused its K
+// queries. A batch counts the votes of the session's hospitals that voted
+// on it; the teachers of those that did not (left out for missing a
+// deadline, disconnected, or slower than the deadline) abstain, so
+// hospitals coming and going open no new session (the privacy argument is
+// mechanism's, svtSession). Sessions are kept per student, and in the
+// outbox (SessionRecord), so that a restart resumes them.
 type keptSession struct {
 	mu        sync.Mutex // held while the session opens or a batch runs in it
 	id        string
 	student   string
-	hospitals []string
-	teachers  int
+	hospitals []string // sorted: those that paid for it
+	ensembles []int    // their ensemble sizes, in order; nil when resumed from an older record
+	teachers  int      // their teachers in all, the session's ensemble
 	classes   int
 	s         mechanism.Session
 	// open is the signed OpenSession, kept until the ledger answers: a
@@ -45,20 +51,45 @@ type keptSession struct {
 	answered int
 }
 
-func sessionKey(student string, hospitals []string) string {
-	return student + "\x00" + strings.Join(hospitals, "\x00")
+// fits reports whether the session can run a batch of voters asked among
+// admitted (hospital ids to their ensemble sizes): it is not exhausted, it
+// is for classes, at least quorum of the voters are its hospitals, and
+// none of its hospitals is admitted at another size than it opened with
+// (the ledger holds a session's charges to its hospitals' registrations).
+func (s *keptSession) fits(classes, quorum int, voters []string, admitted map[string]int) bool {
+	if s.classes != classes || s.s.Exhausted() || s.members(voters) < quorum {
+		return false
+	}
+	for i, h := range s.hospitals {
+		if n, ok := admitted[h]; ok && s.ensembles != nil && n != s.ensembles[i] {
+			return false
+		}
+	}
+	return true
 }
 
-// session returns the student's session for these hospitals, opening a new
-// one — and charging its whole cost to the ledger — when there is none, or
-// the last one is exhausted or was set for another ensemble. It returns
-// with the session locked. The proposal waits at most LedgerTimeout and
-// holds only this session's lock, so other students and hospital sets are
-// not held up.
-func (a *Aggregator) session(ctx context.Context, student string, hospitals []string, teachers, classes int) (*keptSession, error) {
-	key := sessionKey(student, hospitals)
+// members counts the hospitals among voters that are the session's.
+func (s *keptSession) members(voters []string) int {
+	n := 0
+	for _, v := range voters {
+		if slices.Contains(s.hospitals, v) {
+			n++
+		}
+	}
+	return n
+}
+
+// session returns the student's session, opening a new one over the
+// admitted hospitals (ids to ensemble sizes) that can pay for it (not in
+// unpaid) — and charging its whole cost to the ledger — when the last one
+// does not fit the batch (fits): there is none, it is exhausted, fewer
+// than the quorum of voters are its hospitals (they have gone), or a
+// hospital's registration changed. It returns with the session locked.
+// The proposal waits at most LedgerTimeout and holds only this session's
+// lock, so other students are not held up.
+func (a *Aggregator) session(ctx context.Context, student string, admitted map[string]int, unpaid map[string]string, classes int, voters []string) (*keptSession, error) {
 	for {
-		s, old, err := a.sessionFor(key, student, hospitals, teachers, classes)
+		s, old, err := a.sessionFor(student, admitted, unpaid, classes, voters)
 		if err != nil {
 			return nil, err
 		}
@@ -68,27 +99,60 @@ func (a *Aggregator) session(ctx context.Context, student string, hospitals []st
 				s.mu.Unlock()
 				return nil, err
 			}
-			if err := a.openSession(ctx, key, s); err != nil {
+			if err := a.openSession(ctx, s); err != nil {
 				s.mu.Unlock()
 				return nil, err
 			}
+			if old != nil && !old.s.Exhausted() {
+				// Replaced before its K refusals (its hospitals
+				// have gone): a restart resumes the new one.
+				if err := a.outbox.DeleteSession(old.id); err != nil {
+					a.log.Error("could not drop a replaced session from the outbox", "session", old.id, "err", err)
+				}
+			}
 		}
-		if !s.s.Exhausted() {
+		if s.fits(classes, a.cfg.Quorum, voters, admitted) {
 			return s, nil
 		}
-		// Another batch used it up while this one waited: open the next.
+		// Another batch used it up, or replaced it, while this one
+		// waited: look again.
 		s.mu.Unlock()
 	}
 }
 
-// sessionFor returns the session kept for key, or a new, not yet opened one
-// when there is none usable, with the session it replaces (nil if none).
-func (a *Aggregator) sessionFor(key, student string, hospitals []string, teachers, classes int) (s, old *keptSession, err error) {
+// sessionFor returns the student's session, or a new, not yet opened one
+// over the admitted hospitals that can pay for it when that one does not
+// fit the batch, with the session it replaces (nil if none). It refuses to
+// open one of which fewer than the quorum of voters would be hospitals.
+func (a *Aggregator) sessionFor(student string, admitted map[string]int, unpaid map[string]string, classes int, voters []string) (s, old *keptSession, err error) {
 	a.sessionsMu.Lock()
 	defer a.sessionsMu.Unlock()
-	old = a.sessions[key]
-	if old != nil && old.teachers == teachers && old.classes == classes && !old.s.Exhausted() {
+	old = a.sessions[student]
+	if old != nil && old.fits(classes, a.cfg.Quorum, voters, admitted) {
 		return old, nil, nil
+	}
+	// The new session is over the admitted hospitals that can pay for it.
+	var hospitals []string
+	for h := range admitted {
+		if _, ok := unpaid[h]; !ok {
+			hospitals = append(hospitals, h)
+		}
+	}
+	slices.Sort(hospitals)
+	if paying := (&keptSession{hospitals: hospitals}).members(voters); paying < a.cfg.Quorum {
+		var why []string
+		for _, h := range slices.Sorted(maps.Keys(unpaid)) {
+			why = append(why, h+" "+unpaid[h])
+		}
+		return nil, nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
+			"no session of %s opens for student %s: %d of the %d hospitals that voted can pay for its whole cost and the quorum is %d (%s); nothing was charged or released",
+			a.cfg.Mechanism.Mechanism, student, paying, len(voters), a.cfg.Quorum, strings.Join(why, "; ")))
+	}
+	ensembles := make([]int, len(hospitals))
+	teachers := 0
+	for i, h := range hospitals {
+		ensembles[i] = admitted[h]
+		teachers += admitted[h]
 	}
 	if perr := a.burns.refuseOpen(hospitals); perr != nil {
 		return nil, nil, a.refuse(reasonBurnt, perr)
@@ -114,11 +178,11 @@ func (a *Aggregator) sessionFor(key, student string, hospitals []string, teacher
 	if err != nil {
 		return nil, nil, err
 	}
-	s = &keptSession{id: id, student: student, hospitals: slices.Clone(hospitals), teachers: teachers, classes: classes, s: ms, open: cmd}
+	s = &keptSession{id: id, student: student, hospitals: hospitals, ensembles: ensembles, teachers: teachers, classes: classes, s: ms, open: cmd}
 	if err := a.saveSession(s); err != nil {
 		return nil, nil, err
 	}
-	a.sessions[key] = s
+	a.sessions[student] = s
 	return s, old, nil
 }
 
@@ -134,7 +198,7 @@ func (a *Aggregator) saveSession(s *keptSession) error {
 	if err != nil {
 		return err
 	}
-	if err := a.outbox.PutSession(&SessionRecord{SessionID: s.id, Student: s.student, Hospitals: s.hospitals, Teachers: s.teachers,
+	if err := a.outbox.PutSession(&SessionRecord{SessionID: s.id, Student: s.student, Hospitals: s.hospitals, Ensembles: s.ensembles, Teachers: s.teachers,
 		Classes: s.classes, Open: s.open, Opened: s.opened, SealedState: sealed, Answered: s.answered}); err != nil {
 		return fmt.Errorf("aggregator: keep session %s in the outbox (nothing was proposed or released): %w", s.id, err)
 	}
@@ -161,13 +225,34 @@ func (a *Aggregator) loadSessions() error {
 			}
 			continue
 		}
-		key := sessionKey(s.student, s.hospitals)
-		if prev := a.sessions[key]; prev != nil && prev.id > s.id {
-			continue // one session per key: keep either, the other is replaced
+		// One session per student (an earlier run may have kept one per
+		// hospital set): keep the better, drop the other's record.
+		keep, drop := s, a.sessions[s.student]
+		if drop != nil && betterSession(drop, s) {
+			keep, drop = drop, s
 		}
-		a.sessions[key] = s
+		if drop != nil {
+			a.log.Info("session of an earlier run is replaced by another of its student", "session", drop.id, "by", keep.id)
+			if err := a.outbox.DeleteSession(drop.id); err != nil {
+				return err
+			}
+		}
+		a.sessions[s.student] = keep
 	}
 	return nil
+}
+
+// betterSession reports whether s is the one to keep rather than t, of
+// one student: one the ledger confirmed, then the one over more hospitals,
+// then the larger id (any fixed rule).
+func betterSession(s, t *keptSession) bool {
+	switch {
+	case s.opened != t.opened:
+		return s.opened
+	case len(s.hospitals) != len(t.hospitals):
+		return len(s.hospitals) > len(t.hospitals)
+	}
+	return s.id > t.id
 }
 
 func (a *Aggregator) resume(r *SessionRecord) (*keptSession, error) {
@@ -203,7 +288,10 @@ func (a *Aggregator) resume(r *SessionRecord) (*keptSession, error) {
 	if ms.Exhausted() {
 		return nil, errors.New("exhausted")
 	}
-	return &keptSession{id: r.SessionID, student: r.Student, hospitals: r.Hospitals, teachers: r.Teachers, classes: r.Classes,
+	if r.Ensembles != nil && len(r.Ensembles) != len(r.Hospitals) {
+		return nil, fmt.Errorf("the record states %d ensemble sizes for %d hospitals", len(r.Ensembles), len(r.Hospitals))
+	}
+	return &keptSession{id: r.SessionID, student: r.Student, hospitals: r.Hospitals, ensembles: r.Ensembles, teachers: r.Teachers, classes: r.Classes,
 		s: ms, open: r.Open, opened: r.Opened, answered: r.Answered}, nil
 }
 
@@ -235,7 +323,7 @@ func (a *Aggregator) settled(ctx context.Context, old *keptSession) error {
 // openSession proposes s's opening (s locked). An unknown outcome keeps s,
 // and its signed command, for the next batch to propose again; a refusal
 // drops it.
-func (a *Aggregator) openSession(ctx context.Context, key string, s *keptSession) error {
+func (a *Aggregator) openSession(ctx context.Context, s *keptSession) error {
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
 	res, err := a.cfg.Ledger.Submit(sctx, s.open)
 	cancel()
@@ -266,8 +354,8 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *keptSession
 			"the ledger rejected the opening of %s: %s; nothing was released", a.sessionName(), res.GetReason())
 	}
 	a.sessionsMu.Lock()
-	if a.sessions[key] == s {
-		delete(a.sessions, key)
+	if a.sessions[s.student] == s {
+		delete(a.sessions, s.student)
 	}
 	a.sessionsMu.Unlock()
 	if err := a.outbox.DeleteSession(s.id); err != nil {
@@ -279,18 +367,46 @@ func (a *Aggregator) openSession(ctx context.Context, key string, s *keptSession
 	return a.refuse(reasonRejected, perr)
 }
 
-// answerInSession answers a batch in the student's session. Queries after the
-// session's K-th refusal are not looked at: they are refused and left out
-// of the charge (the next batch opens a new session). done must be called
-// once the batch's charge is settled (committed, refused or left pending):
-// a session that replaces this one is not opened before, because the
-// ledger refuses charges naming a replaced session.
-func (a *Aggregator) answerInSession(ctx context.Context, student string, voters []string, teachers, classes int, sum []mechanism.Histogram) (labels *nzcpb.Labels, processed, answered int, session string, done func(), err error) {
-	s, err := a.session(ctx, student, voters, teachers, classes)
+// answerInSession answers a batch in the student's session (session),
+// opened over the batch's admitted hospitals that can pay for it when a
+// new one is needed. Only
+// the votes of the session's hospitals are counted: the batch asked only
+// them (sessionAsks), but a session replaced while the batch was collected
+// may not hold every voter, whose votes are then left out; the session's
+// hospitals that did not vote abstain. Queries after the session's K-th refusal are
+// not looked at: they are refused and left out of the charge (the next
+// batch opens a new session). The answer's done must be called once the
+// batch's charge is settled (committed, refused or left pending): a
+// session that replaces this one is not opened before, because the ledger
+// refuses charges naming a replaced session.
+func (a *Aggregator) answerInSession(ctx context.Context, student string, adm *admission, votes []vote, nq int) (ans answered, t tally, err error) {
+	admitted := make(map[string]int, len(adm.hospitals))
+	for _, h := range adm.hospitals {
+		admitted[h.id] = h.teachers
+	}
+	voters := make([]string, len(votes))
+	for i, v := range votes {
+		voters[i] = v.hospital
+	}
+	s, err := a.session(ctx, student, admitted, adm.unpaid, adm.classes, voters)
 	if err != nil {
-		return nil, 0, 0, "", nil, err
+		return answered{}, tally{}, err
 	}
 	defer s.mu.Unlock()
+	var in []vote
+	var out []string
+	for _, v := range votes {
+		if slices.Contains(s.hospitals, v.hospital) {
+			in = append(in, v)
+		} else {
+			out = append(out, v.hospital)
+		}
+	}
+	if len(out) > 0 {
+		adm.leftOut = append(adm.leftOut, out...)
+		a.log.Info("votes left out of a batch: the student's session was replaced while they were collected, and their hospitals are not of the new one", "session", s.id, "left_out", out)
+	}
+	t = sumVotes(in, nq, s.classes)
 	// The batch counts as in flight before it can use the session up: a
 	// batch that then finds the session exhausted (Exhausted needs only the
 	// session's own lock, not s.mu) waits in settled for this one's charge
@@ -303,9 +419,9 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, voters
 			settledHere()
 		}
 	}()
-	res, err := mechanism.AnswerBatch(s.s, a.cfg.Rand, sum)
+	res, err := mechanism.AnswerBatch(s.s, a.cfg.Rand, t.sum)
 	if err != nil {
-		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: mechanism on %w", err)
+		return answered{}, tally{}, fmt.Errorf("aggregator: mechanism on %w", err)
 	}
 	a.pause(ctx, PauseSessionAnswered)
 	s.answered += res.Answered
@@ -314,7 +430,7 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, voters
 			"session", s.id, "hospitals", s.hospitals, "answered", s.answered, "refusals", s.s.Refusals(), "min_answers", a.burns.minAnswers)
 	}
 	if res.Stopped {
-		a.log.Info("session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", len(sum))
+		a.log.Info("session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", nq)
 	}
 	// Keep the state before anything leaves: a restart resumes the session
 	// with the refusals it has made. An exhausted session is over.
@@ -324,9 +440,12 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, voters
 		err = a.saveSession(s)
 	}
 	if err != nil {
-		return nil, 0, 0, "", nil, fmt.Errorf("aggregator: keep session %s in the outbox (nothing was released): %w", s.id, err)
+		return answered{}, tally{}, fmt.Errorf("aggregator: keep session %s in the outbox (nothing was released): %w", s.id, err)
 	}
-	return labelsOf(res), res.Processed, res.Answered, s.id, settledHere, nil
+	p := a.cfg.Mechanism
+	p.Teachers, p.Classes = s.teachers, s.classes
+	return answered{params: p, labels: labelsOf(res), processed: res.Processed, answered: res.Answered, session: s.id,
+		curve: make([]float64, a.grid.Len()), done: settledHere}, t, nil // paid when the session opened
 }
 
 // sessionName names a session of the configured mechanism in a message,

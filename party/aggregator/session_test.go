@@ -4,14 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
 // svtFixture is a federation of n hospitals of 200 teachers each under
@@ -55,36 +61,149 @@ func (l *fakeLedger) openings(t *testing.T) (submitted [][]byte, accepted int) {
 	return submitted, accepted
 }
 
-// A hospital set that returns finds its session again instead of opening,
-// and paying for, another.
-func TestSessionReusedWhenHospitalSetReturns(t *testing.T) {
-	f, cfg := svtFixture(t, 3)
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remove := map[string]func(){}
-	for _, h := range f.hospitals {
-		if remove[h.id], err = a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a.AddStudent("student-1", f.student.Recipient())
-	label := func(id byte) {
-		t.Helper()
-		req, _ := f.request(t, id, 4)
-		label(t, a, req)
-	}
-	label(1) // all three hospitals
-	last := f.hospitals[2]
-	remove[last.id]()
-	label(2) // two of them: another set, another session
-	if _, err := a.AddHospital(last.id, last.teachers, last.classes, last); err != nil {
-		t.Fatal(err)
-	}
-	label(3) // all three again: the first session
-	if _, n := f.led.openings(t); n != 2 {
-		t.Fatalf("%d sessions opened for the sets {1,2,3}, {1,2}, {1,2,3}; want 2", n)
+// Hospitals coming and going open no new session: a session is over the
+// hospitals admitted when it opens, all of which pay for it then, and a
+// batch on which one of them did not vote counts its teachers as
+// abstaining. A hospital absent from every other batch (as a flaky one
+// is) costs the honest hospitals one session's ε for all the batches,
+// where a session per hospital set would cost two. A hospital that joins
+// after the session opened did not pay for it: its votes are left out
+// until the next one. Only when fewer than the quorum of the voters are
+// the session's hospitals is another opened.
+func TestSessionsSurviveChurn(t *testing.T) {
+	const batches, nq = 6, 10
+	for _, tc := range []struct {
+		name    string
+		present func(batch int) []bool // which of the three hospitals are connected
+		// sessions is how many sessions open; voters, by batch, the
+		// hospitals each charge names.
+		sessions int
+		voters   func(batch int) []int
+		leftOut  func(batch int) []int
+	}{
+		{
+			name:     "the third hospital absent every other batch",
+			present:  func(b int) []bool { return []bool{true, true, b%2 == 0} },
+			sessions: 1,
+			voters: func(b int) []int {
+				if b%2 == 0 {
+					return []int{0, 1, 2}
+				}
+				return []int{0, 1}
+			},
+		},
+		{
+			name:     "the third hospital absent every other batch, from the first",
+			present:  func(b int) []bool { return []bool{true, true, b%2 == 1} },
+			sessions: 1,
+			voters:   func(int) []int { return []int{0, 1} },
+			leftOut: func(b int) []int {
+				if b%2 == 1 {
+					return []int{2}
+				}
+				return nil
+			},
+		},
+		{
+			name: "the session's hospitals below the quorum",
+			present: func(b int) []bool {
+				if b < 3 {
+					return []bool{true, true, false}
+				}
+				return []bool{false, true, true}
+			},
+			sessions: 2,
+			voters: func(b int) []int {
+				if b < 3 {
+					return []int{0, 1}
+				}
+				return []int{1, 2}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, cfg := svtFixture(t, 3)
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.AddStudent("student-1", f.student.Recipient())
+			remove := make([]func(), len(f.hospitals))
+			var oneSession []float64 // each hospital's ε after the first batch
+			sessions := map[string]bool{}
+			for b := range batches {
+				for i, h := range f.hospitals {
+					switch on := tc.present(b)[i]; {
+					case on && remove[i] == nil:
+						if remove[i], err = a.AddHospital(h.id, h.teachers, h.classes, h); err != nil {
+							t.Fatal(err)
+						}
+					case !on && remove[i] != nil:
+						remove[i]()
+						remove[i] = nil
+					}
+				}
+				req, want := f.request(t, byte(b+1), nq)
+				resp := label(t, a, req)
+				l := f.open(t, resp)
+				for q, got := range l.GetLabels() {
+					if l.GetRefused()[q] || got != want[q] {
+						t.Fatalf("batch %d query %d: %d (refused %v), want the exact argmax %d", b, q, got, l.GetRefused()[q], want[q])
+					}
+				}
+				ch := f.led.charges(t)[batchHex(req)]
+				var wantVoters []string
+				for _, i := range tc.voters(b) {
+					wantVoters = append(wantVoters, f.hospitals[i].id)
+				}
+				if ch == nil || ch.Session == "" || !slices.Equal(ch.Hospitals, wantVoters) {
+					t.Fatalf("batch %d: charge %+v, want one in a session naming %v", b, ch, wantVoters)
+				}
+				sessions[ch.Session] = true
+				var wantLeft []string
+				if tc.leftOut != nil {
+					for _, i := range tc.leftOut(b) {
+						wantLeft = append(wantLeft, f.hospitals[i].id)
+					}
+				}
+				if !slices.Equal(resp.GetLeftOut(), wantLeft) {
+					t.Fatalf("batch %d: left out %v, want %v", b, resp.GetLeftOut(), wantLeft)
+				}
+				if b == 0 {
+					for _, acc := range f.led.m.State().Accounts() {
+						oneSession = append(oneSession, acc.Epsilon)
+					}
+				}
+			}
+			// A hospital votes only on batches that name it: none is
+			// asked outside its session.
+			for i, h := range f.hospitals {
+				named := 0
+				for _, ch := range f.led.charges(t) {
+					if slices.Contains(ch.Hospitals, h.id) {
+						named++
+					}
+				}
+				if h.calls != named {
+					t.Errorf("hospital %d was asked %d times, named in %d charges", i+1, h.calls, named)
+				}
+			}
+			if _, n := f.led.openings(t); n != tc.sessions || len(sessions) != tc.sessions {
+				t.Fatalf("%d sessions opened, %d charged in, for %d batches; want %d", n, len(sessions), batches, tc.sessions)
+			}
+			if tc.sessions != 1 {
+				return
+			}
+			// The honest hospitals paid one session's ε for every batch;
+			// the third paid it if it was there when the session opened,
+			// else nothing.
+			for i, acc := range f.led.m.State().Accounts() {
+				paid := i < 2 || tc.present(0)[i]
+				if acc.Epsilon != oneSession[i] || (acc.Epsilon != 0) != paid {
+					t.Errorf("%s: ε %v after %d batches, %v after the first: want one session's (paid %v)", acc.Hospital, acc.Epsilon, batches, oneSession[i], paid)
+				}
+			}
+		})
 	}
 }
 
@@ -218,4 +337,170 @@ func TestSessionReplacedOnlyAfterItsChargesSettle(t *testing.T) {
 	if _, n := f.led.openings(t); n != 2 {
 		t.Fatalf("%d sessions opened, want 2 (the second after the first was used up)", n)
 	}
+}
+
+// A session opens over the hospitals that can pay for it: one whose cap is
+// below a session's ε is left out of it (and named), and the others open it
+// and answer, where the ledger's refusal of the whole opening stopped
+// every hospital's batches. With too few that can pay, the batch is
+// refused, charging nothing.
+func TestSessionOpensOverTheHospitalsThatCanPay(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	a := f.start(t, cfg)
+	lowerCap := func(i int) {
+		t.Helper()
+		h := f.m.ByRole(crypto.RoleHospital)[i]
+		at := time.Unix(1_800_000_000, 0).Add(time.Minute).UnixNano() // after the account opened
+		cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: 1, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: at}, h.ID, cryptotest.SigningKey(t, f.m, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+			t.Fatalf("lower the cap of %s: %v %v", h.ID, res, err)
+		}
+	}
+	lowerCap(2)
+	req, _ := f.request(t, 1, 4)
+	resp, err := a.Label(t.Context(), "student-1", req)
+	if err != nil {
+		t.Fatalf("one hospital's lowered cap stopped the session: %v", err)
+	}
+	if lo := resp.GetLeftOut(); !slices.Equal(lo, []string{"hospital-3"}) {
+		t.Fatalf("left out %v, want hospital-3", lo)
+	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
+	if c := f.hospitals[2].calls; c != 0 {
+		t.Fatalf("hospital-3 was asked %d times to vote in a session it is not in", c)
+	}
+	if _, n := f.led.openings(t); n != 1 {
+		t.Fatalf("%d sessions opened, want 1", n)
+	}
+	if acc := f.led.m.State().Accounts()[2]; acc.Epsilon != 0 {
+		t.Fatalf("%s paid ε %v for a session it is not in", acc.Hospital, acc.Epsilon)
+	}
+
+	// Two of three cannot pay: no new session (the student's is made to
+	// not fit by a new student).
+	lowerCap(1)
+	a.AddStudent("student-2", f.student.Recipient())
+	charges := len(f.led.charges(t))
+	req2, _ := f.request(t, 2, 4)
+	_, err = a.Label(t.Context(), "student-2", req2)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "hospital-2") || !strings.Contains(pe.Message, "hospital-3") {
+		t.Fatalf("got %v, want a budget refusal naming the two hospitals that cannot pay", err)
+	}
+	if _, n := f.led.openings(t); n != 1 || len(f.led.charges(t)) != charges {
+		t.Fatalf("the refused batch opened a session (%d in all) or was charged", n)
+	}
+}
+
+// An outbox an earlier run filled with one session per hospital set
+// resumes one session per student: the one over more hospitals, the
+// other's record dropped.
+func TestRestartKeepsOneSessionPerStudent(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	a := f.start(t, cfg)
+	req, _ := f.request(t, 1, 4)
+	label(t, a, req)
+	recs, err := a.outbox.Sessions()
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("%d session records (%v), want 1", len(recs), err)
+	}
+	// The record of a session over two of the hospitals, as an earlier
+	// run kept beside it.
+	two := *recs[0]
+	c, err := ledger.DecodeCommand(two.Open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := *c.Body.(*ledger.OpenSession)
+	o.SessionID, o.Hospitals = "svt-of-two", o.Hospitals[:2]
+	if two.Open, err = ledger.Sign(&o, cfg.ID, cfg.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	two.SessionID, two.Hospitals, two.Ensembles, two.Teachers = o.SessionID, o.Hospitals, nil, 400
+	if err := a.outbox.PutSession(&two); err != nil {
+		t.Fatal(err)
+	}
+	b := f.start(t, cfg) // the same outbox: a restart
+	recs, err = b.outbox.Sessions()
+	if err != nil || len(recs) != 1 || recs[0].SessionID == two.SessionID {
+		t.Fatalf("after the restart: %d session records (%v), want only the session over three hospitals", len(recs), err)
+	}
+	req, _ = f.request(t, 2, 4)
+	label(t, b, req)
+	if ch := f.led.charges(t)[batchHex(req)]; ch.Session != recs[0].SessionID {
+		t.Fatalf("the batch ran in %s, want the resumed %s", ch.Session, recs[0].SessionID)
+	}
+}
+
+// alternatingHospital misses the deadline of every other batch it is
+// asked (it answers only when the batch's context ends), and answers the
+// others in time: a flaky hospital.
+type alternatingHospital struct {
+	*fakeHospital
+	asked atomic.Int64
+}
+
+func (h *alternatingHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
+	if h.asked.Add(1)%2 == 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.fakeHospital.Query(ctx, q)
+}
+
+// The same with real deadlines: a hospital that misses every other batch
+// it is asked, left out for its misses and probed again by timing alone,
+// costs the honest hospitals one session's ε over the whole run; the
+// batches it misses run in the session with its teachers abstaining.
+func TestFlakyHospitalPaysOneSession(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	flaky := &alternatingHospital{fakeHospital: f.hospitals[2]}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := cfg
+		cfg.BatchDeadline, cfg.MissBackoff, cfg.MissBackoffMax = 2*time.Second, time.Second, time.Second
+		cfg.Now = time.Now
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range []Hospital{f.hospitals[0], f.hospitals[1], flaky} {
+			if _, err := a.AddHospital(f.hospitals[i].id, f.hospitals[i].teachers, classes, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.AddStudent("student-1", f.student.Recipient())
+		var first []float64
+		sets := map[string]bool{}
+		for id := byte(1); id <= 12; id++ {
+			req, want := f.request(t, id, 10)
+			resp := label(t, a, req)
+			l := f.open(t, resp)
+			for q, got := range l.GetLabels() {
+				if got != want[q] {
+					t.Fatalf("batch %d query %d: %d, want %d", id, q, got, want[q])
+				}
+			}
+			sets[strings.Join(f.led.charges(t)[batchHex(req)].Hospitals, ",")] = true
+			if id == 1 {
+				for _, acc := range f.led.m.State().Accounts() {
+					first = append(first, acc.Epsilon)
+				}
+			}
+			time.Sleep(3 * time.Second) // past the miss's backing-off period: probed again
+		}
+		if len(sets) < 2 || flaky.asked.Load() < 6 {
+			t.Fatalf("charged to the hospital sets %v, the flaky hospital asked %d times: the run did not churn", sets, flaky.asked.Load())
+		}
+		if _, n := f.led.openings(t); n != 1 {
+			t.Fatalf("%d sessions opened for the hospital sets %v, want 1", n, sets)
+		}
+		for i, acc := range f.led.m.State().Accounts()[:2] {
+			if acc.Epsilon != first[i] || acc.Epsilon == 0 {
+				t.Errorf("%s: ε %v after the run, %v after the first batch: want one session's", acc.Hospital, acc.Epsilon, first[i])
+			}
+		}
+	})
 }

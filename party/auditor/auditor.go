@@ -69,7 +69,7 @@ type Config struct {
 	SigningKey ed25519.PrivateKey
 
 	// Genesis holds the signed commands that start an empty ledger (see
-	// intake.GenesisCommands); Run applies them once, in the background.
+	// provision.GenesisCommands); Run applies them once, in the background.
 	Genesis [][]byte
 	// GenesisHash, when set, pins the federation's genesis (its command's
 	// digest, ledger.Command.Digest): Run stops with an error naming both
@@ -196,7 +196,7 @@ func New(cfg Config) (*Auditor, error) {
 	// The ledger over the history just opened.
 	rcfg.StateMachine = led
 	rcfg.Federation = federation{state: led.State(), members: cfg.Members}
-	rcfg.Screen = screen{led.State(), led.now}
+	rcfg.Screen = newScreen(led.State(), led.now)
 	rcfg.MaxCommand = ledger.MaxCommandSize
 	a.node, err = raftnode.New(rcfg)
 	if err != nil {

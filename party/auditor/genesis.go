@@ -25,7 +25,7 @@ func (e *GenesisError) Error() string {
 }
 
 // ApplyGenesis starts an empty ledger with the federation's genesis
-// commands (intake.GenesisCommands), submitting them through this auditor
+// commands (provision.GenesisCommands), submitting them through this auditor
 // once the cluster has a leader. It is the one place a genesis is applied.
 //
 // A ledger that has its genesis is left alone, so restarts change nothing:

@@ -204,3 +204,84 @@ func TestAccountPaceIsFederationWide(t *testing.T) {
 		t.Fatalf("%d account commands accepted in %v: want at least the burst of %d and at most %d", accepted, elapsed, ledger.AccountBurst, allowed)
 	}
 }
+
+// Replaying an accepted command never grows the log: 30 copies of an
+// accepted charge forwarded with a follower's certificate, 30 submitted on
+// the leader and 30 sent by the aggregator through a follower's intake are
+// each answered as duplicates naming the original, with its receipt
+// through the intake, and every auditor's log and raft index stay where
+// they were. (Every replay became a duplicate entry keeping the whole
+// command on every auditor, at the rate raft commits.)
+func TestReplayNeverEntersTheLog(t *testing.T) {
+	ids := []string{"a1", "a2", "a3"}
+	c := newTestCluster(t, ids, func(cfg *Config) { cfg.Genesis = testGenesis(t, ids) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, a := range c.auds {
+		if err := a.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	li := -1
+	for i, a := range c.auds {
+		if a.Node().Status().State == "Leader" {
+			li = i
+		}
+	}
+	if li < 0 {
+		t.Fatal("no leader")
+	}
+	follower := c.auds[(li+1)%3]
+	srv := &intake.Server{Node: follower.Node(), Ledger: follower.Ledger(), Receipts: intake.NewReceipts(follower.Ledger().State(), follower.CosignQuorum, 0)}
+	open := signed(t, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: time.Now().UnixNano()}, "h1")
+	if res, err := srv.Propose(ctx, open); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		t.Fatalf("opening h1's account: %v %v", res, err)
+	}
+	params := mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 40}
+	cost, err := params.Charge(mechanism.DefaultGrid(), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	charge := signed(t, &ledger.Charge{BatchID: "b1", Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
+		Params: params.LedgerParams(), Queries: 1, Answers: 1,
+		Curve: cost.RDP.Values(), AnswersHash: sha256.Sum256([]byte("b1")), Timestamp: time.Now().UnixNano()}, "agg")
+	res, err := srv.Propose(ctx, charge)
+	if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED || res.GetReceipt() == nil {
+		t.Fatalf("the charge: %v %v", res, err)
+	}
+	original := res.GetIndex()
+	auditortest.WaitFor(t, 20*time.Second, "every auditor to apply the charge", func() bool {
+		for _, a := range c.auds {
+			if a.Ledger().State().TreeSize() <= int64(original) {
+				return false
+			}
+		}
+		return true
+	})
+	before := c.logSizes()
+
+	for _, tc := range []struct {
+		name string
+		via  *Auditor
+	}{{"forwarded by a follower", follower}, {"on the leader", c.auds[li]}} {
+		for i := range 30 {
+			_, _, err := tc.via.Node().Submit(ctx, charge)
+			var np *raftnode.NotProposedError
+			if !errors.As(err, &np) {
+				t.Fatalf("%s: replay %d: %v, want it answered without a proposal", tc.name, i, err)
+			}
+			if r, err := ledger.DecodeResult(np.Refusal); err != nil || r.Status != ledger.StatusDuplicate || r.Original != original {
+				t.Fatalf("%s: replay %d answered %+v (%v), want a duplicate of entry %d", tc.name, i, r, err, original)
+			}
+		}
+	}
+	for i := range 30 {
+		res, err := srv.Propose(ctx, charge)
+		if err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE || res.GetIndex() != original || res.GetReceipt() == nil {
+			t.Fatalf("replay %d through the intake: %v %v, want a duplicate of entry %d with its receipt", i, res, err, original)
+		}
+	}
+	if after := c.logSizes(); grew(before, after) {
+		t.Fatalf("replays grew the logs:\nbefore %v\nafter  %v", before, after)
+	}
+}

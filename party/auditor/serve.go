@@ -30,7 +30,7 @@ func (a *Auditor) serveHTTP(ctx context.Context, g *errgroup.Group) error {
 		})
 	}
 	if a.dashboard != nil {
-		d, err := dashboard.New(dashboard.LedgerSource(a.ledger.State(), a.CosignCheckpoint), dashboard.Options{Auditor: a.cfg.ID, Logger: a.log})
+		d, err := dashboard.New(dashboard.LedgerSource(a.ledger.State(), a.CosignCheckpoint), dashboard.Options{Auditor: a.cfg.ID, Logger: a.log, Members: a.raftMembers})
 		if err != nil {
 			return err
 		}
@@ -114,3 +114,16 @@ type cluster struct {
 }
 
 func (c cluster) CosignCheckpoint(ctx context.Context) ([]byte, error) { return c.cosign(ctx) }
+
+// raftMembers returns the auditor ids of this auditor's raft membership.
+func (a *Auditor) raftMembers() ([]string, error) {
+	st := a.node.Status()
+	if len(st.Peers) == 0 {
+		return nil, errors.New("this auditor knows no raft configuration yet")
+	}
+	ids := make([]string, 0, len(st.Peers))
+	for _, p := range st.Peers {
+		ids = append(ids, p.ID)
+	}
+	return ids, nil
+}

@@ -22,10 +22,7 @@ import (
 // answered yet, or one that could not be reached. Before, the student had
 // no deadline and retried for as long as its attempts lasted.
 func TestLabelGivesUpAtItsDeadline(t *testing.T) {
-	m, err := crypto.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := cryptotest.Federation(t, t.TempDir(), cryptotest.Spec{Hospitals: 1, Auditors: 1, Students: 1})
 	ca := cryptotest.CACert(t, m)
 	agg := m.ByRole(crypto.RoleAggregator)[0]
 	st := m.ByRole(crypto.RoleStudent)[0]

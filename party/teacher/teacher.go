@@ -274,9 +274,11 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 
 	// A hospital added after the genesis is registered (its ensemble too)
 	// before its Hello, which the aggregator checks against the ledger.
+	registered := true
 	if len(n.registrations) > 0 {
 		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := n.relayRegistrations(rctx, c); err != nil {
+			registered = false
 			n.log.Warn("could not relay this hospital's registration before registering with the aggregator", "err", err)
 		}
 		rcancel()
@@ -289,7 +291,12 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 	err := c.Invoke(rctx, hello, &ack)
 	rcancel()
 	if err != nil {
-		return fmt.Errorf("register with the aggregator: %w", err)
+		err = fmt.Errorf("register with the aggregator: %w", err)
+		if refusedConfiguration(err, registered) {
+			// Reconnecting sends the same Hello: stop, and say why.
+			return quicnet.Stop(fmt.Errorf("%w: %w", ErrRefused, err))
+		}
+		return err
 	}
 	rc, err := crypto.ParseRecipient(ack.GetAgeRecipient())
 	if err != nil {
@@ -308,6 +315,21 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 	case <-ctx.Done():
 		return nil
 	}
+}
+
+// ErrRefused reports that the aggregator refused this hospital's
+// configuration (its ensemble, its classes, its identity) against the
+// federation's registrations: the hospital stops instead of reconnecting.
+var ErrRefused = errors.New("the aggregator refuses this hospital's configuration; fix it (or have the registration changed) and start the hospital again")
+
+// refusedConfiguration tells whether the aggregator's refusal of a Hello
+// is one the same configuration meets again: a bad request (the ensemble
+// or classes differ from the registration), or, once the hospital's own
+// registration (if any) reached the ledger, an unauthorized one (no
+// registration at all, or a Hello naming another party).
+func refusedConfiguration(err error, registered bool) bool {
+	return errors.Is(err, protocol.CodeBadRequest.Sentinel()) ||
+		(registered && errors.Is(err, protocol.CodeUnauthorized.Sentinel()))
 }
 
 // keepOpeningAccount tries to open the account until it is open (the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -71,10 +72,7 @@ func TestOwnExpiredCertificate(t *testing.T) {
 
 func TestLoadConfig(t *testing.T) {
 	dir := t.TempDir()
-	m, err := crypto.Provision(dir, crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1, Rand: seeded(9)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := cryptotest.Federation(t, dir, cryptotest.Spec{Hospitals: 1, Auditors: 1, Students: 1, Rand: seeded(9)})
 	agg, _ := m.Party(crypto.RoleAggregator, "aggregator")
 	hosp, _ := m.Party(crypto.RoleHospital, "hospital-1")
 	acfg, err := LoadConfig(m.Path(m.CACert), m.Path(agg.Cert), m.Path(agg.Key))

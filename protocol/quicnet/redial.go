@@ -116,8 +116,9 @@ func Connect(ctx context.Context, cfg Config, t Target, b Backoff) (*Conn, error
 // delay and connects again. Sessions that end sooner than b.Max after they
 // began count as consecutive failures and lengthen the wait, so a peer that
 // accepts and at once drops the connection is not hammered; a longer
-// session resets the backoff. It returns ctx's error, or the error that
-// stopped Connect for good.
+// session resets the backoff. It returns ctx's error, the error that
+// stopped Connect for good, or a session's error that Stop marked as one
+// reconnecting cannot mend.
 func KeepConnected(ctx context.Context, cfg Config, t Target, b Backoff, session func(context.Context, *Conn) error) error {
 	b.init()
 	b.MaxAttempts = 0
@@ -135,6 +136,10 @@ func KeepConnected(ctx context.Context, cfg Config, t Target, b Backoff, session
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		if stop := (*StopError)(nil); errors.As(serr, &stop) {
+			log.Error(fmt.Sprintf("connection to %s at %s ended for good", t.Name, t.Addr), "err", stop.Err)
+			return stop.Err
+		}
 		lasted := b.Clock.Now().Sub(began)
 		if lasted < stable {
 			short++
@@ -149,6 +154,17 @@ func KeepConnected(ctx context.Context, cfg Config, t Target, b Backoff, session
 		}
 	}
 }
+
+// StopError is a session's error that reconnecting cannot mend, such as
+// the peer refusing this party's configuration: KeepConnected returns its
+// Err instead of reconnecting.
+type StopError struct{ Err error }
+
+func (e *StopError) Error() string { return e.Err.Error() }
+func (e *StopError) Unwrap() error { return e.Err }
+
+// Stop marks err as a session's error that ends KeepConnected.
+func Stop(err error) error { return &StopError{Err: err} }
 
 func permanent(err error) bool {
 	return errors.Is(err, ErrRejected) || errors.Is(err, crypto.ErrUntrustedCertificate) ||

@@ -3,6 +3,7 @@ package quicnet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -208,5 +209,20 @@ func TestKeepConnectedBacksOffShortSessions(t *testing.T) {
 	stop()
 	if err := recv(t, done, "KeepConnected to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A session that ends with Stop ends KeepConnected with its error, without
+// another connection.
+func TestKeepConnectedStops(t *testing.T) {
+	f, ctx, l := hospitalsAggregator(t)
+	clock := newFakeClock()
+	b := Backoff{Min: 100 * time.Millisecond, Max: time.Hour, Rand: rand.New(seeded(10)), Clock: clock}
+	refused := errors.New("refused configuration")
+	sessions := 0
+	err := KeepConnected(ctx, f.config(t, "hospital-1"), Target{Name: "aggregator", Addr: l.Addr().String(), Role: crypto.RoleAggregator},
+		b, func(context.Context, *Conn) error { sessions++; return Stop(fmt.Errorf("hello: %w", refused)) })
+	if !errors.Is(err, refused) || sessions != 1 {
+		t.Fatalf("KeepConnected returned %v after %d sessions, want the refusal after 1", err, sessions)
 	}
 }

@@ -92,10 +92,12 @@ func Load[T Validator](cmd *cobra.Command, defaults T) (T, error) {
 		}
 	}
 
+	var path string
+	var data []byte
 	if f := flags.Lookup(ConfigFlag); f != nil && f.Value.String() != "" {
-		path := f.Value.String()
-		data, err := os.ReadFile(path)
-		if err != nil {
+		path = f.Value.String()
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
 			return zero, fmt.Errorf("%w %s: %v; check the path given to --%s", ErrConfigFile, path, err, ConfigFlag)
 		}
 		if err := checkFileKeys(path, data, keys); err != nil {
@@ -106,9 +108,14 @@ func Load[T Validator](cmd *cobra.Command, defaults T) (T, error) {
 		}
 	}
 
+	for _, name := range unknownEnv(os.Environ(), keys) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s sets no configuration key and is ignored; '%s config keys' lists the keys and their NZC_* variables\n",
+			cmd.Root().Name(), name, cmd.Root().Name())
+	}
+
 	var cfg T
 	if err := v.UnmarshalExact(&cfg); err != nil {
-		return zero, &BadValueError{Err: err}
+		return zero, &BadValueError{Err: err, Where: badValueSources(err, keys, cmd, path, data)}
 	}
 	if err := cfg.Validate(); err != nil {
 		return zero, err
@@ -116,11 +123,87 @@ func Load[T Validator](cmd *cobra.Command, defaults T) (T, error) {
 	return cfg, nil
 }
 
+// otherEnv tells whether name is an NZC_* variable read by something other
+// than a configuration: nzc ledger's checkpoint directory, the tests' ONNX
+// Runtime and logs.
+func otherEnv(name string) bool {
+	switch name {
+	case "NZC_CHECKPOINTS", "NZC_ONNXRUNTIME", "NZC_REQUIRE_ONNX", "NZC_TEST_LOG":
+		return true
+	}
+	return false
+}
+
+// unknownEnv returns the NZC_* variables of environ (KEY=VALUE) that set
+// none of keys, such as a misspelled NZC_AGGREGATR, sorted.
+func unknownEnv(environ []string, keys []key) []string {
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[EnvName(k.name)] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix+"_") && !known[name] && !otherEnv(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // BadValueError reports a value that cannot be decoded into its key's type.
-type BadValueError struct{ Err error }
+type BadValueError struct {
+	Err error
+	// Where names where each key the error names was set: FILE:LINE, an
+	// NZC_* variable or a flag.
+	Where []string
+}
 
 func (e *BadValueError) Error() string {
-	return "a configuration value has the wrong type (numbers, durations such as 30s, true/false): " + e.Err.Error()
+	msg := "a configuration value has the wrong type (numbers, durations such as 30s, true/false)"
+	if len(e.Where) > 0 {
+		msg += " at " + strings.Join(e.Where, ", ")
+	}
+	return msg + ": " + e.Err.Error()
+}
+
+// badValueSources names where each key that err quotes was set: the
+// flag, the NZC_* variable or the line of the file, in that order of
+// precedence, as Load reads them.
+func badValueSources(err error, keys []key, cmd *cobra.Command, path string, data []byte) []string {
+	lines := map[string]int{}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil && len(doc.Content) > 0 {
+		var walk func(prefix string, n *yaml.Node)
+		walk = func(prefix string, n *yaml.Node) {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				full := n.Content[i].Value
+				if prefix != "" {
+					full = prefix + "." + full
+				}
+				lines[full] = n.Content[i].Line
+				if n.Content[i+1].Kind == yaml.MappingNode {
+					walk(full, n.Content[i+1])
+				}
+			}
+		}
+		walk("", doc.Content[0])
+	}
+	var out []string
+	for _, k := range keys {
+		if !strings.Contains(err.Error(), "'"+k.name+"'") {
+			continue
+		}
+		if f := cmd.Flags().Lookup(FlagName(k.name)); f != nil && f.Changed {
+			out = append(out, "flag --"+f.Name)
+		} else if _, ok := os.LookupEnv(EnvName(k.name)); ok {
+			out = append(out, "environment "+EnvName(k.name))
+		} else if line, ok := lines[k.name]; ok {
+			out = append(out, fmt.Sprintf("%s:%d (%s)", path, line, k.name))
+		}
+	}
+	return out
 }
 
 func (e *BadValueError) Unwrap() error { return e.Err }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -125,8 +126,9 @@ func TestLoadErrors(t *testing.T) {
 		{"malformed yaml", "name: [unclosed\n", nil, nil, ErrConfigFile, []string{"c.yaml"}},
 		{"top level not a mapping", "- a\n- b\n", nil, nil, ErrConfigFile, []string{"mapping"}},
 		{"missing required", "name: \"\"\n", nil, nil, config.ErrInvalid, []string{"name: required"}},
-		{"bad number in file", "count: many\n", nil, nil, nil, []string{"wrong type"}},
-		{"bad duration in env", "", map[string]string{"NZC_WAIT": "soon"}, nil, nil, []string{"wrong type"}},
+		{"bad number in file", "name: x\ncount: many\n", nil, nil, nil, []string{"wrong type", "c.yaml:2 (count)"}},
+		{"bad nested number in file", "nested:\n  data_dir: d\n  ratio: half\n", nil, nil, nil, []string{"wrong type", "c.yaml:3 (nested.ratio)"}},
+		{"bad duration in env", "", map[string]string{"NZC_WAIT": "soon"}, nil, nil, []string{"wrong type", "environment NZC_WAIT"}},
 		{"missing file", "", nil, []string{"--config", "/nonexistent/nzc.yaml"}, ErrConfigFile, []string{"/nonexistent/nzc.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,4 +183,22 @@ func TestRealConfigsLoad(t *testing.T) {
 		func(c *cobra.Command) { AddConfigFlags(c, config.DefaultStudent()) })
 	check(t, "auditor", func(c *cobra.Command) error { _, err := Load(c, config.DefaultAuditor()); return err },
 		func(c *cobra.Command) { AddConfigFlags(c, config.DefaultAuditor()) })
+}
+
+// A misspelled NZC_* variable is named in a warning, not silently ignored.
+func TestLoadWarnsOfUnknownEnv(t *testing.T) {
+	t.Setenv("NZC_NAM", "typo")
+	t.Setenv("NZC_NAME", "set")
+	t.Setenv("NZC_CHECKPOINTS", t.TempDir())
+	cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
+	var stderr bytes.Buffer
+	cmd.SetErr(&stderr)
+	AddConfigFlags(cmd, defaultTest())
+	c, err := Load(cmd, defaultTest())
+	if err != nil || c.Name != "set" {
+		t.Fatalf("Load = %+v, %v", c, err)
+	}
+	if got := stderr.String(); !strings.Contains(got, "NZC_NAM sets no configuration key") || strings.Contains(got, "NZC_NAME ") || strings.Contains(got, "NZC_CHECKPOINTS") {
+		t.Fatalf("warnings:\n%s", got)
+	}
 }

@@ -42,11 +42,7 @@ func tlsServerAs(t *testing.T, f *fixture, role crypto.Role) (*crypto.Manifest, 
 // directory name.
 func provision(t *testing.T, name string) *crypto.Manifest {
 	t.Helper()
-	m, err := crypto.Provision(filepath.Join(t.TempDir(), name), crypto.ProvisionSpec{Hospitals: 1, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return cryptotest.Federation(t, filepath.Join(t.TempDir(), name), cryptotest.Spec{Hospitals: 1, Auditors: 1, Students: 1})
 }
 
 // credential is the credential of the federation m's first party of role.

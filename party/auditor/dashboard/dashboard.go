@@ -80,6 +80,10 @@ type Options struct {
 	// MaxPoints bounds the points of each hospital's chart (default 400);
 	// longer series are thinned, keeping every cap change and the latest.
 	MaxPoints int
+	// Members returns the auditor ids of this auditor's raft membership.
+	// When set, the checkpoint view compares them with the auditors the
+	// ledger registers and names each difference; nil compares nothing.
+	Members func() ([]string, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives failures to read the log (default: discarded).

@@ -461,3 +461,53 @@ func TestFormats(t *testing.T) {
 		t.Errorf("FormatDelta(1e-5) = %q", got)
 	}
 }
+
+// The dashboard names how raft's membership differs from the auditors the
+// ledger registers: an auditor displaced from raft by another's join at
+// its address, a voter the ledger does not know, or a membership it cannot
+// read.
+func TestMembershipDifferences(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		members []string
+		err     error
+		want    []string // a substring of each difference, in order
+	}{
+		{"agree", []string{"a3", "a1", "a2"}, nil, nil},
+		{"a registered auditor displaced", []string{"a1", "a3"}, nil, []string{"registers auditor a2, but this auditor's raft membership lacks it"}},
+		{"a voter the ledger does not know", []string{"a1", "a2", "a3", "rogue"}, nil, []string{"holds rogue, which the ledger does not register"}},
+		{"both", []string{"a1", "rogue"}, nil, []string{"registers auditor a2", "registers auditor a3", "holds rogue"}},
+		{"unreadable", nil, errors.New("no configuration"), []string{"could not be read: no configuration"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFed(t)
+			members := func() ([]string, error) { return slices.Clone(tc.members), tc.err }
+			d := newDashboard(t, LedgerSource(f.st, f.cosign(auditorIDs...)), Options{Members: members})
+			var cp CheckpointView
+			get(t, d, "/api/checkpoint", &cp)
+			if len(cp.Membership) != len(tc.want) {
+				t.Fatalf("membership differences %q, want %d", cp.Membership, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(cp.Membership[i], w) {
+					t.Errorf("difference %d is %q, want it to say %q", i, cp.Membership[i], w)
+				}
+			}
+			if tc.err == nil {
+				want := slices.Sorted(slices.Values(tc.members))
+				if !slices.Equal(cp.Members, want) {
+					t.Errorf("members %q, want %q", cp.Members, want)
+				}
+			}
+		})
+	}
+	t.Run("not compared without Members", func(t *testing.T) {
+		f := newFed(t)
+		d := newDashboard(t, LedgerSource(f.st, f.cosign(auditorIDs...)), Options{})
+		var cp CheckpointView
+		get(t, d, "/api/checkpoint", &cp)
+		if len(cp.Membership) != 0 || len(cp.Members) != 0 {
+			t.Fatalf("compared without a membership: %+v", cp)
+		}
+	})
+}

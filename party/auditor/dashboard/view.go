@@ -143,6 +143,11 @@ type CheckpointView struct {
 	Quorum   int      `json:"quorum"`
 	Error    string   `json:"error,omitempty"`
 	Note     string   `json:"note"` // the signed note as served
+	// Members are the auditors of this auditor's raft membership, and
+	// Membership names each way they differ from the auditors the ledger
+	// registers (empty when they agree or Options.Members is nil).
+	Members    []string `json:"members"`
+	Membership []string `json:"membership"`
 }
 
 // view is everything the page shows, read at one time.
@@ -230,6 +235,7 @@ func (d *Dashboard) build(ctx context.Context, prev *view, now time.Time) (*view
 		v.overview.Accounts = append(v.overview.Accounts, accountView(a))
 	}
 	v.checkpoint, v.cp = d.checkpoint(cp, cpErr, v.size)
+	v.checkpoint.Members, v.checkpoint.Membership = d.membership(v.size)
 	v.overview.Origin = v.checkpoint.Origin
 	return v, nil
 }
@@ -474,4 +480,46 @@ func (d *Dashboard) checkpoint(cp []byte, cpErr error, entries int64) (Checkpoin
 		}
 	}
 	return cv, cp
+}
+
+// membership compares this auditor's raft membership with the auditors the
+// first size entries register, and names each difference: a registered
+// auditor raft lacks (displaced or removed) and a voter the ledger does not
+// register.
+func (d *Dashboard) membership(size int64) (members, diffs []string) {
+	members, diffs = []string{}, []string{}
+	if d.opts.Members == nil {
+		return members, diffs
+	}
+	ms, err := d.opts.Members()
+	if err != nil {
+		return members, append(diffs, "the raft membership could not be read: "+err.Error())
+	}
+	members = append(members, ms...)
+	slices.Sort(members)
+	keys, err := d.src.AuditorKeys(size)
+	if err != nil {
+		return members, append(diffs, "the ledger's auditors could not be read: "+err.Error())
+	}
+	var registered []string
+	for _, k := range keys {
+		if v, err := note.NewVerifier(k); err == nil {
+			registered = append(registered, v.Name())
+		}
+	}
+	if len(registered) == 0 {
+		return members, diffs // before the genesis the ledger registers nobody
+	}
+	slices.Sort(registered)
+	for _, id := range registered {
+		if !slices.Contains(members, id) {
+			diffs = append(diffs, fmt.Sprintf("the ledger registers auditor %s, but this auditor's raft membership lacks it: it may have been displaced or removed; compare with the federation's configured peers", id))
+		}
+	}
+	for _, id := range members {
+		if !slices.Contains(registered, id) {
+			diffs = append(diffs, fmt.Sprintf("this auditor's raft membership holds %s, which the ledger does not register as an auditor", id))
+		}
+	}
+	return members, diffs
 }

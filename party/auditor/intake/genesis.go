@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/ledger"
@@ -18,77 +17,6 @@ import (
 // before the two were apart), which signs the genesis and registers parties
 // and students.
 const AdminID = "federation-admin"
-
-// GenesisCommands returns the commands, signed with the administrator key,
-// that start a federation's ledger: the genesis naming the administrator,
-// the auditors, the aggregator, the hospitals and the students, then one
-// registration per student (no answer quota). Hospitals open their own
-// accounts later, with commands only they can sign. now is put into the
-// commands as their timestamp.
-func GenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin string, now time.Time) ([][]byte, error) {
-	if len(adminKey) != ed25519.PrivateKeySize {
-		return nil, errors.New("intake: the genesis needs the federation administrator's signing key (admin/admin.key)")
-	}
-	parties, err := Directory(m, adminKey.Public().(ed25519.PublicKey))
-	if err != nil {
-		return nil, err
-	}
-	var students []string
-	for _, p := range parties {
-		if p.Role == ledger.RoleStudent {
-			students = append(students, p.ID)
-		}
-	}
-	ts := now.UnixNano()
-	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: ts}, AdminID, adminKey)
-	if err != nil {
-		return nil, err
-	}
-	out := [][]byte{g}
-	for _, s := range students {
-		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s, Timestamp: ts}, AdminID, adminKey)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// RegisterHospital signs, with the administrator key, the command that adds
-// a hospital provisioned after the genesis (`nzc init add-hospital`) to the
-// ledger. The hospital relays it through the aggregator before opening its
-// account; the ledger checks the administrator's signature.
-func RegisterHospital(m *crypto.Manifest, p crypto.PartyFiles, adminKey ed25519.PrivateKey, now time.Time) ([]byte, error) {
-	if p.Role != crypto.RoleHospital || p.VerifyingKey == "" {
-		return nil, fmt.Errorf("intake: %s is not a hospital with a signing key", p.ID)
-	}
-	pub, err := crypto.LoadPublicKey(m.Path(p.VerifyingKey))
-	if err != nil {
-		return nil, err
-	}
-	return ledger.Sign(&ledger.RegisterParty{Party: ledger.Party{ID: p.ID, Role: ledger.RoleHospital, PublicKey: pub}, Timestamp: now.UnixNano()}, AdminID, adminKey)
-}
-
-// EnsembleCommands returns the commands, signed with the administrator
-// key, that register each given hospital's ensemble: teachers on classes,
-// version 1. nzc init puts them in the genesis file after the genesis, and
-// nzc init add-hospital next to the registration of a hospital added
-// later; the aggregator then takes each hospital's size from the ledger.
-func EnsembleCommands(hospitals []string, teachers, classes int, adminKey ed25519.PrivateKey, now time.Time) ([][]byte, error) {
-	if teachers < 1 || teachers > ledger.MaxTeachers || classes < 2 || classes > ledger.MaxClasses {
-		return nil, fmt.Errorf("intake: an ensemble of %d teachers on %d classes: want 1 to %d teachers and 2 to %d classes", teachers, classes, ledger.MaxTeachers, ledger.MaxClasses)
-	}
-	var out [][]byte
-	for _, h := range hospitals {
-		c, err := ledger.Sign(&ledger.RegisterEnsemble{Hospital: h, Version: 1, Teachers: uint64(teachers), Classes: uint64(classes), Timestamp: now.UnixNano()}, AdminID, adminKey)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
 
 // GenesisEnsembles returns the ensemble registrations among a genesis
 // file's commands, in order (none for a federation made before they

@@ -1,31 +1,39 @@
 package intake
 
 import (
+	"crypto/ed25519"
 	"testing"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
+	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 )
 
-// provisionedGenesis provisions a federation of two hospitals, an auditor
-// and a student, and returns it with its genesis commands for origin,
-// signed by its administrator at time at.
+// provisionedGenesis builds a federation of two hospitals, an auditor and
+// a student, and returns it with the commands that start its ledger for
+// origin, signed by its administrator at time at: the genesis of its
+// Directory, then the student's registration.
 func provisionedGenesis(t testing.TB, origin string, at time.Time) (*crypto.Manifest, [][]byte) {
 	t.Helper()
-	m, err := crypto.Provision(t.TempDir(), crypto.ProvisionSpec{Hospitals: 2, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := cryptotest.Federation(t, t.TempDir(), cryptotest.Spec{Hospitals: 2, Auditors: 1, Students: 1})
 	admin, err := m.AdminSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds, err := GenesisCommands(m, admin, origin, at)
+	parties, err := Directory(m, admin.Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, cmds
+	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: at.UnixNano()}, AdminID, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.Sign(&ledger.RegisterStudent{Student: m.ByRole(crypto.RoleStudent)[0].ID, Timestamp: at.UnixNano()}, AdminID, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, [][]byte{g, s}
 }
 
 // TestGenesisDigest checks that the digest an auditor pins is the one the

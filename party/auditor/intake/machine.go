@@ -2,8 +2,10 @@
 // federation: Server takes charges from the aggregator over QUIC and answers
 // its budget reads, takes each hospital's own open-account and change-cap
 // commands directly from that hospital (its certificate, the command's
-// signer and the account must agree), and refuses every other party;
-// GenesisCommands starts a federation's ledger.
+// signer and the account must agree), and refuses every other party.
+// It reads a federation's genesis file (ReadGenesis, GenesisDigest) and
+// names its parties as the genesis registers them (Directory);
+// federation/provision signs the genesis.
 package intake
 
 import (

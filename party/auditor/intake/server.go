@@ -197,7 +197,10 @@ func ownAccountCommand(hospital string, c ledger.Command, err error) error {
 // raftnode.Screen): this replica may lag the leader's, and must not refuse
 // a charge on a session the leader has just opened. A command the leader
 // refuses comes back as a *raftnode.NotProposedError, answered as the
-// ledger's refusal. Either way a refused command leaves no entry.
+// ledger's refusal. Either way a refused command leaves no entry. A retry
+// of a command the leader's log already accepted also comes back so,
+// without an entry, and is answered as a duplicate with its original's
+// receipt.
 func (s *Server) Propose(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
 	c, err := ledger.DecodeCommand(cmd)
 	return s.propose(ctx, cmd, c, err)
@@ -215,17 +218,21 @@ func (s *Server) propose(ctx context.Context, cmd []byte, c ledger.Command, derr
 		}
 	}
 	data, _, err := s.Node.Submit(ctx, cmd)
+	var np NotProposed
+	if errors.As(err, &np) {
+		r, derr := ledger.DecodeResult(np.Refused())
+		if derr != nil {
+			return nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the leader refused the command with an unreadable answer: %v", derr)
+		}
+		if r.Status != ledger.StatusDuplicate {
+			return notProposed(r, s.Ledger.State()), nil
+		}
+		data, err = np.Refused(), nil // a retry: its original's receipt below
+	}
 	if err != nil {
 		var rej Refusal
 		var nl Redirect
-		var np NotProposed
 		switch {
-		case errors.As(err, &np):
-			r, derr := ledger.DecodeResult(np.Refused())
-			if derr != nil {
-				return nil, protocol.Errorf(protocol.CodeLedgerUnavailable, "the leader refused the command with an unreadable answer: %v", derr)
-			}
-			return notProposed(r, s.Ledger.State()), nil
 		case errors.As(err, &rej):
 			return &nzcpb.LedgerResult{Index: rej.RefusedAt(), Code: nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED, Reason: rej.Unwrap().Error()}, nil
 		case errors.As(err, &nl):

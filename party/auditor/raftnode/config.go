@@ -259,7 +259,8 @@ type Federation interface {
 type Screen interface {
 	// Screen returns nil when cmd, submitted through auditor peer (the id
 	// of the certificate that forwarded it, or the leader's own), may be
-	// proposed; otherwise the state machine's encoded refusal, which
+	// proposed; otherwise the state machine's encoded answer — a refusal,
+	// or the answer to a retry of a command the log already holds — which
 	// Submit returns in a *NotProposedError and which never enters the log.
 	Screen(peer string, cmd []byte) (refusal []byte)
 }

@@ -108,7 +108,8 @@ func (e *RemoteError) Unwrap() error { return e.Kind }
 
 // NotProposedError is a command the leader refused before proposing it
 // (Config.Screen): nothing entered the log. Refusal is the state
-// machine's encoded refusal. It matches ErrNotProposed.
+// machine's encoded answer: a refusal, or the answer to a retry of a
+// command the log already holds. It matches ErrNotProposed.
 type NotProposedError struct {
 	Refusal []byte
 }

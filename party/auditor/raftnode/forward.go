@@ -306,6 +306,18 @@ func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) (
 	}
 }
 
+// Forward submits cmd once to the auditor at addr over the forwarding
+// channel, as the auditor whose certificate client carries, the way a
+// follower's Node.Submit hands a command to its leader. It follows no
+// redirect: a follower answers a *NotLeaderError. The leader treats cmd as
+// any forwarded command — the sender's byte budget (ErrPeerBudget), then
+// Config.Screen (a *NotProposedError) — and otherwise answers as Submit.
+func Forward(ctx context.Context, addr string, client *tls.Config, cmd []byte) ([]byte, uint64, error) {
+	fc := &forwardClient{tls: clientTLS(client), idle: map[string][]*fwdConn{}}
+	defer fc.close()
+	return fc.call(ctx, addr, opSubmit, cmd)
+}
+
 // forwardClient keeps idle mutual-TLS connections to other auditors.
 type forwardClient struct {
 	tls *tls.Config

@@ -580,3 +580,39 @@ func TestSubmitRefusesOversizedCommand(t *testing.T) {
 		t.Fatalf("the log grew from %d to %d", before, after)
 	}
 }
+
+// Forward submits as the auditor whose certificate it carries: the leader
+// applies the command, a follower answers where the leader is, and a
+// certificate without the auditor role is refused with nothing applied.
+func TestForward(t *testing.T) {
+	c := newTLSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Leadership may move under load: ask again whoever leads now.
+	var li, fi int
+	var nl *NotLeaderError
+	for {
+		li = c.leader()
+		fi = (li + 1) % 3
+		_, asFollower := c.ca.tlsPair(t, "auditor", c.ids(fi))
+		_, _, err := Forward(ctx, c.addrs[li], asFollower, chainCmd(1, "x"))
+		if errors.As(err, &nl) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("forwarded to the leader: %v", err)
+		}
+		if _, _, err := Forward(ctx, c.addrs[fi], asFollower, chainCmd(2, "x")); !errors.As(err, &nl) {
+			t.Fatalf("forwarded to a follower: %v, want a *NotLeaderError", err)
+		}
+		break
+	}
+	c.waitConverged(15 * time.Second)
+	if !c.sms[fi].has(1) || c.sms[fi].has(2) {
+		t.Fatal("the forwarded command was not applied once, or the follower applied what it should have redirected")
+	}
+	_, asStudent := c.ca.tlsPair(t, "student", "s1")
+	if _, _, err := Forward(ctx, c.addrs[li], asStudent, chainCmd(3, "x")); err == nil || c.sms[li].has(3) {
+		t.Fatalf("forwarded with a student's certificate: %v, want it refused", err)
+	}
+}

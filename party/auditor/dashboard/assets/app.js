@@ -132,9 +132,19 @@
     for (const n of document.querySelectorAll("[data-width]")) n.style.width = n.dataset.width + "%";
   }
 
+  // membershipWarning names how raft's membership differs from the
+  // auditors the ledger registers, or is null when they agree.
+  function membershipWarning(cp) {
+    if (!cp.membership || cp.membership.length === 0) return null;
+    return el("div", { class: "cp-error", id: "membership" },
+      el("b", {}, "Membership differs from the ledger's auditors (raft members: " + cp.members.join(", ") + "):"),
+      ...cp.membership.map((d) => el("div", {}, d)));
+  }
+
   function renderCheckpoint(cp) {
+    const warning = membershipWarning(cp);
     if (!cp.note) {
-      replace("checkpoint", el("p", { class: "empty" }, cp.error || "No checkpoint yet."));
+      replace("checkpoint", el("p", { class: "empty" }, cp.error || "No checkpoint yet."), ...(warning ? [warning] : []));
       return;
     }
     const pending = cp.entries - cp.size;
@@ -151,6 +161,7 @@
       el("div", { class: "signers", id: "cosigners" }, ...signers),
     ];
     if (cp.error) parts.push(el("div", { class: "cp-error" }, cp.error));
+    if (warning) parts.push(warning);
     parts.push(el("div", { class: "note-title" }, "Signed note, as served (verify it with the auditors' public keys):"));
     parts.push(el("pre", { class: "note", id: "cp-note" }, cp.note));
     replace("checkpoint", ...parts);

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
+	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/federation/launch"
+	"github.com/nzcfed/nzc/federation/provision"
+	"github.com/nzcfed/nzc/internal/syncbuf"
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// An aggregator whose confident-gnmax threshold the federation's ensemble
+// cannot reach (the 250-teacher preset for 3 hospitals of 30 teachers)
+// refuses to start, saying what to set; sized for the ensemble, it starts
+// and says what its plan allows.
+func TestRunSizesTheMechanism(t *testing.T) {
+	fed, err := launch.Provision(filepath.Join(t.TempDir(), "fed"), provision.Spec{Hospitals: 3, Auditors: 1, Students: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := provision.WriteGenesis(fed.M, 30, 10); err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := provision.PartyConfigs(fed.M, provision.Topology{BasePort: 7400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsized, err := mechanism.Preset(mechanism.ConfidentGNMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		mech    mechanism.Params
+		refused string
+	}{
+		{"250-teacher preset", unsized, "threshold T=200 is not below the 90 teachers"},
+		{"sized by init", cfgs["aggregator"].(config.Aggregator).Mechanism, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfgs["aggregator"].(config.Aggregator)
+			c.Mechanism, c.Listen, c.Ops.Listen, c.Outbox = tc.mech, "127.0.0.1:0", "", t.TempDir()
+			raw, err := yaml.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "aggregator.yaml")
+			if err := os.WriteFile(path, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out syncbuf.Buffer
+			root := newRootCommand()
+			root.SetOut(&out)
+			root.SetErr(&out)
+			root.SetArgs([]string{"run", "--config", path})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- root.ExecuteContext(ctx) }()
+			if tc.refused == "" {
+				// It starts: wait for its plan, then stop it.
+				deadline := time.Now().Add(30 * time.Second)
+				for !strings.Contains(out.String(), "mechanism plan") {
+					select {
+					case err := <-done:
+						t.Fatalf("the aggregator stopped: %v\n%s", err, out.String())
+					case <-time.After(10 * time.Millisecond):
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no mechanism plan logged:\n%s", out.String())
+					}
+				}
+				if !strings.Contains(out.String(), "labels_per_default_cap") {
+					t.Errorf("the plan does not say how many labels a cap allows:\n%s", out.String())
+				}
+				cancel()
+				<-done
+				return
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, sizing.ErrCannotWork) || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err = %v, want one naming %q", err, tc.refused)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the aggregator started with a mechanism its ensemble cannot reach:\n%s", out.String())
+			}
+		})
+	}
+}
