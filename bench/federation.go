@@ -135,6 +135,7 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan, 
 func (f *federation) startAuditors(ctx context.Context) (err error) {
 	o := launch.AuditorOptions{
 		DataDir: func(id string) string { return f.m.Path("bench-" + id) }, Origin: "bench.nzc/ledger", Log: f.log,
+		EpsilonBound: capEpsilon,
 	}
 	if f.wan != nil {
 		o.Front = f.wan.raftFront

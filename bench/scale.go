@@ -111,7 +111,7 @@ func scaleSetup() ([][]byte, error) {
 		out = append(out, c)
 		return err
 	}
-	if err := add(&ledger.Genesis{Origin: "bench/scale", Parties: ps, Timestamp: 1}, "admin"); err != nil {
+	if err := add(&ledger.Genesis{Origin: "bench/scale", Parties: ps, EpsilonBound: 1e15, DeltaBound: 1e-5, Timestamp: 1}, "admin"); err != nil {
 		return nil, err
 	}
 	for i, h := range scaleHospitals {

@@ -36,7 +36,18 @@ func goldenCommands(t testing.TB) map[string][]byte {
 			Params: []Param{{Key: "sigma", Value: "40"}, {Key: "threshold", Value: "none"}}, Queries: 100, Answers: 97,
 			Curve: curve, Delta: 1e-9, AnswersHash: sha256.Sum256([]byte("answers")), Timestamp: 1_700_000_000_000_000_009,
 			Ensembles: []uint64{100, 150}}, "agg"),
+		"genesis-v2": f.sign(boundedGenesis(10, 1e-6), "admin"),
+		"reserve": f.sign(&Reserve{BatchID: "batch-0003", Student: "s1", Hospitals: []string{"h1", "h2"}, Mechanism: "gnmax",
+			Params: []Param{{Key: "sigma", Value: "40"}, {Key: "threshold", Value: "none"}}, Queries: 100,
+			Curve: curve, Delta: 1e-9, Timestamp: 1_700_000_000_000_000_010}, "agg"),
 	}
+}
+
+// boundedGenesis is genesisBody stating the cap bounds ε and δ.
+func boundedGenesis(epsilon, delta float64) *Genesis {
+	g := genesisBody()
+	g.EpsilonBound, g.DeltaBound = epsilon, delta
+	return g
 }
 
 func golden(t *testing.T, name string, got []byte) {

@@ -36,6 +36,13 @@ const (
 	// registered ensemble size: Charge with Ensembles set. A charge
 	// without them keeps the kind charge and its encoding.
 	KindChargeV2 Kind = 10
+	// KindGenesisV2 is a genesis that fixes the federation's cap bounds:
+	// Genesis with EpsilonBound and DeltaBound set. A genesis without
+	// them keeps the kind genesis and its encoding.
+	KindGenesisV2 Kind = 11
+	// KindReserve holds a batch's worst-case cost against its hospitals'
+	// caps before any of them is asked for votes (signed by an aggregator).
+	KindReserve Kind = 12
 )
 
 var kindNames = [...]string{
@@ -49,6 +56,8 @@ var kindNames = [...]string{
 	KindCloseSession:     "close-session",
 	KindRegisterEnsemble: "register-ensemble",
 	KindChargeV2:         "charge-v2",
+	KindGenesisV2:        "genesis-v2",
+	KindReserve:          "reserve",
 }
 
 // enumName is the name of v in names, or unknown(v) when it has none.
@@ -116,9 +125,33 @@ type Body interface {
 // administrator it lists, and it is accepted only as the first accepted
 // command.
 type Genesis struct {
-	Origin    string  // e.g. "nzc.example.org/ledger"; identifiers only, no spaces
-	Parties   []Party // sorted by ID, no repeats
-	Timestamp int64   // unix nanoseconds, put in by the proposer
+	Origin  string  // e.g. "nzc.example.org/ledger"; identifiers only, no spaces
+	Parties []Party // sorted by ID, no repeats
+	// EpsilonBound and DeltaBound bound every hospital's cap: a cap's ε
+	// may not exceed EpsilonBound nor its δ DeltaBound, and every account
+	// also reports its ε at DeltaBound, so that accounts compare at one
+	// δ. Both set (finite ε > 0, δ in (0, 1)): the genesis is of kind
+	// genesis-v2, which encodes them after the parties. Both zero: kind
+	// genesis, encoded as before, and the ledger bounds caps by
+	// DefaultEpsilonBound and DefaultDeltaBound.
+	EpsilonBound float64
+	DeltaBound   float64
+	Timestamp    int64 // unix nanoseconds, put in by the proposer
+}
+
+// The cap bounds of a federation whose genesis states none.
+const (
+	DefaultEpsilonBound = 100
+	DefaultDeltaBound   = 1e-5
+)
+
+// Bounds returns the genesis's cap bounds (ε, δ): its own, or the
+// defaults when it states none.
+func (b *Genesis) Bounds() (epsilon, delta float64) {
+	if b.EpsilonBound == 0 && b.DeltaBound == 0 {
+		return DefaultEpsilonBound, DefaultDeltaBound
+	}
+	return b.EpsilonBound, b.DeltaBound
 }
 
 // RegisterParty adds one party. Signed by an administrator. A party ID is
@@ -272,6 +305,45 @@ type OpenSession struct {
 	Timestamp   int64
 }
 
+// Reserve holds the worst case of a batch — every one of its Queries
+// answered by Mechanism with Params — against the caps of Hospitals, before
+// any hospital is asked for votes or any noise is drawn. While it is live,
+// every other admission (a reservation, a charge, a session opening) counts
+// it as spent; the batch's charge then settles within it (a charge of at
+// most its queries, of hospitals it names, costing no more at any order)
+// without a second cap check, and releases it. A reservation that is not
+// settled expires ReservationWindow entries after its own and is
+// released. A second reservation of the same batch replaces the first.
+type Reserve struct {
+	BatchID   string
+	Student   string
+	Hospitals []string // sorted, no repeats, at least one
+	Mechanism string
+	Params    []Param
+	Queries   uint64
+	Curve     []float64 // the worst case's RDP curve; the ledger recomputes it
+	Delta     float64
+	Timestamp int64
+}
+
+// ReservationWindow is how many entries after its own a reservation stays
+// live: an expiry by entry count, which every replica decides alike.
+const ReservationWindow = 4096
+
+func (b *Reserve) key() string { return b.Student + "\x00" + b.BatchID }
+
+func (b *Reserve) fields(f fields) {
+	f.id("batch id", &b.BatchID)
+	f.id("student", &b.Student)
+	f.ids("hospitals", &b.Hospitals)
+	f.id("mechanism", &b.Mechanism)
+	f.params(&b.Params)
+	f.u64(&b.Queries)
+	f.curve(&b.Curve)
+	f.f64("delta", &b.Delta)
+	f.i64(&b.Timestamp)
+}
+
 // CloseSession closes a sparse-vector session; charges naming it are refused
 // afterwards. The counts are the aggregator's totals for the session and are
 // recorded as they are.
@@ -282,7 +354,14 @@ type CloseSession struct {
 	Timestamp int64
 }
 
-func (*Genesis) Kind() Kind          { return KindGenesis }
+// Kind is genesis-v2 for a genesis that states its cap bounds, genesis
+// otherwise.
+func (b *Genesis) Kind() Kind {
+	if b.EpsilonBound != 0 || b.DeltaBound != 0 {
+		return KindGenesisV2
+	}
+	return KindGenesis
+}
 func (*RegisterParty) Kind() Kind    { return KindRegisterParty }
 func (*OpenAccount) Kind() Kind      { return KindOpenAccount }
 func (*ChangeCap) Kind() Kind        { return KindChangeCap }
@@ -298,6 +377,7 @@ func (b *Charge) Kind() Kind {
 	return KindCharge
 }
 func (*OpenSession) Kind() Kind  { return KindOpenSession }
+func (*Reserve) Kind() Kind      { return KindReserve }
 func (*CloseSession) Kind() Kind { return KindCloseSession }
 
 func (b *Genesis) Stamp() int64          { return b.Timestamp }
@@ -307,6 +387,7 @@ func (b *ChangeCap) Stamp() int64        { return b.Timestamp }
 func (b *RegisterStudent) Stamp() int64  { return b.Timestamp }
 func (b *Charge) Stamp() int64           { return b.Timestamp }
 func (b *OpenSession) Stamp() int64      { return b.Timestamp }
+func (b *Reserve) Stamp() int64          { return b.Timestamp }
 func (b *CloseSession) Stamp() int64     { return b.Timestamp }
 func (b *RegisterEnsemble) Stamp() int64 { return b.Timestamp }
 
@@ -335,6 +416,9 @@ type fields interface {
 	// present in a charge-v2 (a charge that states them), absent in a
 	// charge.
 	ensembles(hospitals []string, v *[]uint64)
+	// bounds is a genesis's cap bounds: present in a genesis-v2, absent
+	// in a genesis.
+	bounds(epsilon, delta *float64)
 }
 
 // writer writes a body's fields to an encoder.
@@ -409,6 +493,17 @@ func (w writer) ensembles(hospitals []string, v *[]uint64) {
 		}
 		w.e.u64(n)
 	}
+}
+
+func (w writer) bounds(epsilon, delta *float64) {
+	if *epsilon == 0 && *delta == 0 {
+		return
+	}
+	if !validCap(*epsilon, *delta) {
+		w.e.fail("cap bounds ε=%v δ=%v: ε must be finite and > 0, δ in (0, 1)", *epsilon, *delta)
+	}
+	w.e.f64("epsilon bound", *epsilon)
+	w.e.f64("delta bound", *delta)
 }
 
 // reader reads a body's fields from a decoder.
@@ -496,9 +591,21 @@ func (r reader) ensembles(hospitals []string, v *[]uint64) {
 	}
 }
 
+func (r reader) bounds(epsilon, delta *float64) {
+	if r.d.kind != KindGenesisV2 {
+		return
+	}
+	*epsilon = r.d.f64("epsilon bound")
+	*delta = r.d.f64("delta bound")
+	if r.d.err == nil && !validCap(*epsilon, *delta) {
+		r.d.fail("cap bounds ε=%v δ=%v: ε must be finite and > 0, δ in (0, 1)", *epsilon, *delta)
+	}
+}
+
 func (b *Genesis) fields(f fields) {
 	f.id("origin", &b.Origin)
 	f.parties(&b.Parties)
+	f.bounds(&b.EpsilonBound, &b.DeltaBound)
 	f.i64(&b.Timestamp)
 }
 
@@ -674,7 +781,7 @@ func DecodeCommand(b []byte) (Command, error) {
 	}
 	var body Body
 	switch k {
-	case KindGenesis:
+	case KindGenesis, KindGenesisV2:
 		body = &Genesis{}
 	case KindRegisterParty:
 		body = &RegisterParty{}
@@ -692,6 +799,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		body = &CloseSession{}
 	case KindRegisterEnsemble:
 		body = &RegisterEnsemble{}
+	case KindReserve:
+		body = &Reserve{}
 	default:
 		return Command{}, fmt.Errorf("%w: unknown command kind %d", ErrMalformed, k)
 	}

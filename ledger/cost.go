@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -269,6 +270,28 @@ func sessionParams(batch, kind string, params []Param, k uint64, checkK bool) (R
 	return Result{}, true
 }
 
+// sessionBound refuses a charge in a session that names another mechanism
+// or other parameters than the session opened with: the session's cost
+// holds only for the mechanism it paid for (a charge naming T = 0 inside a
+// session opened at T = 120 would release what that cost does not cover).
+// Parameters have one spelling each (mechanism.ParseLedgerParams), so equal
+// parameters are equal bytes.
+func sessionBound(b *Charge, mech string, params []Param) (Result, bool) {
+	if b.Mechanism != mech || !slices.Equal(b.Params, params) {
+		return refuse(CodeSessionMismatch, b.Session, "batch %s names %s with %s; session %s was opened, and paid for, with %s %s",
+			b.BatchID, b.Mechanism, formatParams(b.Params), b.Session, mech, formatParams(params)), false
+	}
+	return Result{}, true
+}
+
+func formatParams(ps []Param) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Key + "=" + p.Value
+	}
+	return strings.Join(out, ",")
+}
+
 // sessionKinds names the mechanisms that answer in sessions, for a
 // refusal's message.
 func sessionKinds() string {
@@ -306,6 +329,13 @@ func CostCheck(c Command) *RefusalError {
 			return &RefusalError{Code: CodeBadCurve, Subject: b.SessionID, Message: err.Error()}
 		}
 		_, r, ok = deriveSession(g, b, stated)
+	case *Reserve:
+		stated, err := g.CurveOf(b.Curve)
+		if err != nil {
+			return &RefusalError{Code: CodeBadCurve, Subject: b.BatchID, Message: err.Error()}
+		}
+		_, r, ok = deriveCharge(g, nil, &Charge{BatchID: b.BatchID, Mechanism: b.Mechanism, Params: b.Params,
+			Queries: b.Queries, Answers: b.Queries, Delta: b.Delta}, stated)
 	}
 	if ok {
 		return nil

@@ -23,7 +23,11 @@
 // below the recomputed one at any order, or whose δ is below, by more than
 // CostTolerance (a relative 1e-9) is refused as under-cost. What an
 // accepted command composes into the accounts is the order-wise maximum of
-// the stated and the recomputed cost, never the stated one alone.
+// the stated and the recomputed cost, never the stated one alone. A charge
+// inside a session costs nothing more only because the session paid, at
+// opening, for one mechanism with one set of parameters: a charge naming
+// the session must name exactly those (refused as session-mismatch
+// otherwise).
 //
 // Admission is decided at the command's data-independent worst case: the
 // cap check composes the cost of every query answered (for every
@@ -69,7 +73,9 @@
 //
 // Verification (Verify, `nzc ledger verify`) replays every command with
 // the same rules and, separately, recomputes the cost of every accepted
-// charge and session (CostCheck), naming each entry that states less.
+// charge and session (CostCheck), naming each entry that states less,
+// and each charge in a session that names other parameters than the
+// session opened with.
 //
 // docs/LEDGER.md describes the encoding, the rules and the verification.
 //
@@ -152,4 +158,32 @@
 // fixed-sequence conversion would have admitted. The guarantee is for the
 // cap in force when the last output was released; a hospital that raises
 // its cap extends the same account, and the bound then is for the new cap.
+//
+// # Reservations keep the gate a gate when batches run at once
+//
+// The argument above needs each release to be decided, from public state,
+// before its mechanism runs, and the running total to stay within the cap
+// whatever the batches admitted so far turn out to spend. Batches run
+// concurrently, so the gate decides at a Reserve, before any hospital is
+// asked for votes: the account's spent curve composed with the worst case
+// of every live reservation naming the hospital (in log order, so every
+// replica composes the same bits) and with the new batch's worst case must
+// pass the filter (and the pure-ε sum, and the additive δ, likewise). Every
+// admitted batch is thus admitted as if every batch admitted before it,
+// settled or not, had spent its worst case; the charge that settles within
+// its reservation (Reserve's rule: its student and mechanism, hospitals it
+// names, at most its queries, no more at any order, in δ or in pure ε)
+// composes its realized cost, which is at most what the gate counted, so
+// the total stays within the event the gate checked and the bound above
+// holds for the whole transcript. A settling charge passes no second cap
+// check: the decision was made and cannot depend on the votes. A charge
+// without a live reservation, a session opening and a reservation all pass
+// the gate with every other live reservation counted, so a charge cannot
+// take budget a reservation holds. A reservation expires ReservationWindow
+// entries after its own (an entry count, which every replica decides
+// alike) and is released; a charge that comes after its reservation
+// expired is gated afresh. Lowering a cap does not unsettle a live
+// reservation: its batch was admitted under the cap in force then, which is
+// what the bound is stated for. TestReservationHoldsTheWorstCaseBeforeVotes
+// and TestChargeOutsideItsReservationIsGated check these rules.
 package ledger

@@ -516,16 +516,28 @@ func (r *Report) forks(exported, earlier [][]byte, st *State, trusted []string) 
 
 // costs recomputes the cost of every accepted charge and session from its
 // mechanism and parameters and names each entry that states less than it
-// costs (replay stops at the first; this names them all).
+// costs, and each charge in a session that names another mechanism or
+// other parameters than the session opened with (replay stops at the
+// first; this names them all).
 func (r *Report) costs(entries [][]byte) {
 	checked, bad := 0, 0
+	opened := map[string]*OpenSession{}
 	for i, b := range entries {
 		_, c, ok := AcceptedCommand(b)
 		if !ok {
 			continue
 		}
-		switch c.Body.(type) {
-		case *Charge, *OpenSession:
+		switch body := c.Body.(type) {
+		case *OpenSession:
+			opened[body.SessionID] = body
+		case *Reserve:
+		case *Charge:
+			if o, ok := opened[body.Session]; ok && body.Session != "" {
+				if res, ok := sessionBound(body, o.Mechanism, o.Params); !ok {
+					bad++
+					r.add(Check{Name: "cost", Entry: entryRef(int64(i)), Detail: fmt.Sprintf("accepted charge %s is not of the mechanism its session paid for (%s): %s", body.BatchID, res.Code, res.Message)})
+				}
+			}
 		default:
 			continue
 		}

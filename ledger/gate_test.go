@@ -37,7 +37,7 @@ func TestGateMixedMechanisms(t *testing.T) {
 	admit := func(c mechanism.Curve, delta, pure float64) bool {
 		t.Helper()
 		cost := derived{admit: c, charge: c, admitDelta: delta, chargeDelta: delta, admitPure: pure, chargePure: pure}
-		_, ok := f.st.capCheck([]string{h}, cost)
+		_, ok := f.st.capCheck([]string{h}, cost, uint64(f.st.TreeSize()), "")
 		after, _ := acct.curve.Compose(c)
 		bound := min(filterEps(after, acct.deltaSpent+delta), acct.pure+pure)
 		if within := bound <= acct.capEps; ok != within {

@@ -53,15 +53,16 @@ func convertFloats[U, T ~float64](vs []T) []U {
 
 type accountJSON struct {
 	plainAccount
-	Epsilon JSONFloat   `json:"epsilon"`
-	Curve   []JSONFloat `json:"curve"`
+	Epsilon                  JSONFloat   `json:"epsilon"`
+	EpsilonAtFederationDelta JSONFloat   `json:"epsilon_at_federation_delta"`
+	Curve                    []JSONFloat `json:"curve"`
 }
 
 type plainAccount Account
 
 // MarshalJSON writes the account with infinite values as "+Inf".
 func (a Account) MarshalJSON() ([]byte, error) {
-	return json.Marshal(accountJSON{plainAccount(a), JSONFloat(a.Epsilon), convertFloats[JSONFloat](a.Curve)})
+	return json.Marshal(accountJSON{plainAccount(a), JSONFloat(a.Epsilon), JSONFloat(a.EpsilonAtFederationDelta), convertFloats[JSONFloat](a.Curve)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -71,7 +72,7 @@ func (a *Account) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*a = Account(j.plainAccount)
-	a.Epsilon, a.Curve = float64(j.Epsilon), convertFloats[float64](j.Curve)
+	a.Epsilon, a.EpsilonAtFederationDelta, a.Curve = float64(j.Epsilon), float64(j.EpsilonAtFederationDelta), convertFloats[float64](j.Curve)
 	return nil
 }
 

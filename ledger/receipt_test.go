@@ -83,20 +83,22 @@ func TestReceipt(t *testing.T) {
 	}
 	// What a student checks: its own batch, size and answers.
 	hash := sha256.Sum256([]byte("b1"))
-	if _, _, _, err := newVerifier(t, keys).ChargeReceipt(good, "b1", "s2", 10, hash); err != nil {
+	if _, _, _, err := newVerifier(t, keys).ChargeReceipt(good, "b1", "s2", answered(10), hash); err != nil {
 		t.Fatalf("the student's check: %v", err)
 	}
 	for _, c := range []struct {
 		name, batch, student string
-		queries              uint64
+		labels               []int32
 		hash                 [32]byte
 	}{
-		{"another batch", "b9", "s2", 10, hash},
-		{"another student", "b1", "s1", 10, hash},
-		{"a smaller batch", "b1", "s2", 9, hash},
-		{"other answers", "b1", "s2", 10, [32]byte{7}},
+		{"another batch", "b9", "s2", answered(10), hash},
+		{"another student", "b1", "s1", answered(10), hash},
+		{"a smaller batch", "b1", "s2", answered(9), hash},
+		{"a larger batch", "b1", "s2", answered(11), hash},
+		{"fewer labels released than charged", "b1", "s2", append(answered(9), -1), hash},
+		{"other answers", "b1", "s2", answered(10), [32]byte{7}},
 	} {
-		if _, _, _, err := newVerifier(t, keys).ChargeReceipt(good, c.batch, c.student, c.queries, c.hash); !errors.Is(err, ErrReceipt) {
+		if _, _, _, err := newVerifier(t, keys).ChargeReceipt(good, c.batch, c.student, c.labels, c.hash); !errors.Is(err, ErrReceipt) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
@@ -155,4 +157,46 @@ func FuzzReceiptJSON(f *testing.F) {
 		// Verification never panics on what decodes.
 		_, _, _ = newVerifier(t, nil).Receipt(again, [32]byte{})
 	})
+}
+
+// answered is n labels, every one released.
+func answered(n int) []int32 { return make([]int32, n) }
+
+// A student takes a charge only for exactly the labels it received: every
+// query charged (an nzc-svt batch's stopped tail refused), as many answers
+// as labels released, a session exactly for nzc-svt.
+func TestChargeCoversExactlyTheLabels(t *testing.T) {
+	hash := [32]byte{1}
+	charge := func(mech string, queries, answers uint64, session string) *Charge {
+		return &Charge{BatchID: "b1", Student: "s1", Mechanism: mech, Queries: queries, Answers: answers, Session: session, AnswersHash: hash}
+	}
+	refused := func(labels []int32, from int) []int32 {
+		for i := from; i < len(labels); i++ {
+			labels[i] = -1
+		}
+		return labels
+	}
+	for _, tc := range []struct {
+		name   string
+		ch     *Charge
+		labels []int32
+		ok     bool
+	}{
+		{"every query charged and answered", charge("gnmax", 100, 100, ""), answered(100), true},
+		{"100 labels on a 1-query charge", charge("gnmax", 1, 1, ""), answered(100), false},
+		{"100 labels on a 100-query charge of 1 answer", charge("confident-gnmax", 100, 1, ""), answered(100), false},
+		{"1 answer of 100, charged so", charge("confident-gnmax", 100, 1, ""), refused(answered(100), 1), true},
+		{"an nzc-svt session stopped after 40 queries", charge("nzc-svt", 40, 30, "s"), refused(answered(100), 30), true},
+		{"an nzc-svt charge of 40 queries with a label at query 40", charge("nzc-svt", 40, 30, "s"), append(refused(answered(40), 30), 0), false},
+		{"an nzc-svt charge of 1 query for 100 labels", charge("nzc-svt", 1, 1, "s"), answered(100), false},
+		{"an nzc-svt charge without a session", charge("nzc-svt", 10, 10, ""), answered(10), false},
+		{"a gnmax charge in a session", charge("gnmax", 10, 10, "s"), answered(10), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := chargeCovers(tc.ch, "b1", "s1", tc.labels, hash)
+			if (err == nil) != tc.ok {
+				t.Fatalf("chargeCovers: %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
 }

@@ -115,6 +115,8 @@ func (s *State) Restore(snapshot []byte) error {
 		s.grid, s.parties, s.joined, s.accounts, s.students = empty.grid, empty.parties, empty.joined, empty.accounts, empty.students
 		s.batches, s.sessions, s.opened, s.latest, s.ensembles = empty.batches, empty.sessions, empty.opened, empty.latest, empty.ensembles
 		s.paced = empty.paced
+		s.epsBound, s.deltaBound = 0, 0
+		s.reservations, s.reserveQueue = empty.reservations, nil
 		s.log, s.costs, s.pre = empty.log, empty.costs, empty.pre
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
 	}
@@ -122,6 +124,8 @@ func (s *State) Restore(snapshot []byte) error {
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
 	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
+	s.epsBound, s.deltaBound = fresh.epsBound, fresh.deltaBound
+	s.reservations, s.reserveQueue = fresh.reservations, fresh.reserveQueue
 	s.paced = fresh.paced
 	return nil
 }

@@ -62,6 +62,7 @@ func (r Result) Err() error {
 type account struct {
 	capEps, capDelta float64
 	capVersion       uint64
+	capChanges       []CapChange
 	curve            mechanism.Curve
 	deltaSpent       float64
 	// pure is the sum of the charges' pure ε, on the lattice (+Inf once a
@@ -86,6 +87,10 @@ type session struct {
 	student     string
 	hospitals   []string
 	maxRefusals uint64
+	// mechanism and params are what the session paid for at opening; a
+	// charge in it must name exactly these.
+	mechanism   string
+	params      []Param
 	queries     uint64
 	answers     uint64
 	closed      bool
@@ -117,6 +122,8 @@ type State struct {
 
 	genesis bool
 	origin  string
+	// epsBound and deltaBound bound every cap (Genesis.Bounds).
+	epsBound, deltaBound float64
 	// genesisHash is the digest of the accepted genesis command.
 	genesisHash [32]byte
 	parties     map[string]Party
@@ -128,8 +135,14 @@ type State struct {
 	opened      map[string]applied  // session ID → the OpenSession that opened it
 	latest      map[string]string   // sessionKey → the ID of the session opened last
 	ensembles   map[string]Ensemble // hospital → its registered ensemble
-	classes     uint64              // the federation's class count, from the first ensemble registration
-	paced       map[string]int64    // hospital → when its account commands are paced again (pace.go)
+	// reservations are the live and expired-but-not-yet-pruned Reserve
+	// commands by batch (Charge.key), and reserveQueue their keys and
+	// entries in log order, for composing them in one order on every
+	// replica and for pruning the expired.
+	reservations map[string]*reservation
+	reserveQueue []queued
+	classes      uint64           // the federation's class count, from the first ensemble registration
+	paced        map[string]int64 // hospital → when its account commands are paced again (pace.go)
 
 	log hashStore // the entries and their RFC 6962 hashes
 
@@ -146,21 +159,22 @@ func New() *State { return newState(NewMemHistory()) }
 
 func newState(h History) *State {
 	return &State{
-		log:       hashStore{h: h},
-		grid:      mechanism.DefaultGrid(),
-		parties:   map[string]Party{},
-		joined:    map[string]uint64{},
-		accounts:  map[string]*account{},
-		students:  map[string]*studentAcct{},
-		batches:   map[string]applied{},
-		sessions:  map[string]*session{},
-		opened:    map[string]applied{},
-		latest:    map[string]string{},
-		ensembles: map[string]Ensemble{},
-		paced:     map[string]int64{},
-		costs:     newCostCache(),
-		pre:       &preverified{},
-		checks:    &checkedSigs{keys: map[[32]byte]ed25519.PublicKey{}},
+		log:          hashStore{h: h},
+		grid:         mechanism.DefaultGrid(),
+		parties:      map[string]Party{},
+		joined:       map[string]uint64{},
+		accounts:     map[string]*account{},
+		students:     map[string]*studentAcct{},
+		batches:      map[string]applied{},
+		sessions:     map[string]*session{},
+		opened:       map[string]applied{},
+		latest:       map[string]string{},
+		ensembles:    map[string]Ensemble{},
+		reservations: map[string]*reservation{},
+		paced:        map[string]int64{},
+		costs:        newCostCache(),
+		pre:          &preverified{},
+		checks:       &checkedSigs{keys: map[[32]byte]ed25519.PublicKey{}},
 	}
 }
 
@@ -204,6 +218,7 @@ func (s *State) apply(cmd []byte, whole bool) (Result, error) {
 	if commit != nil {
 		commit()
 	}
+	s.pruneReservations(index + 1)
 	return r, nil
 }
 
@@ -289,7 +304,7 @@ func (s *State) decide(cmd []byte, index uint64, now *int64) (Result, func()) {
 	case *OpenAccount:
 		return s.openAccount(signer, b, index)
 	case *ChangeCap:
-		return s.changeCap(signer, b)
+		return s.changeCap(signer, b, index)
 	case *RegisterStudent:
 		return s.registerStudent(signer, b)
 	case *Charge:
@@ -300,6 +315,8 @@ func (s *State) decide(cmd []byte, index uint64, now *int64) (Result, func()) {
 		return s.closeSession(c, signer, b, index)
 	case *RegisterEnsemble:
 		return s.registerEnsemble(signer, b, index)
+	case *Reserve:
+		return s.reserve(c, signer, b, index)
 	}
 	return refuse(CodeMalformed, "", "command kind %s is not handled", c.Body.Kind()), nil
 }
@@ -326,6 +343,7 @@ func (s *State) genesisCmd(c Command, g *Genesis, index uint64) (Result, func())
 	return accept("genesis of %s with %d parties", g.Origin, len(g.Parties)), func() {
 		s.genesis = true
 		s.origin, s.genesisHash = g.Origin, digest
+		s.epsBound, s.deltaBound = g.Bounds()
 		for _, p := range g.Parties {
 			s.parties[p.ID] = p
 			s.joined[p.ID] = index
@@ -357,8 +375,8 @@ func (s *State) openAccount(signer Party, b *OpenAccount, index uint64) (Result,
 	if _, ok := s.accounts[b.Hospital]; ok {
 		return refuse(CodeAccountExists, b.Hospital, "hospital %s already has an account; change its cap with a signed cap change", b.Hospital), nil
 	}
-	if !validCap(b.CapEpsilon, b.CapDelta) {
-		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
+	if r, ok := s.capBounded(b.Hospital, b.CapEpsilon, b.CapDelta); !ok {
+		return r, nil
 	}
 	next, r, ok := s.pace(b.Hospital, b.Timestamp)
 	if !ok {
@@ -370,7 +388,7 @@ func (s *State) openAccount(signer Party, b *OpenAccount, index uint64) (Result,
 	}
 }
 
-func (s *State) changeCap(signer Party, b *ChangeCap) (Result, func()) {
+func (s *State) changeCap(signer Party, b *ChangeCap, index uint64) (Result, func()) {
 	if signer.Role != RoleHospital || signer.ID != b.Hospital {
 		return refuse(CodeWrongSigner, signer.ID, "only hospital %s itself changes its cap, not %s", b.Hospital, signer.ID), nil
 	}
@@ -381,8 +399,8 @@ func (s *State) changeCap(signer Party, b *ChangeCap) (Result, func()) {
 	if b.Version != a.capVersion+1 {
 		return refuse(CodeStaleCapVersion, b.Hospital, "cap change version %d for %s, the next is %d; sign a new request", b.Version, b.Hospital, a.capVersion+1), nil
 	}
-	if !validCap(b.CapEpsilon, b.CapDelta) {
-		return refuse(CodeBadCap, b.Hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", b.CapEpsilon, b.CapDelta, b.Hospital), nil
+	if r, ok := s.capBounded(b.Hospital, b.CapEpsilon, b.CapDelta); !ok {
+		return r, nil
 	}
 	next, r, ok := s.pace(b.Hospital, b.Timestamp)
 	if !ok {
@@ -390,8 +408,25 @@ func (s *State) changeCap(signer Party, b *ChangeCap) (Result, func()) {
 	}
 	return accept("cap of %s changed from ε=%v δ=%v to ε=%v δ=%v (version %d)", b.Hospital, a.capEps, a.capDelta, b.CapEpsilon, b.CapDelta, b.Version), func() {
 		s.paced[b.Hospital] = next
+		a.capChanges = append(a.capChanges, CapChange{Entry: index, Timestamp: b.Timestamp, Version: b.Version, Signer: signer.ID,
+			FromEpsilon: a.capEps, FromDelta: a.capDelta, ToEpsilon: b.CapEpsilon, ToDelta: b.CapDelta,
+			Raise: b.CapEpsilon > a.capEps || b.CapDelta > a.capDelta})
 		a.capEps, a.capDelta, a.capVersion = b.CapEpsilon, b.CapDelta, b.Version
 	}
+}
+
+// capBounded refuses a cap that is not a cap (ε not finite and > 0, δ not
+// in (0, 1)) or that exceeds the federation's bounds: a larger δ restates
+// the same spending as a smaller ε, so no account may pick its own.
+func (s *State) capBounded(hospital string, eps, delta float64) (Result, bool) {
+	if !validCap(eps, delta) {
+		return refuse(CodeBadCap, hospital, "cap (ε=%v, δ=%v) of %s: ε must be finite and > 0, δ in (0, 1)", eps, delta, hospital), false
+	}
+	if eps > s.epsBound || delta > s.deltaBound {
+		return refuse(CodeBadCap, hospital, "cap (ε=%v, δ=%v) of %s exceeds the federation's bounds (ε ≤ %v, δ ≤ %v, fixed by its genesis); ask for a cap within them",
+			eps, delta, hospital, s.epsBound, s.deltaBound), false
+	}
+	return Result{}, true
 }
 
 func (s *State) registerStudent(signer Party, b *RegisterStudent) (Result, func()) {
@@ -439,22 +474,30 @@ func (s *State) checkCost(student string, hospitals []string, values []float64, 
 // capCheck refuses a cost that would exhaust any hospital's δ or push its ε
 // over its cap. Hospitals are checked in their sorted order, so the refusal
 // names the first one that fails.
-func (s *State) capCheck(hospitals []string, cost derived) (Result, bool) {
+func (s *State) capCheck(hospitals []string, cost derived, index uint64, except string) (Result, bool) {
 	curve, delta := cost.admit, cost.admitDelta
 	for _, h := range hospitals {
 		a := s.accounts[h]
-		conv := a.capDelta - (a.deltaSpent + delta)
-		if !(conv > 0) {
-			return refuse(CodeDeltaExhausted, h, "hospital %s: additive δ %v + %v already charged leaves no δ of its cap %v for the conversion", h, delta, a.deltaSpent, a.capDelta), false
-		}
-		after, err := a.curve.Compose(curve)
+		// What the account has spent, and the worst cases other live
+		// reservations hold against it, count as spent.
+		held, heldDelta, heldPure := s.reserved(h, index, except)
+		spentCurve, err := a.curve.Compose(held)
 		if err != nil {
 			return refuse(CodeBadCurve, h, "%v", err), false
 		}
-		eps := min(epsilonAt(after, conv), addPure(a.pure, cost.admitPure))
+		spentDelta, spentPure := a.deltaSpent+heldDelta, addPure(a.pure, heldPure)
+		conv := a.capDelta - (spentDelta + delta)
+		if !(conv > 0) {
+			return refuse(CodeDeltaExhausted, h, "hospital %s: additive δ %v + %v already charged or reserved leaves no δ of its cap %v for the conversion", h, delta, spentDelta, a.capDelta), false
+		}
+		after, err := spentCurve.Compose(curve)
+		if err != nil {
+			return refuse(CodeBadCurve, h, "%v", err), false
+		}
+		eps := min(epsilonAt(after, conv), addPure(spentPure, cost.admitPure))
 		if eps > a.capEps {
-			spent, charge := min(epsilonAt(a.curve, conv), a.pure), min(epsilonAt(curve, conv), cost.admitPure)
-			r := refuse(CodeCapExceeded, h, "hospital %s: spent ε=%.6g plus this batch's worst case ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
+			spent, charge := min(epsilonAt(spentCurve, conv), spentPure), min(epsilonAt(curve, conv), cost.admitPure)
+			r := refuse(CodeCapExceeded, h, "hospital %s: spent and reserved ε=%.6g plus this batch's worst case ε=%.6g would reach ε=%.6g, over its cap ε=%v (at δ=%.3g)", h, spent, charge, eps, a.capEps, conv)
 			r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = spent, charge, a.capEps
 			return r, false
 		}
@@ -551,10 +594,18 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
+	// A charge that settles within its batch's live reservation was
+	// admitted when the reservation was: the worst case it held already
+	// passed the gate with every other live reservation counted. Any
+	// other charge passes the gate now, its own reservation left out.
+	settled := ""
+	if rv, ok := s.liveReservation(b.key(), index); ok && rv.within(b, cost) {
+		settled = fmt.Sprintf(", within its reservation at entry %d", rv.index)
+	} else if r, ok := s.capCheck(b.Hospitals, cost, index, b.key()); !ok {
 		return r, nil
 	}
-	return accept("charged batch %s (%d answers) to %d hospitals", b.BatchID, b.Answers, len(b.Hospitals)), func() {
+	return accept("charged batch %s (%d answers) to %d hospitals%s", b.BatchID, b.Answers, len(b.Hospitals), settled), func() {
+		delete(s.reservations, b.key())
 		s.spend(b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
 		s.batches[b.key()] = applied{digest: digest, index: index}
@@ -698,6 +749,9 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 	if r, ok := sessionParams(b.BatchID, b.Mechanism, b.Params, ss.maxRefusals, true); !ok {
 		return r, nil
 	}
+	if r, ok := sessionBound(b, ss.mechanism, ss.params); !ok {
+		return r, nil
+	}
 	if len(b.Curve) != s.grid.Len() || slices.ContainsFunc(b.Curve, func(v float64) bool { return v != 0 }) || b.Delta != 0 {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s in session %s must carry a zero curve on the default grid and zero δ: the session paid its cost at opening", b.BatchID, b.Session), nil
 	}
@@ -738,12 +792,13 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost); !ok {
+	if r, ok := s.capCheck(b.Hospitals, cost, index, ""); !ok {
 		return r, nil
 	}
 	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {
 		s.spend(b.Hospitals, cost, 0)
-		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals}
+		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals,
+			mechanism: b.Mechanism, params: slices.Clone(b.Params)}
 		s.opened[b.SessionID] = applied{digest: digest, index: index}
 		key := sessionKey(signer.ID, b.Student, b.Hospitals)
 		if prev, ok := s.latest[key]; ok {
@@ -842,6 +897,29 @@ type Account struct {
 	Charges     uint64  `json:"charges"` // accepted charges and sessions
 	Answers     uint64  `json:"answers"`
 	Opened      uint64  `json:"opened"` // the entry that opened the account
+	// FederationDelta is the federation's δ bound (Genesis.Bounds), and
+	// EpsilonAtFederationDelta the account's ε converted at it (less the
+	// δ spent): the figure every account states at the same δ, whatever
+	// δ its cap names.
+	FederationDelta          float64 `json:"federation_delta"`
+	EpsilonAtFederationDelta float64 `json:"epsilon_at_federation_delta"`
+	// CapChanges is every change of the cap after opening, oldest first.
+	CapChanges []CapChange `json:"cap_changes,omitempty"`
+}
+
+// CapChange is one accepted change of a hospital's cap: who signed it, at
+// which entry and time, from which cap to which, and whether it raised
+// the cap (a larger ε or a larger δ).
+type CapChange struct {
+	Entry       uint64  `json:"entry"`
+	Timestamp   int64   `json:"timestamp"` // the proposer's, unix nanoseconds
+	Version     uint64  `json:"version"`
+	Signer      string  `json:"signer"`
+	FromEpsilon float64 `json:"from_epsilon"`
+	FromDelta   float64 `json:"from_delta"`
+	ToEpsilon   float64 `json:"to_epsilon"`
+	ToDelta     float64 `json:"to_delta"`
+	Raise       bool    `json:"raise"`
 }
 
 // Accounts returns every hospital account, sorted by hospital ID.
@@ -887,13 +965,17 @@ func (s *State) accountOf(h string) Account {
 	a := s.accounts[h]
 	acc := Account{Hospital: h, CapEpsilon: a.capEps, CapDelta: a.capDelta, CapVersion: a.capVersion,
 		DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
-		Charges: a.charges, Answers: a.answers, Opened: a.opened, PureEpsilon: a.pure}
+		Charges: a.charges, Answers: a.answers, Opened: a.opened, PureEpsilon: a.pure,
+		FederationDelta: s.deltaBound, EpsilonAtFederationDelta: math.Inf(1), CapChanges: slices.Clone(a.capChanges)}
 	if d := a.conversionDelta(); d > 0 {
 		conv := convert(a.curve, d)
 		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order
 		if a.pure < acc.Epsilon {
 			acc.Epsilon, acc.Order = a.pure, 0
 		}
+	}
+	if d := s.deltaBound - a.deltaSpent; d > 0 {
+		acc.EpsilonAtFederationDelta = min(convert(a.curve, d).Epsilon, a.pure)
 	}
 	return acc
 }

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -522,5 +524,133 @@ func TestBatchIDsPerStudent(t *testing.T) {
 	c := chargeBody("shared", []string{"h3"}, curve, 1)
 	if r := f.apply(f.sign(c, "agg")); r.Code != CodeConflict {
 		t.Fatalf("the same student, other content: %s/%s, want conflict", r.Status, r.Code)
+	}
+}
+
+// A charge in a session pays nothing more because the session paid for its
+// mechanism at opening; one naming other parameters (T = 0 and noise 1e-9
+// inside a session opened at T = 240, b = 1) is refused by apply, and
+// verify names such an entry in a log that holds it.
+func TestSessionChargeBoundToItsParameters(t *testing.T) {
+	f := newFed(t)
+	open := openSession(t, "svt1", "s2", []string{"h1"}, 3)
+	open.Timestamp = f.now()
+	f.must(open, "agg")
+	zero := make([]float64, mechanism.DefaultGrid().Len())
+	in := func(batch string, p mechanism.Params) *Charge {
+		b := chargeBody(batch, []string{"h1"}, zero, 10)
+		b.Session, b.Mechanism, b.Params = "svt1", string(p.Mechanism), p.LedgerParams()
+		return b
+	}
+	weak := svtParams(3)
+	weak.Threshold, weak.Scale, weak.DistanceScale = 0, 1e-9, 1e-9
+	other := svtParams(3)
+	other.Teachers = 500
+	for _, tc := range []struct {
+		name, batch string
+		p           mechanism.Params
+	}{
+		{"T=0, b_ρ=b_ν=1e-9", "weak", weak},
+		{"another ensemble", "other", other},
+	} {
+		if r := f.apply(f.sign(in(tc.batch, tc.p), "agg")); r.Code != CodeSessionMismatch {
+			t.Errorf("a charge in the session naming %s: %s %s, want %s", tc.name, r.Status, r.Code, CodeSessionMismatch)
+		}
+	}
+	f.must(in("honest", svtParams(3)), "agg")
+
+	forged := f.forge(f.sign(in("forged", weak), "agg"))
+	export, err := f.st.Export(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Verify(export, VerifyOptions{})
+	var named []int64
+	for _, c := range r.Failures() {
+		if c.Name == "cost" && c.Entry != nil && strings.Contains(c.Detail, "session") {
+			named = append(named, *c.Entry)
+		}
+	}
+	if !slices.Equal(named, []int64{forged}) {
+		t.Fatalf("verify names entries %v, want the forged session charge %d; failures %+v", named, forged, r.Failures())
+	}
+}
+
+// Caps are bounded by the genesis: no account picks its own δ to restate
+// its spending as a smaller ε, nor an ε without bound. Every account also
+// reports its ε at the federation's δ, and lists every cap change, a
+// raise flagged.
+func TestCapsAreBoundedAndHonest(t *testing.T) {
+	// A genesis that states no bounds has the defaults.
+	f := newFed(t)
+	for _, tc := range []struct {
+		name string
+		body Body
+	}{
+		{"a cap δ of 0.5", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 8, CapDelta: 0.5}},
+		{"a cap δ just above the bound", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 8, CapDelta: DefaultDeltaBound * 1.01}},
+		{"a cap ε of 1e300", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 1e300, CapDelta: 1e-5}},
+		{"a cap ε above the bound", &ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: DefaultEpsilonBound + 1, CapDelta: 1e-5}},
+	} {
+		if r := f.apply(f.sign(tc.body, "h1")); r.Code != CodeBadCap {
+			t.Errorf("%s: %s %s, want %s", tc.name, r.Status, r.Code, CodeBadCap)
+		}
+	}
+	// The refusals changed nothing.
+	if a, _ := f.st.Account("h1"); a.CapDelta != 1e-5 || a.CapEpsilon != 8 || a.CapVersion != 0 || len(a.CapChanges) != 0 {
+		t.Fatalf("after refused cap changes: %+v", a)
+	}
+
+	// h2's cap names δ = 1e-6: its ε there is larger than at the
+	// federation's 1e-5, and both are reported.
+	f.must(chargeBody("b1", []string{"h1", "h2"}, gaussCurve(40, 100), 100), "agg")
+	h1, _ := f.st.Account("h1")
+	h2, _ := f.st.Account("h2")
+	if h1.FederationDelta != DefaultDeltaBound || h1.EpsilonAtFederationDelta != h1.Epsilon {
+		t.Fatalf("h1, capped at the federation's δ: ε %v at its cap, %v at the federation's δ %v", h1.Epsilon, h1.EpsilonAtFederationDelta, h1.FederationDelta)
+	}
+	if !(h2.EpsilonAtFederationDelta < h2.Epsilon) || h2.EpsilonAtFederationDelta != h1.Epsilon {
+		t.Fatalf("h2 at δ 1e-6: ε %v at its cap, %v at the federation's δ; h1's %v", h2.Epsilon, h2.EpsilonAtFederationDelta, h1.Epsilon)
+	}
+
+	// Changes are listed: who, when, from → to, a raise flagged.
+	lower := f.must(&ChangeCap{Hospital: "h1", Version: 1, CapEpsilon: 4, CapDelta: 1e-6, Timestamp: f.now()}, "h1")
+	raise := &ChangeCap{Hospital: "h1", Version: 2, CapEpsilon: 6, CapDelta: 1e-6, Timestamp: f.now()}
+	raised := f.must(raise, "h1")
+	a, _ := f.st.Account("h1")
+	want := []CapChange{
+		{Entry: lower.Index, Timestamp: raise.Timestamp - 1_000_000, Version: 1, Signer: "h1", FromEpsilon: 8, FromDelta: 1e-5, ToEpsilon: 4, ToDelta: 1e-6},
+		{Entry: raised.Index, Timestamp: raise.Timestamp, Version: 2, Signer: "h1", FromEpsilon: 4, FromDelta: 1e-6, ToEpsilon: 6, ToDelta: 1e-6, Raise: true},
+	}
+	if !reflect.DeepEqual(a.CapChanges, want) {
+		t.Fatalf("cap changes %+v, want %+v", a.CapChanges, want)
+	}
+	if s := a.String(); !strings.Contains(s, "2 cap changes, 1 of them raises") || !strings.Contains(s, "at the federation's δ=1e-05") {
+		t.Fatalf("account text %q", s)
+	}
+	if s := want[1].String(); !strings.Contains(s, "RAISED") || !strings.Contains(s, "ε=4 δ=1e-06 → ε=6 δ=1e-06") {
+		t.Fatalf("cap change text %q", s)
+	}
+	// A replay and a restored snapshot list the same changes.
+	restored := restoredCopy(t, f.st)
+	if b, _ := restored.Account("h1"); !reflect.DeepEqual(b.CapChanges, want) || b.FederationDelta != DefaultDeltaBound {
+		t.Fatalf("restored cap changes %+v, federation δ %v", b.CapChanges, b.FederationDelta)
+	}
+	if r := restored.Check(f.sign(&ChangeCap{Hospital: "h1", Version: 3, CapEpsilon: 6, CapDelta: 0.5}, "h1")); r.Code != CodeBadCap {
+		t.Fatalf("a restored replica takes a cap δ of 0.5: %s %s", r.Status, r.Code)
+	}
+
+	// A genesis that states bounds has them.
+	g := &fed{t: t, st: New(), ts: 1_700_000_000_000_000_000}
+	g.must(boundedGenesis(10, 1e-6), "admin")
+	if r := g.apply(g.sign(&OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5}, "h1")); r.Code != CodeBadCap {
+		t.Fatalf("a cap δ of 1e-5 under a bound of 1e-6: %s %s", r.Status, r.Code)
+	}
+	if r := g.apply(g.sign(&OpenAccount{Hospital: "h1", CapEpsilon: 11, CapDelta: 1e-6}, "h1")); r.Code != CodeBadCap {
+		t.Fatalf("a cap ε of 11 under a bound of 10: %s %s", r.Status, r.Code)
+	}
+	g.must(&OpenAccount{Hospital: "h1", CapEpsilon: 10, CapDelta: 1e-6}, "h1")
+	if a, _ := g.st.Account("h1"); a.FederationDelta != 1e-6 {
+		t.Fatalf("federation δ %v, want the genesis's 1e-6", a.FederationDelta)
 	}
 }

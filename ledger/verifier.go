@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/nzcfed/nzc/mechanism"
 )
 
 // verifierMemo is how many opened checkpoints a Verifier remembers: the
@@ -144,21 +146,56 @@ func (v *Verifier) Receipt(r Receipt, want [32]byte) (Entry, SignedCheckpoint, e
 
 // ChargeReceipt checks a receipt as a student can, knowing its batch
 // rather than the signed command: the receipt must prove an accepted charge
-// of batch batchID for student, of at most the batch's queries (a session
-// batch whose session stopped part-way charges the queries it ran and
-// refuses the rest), committing to answers whose SHA-256 is answersHash. It
-// returns the charge.
-func (v *Verifier) ChargeReceipt(r Receipt, batchID, student string, queries uint64, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
+// of batch batchID for student that covers exactly the labels it received
+// (one per query, −1 for a refused one) and commits to answers whose
+// SHA-256 is answersHash. The charge must be of every query of the batch
+// (an nzc-svt batch whose session stopped part-way charges the queries it
+// ran, and every label after them must be refused), and of as many answers
+// as labels released; a charge of nzc-svt must name a session and any other
+// none. It returns the charge.
+func (v *Verifier) ChargeReceipt(r Receipt, batchID, student string, labels []int32, answersHash [32]byte) (*Charge, Entry, SignedCheckpoint, error) {
 	ch, en, sc, err := v.charge(r)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, Entry{}, sc, err
-	case ch.BatchID != batchID || ch.Student != student:
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges batch %s of %s, not batch %s of %s", ErrReceipt, en.Index, ch.BatchID, ch.Student, batchID, student)
-	case ch.Queries > queries || ch.AnswersHash != answersHash:
-		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d charges %d queries with other answers than the %d received", ErrReceipt, en.Index, ch.Queries, queries)
+	}
+	if err := chargeCovers(ch, batchID, student, labels, answersHash); err != nil {
+		return nil, Entry{}, sc, fmt.Errorf("%w: entry %d: %w", ErrReceipt, en.Index, err)
 	}
 	return ch, en, sc, nil
+}
+
+// chargeCovers reports how ch fails to be exactly the charge of batchID's
+// labels for student.
+func chargeCovers(ch *Charge, batchID, student string, labels []int32, answersHash [32]byte) error {
+	svt := mechanism.Kind(ch.Mechanism).Sessions()
+	released := uint64(0)
+	for _, l := range labels {
+		if l >= 0 {
+			released++
+		}
+	}
+	switch {
+	case ch.BatchID != batchID || ch.Student != student:
+		return fmt.Errorf("it charges batch %s of %s, not batch %s of %s", ch.BatchID, ch.Student, batchID, student)
+	case ch.AnswersHash != answersHash:
+		return fmt.Errorf("it commits to other answers than the %d labels received", len(labels))
+	case !svt && ch.Queries != uint64(len(labels)):
+		return fmt.Errorf("it charges %d queries, the batch has %d", ch.Queries, len(labels))
+	case svt && ch.Queries > uint64(len(labels)):
+		return fmt.Errorf("it charges %d queries, the batch has %d", ch.Queries, len(labels))
+	case ch.Answers != released:
+		return fmt.Errorf("it charges %d answers, %d labels were released", ch.Answers, released)
+	case svt != (ch.Session != ""):
+		return fmt.Errorf("a charge of %s in session %q: nzc-svt charges name their session, no other does", ch.Mechanism, ch.Session)
+	}
+	if svt {
+		for i := ch.Queries; i < uint64(len(labels)); i++ {
+			if labels[i] >= 0 {
+				return fmt.Errorf("it charges the first %d queries, and query %d has a label", ch.Queries, i)
+			}
+		}
+	}
+	return nil
 }
 
 // HospitalReceipt checks a receipt as a hospital can: it must prove an

@@ -249,6 +249,11 @@ func validQueryBatch(m *nzcpb.QueryBatch) error {
 	if m.GetDeadlineUnixMs() <= 0 {
 		return bad("query batch without a deadline")
 	}
+	if m.GetStudentId() != "" {
+		if err := checkPartyID("student_id", m.GetStudentId()); err != nil {
+			return err
+		}
+	}
 	if n := len(m.GetChargeReceipts()); n > MaxChargeReceipts {
 		return bad("query batch hands over %d charge receipts, at most %d", n, MaxChargeReceipts)
 	}

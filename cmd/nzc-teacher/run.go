@@ -126,6 +126,8 @@ registers for it), which reconnecting cannot mend.`,
 		reg := ops.NewRegistry()
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_batches_answered_total",
 			Help: "Query batches answered with the teachers' votes."}, func() float64 { return float64(n.Answered()) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_batches_voted_total",
+			Help: "Distinct batches voted on: a batch id bound to its queries, student and count; a retry of the same batch is not counted again."}, func() float64 { return float64(n.Spending().Voted) }))
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nzc_teacher_charges_proven_total",
 			Help: "Batches this hospital voted on whose charge naming it it has seen proven by a majority of the auditors."}, func() float64 { return float64(n.Spending().Proven) }))
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nzc_teacher_charges_unproven",

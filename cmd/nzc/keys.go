@@ -19,7 +19,8 @@ import (
 //	party:          nzc keys new --role hospital --id hospital-4 --out keys
 //	                (sends keys/request.json to the administrator)
 //	administrator:  nzc init sign --dir federation --request request.json \
-//	                    --role hospital --id hospital-4 --out hospital-4-bundle
+//	                    --role hospital --id hospital-4 --fingerprint <read out> \
+//	                    --out hospital-4-bundle
 //	                (sends the bundle back: public files only)
 //	party:          nzc keys install --dir keys --bundle hospital-4-bundle \
 //	                    --ca-fingerprint <the fingerprint confirmed out of band>

@@ -29,18 +29,18 @@ bundle of public files for the hospital: the CA certificate, its
 certificate, its registration and its configuration. No private key of the
 hospital is ever read or written.
 
-A request for another role or id than approved is refused and changes
-nothing. Confirm the request's fingerprint with the hospital out of band
-(--fingerprint checks it for you).
+A request for another role or id than approved, for the reserved id
+federation-admin, or whose fingerprint is not the one the hospital confirmed
+out of band (--fingerprint, required) is refused and changes nothing.
 
 With --renew, sign issues a new certificate to a hospital already in the
 federation, for the same keys (its original request): the ledger and the
 students keep its signing key and age recipient, so only the certificate
 changes. The hospital installs the bundle with nzc keys install --force.`,
-		Example: `  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --out hospital-4-bundle
+		Example: `  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --fingerprint <the request fingerprint> --out hospital-4-bundle
 
   # Two years later, a new certificate for the same keys:
-  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --renew --out hospital-4-renewed`,
+  nzc init sign --dir federation --request request.json --role hospital --id hospital-4 --fingerprint <the request fingerprint> --renew --out hospital-4-renewed`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "federation", "directory of an existing federation")
@@ -52,7 +52,7 @@ changes. The hospital installs the bundle with nzc keys install --force.`,
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "extra DNS names or IP addresses for the certificate, besides the request's")
 	cmd.Flags().IntVar(&basePort, "base-port", 7400, "first port of a federation made without a topology file (topology.yaml, written by init since it takes hosts)")
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new certificate to a hospital already admitted, for the same keys")
-	markRequired(cmd, "request", "role", "id", "out")
+	markRequired(cmd, "request", "role", "id", "out", "fingerprint")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		r, err := crypto.ParseRole(role)
 		if err != nil {

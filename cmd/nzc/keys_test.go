@@ -64,11 +64,11 @@ func TestKeyRequestFlow(t *testing.T) {
 		args []string
 		want error
 	}{
-		{"another id", []string{"--role", "hospital", "--id", "hospital-5"}, provision.ErrNotApproved},
-		{"another role", []string{"--role", "auditor", "--id", "hospital-4"}, provision.ErrNotApproved},
-		{"a role that joins only at the genesis", []string{"--role", "student", "--id", "hospital-4"}, provision.ErrNotApproved},
+		{"another id", []string{"--role", "hospital", "--id", "hospital-5", "--fingerprint", made.Fingerprint}, provision.ErrNotApproved},
+		{"another role", []string{"--role", "auditor", "--id", "hospital-4", "--fingerprint", made.Fingerprint}, provision.ErrNotApproved},
+		{"a role that joins only at the genesis", []string{"--role", "student", "--id", "hospital-4", "--fingerprint", made.Fingerprint}, provision.ErrNotApproved},
 		{"another fingerprint", []string{"--role", "hospital", "--id", "hospital-4", "--fingerprint", "00:11"}, provision.ErrNotApproved},
-		{"an id already used", []string{"--role", "hospital", "--id", "hospital-1"}, provision.ErrNotApproved},
+		{"an id already used", []string{"--role", "hospital", "--id", "hospital-1", "--fingerprint", made.Fingerprint}, provision.ErrNotApproved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"init", "sign", "--dir", admin, "--request", request, "--out", bundle}, tc.args...)
@@ -84,6 +84,28 @@ func TestKeyRequestFlow(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Without the fingerprint confirmed out of band nothing is signed,
+	// from the command or from the library.
+	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--out", bundle); err == nil || !strings.Contains(err.Error(), "fingerprint") {
+		t.Fatalf("init sign without --fingerprint: %v", err)
+	}
+	if _, err := provision.SignRequest(admin, request, crypto.Peer{Role: crypto.RoleHospital, ID: "hospital-4"}, bundle, "", nil, 7400, false); !errors.Is(err, provision.ErrNotApproved) {
+		t.Fatalf("SignRequest without a fingerprint: %v, want ErrNotApproved", err)
+	}
+	// The administrator's id is reserved, whatever a request asks.
+	adminKeys := filepath.Join(root, "admin-keys")
+	mustRunNZC(t, "keys", "new", "--role", "hospital", "--id", "federation-admin", "--out", adminKeys)
+	adminReq, err := provision.LoadKeyRequest(filepath.Join(adminKeys, provision.KeyRequestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", filepath.Join(adminKeys, provision.KeyRequestFile), "--role", "hospital", "--id", "federation-admin",
+		"--fingerprint", adminReq.Fingerprint(), "--out", bundle); !errors.Is(err, provision.ErrNotApproved) {
+		t.Fatalf("admitting federation-admin: %v, want ErrNotApproved", err)
+	}
+	if !bytes.Equal(manifest(), before) {
+		t.Fatal("a refused request changed the federation")
 	}
 	out = mustRunNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4",
 		"--fingerprint", made.Fingerprint, "--out", bundle, "--format", "json")
@@ -150,10 +172,10 @@ func TestKeyRequestFlow(t *testing.T) {
 	// The same request again admits nothing new; with --renew it gets a
 	// new certificate for the same keys, installed with --force.
 	renewed := filepath.Join(root, "renewed")
-	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--out", renewed); !errors.Is(err, crypto.ErrExists) {
+	if _, err := runNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--fingerprint", made.Fingerprint, "--out", renewed); !errors.Is(err, crypto.ErrExists) {
 		t.Fatalf("admitting hospital-4 twice: %v", err)
 	}
-	mustRunNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--renew", "--out", renewed)
+	mustRunNZC(t, "init", "sign", "--dir", admin, "--request", request, "--role", "hospital", "--id", "hospital-4", "--fingerprint", made.Fingerprint, "--renew", "--out", renewed)
 	noSecrets("init sign --renew")
 	old, err := os.ReadFile(h.TLS.Cert)
 	if err != nil {
@@ -181,8 +203,12 @@ func TestKeysInstallRefusesAnotherPartysBundle(t *testing.T) {
 	for _, id := range []string{"hospital-4", "hospital-5"} {
 		mustRunNZC(t, "keys", "new", "--role", "hospital", "--id", id, "--out", filepath.Join(root, id))
 	}
+	req5, err := provision.LoadKeyRequest(filepath.Join(root, "hospital-5", provision.KeyRequestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	mustRunNZC(t, "init", "sign", "--dir", admin, "--request", filepath.Join(root, "hospital-5", provision.KeyRequestFile),
-		"--role", "hospital", "--id", "hospital-5", "--out", filepath.Join(root, "bundle-5"))
+		"--role", "hospital", "--id", "hospital-5", "--fingerprint", req5.Fingerprint(), "--out", filepath.Join(root, "bundle-5"))
 	m, err := crypto.LoadManifest(admin)
 	if err != nil {
 		t.Fatal(err)

@@ -683,6 +683,9 @@ func printAccounts(b *strings.Builder, accounts []ledger.Account) {
 	}
 	for _, a := range accounts {
 		fmt.Fprintln(b, a)
+		for _, c := range a.CapChanges {
+			fmt.Fprintf(b, "  %s, at %s\n", c, time.Unix(0, c.Timestamp).UTC().Format(time.RFC3339))
+		}
 	}
 }
 

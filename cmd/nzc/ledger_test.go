@@ -909,6 +909,27 @@ func TestLedgerKeepsTheLastCheckpoint(t *testing.T) {
 	}
 }
 
+// `nzc ledger accounts` lists every cap change with its time, a raise
+// flagged, and the account's ε at the federation's δ.
+func TestLedgerAccountsListsCapChanges(t *testing.T) {
+	a := ledger.Account{Hospital: "hospital-1", CapEpsilon: 6, CapDelta: 1e-6, Epsilon: 1.5, FederationDelta: 1e-5, EpsilonAtFederationDelta: 1.2,
+		CapChanges: []ledger.CapChange{
+			{Entry: 7, Timestamp: 1_700_000_000_000_000_000, Version: 1, Signer: "hospital-1", FromEpsilon: 8, FromDelta: 1e-5, ToEpsilon: 4, ToDelta: 1e-6},
+			{Entry: 9, Timestamp: 1_700_000_060_000_000_000, Version: 2, Signer: "hospital-1", FromEpsilon: 4, FromDelta: 1e-6, ToEpsilon: 6, ToDelta: 1e-6, Raise: true},
+		}}
+	var b strings.Builder
+	printAccounts(&b, []ledger.Account{a})
+	for _, want := range []string{
+		"ε=1.2 at the federation's δ=1e-05", "2 cap changes, 1 of them raises",
+		"cap changed (no raise) at entry 7 by hospital-1, version 1: ε=8 δ=1e-05 → ε=4 δ=1e-06, at 2023-11-14T22:13:20Z",
+		"cap RAISED at entry 9 by hospital-1, version 2: ε=4 δ=1e-06 → ε=6 δ=1e-06, at 2023-11-14T22:14:20Z",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("accounts text lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // An auditor that is stopped or cut off — its address accepts connections
 // and never answers, where a dead one refuses them — holds no read up past
 // compliance.ViewGrace once the others have answered: status and export

@@ -24,6 +24,7 @@ import (
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/federation/provision"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	mlprogress "github.com/nzcfed/nzc/ml/progress"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
@@ -184,6 +185,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("--queries %d: use 1 to 9000 (the rest of MNIST's 10000 test images evaluate the student)", o.Queries)
 	case !(o.CapEpsilon > 0) || math.IsInf(o.CapEpsilon, 0):
 		return fmt.Errorf("--cap %v: a finite positive ε", o.CapEpsilon)
+	case o.CapEpsilon > ledger.DefaultEpsilonBound:
+		return fmt.Errorf("--cap %v: at most %v, the federation's ε bound its genesis fixes", o.CapEpsilon, ledger.DefaultEpsilonBound)
 	}
 	if _, err := Mechanism(o.Mechanism, o.Hospitals*o.Teachers, o.CapEpsilon); err != nil {
 		return err
@@ -611,13 +614,17 @@ func (d *demo) hospitalProofs(ctx context.Context, rep *Report) {
 	rep.HospitalsMatchedVotesToProofs = err == nil
 	for _, h := range d.fed.M.ByRole(crypto.RoleHospital) {
 		metric := func(name string) int { return int(launch.Metric(ctx, d.opsAddr(h.ID), name)) }
-		p := HospitalProof{ID: h.ID, BatchesVoted: metric("nzc_teacher_batches_answered_total"),
+		p := HospitalProof{ID: h.ID, BatchesVoted: metric("nzc_teacher_batches_voted_total"),
 			ChargesProvenToHospital: metric("nzc_teacher_charges_proven_total"), ReceiptsRejected: metric("nzc_teacher_receipts_rejected_total")}
 		p.ChargesProvenInLedger, err = d.provenCharges(ctx, h.ID, keys)
 		if err != nil {
 			p.Error = err.Error()
 		}
-		if err != nil || p.BatchesVoted < 1 || p.ChargesProvenInLedger != p.BatchesVoted || p.ReceiptsRejected != 0 {
+		// Each distinct batch voted on (a batch id reused for other queries
+		// counts again) has its own charge in the ledger, and the hospital
+		// consumed no proof twice nor refused one.
+		if err != nil || p.BatchesVoted < 1 || p.ChargesProvenInLedger != p.BatchesVoted ||
+			p.ChargesProvenToHospital > p.ChargesProvenInLedger || p.ReceiptsRejected != 0 {
 			rep.HospitalsMatchedVotesToProofs = false
 		}
 		rep.HospitalProofs = append(rep.HospitalProofs, p)

@@ -209,6 +209,9 @@ func startAuditors(t *testing.T, f *federation) {
 	f.auditors, err = f.fed.StartAuditors(t.Context(), group(t), launch.AuditorOptions{
 		DataDir: func(string) string { return t.TempDir() }, Origin: "nzc.e2e/ledger", Log: f.logger(),
 		Raft: raftnode.Tuning{HeartbeatTimeout: timeout, ElectionTimeout: timeout, ApplyTimeout: 5 * time.Second},
+		// The soak and ONNX runs give hospitals caps up to 1e6 so that no
+		// batch is refused for budget; the bounds are tested in ledger.
+		EpsilonBound: 1e6,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/provision"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/aggregator"
 	"github.com/nzcfed/nzc/party/auditor"
 	"github.com/nzcfed/nzc/party/auditor/raftnode"
@@ -185,6 +186,9 @@ type AuditorOptions struct {
 	Raft raftnode.Tuning
 	// Origin names the ledger in its genesis.
 	Origin string
+	// EpsilonBound is the genesis's bound on every hospital's cap ε (0:
+	// ledger.DefaultEpsilonBound); its δ bound is ledger.DefaultDeltaBound.
+	EpsilonBound float64
 	// Log is every auditor's logger (with its id).
 	Log *slog.Logger
 	// Front, when set, puts something in front of each auditor's raft
@@ -247,7 +251,11 @@ func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptio
 	if err != nil {
 		return nil, err
 	}
-	cmds, err := provision.GenesisCommands(f.M, adminKey, o.Origin, time.Now())
+	bound := o.EpsilonBound
+	if bound == 0 {
+		bound = ledger.DefaultEpsilonBound
+	}
+	cmds, err := provision.BoundedGenesisCommands(f.M, adminKey, o.Origin, time.Now(), bound, ledger.DefaultDeltaBound)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
@@ -13,11 +14,22 @@ import (
 
 // GenesisCommands returns the commands, signed with the administrator key,
 // that start a federation's ledger: the genesis naming the administrator,
-// the auditors, the aggregator, the hospitals and the students, then one
-// registration per student (no answer quota). Hospitals open their own
-// accounts later, with commands only they can sign. now is put into the
-// commands as their timestamp.
+// the auditors, the aggregator, the hospitals and the students, and the
+// federation's cap bounds (ledger.DefaultEpsilonBound and
+// ledger.DefaultDeltaBound), then one registration per student (no answer
+// quota). Hospitals open their own accounts later, with commands only they
+// can sign. now is put into the commands as their timestamp.
 func GenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin string, now time.Time) ([][]byte, error) {
+	return BoundedGenesisCommands(m, adminKey, origin, now, ledger.DefaultEpsilonBound, ledger.DefaultDeltaBound)
+}
+
+// BoundedGenesisCommands is GenesisCommands with the cap bounds
+// epsilonBound (finite, > 0) and deltaBound (in (0, 1)): the ledger refuses
+// a hospital's cap above either.
+func BoundedGenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin string, now time.Time, epsilonBound, deltaBound float64) ([][]byte, error) {
+	if !(epsilonBound > 0) || math.IsInf(epsilonBound, 0) || !(deltaBound > 0 && deltaBound < 1) {
+		return nil, fmt.Errorf("provision: cap bounds ε=%v δ=%v: give a finite ε > 0 and a δ in (0, 1), e.g. ε 100 and δ 1e-5", epsilonBound, deltaBound)
+	}
 	if len(adminKey) != ed25519.PrivateKeySize {
 		return nil, errors.New("provision: the genesis needs the federation administrator's signing key (admin/admin.key)")
 	}
@@ -32,7 +44,7 @@ func GenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin str
 		}
 	}
 	ts := now.UnixNano()
-	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, Timestamp: ts}, intake.AdminID, adminKey)
+	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, EpsilonBound: epsilonBound, DeltaBound: deltaBound, Timestamp: ts}, intake.AdminID, adminKey)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 )
 
 // This file writes what the administrator hands a party to run on its own
@@ -35,12 +36,17 @@ type Bundle struct {
 	Files              []string `json:"files"`
 }
 
+// reservedID reports whether id names a party no request may take: the
+// administrator, which signs the genesis and the registrations.
+func reservedID(id string) bool { return id == intake.AdminID }
+
 // SignRequest admits the party of the request file as approved (or, with
 // renew, issues it a new certificate for the same keys), and writes its
-// bundle in out, which must not exist yet. Every check on the input is made
-// before the federation changes. The configuration has the addresses of
-// the federation's topology file (or, without one, loopback from
-// basePort).
+// bundle in out, which must not exist yet. The request's fingerprint,
+// confirmed with the party out of band, is required: without it a swapped
+// request would be admitted. Every check on the input is made before the
+// federation changes. The configuration has the addresses of the
+// federation's topology file (or, without one, loopback from basePort).
 func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint string, hosts []string, basePort int, renew bool) (Bundle, error) {
 	req, err := LoadKeyRequest(request)
 	if err != nil {
@@ -49,7 +55,13 @@ func SignRequest(dir, request string, approved crypto.Peer, out, fingerprint str
 	if req.Peer() != approved {
 		return Bundle{}, fmt.Errorf("%w: %s asks for %s, but you approved %s; nothing was signed", ErrNotApproved, request, req.Peer(), approved)
 	}
-	if fingerprint != "" && !sameFingerprint(fingerprint, req.Fingerprint()) {
+	if reservedID(approved.ID) {
+		return Bundle{}, fmt.Errorf("%w: %q is reserved for the federation's administrator; give the party another id; nothing was signed", ErrNotApproved, approved.ID)
+	}
+	if fingerprint == "" {
+		return Bundle{}, fmt.Errorf("%w: no request fingerprint given: confirm the fingerprint of %s (%s) with the party out of band and give it; nothing was signed", ErrNotApproved, request, req.Fingerprint())
+	}
+	if !sameFingerprint(fingerprint, req.Fingerprint()) {
 		return Bundle{}, fmt.Errorf("%w: %s has fingerprint %s, not the %s the party gave; nothing was signed", ErrNotApproved, request, req.Fingerprint(), fingerprint)
 	}
 	if err := newDir(out); err != nil {

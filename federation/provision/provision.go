@@ -28,6 +28,7 @@ import (
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
@@ -92,14 +93,21 @@ func ConfigFile(m *crypto.Manifest, p crypto.PartyFiles) string {
 // commands that start the ledger (every party with its key, each
 // student's registration, and, when teachers is not 0, each founding
 // hospital's ensemble: teachers on classes) and writes them next to the
-// manifest. The first auditor applies them.
+// manifest. The first auditor applies them. The genesis bounds every cap
+// by ledger.DefaultEpsilonBound and ledger.DefaultDeltaBound.
 func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
+	return WriteBoundedGenesis(m, teachers, classes, ledger.DefaultEpsilonBound, ledger.DefaultDeltaBound)
+}
+
+// WriteBoundedGenesis is WriteGenesis with the federation's cap bounds:
+// the ledger refuses a hospital's cap above epsilonBound or deltaBound.
+func WriteBoundedGenesis(m *crypto.Manifest, teachers, classes int, epsilonBound, deltaBound float64) error {
 	key, err := m.AdminSigningKey()
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	cmds, err := GenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now)
+	cmds, err := BoundedGenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now, epsilonBound, deltaBound)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -155,11 +156,69 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 	if len(keep) < a.cfg.Quorum {
 		return nil, nil, nil, a.tooFew(batch, keep, left, nq, reasons)
 	}
+	keep, left, reasons, perr = a.reserve(ctx, student, batch, keep, left, reasons, classes, nq)
+	if perr != nil {
+		return nil, nil, nil, perr
+	}
 	if len(left) > 0 {
 		a.met.leftOut.Add(float64(len(left)))
 		a.log.Warn("hospitals left out of a batch: their budgets cannot pay for its worst case, or their ensembles are not the ledger's", "batch", batch, "left_out", reasons)
 	}
 	return keep, left, nil, nil
+}
+
+// reserve holds the batch's worst case in the ledger before any hospital
+// is asked (ledger.Reserve): the ledger's gate decides it against every
+// hospital's spent budget and every other batch's live reservation, so
+// batches running at once cannot together pass a cap, and the charge after
+// the votes settles within it. A hospital the ledger names as unable to
+// pay is left out and the rest reserved again, while the quorum remains.
+// The decision depends on the ledger's public state and the batch's size
+// only.
+func (a *Aggregator) reserve(ctx context.Context, student, batch string, keep []*hospitalEntry, left, reasons []string, classes, nq int) ([]*hospitalEntry, []string, []string, *protocol.Error) {
+	for len(keep) >= a.cfg.Quorum {
+		p := a.cfg.Mechanism
+		p.Teachers, p.Classes = 0, classes
+		ids := make([]string, len(keep))
+		for i, h := range keep {
+			p.Teachers += h.teachers
+			ids[i] = h.id
+		}
+		slices.Sort(ids)
+		worst, err := p.Charge(a.grid, nq, 0)
+		if err != nil {
+			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+		}
+		cmd, err := ledger.Sign(&ledger.Reserve{BatchID: batch, Student: student, Hospitals: ids, Mechanism: string(p.Mechanism),
+			Params: p.LedgerParams(), Queries: uint64(nq), Curve: worst.RDP.Values(), Delta: worst.Delta,
+			Timestamp: a.cfg.Now().UnixNano()}, a.cfg.ID, a.cfg.SigningKey)
+		if err != nil {
+			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: sign its reservation: %v", batch, err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, a.cfg.LedgerTimeout)
+		res, err := a.cfg.Ledger.Submit(sctx, cmd)
+		cancel()
+		if err != nil {
+			return nil, nil, nil, &protocol.Error{Code: protocol.CodeLedgerUnavailable, RetryAfter: time.Second,
+				Message: fmt.Sprintf("the ledger did not confirm the reservation of batch %s (%v): nothing was asked of the hospitals or drawn; retry the batch", batch, err)}
+		}
+		switch res.GetCode() {
+		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED, nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE:
+			return keep, left, reasons, nil
+		case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
+			i := slices.IndexFunc(keep, func(h *hospitalEntry) bool { return h.id == res.GetSubject() })
+			if i < 0 {
+				return nil, nil, nil, protocol.Errorf(protocol.CodeBudgetExhausted,
+					"batch %s is not admitted: the ledger refused its reservation: %s; nothing was asked of the hospitals or drawn", batch, res.GetReason())
+			}
+			left, reasons = append(left, keep[i].id), append(reasons, keep[i].id+": "+res.GetReason())
+			keep = slices.Delete(slices.Clone(keep), i, i+1)
+		default:
+			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest,
+				"batch %s is not admitted: the ledger rejected its reservation: %s; nothing was asked of the hospitals or drawn", batch, res.GetReason())
+		}
+	}
+	return nil, nil, nil, a.tooFew(batch, keep, left, nq, reasons)
 }
 
 // tooFew is the refusal of a batch that fewer than the quorum of

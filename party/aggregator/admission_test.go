@@ -1,12 +1,18 @@
 package aggregator
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol"
+	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
 
 // refusedRetries asks for the same confident-gnmax batch of 16 queries 30
@@ -118,5 +124,78 @@ func TestComposedBudgetRefusedBeforeVotes(t *testing.T) {
 	}
 	if len(f.led.charges(t)) != 1 {
 		t.Fatal("the refused batch was charged")
+	}
+}
+
+// laggingLedger answers every budget read with the state an auditor that
+// stopped applying at the start shows, and applies commands to the live
+// ledger.
+type laggingLedger struct {
+	*fakeLedger
+	stale *nzcpb.BudgetResponse
+}
+
+func (l laggingLedger) Budget(context.Context, *nzcpb.BudgetRequest) (*nzcpb.BudgetResponse, error) {
+	return l.stale, nil
+}
+
+// Budget before votes, live: two batches at once, each of whose worst case
+// fits the hospitals' caps alone and not together, against a budget read
+// from a lagging auditor that shows neither. The ledger's reservation
+// admits one; the other is refused before any hospital is asked for its
+// votes and before any noise is drawn, so no refused entry of the log holds
+// realized data (answer counts, a hash of labels).
+func TestConcurrentBatchesReserveBeforeVotes(t *testing.T) {
+	f := newFixture(t, 2, 10)
+	cfg := f.cfg
+	cfg.Mechanism = mechanism.Params{Mechanism: mechanism.LNMax, Scale: 2} // pure ε 1 per answer
+	cfg.Ledger = laggingLedger{fakeLedger: f.led, stale: intake.Budgets(f.led.m.State(), &nzcpb.BudgetRequest{})}
+	a := f.start(t, cfg)
+	const nq = 6 // worst case ε 6 of a cap of 10: one batch fits, two do not
+	reqs := make([]*nzcpb.LabelRequest, 2)
+	for i := range reqs {
+		reqs[i], _ = f.request(t, byte(20+i), nq)
+	}
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() { _, errs[i] = a.Label(t.Context(), "student-1", req) })
+	}
+	wg.Wait()
+	var refused *protocol.Error
+	switch {
+	case errs[0] == nil && errors.As(errs[1], &refused), errs[1] == nil && errors.As(errs[0], &refused):
+	default:
+		t.Fatalf("two half-cap batches at once: %v and %v, want one labelled and one refused", errs[0], errs[1])
+	}
+	if refused.Code != protocol.CodeBudgetExhausted || !strings.Contains(refused.Message, "nothing was asked of the hospitals or drawn") {
+		t.Fatalf("the refusal: %v", refused)
+	}
+	for _, h := range f.hospitals {
+		if h.calls != 1 {
+			t.Errorf("hospital %s was asked %d times, want once: only for the batch its budget could pay for", h.id, h.calls)
+		}
+	}
+	s := f.led.m.State()
+	entries, err := s.Entries(0, s.TreeSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range entries {
+		en, err := ledger.DecodeEntry(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if en.Status == ledger.StatusAccepted || len(en.Command) == 0 {
+			continue // accepted, or a refusal's fixed-size record
+		}
+		if c, err := ledger.DecodeCommand(en.Command); err == nil {
+			if ch, ok := c.Body.(*ledger.Charge); ok {
+				t.Errorf("entry %d: a %s charge of batch %s holds realized data: %d answers, labels hash %x", en.Index, en.Status, ch.BatchID, ch.Answers, ch.AnswersHash)
+			}
+		}
+	}
+	if got := len(f.led.charges(t)); got != 1 {
+		t.Fatalf("%d batches charged, want 1", got)
 	}
 }

@@ -505,7 +505,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	if err != nil {
 		return nil, nil, err
 	}
-	votes, err := a.collectVotes(ctx, batch, req, adm)
+	votes, err := a.collectVotes(ctx, student, batch, req, adm)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -578,8 +578,8 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 // collectVotes asks the admitted hospitals for their votes (collect) and
 // refuses the batch when fewer than the quorum answer in time, naming each
 // hospital that did not vote and why, and each left out.
-func (a *Aggregator) collectVotes(ctx context.Context, batch string, req *nzcpb.LabelRequest, adm admission) ([]vote, error) {
-	votes, absent := a.collect(ctx, batch, req, adm.hospitals, adm.probe, adm.classes)
+func (a *Aggregator) collectVotes(ctx context.Context, student, batch string, req *nzcpb.LabelRequest, adm admission) ([]vote, error) {
+	votes, absent := a.collect(ctx, student, batch, req, adm.hospitals, adm.probe, adm.classes)
 	if len(votes) < a.cfg.Quorum {
 		why := strings.Join(absent, "; ")
 		if len(adm.leftOut) > 0 {
@@ -745,7 +745,7 @@ func chargedEnsembles(votes []vote, voters []string) []uint64 {
 // recorded as having missed the deadline (a.health), which leaves it out
 // of the following batches for a backing-off period. Only timing decides
 // that, never the votes.
-func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, probe map[string]bool, classes int) (votes []vote, absent []string) {
+func (a *Aggregator) collect(ctx context.Context, student, batch string, req *nzcpb.LabelRequest, hs []*hospitalEntry, probe map[string]bool, classes int) (votes []vote, absent []string) {
 	start := a.cfg.Now()
 	deadline := start.Add(a.cfg.BatchDeadline)
 	ids := make([]string, len(hs))
@@ -753,7 +753,7 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 		ids[i] = h.id
 	}
 	q := &nzcpb.QueryBatch{BatchId: req.GetBatchId(), NumQueries: req.GetNumQueries(), FeatureDim: req.GetFeatureDim(),
-		NumClasses: uint32(classes), SealedFeatures: req.GetSealedFeatures(), HospitalIds: ids, DeadlineUnixMs: deadline.UnixMilli()}
+		NumClasses: uint32(classes), SealedFeatures: req.GetSealedFeatures(), HospitalIds: ids, DeadlineUnixMs: deadline.UnixMilli(), StudentId: student}
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.BatchDeadline)
 	defer cancel()
 	pctx, cancelProbes := context.WithCancel(cctx)
@@ -770,7 +770,7 @@ func (a *Aggregator) collect(ctx context.Context, batch string, req *nzcpb.Label
 		wg.Go(func() {
 			proofs := a.takeProofs(h.id)
 			qh := &nzcpb.QueryBatch{BatchId: q.BatchId, NumQueries: q.NumQueries, FeatureDim: q.FeatureDim, NumClasses: q.NumClasses,
-				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs}
+				SealedFeatures: q.SealedFeatures, HospitalIds: q.HospitalIds, DeadlineUnixMs: q.DeadlineUnixMs, ChargeReceipts: proofs, StudentId: q.StudentId}
 			v, err := a.queryOne(hctx, h, qh)
 			if err != nil && len(proofs) > 0 {
 				a.handProof([]string{h.id}, proofs...)

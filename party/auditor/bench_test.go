@@ -53,7 +53,7 @@ func benchSubmitLedger(b *testing.B, maxPacked int, receipts bool) {
 		ledgerKeys.Party("regulator", ledger.RoleAuditor), ledgerKeys.Party("s1", ledger.RoleStudent),
 	}
 	for _, cmd := range [][]byte{
-		sign(&ledger.Genesis{Origin: "bench.nzc/ledger", Parties: parties, Timestamp: 1}, "admin"),
+		sign(&ledger.Genesis{Origin: "bench.nzc/ledger", Parties: parties, EpsilonBound: 1e6, DeltaBound: 1e-5, Timestamp: 1}, "admin"),
 		sign(&ledger.OpenAccount{Hospital: "h1", CapEpsilon: 1e6, CapDelta: 1e-5, Timestamp: 2}, "h1"),
 		sign(&ledger.RegisterStudent{Student: "s1", Timestamp: 3}, "admin"),
 	} {

@@ -43,8 +43,14 @@ func TestStudentChecksTheReceipt(t *testing.T) {
 	}
 	id, other := BatchID("s1", stateHash, 3, 0), BatchID("s1", stateHash, 3, 1)
 	h := sha256.Sum256(plain)
-	index := pl.Charge(id, []string{"h1"}, 3, h)
-	otherIndex := pl.Charge(other, []string{"h1"}, 3, h)
+	index := pl.ChargeAnswers(id, []string{"h1"}, 3, 2, h)
+	otherIndex := pl.ChargeAnswers(other, []string{"h1"}, 3, 2, h)
+	// Each from its own log of the same auditors: a batch id is charged
+	// once per log.
+	short := proofKeys.NewLedger(t, "h1")
+	shortIndex := short.ChargeAnswers(id, []string{"h1"}, 1, 1, h)
+	unanswered := proofKeys.NewLedger(t, "h1")
+	unansweredIndex := unanswered.ChargeAnswers(id, []string{"h1"}, 3, 1, h)
 	resp := func(r *nzcpb.Receipt) *nzcpb.LabelResponse {
 		return &nzcpb.LabelResponse{BatchId: id, NumQueries: 3, SealedLabels: sealed, AnswersHash: h[:], Receipt: r}
 	}
@@ -63,6 +69,8 @@ func TestStudentChecksTheReceipt(t *testing.T) {
 		{"no receipt", nil},
 		{"one auditor's signature", pl.Receipt(index, "a3")},
 		{"another batch's receipt", pl.Receipt(otherIndex, "a1", "a2")},
+		{"a charge of 1 query for 3 labels", short.Receipt(shortIndex, "a1", "a2")},
+		{"a charge of 1 answer for 2 labels released", unanswered.Receipt(unansweredIndex, "a1", "a2")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := c.open(resp(tc.r), id, 0, 0, 3); !errors.Is(err, ErrNoProof) {
@@ -89,6 +97,37 @@ func TestStudentChecksTheReceipt(t *testing.T) {
 	}
 	if rep, err := VerifyState(c.cfg.StateDir, "s1", keys); !errors.Is(err, ErrNoProof) || len(rep.Failed) != 1 {
 		t.Fatalf("VerifyState of a changed record: %+v %v", rep, err)
+	}
+}
+
+// An aggregator that releases 100 labels under the proven charge of one
+// query and one answer has the labels refused at once.
+func TestStudentRefusesAShortCharge(t *testing.T) {
+	pl := proofKeys.NewLedger(t, "h1")
+	me, err := crypto.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts, err := ledger.NewVerifier(pl.AuditorKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{cfg: Config{ID: "s1", Identity: me, AuditorKeys: pl.AuditorKeys(), StateDir: t.TempDir()}, receipts: receipts}
+	labels := &nzcpb.Labels{Labels: make([]int32, 100), Refused: make([]bool, 100)}
+	plain, err := protocol.Marshal(labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := crypto.Seal(plain, me.Recipient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := BatchID("s1", stateHash, 100, 0)
+	h := sha256.Sum256(plain)
+	r := pl.Receipt(pl.Charge(id, []string{"h1"}, 1, h), "a1", "a2")
+	resp := &nzcpb.LabelResponse{BatchId: id, NumQueries: 100, SealedLabels: sealed, AnswersHash: h[:], Receipt: r}
+	if bt, err := c.open(resp, id, 0, 0, 100); !errors.Is(err, ErrNoProof) {
+		t.Fatalf("100 labels on a 1-query charge: %+v, %v; want ErrNoProof", bt, err)
 	}
 }
 

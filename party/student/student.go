@@ -713,16 +713,16 @@ func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int)
 	if err != nil || !ok {
 		return nil, fmt.Errorf("%w: the aggregator sent no proof that the auditors committed the charge (%v): refusing the labels", ErrNoProof, err)
 	}
-	_, _, _, err = c.receipts.ChargeReceipt(rcpt, hex.EncodeToString(id), c.cfg.ID, uint64(nq), h)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w: refusing the labels", ErrNoProof, err)
-	}
 	var l nzcpb.Labels
 	if err := protocol.DecodePlain(plain, &l); err != nil {
 		return nil, err
 	}
 	if len(l.GetLabels()) != nq {
 		return nil, fmt.Errorf("%d labels for %d queries", len(l.GetLabels()), nq)
+	}
+	_, _, _, err = c.receipts.ChargeReceipt(rcpt, hex.EncodeToString(id), c.cfg.ID, l.GetLabels(), h)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w: refusing the labels", ErrNoProof, err)
 	}
 	return &Batch{Index: index, BatchID: hex.EncodeToString(id), From: from, Labels: l.GetLabels(),
 		LedgerIndex: resp.GetLedgerIndex(), AnswersHash: hex.EncodeToString(h[:]), Replayed: resp.GetReplayed(),
@@ -757,7 +757,7 @@ func VerifyBatch(bt *Batch, student string, receipts *ledger.Verifier) error {
 	if hex.EncodeToString(h[:]) != bt.AnswersHash {
 		return fmt.Errorf("%w: batch %s: its labels do not hash to the recorded answers hash", ErrNoProof, bt.BatchID)
 	}
-	if _, _, _, err := receipts.ChargeReceipt(*bt.Receipt, bt.BatchID, student, uint64(len(bt.Labels)), h); err != nil {
+	if _, _, _, err := receipts.ChargeReceipt(*bt.Receipt, bt.BatchID, student, bt.Labels, h); err != nil {
 		return fmt.Errorf("%w: batch %s: %w", ErrNoProof, bt.BatchID, err)
 	}
 	return nil

@@ -1,9 +1,13 @@
 package teacher
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -40,6 +44,14 @@ type Spending struct {
 // receipt of a committed charge that names it for those votes. When Lag
 // batches are unproven it refuses to vote: an aggregator that skips or
 // under-charges a hospital's votes gets no more of them.
+//
+// A batch id is bound, while its charge is unproven, to what the votes
+// were cast on (binding): new queries, another student or another count
+// under a known id are refused. A proof is matched to that binding and
+// consumed once: it must name the batch id, the student and the count, and
+// stand in the log at or after the size the hospital had last seen proven
+// when it voted (a charge cannot precede the votes it covers), so the
+// receipt of an earlier charge never proves a later use of the same id.
 type spending struct {
 	id string
 	// receipts checks receipts against the auditors' pinned keys, opening
@@ -54,12 +66,40 @@ type spending struct {
 	voted    int64
 	proven   int64
 	rejected int64
-	fork     *ledger.ForkError // the first fork the receipts showed
+	// seen is the size of the largest log, cosigned by a majority, in
+	// which this hospital has seen one of its charges proven: every
+	// charge of a later vote stands at an index at or above it.
+	seen uint64
+	fork *ledger.ForkError // the first fork the receipts showed
+}
+
+// binding is what a batch id stands for at this hospital while its charge
+// is unproven.
+type binding struct {
+	queries [32]byte // queryDigest of the features voted on
+	student string
+	count   uint32
 }
 
 type voted struct {
-	queries uint32
-	at      time.Time
+	binding
+	after uint64 // seen when the hospital voted: its charge's least index
+	at    time.Time
+}
+
+// queryDigest is the SHA-256 of a batch's queries as the hospital opened
+// them: their number, their width and every value's bits.
+func queryDigest(f *nzcpb.Features) [32]byte {
+	h := sha256.New()
+	var b [8]byte
+	binary.BigEndian.PutUint32(b[:4], f.GetNumQueries())
+	binary.BigEndian.PutUint32(b[4:], f.GetFeatureDim())
+	h.Write(b[:])
+	for _, v := range f.GetValues() {
+		binary.BigEndian.PutUint32(b[:4], math.Float32bits(v))
+		h.Write(b[:4])
+	}
+	return [32]byte(h.Sum(nil))
 }
 
 // newSpending returns the record of hospital id's votes, checked with
@@ -105,7 +145,7 @@ func (s *spending) accept(rs []*nzcpb.Receipt) {
 			s.reject("a charge receipt does not decode", err)
 			continue
 		}
-		ch, en, _, err := s.receipts.HospitalReceipt(r, s.id)
+		ch, en, sc, err := s.receipts.HospitalReceipt(r, s.id)
 		var fork *ledger.ForkError
 		if errors.As(err, &fork) {
 			s.mu.Lock()
@@ -123,20 +163,36 @@ func (s *spending) accept(rs []*nzcpb.Receipt) {
 			continue
 		}
 		s.mu.Lock()
-		v, ok := s.unproven[ch.BatchID]
-		switch {
-		case !ok:
-			// Already proven, or voted on before the record was kept.
-		case ch.Queries > uint64(v.queries) || (!mechanism.Kind(ch.Mechanism).Sessions() && ch.Queries != uint64(v.queries)):
+		if err := s.proveLocked(ch, en.Index, uint64(sc.Size)); err != nil {
 			s.rejected++
-			s.log.Error("a charge names this hospital for another number of queries than it voted on", "batch", ch.BatchID,
-				"voted_queries", v.queries, "charged_queries", ch.Queries, "ledger_index", en.Index)
-		default:
-			delete(s.unproven, ch.BatchID)
-			s.proven++
+			s.log.Error("a charge receipt does not prove the votes this hospital cast under its batch id", "batch", ch.BatchID,
+				"ledger_index", en.Index, "err", err)
 		}
 		s.mu.Unlock()
 	}
+}
+
+// proveLocked consumes the unproven vote that the committed charge ch, at
+// index in a log of size cosigned by a majority, proves; s.mu is held. A
+// charge of a batch that is not unproven (proven already, or voted on
+// before the record was kept) proves nothing and is not an error: an
+// aggregator may hand a receipt over again when a batch fails.
+func (s *spending) proveLocked(ch *ledger.Charge, index, size uint64) error {
+	v, ok := s.unproven[ch.BatchID]
+	switch {
+	case !ok:
+		return nil
+	case index < v.after:
+		return fmt.Errorf("the charge at ledger index %d was committed before this hospital voted on the batch (the log then held %d entries): it is the charge of an earlier use of the batch id", index, v.after)
+	case v.student != "" && ch.Student != v.student:
+		return fmt.Errorf("the charge names student %s, the votes were cast for student %s", ch.Student, v.student)
+	case ch.Queries > uint64(v.count) || (!mechanism.Kind(ch.Mechanism).Sessions() && ch.Queries != uint64(v.count)):
+		return fmt.Errorf("the charge is for %d queries, the hospital voted on %d", ch.Queries, v.count)
+	}
+	delete(s.unproven, ch.BatchID)
+	s.proven++
+	s.seen = max(s.seen, size)
+	return nil
 }
 
 func (s *spending) reject(msg string, err error) {
@@ -146,9 +202,30 @@ func (s *spending) reject(msg string, err error) {
 	s.log.Error(msg, "err", err)
 }
 
-// allow returns an error, refusing the batch, when the hospital has voted
-// on Lag batches whose charges it has not seen proven.
-func (s *spending) allow(batch []byte) error {
+// ErrBatchRebound is a batch id the hospital voted on, not yet proven,
+// asked again for other queries, another student or another count.
+var ErrBatchRebound = errors.New("teacher: a batch id already stands for other votes")
+
+// boundLocked returns nil when batch is not unproven, a retry (true) when
+// it is unproven with the same binding, and an error refusing the batch
+// when it is unproven with another; s.mu is held.
+func (s *spending) boundLocked(batch string, b binding) (bool, error) {
+	v, ok := s.unproven[batch]
+	switch {
+	case !ok:
+		return false, nil
+	case v.binding == b:
+		return true, nil
+	}
+	return false, protocol.Errorf(protocol.CodeBadRequest,
+		"hospital %s refuses batch %s: %v (it voted on %d queries for student %s under this id, and now is asked %d for student %s); a new batch needs a new id",
+		s.id, batch, ErrBatchRebound, v.count, v.student, b.count, b.student)
+}
+
+// allow returns an error, refusing the batch, when its id already stands
+// for other votes or when the hospital has voted on Lag batches whose
+// charges it has not seen proven.
+func (s *spending) allow(batch []byte, b binding) error {
 	if s.receipts == nil {
 		return nil
 	}
@@ -157,8 +234,8 @@ func (s *spending) allow(batch []byte) error {
 	if s.fork != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "hospital %s stops voting: %v", s.id, s.fork)
 	}
-	if _, again := s.unproven[hex.EncodeToString(batch)]; again {
-		return nil // a retry of a batch already counted
+	if again, err := s.boundLocked(hex.EncodeToString(batch), b); again || err != nil {
+		return err // a retry of a batch already counted, or a refusal
 	}
 	if n := len(s.unproven); n >= s.lag {
 		return protocol.Errorf(protocol.CodeUnavailable,
@@ -168,10 +245,11 @@ func (s *spending) allow(batch []byte) error {
 	return nil
 }
 
-// record notes that the hospital voted on batch, on disk before the votes
-// leave: when the record cannot be saved it returns an error and changes
-// nothing, and the votes must not be sent.
-func (s *spending) record(batch []byte, queries uint32, at time.Time) error {
+// record notes that the hospital voted on batch, bound to b, on disk
+// before the votes leave: when the record cannot be saved, or the batch
+// id stands for other votes, it returns an error and changes nothing, and
+// the votes must not be sent.
+func (s *spending) record(batch []byte, b binding, at time.Time) error {
 	if s.receipts == nil {
 		s.mu.Lock()
 		s.voted++
@@ -181,11 +259,11 @@ func (s *spending) record(batch []byte, queries uint32, at time.Time) error {
 	id := hex.EncodeToString(batch)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, again := s.unproven[id]; again {
-		return nil
+	if again, err := s.boundLocked(id, b); again || err != nil {
+		return err
 	}
 	s.voted++
-	s.unproven[id] = voted{queries: queries, at: at}
+	s.unproven[id] = voted{binding: b, after: s.seen, at: at}
 	if err := s.saveLocked(); err != nil {
 		s.voted--
 		delete(s.unproven, id)

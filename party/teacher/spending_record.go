@@ -2,6 +2,7 @@ package teacher
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,11 @@ import (
 const VoteRecordFile = "votes.json"
 
 const (
-	voteRecordVersion = 1
+	// voteRecordVersion 2 adds each batch's binding (digest, student,
+	// after) and the record's seen; a version 1 record is read with
+	// unknown bindings, so no retry matches them and any student's charge
+	// of the right count proves them.
+	voteRecordVersion = 2
 	// maxVoteRecordBytes bounds the file read at start: the record holds
 	// at most proof_lag unproven batches, about 130 bytes each.
 	maxVoteRecordBytes = 64 << 20
@@ -53,12 +58,16 @@ type voteRecord struct {
 	Voted    int64          `json:"voted"`
 	Proven   int64          `json:"proven"`
 	Rejected int64          `json:"rejected"`
+	Seen     uint64         `json:"seen,omitempty"` // spending.seen
 	Unproven []unprovenVote `json:"unproven"`
 }
 
 type unprovenVote struct {
 	Batch   string    `json:"batch"` // hex batch id
 	Queries uint32    `json:"queries"`
+	Digest  string    `json:"digest,omitempty"` // hex queryDigest of the features
+	Student string    `json:"student,omitempty"`
+	After   uint64    `json:"after,omitempty"` // the least ledger index of its charge
 	At      time.Time `json:"at"`
 }
 
@@ -83,8 +92,10 @@ func decodeVoteRecord(b []byte, hospital string) (voteRecord, error) {
 		return voteRecord{}, errors.New("trailing data after the record")
 	}
 	switch {
-	case r.Version != voteRecordVersion:
-		return voteRecord{}, fmt.Errorf("version %d, this build reads version %d", r.Version, voteRecordVersion)
+	case r.Version != 1 && r.Version != voteRecordVersion:
+		return voteRecord{}, fmt.Errorf("version %d, this build reads versions 1 to %d", r.Version, voteRecordVersion)
+	case r.Version == 1 && r.Seen != 0:
+		return voteRecord{}, errors.New("a version 1 record holds no seen size")
 	case r.Hospital != hospital:
 		return voteRecord{}, fmt.Errorf("it is hospital %q's record, not %q's", r.Hospital, hospital)
 	case r.Voted < 0 || r.Proven < 0 || r.Rejected < 0 || r.Proven > r.Voted || int64(len(r.Unproven)) > r.Voted-r.Proven:
@@ -97,6 +108,18 @@ func decodeVoteRecord(b []byte, hospital string) (voteRecord, error) {
 			return voteRecord{}, fmt.Errorf("unproven batch %d: %q is not a lower-case hex batch id", i, u.Batch)
 		case i > 0 && r.Unproven[i-1].Batch >= u.Batch:
 			return voteRecord{}, fmt.Errorf("unproven batch %d: %s is out of order or repeated", i, u.Batch)
+		case r.Version == 1 && (u.Digest != "" || u.Student != "" || u.After != 0):
+			return voteRecord{}, fmt.Errorf("unproven batch %d: a version 1 record holds no binding", i)
+		case u.After > r.Seen:
+			return voteRecord{}, fmt.Errorf("unproven batch %d: its least charge index %d is past the record's seen size %d", i, u.After, r.Seen)
+		case u.Digest == "" && u.Student == "":
+			continue // voted on before bindings were kept
+		}
+		if d, err := hex.DecodeString(u.Digest); err != nil || len(d) != sha256.Size || u.Digest != strings.ToLower(u.Digest) {
+			return voteRecord{}, fmt.Errorf("unproven batch %d: %q is not a lower-case hex SHA-256 digest", i, u.Digest)
+		}
+		if u.Student == "" {
+			return voteRecord{}, fmt.Errorf("unproven batch %d: no student", i)
 		}
 	}
 	return r, nil
@@ -124,9 +147,14 @@ func (s *spending) load(path string) error {
 	if err != nil {
 		return &VoteRecordError{Path: path, Err: err}
 	}
-	s.voted, s.proven, s.rejected = r.Voted, r.Proven, r.Rejected
+	s.voted, s.proven, s.rejected, s.seen = r.Voted, r.Proven, r.Rejected, r.Seen
 	for _, u := range r.Unproven {
-		s.unproven[u.Batch] = voted{queries: u.Queries, at: u.At}
+		v := voted{binding: binding{student: u.Student, count: u.Queries}, after: u.After, at: u.At}
+		if u.Digest != "" {
+			// A version 1 record's digest stays zero: no query digest is.
+			hex.Decode(v.queries[:], []byte(u.Digest))
+		}
+		s.unproven[u.Batch] = v
 	}
 	return nil
 }
@@ -137,10 +165,14 @@ func (s *spending) saveLocked() error {
 	if s.path == "" {
 		return nil
 	}
-	r := voteRecord{Version: voteRecordVersion, Hospital: s.id, Voted: s.voted, Proven: s.proven, Rejected: s.rejected,
+	r := voteRecord{Version: voteRecordVersion, Hospital: s.id, Voted: s.voted, Proven: s.proven, Rejected: s.rejected, Seen: s.seen,
 		Unproven: make([]unprovenVote, 0, len(s.unproven))}
 	for id, v := range s.unproven {
-		r.Unproven = append(r.Unproven, unprovenVote{Batch: id, Queries: v.queries, At: v.at.UTC()})
+		u := unprovenVote{Batch: id, Queries: v.count, Student: v.student, After: v.after, At: v.at.UTC()}
+		if v.queries != ([32]byte{}) {
+			u.Digest = hex.EncodeToString(v.queries[:])
+		}
+		r.Unproven = append(r.Unproven, u)
 	}
 	slices.SortFunc(r.Unproven, func(a, b unprovenVote) int { return strings.Compare(a.Batch, b.Batch) })
 	b, err := encodeVoteRecord(r)

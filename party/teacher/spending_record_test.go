@@ -80,7 +80,7 @@ func TestHospitalDoesNotVoteUnrecorded(t *testing.T) {
 func TestVoteRecordRefusesDamage(t *testing.T) {
 	sl := newSpendLedger(t)
 	h := newVoteHarness(t)
-	good, err := os.ReadFile(filepath.Join("testdata", "votes.golden.json"))
+	good, err := os.ReadFile(filepath.Join("testdata", "votes-v2.golden.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,12 @@ func TestVoteRecordRefusesDamage(t *testing.T) {
 		{"not JSON", "\x00\x01garbage", "not a vote record"},
 		{"truncated", string(good[:len(good)/2]), "not a vote record"},
 		{"another hospital's", strings.Replace(string(good), `"h1"`, `"h2"`, 1), `hospital "h2"'s record`},
-		{"a later version", strings.Replace(string(good), `"version": 1`, `"version": 2`, 1), "version 2"},
+		{"a later version", strings.Replace(string(good), `"version": 2`, `"version": 3`, 1), "version 3"},
+		{"a digest not hex", strings.Replace(string(good), strings.Repeat("a", 64), strings.Repeat("z", 64), 1), "not a lower-case hex SHA-256 digest"},
+		{"a short digest", strings.Replace(string(good), strings.Repeat("a", 64), strings.Repeat("a", 62), 1), "not a lower-case hex SHA-256 digest"},
+		{"a digest without its student", strings.Replace(string(good), `"student": "s1",`, ``, 1), "no student"},
+		{"a charge index past what was seen", strings.Replace(string(good), `"after": 12`, `"after": 41`, 1), "past the record's seen size"},
+		{"a version 1 record with bindings", strings.Replace(string(good), `"version": 2`, `"version": 1`, 1), "version 1"},
 		{"an unknown field", strings.Replace(string(good), `"voted"`, `"extra": 1, "voted"`, 1), "unknown field"},
 		{"trailing data", string(good) + "{}", "trailing data"},
 		{"more unproven than voted", strings.Replace(string(good), `"voted": 7`, `"voted": 4`, 1), "inconsistent counts"},
@@ -117,23 +122,43 @@ func TestVoteRecordRefusesDamage(t *testing.T) {
 
 func goldenVoteRecord() voteRecord {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	return voteRecord{Version: voteRecordVersion, Hospital: "h1", Voted: 7, Proven: 4, Rejected: 1, Unproven: []unprovenVote{
+	digest := func(c string) string { return strings.Repeat(c, 64) }
+	return voteRecord{Version: voteRecordVersion, Hospital: "h1", Voted: 7, Proven: 4, Rejected: 1, Seen: 40, Unproven: []unprovenVote{
+		{Batch: "61616161", Queries: 32, Digest: digest("a"), Student: "s1", After: 12, At: at},
+		{Batch: "62626262", Queries: 16, Digest: digest("b"), Student: "s2", After: 40, At: at.Add(time.Second)},
+		{Batch: "63636363", Queries: 8, At: at.Add(2 * time.Second)}, // voted on before bindings were kept
+	}}
+}
+
+// goldenVoteRecordV1 is the record of testdata/votes.golden.json, which a
+// build before bindings wrote.
+func goldenVoteRecordV1() voteRecord {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	return voteRecord{Version: 1, Hospital: "h1", Voted: 7, Proven: 4, Rejected: 1, Unproven: []unprovenVote{
 		{Batch: "61616161", Queries: 32, At: at}, {Batch: "62626262", Queries: 16, At: at.Add(time.Second)},
 		{Batch: "63636363", Queries: 8, At: at.Add(2 * time.Second)},
 	}}
 }
 
-// The record's encoding is fixed by testdata/votes.golden.json: a
-// hospital reads the record an earlier build wrote.
+// The record's encoding is fixed by testdata/votes-v2.golden.json, and a
+// hospital still reads the version 1 record of testdata/votes.golden.json.
 func TestVoteRecordGolden(t *testing.T) {
 	b, err := encodeVoteRecord(goldenVoteRecord())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := golden.Check(t, filepath.Join("testdata", "votes.golden.json"), b)
+	want := golden.Check(t, filepath.Join("testdata", "votes-v2.golden.json"), b)
 	r, err := decodeVoteRecord(want, "h1")
 	if err != nil || !reflect.DeepEqual(r, goldenVoteRecord()) {
 		t.Fatalf("decode the golden record: %+v, %v", r, err)
+	}
+	v1, err := os.ReadFile(filepath.Join("testdata", "votes.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = decodeVoteRecord(v1, "h1")
+	if err != nil || !reflect.DeepEqual(r, goldenVoteRecordV1()) {
+		t.Fatalf("decode the version 1 golden record: %+v, %v", r, err)
 	}
 }
 
@@ -185,5 +210,38 @@ func TestBadAuditorKeysChangeNothing(t *testing.T) {
 				t.Fatal("the state directory was made")
 			}
 		})
+	}
+}
+
+// A restarted hospital keeps what each unproven batch id stands for and
+// the log size it has seen proven: the receipt of an earlier charge of a
+// batch id still proves no later use of it.
+func TestHospitalVoteBindingsSurviveRestart(t *testing.T) {
+	sl := newSpendLedger(t)
+	h := newVoteHarness(t)
+	state := filepath.Join(t.TempDir(), "state")
+	start := func() *Node {
+		t.Helper()
+		n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), ProofLag: 2, State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := start()
+	id := spendBatch(1)
+	if err := h.ask(n, id, []float32{1, 2, 3, 4}, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	r := chargeReceipt(sl, id, []string{"h1", "h2"}, 4, "a1", "a2")
+	if err := h.ask(n, id, []float32{5, 6, 7, 8}, "s1", r); err != nil {
+		t.Fatalf("the batch id proven, then used again: %v", err)
+	}
+	n = start()
+	if err := h.ask(n, id, []float32{9, 10, 11, 12}, "s1", r); !rebound(err) {
+		t.Fatalf("after a restart, other queries under the unproven id: %v, want ErrBatchRebound", err)
+	}
+	if s := n.Spending(); s.Proven != 1 || s.Unproven != 1 || s.Rejected != 1 {
+		t.Fatalf("after a restart the replayed receipt counted: %+v", s)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,10 +116,19 @@ func newVoteHarness(t *testing.T) *voteHarness {
 	return &voteHarness{t: t, id: id, agg: agg}
 }
 
-// vote hands n the receipts and asks it to vote on batch i of 4 queries.
+// vote hands n the receipts and asks it to vote on batch i of 4 queries
+// for student s1.
 func (h *voteHarness) vote(n *Node, i byte, receipts ...*nzcpb.Receipt) error {
 	h.t.Helper()
-	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: 4, FeatureDim: 1, Values: []float32{1, 2, 3, 4}})
+	return h.ask(n, spendBatch(i), []float32{1, 2, 3, 4}, "s1", receipts...)
+}
+
+// ask hands n the receipts and asks it to vote on the queries values
+// (one value each) under batch id for student.
+func (h *voteHarness) ask(n *Node, batch []byte, values []float32, student string, receipts ...*nzcpb.Receipt) error {
+	h.t.Helper()
+	nq := uint32(len(values))
+	plain, err := protocol.Marshal(&nzcpb.Features{NumQueries: nq, FeatureDim: 1, Values: values})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -126,7 +136,7 @@ func (h *voteHarness) vote(n *Node, i byte, receipts ...*nzcpb.Receipt) error {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	q := &nzcpb.QueryBatch{BatchId: spendBatch(i), NumQueries: 4, FeatureDim: 1, NumClasses: 2, SealedFeatures: sealed,
+	q := &nzcpb.QueryBatch{BatchId: batch, NumQueries: nq, FeatureDim: 1, NumClasses: 2, SealedFeatures: sealed, StudentId: student,
 		HospitalIds: []string{"h1", "h2"}, DeadlineUnixMs: time.Now().Add(time.Minute).UnixMilli(), ChargeReceipts: receipts}
 	n.spend.accept(q.GetChargeReceipts())
 	_, err = n.answer(context.Background(), q, h.agg.Recipient())
@@ -138,6 +148,113 @@ func (h *voteHarness) vote(n *Node, i byte, receipts ...*nzcpb.Receipt) error {
 func stoppedVoting(err error) bool {
 	var pe *protocol.Error
 	return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && strings.Contains(pe.Message, "stops voting")
+}
+
+// rebound reports whether err is the hospital's refusal of a batch id
+// that already stands for other votes.
+func rebound(err error) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == protocol.CodeBadRequest && strings.Contains(pe.Message, ErrBatchRebound.Error())
+}
+
+// A batch id stands, until its charge is proven, for the queries, the
+// student and the count voted on: a retry of exactly that batch is voted
+// on again (it reveals nothing new), anything else under the id is
+// refused, stopped or not.
+func TestHospitalBindsBatchIDToItsVotes(t *testing.T) {
+	sl := newSpendLedger(t)
+	h := newVoteHarness(t)
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), ProofLag: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, values := spendBatch(1), []float32{1, 2, 3, 4}
+	if err := h.ask(n, id, values, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ask(n, id, values, "s1"); err != nil {
+		t.Fatalf("a retry of the same batch: %v", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		values  []float32
+		student string
+	}{
+		{"other queries", []float32{5, 6, 7, 8}, "s1"},
+		{"one query changed", []float32{1, 2, 3, 5}, "s1"},
+		{"another student", values, "s2"},
+		{"fewer queries", values[:3], "s1"},
+		{"more queries", append(slices.Clone(values), 9), "s1"},
+	} {
+		if err := h.ask(n, id, tc.values, tc.student); !rebound(err) {
+			t.Errorf("%s under a known batch id: %v, want ErrBatchRebound", tc.name, err)
+		}
+	}
+	if err := h.vote(n, 2); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped, the hospital still refuses the id's reuse, and counts no
+	// new vote for it.
+	for i := range 20 {
+		if err := h.ask(n, id, []float32{float32(10 + i), 2, 3, 4}, "s1"); !rebound(err) {
+			t.Fatalf("fresh queries %d under a known batch id at the lag: %v, want ErrBatchRebound", i, err)
+		}
+	}
+	if s := n.Spending(); s.Voted != 2 || s.Unproven != 2 || !s.Stopped {
+		t.Fatalf("spending %+v", s)
+	}
+}
+
+// One charge proves one use of a batch id, once: an aggregator that
+// charges a batch id once and reuses it for fresh queries, handing the same
+// receipt over each time, is stopped at proof_lag; so is one whose charge
+// names another student.
+func TestHospitalConsumesEachProofOnce(t *testing.T) {
+	sl := newSpendLedger(t)
+	h := newVoteHarness(t)
+	const lag = 3
+	n, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), ProofLag: lag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := spendBatch(1)
+	if err := h.ask(n, id, []float32{1, 2, 3, 4}, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	r := chargeReceipt(sl, id, []string{"h1", "h2"}, 4, "a1", "a2")
+	voted := 0
+	for i := range 200 {
+		err := h.ask(n, id, []float32{float32(10 + i), 2, 3, 4}, "s1", r)
+		switch {
+		case err == nil:
+			voted++
+		case !stoppedVoting(err) && !rebound(err):
+			t.Fatalf("use %d of the batch id: %v", i, err)
+		}
+	}
+	if voted > lag {
+		t.Fatalf("one 4-query charge let the hospital vote on %d more batches under its id, want at most %d (proof_lag)", voted, lag)
+	}
+	if s := n.Spending(); s.Proven != 1 || s.Rejected == 0 {
+		t.Fatalf("spending %+v: want one batch proven and the replays rejected", s)
+	}
+
+	// A charge that names another student than the one voted for proves
+	// nothing.
+	m, err := New(Config{ID: "h1", Aggregator: "127.0.0.1:1", Identity: h.id, Voter: unanimous(3), AuditorKeys: sl.AuditorKeys(), ProofLag: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := spendBatch(9)
+	if err := h.ask(m, other, []float32{1, 2, 3, 4}, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.vote(m, 3, chargeReceipt(sl, other, []string{"h1"}, 4, "a1", "a2")); !stoppedVoting(err) {
+		t.Fatalf("votes for s2 proven by a charge to s1: %v, want the hospital stopped", err)
+	}
+	if s := m.Spending(); s.Proven != 0 || s.Rejected != 1 {
+		t.Fatalf("spending %+v", s)
+	}
 }
 
 // Receipts of two forked logs — the same auditors' majorities cosigning

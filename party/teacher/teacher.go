@@ -410,7 +410,11 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "features hold %d queries of %d values; the batch says %d, these teachers take %d",
 			f.GetNumQueries(), f.GetFeatureDim(), q.GetNumQueries(), v.Dim())
 	}
-	if err := n.spend.allow(q.GetBatchId()); err != nil {
+	if q.GetStudentId() == "" {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "the batch names no student: hospital %s binds each batch to the student it is charged to", n.cfg.ID)
+	}
+	bound := binding{queries: queryDigest(&f), student: q.GetStudentId(), count: q.GetNumQueries()}
+	if err := n.spend.allow(q.GetBatchId(), bound); err != nil {
 		n.log.Warn("not voting", "err", err)
 		return nil, err
 	}
@@ -438,7 +442,7 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 	if err != nil {
 		return nil, err
 	}
-	if err := n.spend.record(q.GetBatchId(), q.GetNumQueries(), n.cfg.Now()); err != nil {
+	if err := n.spend.record(q.GetBatchId(), bound, n.cfg.Now()); err != nil {
 		n.log.Error("not voting", "err", err)
 		return nil, err
 	}

@@ -463,8 +463,12 @@ type QueryBatch struct {
 	// voted on earlier: the hospital checks each against the auditors' keys
 	// and stops voting when its votes go unproven too long.
 	ChargeReceipts []*Receipt `protobuf:"bytes,8,rep,name=charge_receipts,json=chargeReceipts,proto3" json:"charge_receipts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The student whose batch this is, as the aggregator will charge it: the
+	// hospital binds the batch id to it, to the queries and to their number,
+	// and takes as proof only a charge that names all three.
+	StudentId     string `protobuf:"bytes,9,opt,name=student_id,json=studentId,proto3" json:"student_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryBatch) Reset() {
@@ -551,6 +555,13 @@ func (x *QueryBatch) GetChargeReceipts() []*Receipt {
 		return x.ChargeReceipts
 	}
 	return nil
+}
+
+func (x *QueryBatch) GetStudentId() string {
+	if x != nil {
+		return x.StudentId
+	}
+	return ""
 }
 
 // Features is the plaintext of sealed_features: num_queries rows of
@@ -1468,7 +1479,10 @@ type LedgerResult struct {
 	// For a committed or duplicate charge: the proof that a majority of the
 	// auditors committed it (the accepted entry, its inclusion proof and a
 	// checkpoint covering it cosigned by a majority).
-	Receipt       *Receipt `protobuf:"bytes,5,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Receipt *Receipt `protobuf:"bytes,5,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// For a refusal: the party, batch or session it names (for a budget
+	// refusal, the hospital whose cap the command would pass).
+	Subject       string `protobuf:"bytes,6,opt,name=subject,proto3" json:"subject,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1536,6 +1550,13 @@ func (x *LedgerResult) GetReceipt() *Receipt {
 		return x.Receipt
 	}
 	return nil
+}
+
+func (x *LedgerResult) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
 }
 
 // Receipt proves a ledger commit to anyone who pins the auditors' keys
@@ -1696,7 +1717,7 @@ const file_nzc_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xba\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xd9\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1709,7 +1730,9 @@ const file_nzc_proto_rawDesc = "" +
 	"\x0fsealed_features\x18\x05 \x01(\fR\x0esealedFeatures\x12!\n" +
 	"\fhospital_ids\x18\x06 \x03(\tR\vhospitalIds\x12(\n" +
 	"\x10deadline_unix_ms\x18\a \x01(\x03R\x0edeadlineUnixMs\x128\n" +
-	"\x0fcharge_receipts\x18\b \x03(\v2\x0f.nzc.v1.ReceiptR\x0echargeReceipts\"d\n" +
+	"\x0fcharge_receipts\x18\b \x03(\v2\x0f.nzc.v1.ReceiptR\x0echargeReceipts\x12\x1d\n" +
+	"\n" +
+	"student_id\x18\t \x01(\tR\tstudentId\"d\n" +
 	"\bFeatures\x12\x1f\n" +
 	"\vnum_queries\x18\x01 \x01(\rR\n" +
 	"numQueries\x12\x1f\n" +
@@ -1795,7 +1818,7 @@ const file_nzc_proto_rawDesc = "" +
 	" \x01(\x04R\n" +
 	"capVersion\"(\n" +
 	"\fLedgerSubmit\x12\x18\n" +
-	"\acommand\x18\x01 \x01(\fR\acommand\"\xb5\x01\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\"\xcf\x01\n" +
 	"\fLedgerResult\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12,\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x18.nzc.v1.LedgerResultCodeR\x04code\x12\x16\n" +
@@ -1803,7 +1826,8 @@ const file_nzc_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x04 \x01(\fR\n" +
 	"checkpoint\x12)\n" +
-	"\areceipt\x18\x05 \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\"U\n" +
+	"\areceipt\x18\x05 \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\x12\x18\n" +
+	"\asubject\x18\x06 \x01(\tR\asubject\"U\n" +
 	"\aReceipt\x12\x14\n" +
 	"\x05entry\x18\x01 \x01(\fR\x05entry\x12\x14\n" +
 	"\x05proof\x18\x02 \x03(\fR\x05proof\x12\x1e\n" +

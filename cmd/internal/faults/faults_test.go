@@ -169,9 +169,11 @@ func TestFaults(t *testing.T) {
 	// The aggregator is cut off from a majority of the auditors: the
 	// intakes of auditors 2 and 3 drop every datagram, and raft traffic to
 	// every auditor is cut, so auditor 1 — the one the aggregator still
-	// reaches — has no majority either. Nothing may be released; the
-	// student is refused with ledger-unavailable; after the heal the same
-	// batch is charged once and delivered.
+	// reaches — has no majority either. The batch's reservation, which the
+	// ledger must confirm before any hospital is asked, is not: the student
+	// is refused with ledger-unavailable, nothing is asked of the hospitals,
+	// drawn or released; after the heal the same batch is reserved,
+	// charged once and delivered.
 	t.Run("partition-aggregator-from-majority", func(t *testing.T) {
 		released := f.metric("nzc_aggregator_labels_released_total")
 		for i, a := range f.auditors {
@@ -185,14 +187,14 @@ func TestFaults(t *testing.T) {
 		ids := f.batchIDs(from, batchSize)
 		run := f.startStudent(from, batchSize, "")
 		run.p.waitLog(t, 90*time.Second, "ledger-unavailable")
-		if !strings.Contains(run.p.LogText(), "nothing was released") {
-			t.Errorf("the refusal does not say that nothing was released:\n%s", launch.LastLines(run.p.LogText(), 5))
+		if !strings.Contains(run.p.LogText(), "nothing was asked of the hospitals or drawn") {
+			t.Errorf("the refusal does not say that nothing was asked of the hospitals or drawn:\n%s", launch.LastLines(run.p.LogText(), 5))
 		}
 		if got := f.metric("nzc_aggregator_labels_released_total"); got != released {
 			t.Errorf("labels released during the partition: %v before, %v now", released, got)
 		}
-		if r := f.outboxRecord(ids[0]); r["state"] != "pending" {
-			t.Errorf("during the partition the outbox says %v, want pending", r["state"])
+		if f.inOutbox(ids[0]) {
+			t.Errorf("during the partition the outbox holds batch %s: its votes were collected without a reservation", ids[0])
 		}
 		if m, _ := filepath.Glob(filepath.Join(run.state, "*", "batch-*.json")); len(m) != 0 {
 			t.Errorf("the student holds %v during the partition", m)
@@ -285,6 +287,7 @@ func TestFaults(t *testing.T) {
 		h.p.waitLog(t, 30*time.Second, "registered with the aggregator")
 		f.waitConnected(hospitals, 30*time.Second)
 		const n = 6
+		logFrom := len(f.agg.LogText())
 		start := time.Now()
 		res := f.startStudent(queries(n*batchSize), n*batchSize, "", "--window", "1").result(t, 2*time.Minute)
 		took := time.Since(start)
@@ -295,8 +298,25 @@ func TestFaults(t *testing.T) {
 			special[b.BatchID] = want{hospitals: others}
 		}
 		check(t)
-		if took >= 2*batchDeadline {
-			t.Errorf("%d batches with a hospital stalling to the %v deadline took %v: it was waited for more than once", n, batchDeadline, took)
+		// Counted from the aggregator's log, not the clock, so that a
+		// loaded machine cannot fail it: a batch that asked the hospital
+		// and waited out its deadline logs a miss with probe=false; after
+		// its first, only a probe it answered in time may ask it again.
+		var waited, restored int
+		for _, line := range strings.Split(f.agg.LogText()[logFrom:], "\n") {
+			if !strings.Contains(line, "hospital="+h.id+" ") {
+				continue
+			}
+			switch {
+			case strings.Contains(line, "hospital missed the batch deadline") && strings.Contains(line, "probe=false"):
+				waited++
+			case strings.Contains(line, "a probed hospital voted in time"):
+				restored++
+			}
+		}
+		t.Logf("the batches waited its deadline out %d times; %d probes it answered in time", waited, restored)
+		if waited == 0 || waited > 1+restored {
+			t.Errorf("%d batches beside a hospital stalling to the %v deadline waited it out %d times (%d probes answered in time): want once", n, batchDeadline, waited, restored)
 		}
 		if _, why := launch.Ready(context.Background(), f.aggCfg.Ops.Listen); !strings.Contains(why, h.id+" missed the deadline") {
 			t.Errorf("/readyz does not name the stalling hospital: %q", why)

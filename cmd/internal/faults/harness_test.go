@@ -139,7 +139,7 @@ func newFed(t *testing.T, bin string) *fed {
 	t.Cleanup(f.stopAll)
 	fdir := filepath.Join(f.dir, "federation")
 	f.oneShot("init", "nzc", "init", "--dir", fdir, "--hospitals", strconv.Itoa(hospitals), "--auditors", "3", "--students", "1",
-		"--teachers", strconv.Itoa(teachersPerHospital), "--classes", strconv.Itoa(classes))
+		"--teachers", strconv.Itoa(teachersPerHospital), "--classes", strconv.Itoa(classes), "--epsilon-bound", "1e4")
 	m, err := crypto.LoadManifest(fdir)
 	if err != nil {
 		t.Fatal(err)
@@ -574,6 +574,19 @@ func (f *fed) outboxRecord(batch string) map[string]any {
 		f.t.Fatal(err)
 	}
 	return r
+}
+
+// inOutbox reports whether the aggregator's outbox holds batch.
+func (f *fed) inOutbox(batch string) bool {
+	ob, err := aggregator.OpenOutbox(f.aggCfg.Outbox)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	_, ok, err := ob.Get(f.stuCfg.ID, batch)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ok
 }
 
 // restartAggregator stops the aggregator and starts it again (pausing at

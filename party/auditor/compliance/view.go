@@ -96,7 +96,11 @@ func body(b ledger.Body) map[string]any {
 		for i, p := range b.Parties {
 			ps[i] = party(p)
 		}
-		return map[string]any{"origin": b.Origin, "parties": ps, "timestamp": b.Timestamp}
+		m := map[string]any{"origin": b.Origin, "parties": ps, "timestamp": b.Timestamp}
+		if b.Kind() == ledger.KindGenesisV2 {
+			m["epsilon_bound"], m["delta_bound"] = number(b.EpsilonBound), number(b.DeltaBound)
+		}
+		return m
 	case *ledger.RegisterParty:
 		return map[string]any{"party": party(b.Party), "timestamp": b.Timestamp}
 	case *ledger.OpenAccount:
@@ -105,6 +109,9 @@ func body(b ledger.Body) map[string]any {
 		return map[string]any{"hospital": b.Hospital, "cap_version": b.Version, "cap_epsilon": number(b.CapEpsilon), "cap_delta": number(b.CapDelta), "timestamp": b.Timestamp}
 	case *ledger.RegisterStudent:
 		return map[string]any{"student": b.Student, "max_answers": b.MaxAnswers, "timestamp": b.Timestamp}
+	case *ledger.Reserve:
+		return map[string]any{"batch": b.BatchID, "student": b.Student, "hospitals": b.Hospitals, "mechanism": b.Mechanism,
+			"params": params(b.Params), "queries": b.Queries, "curve": numbers(b.Curve), "delta": number(b.Delta), "timestamp": b.Timestamp}
 	case *ledger.Charge:
 		m := map[string]any{
 			"batch": b.BatchID, "student": b.Student, "hospitals": b.Hospitals, "session": b.Session,

@@ -62,6 +62,19 @@ type AccountView struct {
 	DeltaText   string         `json:"delta_text"` // "spent of cap"
 	Charges     uint64         `json:"charges"`
 	Answers     uint64         `json:"answers"`
+	// FederationText is the account's ε at the federation's δ bound, the
+	// figure every account states at the same δ.
+	FederationText string `json:"federation_text"`
+	// CapChanges lists every change of the cap, oldest first.
+	CapChanges []CapChangeView `json:"cap_changes"`
+}
+
+// CapChangeView is one cap change as the page shows it.
+type CapChangeView struct {
+	Entry uint64 `json:"entry"`
+	Time  string `json:"time"`
+	Text  string `json:"text"` // who, from → to
+	Raise bool   `json:"raise"`
 }
 
 // History is GET /api/history: each hospital's ε after every entry that
@@ -255,7 +268,18 @@ func accountView(a ledger.Account) AccountView {
 		DeltaSpent: a.DeltaSpent, CapDelta: a.CapDelta,
 		DeltaText: FormatDelta(a.DeltaSpent) + " of " + FormatDelta(a.CapDelta),
 		Charges:   a.Charges, Answers: a.Answers,
+		FederationText: FormatEpsilon(a.EpsilonAtFederationDelta) + " at the federation's δ " + FormatDelta(a.FederationDelta),
+		CapChanges:     capChanges(a.CapChanges),
 	}
+}
+
+func capChanges(cs []ledger.CapChange) []CapChangeView {
+	out := make([]CapChangeView, len(cs))
+	for i, c := range cs {
+		out[i] = CapChangeView{Entry: c.Entry, Time: formatTime(c.Timestamp), Raise: c.Raise,
+			Text: fmt.Sprintf("%s: ε %s, δ %s → ε %s, δ %s", c.Signer, FormatEpsilon(c.FromEpsilon), FormatDelta(c.FromDelta), FormatEpsilon(c.ToEpsilon), FormatDelta(c.ToDelta))}
+	}
+	return out
 }
 
 func (d *Dashboard) history(points []ledger.SpendPoint, size int64) History {

@@ -19,7 +19,7 @@ import (
 
 // ToWire turns a ledger result into the LedgerResult message.
 func ToWire(r ledger.Result) *nzcpb.LedgerResult {
-	out := &nzcpb.LedgerResult{Index: r.Index, Reason: r.Message}
+	out := &nzcpb.LedgerResult{Index: r.Index, Reason: r.Message, Subject: r.Subject}
 	switch {
 	case r.Status == ledger.StatusAccepted:
 		out.Code = nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED

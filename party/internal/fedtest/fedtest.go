@@ -141,13 +141,24 @@ func (l *Ledger) AuditorKeys() []string {
 // index.
 func (l *Ledger) Charge(batch []byte, hospitals []string, queries int, answers [32]byte) int64 {
 	l.t.Helper()
+	return l.ChargeAnswers(batch, hospitals, queries, queries, answers)
+}
+
+// ChargeAnswers is Charge of a batch of which answered queries were
+// answered (with Confident-GNMax, whose refusals cost their threshold
+// test).
+func (l *Ledger) ChargeAnswers(batch []byte, hospitals []string, queries, answered int, answers [32]byte) int64 {
+	l.t.Helper()
 	p := mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 40, Teachers: 10, Classes: 4}
-	cost, err := p.Charge(mechanism.DefaultGrid(), queries, 0)
+	if answered != queries {
+		p = mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 8, Sigma1: 40, Sigma2: 40, Teachers: 10, Classes: 4}
+	}
+	cost, err := p.Charge(mechanism.DefaultGrid(), answered, queries-answered)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	return l.Apply(&ledger.Charge{BatchID: hex.EncodeToString(batch), Student: "s1", Hospitals: hospitals,
-		Mechanism: string(p.Mechanism), Params: p.LedgerParams(), Queries: uint64(queries), Answers: uint64(queries),
+		Mechanism: string(p.Mechanism), Params: p.LedgerParams(), Queries: uint64(queries), Answers: uint64(answered),
 		Curve: cost.RDP.Values(), AnswersHash: answers, Timestamp: l.now()}, "agg")
 }
 

@@ -31,7 +31,7 @@ func TestLedgerProvesItsCharges(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%v: no receipt (%v)", tc.signers, err)
 		}
-		_, _, _, err = v.ChargeReceipt(r, hex.EncodeToString(batch), "s1", 3, answers)
+		_, _, _, err = v.ChargeReceipt(r, hex.EncodeToString(batch), "s1", make([]int32, 3), answers)
 		if (err == nil) != tc.proven {
 			t.Errorf("signed by %v: %v, want proven %v", tc.signers, err, tc.proven)
 		}

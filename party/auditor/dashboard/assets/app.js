@@ -124,6 +124,9 @@
           el("span", {}, "δ ", el("b", {}, a.delta_text)),
           el("span", {}, "charges ", el("b", {}, a.charges)),
           el("span", {}, "answers ", el("b", {}, a.answers))),
+        el("div", { class: "stats" }, el("span", { id: "federation-" + a.hospital }, "ε ", el("b", {}, a.federation_text))),
+        ...a.cap_changes.map((c) => el("div", { class: c.raise ? "cap-change raise" : "cap-change" },
+          (c.raise ? "cap RAISED" : "cap changed") + " at entry " + c.entry + " (" + c.time + ") by " + c.text)),
         chart(series, history.entries, colour));
     });
     replace("accounts", ...cards);

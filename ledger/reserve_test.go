@@ -1,0 +1,152 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nzcfed/nzc/mechanism"
+)
+
+// halfCapQueries is a number of GNMax (σ 40) answers whose ε alone fits
+// h1's cap of 8 at δ 1e-5, and twice which does not.
+func halfCapQueries(t *testing.T) int {
+	t.Helper()
+	g := mechanism.DefaultGrid()
+	eps := func(q int) float64 {
+		c, err := g.CurveOf(gaussCurve(40, q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv, err := c.FilterEpsilon(1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conv.Epsilon
+	}
+	for q := 100; q < 100_000; q += 100 {
+		if e := eps(q); e > 5 && e < 7.5 && eps(2*q) > 8.5 {
+			return q
+		}
+	}
+	t.Fatal("no batch size fits the cap once and not twice")
+	return 0
+}
+
+func reserveBody(batch string, hospitals []string, queries int) *Reserve {
+	return &Reserve{BatchID: batch, Student: "s2", Hospitals: hospitals, Mechanism: "gnmax", Params: gnmaxParams(40),
+		Queries: uint64(queries), Curve: gaussCurve(40, queries)}
+}
+
+// Budget before votes: a reservation holds a batch's worst case against
+// its hospitals' caps, so two concurrent batches that together would pass
+// a cap cannot both be admitted; the one admitted settles within its
+// reservation; an unsettled reservation expires after ReservationWindow
+// entries and is released; every replica decides alike.
+func TestReservationHoldsTheWorstCaseBeforeVotes(t *testing.T) {
+	q := halfCapQueries(t)
+	f := newFed(t)
+	a := reserveBody("a", []string{"h1", "h2"}, q/8)
+	a.Queries, a.Curve = uint64(q), gaussCurve(40, q)
+	a.Hospitals = []string{"h1"}
+	a.Timestamp = f.now()
+	first := f.must(a, "agg")
+	if r := f.apply(f.sign(a, "agg")); r.Status != StatusDuplicate || r.Original != first.Index {
+		t.Fatalf("the same reservation again: %s original %d", r.Status, r.Original)
+	}
+	// The second batch of the same size, reserved before the first is
+	// charged, is refused at its reservation, naming the hospital that
+	// cannot pay; nothing realized is in its entry.
+	b := reserveBody("b", []string{"h1"}, q)
+	if r := f.apply(f.sign(b, "agg")); r.Code != CodeCapExceeded || r.Subject != "h1" {
+		t.Fatalf("a second half-cap reservation: %s %s %q, want cap-exceeded naming h1", r.Status, r.Code, r.Subject)
+	}
+	// An unreserved charge is gated with the live reservations counted.
+	if r := f.apply(f.sign(chargeBody("c", []string{"h1"}, gaussCurve(40, q), uint64(q)), "agg")); r.Code != CodeCapExceeded {
+		t.Fatalf("an unreserved half-cap charge beside a live reservation: %s %s", r.Status, r.Code)
+	}
+	// The first batch settles within its reservation, for fewer queries
+	// than it held (the student's batch was cut short), and releases it.
+	before, _ := f.st.Account("h1")
+	r := f.must(chargeBody("a", []string{"h1"}, gaussCurve(40, q/4), uint64(q/4)), "agg")
+	if !strings.Contains(r.Message, fmt.Sprintf("within its reservation at entry %d", first.Index)) {
+		t.Fatalf("settled: %q", r.Message)
+	}
+	after, _ := f.st.Account("h1")
+	if after.Charges != before.Charges+1 || after.Answers != before.Answers+uint64(q/4) {
+		t.Fatalf("settling: h1 %+v → %+v", before, after)
+	}
+	if _, held := f.st.reservations[a.key()]; held {
+		t.Fatal("the settled reservation is still held")
+	}
+	if r := f.apply(f.sign(reserveBody("a", []string{"h1"}, 1), "agg")); r.Code != CodeConflict {
+		t.Fatalf("reserving a charged batch: %s %s", r.Status, r.Code)
+	}
+
+	// A reservation that is never settled expires and is released.
+	g := newFed(t)
+	x := g.must(reserveBody("x", []string{"h1"}, q), "agg")
+	if r := g.apply(g.sign(reserveBody("y", []string{"h1"}, q), "agg")); r.Code != CodeCapExceeded {
+		t.Fatalf("beside a live reservation: %s %s", r.Status, r.Code)
+	}
+	for uint64(g.st.TreeSize()) < x.Index+ReservationWindow-1 {
+		g.apply([]byte("not a command")) // entries, refused
+	}
+	if r := g.apply(g.sign(reserveBody("y", []string{"h1"}, q), "agg")); r.Code != CodeCapExceeded {
+		t.Fatalf("at the last entry x's reservation is live: %s %s", r.Status, r.Code)
+	}
+	y := g.must(reserveBody("y", []string{"h1"}, q), "agg")
+	// The expired batch's late charge is gated afresh, with y held.
+	if r := g.apply(g.sign(chargeBody("x", []string{"h1"}, gaussCurve(40, q), uint64(q)), "agg")); r.Code != CodeCapExceeded {
+		t.Fatalf("the charge of an expired reservation beside a live one: %s %s", r.Status, r.Code)
+	}
+	if len(g.st.reserveQueue) != 1 || g.st.reserveQueue[0].index != y.Index {
+		t.Fatalf("queue %+v, want only y's reservation", g.st.reserveQueue)
+	}
+	// A replica restored from a snapshot decides the same.
+	c := restoredCopy(t, g.st)
+	if r := c.Check(g.sign(reserveBody("z", []string{"h1"}, q), "agg")); r.Code != CodeCapExceeded {
+		t.Fatalf("restored replica: %s %s", r.Status, r.Code)
+	}
+	if !slices.Equal(c.reserveQueue, g.st.reserveQueue) {
+		t.Fatalf("restored queue %+v, want %+v", c.reserveQueue, g.st.reserveQueue)
+	}
+}
+
+// A charge that does not fit its reservation (more queries, another
+// hospital, another mechanism) is gated as if unreserved.
+func TestChargeOutsideItsReservationIsGated(t *testing.T) {
+	q := halfCapQueries(t)
+	f := newFed(t)
+	f.must(reserveBody("a", []string{"h1"}, q), "agg")
+	f.must(reserveBody("b", []string{"h3"}, 1), "agg")
+	// Batch b's reservation names h3 only: its charge naming h1 too is
+	// gated afresh, and a's live reservation leaves h1 no room.
+	if r := f.apply(f.sign(chargeBody("b", []string{"h1", "h3"}, gaussCurve(40, q), uint64(q)), "agg")); r.Code != CodeCapExceeded || r.Subject != "h1" {
+		t.Fatalf("a charge outside its reservation: %s %s %q", r.Status, r.Code, r.Subject)
+	}
+	if r := f.must(chargeBody("b", []string{"h3"}, gaussCurve(40, 1), 1), "agg"); !strings.Contains(r.Message, "within its reservation") {
+		t.Fatalf("b within its reservation: %q", r.Message)
+	}
+}
+
+// Verification recomputes a reservation's worst case and names one that
+// states less.
+func TestVerifyNamesAnUnderCostReservation(t *testing.T) {
+	f := newFed(t)
+	under := reserveBody("u", []string{"h1"}, 100)
+	under.Curve = gaussCurve(40, 1)
+	forged := f.forge(f.sign(under, "agg"))
+	export, err := f.st.Export(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Verify(export, VerifyOptions{})
+	for _, c := range r.Failures() {
+		if c.Name == "cost" && c.Entry != nil && *c.Entry == forged && strings.Contains(c.Detail, "under-cost") {
+			return
+		}
+	}
+	t.Fatalf("verify does not name the under-cost reservation at entry %d: %+v", forged, r.Failures())
+}
