@@ -40,6 +40,8 @@ func goldenCommands(t testing.TB) map[string][]byte {
 		"reserve": f.sign(&Reserve{BatchID: "batch-0003", Student: "s1", Hospitals: []string{"h1", "h2"}, Mechanism: "gnmax",
 			Params: []Param{{Key: "sigma", Value: "40"}, {Key: "threshold", Value: "none"}}, Queries: 100,
 			Curve: curve, Delta: 1e-9, Timestamp: 1_700_000_000_000_000_010}, "agg"),
+		"suspend": f.sign(&Suspend{Hospital: "h3", Version: 1, Suspended: true, Reason: "12 sessions burnt without an answer",
+			Timestamp: 1_700_000_000_000_000_011}, "admin"),
 	}
 }
 

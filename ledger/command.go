@@ -43,6 +43,9 @@ const (
 	// KindReserve holds a batch's worst-case cost against its hospitals'
 	// caps before any of them is asked for votes (signed by an aggregator).
 	KindReserve Kind = 12
+	// KindSuspend suspends or reinstates a hospital's account (signed by
+	// an administrator).
+	KindSuspend Kind = 13
 )
 
 var kindNames = [...]string{
@@ -58,6 +61,7 @@ var kindNames = [...]string{
 	KindChargeV2:         "charge-v2",
 	KindGenesisV2:        "genesis-v2",
 	KindReserve:          "reserve",
+	KindSuspend:          "suspend",
 }
 
 // enumName is the name of v in names, or unknown(v) when it has none.
@@ -111,7 +115,7 @@ type Param = mechanism.KV
 
 // Body is the content of a command. It is implemented by Genesis,
 // RegisterParty, OpenAccount, ChangeCap, RegisterStudent, Charge, OpenSession,
-// CloseSession and RegisterEnsemble.
+// CloseSession, RegisterEnsemble, Reserve and Suspend.
 type Body interface {
 	Kind() Kind
 	// Stamp is the time its proposer put in, in unix nanoseconds.
@@ -204,6 +208,22 @@ type RegisterEnsemble struct {
 	Version   uint64 // 1 for the first registration, 2 for the second, …
 	Teachers  uint64 // 1 to MaxTeachers
 	Classes   uint64 // 2 to MaxClasses
+	Timestamp int64
+}
+
+// Suspend suspends (Suspended true) or reinstates (false) a hospital's
+// account: while it is suspended, the ledger refuses every charge,
+// reservation and session opening that names the hospital, whatever its
+// budget. It is the federation's remedy against a hospital whose votes
+// keep costing the others without answers. Signed by an administrator.
+// Version is 1 for a hospital's first suspension or reinstatement and one
+// more for each after, so that a signed command applies once only and an
+// old one cannot be replayed. Reason is free text for the record.
+type Suspend struct {
+	Hospital  string
+	Version   uint64 // 1 for the first, 2 for the second, …
+	Suspended bool
+	Reason    string // at most 1024 bytes of UTF-8 text
 	Timestamp int64
 }
 
@@ -367,6 +387,7 @@ func (*OpenAccount) Kind() Kind      { return KindOpenAccount }
 func (*ChangeCap) Kind() Kind        { return KindChangeCap }
 func (*RegisterStudent) Kind() Kind  { return KindRegisterStudent }
 func (*RegisterEnsemble) Kind() Kind { return KindRegisterEnsemble }
+func (*Suspend) Kind() Kind          { return KindSuspend }
 
 // Kind is charge-v2 for a charge that records the ensemble sizes, charge
 // otherwise.
@@ -390,6 +411,7 @@ func (b *OpenSession) Stamp() int64      { return b.Timestamp }
 func (b *Reserve) Stamp() int64          { return b.Timestamp }
 func (b *CloseSession) Stamp() int64     { return b.Timestamp }
 func (b *RegisterEnsemble) Stamp() int64 { return b.Timestamp }
+func (b *Suspend) Stamp() int64          { return b.Timestamp }
 
 // fields reads or writes a body's fields. Each body lists its fields once,
 // in their canonical order (Body.fields), and the same list serves the
@@ -419,6 +441,10 @@ type fields interface {
 	// bounds is a genesis's cap bounds: present in a genesis-v2, absent
 	// in a genesis.
 	bounds(epsilon, delta *float64)
+	// flag is a boolean: one byte, 0 or 1.
+	flag(field string, v *bool)
+	// text is free UTF-8 text of at most maxTextLen bytes.
+	text(field string, s *string)
 }
 
 // writer writes a body's fields to an encoder.
@@ -505,6 +531,16 @@ func (w writer) bounds(epsilon, delta *float64) {
 	w.e.f64("epsilon bound", *epsilon)
 	w.e.f64("delta bound", *delta)
 }
+
+func (w writer) flag(field string, v *bool) {
+	if *v {
+		w.e.u8(1)
+	} else {
+		w.e.u8(0)
+	}
+}
+
+func (w writer) text(field string, s *string) { w.e.str(field, *s, maxTextLen) }
 
 // reader reads a body's fields from a decoder.
 type reader struct{ d *decoder }
@@ -602,6 +638,18 @@ func (r reader) bounds(epsilon, delta *float64) {
 	}
 }
 
+func (r reader) flag(field string, v *bool) {
+	switch b := r.d.u8(); {
+	case r.d.err != nil:
+	case b > 1:
+		r.d.fail("%s is %d, want 0 or 1", field, b)
+	default:
+		*v = b == 1
+	}
+}
+
+func (r reader) text(field string, s *string) { *s = r.d.str(field, maxTextLen) }
+
 func (b *Genesis) fields(f fields) {
 	f.id("origin", &b.Origin)
 	f.parties(&b.Parties)
@@ -661,6 +709,14 @@ func (b *RegisterEnsemble) fields(f fields) {
 	f.u64(&b.Version)
 	f.u64(&b.Teachers)
 	f.u64(&b.Classes)
+	f.i64(&b.Timestamp)
+}
+
+func (b *Suspend) fields(f fields) {
+	f.id("hospital", &b.Hospital)
+	f.u64(&b.Version)
+	f.flag("suspended", &b.Suspended)
+	f.text("reason", &b.Reason)
 	f.i64(&b.Timestamp)
 }
 
@@ -801,6 +857,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		body = &RegisterEnsemble{}
 	case KindReserve:
 		body = &Reserve{}
+	case KindSuspend:
+		body = &Suspend{}
 	default:
 		return Command{}, fmt.Errorf("%w: unknown command kind %d", ErrMalformed, k)
 	}

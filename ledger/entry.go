@@ -71,6 +71,8 @@ const (
 	CodeBadEnsemble      Code = 30 // an ensemble registration's teachers or classes are out of range, or its classes differ from the federation's
 	CodeStaleEnsemble    Code = 31 // an ensemble registration whose version is not the next one
 	CodeRateLimited      Code = 32 // a hospital's account command beyond its pace (pace.go), or stamped too far from the proposer's clock
+	CodeSuspended        Code = 33 // a charge, reservation or session names a hospital an administrator suspended
+	CodeStaleSuspension  Code = 34 // a suspension or reinstatement whose version is not the next one, or that changes nothing
 )
 
 var codeNames = [...]string{
@@ -107,6 +109,8 @@ var codeNames = [...]string{
 	CodeBadEnsemble:       "bad-ensemble",
 	CodeStaleEnsemble:     "stale-ensemble-version",
 	CodeRateLimited:       "rate-limited",
+	CodeSuspended:         "suspended",
+	CodeStaleSuspension:   "stale-suspension",
 }
 
 func (c Code) String() string { return enumName(codeNames[:], c, "code") }

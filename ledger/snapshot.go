@@ -114,7 +114,7 @@ func (s *State) Restore(snapshot []byte) error {
 		s.genesis, s.origin, s.genesisHash, s.classes = false, "", [32]byte{}, 0
 		s.grid, s.parties, s.joined, s.accounts, s.students = empty.grid, empty.parties, empty.joined, empty.accounts, empty.students
 		s.batches, s.sessions, s.opened, s.latest, s.ensembles = empty.batches, empty.sessions, empty.opened, empty.latest, empty.ensembles
-		s.paced = empty.paced
+		s.paced, s.suspensions = empty.paced, empty.suspensions
 		s.epsBound, s.deltaBound = 0, 0
 		s.reservations, s.reserveQueue = empty.reservations, nil
 		s.log, s.costs, s.pre = empty.log, empty.costs, empty.pre
@@ -126,7 +126,7 @@ func (s *State) Restore(snapshot []byte) error {
 	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
 	s.epsBound, s.deltaBound = fresh.epsBound, fresh.deltaBound
 	s.reservations, s.reserveQueue = fresh.reservations, fresh.reserveQueue
-	s.paced = fresh.paced
+	s.paced, s.suspensions = fresh.paced, fresh.suspensions
 	return nil
 }
 

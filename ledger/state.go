@@ -141,8 +141,9 @@ type State struct {
 	// replica and for pruning the expired.
 	reservations map[string]*reservation
 	reserveQueue []queued
-	classes      uint64           // the federation's class count, from the first ensemble registration
-	paced        map[string]int64 // hospital → when its account commands are paced again (pace.go)
+	classes      uint64                // the federation's class count, from the first ensemble registration
+	paced        map[string]int64      // hospital → when its account commands are paced again (pace.go)
+	suspensions  map[string]Suspension // hospital → its last suspension or reinstatement
 
 	log hashStore // the entries and their RFC 6962 hashes
 
@@ -172,6 +173,7 @@ func newState(h History) *State {
 		ensembles:    map[string]Ensemble{},
 		reservations: map[string]*reservation{},
 		paced:        map[string]int64{},
+		suspensions:  map[string]Suspension{},
 		costs:        newCostCache(),
 		pre:          &preverified{},
 		checks:       &checkedSigs{keys: map[[32]byte]ed25519.PublicKey{}},
@@ -317,6 +319,8 @@ func (s *State) decide(cmd []byte, index uint64, now *int64) (Result, func()) {
 		return s.registerEnsemble(signer, b, index)
 	case *Reserve:
 		return s.reserve(c, signer, b, index)
+	case *Suspend:
+		return s.suspend(signer, b, index)
 	}
 	return refuse(CodeMalformed, "", "command kind %s is not handled", c.Body.Kind()), nil
 }
@@ -468,6 +472,9 @@ func (s *State) checkCost(student string, hospitals []string, values []float64, 
 			return refuse(CodeNoAccount, h, "hospital %s has not opened an account, so nothing may be charged to it", h), mechanism.Curve{}, false
 		}
 	}
+	if r, ok := s.notSuspended(hospitals); !ok {
+		return r, mechanism.Curve{}, false
+	}
 	return Result{}, curve, true
 }
 
@@ -579,6 +586,9 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	if r, ok := s.ensembleCheck(b, s.ensembleSet(b)); !ok {
 		return r, nil
 	}
+	if r, ok := s.notSuspended(b.Hospitals); !ok {
+		return r, nil
+	}
 	// Admission at the batch's worst case: every query answered.
 	if r, ok := s.studentQuota(b.Student, b.Queries); !ok {
 		return r, nil
@@ -655,6 +665,67 @@ func (s *State) registerEnsemble(signer Party, b *RegisterEnsemble, index uint64
 		s.ensembles[b.Hospital] = Ensemble{Hospital: b.Hospital, Teachers: b.Teachers, Classes: b.Classes, Version: b.Version, Entry: index}
 		s.classes = b.Classes
 	}
+}
+
+// Suspension is a hospital's last suspension or reinstatement (Suspend).
+type Suspension struct {
+	Hospital  string `json:"hospital"`
+	Suspended bool   `json:"suspended"`
+	Reason    string `json:"reason"`
+	Version   uint64 `json:"version"`
+	Signer    string `json:"signer"`
+	Entry     uint64 `json:"entry"` // the entry that recorded it
+}
+
+// Suspensions returns every hospital's last suspension or reinstatement,
+// sorted by hospital ID; those with Suspended set are suspended now.
+func (s *State) Suspensions() []Suspension {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Suspension, 0, len(s.suspensions))
+	for _, h := range sortedKeys(s.suspensions) {
+		out = append(out, s.suspensions[h])
+	}
+	return out
+}
+
+func (s *State) suspend(signer Party, b *Suspend, index uint64) (Result, func()) {
+	if signer.Role != RoleAdmin {
+		return refuse(CodeWrongSigner, signer.ID, "only an administrator suspends or reinstates a hospital, %s is a %s", signer.ID, signer.Role), nil
+	}
+	if p, ok := s.parties[b.Hospital]; !ok || p.Role != RoleHospital {
+		return refuse(CodeUnknownHospital, b.Hospital, "%s is not a registered hospital", b.Hospital), nil
+	}
+	prev := s.suspensions[b.Hospital]
+	if b.Version != prev.Version+1 {
+		return refuse(CodeStaleSuspension, b.Hospital, "suspension version %d for %s, the next is %d; sign a new command", b.Version, b.Hospital, prev.Version+1), nil
+	}
+	if b.Suspended == prev.Suspended {
+		state := "not suspended"
+		if prev.Suspended {
+			state = "already suspended"
+		}
+		return refuse(CodeStaleSuspension, b.Hospital, "hospital %s is %s; nothing to change", b.Hospital, state), nil
+	}
+	verb := "reinstated"
+	if b.Suspended {
+		verb = "suspended"
+	}
+	return accept("%s hospital %s (version %d): %s", verb, b.Hospital, b.Version, b.Reason), func() {
+		s.suspensions[b.Hospital] = Suspension{Hospital: b.Hospital, Suspended: b.Suspended, Reason: b.Reason, Version: b.Version, Signer: signer.ID, Entry: index}
+	}
+}
+
+// notSuspended refuses a command naming a suspended hospital; the first
+// such hospital in the given (sorted) order is named.
+func (s *State) notSuspended(hospitals []string) (Result, bool) {
+	for _, h := range hospitals {
+		if sp := s.suspensions[h]; sp.Suspended {
+			return refuse(CodeSuspended, h, "hospital %s was suspended by %s at entry %d (%s); nothing may be charged to it until an administrator reinstates it",
+				h, sp.Signer, sp.Entry, sp.Reason), false
+		}
+	}
+	return Result{}, true
 }
 
 // ensembleSet returns the hospitals whose registered ensembles a charge's
@@ -905,6 +976,13 @@ type Account struct {
 	EpsilonAtFederationDelta float64 `json:"epsilon_at_federation_delta"`
 	// CapChanges is every change of the cap after opening, oldest first.
 	CapChanges []CapChange `json:"cap_changes,omitempty"`
+	// Suspended is set while an administrator's suspension holds
+	// (Suspend): the account refuses every charge, reservation and
+	// session. SuspendedReason is the suspension's reason and
+	// SuspendedAt its entry.
+	Suspended       bool   `json:"suspended,omitempty"`
+	SuspendedReason string `json:"suspended_reason,omitempty"`
+	SuspendedAt     uint64 `json:"suspended_at,omitempty"`
 }
 
 // CapChange is one accepted change of a hospital's cap: who signed it, at
@@ -967,6 +1045,9 @@ func (s *State) accountOf(h string) Account {
 		DeltaSpent: a.deltaSpent, Epsilon: math.Inf(1), Curve: a.curve.Values(),
 		Charges: a.charges, Answers: a.answers, Opened: a.opened, PureEpsilon: a.pure,
 		FederationDelta: s.deltaBound, EpsilonAtFederationDelta: math.Inf(1), CapChanges: slices.Clone(a.capChanges)}
+	if sp := s.suspensions[h]; sp.Suspended {
+		acc.Suspended, acc.SuspendedReason, acc.SuspendedAt = true, sp.Reason, sp.Entry
+	}
 	if d := a.conversionDelta(); d > 0 {
 		conv := convert(a.curve, d)
 		acc.Epsilon, acc.Order = conv.Epsilon, conv.Order

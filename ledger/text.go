@@ -30,6 +30,9 @@ func (a Account) String() string {
 		}
 		fmt.Fprintf(&b, "; %d cap changes, %d of them raises", n, raises)
 	}
+	if a.Suspended {
+		fmt.Fprintf(&b, "; SUSPENDED at entry %d (%s): refuses every charge", a.SuspendedAt, a.SuspendedReason)
+	}
 	return b.String()
 }
 

@@ -214,7 +214,7 @@ Existing keys are never overwritten unless --force is given.`,
 		s.Plan = &plan
 		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text))
 	})
-	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand())
+	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand(), newInitSuspendCommand())
 	return cmd
 }
 

@@ -59,7 +59,7 @@ auditor's compliance API over HTTPS, presenting the client certificate of
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newLedgerStatusCommand(), newLedgerPeersCommand(), newLedgerJoinCommand(), newLedgerRemovePeerCommand(),
-		newLedgerSignRemovalCommand(), newLedgerRemoveSignedCommand(),
+		newLedgerSignRemovalCommand(), newLedgerRemoveSignedCommand(), newLedgerSubmitCommand(),
 		newLedgerAccountsCommand(), newLedgerChargesCommand(), newLedgerEntriesCommand(), newLedgerExportCommand(), newLedgerVerifyCommand(),
 		newLedgerSnapshotCommand())
 	return cmd

@@ -121,6 +121,12 @@ func printEntries(b *strings.Builder, out entriesOutput) {
 				}
 			case ledger.KindRegisterEnsemble.String():
 				fmt.Fprintf(b, "  %v: %v teachers on %v classes (version %v)", e.Command.Body["hospital"], e.Command.Body["teachers"], e.Command.Body["classes"], e.Command.Body["version"])
+			case ledger.KindSuspend.String():
+				verb := "reinstated"
+				if e.Command.Body["suspended"] == true {
+					verb = "SUSPENDED"
+				}
+				fmt.Fprintf(b, "  %v %s (version %v): %v", e.Command.Body["hospital"], verb, e.Command.Body["version"], e.Command.Body["reason"])
 			case ledger.KindOpenAccount.String(), ledger.KindChangeCap.String():
 				fmt.Fprintf(b, "  cap ε=%v δ=%v", e.Command.Body["cap_epsilon"], e.Command.Body["cap_delta"])
 			}

@@ -498,7 +498,7 @@ func (f *ledgerFixture) complianceAPIOf(t *testing.T, as crypto.PartyFiles, st *
 		seen []string
 	)
 	cluster = &fakeCluster{t: t, f: f, st: st, signers: signers}
-	api := (&compliance.API{Cluster: cluster, Ledger: st, Self: "auditor-1"}).Handler()
+	api := (&compliance.API{Cluster: cluster, Ledger: st, Self: "auditor-1", Proposer: applier{st}}).Handler()
 	if wrap != nil {
 		api = wrap(api)
 	}

@@ -90,10 +90,22 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 	if perr := quotaAdmits(resp.GetStudent(), student, batch, nq); perr != nil {
 		return nil, nil, nil, perr
 	}
-	hs, left, reasons, perr := registeredEnsembles(resp, batch, hs, classes)
+	hs, left, reasons := ledgerSuspended(resp, hs)
+	a.mu.Lock()
+	a.suspendedInLedger = slices.Clone(left)
+	a.mu.Unlock()
+	lifted, err := a.burns.lift(append(slices.Clone(a.cfg.Suspended), left...))
+	if len(lifted) > 0 {
+		a.log.Warn("burnt sessions' marks lifted: a hospital of theirs is suspended, and is left out of the next session", "hospitals", lifted, "suspended", append(slices.Clone(a.cfg.Suspended), left...))
+	}
+	if err != nil {
+		return nil, nil, nil, protocol.Errorf(protocol.CodeUnavailable, "batch %s is not admitted: %v; nothing was asked of the hospitals or drawn", batch, err)
+	}
+	hs, unregistered, why, perr := registeredEnsembles(resp, batch, hs, classes)
 	if perr != nil {
 		return nil, nil, nil, perr
 	}
+	left, reasons = append(left, unregistered...), append(reasons, why...)
 	budgets := map[string]*nzcpb.HospitalBudget{}
 	for _, b := range resp.GetBudgets() {
 		budgets[b.GetHospitalId()] = b
@@ -227,6 +239,26 @@ func (a *Aggregator) tooFew(batch string, keep []*hospitalEntry, left []string, 
 	return protocol.Errorf(protocol.CodeBudgetExhausted,
 		"batch %s is not admitted: %d of %d hospitals can pay for its worst case (all %d queries answered) and the quorum is %d (%s): nothing was asked of the hospitals or drawn; a smaller batch may fit",
 		batch, len(keep), len(keep)+len(left), nq, a.cfg.Quorum, strings.Join(reasons, "; "))
+}
+
+// ledgerSuspended leaves out the hospitals the federation's administrator
+// suspended in the ledger (its suspend command), which refuses every
+// charge naming them, with the reason.
+func ledgerSuspended(resp *nzcpb.BudgetResponse, hs []*hospitalEntry) (keep []*hospitalEntry, left, reasons []string) {
+	suspended := map[string]string{}
+	for _, b := range resp.GetBudgets() {
+		if b.GetSuspended() {
+			suspended[b.GetHospitalId()] = b.GetSuspendedReason()
+		}
+	}
+	for _, h := range hs {
+		if why, ok := suspended[h.id]; ok {
+			left, reasons = append(left, h.id), append(reasons, fmt.Sprintf("%s is suspended in the ledger by the federation's administrator (%s)", h.id, why))
+			continue
+		}
+		keep = append(keep, h)
+	}
+	return keep, left, reasons
 }
 
 // registeredEnsembles holds the batch's hospitals to the ensembles the

@@ -174,6 +174,9 @@ type Aggregator struct {
 	// burns stops opening nzc-svt sessions for hospitals whose last one
 	// burnt.
 	burns *burns
+	// suspendedInLedger are the hospitals the last budget read found
+	// suspended by the federation's administrator (guarded by mu).
+	suspendedInLedger []string
 	// receipts checks the ledger's receipts against the pinned auditor
 	// keys, opening each cosigned checkpoint once.
 	receipts *ledger.Verifier
@@ -181,8 +184,11 @@ type Aggregator struct {
 	mu        sync.Mutex
 	hospitals map[string]*hospitalEntry
 	students  map[string]*crypto.Recipient
-	classes   int // the configured class count; every hospital must agree
-	batches   map[string]*batchLock
+	// recipients are the signed age recipients hospitals sent in their
+	// Hello, by hospital id, which students are handed (Directory).
+	recipients map[string]*nzcpb.SignedRecipient
+	classes    int // the configured class count; every hospital must agree
+	batches    map[string]*batchLock
 	// proofs are the receipts of committed charges waiting to be handed
 	// to each hospital they name, with its next query batch.
 	proofs map[string][]*nzcpb.Receipt
@@ -299,13 +305,15 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	a := &Aggregator{cfg: cfg, log: log, outbox: ob, grid: mechanism.DefaultGrid(), met: met,
 		health:    newHealth(cfg.Now, cfg.MissBackoff, cfg.MissBackoffMax, met),
-		burns:     newBurns(minAnswers, met),
 		receipts:  receipts,
 		classes:   cfg.Classes,
-		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
+		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, recipients: map[string]*nzcpb.SignedRecipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
 		sessions: map[string]*keptSession{}, refused: refusals{byBatch: map[string]refused{}},
 		relays: ratelimit.New(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
+	if a.burns, err = newBurns(minAnswers, met, ob); err != nil {
+		return nil, err
+	}
 	if err := a.loadSessions(); err != nil {
 		return nil, err
 	}
@@ -962,7 +970,37 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 	}
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
 		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry, LeftOut: rec.LeftOut,
-		Receipt: protocol.ReceiptToWire(*rec.Receipt)}, nil
+		Receipt: protocol.ReceiptToWire(*rec.Receipt), Hospitals: a.Directory()}, nil
+}
+
+// SetRecipient records the signed age recipient hospital id sent in its
+// Hello, replacing the one it sent before. The aggregator cannot make
+// one: students check the signature against the hospital's registered
+// key.
+func (a *Aggregator) SetRecipient(r *nzcpb.SignedRecipient) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recipients[r.GetHospitalId()] = r
+}
+
+// Directory returns the signed age recipients of the hospitals connected
+// now and not suspended, sorted by hospital id: students seal their next batches to those
+// whose signatures they verify, so that a hospital admitted while they
+// run is asked without any change to their configuration.
+func (a *Aggregator) Directory() []*nzcpb.SignedRecipient {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*nzcpb.SignedRecipient
+	for id := range a.hospitals {
+		if slices.Contains(a.cfg.Suspended, id) {
+			continue // never asked: students need not seal to it
+		}
+		if r, ok := a.recipients[id]; ok {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(x, y *nzcpb.SignedRecipient) int { return strings.Compare(x.GetHospitalId(), y.GetHospitalId()) })
+	return out
 }
 
 // checkReceipt verifies the receipt a ledger result carries against the

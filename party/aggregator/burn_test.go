@@ -2,12 +2,18 @@ package aggregator
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nzcfed/nzc/crypto/cryptotest"
+	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -75,6 +81,131 @@ func TestAdversarialHospitalBurnsOneSession(t *testing.T) {
 	if _, why := a.Ready(); !strings.Contains(why, "suspended by the operator: "+bad.id) {
 		t.Errorf("/readyz does not name the suspended hospital: %q", why)
 	}
+}
+
+// The remedy in the ledger: the federation's administrator suspends the
+// hospital voting against the others with a signed suspend command, and
+// the aggregator, which reads suspensions in each batch's budget read,
+// leaves it out of the next batch without a restart; its charge names
+// only the others. Before, the aggregator asked the suspended hospital,
+// and the ledger refused the batch's reservation naming it.
+func TestLedgerSuspensionLeavesTheHospitalOut(t *testing.T) {
+	f := newFixture(t, 3, 50)
+	cfg := f.cfg
+	cfg.Quorum = 2
+	a := f.start(t, cfg)
+	bad := f.hospitals[2]
+	ca := cryptotest.CA(t, f.m)
+	cmd, err := ledger.Sign(&ledger.Suspend{Hospital: bad.id, Version: 1, Suspended: true, Reason: "burnt sessions"}, intake.AdminID, ca.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		t.Fatalf("suspending %s: %v %v", bad.id, res, err)
+	}
+	req, _ := f.request(t, 1, 4)
+	resp := label(t, a, req)
+	if !slices.Equal(resp.GetLeftOut(), []string{bad.id}) {
+		t.Fatalf("left out %v, want the suspended %s", resp.GetLeftOut(), bad.id)
+	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
+	if _, why := a.Ready(); !strings.Contains(why, "suspended in the ledger by the federation's administrator: "+bad.id) {
+		t.Errorf("/readyz does not name the hospital suspended in the ledger: %q", why)
+	}
+}
+
+// The marks of a burnt session survive a restart of the aggregator: the
+// restarted aggregator opens no session for the same hospitals (before, a
+// restart forgot the marks and every hospital paid for another session).
+// The administrator's suspension of the adversarial hospital in the ledger
+// then lifts them, and the honest hospitals are answered without it, in
+// one more session.
+func TestBurnMarksSurviveRestart(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	cfg.Mechanism = mechanism.Params{Mechanism: mechanism.NZCSVT, Threshold: 150, Scale: 1, MaxRefusals: 3}
+	bad := f.hospitals[2]
+	bad.against = true
+	a := f.start(t, cfg)
+	for id := byte(1); id <= 2; id++ {
+		req, _ := f.request(t, id, 4)
+		_, _ = a.Label(t.Context(), "student-1", req)
+	}
+	if _, accepted := f.led.openings(t); accepted != 1 {
+		t.Fatalf("%d sessions opened, want 1", accepted)
+	}
+	a = f.start(t, cfg) // a restart over the same outbox
+	req, _ := f.request(t, 3, 4)
+	if _, err := a.Label(t.Context(), "student-1", req); !errors.Is(err, protocol.ErrBudgetExhausted) || !strings.Contains(err.Error(), "no nzc-svt session is opened") {
+		t.Fatalf("after a restart: %v, want the burnt session's refusal", err)
+	}
+	if _, accepted := f.led.openings(t); accepted != 1 {
+		t.Fatalf("a restart opened another session for hospitals whose session burnt (%d opened)", accepted)
+	}
+	if _, why := a.Ready(); !strings.Contains(why, "no nzc-svt session opens for hospital-1, hospital-2, hospital-3") {
+		t.Errorf("/readyz after a restart does not name the marked hospitals: %q", why)
+	}
+
+	ca := cryptotest.CA(t, f.m)
+	cmd, err := ledger.Sign(&ledger.Suspend{Hospital: bad.id, Version: 1, Suspended: true, Reason: "burnt a session"}, intake.AdminID, ca.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		t.Fatalf("suspending %s: %v %v", bad.id, res, err)
+	}
+	req, want := f.request(t, 4, 4)
+	resp := label(t, a, req)
+	for i, l := range f.open(t, resp).GetLabels() {
+		if l != want[i] {
+			t.Errorf("query %d: %d, want %d", i, l, want[i])
+		}
+	}
+	f.wantChargedTo(t, req, "hospital-1", "hospital-2")
+	a = f.start(t, cfg) // the lifted marks stay lifted
+	if _, why := a.Ready(); strings.Contains(why, "no nzc-svt session opens") {
+		t.Errorf("/readyz after the suspension and a restart: %q", why)
+	}
+}
+
+// FuzzBurns feeds arbitrary burns files to a restarting aggregator's
+// outbox: each is read as marks of valid ids, each hospital once and in
+// its session, or refused as ErrCorruptOutbox, never a panic.
+func FuzzBurns(f *testing.F) {
+	f.Add([]byte(`{"version":1,"marks":[{"hospital":"hospital-1","session":"s1","hospitals":["hospital-1","hospital-2"],"answered":0,"refusals":3}]}`))
+	f.Add([]byte(`{"version":1,"marks":[]}`))
+	f.Add([]byte(`{"version":1,"marks":[{"hospital":"hospital-1","session":"s1","hospitals":["hospital-2"]}]}`))
+	f.Add([]byte(`{"version":2,"marks":[]}`))
+	f.Add([]byte(`{"version":1,`))
+	ob, err := OpenOutbox(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, file []byte) {
+		if err := os.WriteFile(filepath.Join(ob.dir, burnsFile), file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		marks, err := ob.Burns()
+		if err != nil {
+			if !errors.Is(err, ErrCorruptOutbox) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			return
+		}
+		seen := map[string]bool{}
+		for _, m := range marks {
+			if seen[m.Hospital] || !slices.Contains(m.Hospitals, m.Hospital) || m.Session == "" {
+				t.Fatalf("accepted %+v", marks)
+			}
+			seen[m.Hospital] = true
+		}
+		if err := ob.PutBurns(marks); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ob.Burns()
+		if err != nil || len(again) != len(marks) {
+			t.Fatalf("rewritten marks read back as %+v, %v", again, err)
+		}
+	})
 }
 
 // epsilon is the ε the ledger reports hospital id has spent.

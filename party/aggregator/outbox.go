@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -300,4 +301,90 @@ func (o *Outbox) Sessions() ([]*SessionRecord, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].SessionID < out[j].SessionID })
 	return out, nil
+}
+
+// burnsFile holds the burnt sessions' marks (burns), next to the batch and
+// session records; its name is not a record's, so the outbox's listings
+// skip it.
+const burnsFile = "svt-burns.state"
+
+// BurnMark is one hospital's mark: the nzc-svt session that burnt with it.
+type BurnMark struct {
+	Hospital  string   `json:"hospital"`
+	Session   string   `json:"session"`
+	Hospitals []string `json:"hospitals"` // the session's
+	Answered  int      `json:"answered"`
+	Refusals  int      `json:"refusals"`
+}
+
+type burnsState struct {
+	Version int        `json:"version"`
+	Marks   []BurnMark `json:"marks"`
+}
+
+// PutBurns writes the marks atomically (temporary file, fsync, rename),
+// replacing the earlier ones.
+func (o *Outbox) PutBurns(marks []BurnMark) error {
+	b, err := json.Marshal(burnsState{Version: outboxVersion, Marks: marks})
+	if err != nil {
+		return err
+	}
+	return crypto.WriteFile(filepath.Join(o.dir, burnsFile), b, 0o600, true)
+}
+
+// Burns returns the marks PutBurns wrote last, none when it never did. A
+// damaged file is an error matching ErrCorruptOutbox: the aggregator
+// refuses to start rather than forget that sessions burnt.
+func (o *Outbox) Burns() ([]BurnMark, error) {
+	path := filepath.Join(o.dir, burnsFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: read outbox: %w", err)
+	}
+	marks, err := decodeBurns(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v; restore it from a backup, or remove it to forget every burnt session (each of their hospitals may then pay for one more)", ErrCorruptOutbox, path, err)
+	}
+	return marks, nil
+}
+
+// decodeBurns decodes a burns file: its version, and marks of valid
+// hospital and session ids, one per hospital, each hospital among its
+// session's.
+func decodeBurns(b []byte) ([]BurnMark, error) {
+	var st burnsState
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	if st.Version != outboxVersion {
+		return nil, fmt.Errorf("version %d, this aggregator reads %d", st.Version, outboxVersion)
+	}
+	seen := map[string]bool{}
+	for _, m := range st.Marks {
+		if err := crypto.ValidateID(m.Hospital); err != nil {
+			return nil, fmt.Errorf("hospital: %w", err)
+		}
+		if seen[m.Hospital] {
+			return nil, fmt.Errorf("hospital %s is marked twice", m.Hospital)
+		}
+		seen[m.Hospital] = true
+		if m.Session == "" || len(m.Session) > 128 {
+			return nil, fmt.Errorf("mark of %s names no session", m.Hospital)
+		}
+		if !slices.Contains(m.Hospitals, m.Hospital) {
+			return nil, fmt.Errorf("mark of %s: session %s is not of its hospitals", m.Hospital, m.Session)
+		}
+		if m.Answered < 0 || m.Refusals < 0 {
+			return nil, fmt.Errorf("mark of %s: negative counts", m.Hospital)
+		}
+	}
+	return st.Marks, nil
 }

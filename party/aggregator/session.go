@@ -425,9 +425,15 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, adm *a
 	}
 	a.pause(ctx, PauseSessionAnswered)
 	s.answered += res.Answered
-	if s.s.Exhausted() && a.burns.ended(s.id, s.hospitals, s.answered, s.s.Refusals()) {
-		a.log.Error("a session refused its queries having answered too few; no session is opened again for its hospitals: one of them may be voting against the others. Suspend it (suspended in the configuration) and restart the aggregator",
-			"session", s.id, "hospitals", s.hospitals, "answered", s.answered, "refusals", s.s.Refusals(), "min_answers", a.burns.minAnswers)
+	if s.s.Exhausted() {
+		burnt, err := a.burns.ended(s.id, s.hospitals, s.answered, s.s.Refusals())
+		if err != nil {
+			return answered{}, tally{}, err
+		}
+		if burnt {
+			a.log.Error("a session refused its queries having answered too few; no session is opened again for its hospitals: one of them may be voting against the others. The federation's administrator suspends it (nzc init suspend, nzc ledger submit)",
+				"session", s.id, "hospitals", s.hospitals, "answered", s.answered, "refusals", s.s.Refusals(), "min_answers", a.burns.minAnswers)
+		}
 	}
 	if res.Stopped {
 		a.log.Info("session exhausted; its remaining queries are refused unseen", "session", s.id, "processed", res.Processed, "of", nq)

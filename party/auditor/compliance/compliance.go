@@ -21,7 +21,9 @@
 //	                     POST /v1/admin/join, /v1/admin/remove,
 //	                     /v1/admin/snapshot
 //	any auditor          POST /v1/admin/remove-signed, carrying the
-//	                     signatures of a majority of the other auditors
+//	                     signatures of a majority of the other auditors;
+//	                     POST /v1/admin/submit, carrying a ledger command
+//	                     the federation administrator signed
 //	anyone else          403, naming the roles that may
 package compliance
 
@@ -74,6 +76,9 @@ type API struct {
 	// Self is this auditor's id: only a client presenting nzc://auditor/<Self>
 	// may administer the cluster through this API.
 	Self string
+	// Proposer proposes the administrator's signed commands of POST
+	// /v1/admin/submit; nil refuses them.
+	Proposer Proposer
 }
 
 // Status is GET /v1/status.
@@ -195,6 +200,7 @@ func (a *API) Handler() http.Handler {
 	route("POST /v1/admin/remove", selfAdmin, a.remove)
 	route("POST /v1/admin/snapshot", selfAdmin, a.snapshot)
 	route("POST /v1/admin/remove-signed", anyAuditor, a.removeSigned)
+	route("POST /v1/admin/submit", anyAuditor, a.submit)
 	return mux
 }
 
@@ -226,7 +232,7 @@ func (a *API) authorize(r *http.Request, l level) (crypto.Peer, error) {
 		if p.Role == crypto.RoleAuditor {
 			return p, nil
 		}
-		return p, refuse(http.StatusForbidden, fmt.Sprintf("%s may not submit a removal: an auditor's operator submits it, with the other auditors' signatures", p))
+		return p, refuse(http.StatusForbidden, fmt.Sprintf("%s may not submit %s: an auditor's operator submits it, with the signatures it carries", p, r.URL.Path))
 	case l != selfAdmin && !reader:
 		return p, refuse(http.StatusForbidden, fmt.Sprintf("%s may not read the ledger: only the compliance, hospital, student and auditor roles may", p))
 	case l == anyReader:

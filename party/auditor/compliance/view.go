@@ -133,6 +133,8 @@ func body(b ledger.Body) map[string]any {
 		}
 	case *ledger.CloseSession:
 		return map[string]any{"session": b.SessionID, "queries": b.Queries, "answers": b.Answers, "timestamp": b.Timestamp}
+	case *ledger.Suspend:
+		return map[string]any{"hospital": b.Hospital, "version": b.Version, "suspended": b.Suspended, "reason": b.Reason, "timestamp": b.Timestamp}
 	}
 	return map[string]any{}
 }

@@ -68,6 +68,10 @@ type Options struct {
 	TrustedKeys []string
 	// Recent is how many charges and refusals are listed (default 20).
 	Recent int
+	// SVTMinAnswers is the aggregator's svt_min_answers: an nzc-svt
+	// session that refuses its K queries having answered fewer is shown
+	// as burnt. 0: the session's K, the aggregator's default.
+	SVTMinAnswers int
 	// Refresh is how long the page's data is reused before the log is read
 	// again (default 2s). Reading replays the log, so it is rate-limited.
 	Refresh time.Duration

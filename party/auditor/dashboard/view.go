@@ -46,6 +46,9 @@ type Overview struct {
 	Entries     int64         `json:"entries"`
 	GeneratedAt string        `json:"generated_at"` // UTC, when the log was last read
 	Accounts    []AccountView `json:"accounts"`
+	// Burnt are the nzc-svt sessions that burnt (BurntSession), oldest
+	// first: the alert that a hospital may be voting against the others.
+	Burnt []BurntSession `json:"burnt_sessions"`
 }
 
 // AccountView is one hospital's account as the page shows it.
@@ -67,6 +70,10 @@ type AccountView struct {
 	FederationText string `json:"federation_text"`
 	// CapChanges lists every change of the cap, oldest first.
 	CapChanges []CapChangeView `json:"cap_changes"`
+	// Suspended is set while the administrator's suspension holds;
+	// SuspendedText says since which entry and why.
+	Suspended     bool   `json:"suspended"`
+	SuspendedText string `json:"suspended_text,omitempty"`
 }
 
 // CapChangeView is one cap change as the page shows it.
@@ -181,6 +188,8 @@ type cache struct {
 	replay    *ledger.SpendReplay
 	points    []ledger.SpendPoint
 	replayErr error
+	// sessions follows the sessions of the entries replayed.
+	sessions sessionScan
 }
 
 // chunk bounds the entries read from the source at once.
@@ -214,6 +223,7 @@ func (d *Dashboard) build(ctx context.Context, prev *view, now time.Time) (*view
 	c := &d.data
 	if c.replay == nil || v.size < c.replay.Len() {
 		c.replay, c.points, c.replayErr = ledger.NewSpendReplay(), nil, nil
+		c.sessions = sessionScan{}
 	}
 	for c.replayErr == nil && c.replay.Len() < v.size {
 		from := c.replay.Len()
@@ -225,6 +235,7 @@ func (d *Dashboard) build(ctx context.Context, prev *view, now time.Time) (*view
 		// than refused: the verification then names the entry.
 		ps, err := c.replay.Append(es)
 		c.points = append(c.points, ps...)
+		c.sessions.scan(es[:c.replay.Len()-from], uint64(d.opts.SVTMinAnswers))
 		if err != nil {
 			c.replayErr = err
 			d.opts.Logger.Error("dashboard: the ledger's log does not replay", "err", err)
@@ -243,7 +254,7 @@ func (d *Dashboard) build(ctx context.Context, prev *view, now time.Time) (*view
 		}
 	}
 	v.overview = Overview{Auditor: d.opts.Auditor, Entries: v.size, GeneratedAt: now.UTC().Format("2006-01-02 15:04:05") + " UTC",
-		Accounts: []AccountView{}}
+		Accounts: []AccountView{}, Burnt: append([]BurntSession{}, c.sessions.burnt...)}
 	for _, a := range d.src.Accounts() {
 		v.overview.Accounts = append(v.overview.Accounts, accountView(a))
 	}
@@ -270,7 +281,16 @@ func accountView(a ledger.Account) AccountView {
 		Charges:   a.Charges, Answers: a.Answers,
 		FederationText: FormatEpsilon(a.EpsilonAtFederationDelta) + " at the federation's δ " + FormatDelta(a.FederationDelta),
 		CapChanges:     capChanges(a.CapChanges),
+		Suspended:      a.Suspended,
+		SuspendedText:  suspendedText(a),
 	}
+}
+
+func suspendedText(a ledger.Account) string {
+	if !a.Suspended {
+		return ""
+	}
+	return fmt.Sprintf("SUSPENDED by the federation's administrator at entry %d (%s): every charge naming it is refused", a.SuspendedAt, a.SuspendedReason)
 }
 
 func capChanges(cs []ledger.CapChange) []CapChangeView {

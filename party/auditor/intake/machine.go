@@ -49,7 +49,8 @@ func Budgets(s *ledger.State, req *nzcpb.BudgetRequest) *nzcpb.BudgetResponse {
 		}
 		b := &nzcpb.HospitalBudget{HospitalId: a.Hospital, EpsilonCap: a.CapEpsilon, DeltaCap: a.CapDelta,
 			EpsilonSpent: a.Epsilon, Delta: a.CapDelta - a.DeltaSpent, QueriesAnswered: a.Answers, Charges: a.Charges,
-			Curve: a.Curve, PureEpsilon: a.PureEpsilon, CapVersion: a.CapVersion}
+			Curve: a.Curve, PureEpsilon: a.PureEpsilon, CapVersion: a.CapVersion,
+			Suspended: a.Suspended, SuspendedReason: a.SuspendedReason}
 		if d := req.GetDelta(); d > 0 {
 			b.Delta = d
 			b.EpsilonSpent = math.Inf(1)

@@ -104,6 +104,18 @@
     return s;
   }
 
+  // renderBurnt shows the nzc-svt sessions that burnt: refused their K
+  // queries having answered too few, as the ledger's entries show.
+  function renderBurnt(overview) {
+    const box = document.getElementById("burnt");
+    const burnt = overview.burnt_sessions || [];
+    box.hidden = burnt.length === 0;
+    if (burnt.length === 0) return;
+    replace("burnt", el("h2", {}, "Alert: " + burnt.length + " nzc-svt session" + (burnt.length === 1 ? "" : "s") + " burnt"),
+      ...burnt.map((b) => el("div", { class: "burnt", "data-session": b.session },
+        "entry " + b.ended + " (" + b.time + " UTC): " + b.text)));
+  }
+
   function renderAccounts(overview, history) {
     const hospitals = overview.accounts.map((a) => a.hospital);
     if (hospitals.length === 0) return;
@@ -125,6 +137,7 @@
           el("span", {}, "charges ", el("b", {}, a.charges)),
           el("span", {}, "answers ", el("b", {}, a.answers))),
         el("div", { class: "stats" }, el("span", { id: "federation-" + a.hospital }, "ε ", el("b", {}, a.federation_text))),
+        ...(a.suspended ? [el("div", { class: "suspended", id: "suspended-" + a.hospital }, a.suspended_text)] : []),
         ...a.cap_changes.map((c) => el("div", { class: c.raise ? "cap-change raise" : "cap-change" },
           (c.raise ? "cap RAISED" : "cap changed") + " at entry " + c.entry + " (" + c.time + ") by " + c.text)),
         chart(series, history.entries, colour));
@@ -235,6 +248,7 @@
       setText("entries", overview.entries);
       setText("generated", overview.generated_at);
       const hospitals = overview.accounts.map((a) => a.hospital);
+      renderBurnt(overview);
       renderAccounts(overview, history);
       renderCheckpoint(cp);
       renderCharges(activity, hospitals);
