@@ -421,7 +421,7 @@ func paperMNIST(c *Config) {
 	// 600 steps of 32 are 80 passes over a 240-image shard of the
 	// 250-teacher ensemble, each image turned, resized and moved at
 	// random every time; larger shards get at least 3 passes. Chosen
-	// on the query pool (TestTuneTeachers, docs/RESULTS.md "sixth
+	// on the query pool (TestTuneTeachers, docs/history/2026-11-27-results.md "sixth
 	// round"): the first 25 teachers scored 95.1 % on queries
 	// 1–9,000, against 91.6 % with the earlier 300 steps moved by up
 	// to 2 pixels, for twice the training time. Better teachers agree
@@ -440,7 +440,7 @@ func paperMNIST(c *Config) {
 	// reached 97.7 % after one round and 98.4 % after three.
 	c.SelfTraining = ensemble.SelfTraining{Rounds: 3, Confidence: 0.9, Shift: 1,
 		Train: model.TrainConfig{Optimizer: model.Adam, LearnRate: 2e-3, BatchSize: 32, Epochs: 5, MinSteps: 300, Cosine: true, Shift: 1}}
-	// Chosen on the query pool (docs/RESULTS.md): the balanced order,
+	// Chosen on the query pool (docs/history/2026-11-27-results.md): the balanced order,
 	// consistency training in place of self-training (97.4 % against
 	// 96.6 % on the same 300 balanced labels, in two thirds of the
 	// time), and nzc-svt's session bootstrapped after 20 answers: the
@@ -459,7 +459,7 @@ func paperMNIST(c *Config) {
 	// 2,000 labels taken in a confident student's order as a session
 	// answers them, they took the student from 96.4 / 97.7 / 96.4 %
 	// to 98.3 / 97.9 / 97.9 % over three student seeds
-	// (docs/RESULTS.md, "fifth round").
+	// (docs/history/2026-11-27-results.md, "fifth round").
 	c.Selection.Strategy = selection.Balanced
 	c.Consistency = ensemble.DefaultConsistency()
 	// Thirty passes over the unlabelled queries in place of twelve: on
@@ -467,7 +467,7 @@ func paperMNIST(c *Config) {
 	// the student's accuracy on the 6,000 queries of the pool it never
 	// got a label for rose from 94.35 / 94.52 % to 94.97 / 95.12 %
 	// (forty: 95.07 / 95.22 %, eighty: 95.20 / 95.15 %, for a third
-	// and three times more time; docs/RESULTS.md, "eighth round").
+	// and three times more time; docs/history/2026-11-27-results.md, "eighth round").
 	c.Consistency.Epochs = 30
 	c.Consistency.Strong = model.Augment{Rotate: 25, Scale: 0.2, Shift: 3, Cutout: 12}
 	c.StudentTrain.LearnRate = 5e-3
@@ -476,7 +476,7 @@ func paperMNIST(c *Config) {
 	// are: on the tuning split the bootstrapped session's student
 	// rose from 97.8 % to 98.9 % (1,616 answers; the balanced row's
 	// 97.6 to 97.8 %, the clean votes' 99.2 to 99.3 %;
-	// docs/RESULTS.md, "sixth round").
+	// docs/history/2026-11-27-results.md, "sixth round").
 	c.StudentTrain.Shift, c.StudentTrain.Augment = 0, model.Augment{Rotate: 15, Scale: 0.15, Shift: 1}
 	// At least sixteen passes over the labels instead of eight. A
 	// student's training runs for thirty passes over its unlabelled
@@ -486,14 +486,14 @@ func paperMNIST(c *Config) {
 	// (TestTuneStudent, NZC_TUNE_LABEL_COUNT=5000) the student scored
 	// 91.73 / 91.97 % on the 3,000 queries of the pool without a label
 	// against 90.50 / 90.47 % with eight (twenty-four: 91.30 /
-	// 92.23 %; docs/RESULTS.md, "ninth round"). With 2,000 labels
+	// 92.23 %; docs/history/2026-11-27-results.md, "ninth round"). With 2,000 labels
 	// the unlabelled passes are the longer and nothing changes.
 	c.StudentTrain.Epochs = 16
 	// Every held-out image classified over itself and its four copies
 	// moved by a pixel: on the tuning split it took a student of
 	// forty passes from 95.07 to 95.42 % on the pool's unlabelled
 	// queries, and from 98.60 to 98.80 % on queries 8,001–9,000
-	// (docs/RESULTS.md, "eighth round").
+	// (docs/history/2026-11-27-results.md, "eighth round").
 	// Also turned by ±10° and resized by ±10 % (ninth round): on the
 	// tuning split, over the one-pixel moves alone, the pool's
 	// unlabelled queries gained 0.04, 0.15, 0.33 and 0.73 points for
@@ -504,7 +504,7 @@ func paperMNIST(c *Config) {
 	// session's threshold fell to 40: on the tuning split the ε = 1
 	// session then answered 2,411 queries instead of 1,943 (its
 	// student 98.3 % against 98.5 %, within a student's spread; the
-	// ε = 0.5 session ends before 1,280 either way; docs/RESULTS.md,
+	// ε = 0.5 session ends before 1,280 either way; docs/history/2026-11-27-results.md,
 	// "seventh round").
 	c.BootstrapRounds = 7
 	c.BootstrapEpochs = 6
@@ -515,7 +515,7 @@ func paperMNIST(c *Config) {
 	// is sure of (k-means among them) took the session from 968
 	// answers and a student of 97.5 % to 1,564 and 97.8 % (50: 1,031
 	// and 98.0 %); with the earlier teachers it had ended the session
-	// after 175 (docs/RESULTS.md, "sixth round").
+	// after 175 (docs/history/2026-11-27-results.md, "sixth round").
 	c.Confident.Spread = 150
 	// Each bootstrap student judges its confidence also on every
 	// query turned by ±15° and resized by ±15 %: a digit the teachers
@@ -527,12 +527,12 @@ func paperMNIST(c *Config) {
 	// the first under 80 after 2,632 and 2,784 instead of 1,463 and
 	// 1,675; turning or resizing alone, two pixels, a stricter floor
 	// or two and three students judging together did not do that
-	// (docs/RESULTS.md, "ninth round").
+	// (docs/history/2026-11-27-results.md, "ninth round").
 	c.Confident.Rotate, c.Confident.Scale = 15, 0.15
 	// A second bootstrapped session of pure ε = 0.5 (T = 81, planned
 	// for the 250 teachers): on the tuning split it answered 831
 	// queries and its student reached 98.0 %, where the ε = 1 session
-	// (T = 40) answered 1,943 and reached 98.5 % (docs/RESULTS.md,
+	// (T = 40) answered 1,943 and reached 98.5 % (docs/history/2026-11-27-results.md,
 	// "seventh round").
 	c.SessionEpsilons = []float64{0.5}
 	// Under a cap of ε = 1, a session of ε = 0.5 and, when it ends

@@ -214,7 +214,7 @@ func tuneSessionLabels(t *testing.T) tuneSplit {
 // to the tuning ensemble; those a session answers) get the ensemble's
 // label; with NZC_TUNE_LABELS=widest, the 200
 // of each digit with the widest gaps do instead. It is a measurement, not a check, and
-// runs only when asked (docs/RESULTS.md, "fifth round"):
+// runs only when asked (docs/history/2026-11-27-results.md, "fifth round"):
 //
 //	scripts/fetch-data.sh
 //	NZC_TUNE=preset,view-12-step-2e-3 NZC_TUNE_SEEDS=1,2,3 go test -run TestTuneStudent -v -timeout 2h ./experiment
@@ -381,7 +381,7 @@ func tuneNames[V any](t *testing.T, list string, entries map[string]V) []string 
 // student query or held-out image is read). The
 // teachers' mean accuracy sets how often they agree, and so how far an
 // nzc-svt session reaches. It is a measurement, not a check, and runs only
-// when asked (docs/RESULTS.md, "sixth round"); NZC_TUNE_TEACHER_MODEL
+// when asked (docs/history/2026-11-27-results.md, "sixth round"); NZC_TUNE_TEACHER_MODEL
 // replaces the preset's network (small-mlp for the demo's teachers):
 //
 //	scripts/fetch-data.sh

@@ -55,7 +55,7 @@ type Options struct {
 // Defaults are the options of `nzc demo` without flags: the one place the
 // demo's defaults are set. They were chosen on the student's pool alone
 // (queries 1–8,000 asked, the student scored on queries 8,001–9,000; never
-// on the held-out images 9,001–10,000), as docs/RESULTS.md describes: 300
+// on the held-out images 9,001–10,000), as docs/history/2026-11-27-results.md describes: 300
 // small-mlp teachers agree on more queries than 150 softmax teachers, for
 // the same training time; GNMax answers every query, so the student's
 // balanced order gives it labels of every digit, where an nzc-svt session
@@ -102,7 +102,7 @@ const (
 // steps of 96 examples: under a minute on two cores for a pool of 9,000),
 // and a strong view distorted more than ensemble.DefaultConsistency's
 // (rotations of up to 25°, sizes ±20 %, a 12-pixel cutout), with Adam's
-// step size at 0.005. Chosen on the pool alone (docs/RESULTS.md): the
+// step size at 0.005. Chosen on the pool alone (docs/history/2026-11-27-results.md): the
 // stronger view gained a point over the default one, each pass beyond three
 // about a quarter of one, the larger step about 0.4 over three seeds.
 var studentTraining = []string{"--model", "cnn", "--consistency", "--consistency-passes", "5", "--consistency-ratio", "2",

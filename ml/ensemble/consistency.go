@@ -63,7 +63,7 @@ func TrainStudentConsistency(ctx context.Context, spec model.Spec, cfg model.Tra
 // six passes over the unlabelled examples, and a strong view rotated by up
 // to 12°, scaled by up to 10 %, moved by up to 3 pixels and cut by an
 // 8-pixel square. These are FixMatch-like starting values, not tuned: on
-// the one MNIST comparison measured (docs/RESULTS.md, class-imbalanced
+// the one MNIST comparison measured (docs/history/2026-11-27-results.md, class-imbalanced
 // labels) self-training did better.
 func DefaultConsistency() model.Consistency {
 	return model.Consistency{Threshold: 0.9, Weight: 1, Ratio: 3, Epochs: 6,

@@ -40,8 +40,8 @@ const (
 	// entries. One: every charge costs each auditor far more CPU (its
 	// signature check and accounting) than an entry's append and round
 	// trip, so fewer, larger entries commit more charges per second on a
-	// busy ledger (nzc bench, docs/PERFORMANCE.md), and a lone charge
-	// finds nothing in flight.
+	// busy ledger (nzc bench, docs/history/2026-11-27-performance.md), and
+	// a lone charge finds nothing in flight.
 	maxInflight = 1
 )
 
