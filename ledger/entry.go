@@ -71,6 +71,7 @@ const (
 	CodeBadEnsemble      Code = 30 // an ensemble registration's teachers or classes are out of range, or its classes differ from the federation's
 	CodeStaleEnsemble    Code = 31 // an ensemble registration whose version is not the next one
 	CodeRateLimited      Code = 32 // a hospital's account command beyond its pace (pace.go), or stamped too far from the proposer's clock
+	CodeShareExceeded    Code = 33 // one student's ε of a hospital would exceed the genesis's share of its cap
 )
 
 var codeNames = [...]string{
@@ -107,6 +108,7 @@ var codeNames = [...]string{
 	CodeBadEnsemble:       "bad-ensemble",
 	CodeStaleEnsemble:     "stale-ensemble-version",
 	CodeRateLimited:       "rate-limited",
+	CodeShareExceeded:     "share-exceeded",
 }
 
 func (c Code) String() string { return enumName(codeNames[:], c, "code") }
@@ -122,7 +124,7 @@ func (c Code) String() string { return enumName(codeNames[:], c, "code") }
 // it before it reaches the log, with State.Check.
 func (c Code) Budgetary() bool {
 	switch c {
-	case CodeCapExceeded, CodeDeltaExhausted, CodeQuotaExceeded, CodeSessionExhausted:
+	case CodeCapExceeded, CodeDeltaExhausted, CodeQuotaExceeded, CodeSessionExhausted, CodeShareExceeded:
 		return true
 	}
 	return false
