@@ -19,6 +19,7 @@ import (
 
 	"github.com/nzcfed/nzc/internal/jsonnum"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/metrics"
@@ -856,14 +857,7 @@ const (
 // mechanism.Curve.FilterEpsilon). A charge whose own δ reaches delta
 // guarantees nothing at that δ: +Inf.
 func provenEpsilon(ch mechanism.Charge, delta float64) (float64, error) {
-	if !(ch.Delta < delta) {
-		return math.Inf(1), nil
-	}
-	conv, err := ch.RDP.FilterEpsilon(delta - ch.Delta)
-	if err != nil {
-		return 0, err
-	}
-	return min(conv.Epsilon, ch.PureEpsilon), nil
+	return budget.Epsilon(ch, delta)
 }
 
 // students trains and scores one student per row, after every release is

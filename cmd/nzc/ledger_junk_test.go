@@ -130,21 +130,7 @@ func TestJunkLeavesTheLogAndMemory(t *testing.T) {
 	_, m, auditors := startAuditorProcesses(t, "nzc.test/junk")
 	ctx := context.Background()
 
-	var leader, attacker *auditorProcess
-	proctest.WaitFor(t, 20*time.Second, "a leader", func() bool {
-		s, err := auditors[0].status(ctx)
-		if err != nil || s.Auditor.LeaderID == "" {
-			return false
-		}
-		for _, a := range auditors {
-			if a.id == s.Auditor.LeaderID {
-				leader = a
-			} else {
-				attacker = a
-			}
-		}
-		return leader != nil
-	})
+	leader, attacker := leaderAndFollower(t, ctx, auditors)
 	var files crypto.PartyFiles
 	for _, p := range m.ByRole(crypto.RoleAuditor) {
 		if p.ID == attacker.id {

@@ -44,21 +44,7 @@ func TestLedgerReadsWithAMajority(t *testing.T) {
 	ctx := context.Background()
 
 	// A follower goes down, so that the other two still commit.
-	var leader, dead *auditorProcess
-	proctest.WaitFor(t, 20*time.Second, "a leader", func() bool {
-		s, err := auditors[0].status(ctx)
-		if err != nil || s.Auditor.LeaderID == "" {
-			return false
-		}
-		for _, a := range auditors {
-			if a.id == s.Auditor.LeaderID {
-				leader = a
-			} else {
-				dead = a
-			}
-		}
-		return leader != nil
-	})
+	leader, dead := leaderAndFollower(t, ctx, auditors)
 	dead.p.Kill()
 
 	// The log grows while it is down: a hospital opens its account.
@@ -167,4 +153,26 @@ func TestLedgerReadsWithAMajority(t *testing.T) {
 			t.Fatalf("%s with %s and %s down: %v, want %v naming both\n%s%s", cmd[0], dead.id, second.id, err, compliance.ErrNoMajority, out, errOut)
 		}
 	}
+}
+
+// leaderAndFollower waits for a leader among auditors and returns it with
+// one of its followers.
+func leaderAndFollower(t *testing.T, ctx context.Context, auditors []*auditorProcess) (leader, follower *auditorProcess) {
+	t.Helper()
+	proctest.WaitFor(t, 20*time.Second, "a leader", func() bool {
+		s, err := auditors[0].status(ctx)
+		if err != nil || s.Auditor.LeaderID == "" {
+			return false
+		}
+		leader, follower = nil, nil
+		for _, a := range auditors {
+			if a.id == s.Auditor.LeaderID {
+				leader = a
+			} else {
+				follower = a
+			}
+		}
+		return leader != nil
+	})
+	return leader, follower
 }

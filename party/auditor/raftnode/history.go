@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -51,18 +50,11 @@ var (
 
 // OpenHistory opens (or creates) the history at path and checks that its
 // records and hashes agree in number. A file that does not open or check
-// is a *CorruptDataError.
+// is a *CorruptDataError; one another process holds is an error saying so.
 func OpenHistory(path string) (*History, error) {
-	existed := false
-	if fi, err := os.Stat(path); err == nil {
-		existed = true
-		if fi.Size() == 0 {
-			return nil, &CorruptDataError{Path: path, Err: errors.New("file is empty")}
-		}
-	}
-	db, err := openBolt(path)
+	db, existed, err := openDataFile(path)
 	if err != nil {
-		return nil, &CorruptDataError{Path: path, Err: err}
+		return nil, err
 	}
 	h := &History{db: db, path: path, cache: map[int64]tlog.Hash{}}
 	if err := h.check(existed); err != nil {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // appendRecords appends records from..to-1 ("record N") with their hashes.
@@ -164,5 +165,24 @@ func TestHistoryCorruptFile(t *testing.T) {
 	}
 	if _, err := OpenHistory(path); !errors.As(err, &cde) {
 		t.Fatalf("records and hashes disagree: %v, want a CorruptDataError", err)
+	}
+}
+
+// A history another process holds is not called damaged: the error says
+// the file is locked, as the raft store's does.
+func TestHistoryHeldElsewhereIsNotCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	h, err := OpenHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	_, err = OpenHistory(path) // a second open description: bbolt's flock refuses it
+	var corrupt *CorruptDataError
+	if err == nil || errors.As(err, &corrupt) {
+		t.Fatalf("opening a held history: %v, want an error that is not a *CorruptDataError", err)
+	}
+	if !errors.Is(err, bolterrors.ErrTimeout) {
+		t.Fatalf("opening a held history: %v, want bbolt's lock timeout", err)
 	}
 }

@@ -53,19 +53,9 @@ var (
 // openBoltStore opens (or creates) the store at path and verifies its pages.
 // Any failure to open or verify an existing file is a *CorruptDataError.
 func openBoltStore(path string) (*boltStore, error) {
-	existed := false
-	if fi, err := os.Stat(path); err == nil {
-		existed = true
-		if fi.Size() == 0 {
-			return nil, &CorruptDataError{Path: path, Err: errors.New("file is empty")}
-		}
-	}
-	db, err := openBolt(path)
+	db, existed, err := openDataFile(path)
 	if err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, fmt.Errorf("open %s: %w: another process holds the lock; stop it or choose another data directory", path, err)
-		}
-		return nil, &CorruptDataError{Path: path, Err: err}
+		return nil, err
 	}
 	s := &boltStore{db: db, path: path}
 	if err := s.verify(existed); err != nil {
@@ -73,6 +63,27 @@ func openBoltStore(path string) (*boltStore, error) {
 		return nil, &CorruptDataError{Path: path, Err: err}
 	}
 	return s, nil
+}
+
+// openDataFile opens (or creates) the bbolt file at path for one of the
+// node's stores and says whether it existed. An empty or unreadable file
+// is a *CorruptDataError; a file another process holds is an error that
+// says so.
+func openDataFile(path string) (db *bolt.DB, existed bool, err error) {
+	if fi, err := os.Stat(path); err == nil {
+		existed = true
+		if fi.Size() == 0 {
+			return nil, true, &CorruptDataError{Path: path, Err: errors.New("file is empty")}
+		}
+	}
+	db, err = openBolt(path)
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, existed, fmt.Errorf("open %s: %w: another process holds the lock; stop it or choose another data directory", path, err)
+		}
+		return nil, existed, &CorruptDataError{Path: path, Err: err}
+	}
+	return db, existed, nil
 }
 
 // openBolt opens the file without persisting bbolt's freelist (it is
