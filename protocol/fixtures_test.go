@@ -24,6 +24,13 @@ func fixtures() []fixture {
 	return []fixture{
 		{"hello-hospital", &nzcpb.Hello{ProtocolVersion: 1, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: "hospital-1",
 			AgeRecipient: recipient, Hospital: &nzcpb.HospitalInfo{NumTeachers: 50, NumClasses: 10}, Software: "nzc-teacher test"}},
+		{"hello-hospital-signed", &nzcpb.Hello{ProtocolVersion: 1, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: "hospital-3",
+			AgeRecipient: recipient, Hospital: &nzcpb.HospitalInfo{NumTeachers: 50, NumClasses: 10}, Software: "nzc-teacher test",
+			RecipientSignature: bytes.Repeat([]byte{0x5a}, 64), Registration: []byte("administrator-signed registration")}},
+		{"ack-directory", &nzcpb.Ack{ProtocolVersion: 1, PartyId: "aggregator", AgeRecipient: recipient, Message: "registered; ready",
+			Hospitals: []*nzcpb.SignedRecipient{
+				{HospitalId: "hospital-1", AgeRecipient: recipient, Signature: bytes.Repeat([]byte{0x51}, 64)},
+				{HospitalId: "hospital-3", AgeRecipient: recipient, Signature: bytes.Repeat([]byte{0x53}, 64), Registration: []byte("administrator-signed registration")}}}},
 		{"hello-student", &nzcpb.Hello{ProtocolVersion: 1, Role: nzcpb.Role_ROLE_STUDENT, PartyId: "student-1", AgeRecipient: recipient}},
 		{"ack", &nzcpb.Ack{ProtocolVersion: 1, PartyId: "aggregator", AgeRecipient: recipient, Message: "registered; waiting for 2 of 3 hospitals"}},
 		{"query-batch", &nzcpb.QueryBatch{BatchId: batchID, NumQueries: 2, FeatureDim: 3, NumClasses: 10,
@@ -36,6 +43,10 @@ func fixtures() []fixture {
 		{"label-request", &nzcpb.LabelRequest{BatchId: batchID, NumQueries: 2, FeatureDim: 3, SealedFeatures: []byte("sealed-features")}},
 		{"label-response", &nzcpb.LabelResponse{BatchId: batchID, NumQueries: 2, SealedLabels: []byte("sealed-labels"),
 			LedgerIndex: 42, AnswersHash: bytes.Repeat([]byte{0xaa}, 32), Replayed: true}},
+		{"label-response-directory", &nzcpb.LabelResponse{BatchId: batchID, NumQueries: 2, SealedLabels: []byte("sealed-labels"),
+			LedgerIndex: 43, AnswersHash: bytes.Repeat([]byte{0xaa}, 32),
+			Receipt:   &nzcpb.Receipt{Entry: []byte("accepted charge entry"), Proof: [][]byte{bytes.Repeat([]byte{0xc1}, 32)}, Checkpoint: []byte("nzc ledger\n44\nroot\n")},
+			Hospitals: []*nzcpb.SignedRecipient{{HospitalId: "hospital-3", AgeRecipient: recipient, Signature: bytes.Repeat([]byte{0x53}, 64), Registration: []byte("administrator-signed registration")}}}},
 		{"budget-request", &nzcpb.BudgetRequest{HospitalIds: []string{"hospital-1"}, Delta: 1e-6}},
 		{"budget-response", &nzcpb.BudgetResponse{LedgerSize: 7, Budgets: []*nzcpb.HospitalBudget{
 			{HospitalId: "hospital-1", EpsilonCap: 8, DeltaCap: 1e-5, EpsilonSpent: 1.25, Delta: 1e-6, QueriesAnswered: 300, Charges: 3}}}},

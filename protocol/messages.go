@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"math"
@@ -30,6 +31,9 @@ const (
 	// MaxChargeReceipts bounds the receipts one query batch hands a
 	// hospital.
 	MaxChargeReceipts = 256
+	// MaxRegistration bounds a hospital's ledger registration carried in
+	// Hello and passed on to students.
+	MaxRegistration = 4096
 )
 
 // ErrBadMessage is matched (errors.Is) by every decoding or validation
@@ -197,6 +201,15 @@ func validHello(m *nzcpb.Hello) error {
 	if (m.GetRole() == nzcpb.Role_ROLE_HOSPITAL) != (h != nil) {
 		return bad("hospital info must be set exactly when the role is hospital")
 	}
+	if h == nil && (len(m.GetRecipientSignature()) > 0 || len(m.GetRegistration()) > 0) {
+		return bad("only a hospital signs its age recipient or brings its registration")
+	}
+	if n := len(m.GetRecipientSignature()); n != 0 && n != ed25519.SignatureSize {
+		return bad("recipient signature of %d bytes, want %d (ed25519)", n, ed25519.SignatureSize)
+	}
+	if len(m.GetRegistration()) > MaxRegistration {
+		return bad("registration of %d bytes, at most %d", len(m.GetRegistration()), MaxRegistration)
+	}
 	if h != nil {
 		if h.GetNumTeachers() < 1 {
 			return bad("a hospital needs at least one teacher")
@@ -217,7 +230,46 @@ func validAck(m *nzcpb.Ack) error {
 			return err
 		}
 	}
+	return checkSignedRecipients(m.GetHospitals())
+}
+
+// checkSignedRecipients checks the form of a directory of signed
+// recipients; the signatures are the student's to verify.
+func checkSignedRecipients(rs []*nzcpb.SignedRecipient) error {
+	if len(rs) > MaxHospitals {
+		return bad("%d signed recipients, at most %d", len(rs), MaxHospitals)
+	}
+	seen := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		if r == nil {
+			return bad("an empty signed recipient")
+		}
+		if err := checkPartyID("hospitals.hospital_id", r.GetHospitalId()); err != nil {
+			return err
+		}
+		if seen[r.GetHospitalId()] {
+			return bad("the recipient of hospital %q is given twice", r.GetHospitalId())
+		}
+		seen[r.GetHospitalId()] = true
+		if err := checkRecipient(r.GetAgeRecipient()); err != nil {
+			return err
+		}
+		if len(r.GetSignature()) != ed25519.SignatureSize {
+			return bad("the recipient of hospital %q has a signature of %d bytes, want %d (ed25519)", r.GetHospitalId(), len(r.GetSignature()), ed25519.SignatureSize)
+		}
+		if len(r.GetRegistration()) > MaxRegistration {
+			return bad("the registration of hospital %q has %d bytes, at most %d", r.GetHospitalId(), len(r.GetRegistration()), MaxRegistration)
+		}
+	}
 	return nil
+}
+
+// RecipientMessage is what a hospital signs with its ledger key to vouch
+// for its age recipient: a student seals features to the recipient only
+// when this signature verifies against the hospital's registered key, so
+// an aggregator cannot substitute a recipient of its own.
+func RecipientMessage(hospital, recipient string) []byte {
+	return []byte("nzc hospital age recipient v1\n" + hospital + "\n" + recipient + "\n")
 }
 
 func validQueryBatch(m *nzcpb.QueryBatch) error {
@@ -310,7 +362,7 @@ func validLabelResponse(m *nzcpb.LabelResponse) error {
 	if err := checkReceipt(m.GetReceipt()); err != nil {
 		return err
 	}
-	return nil
+	return checkSignedRecipients(m.GetHospitals())
 }
 
 func validBudgetRequest(m *nzcpb.BudgetRequest) error {

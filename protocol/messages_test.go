@@ -42,6 +42,23 @@ func TestValidateRejects(t *testing.T) {
 		{"student with info", "hello-student", func(m proto.Message) { m.(*nzcpb.Hello).Hospital = &nzcpb.HospitalInfo{NumTeachers: 1, NumClasses: 2} }},
 		{"hospital no teachers", "hello-hospital", func(m proto.Message) { m.(*nzcpb.Hello).Hospital.NumTeachers = 0 }},
 		{"hospital one class", "hello-hospital", func(m proto.Message) { m.(*nzcpb.Hello).Hospital.NumClasses = 1 }},
+		{"hello short recipient signature", "hello-hospital-signed", func(m proto.Message) { m.(*nzcpb.Hello).RecipientSignature = []byte{1, 2, 3} }},
+		{"hello registration too long", "hello-hospital-signed", func(m proto.Message) {
+			m.(*nzcpb.Hello).Registration = make([]byte, MaxRegistration+1)
+		}},
+		{"student signs a recipient", "hello-student", func(m proto.Message) { m.(*nzcpb.Hello).RecipientSignature = make([]byte, 64) }},
+		{"student brings a registration", "hello-student", func(m proto.Message) { m.(*nzcpb.Hello).Registration = []byte("r") }},
+		{"directory unsigned", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[0].Signature = nil }},
+		{"directory bad id", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[0].HospitalId = "Hospital 1" }},
+		{"directory bad recipient", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[0].AgeRecipient = "ssh-ed25519 AAAA" }},
+		{"directory hospital twice", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[1].HospitalId = "hospital-1" }},
+		{"directory empty entry", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[1] = nil }},
+		{"label response directory registration too long", "label-response-directory", func(m proto.Message) {
+			m.(*nzcpb.LabelResponse).Hospitals[0].Registration = make([]byte, MaxRegistration+1)
+		}},
+		{"label response directory short signature", "label-response-directory", func(m proto.Message) {
+			m.(*nzcpb.LabelResponse).Hospitals[0].Signature = make([]byte, 63)
+		}},
 		{"query short batch id", "query-batch", func(m proto.Message) { m.(*nzcpb.QueryBatch).BatchId = []byte("short") }},
 		{"query no queries", "query-batch", func(m proto.Message) { m.(*nzcpb.QueryBatch).NumQueries = 0 }},
 		{"query no features", "query-batch", func(m proto.Message) { m.(*nzcpb.QueryBatch).SealedFeatures = nil }},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,7 +77,13 @@ func newClient(cmd *cobra.Command, cfg config.Student, sel selection.Config, opt
 		}
 		hs = append(hs, rc)
 	}
-	sc := student.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs, AuditorKeys: cfg.AuditorKeys,
+	var admin ed25519.PublicKey
+	if cfg.AdminKey != "" {
+		if admin, err = crypto.LoadPublicKey(cfg.AdminKey); err != nil {
+			return nil, fmt.Errorf("admin_key: %w", err)
+		}
+	}
+	sc := student.Config{ID: cfg.ID, AdminKey: admin, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id, Hospitals: hs, AuditorKeys: cfg.AuditorKeys,
 		BatchSize: cfg.BatchSize, Window: cfg.Window, StateDir: cfg.State, Selection: sel, Deadline: cfg.Deadline, Logger: log}
 	for _, o := range opts {
 		o(&sc)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"os"
@@ -109,7 +110,21 @@ func TestInitWritesLoadableFederation(t *testing.T) {
 	if bootstraps != 1 {
 		t.Fatalf("%d auditors bootstrap, want exactly 1", bootstraps)
 	}
-	loadAs(t, filepath.Join(dir, "student-1.yaml"), config.DefaultStudent())
+	st := loadAs(t, filepath.Join(dir, "student-1.yaml"), config.DefaultStudent())
+	// The administrator's key lets the student verify the recipients of
+	// hospitals admitted later.
+	if admin, err := crypto.LoadPublicKey(st.AdminKey); err != nil || !admin.Equal(mustAdminPublic(t, m)) {
+		t.Fatalf("student admin_key %q: %v, want the administrator's public key", st.AdminKey, err)
+	}
+}
+
+func mustAdminPublic(t *testing.T, m *crypto.Manifest) ed25519.PublicKey {
+	t.Helper()
+	k, err := m.AdminSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Public().(ed25519.PublicKey)
 }
 
 func TestInitRefusesToOverwrite(t *testing.T) {

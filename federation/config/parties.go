@@ -347,6 +347,11 @@ type Student struct {
 	// Hospitals are the age recipients (age1…) query features are sealed
 	// to, from the federation manifest.
 	Hospitals []string `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"age recipients (age1…) of the hospitals, from federation.json"`
+	// AdminKey is the administrator's public ledger key (admin/admin.pub):
+	// with it, features are also sealed to the hospitals the aggregator
+	// passes whose age recipients are signed by the keys the administrator
+	// registered for them, so a hospital admitted later needs no edit here.
+	AdminKey string `mapstructure:"admin_key" yaml:"admin_key,omitempty" json:"admin_key,omitempty" help:"the administrator's public ledger key (admin/admin.pub): seal also to hospitals admitted later, whose recipients their registered keys sign"`
 	// AuditorKeys are the auditors' checkpoint verifier keys: labels are
 	// accepted only with a receipt a majority of them signed.
 	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); labels are accepted only with a receipt a majority of them signed"`
@@ -372,8 +377,11 @@ func (s Student) Validate() error {
 	s.TLS.check(&c)
 	c.keyFile("age_identity", s.AgeIdentity, "path to this student's age identity made by `nzc init`")
 	c.verifierKeys("auditor_keys", s.AuditorKeys, "labels are accepted only with a receipt signed by a majority of the auditors")
-	if len(s.Hospitals) == 0 {
-		c.add("hospitals", "required: the hospitals' age recipients (age1…), as listed in federation.json; query features are sealed to them")
+	if len(s.Hospitals) == 0 && s.AdminKey == "" {
+		c.add("hospitals", "required unless admin_key is set: the hospitals' age recipients (age1…), as listed in federation.json; query features are sealed to them")
+	}
+	if s.AdminKey != "" {
+		c.keyFile("admin_key", s.AdminKey, "path to the administrator's public key, admin/admin.pub")
 	}
 	for _, r := range s.Hospitals {
 		if !strings.HasPrefix(r, "age1") {

@@ -620,9 +620,54 @@ func TestFederation(t *testing.T) {
 			t.Fatalf("hospital-1 relaying %s's registration: %v, want unauthorized", p.ID, err)
 		}
 
-		stop := group(t).Start(p.ID, newTeacher(reg).Run)
-		defer stop()
-		f.waitForAccount(t, p.ID)
+		// A student configured before the admission, with the genesis
+		// hospitals' recipients and the administrator's key only, labels
+		// across it in one run: the batches after the aggregator passed
+		// the new hospital's signed recipient (in the Ack of the ranked
+		// part's connection, then in every label response) are sealed to
+		// it too, and the hospital votes on them, with no change to the
+		// student.
+		adminPub, err := crypto.LoadPublicKey(m.Path(m.AdminVerifyingKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stop func()
+		disc := newStudent(t, func(c *student.Config) {
+			c.AdminKey, c.Window, c.Bootstrap = adminPub, 1, 4
+			c.Rank = func(_ context.Context, d *data.Dataset, _ []int, asked []bool) ([]int, error) {
+				// Between batch 0 and batch 1: the hospital is admitted.
+				stop = group(t).Start(p.ID, newTeacher(reg).Run)
+				f.waitForAccount(t, p.ID)
+				waitFor(t, 20*time.Second, p.ID+" registered with the aggregator", func() bool {
+					return slices.ContainsFunc(agg.Directory(), func(r *nzcpb.SignedRecipient) bool { return r.GetHospitalId() == p.ID })
+				})
+				var rest []int
+				for q := range d.Len() {
+					if !asked[q] {
+						rest = append(rest, q)
+					}
+				}
+				return rest, nil
+			}
+		})
+		run, err := disc.Label(t.Context(), dataset(12, 300), nil)
+		if stop != nil {
+			defer stop()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(run.Batches) != 3 {
+			t.Fatalf("%d batches, want 3", len(run.Batches))
+		}
+		genesis := []string{"hospital-1", "hospital-2", "hospital-3"}
+		all := slices.Sorted(slices.Values(append(slices.Clone(genesis), p.ID)))
+		charges := f.charges()
+		for i, want := range [][]string{genesis, all, all} {
+			if ch := charges[run.Batches[i].BatchID]; ch == nil || !slices.Equal(ch.Hospitals, want) {
+				t.Fatalf("batch %d was charged to %v, want %v", i, ch, want)
+			}
+		}
 	})
 	t.Run("a hospital that made its own keys joins by a key request", func(t *testing.T) {
 		// The hospital makes its keys where it runs; the administrator sees

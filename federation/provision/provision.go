@@ -263,6 +263,9 @@ func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
 			c := config.DefaultStudent()
 			c.ID, c.Aggregator, c.TLS, c.AgeIdentity = p.ID, aggDial, tlsOf(p), abs(p.AgeIdentity)
 			c.Hospitals, c.AuditorKeys = recipients, auditorKeys
+			if m.AdminVerifyingKey != "" {
+				c.AdminKey = abs(m.AdminVerifyingKey)
+			}
 			c.State = filepath.Join(m.Dir, p.ID, "state")
 			out[p.ID] = c
 		case crypto.RoleAuditor:

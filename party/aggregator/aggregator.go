@@ -181,8 +181,11 @@ type Aggregator struct {
 	mu        sync.Mutex
 	hospitals map[string]*hospitalEntry
 	students  map[string]*crypto.Recipient
-	classes   int // the configured class count; every hospital must agree
-	batches   map[string]*batchLock
+	// recipients are the signed age recipients hospitals sent in their
+	// Hello, by hospital id, which students are handed (Directory).
+	recipients map[string]*nzcpb.SignedRecipient
+	classes    int // the configured class count; every hospital must agree
+	batches    map[string]*batchLock
 	// proofs are the receipts of committed charges waiting to be handed
 	// to each hospital they name, with its next query batch.
 	proofs map[string][]*nzcpb.Receipt
@@ -302,7 +305,7 @@ func New(cfg Config) (*Aggregator, error) {
 		burns:     newBurns(minAnswers, met),
 		receipts:  receipts,
 		classes:   cfg.Classes,
-		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, batches: map[string]*batchLock{},
+		hospitals: map[string]*hospitalEntry{}, students: map[string]*crypto.Recipient{}, recipients: map[string]*nzcpb.SignedRecipient{}, batches: map[string]*batchLock{},
 		proofs:   map[string][]*nzcpb.Receipt{},
 		sessions: map[string]*keptSession{}, refused: refusals{byBatch: map[string]refused{}},
 		relays: ratelimit.New(cfg.RelayBurst, cfg.RelayEvery, cfg.Now), hellos: map[*quicnet.Conn]struct{}{}}
@@ -966,7 +969,37 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 	}
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
 		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry, LeftOut: rec.LeftOut,
-		Receipt: protocol.ReceiptToWire(*rec.Receipt)}, nil
+		Receipt: protocol.ReceiptToWire(*rec.Receipt), Hospitals: a.Directory()}, nil
+}
+
+// SetRecipient records the signed age recipient hospital id sent in its
+// Hello, replacing the one it sent before. The aggregator cannot make
+// one: students check the signature against the hospital's registered
+// key.
+func (a *Aggregator) SetRecipient(r *nzcpb.SignedRecipient) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recipients[r.GetHospitalId()] = r
+}
+
+// Directory returns the signed age recipients of the hospitals connected
+// now and not suspended, sorted by hospital id: students seal their next batches to those
+// whose signatures they verify, so that a hospital admitted while they
+// run is asked without any change to their configuration.
+func (a *Aggregator) Directory() []*nzcpb.SignedRecipient {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*nzcpb.SignedRecipient
+	for id := range a.hospitals {
+		if slices.Contains(a.cfg.Suspended, id) {
+			continue // never asked: students need not seal to it
+		}
+		if r, ok := a.recipients[id]; ok {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(x, y *nzcpb.SignedRecipient) int { return strings.Compare(x.GetHospitalId(), y.GetHospitalId()) })
+	return out
 }
 
 // checkReceipt verifies the receipt a ledger result carries against the

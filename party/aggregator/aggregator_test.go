@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/crypto/cryptotest"
@@ -822,5 +824,31 @@ func TestLedgerThatNeverAnswersIsRefusedInTime(t *testing.T) {
 	refusedInTime(t, a, req, 30*time.Second)
 	if p, _ := a.outbox.Pending(); len(p) != 1 {
 		t.Fatalf("%d pending batches, want 1", len(p))
+	}
+}
+
+func TestLabelResponsePassesConnectedHospitalsSignedRecipients(t *testing.T) {
+	f := newFixture(t, 4, 50)
+	cfg := f.cfg
+	cfg.Suspended, cfg.Quorum = []string{"hospital-4"}, 3
+	a := f.start(t, cfg)
+	sr := func(id string) *nzcpb.SignedRecipient {
+		return &nzcpb.SignedRecipient{HospitalId: id, AgeRecipient: f.student.Recipient().String(),
+			Signature: bytes.Repeat([]byte{id[len(id)-1]}, 64), Registration: []byte("registration of " + id)}
+	}
+	// A suspended hospital is never asked, so it is not passed either.
+	for _, id := range []string{"hospital-3", "hospital-4", "hospital-1"} {
+		a.SetRecipient(sr(id))
+	}
+	// A hospital that is not connected is not passed, whatever it sent.
+	a.SetRecipient(sr("hospital-9"))
+	req, _ := f.request(t, 1, 4)
+	resp := label(t, a, req)
+	want := []*nzcpb.SignedRecipient{sr("hospital-1"), sr("hospital-3")}
+	if got := resp.GetHospitals(); !slices.EqualFunc(got, want, func(x, y *nzcpb.SignedRecipient) bool { return proto.Equal(x, y) }) {
+		t.Fatalf("the label response passes %v, want %v", got, want)
+	}
+	if err := protocol.Validate(resp); err != nil {
+		t.Fatalf("the response does not validate: %v", err)
 	}
 }

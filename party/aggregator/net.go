@@ -115,12 +115,20 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 			return 0, nil, err
 		}
 		context.AfterFunc(r.Conn.Context(), remove)
+		if len(h.GetRecipientSignature()) > 0 {
+			a.SetRecipient(&nzcpb.SignedRecipient{HospitalId: r.Peer.ID, AgeRecipient: h.GetAgeRecipient(),
+				Signature: h.GetRecipientSignature(), Registration: h.GetRegistration()})
+		}
 	case crypto.RoleStudent:
 		a.AddStudent(r.Peer.ID, rcpt)
 	}
 	_, status := a.Ready()
-	return quicnet.Reply(&nzcpb.Ack{ProtocolVersion: protocol.ProtocolVersion, PartyId: a.cfg.ID,
-		AgeRecipient: a.Recipient().String(), Message: "registered; " + status})
+	ack := &nzcpb.Ack{ProtocolVersion: protocol.ProtocolVersion, PartyId: a.cfg.ID,
+		AgeRecipient: a.Recipient().String(), Message: "registered; " + status}
+	if r.Peer.Role == crypto.RoleStudent {
+		ack.Hospitals = a.Directory()
+	}
+	return quicnet.Reply(ack)
 }
 
 // firstHello records that c has sent its Hello, until c closes; it

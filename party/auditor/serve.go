@@ -65,8 +65,9 @@ func serveDashboard(ctx context.Context, ln net.Listener, h http.Handler) error 
 	return nil
 }
 
-// opsHandler serves /livez, /readyz and /metrics (internal/ops, with the
-// raft metrics), /status (JSON), /checkpoint (this auditor's latest signed
+// opsHandler serves /livez, /readyz (ready once the node knows a leader
+// and has caught up, and Run has applied the genesis or found it applied)
+// and /metrics (internal/ops, with the raft metrics), /status (JSON), /checkpoint (this auditor's latest signed
 // checkpoint note) and /checkpoint/cosigned (the same checkpoint signed by
 // every auditor that answers; 503 without a majority).
 func (a *Auditor) opsHandler() (http.Handler, error) {
@@ -78,6 +79,11 @@ func (a *Auditor) opsHandler() (http.Handler, error) {
 	mux.Handle("/", ops.Handler(reg, func() (bool, string) {
 		if err := a.node.Ready(); err != nil {
 			return false, err.Error()
+		}
+		select {
+		case <-a.genesisDone:
+		default:
+			return false, "applying the federation's genesis"
 		}
 		return true, "ok"
 	}))

@@ -12,6 +12,7 @@ package student
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -41,8 +42,16 @@ type Config struct {
 	Aggregator string
 	Net        quicnet.Config
 	Identity   *crypto.Identity // opens released labels
-	// Hospitals are the age recipients query features are sealed to.
+	// Hospitals are the age recipients query features are always sealed
+	// to (pinned).
 	Hospitals []*crypto.Recipient
+	// AdminKey, when set, is the federation administrator's ledger key:
+	// features are also sealed to the hospitals the aggregator passes
+	// whose age recipient is signed by the key the administrator
+	// registered for them, so a hospital admitted later is asked from the
+	// next batch on. A recipient whose signature does not verify stops
+	// the run with a *RecipientError naming the hospital.
+	AdminKey ed25519.PublicKey
 	// AuditorKeys are the auditors' checkpoint verifier keys
 	// (ledger.VerifierKey): labels are accepted only with a receipt of their
 	// charge whose checkpoint a majority of them signed. Required.
@@ -97,6 +106,8 @@ type Client struct {
 	// receipts checks the receipts of charges against the pinned auditor
 	// keys.
 	receipts *ledger.Verifier
+	// dir holds the recipients features are sealed to.
+	dir *directory
 }
 
 // New checks cfg.
@@ -106,8 +117,10 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("student: no student id configured")
 	case cfg.Identity == nil:
 		return nil, errors.New("student: no age identity configured: it opens the labels")
-	case len(cfg.Hospitals) == 0:
-		return nil, errors.New("student: no hospital age recipients configured: query features are sealed to them")
+	case len(cfg.Hospitals) == 0 && cfg.AdminKey == nil:
+		return nil, errors.New("student: no hospital age recipients and no administrator key configured: query features are sealed to the hospitals configured or to those whose registration the administrator's key verifies")
+	case cfg.AdminKey != nil && len(cfg.AdminKey) != ed25519.PublicKeySize:
+		return nil, fmt.Errorf("student: the administrator key has %d bytes, want %d (ed25519)", len(cfg.AdminKey), ed25519.PublicKeySize)
 	case cfg.BatchSize < 1:
 		return nil, fmt.Errorf("student: batch size %d", cfg.BatchSize)
 	case cfg.StateDir == "":
@@ -143,7 +156,7 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Client{cfg: cfg, log: log, receipts: receipts}, nil
+	return &Client{cfg: cfg, log: log, receipts: receipts, dir: newDirectory(cfg.AdminKey, cfg.Hospitals)}, nil
 }
 
 // BatchID is the id of batch index of a data set for a student.
@@ -578,8 +591,28 @@ func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("register with the aggregator: %w", err)
 	}
+	if err := c.learn(ack.GetHospitals()); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
 	c.log.Info("registered with the aggregator", "status", ack.GetMessage())
 	return conn, nil
+}
+
+// learn takes the hospitals' signed recipients the aggregator passed,
+// which the next batches are sealed to once verified.
+func (c *Client) learn(rs []*nzcpb.SignedRecipient) error {
+	added, unverifiable, err := c.dir.learn(c.cfg.Aggregator, rs)
+	if err != nil {
+		return err
+	}
+	if len(added) > 0 {
+		c.log.Info("sealing the next batches to hospitals learned from the aggregator, their recipients signed by their registered keys", "hospitals", added)
+	}
+	if len(unverifiable) > 0 {
+		c.log.Debug("hospitals passed without a registration and not pinned in hospitals: not sealed to", "hospitals", unverifiable)
+	}
+	return nil
 }
 
 // ask labels one batch, retrying retryable refusals and lost connections
@@ -597,11 +630,7 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := crypto.Seal(plain, c.cfg.Hospitals...)
-	if err != nil {
-		return nil, err
-	}
-	req := &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
+	var req *nzcpb.LabelRequest
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		cn, err := conn.Get(ctx)
 		if err != nil {
@@ -610,9 +639,26 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 			}
 			return nil, err
 		}
+		if req == nil {
+			// Sealed once connected, so that the hospitals learned from
+			// the aggregator's Ack are among the recipients, and once
+			// only: a retry asks the same request.
+			rs := c.dir.recipients()
+			if len(rs) == 0 {
+				return nil, errors.New("student: no hospital to seal the features to: the aggregator passed no hospital recipient this student could verify and none is configured; add the hospitals' age recipients to hospitals, or the administrator's key as admin_key")
+			}
+			sealed, err := crypto.Seal(plain, rs...)
+			if err != nil {
+				return nil, err
+			}
+			req = &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
+		}
 		var resp nzcpb.LabelResponse
 		err = cn.Invoke(ctx, req, &resp)
 		if err == nil {
+			if err := c.learn(resp.GetHospitals()); err != nil {
+				return nil, err
+			}
 			return c.open(&resp, id, index, from, part.Len())
 		}
 		if expired(ctx) {

@@ -286,6 +286,15 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 	hello := &nzcpb.Hello{ProtocolVersion: protocol.ProtocolVersion, Role: nzcpb.Role_ROLE_HOSPITAL, PartyId: n.cfg.ID,
 		AgeRecipient: n.cfg.Identity.Recipient().String(), Software: "nzc-teacher",
 		Hospital: &nzcpb.HospitalInfo{NumTeachers: uint32(n.cfg.Voter.Teachers()), NumClasses: uint32(n.cfg.Voter.Classes())}}
+	if len(n.cfg.SigningKey) == ed25519.PrivateKeySize {
+		// Students seal features to this recipient only with this
+		// signature by the hospital's registered ledger key, checked
+		// against its administrator-signed registration.
+		hello.RecipientSignature = ed25519.Sign(n.cfg.SigningKey, protocol.RecipientMessage(n.cfg.ID, hello.AgeRecipient))
+		if len(n.registrations) > 0 {
+			hello.Registration = n.registrations[0]
+		}
+	}
 	var ack nzcpb.Ack
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	err := c.Invoke(rctx, hello, &ack)

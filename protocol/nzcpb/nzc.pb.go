@@ -241,7 +241,15 @@ type Hello struct {
 	// Set by hospitals only.
 	Hospital *HospitalInfo `protobuf:"bytes,5,opt,name=hospital,proto3" json:"hospital,omitempty"`
 	// Free text for logs, e.g. "nzc-teacher v0.3.1".
-	Software      string `protobuf:"bytes,6,opt,name=software,proto3" json:"software,omitempty"`
+	Software string `protobuf:"bytes,6,opt,name=software,proto3" json:"software,omitempty"`
+	// Hospitals only: the ed25519 signature, by the hospital's ledger
+	// signing key, of its age recipient (protocol.RecipientMessage), which
+	// the aggregator passes on to students so that they seal features to it.
+	RecipientSignature []byte `protobuf:"bytes,7,opt,name=recipient_signature,json=recipientSignature,proto3" json:"recipient_signature,omitempty"`
+	// Hospitals admitted after the genesis: the administrator-signed ledger
+	// command registering the hospital (kind register-party), which tells a
+	// student the key recipient_signature is checked against.
+	Registration  []byte `protobuf:"bytes,8,opt,name=registration,proto3" json:"registration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,6 +326,93 @@ func (x *Hello) GetSoftware() string {
 	return ""
 }
 
+func (x *Hello) GetRecipientSignature() []byte {
+	if x != nil {
+		return x.RecipientSignature
+	}
+	return nil
+}
+
+func (x *Hello) GetRegistration() []byte {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
+// SignedRecipient is a hospital's age recipient signed with its registered
+// ledger key, as passed by the aggregator to students.
+type SignedRecipient struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	HospitalId   string                 `protobuf:"bytes,1,opt,name=hospital_id,json=hospitalId,proto3" json:"hospital_id,omitempty"`
+	AgeRecipient string                 `protobuf:"bytes,2,opt,name=age_recipient,json=ageRecipient,proto3" json:"age_recipient,omitempty"`
+	// ed25519 over protocol.RecipientMessage(hospital_id, age_recipient).
+	Signature []byte `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	// The administrator-signed ledger registration of the hospital, when it
+	// was admitted after the genesis; empty for a hospital of the genesis.
+	Registration  []byte `protobuf:"bytes,4,opt,name=registration,proto3" json:"registration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignedRecipient) Reset() {
+	*x = SignedRecipient{}
+	mi := &file_nzc_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignedRecipient) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignedRecipient) ProtoMessage() {}
+
+func (x *SignedRecipient) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignedRecipient.ProtoReflect.Descriptor instead.
+func (*SignedRecipient) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SignedRecipient) GetHospitalId() string {
+	if x != nil {
+		return x.HospitalId
+	}
+	return ""
+}
+
+func (x *SignedRecipient) GetAgeRecipient() string {
+	if x != nil {
+		return x.AgeRecipient
+	}
+	return ""
+}
+
+func (x *SignedRecipient) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *SignedRecipient) GetRegistration() []byte {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
 // HospitalInfo describes a hospital's teachers.
 type HospitalInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -329,7 +424,7 @@ type HospitalInfo struct {
 
 func (x *HospitalInfo) Reset() {
 	*x = HospitalInfo{}
-	mi := &file_nzc_proto_msgTypes[1]
+	mi := &file_nzc_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +436,7 @@ func (x *HospitalInfo) String() string {
 func (*HospitalInfo) ProtoMessage() {}
 
 func (x *HospitalInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[1]
+	mi := &file_nzc_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +449,7 @@ func (x *HospitalInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HospitalInfo.ProtoReflect.Descriptor instead.
 func (*HospitalInfo) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{1}
+	return file_nzc_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *HospitalInfo) GetNumTeachers() uint32 {
@@ -380,14 +475,18 @@ type Ack struct {
 	PartyId      string `protobuf:"bytes,2,opt,name=party_id,json=partyId,proto3" json:"party_id,omitempty"`
 	AgeRecipient string `protobuf:"bytes,3,opt,name=age_recipient,json=ageRecipient,proto3" json:"age_recipient,omitempty"`
 	// Readable status, e.g. "registered; waiting for 2 of 3 hospitals".
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// To a student: the signed age recipients of the hospitals connected
+	// now. The student seals features only to those whose signature it
+	// verifies.
+	Hospitals     []*SignedRecipient `protobuf:"bytes,5,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_nzc_proto_msgTypes[2]
+	mi := &file_nzc_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +498,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[2]
+	mi := &file_nzc_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +511,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{2}
+	return file_nzc_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Ack) GetProtocolVersion() uint32 {
@@ -441,6 +540,13 @@ func (x *Ack) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *Ack) GetHospitals() []*SignedRecipient {
+	if x != nil {
+		return x.Hospitals
+	}
+	return nil
 }
 
 // QueryBatch asks a hospital's teachers to vote: aggregator → hospital.
@@ -473,7 +579,7 @@ type QueryBatch struct {
 
 func (x *QueryBatch) Reset() {
 	*x = QueryBatch{}
-	mi := &file_nzc_proto_msgTypes[3]
+	mi := &file_nzc_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +591,7 @@ func (x *QueryBatch) String() string {
 func (*QueryBatch) ProtoMessage() {}
 
 func (x *QueryBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[3]
+	mi := &file_nzc_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +604,7 @@ func (x *QueryBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryBatch.ProtoReflect.Descriptor instead.
 func (*QueryBatch) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{3}
+	return file_nzc_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *QueryBatch) GetBatchId() []byte {
@@ -577,7 +683,7 @@ type Features struct {
 
 func (x *Features) Reset() {
 	*x = Features{}
-	mi := &file_nzc_proto_msgTypes[4]
+	mi := &file_nzc_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +695,7 @@ func (x *Features) String() string {
 func (*Features) ProtoMessage() {}
 
 func (x *Features) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[4]
+	mi := &file_nzc_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +708,7 @@ func (x *Features) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Features.ProtoReflect.Descriptor instead.
 func (*Features) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{4}
+	return file_nzc_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Features) GetNumQueries() uint32 {
@@ -642,7 +748,7 @@ type VoteBatch struct {
 
 func (x *VoteBatch) Reset() {
 	*x = VoteBatch{}
-	mi := &file_nzc_proto_msgTypes[5]
+	mi := &file_nzc_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +760,7 @@ func (x *VoteBatch) String() string {
 func (*VoteBatch) ProtoMessage() {}
 
 func (x *VoteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[5]
+	mi := &file_nzc_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +773,7 @@ func (x *VoteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteBatch.ProtoReflect.Descriptor instead.
 func (*VoteBatch) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{5}
+	return file_nzc_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *VoteBatch) GetBatchId() []byte {
@@ -720,7 +826,7 @@ type Histograms struct {
 
 func (x *Histograms) Reset() {
 	*x = Histograms{}
-	mi := &file_nzc_proto_msgTypes[6]
+	mi := &file_nzc_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +838,7 @@ func (x *Histograms) String() string {
 func (*Histograms) ProtoMessage() {}
 
 func (x *Histograms) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[6]
+	mi := &file_nzc_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +851,7 @@ func (x *Histograms) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Histograms.ProtoReflect.Descriptor instead.
 func (*Histograms) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{6}
+	return file_nzc_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Histograms) GetNumQueries() uint32 {
@@ -793,7 +899,7 @@ type LabelRequest struct {
 
 func (x *LabelRequest) Reset() {
 	*x = LabelRequest{}
-	mi := &file_nzc_proto_msgTypes[7]
+	mi := &file_nzc_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +911,7 @@ func (x *LabelRequest) String() string {
 func (*LabelRequest) ProtoMessage() {}
 
 func (x *LabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[7]
+	mi := &file_nzc_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +924,7 @@ func (x *LabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelRequest.ProtoReflect.Descriptor instead.
 func (*LabelRequest) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{7}
+	return file_nzc_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LabelRequest) GetBatchId() []byte {
@@ -872,14 +978,17 @@ type LabelResponse struct {
 	// for its worst case (every query answered): they were not asked to vote
 	// and are not charged; also those left out for a while after missing a
 	// batch deadline. The charge names the hospitals that voted.
-	LeftOut       []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
+	LeftOut []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
+	// The signed age recipients of the hospitals connected when the batch
+	// was answered, as in Ack: the student seals its next batches to them.
+	Hospitals     []*SignedRecipient `protobuf:"bytes,9,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LabelResponse) Reset() {
 	*x = LabelResponse{}
-	mi := &file_nzc_proto_msgTypes[8]
+	mi := &file_nzc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1000,7 @@ func (x *LabelResponse) String() string {
 func (*LabelResponse) ProtoMessage() {}
 
 func (x *LabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[8]
+	mi := &file_nzc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1013,7 @@ func (x *LabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelResponse.ProtoReflect.Descriptor instead.
 func (*LabelResponse) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{8}
+	return file_nzc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LabelResponse) GetBatchId() []byte {
@@ -963,6 +1072,13 @@ func (x *LabelResponse) GetLeftOut() []string {
 	return nil
 }
 
+func (x *LabelResponse) GetHospitals() []*SignedRecipient {
+	if x != nil {
+		return x.Hospitals
+	}
+	return nil
+}
+
 // Labels is the plaintext of sealed_labels: one entry per query. Where
 // refused[i] is true the mechanism released no label and labels[i] is -1.
 type Labels struct {
@@ -975,7 +1091,7 @@ type Labels struct {
 
 func (x *Labels) Reset() {
 	*x = Labels{}
-	mi := &file_nzc_proto_msgTypes[9]
+	mi := &file_nzc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1103,7 @@ func (x *Labels) String() string {
 func (*Labels) ProtoMessage() {}
 
 func (x *Labels) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[9]
+	mi := &file_nzc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1116,7 @@ func (x *Labels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Labels.ProtoReflect.Descriptor instead.
 func (*Labels) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{9}
+	return file_nzc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Labels) GetLabels() []int32 {
@@ -1034,7 +1150,7 @@ type BudgetRequest struct {
 
 func (x *BudgetRequest) Reset() {
 	*x = BudgetRequest{}
-	mi := &file_nzc_proto_msgTypes[10]
+	mi := &file_nzc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1162,7 @@ func (x *BudgetRequest) String() string {
 func (*BudgetRequest) ProtoMessage() {}
 
 func (x *BudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[10]
+	mi := &file_nzc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1175,7 @@ func (x *BudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetRequest.ProtoReflect.Descriptor instead.
 func (*BudgetRequest) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{10}
+	return file_nzc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BudgetRequest) GetHospitalIds() []string {
@@ -1103,7 +1219,7 @@ type BudgetResponse struct {
 
 func (x *BudgetResponse) Reset() {
 	*x = BudgetResponse{}
-	mi := &file_nzc_proto_msgTypes[11]
+	mi := &file_nzc_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1231,7 @@ func (x *BudgetResponse) String() string {
 func (*BudgetResponse) ProtoMessage() {}
 
 func (x *BudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[11]
+	mi := &file_nzc_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1244,7 @@ func (x *BudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetResponse.ProtoReflect.Descriptor instead.
 func (*BudgetResponse) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{11}
+	return file_nzc_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BudgetResponse) GetBudgets() []*HospitalBudget {
@@ -1179,7 +1295,7 @@ type RegisteredEnsemble struct {
 
 func (x *RegisteredEnsemble) Reset() {
 	*x = RegisteredEnsemble{}
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1307,7 @@ func (x *RegisteredEnsemble) String() string {
 func (*RegisteredEnsemble) ProtoMessage() {}
 
 func (x *RegisteredEnsemble) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1320,7 @@ func (x *RegisteredEnsemble) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredEnsemble.ProtoReflect.Descriptor instead.
 func (*RegisteredEnsemble) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{12}
+	return file_nzc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisteredEnsemble) GetHospitalId() string {
@@ -1243,7 +1359,7 @@ type StudentQuota struct {
 
 func (x *StudentQuota) Reset() {
 	*x = StudentQuota{}
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1371,7 @@ func (x *StudentQuota) String() string {
 func (*StudentQuota) ProtoMessage() {}
 
 func (x *StudentQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1384,7 @@ func (x *StudentQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StudentQuota.ProtoReflect.Descriptor instead.
 func (*StudentQuota) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{13}
+	return file_nzc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StudentQuota) GetStudentId() string {
@@ -1324,7 +1440,7 @@ type HospitalBudget struct {
 
 func (x *HospitalBudget) Reset() {
 	*x = HospitalBudget{}
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1452,7 @@ func (x *HospitalBudget) String() string {
 func (*HospitalBudget) ProtoMessage() {}
 
 func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1465,7 @@ func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HospitalBudget.ProtoReflect.Descriptor instead.
 func (*HospitalBudget) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{14}
+	return file_nzc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HospitalBudget) GetHospitalId() string {
@@ -1434,7 +1550,7 @@ type LedgerSubmit struct {
 
 func (x *LedgerSubmit) Reset() {
 	*x = LedgerSubmit{}
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1562,7 @@ func (x *LedgerSubmit) String() string {
 func (*LedgerSubmit) ProtoMessage() {}
 
 func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1575,7 @@ func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSubmit.ProtoReflect.Descriptor instead.
 func (*LedgerSubmit) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{15}
+	return file_nzc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LedgerSubmit) GetCommand() []byte {
@@ -1489,7 +1605,7 @@ type LedgerResult struct {
 
 func (x *LedgerResult) Reset() {
 	*x = LedgerResult{}
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1617,7 @@ func (x *LedgerResult) String() string {
 func (*LedgerResult) ProtoMessage() {}
 
 func (x *LedgerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1630,7 @@ func (x *LedgerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerResult.ProtoReflect.Descriptor instead.
 func (*LedgerResult) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{16}
+	return file_nzc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LedgerResult) GetIndex() uint64 {
@@ -1576,7 +1692,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1704,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1717,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{17}
+	return file_nzc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Receipt) GetEntry() []byte {
@@ -1641,7 +1757,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_nzc_proto_msgTypes[18]
+	mi := &file_nzc_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1769,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[18]
+	mi := &file_nzc_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1782,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{18}
+	return file_nzc_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1701,23 +1817,32 @@ var File_nzc_proto protoreflect.FileDescriptor
 
 const file_nzc_proto_rawDesc = "" +
 	"\n" +
-	"\tnzc.proto\x12\x06nzc.v1\"\xe2\x01\n" +
+	"\tnzc.proto\x12\x06nzc.v1\"\xb7\x02\n" +
 	"\x05Hello\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12 \n" +
 	"\x04role\x18\x02 \x01(\x0e2\f.nzc.v1.RoleR\x04role\x12\x19\n" +
 	"\bparty_id\x18\x03 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x04 \x01(\tR\fageRecipient\x120\n" +
 	"\bhospital\x18\x05 \x01(\v2\x14.nzc.v1.HospitalInfoR\bhospital\x12\x1a\n" +
-	"\bsoftware\x18\x06 \x01(\tR\bsoftware\"R\n" +
+	"\bsoftware\x18\x06 \x01(\tR\bsoftware\x12/\n" +
+	"\x13recipient_signature\x18\a \x01(\fR\x12recipientSignature\x12\"\n" +
+	"\fregistration\x18\b \x01(\fR\fregistration\"\x99\x01\n" +
+	"\x0fSignedRecipient\x12\x1f\n" +
+	"\vhospital_id\x18\x01 \x01(\tR\n" +
+	"hospitalId\x12#\n" +
+	"\rage_recipient\x18\x02 \x01(\tR\fageRecipient\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12\"\n" +
+	"\fregistration\x18\x04 \x01(\fR\fregistration\"R\n" +
 	"\fHospitalInfo\x12!\n" +
 	"\fnum_teachers\x18\x01 \x01(\rR\vnumTeachers\x12\x1f\n" +
 	"\vnum_classes\x18\x02 \x01(\rR\n" +
-	"numClasses\"\x8a\x01\n" +
+	"numClasses\"\xc1\x01\n" +
 	"\x03Ack\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xd9\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x125\n" +
+	"\thospitals\x18\x05 \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\"\xd9\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1762,7 +1887,7 @@ const file_nzc_proto_rawDesc = "" +
 	"numQueries\x12\x1f\n" +
 	"\vfeature_dim\x18\x03 \x01(\rR\n" +
 	"featureDim\x12'\n" +
-	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\x98\x02\n" +
+	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xcf\x02\n" +
 	"\rLabelResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
@@ -1772,7 +1897,8 @@ const file_nzc_proto_rawDesc = "" +
 	"\fanswers_hash\x18\x05 \x01(\fR\vanswersHash\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12)\n" +
 	"\areceipt\x18\a \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\x12\x19\n" +
-	"\bleft_out\x18\b \x03(\tR\aleftOut\":\n" +
+	"\bleft_out\x18\b \x03(\tR\aleftOut\x125\n" +
+	"\thospitals\x18\t \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\":\n" +
 	"\x06Labels\x12\x16\n" +
 	"\x06labels\x18\x01 \x03(\x05R\x06labels\x12\x18\n" +
 	"\arefused\x18\x02 \x03(\bR\arefused\"g\n" +
@@ -1879,47 +2005,50 @@ func file_nzc_proto_rawDescGZIP() []byte {
 }
 
 var file_nzc_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_nzc_proto_goTypes = []any{
 	(Role)(0),                  // 0: nzc.v1.Role
 	(LedgerResultCode)(0),      // 1: nzc.v1.LedgerResultCode
 	(ErrorCode)(0),             // 2: nzc.v1.ErrorCode
 	(*Hello)(nil),              // 3: nzc.v1.Hello
-	(*HospitalInfo)(nil),       // 4: nzc.v1.HospitalInfo
-	(*Ack)(nil),                // 5: nzc.v1.Ack
-	(*QueryBatch)(nil),         // 6: nzc.v1.QueryBatch
-	(*Features)(nil),           // 7: nzc.v1.Features
-	(*VoteBatch)(nil),          // 8: nzc.v1.VoteBatch
-	(*Histograms)(nil),         // 9: nzc.v1.Histograms
-	(*LabelRequest)(nil),       // 10: nzc.v1.LabelRequest
-	(*LabelResponse)(nil),      // 11: nzc.v1.LabelResponse
-	(*Labels)(nil),             // 12: nzc.v1.Labels
-	(*BudgetRequest)(nil),      // 13: nzc.v1.BudgetRequest
-	(*BudgetResponse)(nil),     // 14: nzc.v1.BudgetResponse
-	(*RegisteredEnsemble)(nil), // 15: nzc.v1.RegisteredEnsemble
-	(*StudentQuota)(nil),       // 16: nzc.v1.StudentQuota
-	(*HospitalBudget)(nil),     // 17: nzc.v1.HospitalBudget
-	(*LedgerSubmit)(nil),       // 18: nzc.v1.LedgerSubmit
-	(*LedgerResult)(nil),       // 19: nzc.v1.LedgerResult
-	(*Receipt)(nil),            // 20: nzc.v1.Receipt
-	(*Error)(nil),              // 21: nzc.v1.Error
+	(*SignedRecipient)(nil),    // 4: nzc.v1.SignedRecipient
+	(*HospitalInfo)(nil),       // 5: nzc.v1.HospitalInfo
+	(*Ack)(nil),                // 6: nzc.v1.Ack
+	(*QueryBatch)(nil),         // 7: nzc.v1.QueryBatch
+	(*Features)(nil),           // 8: nzc.v1.Features
+	(*VoteBatch)(nil),          // 9: nzc.v1.VoteBatch
+	(*Histograms)(nil),         // 10: nzc.v1.Histograms
+	(*LabelRequest)(nil),       // 11: nzc.v1.LabelRequest
+	(*LabelResponse)(nil),      // 12: nzc.v1.LabelResponse
+	(*Labels)(nil),             // 13: nzc.v1.Labels
+	(*BudgetRequest)(nil),      // 14: nzc.v1.BudgetRequest
+	(*BudgetResponse)(nil),     // 15: nzc.v1.BudgetResponse
+	(*RegisteredEnsemble)(nil), // 16: nzc.v1.RegisteredEnsemble
+	(*StudentQuota)(nil),       // 17: nzc.v1.StudentQuota
+	(*HospitalBudget)(nil),     // 18: nzc.v1.HospitalBudget
+	(*LedgerSubmit)(nil),       // 19: nzc.v1.LedgerSubmit
+	(*LedgerResult)(nil),       // 20: nzc.v1.LedgerResult
+	(*Receipt)(nil),            // 21: nzc.v1.Receipt
+	(*Error)(nil),              // 22: nzc.v1.Error
 }
 var file_nzc_proto_depIdxs = []int32{
 	0,  // 0: nzc.v1.Hello.role:type_name -> nzc.v1.Role
-	4,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
-	20, // 2: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
-	20, // 3: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
-	17, // 4: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
-	16, // 5: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
-	15, // 6: nzc.v1.BudgetResponse.ensembles:type_name -> nzc.v1.RegisteredEnsemble
-	1,  // 7: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
-	20, // 8: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
-	2,  // 9: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
+	4,  // 2: nzc.v1.Ack.hospitals:type_name -> nzc.v1.SignedRecipient
+	21, // 3: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
+	21, // 4: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
+	4,  // 5: nzc.v1.LabelResponse.hospitals:type_name -> nzc.v1.SignedRecipient
+	18, // 6: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
+	17, // 7: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
+	16, // 8: nzc.v1.BudgetResponse.ensembles:type_name -> nzc.v1.RegisteredEnsemble
+	1,  // 9: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
+	21, // 10: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
+	2,  // 11: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_nzc_proto_init() }
@@ -1933,7 +2062,7 @@ func file_nzc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nzc_proto_rawDesc), len(file_nzc_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
