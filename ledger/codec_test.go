@@ -37,6 +37,7 @@ func goldenCommands(t testing.TB) map[string][]byte {
 			Curve: curve, Delta: 1e-9, AnswersHash: sha256.Sum256([]byte("answers")), Timestamp: 1_700_000_000_000_000_009,
 			Ensembles: []uint64{100, 150}}, "agg"),
 		"genesis-v2": f.sign(boundedGenesis(10, 1e-6), "admin"),
+		"genesis-v3": f.sign(sharedGenesis(10, 1e-6, 0.5), "admin"),
 		"reserve": f.sign(&Reserve{BatchID: "batch-0003", Student: "s1", Hospitals: []string{"h1", "h2"}, Mechanism: "gnmax",
 			Params: []Param{{Key: "sigma", Value: "40"}, {Key: "threshold", Value: "none"}}, Queries: 100,
 			Curve: curve, Delta: 1e-9, Timestamp: 1_700_000_000_000_000_010}, "agg"),
@@ -49,6 +50,13 @@ func goldenCommands(t testing.TB) map[string][]byte {
 func boundedGenesis(epsilon, delta float64) *Genesis {
 	g := genesisBody()
 	g.EpsilonBound, g.DeltaBound = epsilon, delta
+	return g
+}
+
+// sharedGenesis is boundedGenesis also stating the student share.
+func sharedGenesis(epsilon, delta, share float64) *Genesis {
+	g := boundedGenesis(epsilon, delta)
+	g.StudentShare = share
 	return g
 }
 

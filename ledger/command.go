@@ -46,6 +46,11 @@ const (
 	// KindSuspend suspends or reinstates a hospital's account (signed by
 	// an administrator).
 	KindSuspend Kind = 13
+	// KindGenesisV3 is a genesis that also fixes the share of any
+	// hospital's cap one student may spend: Genesis with StudentShare set
+	// (and its cap bounds). A genesis without it keeps its kind and
+	// encoding.
+	KindGenesisV3 Kind = 14
 )
 
 var kindNames = [...]string{
@@ -62,6 +67,7 @@ var kindNames = [...]string{
 	KindGenesisV2:        "genesis-v2",
 	KindReserve:          "reserve",
 	KindSuspend:          "suspend",
+	KindGenesisV3:        "genesis-v3",
 }
 
 // enumName is the name of v in names, or unknown(v) when it has none.
@@ -140,6 +146,12 @@ type Genesis struct {
 	// DefaultEpsilonBound and DefaultDeltaBound.
 	EpsilonBound float64
 	DeltaBound   float64
+	// StudentShare is the largest share of any hospital's cap ε one
+	// student may spend (its charges and live reservations against that
+	// hospital, composed and converted as the hospital's are), in (0, 1].
+	// Set (with the cap bounds): kind genesis-v3, which encodes it after
+	// them. Zero: the earlier kinds, and no share below the whole cap.
+	StudentShare float64
 	Timestamp    int64 // unix nanoseconds, put in by the proposer
 }
 
@@ -148,6 +160,19 @@ const (
 	DefaultEpsilonBound = 100
 	DefaultDeltaBound   = 1e-5
 )
+
+// Share returns the share of any hospital's cap ε one student may spend:
+// the genesis's own, or 1 (the whole cap) when it states none, so that a
+// log begun before shares replays as it was decided.
+func (b *Genesis) Share() float64 {
+	if b.StudentShare == 0 {
+		return 1
+	}
+	return b.StudentShare
+}
+
+// validShare reports whether a student share is in (0, 1].
+func validShare(share float64) bool { return share > 0 && share <= 1 }
 
 // Bounds returns the genesis's cap bounds (ε, δ): its own, or the
 // defaults when it states none.
@@ -374,9 +399,12 @@ type CloseSession struct {
 	Timestamp int64
 }
 
-// Kind is genesis-v2 for a genesis that states its cap bounds, genesis
-// otherwise.
+// Kind is genesis-v3 for a genesis that states a student share,
+// genesis-v2 for one that states only its cap bounds, genesis otherwise.
 func (b *Genesis) Kind() Kind {
+	if b.StudentShare != 0 {
+		return KindGenesisV3
+	}
 	if b.EpsilonBound != 0 || b.DeltaBound != 0 {
 		return KindGenesisV2
 	}
@@ -438,9 +466,10 @@ type fields interface {
 	// present in a charge-v2 (a charge that states them), absent in a
 	// charge.
 	ensembles(hospitals []string, v *[]uint64)
-	// bounds is a genesis's cap bounds: present in a genesis-v2, absent
-	// in a genesis.
-	bounds(epsilon, delta *float64)
+	// bounds is a genesis's cap bounds and student share: the bounds
+	// present in a genesis-v2, the bounds and the share in a genesis-v3,
+	// neither in a genesis.
+	bounds(epsilon, delta, share *float64)
 	// flag is a boolean: one byte, 0 or 1.
 	flag(field string, v *bool)
 	// text is free UTF-8 text of at most maxTextLen bytes.
@@ -521,15 +550,22 @@ func (w writer) ensembles(hospitals []string, v *[]uint64) {
 	}
 }
 
-func (w writer) bounds(epsilon, delta *float64) {
-	if *epsilon == 0 && *delta == 0 {
+func (w writer) bounds(epsilon, delta, share *float64) {
+	if *epsilon == 0 && *delta == 0 && *share == 0 {
 		return
 	}
 	if !validCap(*epsilon, *delta) {
-		w.e.fail("cap bounds ε=%v δ=%v: ε must be finite and > 0, δ in (0, 1)", *epsilon, *delta)
+		w.e.fail("cap bounds ε=%v δ=%v: ε must be finite and > 0, δ in (0, 1) (a genesis with a student share states its cap bounds too)", *epsilon, *delta)
 	}
 	w.e.f64("epsilon bound", *epsilon)
 	w.e.f64("delta bound", *delta)
+	if *share == 0 {
+		return
+	}
+	if !validShare(*share) {
+		w.e.fail("student share %v: it must be in (0, 1]", *share)
+	}
+	w.e.f64("student share", *share)
 }
 
 func (w writer) flag(field string, v *bool) {
@@ -627,14 +663,21 @@ func (r reader) ensembles(hospitals []string, v *[]uint64) {
 	}
 }
 
-func (r reader) bounds(epsilon, delta *float64) {
-	if r.d.kind != KindGenesisV2 {
+func (r reader) bounds(epsilon, delta, share *float64) {
+	if r.d.kind != KindGenesisV2 && r.d.kind != KindGenesisV3 {
 		return
 	}
 	*epsilon = r.d.f64("epsilon bound")
 	*delta = r.d.f64("delta bound")
 	if r.d.err == nil && !validCap(*epsilon, *delta) {
 		r.d.fail("cap bounds ε=%v δ=%v: ε must be finite and > 0, δ in (0, 1)", *epsilon, *delta)
+	}
+	if r.d.kind != KindGenesisV3 {
+		return
+	}
+	*share = r.d.f64("student share")
+	if r.d.err == nil && !validShare(*share) {
+		r.d.fail("student share %v: it must be in (0, 1]", *share)
 	}
 }
 
@@ -653,7 +696,7 @@ func (r reader) text(field string, s *string) { *s = r.d.str(field, maxTextLen) 
 func (b *Genesis) fields(f fields) {
 	f.id("origin", &b.Origin)
 	f.parties(&b.Parties)
-	f.bounds(&b.EpsilonBound, &b.DeltaBound)
+	f.bounds(&b.EpsilonBound, &b.DeltaBound, &b.StudentShare)
 	f.i64(&b.Timestamp)
 }
 
@@ -837,7 +880,7 @@ func DecodeCommand(b []byte) (Command, error) {
 	}
 	var body Body
 	switch k {
-	case KindGenesis, KindGenesisV2:
+	case KindGenesis, KindGenesisV2, KindGenesisV3:
 		body = &Genesis{}
 	case KindRegisterParty:
 		body = &RegisterParty{}

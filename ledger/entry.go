@@ -73,6 +73,7 @@ const (
 	CodeRateLimited      Code = 32 // a hospital's account command beyond its pace (pace.go), or stamped too far from the proposer's clock
 	CodeSuspended        Code = 33 // a charge, reservation or session names a hospital an administrator suspended
 	CodeStaleSuspension  Code = 34 // a suspension or reinstatement whose version is not the next one, or that changes nothing
+	CodeShareExceeded    Code = 35 // one student's ε of a hospital would exceed the genesis's share of its cap
 )
 
 var codeNames = [...]string{
@@ -111,6 +112,7 @@ var codeNames = [...]string{
 	CodeRateLimited:       "rate-limited",
 	CodeSuspended:         "suspended",
 	CodeStaleSuspension:   "stale-suspension",
+	CodeShareExceeded:     "share-exceeded",
 }
 
 func (c Code) String() string { return enumName(codeNames[:], c, "code") }
@@ -126,7 +128,7 @@ func (c Code) String() string { return enumName(codeNames[:], c, "code") }
 // it before it reaches the log, with State.Check.
 func (c Code) Budgetary() bool {
 	switch c {
-	case CodeCapExceeded, CodeDeltaExhausted, CodeQuotaExceeded, CodeSessionExhausted:
+	case CodeCapExceeded, CodeDeltaExhausted, CodeQuotaExceeded, CodeSessionExhausted, CodeShareExceeded:
 		return true
 	}
 	return false

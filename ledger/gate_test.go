@@ -37,14 +37,14 @@ func TestGateMixedMechanisms(t *testing.T) {
 	admit := func(c mechanism.Curve, delta, pure float64) bool {
 		t.Helper()
 		cost := derived{admit: c, charge: c, admitDelta: delta, chargeDelta: delta, admitPure: pure, chargePure: pure}
-		_, ok := f.st.capCheck([]string{h}, cost, uint64(f.st.TreeSize()), "")
+		_, ok := f.st.capCheck("student-1", []string{h}, cost, uint64(f.st.TreeSize()), "")
 		after, _ := acct.curve.Compose(c)
 		bound := min(filterEps(after, acct.deltaSpent+delta), acct.pure+pure)
 		if within := bound <= acct.capEps; ok != within {
 			t.Fatalf("gate admitted=%v, but the proven ε after the charge is %v against the cap %v", ok, bound, acct.capEps)
 		}
 		if ok {
-			f.st.spend([]string{h}, cost, 1)
+			f.st.spend("student-1", []string{h}, cost, 1)
 		}
 		return ok
 	}

@@ -39,13 +39,14 @@ func (s *State) liveReservation(key string, index uint64) (*reservation, bool) {
 }
 
 // reserved composes, in log order, the worst cases of the reservations
-// live at index that name hospital h, except batch except's: what the
-// gate counts as spent beside the account itself.
-func (s *State) reserved(h string, index uint64, except string) (curve mechanism.Curve, delta, pure float64) {
+// live at index that name hospital h, of student when it is not "",
+// except batch except's: what the gate counts as spent beside the account
+// itself (or beside the student's usage of it).
+func (s *State) reserved(h, student string, index uint64, except string) (curve mechanism.Curve, delta, pure float64) {
 	curve = s.grid.Zero()
 	for _, q := range s.reserveQueue {
 		r, ok := s.reservations[q.key]
-		if !ok || r.index != q.index || !r.live(index) || q.key == except || !slices.Contains(r.hospitals, h) {
+		if !ok || r.index != q.index || !r.live(index) || q.key == except || !slices.Contains(r.hospitals, h) || student != "" && r.student != student {
 			continue
 		}
 		curve, _ = curve.Compose(r.cost.admit) // same grid
@@ -111,7 +112,7 @@ func (s *State) reserve(c Command, signer Party, b *Reserve, index uint64) (Resu
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost, index, key); !ok {
+	if r, ok := s.capCheck(b.Student, b.Hospitals, cost, index, key); !ok {
 		return r, nil
 	}
 	return accept("reserved the worst case of batch %s (%d queries) against %d hospitals", b.BatchID, b.Queries, len(b.Hospitals)), func() {

@@ -77,6 +77,17 @@ type account struct {
 // additive δ already charged is taken out.
 func (a *account) conversionDelta() float64 { return a.capDelta - a.deltaSpent }
 
+// usage is what one student has spent of one hospital's budget: its
+// charges composed as the hospital's account composes them.
+type usage struct {
+	curve      mechanism.Curve
+	deltaSpent float64
+	pure       float64
+}
+
+// usageKey names student's usage of hospital's budget.
+func usageKey(student, hospital string) string { return student + "\x00" + hospital }
+
 type studentAcct struct {
 	maxAnswers uint64
 	answers    uint64
@@ -124,6 +135,11 @@ type State struct {
 	origin  string
 	// epsBound and deltaBound bound every cap (Genesis.Bounds).
 	epsBound, deltaBound float64
+	// share is the share of any hospital's cap ε one student may spend
+	// (Genesis.Share), and used what each student has spent of each
+	// hospital, by usageKey.
+	share float64
+	used  map[string]*usage
 	// genesisHash is the digest of the accepted genesis command.
 	genesisHash [32]byte
 	parties     map[string]Party
@@ -165,6 +181,8 @@ func newState(h History) *State {
 		parties:      map[string]Party{},
 		joined:       map[string]uint64{},
 		accounts:     map[string]*account{},
+		used:         map[string]*usage{},
+		share:        1,
 		students:     map[string]*studentAcct{},
 		batches:      map[string]applied{},
 		sessions:     map[string]*session{},
@@ -348,6 +366,7 @@ func (s *State) genesisCmd(c Command, g *Genesis, index uint64) (Result, func())
 		s.genesis = true
 		s.origin, s.genesisHash = g.Origin, digest
 		s.epsBound, s.deltaBound = g.Bounds()
+		s.share = g.Share()
 		for _, p := range g.Parties {
 			s.parties[p.ID] = p
 			s.joined[p.ID] = index
@@ -481,13 +500,13 @@ func (s *State) checkCost(student string, hospitals []string, values []float64, 
 // capCheck refuses a cost that would exhaust any hospital's δ or push its ε
 // over its cap. Hospitals are checked in their sorted order, so the refusal
 // names the first one that fails.
-func (s *State) capCheck(hospitals []string, cost derived, index uint64, except string) (Result, bool) {
+func (s *State) capCheck(student string, hospitals []string, cost derived, index uint64, except string) (Result, bool) {
 	curve, delta := cost.admit, cost.admitDelta
 	for _, h := range hospitals {
 		a := s.accounts[h]
 		// What the account has spent, and the worst cases other live
 		// reservations hold against it, count as spent.
-		held, heldDelta, heldPure := s.reserved(h, index, except)
+		held, heldDelta, heldPure := s.reserved(h, "", index, except)
 		spentCurve, err := a.curve.Compose(held)
 		if err != nil {
 			return refuse(CodeBadCurve, h, "%v", err), false
@@ -508,6 +527,44 @@ func (s *State) capCheck(hospitals []string, cost derived, index uint64, except 
 			r.SpentEpsilon, r.ChargeEpsilon, r.CapEpsilon = spent, charge, a.capEps
 			return r, false
 		}
+		if r, ok := s.shareCheck(student, h, a, cost, index, except); !ok {
+			return r, false
+		}
+	}
+	return Result{}, true
+}
+
+// shareCheck refuses a cost that would take student's ε of hospital h
+// (account a) past the genesis's share of h's cap: the student's charges
+// against h and its other live reservations naming h, composed with the
+// cost's worst case, converted at what h's cap δ leaves after the
+// student's additive δ, as capCheck converts h's own. A genesis without a
+// share (the whole cap) checks nothing beyond capCheck.
+func (s *State) shareCheck(student, h string, a *account, cost derived, index uint64, except string) (Result, bool) {
+	if s.share >= 1 {
+		return Result{}, true
+	}
+	spentCurve, spentDelta, spentPure := s.grid.Zero(), 0.0, 0.0
+	if u := s.used[usageKey(student, h)]; u != nil {
+		spentCurve, spentDelta, spentPure = u.curve, u.deltaSpent, u.pure
+	}
+	held, heldDelta, heldPure := s.reserved(h, student, index, except)
+	spentCurve, _ = spentCurve.Compose(held) // same grid
+	spentDelta, spentPure = spentDelta+heldDelta, addPure(spentPure, heldPure)
+	conv := a.capDelta - (spentDelta + cost.admitDelta)
+	after, err := spentCurve.Compose(cost.admit)
+	if err != nil {
+		return refuse(CodeBadCurve, h, "%v", err), false
+	}
+	eps := math.Inf(1)
+	if conv > 0 {
+		eps = min(epsilonAt(after, conv), addPure(spentPure, cost.admitPure))
+	}
+	if limit := s.share * a.capEps; eps > limit {
+		r := refuse(CodeShareExceeded, h, "student %s: its spent and reserved ε of hospital %s with this batch's worst case would reach ε=%.6g, over its share %v of the hospital's cap ε=%v (ε=%.6g, at δ=%.3g): the federation's genesis fixes the share; another student's batches are not held back",
+			student, h, eps, s.share, a.capEps, limit, conv)
+		r.CapEpsilon = a.capEps
+		return r, false
 	}
 	return Result{}, true
 }
@@ -546,8 +603,17 @@ func PureSum(n int, each float64) float64 {
 	return total
 }
 
-func (s *State) spend(hospitals []string, cost derived, answers uint64) {
+func (s *State) spend(student string, hospitals []string, cost derived, answers uint64) {
 	for _, h := range hospitals {
+		k := usageKey(student, h)
+		u := s.used[k]
+		if u == nil {
+			u = &usage{curve: s.grid.Zero()}
+			s.used[k] = u
+		}
+		u.curve, _ = u.curve.Compose(cost.charge) // same grid: checked in capCheck
+		u.pure = addPure(u.pure, cost.chargePure)
+		u.deltaSpent += cost.chargeDelta
 		a := s.accounts[h]
 		a.curve, _ = a.curve.Compose(cost.charge) // same grid: checked in capCheck
 		a.pure = addPure(a.pure, cost.chargePure)
@@ -611,12 +677,12 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 	settled := ""
 	if rv, ok := s.liveReservation(b.key(), index); ok && rv.within(b, cost) {
 		settled = fmt.Sprintf(", within its reservation at entry %d", rv.index)
-	} else if r, ok := s.capCheck(b.Hospitals, cost, index, b.key()); !ok {
+	} else if r, ok := s.capCheck(b.Student, b.Hospitals, cost, index, b.key()); !ok {
 		return r, nil
 	}
 	return accept("charged batch %s (%d answers) to %d hospitals%s", b.BatchID, b.Answers, len(b.Hospitals), settled), func() {
 		delete(s.reservations, b.key())
-		s.spend(b.Hospitals, cost, b.Answers)
+		s.spend(b.Student, b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
 		s.batches[b.key()] = applied{digest: digest, index: index}
 	}
@@ -863,11 +929,11 @@ func (s *State) openSession(c Command, signer Party, b *OpenSession, index uint6
 	if !ok {
 		return r, nil
 	}
-	if r, ok := s.capCheck(b.Hospitals, cost, index, ""); !ok {
+	if r, ok := s.capCheck(b.Student, b.Hospitals, cost, index, ""); !ok {
 		return r, nil
 	}
 	return accept("opened session %s, its whole cost charged to %d hospitals", b.SessionID, len(b.Hospitals)), func() {
-		s.spend(b.Hospitals, cost, 0)
+		s.spend(b.Student, b.Hospitals, cost, 0)
 		s.sessions[b.SessionID] = &session{aggregator: signer.ID, student: b.Student, hospitals: slices.Clone(b.Hospitals), maxRefusals: b.MaxRefusals,
 			mechanism: b.Mechanism, params: slices.Clone(b.Params)}
 		s.opened[b.SessionID] = applied{digest: digest, index: index}

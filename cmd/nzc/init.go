@@ -73,6 +73,7 @@ func newInitCommand() *cobra.Command {
 		topologyFile                  string
 		basePort, teachers, classes   int
 		epsilonBound, deltaBound      float64
+		studentShare                  float64
 		force                         bool
 	)
 	cmd := &cobra.Command{
@@ -138,6 +139,7 @@ Existing keys are never overwritten unless --force is given.`,
 	cmd.Flags().IntVar(&teachers, "teachers", config.DefaultTeacher().Teachers, "each hospital's ensemble size, registered in the ledger's genesis, signed by the administrator: the aggregator takes it from the ledger and refuses a hospital announcing another (0: register none, and the aggregator's configuration decides, as in federations made before registrations)")
 	cmd.Flags().IntVar(&classes, "classes", config.DefaultAggregator().Classes, "the federation's number of classes, registered with each hospital's ensemble")
 	cmd.Flags().Float64Var(&epsilonBound, "epsilon-bound", ledger.DefaultEpsilonBound, "the largest cap ε any hospital may set, fixed in the ledger's genesis")
+	cmd.Flags().Float64Var(&studentShare, "student-share", 0, "the largest share of any hospital's cap ε one student may spend, in (0, 1], fixed in the ledger's genesis (0: each student's fair share, 1/students); the ledger refuses a batch past it as share-exceeded")
 	cmd.Flags().Float64Var(&deltaBound, "delta-bound", ledger.DefaultDeltaBound, "the largest cap δ any hospital may set, fixed in the ledger's genesis; every account also reports its ε at this δ")
 	cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if basePort < 1 || basePort+1000+hospitals+auditors+students+2 > 65535 {
@@ -199,7 +201,7 @@ Existing keys are never overwritten unless --force is given.`,
 		if err := provision.WriteTopology(m.Dir, topo, force); err != nil {
 			return err
 		}
-		if err := provision.WriteBoundedGenesis(m, teachers, classes, epsilonBound, deltaBound); err != nil {
+		if err := provision.WriteBoundedGenesis(m, teachers, classes, epsilonBound, deltaBound, studentShare); err != nil {
 			return err
 		}
 		cfgs, err := provision.PartyConfigs(m, topo)

@@ -255,7 +255,7 @@ func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptio
 	if bound == 0 {
 		bound = ledger.DefaultEpsilonBound
 	}
-	cmds, err := provision.BoundedGenesisCommands(f.M, adminKey, o.Origin, time.Now(), bound, ledger.DefaultDeltaBound)
+	cmds, err := provision.BoundedGenesisCommands(f.M, adminKey, o.Origin, time.Now(), bound, ledger.DefaultDeltaBound, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -20,15 +20,20 @@ import (
 // quota). Hospitals open their own accounts later, with commands only they
 // can sign. now is put into the commands as their timestamp.
 func GenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin string, now time.Time) ([][]byte, error) {
-	return BoundedGenesisCommands(m, adminKey, origin, now, ledger.DefaultEpsilonBound, ledger.DefaultDeltaBound)
+	return BoundedGenesisCommands(m, adminKey, origin, now, ledger.DefaultEpsilonBound, ledger.DefaultDeltaBound, 0)
 }
 
 // BoundedGenesisCommands is GenesisCommands with the cap bounds
 // epsilonBound (finite, > 0) and deltaBound (in (0, 1)): the ledger refuses
-// a hospital's cap above either.
-func BoundedGenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin string, now time.Time, epsilonBound, deltaBound float64) ([][]byte, error) {
+// a hospital's cap above either; and with the share of any hospital's cap
+// ε one student may spend, in (0, 1], or 0 for each student's fair share
+// (FairShare). The genesis is a genesis-v3 stating the share.
+func BoundedGenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, origin string, now time.Time, epsilonBound, deltaBound, share float64) ([][]byte, error) {
 	if !(epsilonBound > 0) || math.IsInf(epsilonBound, 0) || !(deltaBound > 0 && deltaBound < 1) {
 		return nil, fmt.Errorf("provision: cap bounds ε=%v δ=%v: give a finite ε > 0 and a δ in (0, 1), e.g. ε 100 and δ 1e-5", epsilonBound, deltaBound)
+	}
+	if !(share >= 0 && share <= 1) {
+		return nil, fmt.Errorf("provision: student share %v: give a share of a hospital's cap in (0, 1], or 0 for each student's fair share", share)
 	}
 	if len(adminKey) != ed25519.PrivateKeySize {
 		return nil, errors.New("provision: the genesis needs the federation administrator's signing key (admin/admin.key)")
@@ -43,8 +48,12 @@ func BoundedGenesisCommands(m *crypto.Manifest, adminKey ed25519.PrivateKey, ori
 			students = append(students, p.ID)
 		}
 	}
+	if share == 0 {
+		share = FairShare(len(students))
+	}
 	ts := now.UnixNano()
-	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, EpsilonBound: epsilonBound, DeltaBound: deltaBound, Timestamp: ts}, intake.AdminID, adminKey)
+	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, EpsilonBound: epsilonBound, DeltaBound: deltaBound, StudentShare: share,
+		Timestamp: ts}, intake.AdminID, adminKey)
 	if err != nil {
 		return nil, err
 	}
@@ -92,4 +101,15 @@ func EnsembleCommands(hospitals []string, teachers, classes int, adminKey ed2551
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// FairShare is the default share of any hospital's cap ε one student may
+// spend in a federation of n students: 1/n (the whole cap for one
+// student), so that no student can take what the others were provisioned
+// for.
+func FairShare(n int) float64 {
+	if n <= 1 {
+		return 1
+	}
+	return 1 / float64(n)
 }

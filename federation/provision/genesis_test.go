@@ -55,6 +55,11 @@ func TestGenesisStartsTheLedger(t *testing.T) {
 	if ens := intake.GenesisEnsembles(cmds); len(ens) != 2 || ens[0].Teachers != 10 || ens[0].Classes != 4 {
 		t.Fatalf("ensembles %+v", ens)
 	}
+	// By default no student may spend more than its fair share of a cap:
+	// half, of two students.
+	if c, err := ledger.DecodeCommand(cmds[0]); err != nil || c.Body.Kind() != ledger.KindGenesisV3 || c.Body.(*ledger.Genesis).Share() != 0.5 {
+		t.Fatalf("the genesis: %+v %v, want a genesis-v3 with the student share ½", c.Body, err)
+	}
 
 	m, p, err := AddParty(dir, crypto.RoleHospital, "", AddPartyOptions{Now: t0, Rand: seeded(22)})
 	if err != nil {
@@ -74,7 +79,11 @@ func TestGenesisStartsTheLedger(t *testing.T) {
 
 	aud := m.ByRole(crypto.RoleAuditor)[0]
 	for name, bad := range map[string]func() error{
-		"no admin key":   func() error { _, err := GenesisCommands(m, nil, "o", t0); return err },
+		"no admin key": func() error { _, err := GenesisCommands(m, nil, "o", t0); return err },
+		"share above 1": func() error {
+			_, err := BoundedGenesisCommands(m, admin, "o", t0, ledger.DefaultEpsilonBound, ledger.DefaultDeltaBound, 1.5)
+			return err
+		},
 		"one class":      func() error { _, err := EnsembleCommands([]string{"hospital-1"}, 10, 1, admin, t0); return err },
 		"no teachers":    func() error { _, err := EnsembleCommands([]string{"hospital-1"}, 0, 4, admin, t0); return err },
 		"not a hospital": func() error { _, err := RegisterHospital(m, aud, admin, t0); return err },

@@ -96,18 +96,20 @@ func ConfigFile(m *crypto.Manifest, p crypto.PartyFiles) string {
 // manifest. The first auditor applies them. The genesis bounds every cap
 // by ledger.DefaultEpsilonBound and ledger.DefaultDeltaBound.
 func WriteGenesis(m *crypto.Manifest, teachers, classes int) error {
-	return WriteBoundedGenesis(m, teachers, classes, ledger.DefaultEpsilonBound, ledger.DefaultDeltaBound)
+	return WriteBoundedGenesis(m, teachers, classes, ledger.DefaultEpsilonBound, ledger.DefaultDeltaBound, 0)
 }
 
-// WriteBoundedGenesis is WriteGenesis with the federation's cap bounds:
-// the ledger refuses a hospital's cap above epsilonBound or deltaBound.
-func WriteBoundedGenesis(m *crypto.Manifest, teachers, classes int, epsilonBound, deltaBound float64) error {
+// WriteBoundedGenesis is WriteGenesis with the federation's cap bounds
+// and student share (BoundedGenesisCommands): the ledger refuses a
+// hospital's cap above epsilonBound or deltaBound, and a student's batch
+// that would take its ε of a hospital past share of the hospital's cap.
+func WriteBoundedGenesis(m *crypto.Manifest, teachers, classes int, epsilonBound, deltaBound, share float64) error {
 	key, err := m.AdminSigningKey()
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	cmds, err := BoundedGenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now, epsilonBound, deltaBound)
+	cmds, err := BoundedGenesisCommands(m, key, "nzc.federation/"+m.CAFingerprint[:8], now, epsilonBound, deltaBound, share)
 	if err != nil {
 		return err
 	}

@@ -199,3 +199,39 @@ func TestConcurrentBatchesReserveBeforeVotes(t *testing.T) {
 		t.Fatalf("%d batches charged, want 1", got)
 	}
 }
+
+// No student takes another's share: under a genesis giving each student
+// half of every cap, a student's batch that would take it past half of
+// the hospitals' caps is refused by the ledger's reservation for each
+// hospital in turn, and so before any hospital is asked; another
+// student's batch of the same size is then labelled by every hospital.
+func TestStudentShareLeavesTheOthersTheirs(t *testing.T) {
+	f := newSharedFixture(t, 2, 10, 0.5)
+	cfg := f.cfg
+	cfg.Mechanism = mechanism.Params{Mechanism: mechanism.LNMax, Scale: 2} // pure ε 1 per answer
+	a := f.start(t, cfg)
+	a.AddStudent("student-2", f.student.Recipient())
+	const nq = 4 // worst case ε 4: one batch fits a share of 5, two do not
+	first, _ := f.request(t, 1, nq)
+	label(t, a, first)
+	for _, h := range f.hospitals {
+		h.calls = 0
+	}
+	second, _ := f.request(t, 2, nq)
+	_, err := a.Label(t.Context(), "student-1", second)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "share") {
+		t.Fatalf("student-1's batch past its share: %v, want a budget refusal naming the share", err)
+	}
+	for _, h := range f.hospitals {
+		if h.calls != 0 {
+			t.Fatalf("hospital %s was asked %d times for a batch past the student's share", h.id, h.calls)
+		}
+	}
+	other, _ := f.request(t, 3, nq)
+	resp, err := a.Label(t.Context(), "student-2", other)
+	if err != nil || len(resp.GetLeftOut()) != 0 {
+		t.Fatalf("student-2's batch, within its own share: %v (left out %v)", err, resp.GetLeftOut())
+	}
+	f.wantChargedTo(t, other, "hospital-1", "hospital-2")
+}

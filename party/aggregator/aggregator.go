@@ -461,6 +461,7 @@ const (
 	reasonRejected   = "ledger-rejected"
 	reasonBadRequest = "bad-request"
 	reasonBurnt      = "svt-burnt"
+	reasonUsedUp     = "session-used-up"
 )
 
 func (a *Aggregator) refuse(reason string, err *protocol.Error) error {
@@ -538,9 +539,6 @@ type admission struct {
 	// probe are the hospitals asked without being waited for (triage).
 	probe   map[string]bool
 	leftOut []string
-	// unpaid are the hospitals that cannot pay for a new session, with
-	// why (mechanisms that answer in sessions only).
-	unpaid  map[string]string
 	classes int
 }
 
@@ -579,8 +577,14 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 		}
 		return admission{}, a.refuse(reasonLedger, perr)
 	}
+	if a.cfg.Mechanism.Mechanism.Sessions() {
+		var err error
+		if hs, leftOut, err = a.openBeforeVotes(ctx, student, batch, hs, leftOut, unpaid, classes); err != nil {
+			return admission{}, err
+		}
+	}
 	leftOut = append(leftOut, benched...)
-	return admission{recipient: recipient, hospitals: hs, probe: a.waitForProbes(probe, hs), leftOut: leftOut, unpaid: unpaid, classes: classes}, nil
+	return admission{recipient: recipient, hospitals: hs, probe: a.waitForProbes(probe, hs), leftOut: leftOut, classes: classes}, nil
 }
 
 // collectVotes asks the admitted hospitals for their votes (collect) and

@@ -145,7 +145,7 @@ func (a *Aggregator) sessionFor(student string, admitted map[string]int, unpaid 
 			why = append(why, h+" "+unpaid[h])
 		}
 		return nil, nil, a.refuse(reasonBudget, protocol.Errorf(protocol.CodeBudgetExhausted,
-			"no session of %s opens for student %s: %d of the %d hospitals that voted can pay for its whole cost and the quorum is %d (%s); nothing was charged or released",
+			"no session of %s opens for student %s: %d of the %d hospitals admitted can pay for its whole cost and the quorum is %d (%s): nothing was asked of the hospitals or drawn",
 			a.cfg.Mechanism.Mechanism, student, paying, len(voters), a.cfg.Quorum, strings.Join(why, "; ")))
 	}
 	ensembles := make([]int, len(hospitals))
@@ -348,7 +348,7 @@ func (a *Aggregator) openSession(ctx context.Context, s *keptSession) error {
 		return nil
 	case nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED:
 		perr = protocol.Errorf(protocol.CodeBudgetExhausted,
-			"the ledger refused to open %s (its whole cost is charged at opening): %s; nothing was released", a.sessionName(), res.GetReason())
+			"the ledger refused to open %s (its whole cost is charged at opening): %s; nothing was asked of the hospitals or drawn", a.sessionName(), res.GetReason())
 	default:
 		perr = protocol.Errorf(protocol.CodeBadRequest,
 			"the ledger rejected the opening of %s: %s; nothing was released", a.sessionName(), res.GetReason())
@@ -362,18 +362,102 @@ func (a *Aggregator) openSession(ctx context.Context, s *keptSession) error {
 		a.log.Error("could not drop a refused session from the outbox", "session", s.id, "err", err)
 	}
 	if perr.Code == protocol.CodeBudgetExhausted {
+		if h := res.GetSubject(); slices.Contains(s.hospitals, h) {
+			return &unpaidError{hospital: h, reason: res.GetReason()}
+		}
 		return a.refuse(reasonBudget, perr)
 	}
 	return a.refuse(reasonRejected, perr)
 }
 
-// answerInSession answers a batch in the student's session (session),
-// opened over the batch's admitted hospitals that can pay for it when a
-// new one is needed. Only
-// the votes of the session's hospitals are counted: the batch asked only
-// them (sessionAsks), but a session replaced while the batch was collected
-// may not hold every voter, whose votes are then left out; the session's
-// hospitals that did not vote abstain. Queries after the session's K-th refusal are
+// unpaidError is the ledger's refusal of a session's opening for one of
+// its hospitals, which cannot pay for it: the opening is tried again
+// without that hospital (openBeforeVotes).
+type unpaidError struct {
+	hospital, reason string
+}
+
+func (e *unpaidError) Error() string {
+	return fmt.Sprintf("the ledger refused the session's opening: %s cannot pay for it: %s", e.hospital, e.reason)
+}
+
+// openBeforeVotes makes sure, before any of the admitted hospitals hs is
+// asked for a vote and before any noise is drawn, that the student has a
+// session whose opening the ledger has committed and in which the batch
+// can run: the session's whole cost is paid first, by every hospital of
+// it. A hospital the ledger names as unable to pay (its budget read may
+// lag) is left out, and the opening, signed again over the others, is
+// proposed while at least the quorum can pay; otherwise the batch is
+// refused with nothing asked or drawn. It returns the hospitals to ask
+// and those left out.
+func (a *Aggregator) openBeforeVotes(ctx context.Context, student, batch string, hs []*hospitalEntry, leftOut []string, unpaid map[string]string, classes int) ([]*hospitalEntry, []string, error) {
+	for {
+		admitted := make(map[string]int, len(hs))
+		ids := make([]string, len(hs))
+		for i, h := range hs {
+			admitted[h.id], ids[i] = h.teachers, h.id
+		}
+		s, err := a.session(ctx, student, admitted, unpaid, classes, ids)
+		var ue *unpaidError
+		if errors.As(err, &ue) {
+			a.log.Warn("hospital left out of a session's opening: the ledger found it cannot pay for the session's whole cost", "batch", batch, "hospital", ue.hospital, "reason", ue.reason)
+			if unpaid == nil {
+				unpaid = map[string]string{}
+			}
+			unpaid[ue.hospital] = "is refused by the ledger (" + ue.reason + ")"
+			hs = slices.DeleteFunc(slices.Clone(hs), func(h *hospitalEntry) bool { return h.id == ue.hospital })
+			leftOut = append(leftOut, ue.hospital)
+			a.met.leftOut.Inc()
+			continue
+		}
+		if err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) && pe.Code == protocol.CodeBudgetExhausted {
+				a.rememberRefusal(student, batch, reasonBudget, pe)
+			}
+			return nil, nil, err
+		}
+		// Ask only the session's hospitals: the others did not pay for it.
+		keep := slices.DeleteFunc(slices.Clone(hs), func(h *hospitalEntry) bool {
+			if slices.Contains(s.hospitals, h.id) {
+				return false
+			}
+			leftOut = append(leftOut, h.id)
+			return true
+		})
+		s.mu.Unlock()
+		return keep, leftOut, nil
+	}
+}
+
+// sessionToAnswer returns, locked, the student's session, opened before
+// the batch's votes were asked (openBeforeVotes), when it can still run
+// the batch of voters. A session used up or replaced by another batch of
+// the student while this one's votes were collected refuses the batch:
+// no session is opened once votes are in hand.
+func (a *Aggregator) sessionToAnswer(student string, admitted map[string]int, classes int, voters []string) (*keptSession, error) {
+	a.sessionsMu.Lock()
+	s := a.sessions[student]
+	a.sessionsMu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		a.sessionsMu.Lock()
+		current := a.sessions[student] == s
+		a.sessionsMu.Unlock()
+		if current && s.opened && s.fits(classes, a.cfg.Quorum, voters, admitted) {
+			return s, nil
+		}
+		s.mu.Unlock()
+	}
+	return nil, a.refuse(reasonUsedUp, &protocol.Error{Code: protocol.CodeUnavailable, RetryAfter: time.Second,
+		Message: fmt.Sprintf("the student's %s was used up by another of its batches while this batch's votes were collected: nothing was charged or released; retry the batch (the next session is opened, and paid for, before anyone is asked)", a.sessionName())})
+}
+
+// answerInSession answers a batch in the student's session, whose opening
+// the ledger committed before the batch's votes were asked
+// (openBeforeVotes); a session used up or replaced meanwhile refuses the
+// batch (sessionToAnswer). Only the votes of the session's hospitals are
+// counted; the session's hospitals that did not vote abstain. Queries after the session's K-th refusal are
 // not looked at: they are refused and left out of the charge (the next
 // batch opens a new session). The answer's done must be called once the
 // batch's charge is settled (committed, refused or left pending): a
@@ -388,7 +472,7 @@ func (a *Aggregator) answerInSession(ctx context.Context, student string, adm *a
 	for i, v := range votes {
 		voters[i] = v.hospital
 	}
-	s, err := a.session(ctx, student, admitted, adm.unpaid, adm.classes, voters)
+	s, err := a.sessionToAnswer(student, admitted, adm.classes, voters)
 	if err != nil {
 		return answered{}, tally{}, err
 	}

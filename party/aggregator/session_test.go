@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/nzcfed/nzc/crypto/cryptotest"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/mechanism"
+	"github.com/nzcfed/nzc/party/auditor/intake"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -503,4 +506,231 @@ func TestFlakyHospitalPaysOneSession(t *testing.T) {
 			}
 		}
 	})
+}
+
+// events records, in order, what the aggregator does that a session's
+// opening must precede: a hospital asked for votes ("vote"), randomness
+// drawn ("rand N", N bytes), and an opening the ledger committed ("open").
+type events struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (e *events) add(ev string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = append(e.log, ev)
+}
+
+// before returns the events before the first "open" (all of them when
+// none), and whether there was one.
+func (e *events) before() ([]string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := slices.Index(e.log, "open")
+	if i < 0 {
+		return slices.Clone(e.log), false
+	}
+	return slices.Clone(e.log[:i]), true
+}
+
+type eventLedger struct {
+	Ledger
+	ev *events
+}
+
+func (l eventLedger) Submit(ctx context.Context, cmd []byte) (*nzcpb.LedgerResult, error) {
+	res, err := l.Ledger.Submit(ctx, cmd)
+	if c, derr := ledger.DecodeCommand(cmd); derr == nil && err == nil && res.GetCode() == nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		if _, ok := c.Body.(*ledger.OpenSession); ok {
+			l.ev.add("open")
+		}
+	}
+	return res, err
+}
+
+type eventHospital struct {
+	*fakeHospital
+	ev *events
+}
+
+func (h eventHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
+	h.ev.add("vote")
+	return h.fakeHospital.Query(ctx, q)
+}
+
+type eventRand struct {
+	r  io.Reader
+	ev *events
+}
+
+func (r eventRand) Read(p []byte) (int, error) {
+	r.ev.add(fmt.Sprintf("rand %d", len(p)))
+	return r.r.Read(p)
+}
+
+// lowerCap lowers hospital i's cap below a session's ε.
+func (f *fixture) lowerCap(t *testing.T, i int) {
+	t.Helper()
+	h := f.m.ByRole(crypto.RoleHospital)[i]
+	at := time.Unix(1_800_000_000, 0).Add(time.Minute).UnixNano() // after the account opened
+	cmd, err := ledger.Sign(&ledger.ChangeCap{Hospital: h.ID, Version: 1, CapEpsilon: 1e-3, CapDelta: 1e-5, Timestamp: at}, h.ID, cryptotest.SigningKey(t, f.m, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.led.Submit(t.Context(), cmd); err != nil || res.GetCode() != nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_COMMITTED {
+		t.Fatalf("lower the cap of %s: %v %v", h.ID, res, err)
+	}
+}
+
+// Budget before votes for a mechanism that answers in sessions: the
+// session's opening, its whole cost paid by every hospital of it, is
+// committed in the ledger before any hospital is asked for the first
+// batch's votes and before any noise is drawn (the only randomness drawn
+// before it is each proposed opening's 16-byte session id). Against a
+// budget read from a lagging auditor, a hospital whose cap the ledger finds
+// too low is left out of the opening without being asked; with fewer than
+// the quorum able to pay, the batch is refused having asked no one and
+// drawn nothing.
+func TestSessionOpenedBeforeVotes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lowered []int // hospitals whose caps drop below a session's ε after the budget read
+		// ids is how many openings are proposed; refused, whether the
+		// batch is refused; asked, which hospitals are asked.
+		ids     int
+		refused bool
+		asked   []bool
+	}{
+		{name: "every hospital can pay", ids: 1, asked: []bool{true, true, true}},
+		{name: "the ledger finds one cannot pay", lowered: []int{2}, ids: 2, asked: []bool{true, true, false}},
+		{name: "the ledger finds two cannot pay", lowered: []int{1, 2}, ids: 2, refused: true, asked: []bool{false, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, cfg := svtFixture(t, 3)
+			ev := &events{}
+			stale := intake.Budgets(f.led.m.State(), &nzcpb.BudgetRequest{})
+			for _, i := range tc.lowered {
+				f.lowerCap(t, i)
+			}
+			cfg.Ledger = eventLedger{Ledger: laggingLedger{fakeLedger: f.led, stale: stale}, ev: ev}
+			cfg.Rand = eventRand{r: cfg.Rand, ev: ev}
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range f.hospitals {
+				if _, err := a.AddHospital(h.id, h.teachers, h.classes, eventHospital{fakeHospital: h, ev: ev}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.AddStudent("student-1", f.student.Recipient())
+			req, _ := f.request(t, 1, 10)
+			_, err = a.Label(t.Context(), "student-1", req)
+			var pe *protocol.Error
+			switch {
+			case tc.refused && (!errors.As(err, &pe) || pe.Code != protocol.CodeBudgetExhausted || !strings.Contains(pe.Message, "nothing was asked of the hospitals or drawn")):
+				t.Fatalf("got %v, want a budget refusal that asked and drew nothing", err)
+			case !tc.refused && err != nil:
+				t.Fatalf("the batch was refused: %v", err)
+			}
+			pre, opened := ev.before()
+			want := slices.Repeat([]string{"rand 16"}, tc.ids)
+			if !slices.Equal(pre, want) || opened == tc.refused {
+				t.Fatalf("before the opening's commit (committed: %v): %q, want only the opening ids' draws %q", opened, pre, want)
+			}
+			for i, h := range f.hospitals {
+				if asked := h.calls > 0; asked != tc.asked[i] {
+					t.Errorf("%s asked %d times, want asked: %v", h.id, h.calls, tc.asked[i])
+				}
+			}
+			if _, n := f.led.openings(t); n != btoi(!tc.refused) {
+				t.Fatalf("%d sessions opened", n)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// gatedHospital holds its answer to the batch gated until gate closes,
+// telling asked when it is asked for it.
+type gatedHospital struct {
+	*fakeHospital
+	gated []byte
+	asked chan<- struct{}
+	gate  <-chan struct{}
+}
+
+func (h gatedHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.VoteBatch, error) {
+	if bytes.Equal(q.GetBatchId(), h.gated) {
+		h.asked <- struct{}{}
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return h.fakeHospital.Query(ctx, q)
+}
+
+// No session opens once votes are in hand: a batch admitted into the
+// student's session, which another batch uses up while this one's votes
+// are collected, is refused (to be retried) rather than opening the next
+// session after its votes; the retry opens it before asking anyone.
+func TestSessionUsedUpDuringVotesOpensNoneAfterThem(t *testing.T) {
+	f, cfg := svtFixture(t, 3)
+	for _, h := range f.hospitals {
+		h.split = true // every query refused: K = 3 refusals use a session up
+	}
+	cfg.BatchDeadline = time.Hour // the gated batch waits on the other, not on a clock
+	cfg.SVTMinAnswers = -1        // no burn: the split votes answer nothing
+	first, _ := f.request(t, 1, 1)
+	gated, _ := f.request(t, 2, 1)
+	usesUp, _ := f.request(t, 3, 8)
+	asked := make(chan struct{}, len(f.hospitals))
+	gate := make(chan struct{})
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.hospitals {
+		if _, err := a.AddHospital(h.id, h.teachers, h.classes, gatedHospital{fakeHospital: h, gated: gated.GetBatchId(), asked: asked, gate: gate}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.AddStudent("student-1", f.student.Recipient())
+	label(t, a, first) // opens the session: one refusal of three
+	errs := make(chan error, 1)
+	go func() {
+		_, err := a.Label(t.Context(), "student-1", gated)
+		errs <- err
+	}()
+	for range f.hospitals {
+		<-asked
+	}
+	label(t, a, usesUp) // uses the session up while the gated batch's votes are out
+	if _, n := f.led.openings(t); n != 1 {
+		t.Fatalf("%d sessions opened before the gated batch's votes came in, want 1", n)
+	}
+	close(gate)
+	var pe *protocol.Error
+	if err := <-errs; !errors.As(err, &pe) || pe.Code != protocol.CodeUnavailable || pe.RetryAfter == 0 {
+		t.Fatalf("the batch whose session was used up while its votes were collected: %v, want a refusal to retry", err)
+	}
+	if _, n := f.led.openings(t); n != 1 {
+		t.Fatalf("%d sessions opened, want 1: none after a batch's votes", n)
+	}
+	if _, ok := f.led.charges(t)[batchHex(gated)]; ok {
+		t.Fatal("the refused batch was charged")
+	}
+	label(t, a, gated) // the retry opens the next session before asking anyone
+	if _, n := f.led.openings(t); n != 2 {
+		t.Fatalf("%d sessions opened after the retry, want 2", n)
+	}
 }

@@ -97,8 +97,11 @@ func body(b ledger.Body) map[string]any {
 			ps[i] = party(p)
 		}
 		m := map[string]any{"origin": b.Origin, "parties": ps, "timestamp": b.Timestamp}
-		if b.Kind() == ledger.KindGenesisV2 {
+		if k := b.Kind(); k == ledger.KindGenesisV2 || k == ledger.KindGenesisV3 {
 			m["epsilon_bound"], m["delta_bound"] = number(b.EpsilonBound), number(b.DeltaBound)
+		}
+		if b.Kind() == ledger.KindGenesisV3 {
+			m["student_share"] = number(b.StudentShare)
 		}
 		return m
 	case *ledger.RegisterParty:

@@ -26,8 +26,7 @@ func ToWire(r ledger.Result) *nzcpb.LedgerResult {
 	case r.Status == ledger.StatusDuplicate:
 		out.Code = nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_DUPLICATE
 		out.Index = r.Original
-	case r.Code == ledger.CodeCapExceeded || r.Code == ledger.CodeDeltaExhausted ||
-		r.Code == ledger.CodeQuotaExceeded || r.Code == ledger.CodeSessionExhausted:
+	case r.Code.Budgetary():
 		out.Code = nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_BUDGET_EXHAUSTED
 	default:
 		out.Code = nzcpb.LedgerResultCode_LEDGER_RESULT_CODE_REJECTED
