@@ -71,11 +71,12 @@ func (v agreeVoter) Votes(_ context.Context, x []float32) ([][]int, error) {
 	return out, nil
 }
 
-// runSVTBurn starts a federation under the nzc-svt preset for cfg.Teachers
+// runSVTBurn starts a federation under the default session mechanism's
+// preset (nzc-svt's) for cfg.Teachers
 // whose last hospital votes against the others, lets a student label q,
 // and reads the hospitals' ε from the ledger.
 func runSVTBurn(ctx context.Context, cfg Config, log *slog.Logger, q *data.Dataset) (SVTBurn, error) {
-	p, err := mechanism.Preset(mechanism.NZCSVT)
+	p, err := mechanism.Preset(mechanism.DefaultSessionKind())
 	if err != nil {
 		return SVTBurn{}, err
 	}

@@ -171,6 +171,12 @@ func SessionKinds() []Kind {
 	return slices.DeleteFunc(Kinds(), func(k Kind) bool { return !k.Sessions() })
 }
 
+// DefaultSessionKind is the session mechanism a caller uses when it names
+// none: the first registered, a built-in one.
+func DefaultSessionKind() Kind {
+	return SessionKinds()[0]
+}
+
 func sessionDef(k Kind) (SessionDef, bool) {
 	d, err := Lookup(k)
 	if err != nil {

@@ -134,13 +134,13 @@ type afterSession struct {
 	Epsilon float64 `json:"epsilon"`
 }
 
-// planAfterSession plans the queries of p that fit within target after an
-// nzc-svt session of pure ε eps (budget.Rest).
+// planAfterSession plans the queries of p that fit within target after a
+// session of the default session mechanism, of pure ε eps (budget.Rest).
 func planAfterSession(cmd *cobra.Command, f string, p mechanism.Params, eps float64, refusals int, target, delta float64, maxQ int) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	sp, err := mechanism.NZCSVT.PlanSession(eps, mechanism.PresetSessionDelta, refusals, p.Teachers, p.Classes)
+	sp, err := mechanism.DefaultSessionKind().PlanSession(eps, mechanism.PresetSessionDelta, refusals, p.Teachers, p.Classes)
 	if err != nil {
 		return fmt.Errorf("--after-session %v: %w", eps, err)
 	}

@@ -161,33 +161,9 @@ Existing keys are never overwritten unless --force is given.`,
 		if err != nil {
 			return err
 		}
-		topo := provision.Topology{BasePort: basePort}
-		if topologyFile != "" {
-			data, err := os.ReadFile(topologyFile)
-			if err != nil {
-				return fmt.Errorf("--topology: %w", err)
-			}
-			if topo, err = provision.ParseTopology(data); err != nil {
-				return fmt.Errorf("--topology %s: %w", topologyFile, err)
-			}
-		}
-		byParty := map[string][]string{}
-		for id, p := range topo.Parties {
-			byParty[id] = []string{p.Host}
-		}
-		for _, v := range partyHosts {
-			id, host, ok := strings.Cut(v, "=")
-			if !ok || id == "" || host == "" {
-				return fmt.Errorf("--party-host %q: want ID=HOST, such as auditor-1=a1.example.org", v)
-			}
-			if _, placed := topo.Parties[id]; !placed {
-				if err := topo.SetHost(id, host); err != nil {
-					return fmt.Errorf("--party-host %s: %w", v, err)
-				}
-			}
-			if !slices.Contains(byParty[id], host) {
-				byParty[id] = append(byParty[id], host)
-			}
+		topo, byParty, err := initTopology(topologyFile, partyHosts, basePort)
+		if err != nil {
+			return err
 		}
 		if topo.BasePort+1000+hospitals+auditors+students+2 > 65535 {
 			return fmt.Errorf("base port %d leaves no room for the federation's ports; use a value between 1024 and 60000", topo.BasePort)
@@ -218,6 +194,42 @@ Existing keys are never overwritten unless --force is given.`,
 	})
 	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand(), newInitSuspendCommand())
 	return cmd
+}
+
+// initTopology reads where the parties run: the topology file (when
+// given), then each --party-host ID=HOST, which places a party the file
+// does not and adds a name to its certificate either way. It returns the
+// topology and every party's certificate hosts.
+func initTopology(file string, partyHosts []string, basePort int) (provision.Topology, map[string][]string, error) {
+	topo := provision.Topology{BasePort: basePort}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return topo, nil, fmt.Errorf("--topology: %w", err)
+		}
+		if topo, err = provision.ParseTopology(data); err != nil {
+			return topo, nil, fmt.Errorf("--topology %s: %w", file, err)
+		}
+	}
+	byParty := map[string][]string{}
+	for id, p := range topo.Parties {
+		byParty[id] = []string{p.Host}
+	}
+	for _, v := range partyHosts {
+		id, host, ok := strings.Cut(v, "=")
+		if !ok || id == "" || host == "" {
+			return topo, nil, fmt.Errorf("--party-host %q: want ID=HOST, such as auditor-1=a1.example.org", v)
+		}
+		if _, placed := topo.Parties[id]; !placed {
+			if err := topo.SetHost(id, host); err != nil {
+				return topo, nil, fmt.Errorf("--party-host %s: %w", v, err)
+			}
+		}
+		if !slices.Contains(byParty[id], host) {
+			byParty[id] = append(byParty[id], host)
+		}
+	}
+	return topo, byParty, nil
 }
 
 func newAddHospitalCommand() *cobra.Command {
