@@ -32,8 +32,9 @@ const (
 	// hospital.
 	MaxChargeReceipts = 256
 	// MaxRegistration bounds a hospital's ledger registration carried in
-	// Hello and passed on to students.
-	MaxRegistration = 4096
+	// Hello and passed on to students: its registration, or the genesis
+	// that registers a founding hospital (about 60 bytes a party).
+	MaxRegistration = 1 << 14
 )
 
 // ErrBadMessage is matched (errors.Is) by every decoding or validation

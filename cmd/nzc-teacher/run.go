@@ -113,11 +113,20 @@ registers for it), which reconnecting cannot mend.`,
 				return fmt.Errorf("registration: %w (nzc init add-hospital writes it next to the hospital's keys)", err)
 			}
 		}
+		var genesis []byte
+		if cfg.Genesis != "" && cfg.Registration == "" {
+			if genesis, err = os.ReadFile(cfg.Genesis); err != nil {
+				return fmt.Errorf("genesis: %w (nzc init writes genesis.json in the federation directory and in every kit)", err)
+			}
+		}
 		n, err := teacher.New(teacher.Config{ID: cfg.ID, Aggregator: cfg.Aggregator, Net: netCfg, Identity: id,
-			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Voter: ens, Logger: log,
+			SigningKey: key, CapEpsilon: cfg.CapEpsilon, CapDelta: cfg.CapDelta, Registration: registration, Genesis: genesis, Voter: ens, Logger: log,
 			AuditorKeys: cfg.AuditorKeys, ProofLag: cfg.ProofLag, State: cfg.State,
 			Pause: pause.Hook(log)})
 		if errors.Is(err, teacher.ErrBadRegistration) {
+			if cfg.Registration == "" {
+				return fmt.Errorf("genesis %s: %w", cfg.Genesis, err)
+			}
 			return fmt.Errorf("registration %s: %w", cfg.Registration, err)
 		}
 		if err != nil {

@@ -116,6 +116,25 @@ func TestInitWritesLoadableFederation(t *testing.T) {
 	if admin, err := crypto.LoadPublicKey(st.AdminKey); err != nil || !admin.Equal(mustAdminPublic(t, m)) {
 		t.Fatalf("student admin_key %q: %v, want the administrator's public key", st.AdminKey, err)
 	}
+	// With it, the student lists no hospital: each founding hospital sends
+	// the signed genesis that registers it.
+	if len(st.Hospitals) != 0 {
+		t.Fatalf("student hospitals %v, want none beside admin_key", st.Hospitals)
+	}
+	for _, id := range []string{"hospital-1", "hospital-2"} {
+		hc := loadAs(t, filepath.Join(dir, id+".yaml"), config.DefaultTeacher())
+		genesis, err := os.ReadFile(hc.Genesis)
+		if err != nil {
+			t.Fatalf("%s genesis %q: %v", id, hc.Genesis, err)
+		}
+		key, err := crypto.LoadPrivateKey(hc.SigningKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := teacher.GenesisRegistration(genesis, id, key); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
 }
 
 func mustAdminPublic(t *testing.T, m *crypto.Manifest) ed25519.PublicKey {
@@ -168,6 +187,9 @@ func TestAddHospitalLeavesOthersUntouched(t *testing.T) {
 		}
 	}
 	h2 := loadAs(t, filepath.Join(dir, "hospital-2.yaml"), config.DefaultTeacher())
+	if h2.Genesis != "" {
+		t.Fatalf("hospital-2, admitted after the genesis, sends the genesis %s", h2.Genesis)
+	}
 	raw, err := os.ReadFile(h2.Registration)
 	if err != nil {
 		t.Fatalf("the new hospital's ledger registration: %v", err)

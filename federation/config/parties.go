@@ -114,6 +114,10 @@ type Teacher struct {
 	CapEpsilon   float64 `mapstructure:"cap_epsilon" yaml:"cap_epsilon" json:"cap_epsilon" help:"the hospital's privacy cap ε, set when its ledger account opens"`
 	CapDelta     float64 `mapstructure:"cap_delta" yaml:"cap_delta" json:"cap_delta" help:"the hospital's privacy cap δ"`
 	Registration string  `mapstructure:"registration" yaml:"registration,omitempty" json:"registration" help:"administrator-signed ledger registration of a hospital added after the genesis (written by nzc init add-hospital)"`
+	// Genesis is the federation's genesis file: a founding hospital sends
+	// the administrator-signed genesis, which registers it, to students as
+	// its registration (unused when registration is set).
+	Genesis string `mapstructure:"genesis" yaml:"genesis,omitempty" json:"genesis,omitempty" help:"the federation's genesis file (genesis.json, written by nzc init): a founding hospital sends the signed genesis that registers it, so students holding admin_key seal to it without listing it"`
 	// AuditorKeys and ProofLag make the hospital check its own spending.
 	AuditorKeys []string `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); the hospital checks the receipt of every charge made for its votes and stops voting when they do not come"`
 	ProofLag    int      `mapstructure:"proof_lag" yaml:"proof_lag" json:"proof_lag" help:"batches voted on without a majority's proof of their charge before the hospital stops voting"`
@@ -345,7 +349,8 @@ type Student struct {
 	TLS         TLS    `mapstructure:"tls" yaml:"tls" json:"tls"`
 	AgeIdentity string `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens released labels"`
 	// Hospitals are the age recipients (age1…) query features are sealed
-	// to, from the federation manifest.
+	// to, from the federation manifest. With AdminKey, nzc init lists
+	// none: every hospital's recipient comes signed from the aggregator.
 	Hospitals []string `mapstructure:"hospitals" yaml:"hospitals" json:"hospitals" help:"age recipients (age1…) of the hospitals, from federation.json"`
 	// AdminKey is the administrator's public ledger key (admin/admin.pub):
 	// with it, features are also sealed to the hospitals the aggregator

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -395,6 +396,19 @@ func TestFederation(t *testing.T) {
 		labelAll(t, st, dataset(24, 0), 3)
 	})
 
+	t.Run("a student with only the administrator's key seals to the founding hospitals", func(t *testing.T) {
+		// No hospital is listed: each founding hospital sends the signed
+		// genesis as its registration, the student verifies it against the
+		// administrator's key, and every hospital opens and votes on every
+		// batch (checkAgainstLedger: each is charged to all three).
+		adminPub, err := crypto.LoadPublicKey(m.Path(m.AdminVerifyingKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		only := newStudent(t, func(c *student.Config) { c.Hospitals, c.AdminKey = nil, adminPub })
+		labelAll(t, only, dataset(8, 400), 2)
+	})
+
 	t.Run("batches asked several at a time are recorded in order", func(t *testing.T) {
 		win := newStudent(t, func(c *student.Config) { c.Window = 2 })
 		res := labelAll(t, win, dataset(14, 200), 4) // small: the hospitals' caps must last the whole test
@@ -776,4 +790,87 @@ func registration(t *testing.T, m *crypto.Manifest, p crypto.PartyFiles) []byte 
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// signalHandler passes records on to its Handler; at the first whose
+// message starts with prefix it closes seen and holds the logging party
+// until release is closed.
+type signalHandler struct {
+	slog.Handler
+	prefix        string
+	once          *sync.Once
+	seen, release chan struct{}
+}
+
+func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.once.Do(func() {
+			close(h.seen)
+			<-h.release
+		})
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+
+func (h signalHandler) WithGroup(name string) slog.Handler {
+	h.Handler = h.Handler.WithGroup(name)
+	return h
+}
+
+// A student that lists no hospital, started before any hospital has
+// registered with the aggregator, registers again until the founding
+// hospitals have, then seals to them all.
+func TestStudentWithoutHospitalsWaitsForThem(t *testing.T) {
+	f := newFederation(t, 1, nil)
+	startAuditors(t, f)
+	g := group(t)
+	agg := f.startAggregator(g, "127.0.0.1:0", f.ledgerClient(), aggregator.Config{
+		OutboxDir: t.TempDir(), Mechanism: mechanism.Params{Mechanism: mechanism.ConfidentGNMax, Threshold: 18, Sigma1: 10, Sigma2: 5},
+		Quorum: 3, Hospitals: 3, BatchDeadline: 10 * time.Second, Classes: classes, Ensemble: teachers,
+	})
+	adminPub, err := crypto.LoadPublicKey(f.m.Path(f.m.AdminVerifyingKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The student is held at its first wait until every hospital has
+	// registered, so that it then learns them all at once.
+	waiting := signalHandler{Handler: logger(t).Handler(), prefix: "no hospital to seal", once: new(sync.Once),
+		seen: make(chan struct{}), release: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(waiting.release) })
+	t.Cleanup(release)
+	stP := f.party(crypto.RoleStudent, "student-1")
+	st, err := student.New(student.Config{ID: stP.ID, Aggregator: agg.Addr, Net: f.net(stP), Identity: f.identity(stP), AuditorKeys: f.auditorKeys(),
+		AdminKey: adminPub, BatchSize: 4, StateDir: t.TempDir(), Attempts: 50,
+		Backoff: quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}, Logger: slog.New(waiting).With("party", "student")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res *student.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := st.Label(t.Context(), dataset(4, 0), nil)
+		done <- result{res, err}
+	}()
+	select {
+	case <-waiting.seen:
+	case r := <-done:
+		t.Fatalf("the student finished before any hospital registered: %v", r.err)
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	f.startHospitals(g, agg, capEps, func(int) teacher.Voter { return voter{} })
+	release()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	f.checkCharges(r.res, "student-1", "hospital-1", "hospital-2", "hospital-3")
 }

@@ -3,9 +3,12 @@ package launch
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -135,11 +138,19 @@ func StartAggregator(g *Group, p *Party, addr string, cfg aggregator.Config) (*A
 // StartHospitals starts every hospital of the federation in g with cfg,
 // reconnecting to agg quickly, the i-th as each(i, &its config) sets it
 // (its Voter at least; the address it dials, agg's unless each changes it);
-// and waits,
+// a hospital the federation's genesis registers sends it as its
+// registration, as nzc init configures it; and waits,
 // at most within, until agg has them all and the ledger replica led holds
 // their budget accounts.
 func (f *Federation) StartHospitals(ctx context.Context, g *Group, agg *Aggregator, led *auditor.Ledger, within time.Duration, log *slog.Logger, cfg teacher.Config, each func(i int, c *teacher.Config)) error {
 	hs := f.M.ByRole(crypto.RoleHospital)
+	genesis := f.Genesis
+	if genesis == nil {
+		var err error
+		if genesis, err = os.ReadFile(f.M.Path(provision.GenesisFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the federation's genesis: %w", err)
+		}
+	}
 	for i, pf := range hs {
 		p, err := f.Party(crypto.RoleHospital, pf.ID, log)
 		if err != nil {
@@ -147,6 +158,11 @@ func (f *Federation) StartHospitals(ctx context.Context, g *Group, agg *Aggregat
 		}
 		c := cfg
 		c.ID, c.Net, c.Identity, c.SigningKey, c.Logger = p.ID, p.Net, p.Identity, p.SigningKey, p.Log
+		if c.Genesis == nil && genesis != nil {
+			if _, err := teacher.GenesisRegistration(genesis, p.ID, p.SigningKey); err == nil {
+				c.Genesis = genesis
+			}
+		}
 		c.Aggregator, c.Backoff = agg.Addr, quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond}
 		each(i, &c)
 		n, err := teacher.New(c)
@@ -262,6 +278,9 @@ func (f *Federation) StartAuditors(ctx context.Context, g *Group, o AuditorOptio
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := as[len(as)-1].ApplyGenesis(ctx, cmds); err != nil {
+		return nil, err
+	}
+	if f.Genesis, err = json.Marshal(cmds); err != nil {
 		return nil, err
 	}
 	return as, nil

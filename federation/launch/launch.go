@@ -38,6 +38,10 @@ import (
 type Federation struct {
 	M  *crypto.Manifest
 	CA *x509.Certificate
+	// Genesis is the genesis file (a JSON list of commands) StartAuditors
+	// applied; before, StartHospitals reads the federation's genesis.json
+	// if there is one.
+	Genesis []byte
 }
 
 // Provision makes a federation in dir (CA, every party's certificate and

@@ -32,6 +32,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 	"github.com/nzcfed/nzc/party/auditor/intake"
+	"github.com/nzcfed/nzc/protocol"
 )
 
 // GenesisFile holds the signed commands that start a federation's ledger.
@@ -215,9 +216,23 @@ func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
 	// The founding hospitals' ensembles the genesis registers, which the
 	// aggregator's configured sizes and each hospital's teachers follow.
 	ensembles := intake.GenesisEnsembles(genesis)
+	founders, err := genesisHospitals(genesis)
+	if err != nil {
+		return nil, err
+	}
+	// A student holding the administrator's key lists no hospital when
+	// every hospital proves its recipient with a registration: the genesis
+	// for a founding one, its own for one admitted later.
 	var recipients []string
+	proven := m.AdminVerifyingKey != ""
 	for _, h := range m.ByRole(crypto.RoleHospital) {
 		recipients = append(recipients, h.AgeRecipient)
+		if !founders[h.ID] && !fileExists(m.Path(filepath.Join(h.ID, RegistrationFile))) {
+			proven = false
+		}
+	}
+	if proven {
+		recipients = nil
 	}
 	out := map[string]any{}
 	k := 0
@@ -234,6 +249,9 @@ func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
 			c.AgeIdentity, c.SigningKey = abs(p.AgeIdentity), abs(p.SigningKey)
 			c.AuditorKeys = auditorKeys
 			c.Models, c.State = filepath.Join(m.Dir, p.ID, "models"), filepath.Join(m.Dir, p.ID, "state")
+			if founders[p.ID] {
+				c.Genesis = filepath.Join(m.Dir, GenesisFile)
+			}
 			if ownKeys(p) {
 				c.TLS = config.TLS{CA: BundleCACert, Cert: crypto.PartyCertFile, Key: crypto.PartyKeyFile}
 				c.AgeIdentity, c.SigningKey, c.Models, c.State = crypto.AgeIdentityFile, crypto.SigningKeyFile, "models", "state"
@@ -294,6 +312,27 @@ func PartyConfigs(m *crypto.Manifest, topo Topology) (map[string]any, error) {
 	}
 	if err := ValidateConfigs(out); err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// genesisHospitals returns the hospitals the genesis (the first of cmds)
+// registers, when it is small enough to travel as their registration
+// (protocol.MaxRegistration); none otherwise.
+func genesisHospitals(cmds [][]byte) (map[string]bool, error) {
+	out := map[string]bool{}
+	c, err := ledger.DecodeCommand(cmds[0])
+	if err != nil {
+		return nil, fmt.Errorf("the genesis file's first command: %w; make it again with nzc init", err)
+	}
+	g, ok := c.Body.(*ledger.Genesis)
+	if !ok || len(cmds[0]) > protocol.MaxRegistration {
+		return out, nil
+	}
+	for _, p := range g.Parties {
+		if p.Role == ledger.RoleHospital {
+			out[p.ID] = true
+		}
 	}
 	return out, nil
 }

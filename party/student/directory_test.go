@@ -58,6 +58,14 @@ func TestDirectoryLearnsSignedRecipients(t *testing.T) {
 		t.Fatal(err)
 	}
 	forgedReg := registerHospital(t, "hospital-4", agg.Public().(ed25519.PublicKey), agg)
+	// A genesis of the aggregator's making: the same parties, its own key
+	// registered for hospital-4, signed by it under the administrator's id.
+	forgedGenesis, err := ledger.Sign(&ledger.Genesis{Origin: "nzc.test/ledger", Timestamp: 1, Parties: []ledger.Party{
+		{ID: "admin", Role: ledger.RoleAdmin, PublicKey: admin.Public().(ed25519.PublicKey)},
+		{ID: "hospital-4", Role: ledger.RoleHospital, PublicKey: agg.Public().(ed25519.PublicKey)}}}, "admin", agg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wrongID := signed("hospital-9", r4, h4, reg4)
 
 	tests := []struct {
@@ -77,6 +85,12 @@ func TestDirectoryLearnsSignedRecipients(t *testing.T) {
 			Signature: signed("hospital-4", r4, h4, nil).GetSignature(), Registration: reg4}}, "hospital-4", []*crypto.Recipient{pinned}},
 		// ... with a registration of its own making.
 		{"registration not by the administrator", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, forgedReg)}, "hospital-4", []*crypto.Recipient{pinned}},
+		// ... with a genesis of its own making.
+		{"genesis not by the administrator", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, forgedGenesis)}, "hospital-4", []*crypto.Recipient{pinned}},
+		// ... with the true genesis, which does not register its key.
+		{"genesis registering another key", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, genesis)}, "hospital-4", []*crypto.Recipient{pinned}},
+		// ... with the genesis, for a hospital it does not register.
+		{"genesis of other hospitals", []*nzcpb.SignedRecipient{signed("hospital-5", rAgg, agg, genesis)}, "hospital-5", []*crypto.Recipient{pinned}},
 		// ... with another hospital's registration.
 		{"registration of another hospital", []*nzcpb.SignedRecipient{wrongID}, "hospital-9", []*crypto.Recipient{pinned}},
 		{"registration that is not a command", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, []byte("junk"))}, "hospital-4", []*crypto.Recipient{pinned}},

@@ -645,7 +645,18 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 			// only: a retry asks the same request.
 			rs := c.dir.recipients()
 			if len(rs) == 0 {
-				return nil, errors.New("student: no hospital to seal the features to: the aggregator passed no hospital recipient this student could verify and none is configured; add the hospitals' age recipients to hospitals, or the administrator's key as admin_key")
+				// No hospital has registered with the aggregator yet:
+				// register again later, to learn those that have since.
+				last = ErrNoHospital
+				conn.Drop(cn, nil)
+				wait := retryWait(attempt, 0)
+				c.log.Warn("no hospital to seal the features to yet; registering with the aggregator again", "batch", index, "attempt", attempt, "wait", wait)
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				continue
 			}
 			sealed, err := crypto.Seal(plain, rs...)
 			if err != nil {
@@ -700,6 +711,11 @@ func expired(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ctx.Err() != nil || ok && !time.Now().Before(d)
 }
+
+// ErrNoHospital is a batch that could not be sealed: the aggregator
+// passed no hospital recipient this student could verify, and none is
+// configured under hospitals.
+var ErrNoHospital = errors.New("student: no hospital to seal the features to: the aggregator passed no hospital recipient this student could verify and none is configured; start the hospitals (a founding hospital needs genesis in its configuration, a later one its registration), or add their age recipients to hospitals")
 
 // errDeadline is the cause of a run's context ending at Config.Deadline.
 var errDeadline = errors.New("the run's deadline passed")

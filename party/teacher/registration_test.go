@@ -1,10 +1,13 @@
 package teacher
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,6 +162,105 @@ func FuzzCheckRegistration(f *testing.F) {
 			if _, ok := d.Body.(*ledger.RegisterParty); ok != (i == 0) {
 				t.Fatalf("command %d is a %s", i, d.Body.Kind())
 			}
+		}
+	})
+}
+
+// genesisFile is the genesis file nzc init writes, its genesis registering
+// parties, then an ensemble registration.
+func genesisFile(t testing.TB, parties ...ledger.Party) []byte {
+	admin := testKey(1)
+	g := sign(t, &ledger.Genesis{Origin: "nzc.test/ledger", Timestamp: 1, Parties: append([]ledger.Party{
+		{ID: "federation-admin", Role: ledger.RoleAdmin, PublicKey: admin.Public().(ed25519.PublicKey)}}, parties...)}, "federation-admin", admin)
+	ens := sign(t, &ledger.RegisterEnsemble{Hospital: "hospital-4", Version: 1, Teachers: 1, Classes: 2, Timestamp: 1}, "federation-admin", admin)
+	return list(t, g, ens)
+}
+
+// A founding hospital sends the genesis as its registration only when the
+// genesis registers it with its own key; anything else is refused when
+// the node is made.
+func TestGenesisRegistrationIsChecked(t *testing.T) {
+	own, other := testKey(4).Public().(ed25519.PublicKey), testKey(5).Public().(ed25519.PublicKey)
+	hospital := func(id string, pub ed25519.PublicKey) ledger.Party {
+		return ledger.Party{ID: id, Role: ledger.RoleHospital, PublicKey: pub}
+	}
+	var many []ledger.Party
+	for i := range 400 {
+		many = append(many, hospital(fmt.Sprintf("hospital-%03d", i), other))
+	}
+	many = append(many, hospital("hospital-4", own))
+	reg := sign(t, &ledger.RegisterParty{Party: hospital("hospital-4", own), Timestamp: 1}, "federation-admin", testKey(1))
+	for _, tc := range []struct {
+		name    string
+		genesis []byte
+		mention string
+	}{
+		{"the genesis registers this hospital", genesisFile(t, hospital("hospital-4", own)), ""},
+		{"not a JSON list", []byte("genesis\n"), "not a JSON list"},
+		{"an empty list", []byte("[]"), "genesis file"},
+		{"first command not a genesis", list(t, reg), "not a genesis"},
+		{"first command not a command", list(t, []byte("junk")), "first command"},
+		{"hospital not registered", genesisFile(t, hospital("hospital-5", other)), "does not register hospital hospital-4"},
+		{"registered as a student", genesisFile(t, ledger.Party{ID: "hospital-4", Role: ledger.RoleStudent, PublicKey: own}), "does not register hospital hospital-4"},
+		{"another key", genesisFile(t, hospital("hospital-4", other)), "another signing key"},
+		{"larger than a Hello carries", genesisFile(t, many...), "more than the"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := registrationConfig(t, nil)
+			cfg.Genesis = tc.genesis
+			n, err := New(cfg)
+			if tc.mention == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmds, _ := Registrations(tc.genesis)
+				if !bytes.Equal(n.proof, cmds[0]) || len(n.registrations) != 0 {
+					t.Fatalf("sends %x and relays %d commands, want the genesis and none", n.proof, len(n.registrations))
+				}
+				return
+			}
+			if n != nil || !errors.Is(err, ErrBadRegistration) || !strings.Contains(err.Error(), tc.mention) {
+				t.Fatalf("got %v, want ErrBadRegistration saying %q", err, tc.mention)
+			}
+		})
+	}
+	t.Run("a registration wins over the genesis", func(t *testing.T) {
+		cfg := registrationConfig(t, reg)
+		cfg.Genesis = []byte("not read")
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(n.proof, reg) {
+			t.Fatal("the Hello does not carry the hospital's registration")
+		}
+	})
+}
+
+// Whatever the genesis file holds, the registration sent is a genesis that
+// registers this hospital with its key, or there is an error, never a panic.
+func FuzzGenesisRegistration(f *testing.F) {
+	own := testKey(4).Public().(ed25519.PublicKey)
+	f.Add(genesisFile(f, ledger.Party{ID: "hospital-4", Role: ledger.RoleHospital, PublicKey: own}))
+	f.Add(genesisFile(f))
+	f.Add([]byte("[]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := GenesisRegistration(b, "hospital-4", testKey(4))
+		if err != nil {
+			if !errors.Is(err, ErrBadRegistration) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			return
+		}
+		c, err := ledger.DecodeCommand(g)
+		if err != nil {
+			t.Fatalf("accepted a genesis that does not decode: %v", err)
+		}
+		body, ok := c.Body.(*ledger.Genesis)
+		if !ok || !slices.ContainsFunc(body.Parties, func(p ledger.Party) bool {
+			return p.ID == "hospital-4" && p.Role == ledger.RoleHospital && p.PublicKey.Equal(own)
+		}) {
+			t.Fatalf("accepted %+v", c.Body)
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,14 @@ type Config struct {
 	// before the Hello, which the aggregator checks against the ledger's
 	// ensemble registration, and again before the account is opened.
 	Registration []byte
-	Voter        Voter
+	// Genesis, when set and Registration is not, is the federation's
+	// genesis file (a JSON list of commands, as nzc init writes it), whose
+	// first command, the administrator-signed genesis, registers this
+	// hospital. It is sent in the Hello as the hospital's registration, so
+	// that students holding the administrator's key verify its recipient.
+	// It is never relayed: the ledger began with it.
+	Genesis []byte
+	Voter   Voter
 	// AuditorKeys are the auditors' note verifier keys, pinned: with them
 	// the hospital checks the receipt of every charge made for its votes,
 	// and stops voting when ProofLag batches it voted on are unproven
@@ -83,9 +91,12 @@ type Node struct {
 	log *slog.Logger
 	// registrations are the commands of Config.Registration.
 	registrations [][]byte
-	connected     atomic.Bool
-	answered      atomic.Int64
-	status        atomic.Pointer[string]
+	// proof is the registration sent in the Hello: the first of
+	// registrations, or the genesis that registers this hospital.
+	proof     []byte
+	connected atomic.Bool
+	answered  atomic.Int64
+	status    atomic.Pointer[string]
 	// voting serialises the teachers' inference: models are not safe for
 	// concurrent use, and one batch's inference already uses every core.
 	// Batches asked at once (several students, or one student's window)
@@ -117,10 +128,20 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("teacher: auditor keys: %w", err)
 		}
 	}
-	var regs [][]byte
-	if len(cfg.Registration) > 0 {
+	var (
+		regs  [][]byte
+		proof []byte
+	)
+	switch {
+	case len(cfg.Registration) > 0:
 		var err error
 		if regs, err = checkRegistration(cfg.Registration, cfg.ID, cfg.SigningKey); err != nil {
+			return nil, err
+		}
+		proof = regs[0]
+	case len(cfg.Genesis) > 0:
+		var err error
+		if proof, err = GenesisRegistration(cfg.Genesis, cfg.ID, cfg.SigningKey); err != nil {
 			return nil, err
 		}
 	}
@@ -142,7 +163,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, registrations: regs, spend: spend}
+	n := &Node{cfg: cfg, log: log, registrations: regs, proof: proof, spend: spend}
 	switch {
 	case len(cfg.AuditorKeys) == 0:
 		log.Warn("no auditor keys configured: this hospital does not check that its votes are charged to it")
@@ -191,6 +212,40 @@ func checkRegistration(reg []byte, id string, key ed25519.PrivateKey) ([][]byte,
 		}
 	}
 	return cmds, nil
+}
+
+// GenesisRegistration returns the genesis command of a genesis file (a
+// JSON list of commands, the genesis first, as nzc init writes it) when it
+// registers hospital id, with the public half of key when set: what a
+// founding hospital sends students as its registration. The
+// administrator's signature is the students' to check.
+func GenesisRegistration(file []byte, id string, key ed25519.PrivateKey) ([]byte, error) {
+	const fix = "use the genesis.json of this hospital's federation, or leave genesis unset (students then seal to this hospital only when it is listed under their hospitals)"
+	if len(file) == 0 || file[0] != '[' {
+		return nil, fmt.Errorf("%w: the genesis file is not a JSON list of ledger commands; %s", ErrBadRegistration, fix)
+	}
+	cmds, err := Registrations(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the genesis file: %v; %s", ErrBadRegistration, err, fix)
+	}
+	c, err := ledger.DecodeCommand(cmds[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: the genesis file's first command: %v; %s", ErrBadRegistration, err, fix)
+	}
+	g, ok := c.Body.(*ledger.Genesis)
+	if !ok {
+		return nil, fmt.Errorf("%w: the genesis file's first command is a %s, not a genesis; %s", ErrBadRegistration, c.Body.Kind(), fix)
+	}
+	i := slices.IndexFunc(g.Parties, func(p ledger.Party) bool { return p.ID == id && p.Role == ledger.RoleHospital })
+	switch {
+	case i < 0:
+		return nil, fmt.Errorf("%w: the genesis does not register hospital %s; a hospital admitted later configures the registration `nzc init add-hospital` wrote for it instead", ErrBadRegistration, id)
+	case len(key) == ed25519.PrivateKeySize && !g.Parties[i].PublicKey.Equal(key.Public()):
+		return nil, fmt.Errorf("%w: the genesis registers another signing key for hospital %s than this hospital's; %s", ErrBadRegistration, id, fix)
+	case len(cmds[0]) > protocol.MaxRegistration:
+		return nil, fmt.Errorf("%w: the genesis is %d bytes, more than the %d a Hello carries; leave genesis unset and list this hospital under the students' hospitals", ErrBadRegistration, len(cmds[0]), protocol.MaxRegistration)
+	}
+	return cmds[0], nil
 }
 
 // Registrations splits what nzc init add-hospital writes for a hospital
@@ -291,9 +346,7 @@ func (n *Node) session(ctx context.Context, c *quicnet.Conn) error {
 		// signature by the hospital's registered ledger key, checked
 		// against its administrator-signed registration.
 		hello.RecipientSignature = ed25519.Sign(n.cfg.SigningKey, protocol.RecipientMessage(n.cfg.ID, hello.AgeRecipient))
-		if len(n.registrations) > 0 {
-			hello.Registration = n.registrations[0]
-		}
+		hello.Registration = n.proof
 	}
 	var ack nzcpb.Ack
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
