@@ -74,9 +74,10 @@ func (d *directory) pinnedLocked(r string) bool {
 // already pinned is kept as it is; one whose signature verifies against
 // its hospital's administrator-signed registration is sealed to from now
 // on; one that does not verify is refused and named in the error, and
-// nothing of the list is learned. A hospital of the genesis, whose
-// registration the aggregator cannot pass, is sealed to only when pinned.
-// It returns the hospitals newly learned.
+// nothing of the list is learned. A registration is the administrator's
+// register-party of the hospital, or the genesis that names it; a hospital
+// passed without one is sealed to only when pinned. It returns the
+// hospitals newly learned, and those passed without a registration.
 func (d *directory) learn(aggregator string, rs []*nzcpb.SignedRecipient) (added []string, unverifiable []string, err error) {
 	if d.admin == nil {
 		return nil, nil, nil
