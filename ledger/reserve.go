@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"math"
 	"slices"
 
 	"github.com/nzcfed/nzc/mechanism"
@@ -56,6 +57,25 @@ func (s *State) reserved(h, student string, index uint64, except string) (curve 
 	return curve, delta, pure
 }
 
+// reservedAnswers sums the queries of student's reservations live at
+// index, except batch except's: the answers they hold against its quota.
+// It saturates rather than wraps (each sum was admitted under the quota,
+// so it does not in practice).
+func (s *State) reservedAnswers(student string, index uint64, except string) uint64 {
+	var held uint64
+	for _, q := range s.reserveQueue {
+		r, ok := s.reservations[q.key]
+		if !ok || r.index != q.index || !r.live(index) || q.key == except || r.student != student {
+			continue
+		}
+		if held > math.MaxUint64-r.queries {
+			return math.MaxUint64
+		}
+		held += r.queries
+	}
+	return held
+}
+
 // pruneReservations forgets the reservations that no entry from next on
 // can see live, oldest first, and the queue places of those settled or
 // replaced.
@@ -98,7 +118,7 @@ func (s *State) reserve(c Command, signer Party, b *Reserve, index uint64) (Resu
 	if b.Queries == 0 {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s: a reservation of no queries", b.BatchID), nil
 	}
-	if r, ok := s.studentQuota(b.Student, b.Queries); !ok {
+	if r, ok := s.studentQuota(b.Student, b.Queries, index, key); !ok {
 		return r, nil
 	}
 	r, stated, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
