@@ -182,8 +182,8 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 // reserve holds the batch's worst case in the ledger before any hospital
 // is asked (ledger.Reserve): the ledger's gate decides it against every
 // hospital's spent budget and every other batch's live reservation, so
-// batches running at once cannot together pass a cap, and the charge after
-// the votes settles within it. A hospital the ledger names as unable to
+// batches running at once cannot together pass a cap or their student's
+// answer quota, and the charge after the votes settles within it. A hospital the ledger names as unable to
 // pay is left out and the rest reserved again, while the quorum remains.
 // The decision depends on the ledger's public state and the batch's size
 // only.
