@@ -126,16 +126,22 @@ func (s *State) reserve(c Command, signer Party, b *Reserve, index uint64) (Resu
 		return r, nil
 	}
 	// The worst case is the charge of every query answered.
-	worst := &Charge{BatchID: b.BatchID, Student: b.Student, Hospitals: b.Hospitals, Mechanism: b.Mechanism, Params: b.Params,
-		Queries: b.Queries, Answers: b.Queries, Curve: b.Curve, Delta: b.Delta}
-	cost, r, ok := deriveCharge(s.grid, s.costs, worst, stated)
+	cost, inSession, r, ok := deriveReserve(s.grid, s.costs, b, stated)
 	if !ok {
 		return r, nil
+	}
+	if inSession {
+		return accept("reserved batch %s (%d queries) against student %s's quota; its session paid its cost", b.BatchID, b.Queries, b.Student), s.hold(b, digest, key, index, cost)
 	}
 	if r, ok := s.capCheck(b.Student, b.Hospitals, cost, index, key); !ok {
 		return r, nil
 	}
-	return accept("reserved the worst case of batch %s (%d queries) against %d hospitals", b.BatchID, b.Queries, len(b.Hospitals)), func() {
+	return accept("reserved the worst case of batch %s (%d queries) against %d hospitals", b.BatchID, b.Queries, len(b.Hospitals)), s.hold(b, digest, key, index, cost)
+}
+
+// hold returns the change that records reservation b, decided at index.
+func (s *State) hold(b *Reserve, digest [32]byte, key string, index uint64, cost derived) func() {
+	return func() {
 		s.reservations[key] = &reservation{digest: digest, index: index, student: b.Student, hospitals: slices.Clone(b.Hospitals),
 			mechanism: b.Mechanism, queries: b.Queries, cost: cost}
 		s.reserveQueue = append(s.reserveQueue, queued{key: key, index: index})

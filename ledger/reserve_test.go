@@ -221,3 +221,51 @@ func TestReservationHoldsTheStudentQuota(t *testing.T) {
 		t.Fatalf("verify replayed %d entries, want it to stop at the forged reservation %d: %+v", r.Replayed, forged, r.Failures())
 	}
 }
+
+// A batch of a session mechanism reserves its queries against the
+// student's quota and nothing against the caps (its session paid at
+// opening): of two such batches at once that together pass the quota, the
+// second is refused at its reservation; the first's charge in its session
+// settles the reservation.
+func TestSessionBatchReservesItsQuota(t *testing.T) {
+	zero := make([]float64, mechanism.DefaultGrid().Len())
+	reserve := func(batch string, queries int) *Reserve {
+		return &Reserve{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "nzc-svt", Params: svtParams(3).LedgerParams(),
+			Queries: uint64(queries), Curve: zero}
+	}
+	f := newFed(t)
+	f.must(openSession(t, "svt1", "s1", []string{"h1"}, 3), "agg")
+	before, _ := f.st.Account("h1")
+	f.must(reserve("a", 60), "agg")
+	if after, _ := f.st.Account("h1"); after.Epsilon != before.Epsilon {
+		t.Fatalf("a session batch's reservation held ε: %v → %v", before.Epsilon, after.Epsilon)
+	}
+	if r := f.apply(f.sign(reserve("b", 60), "agg")); r.Code != CodeQuotaExceeded || r.Subject != "s1" {
+		t.Fatalf("a second session batch passing the quota beside a live one: %s %s %q, want quota-exceeded naming s1", r.Status, r.Code, r.Subject)
+	}
+	costly := reserve("c", 1)
+	costly.Curve = gaussCurve(40, 1)
+	if r := f.apply(f.sign(costly, "agg")); r.Code != CodeBadCharge {
+		t.Fatalf("a session batch reserving a cost: %s %s", r.Status, r.Code)
+	}
+	charge := chargeBody("a", []string{"h1"}, zero, 60)
+	charge.Student, charge.Session, charge.Mechanism, charge.Params = "s1", "svt1", "nzc-svt", svtParams(3).LedgerParams()
+	f.must(charge, "agg")
+	if _, held := f.st.reservations[reserve("a", 60).key()]; held {
+		t.Fatal("the settled reservation is still held")
+	}
+	f.must(reserve("b", 40), "agg")
+	export, err := f.st.Export(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Verify(export, VerifyOptions{Unpinned: true})
+	if r.Replayed != r.Entries {
+		t.Fatalf("verify replayed %d of %d entries: %+v", r.Replayed, r.Entries, r.Failures())
+	}
+	for _, c := range r.Failures() {
+		if c.Name == "cost" {
+			t.Fatalf("verify: %s", c.Detail)
+		}
+	}
+}

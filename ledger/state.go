@@ -909,6 +909,7 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 		return refuse(CodeSessionExhausted, b.Session, "session %s has refused %d of at most %d queries; %d more would exceed its bound", b.Session, ss.queries-ss.answers, ss.maxRefusals, refusals), nil
 	}
 	return accept("recorded batch %s (%d answers) in session %s at no further cost", b.BatchID, b.Answers, b.Session), func() {
+		delete(s.reservations, b.key()) // settled: its queries are answers or refusals now
 		ss.queries += b.Queries
 		ss.answers += b.Answers
 		for _, h := range b.Hospitals {

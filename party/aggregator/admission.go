@@ -134,7 +134,11 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		if perr != nil {
 			return nil, nil, nil, perr
 		}
-		return keep, append(left, out...), unpaid, nil
+		keep, left, _, perr = a.reserve(ctx, student, batch, keep, append(left, out...), reasons, classes, nq)
+		if perr != nil {
+			return nil, nil, nil, perr
+		}
+		return keep, left, unpaid, nil
 	}
 	keep = hs
 	// The worst case depends on the ensemble, so it is recomputed whenever
@@ -186,7 +190,9 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 // answer quota, and the charge after the votes settles within it. A hospital the ledger names as unable to
 // pay is left out and the rest reserved again, while the quorum remains.
 // The decision depends on the ledger's public state and the batch's size
-// only.
+// only. Under a mechanism that answers in sessions the batch's session
+// pays its cost, so its reservation states none and holds only its
+// queries against the student's quota.
 func (a *Aggregator) reserve(ctx context.Context, student, batch string, keep []*hospitalEntry, left, reasons []string, classes, nq int) ([]*hospitalEntry, []string, []string, *protocol.Error) {
 	for len(keep) >= a.cfg.Quorum {
 		p := a.cfg.Mechanism
@@ -197,12 +203,16 @@ func (a *Aggregator) reserve(ctx context.Context, student, batch string, keep []
 			ids[i] = h.id
 		}
 		slices.Sort(ids)
-		worst, err := p.Charge(a.grid, nq, 0)
-		if err != nil {
-			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+		curve, delta := make([]float64, a.grid.Len()), 0.0
+		if !p.Mechanism.Sessions() {
+			worst, err := p.Charge(a.grid, nq, 0)
+			if err != nil {
+				return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+			}
+			curve, delta = worst.RDP.Values(), worst.Delta
 		}
 		cmd, err := ledger.Sign(&ledger.Reserve{BatchID: batch, Student: student, Hospitals: ids, Mechanism: string(p.Mechanism),
-			Params: p.LedgerParams(), Queries: uint64(nq), Curve: worst.RDP.Values(), Delta: worst.Delta,
+			Params: p.LedgerParams(), Queries: uint64(nq), Curve: curve, Delta: delta,
 			Timestamp: a.cfg.Now().UnixNano()}, a.cfg.ID, a.cfg.SigningKey)
 		if err != nil {
 			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: sign its reservation: %v", batch, err)
