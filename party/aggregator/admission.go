@@ -333,6 +333,8 @@ func (a *Aggregator) cannotPay(b *nzcpb.HospitalBudget, worst mechanism.Charge, 
 	if !(conv > 0) {
 		return fmt.Sprintf("has δ %.3g left and the worst case's additive δ is %.3g", b.GetDelta(), worst.Delta)
 	}
+	// The worst case alone, as the ledger's gate takes it: the filter
+	// conversion, or its pure ε when that is smaller.
 	eps := 0.0
 	if !worst.RDP.IsZero() {
 		eps = math.Inf(1)
@@ -340,6 +342,7 @@ func (a *Aggregator) cannotPay(b *nzcpb.HospitalBudget, worst mechanism.Charge, 
 			eps = c.Epsilon
 		}
 	}
+	eps = min(eps, worst.PureEpsilon)
 	total := a.composedEpsilon(b, worst, conv)
 	if spent := b.GetEpsilonSpent(); eps > b.GetEpsilonCap() || spent > b.GetEpsilonCap() || total > b.GetEpsilonCap() {
 		return fmt.Sprintf("has spent ε=%.6g of its cap ε=%v, and with the worst case (ε=%.6g alone) would reach ε=%.6g at δ=%.3g", spent, b.GetEpsilonCap(), eps, total, conv)

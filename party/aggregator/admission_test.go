@@ -281,3 +281,31 @@ func TestStudentShareLeavesTheOthersTheirs(t *testing.T) {
 	}
 	f.wantChargedTo(t, other, "hospital-1", "hospital-2")
 }
+
+// A session planned at pure ε equal to the cap is paid for: the ledger's
+// gate takes the smaller of the RDP conversion and the pure ε, and so must
+// the aggregator's check before it asks anyone (the demo's session: pure
+// ε = 2.00, whose conversion at the cap's δ less its own is 2.007).
+func TestCannotPayTakesThePureEpsilon(t *testing.T) {
+	f := newFixture(t, 1, 2)
+	a := f.start(t, f.cfg)
+	p, err := mechanism.DefaultSessionKind().PlanSession(2, 1e-5/2, 2, 300, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst, err := p.Charge(mechanism.DefaultGrid(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(worst.PureEpsilon <= 2) {
+		t.Fatalf("the planned session's pure ε is %v, want ≤ 2", worst.PureEpsilon)
+	}
+	fresh := &nzcpb.HospitalBudget{HospitalId: "hospital-1", EpsilonCap: 2, Delta: 1e-5}
+	if why := a.cannotPay(fresh, worst, 0); why != "" {
+		t.Fatalf("a fresh account of cap 2 cannot pay for a session of pure ε %v: %s", worst.PureEpsilon, why)
+	}
+	over := &nzcpb.HospitalBudget{HospitalId: "hospital-1", EpsilonCap: 1.9, Delta: 1e-5}
+	if why := a.cannotPay(over, worst, 0); why == "" {
+		t.Fatalf("an account of cap 1.9 can pay for a session of pure ε %v", worst.PureEpsilon)
+	}
+}
