@@ -359,6 +359,10 @@ type OpenSession struct {
 // without a second cap check, and releases it. A reservation that is not
 // settled expires ReservationWindow entries after its own and is
 // released. A second reservation of the same batch replaces the first.
+// Its Queries also count as answered against the student's quota while it
+// is live. A batch of a mechanism that answers in sessions reserves a zero
+// Curve and Delta (its session paid at opening): it holds the quota only,
+// and the batch's charge in its session releases it.
 type Reserve struct {
 	BatchID   string
 	Student   string

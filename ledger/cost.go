@@ -229,6 +229,28 @@ func deriveCharge(g mechanism.Grid, cache *costCache, b *Charge, stated mechanis
 	return d, Result{}, true
 }
 
+// deriveReserve recomputes a reservation's worst case: the charge of every
+// query answered. A batch of a mechanism that answers in sessions is paid
+// for by its session's opening, so its reservation states a zero cost and
+// holds nothing but its queries against the student's quota (inSession).
+func deriveReserve(g mechanism.Grid, cache *costCache, b *Reserve, stated mechanism.Curve) (d derived, inSession bool, r Result, ok bool) {
+	if p, err := mechanism.ParseLedgerParams(mechanism.Kind(b.Mechanism), b.Params); err == nil && p.Mechanism.Sessions() {
+		for i := range stated.Grid().Len() {
+			if stated.At(i) != 0 {
+				return derived{}, false, refuse(CodeBadCharge, b.BatchID, "batch %s of %s must reserve a zero curve and zero δ: its session paid its cost at opening", b.BatchID, p.Mechanism), false
+			}
+		}
+		if b.Delta != 0 {
+			return derived{}, false, refuse(CodeBadCharge, b.BatchID, "batch %s of %s must reserve a zero curve and zero δ: its session paid its cost at opening", b.BatchID, p.Mechanism), false
+		}
+		return derived{admit: g.Zero(), charge: g.Zero()}, true, Result{}, true
+	}
+	worst := &Charge{BatchID: b.BatchID, Student: b.Student, Hospitals: b.Hospitals, Mechanism: b.Mechanism, Params: b.Params,
+		Queries: b.Queries, Answers: b.Queries, Curve: b.Curve, Delta: b.Delta}
+	d, r, ok = deriveCharge(g, cache, worst, stated)
+	return d, false, r, ok
+}
+
 // deriveSession recomputes a session's fixed cost from its mechanism, which
 // must answer in sessions, and parameters, whose K must be the session's.
 func deriveSession(g mechanism.Grid, b *OpenSession, stated mechanism.Curve) (derived, Result, bool) {
@@ -334,8 +356,7 @@ func CostCheck(c Command) *RefusalError {
 		if err != nil {
 			return &RefusalError{Code: CodeBadCurve, Subject: b.BatchID, Message: err.Error()}
 		}
-		_, r, ok = deriveCharge(g, nil, &Charge{BatchID: b.BatchID, Mechanism: b.Mechanism, Params: b.Params,
-			Queries: b.Queries, Answers: b.Queries, Delta: b.Delta}, stated)
+		_, _, r, ok = deriveReserve(g, nil, b, stated)
 	}
 	if ok {
 		return nil

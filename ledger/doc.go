@@ -184,6 +184,12 @@
 // alike) and is released; a charge that comes after its reservation
 // expired is gated afresh. Lowering a cap does not unsettle a live
 // reservation: its batch was admitted under the cap in force then, which is
-// what the bound is stated for. TestReservationHoldsTheWorstCaseBeforeVotes
-// and TestChargeOutsideItsReservationIsGated check these rules.
+// what the bound is stated for. The student's answer quota is held the same
+// way: a reservation's queries count as answered against its student's
+// quota while it is live, in every reservation's and charge's quota check
+// but its own batch's; a batch answered in a session (paid for at its
+// opening) reserves a zero cost, which holds its queries against the quota
+// only. TestReservationHoldsTheWorstCaseBeforeVotes,
+// TestChargeOutsideItsReservationIsGated, TestReservationHoldsTheStudentQuota
+// and TestSessionBatchReservesItsQuota check these rules.
 package ledger

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"math"
 	"slices"
 
 	"github.com/nzcfed/nzc/mechanism"
@@ -56,6 +57,25 @@ func (s *State) reserved(h, student string, index uint64, except string) (curve 
 	return curve, delta, pure
 }
 
+// reservedAnswers sums the queries of student's reservations live at
+// index, except batch except's: the answers they hold against its quota.
+// It saturates rather than wraps (each sum was admitted under the quota,
+// so it does not in practice).
+func (s *State) reservedAnswers(student string, index uint64, except string) uint64 {
+	var held uint64
+	for _, q := range s.reserveQueue {
+		r, ok := s.reservations[q.key]
+		if !ok || r.index != q.index || !r.live(index) || q.key == except || r.student != student {
+			continue
+		}
+		if held > math.MaxUint64-r.queries {
+			return math.MaxUint64
+		}
+		held += r.queries
+	}
+	return held
+}
+
 // pruneReservations forgets the reservations that no entry from next on
 // can see live, oldest first, and the queue places of those settled or
 // replaced.
@@ -98,7 +118,7 @@ func (s *State) reserve(c Command, signer Party, b *Reserve, index uint64) (Resu
 	if b.Queries == 0 {
 		return refuse(CodeBadCharge, b.BatchID, "batch %s: a reservation of no queries", b.BatchID), nil
 	}
-	if r, ok := s.studentQuota(b.Student, b.Queries); !ok {
+	if r, ok := s.studentQuota(b.Student, b.Queries, index, key); !ok {
 		return r, nil
 	}
 	r, stated, ok := s.checkCost(b.Student, b.Hospitals, b.Curve, b.Delta)
@@ -106,16 +126,22 @@ func (s *State) reserve(c Command, signer Party, b *Reserve, index uint64) (Resu
 		return r, nil
 	}
 	// The worst case is the charge of every query answered.
-	worst := &Charge{BatchID: b.BatchID, Student: b.Student, Hospitals: b.Hospitals, Mechanism: b.Mechanism, Params: b.Params,
-		Queries: b.Queries, Answers: b.Queries, Curve: b.Curve, Delta: b.Delta}
-	cost, r, ok := deriveCharge(s.grid, s.costs, worst, stated)
+	cost, inSession, r, ok := deriveReserve(s.grid, s.costs, b, stated)
 	if !ok {
 		return r, nil
+	}
+	if inSession {
+		return accept("reserved batch %s (%d queries) against student %s's quota; its session paid its cost", b.BatchID, b.Queries, b.Student), s.hold(b, digest, key, index, cost)
 	}
 	if r, ok := s.capCheck(b.Student, b.Hospitals, cost, index, key); !ok {
 		return r, nil
 	}
-	return accept("reserved the worst case of batch %s (%d queries) against %d hospitals", b.BatchID, b.Queries, len(b.Hospitals)), func() {
+	return accept("reserved the worst case of batch %s (%d queries) against %d hospitals", b.BatchID, b.Queries, len(b.Hospitals)), s.hold(b, digest, key, index, cost)
+}
+
+// hold returns the change that records reservation b, decided at index.
+func (s *State) hold(b *Reserve, digest [32]byte, key string, index uint64, cost derived) func() {
+	return func() {
 		s.reservations[key] = &reservation{digest: digest, index: index, student: b.Student, hospitals: slices.Clone(b.Hospitals),
 			mechanism: b.Mechanism, queries: b.Queries, cost: cost}
 		s.reserveQueue = append(s.reserveQueue, queued{key: key, index: index})

@@ -150,3 +150,122 @@ func TestVerifyNamesAnUnderCostReservation(t *testing.T) {
 	}
 	t.Fatalf("verify does not name the under-cost reservation at entry %d: %+v", forged, r.Failures())
 }
+
+// A student's live reservations hold its answer quota as they hold the
+// hospitals' caps: two batches reserved at once whose worst cases
+// together pass the quota cannot both be admitted, so the second is
+// refused at its reservation, before any hospital is asked to vote; the
+// first settles within its reservation; a restored replica and the
+// verifier's replay decide alike.
+func TestReservationHoldsTheStudentQuota(t *testing.T) {
+	// s1's quota is 100 answers.
+	reserve := func(batch string, queries int) *Reserve {
+		r := reserveBody(batch, []string{"h1"}, queries)
+		r.Student = "s1"
+		return r
+	}
+	charge := func(batch string, queries, answers int) *Charge {
+		c := chargeBody(batch, []string{"h1"}, gaussCurve(40, answers), uint64(answers))
+		c.Student, c.Queries = "s1", uint64(queries)
+		return c
+	}
+	f := newFed(t)
+	f.must(reserve("a", 60), "agg")
+	if r := f.apply(f.sign(reserve("b", 60), "agg")); r.Code != CodeQuotaExceeded || r.Subject != "s1" {
+		t.Fatalf("a second reservation passing the quota beside a live one: %s %s %q, want quota-exceeded naming s1", r.Status, r.Code, r.Subject)
+	}
+	// Replacing a's reservation does not count a's old one.
+	if r := f.apply(f.sign(reserve("a", 100), "agg")); r.Status != StatusAccepted {
+		t.Fatalf("a's reservation replaced at the whole quota: %s %s %s", r.Status, r.Code, r.Message)
+	}
+	f.must(reserve("a", 60), "agg")
+	// An unreserved charge is gated with the live reservation counted.
+	if r := f.apply(f.sign(charge("c", 41, 0), "agg")); r.Code != CodeQuotaExceeded {
+		t.Fatalf("an unreserved charge beside a live reservation passing the quota: %s %s", r.Status, r.Code)
+	}
+	f.must(reserve("b", 40), "agg")
+	// A restored replica counts the same reservations.
+	c := restoredCopy(t, f.st)
+	for _, st := range []*State{f.st, c} {
+		if r := st.Check(f.sign(reserve("d", 1), "agg")); r.Code != CodeQuotaExceeded {
+			t.Fatalf("a reservation beyond the whole quota held: %s %s", r.Status, r.Code)
+		}
+	}
+	// Each batch settles within its reservation, at its worst case.
+	if r := f.must(charge("a", 60, 60), "agg"); !strings.Contains(r.Message, "within its reservation") {
+		t.Fatalf("a: %q", r.Message)
+	}
+	if r := f.must(charge("b", 40, 40), "agg"); !strings.Contains(r.Message, "within its reservation") {
+		t.Fatalf("b: %q", r.Message)
+	}
+	if q, _ := f.st.Student("s1"); q.Answers != 100 {
+		t.Fatalf("s1 has %d answers, want 100", q.Answers)
+	}
+	export, err := f.st.Export(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Verify(export, VerifyOptions{Unpinned: true}); r.Replayed != r.Entries {
+		t.Fatalf("verify replayed %d of %d entries: %+v", r.Replayed, r.Entries, r.Failures())
+	}
+	// A log that records a reservation over the quota as accepted does not
+	// replay.
+	g := newFed(t)
+	g.must(reserve("a", 60), "agg")
+	forged := g.forge(g.sign(reserve("b", 60), "agg"))
+	export, err = g.st.Export(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Verify(export, VerifyOptions{Unpinned: true}); r.Replayed != forged {
+		t.Fatalf("verify replayed %d entries, want it to stop at the forged reservation %d: %+v", r.Replayed, forged, r.Failures())
+	}
+}
+
+// A batch of a session mechanism reserves its queries against the
+// student's quota and nothing against the caps (its session paid at
+// opening): of two such batches at once that together pass the quota, the
+// second is refused at its reservation; the first's charge in its session
+// settles the reservation.
+func TestSessionBatchReservesItsQuota(t *testing.T) {
+	zero := make([]float64, mechanism.DefaultGrid().Len())
+	reserve := func(batch string, queries int) *Reserve {
+		return &Reserve{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "nzc-svt", Params: svtParams(3).LedgerParams(),
+			Queries: uint64(queries), Curve: zero}
+	}
+	f := newFed(t)
+	f.must(openSession(t, "svt1", "s1", []string{"h1"}, 3), "agg")
+	before, _ := f.st.Account("h1")
+	f.must(reserve("a", 60), "agg")
+	if after, _ := f.st.Account("h1"); after.Epsilon != before.Epsilon {
+		t.Fatalf("a session batch's reservation held ε: %v → %v", before.Epsilon, after.Epsilon)
+	}
+	if r := f.apply(f.sign(reserve("b", 60), "agg")); r.Code != CodeQuotaExceeded || r.Subject != "s1" {
+		t.Fatalf("a second session batch passing the quota beside a live one: %s %s %q, want quota-exceeded naming s1", r.Status, r.Code, r.Subject)
+	}
+	costly := reserve("c", 1)
+	costly.Curve = gaussCurve(40, 1)
+	if r := f.apply(f.sign(costly, "agg")); r.Code != CodeBadCharge {
+		t.Fatalf("a session batch reserving a cost: %s %s", r.Status, r.Code)
+	}
+	charge := chargeBody("a", []string{"h1"}, zero, 60)
+	charge.Student, charge.Session, charge.Mechanism, charge.Params = "s1", "svt1", "nzc-svt", svtParams(3).LedgerParams()
+	f.must(charge, "agg")
+	if _, held := f.st.reservations[reserve("a", 60).key()]; held {
+		t.Fatal("the settled reservation is still held")
+	}
+	f.must(reserve("b", 40), "agg")
+	export, err := f.st.Export(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Verify(export, VerifyOptions{Unpinned: true})
+	if r.Replayed != r.Entries {
+		t.Fatalf("verify replayed %d of %d entries: %+v", r.Replayed, r.Entries, r.Failures())
+	}
+	for _, c := range r.Failures() {
+		if c.Name == "cost" {
+			t.Fatalf("verify: %s", c.Detail)
+		}
+	}
+}

@@ -656,7 +656,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 		return r, nil
 	}
 	// Admission at the batch's worst case: every query answered.
-	if r, ok := s.studentQuota(b.Student, b.Queries); !ok {
+	if r, ok := s.studentQuota(b.Student, b.Queries, index, b.key()); !ok {
 		return r, nil
 	}
 	if b.Session != "" {
@@ -846,14 +846,23 @@ func (s *State) ensembleCheck(b *Charge, set []string) (Result, bool) {
 
 // studentQuota admits a batch of queries against the student's quota at
 // its worst case, every query answered, so that the decision does not
-// depend on how many were.
-func (s *State) studentQuota(student string, queries uint64) (Result, bool) {
+// depend on how many were. The student's live reservations at index,
+// except batch except's own, count as answered: each holds its queries
+// until it is settled or expires, so batches reserved at once cannot
+// together pass the quota, and a charge settling within its reservation
+// always fits.
+func (s *State) studentQuota(student string, queries, index uint64, except string) (Result, bool) {
 	st, ok := s.students[student]
 	if !ok {
 		return refuse(CodeUnknownStudent, student, "%s is not a registered student", student), false
 	}
-	if st.maxAnswers > 0 && (queries > st.maxAnswers || st.answers > st.maxAnswers-queries) {
-		return refuse(CodeQuotaExceeded, student, "student %s has %d of its %d answers; a batch of %d queries could exceed the quota", student, st.answers, st.maxAnswers, queries), false
+	if st.maxAnswers == 0 {
+		return Result{}, true
+	}
+	held := s.reservedAnswers(student, index, except)
+	if queries > st.maxAnswers || st.answers > st.maxAnswers-queries || held > st.maxAnswers-queries-st.answers {
+		return refuse(CodeQuotaExceeded, student, "student %s has %d of its %d answers and %d more held by live reservations; a batch of %d queries could exceed the quota",
+			student, st.answers, st.maxAnswers, held, queries), false
 	}
 	return Result{}, true
 }
@@ -900,6 +909,7 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 		return refuse(CodeSessionExhausted, b.Session, "session %s has refused %d of at most %d queries; %d more would exceed its bound", b.Session, ss.queries-ss.answers, ss.maxRefusals, refusals), nil
 	}
 	return accept("recorded batch %s (%d answers) in session %s at no further cost", b.BatchID, b.Answers, b.Session), func() {
+		delete(s.reservations, b.key()) // settled: its queries are answers or refusals now
 		ss.queries += b.Queries
 		ss.answers += b.Answers
 		for _, h := range b.Hospitals {

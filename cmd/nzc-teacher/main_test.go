@@ -60,3 +60,53 @@ func TestTrainReportsProgressAndCheck(t *testing.T) {
 		t.Fatalf("no structured progress line on a non-terminal stderr:\n%s", stderr)
 	}
 }
+
+// train and status print JSON with snake_case keys only, down to the input
+// shape, while the saved manifest keeps its own encoding.
+func TestJSONKeysAreSnakeCase(t *testing.T) {
+	var csv strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&csv, "%d,%d,%d\n", i%2*4, (i/2)%3, i%2)
+	}
+	data := clitest.WriteFile(t, "d.csv", csv.String())
+	cfg := clitest.WriteFile(t, "h.yaml", "id: hospital-1\ntls: {ca: ca.pem, cert: h.pem, key: h.key}\nage_identity: h.age\nlog: {format: json}\n")
+	models := filepath.Join(t.TempDir(), "models")
+	for _, args := range [][]string{
+		{"train", "--config", cfg, "--data", data, "--teachers", "2", "--model", "softmax", "--epochs", "1", "--models", models, "--format", "json"},
+		{"status", "--config", cfg, "--models", models, "--format", "json"},
+	} {
+		stdout, stderr, err := clitest.ExecuteSplit(t, newRootCommand(), args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", args[0], err, stderr)
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%s: %v\n%s", args[0], err, stdout)
+		}
+		for _, k := range jsonKeys(out, "") {
+			if k != strings.ToLower(k) {
+				t.Errorf("%s --format json: key %q is not snake_case", args[0], k)
+			}
+		}
+		shape, _ := out["shape"].(map[string]any)
+		if shape["height"] != 1.0 || shape["width"] != 2.0 || shape["channels"] != 1.0 {
+			t.Errorf("%s --format json: shape %v, want height 1, width 2, channels 1", args[0], out["shape"])
+		}
+	}
+}
+
+func jsonKeys(v any, prefix string) []string {
+	var keys []string
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			keys = append(keys, prefix+k)
+			keys = append(keys, jsonKeys(e, prefix+k+".")...)
+		}
+	case []any:
+		for _, e := range v {
+			keys = append(keys, jsonKeys(e, prefix)...)
+		}
+	}
+	return keys
+}

@@ -53,10 +53,9 @@ terminal; otherwise it is logged as a structured line every 5 s.`,
 			return err
 		}
 		out := struct {
-			*teacher.Manifest
-			Dir     string  `json:"dir"`
+			ensembleView
 			Seconds float64 `json:"seconds"`
-		}{m, cfg.Models, time.Since(start).Seconds()}
+		}{viewEnsemble(m, cfg.Models), time.Since(start).Seconds()}
 		text := fmt.Sprintf("trained %d %s teachers on %d examples (%d classes) in %.1fs; saved in %s\n",
 			m.Teachers, m.Model, m.Examples, m.Classes, out.Seconds, cfg.Models)
 		if c := m.Check; c != nil {
@@ -163,11 +162,7 @@ func newStatusCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		out := struct {
-			*teacher.Manifest
-			Dir string `json:"dir"`
-		}{m, dir}
-		return cli.Print(cmd.OutOrStdout(), f, out, cli.Textf("%d %s teachers in %s\nclasses %d, input %v, trained on %d examples (data %s…)\n",
+		return cli.Print(cmd.OutOrStdout(), f, viewEnsemble(m, dir), cli.Textf("%d %s teachers in %s\nclasses %d, input %v, trained on %d examples (data %s…)\n",
 			m.Teachers, m.Model, dir, m.Classes, m.Shape, m.Examples, m.DataHash[:min(12, len(m.DataHash))]))
 	})
 }

@@ -134,7 +134,11 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		if perr != nil {
 			return nil, nil, nil, perr
 		}
-		return keep, append(left, out...), unpaid, nil
+		keep, left, _, perr = a.reserve(ctx, student, batch, keep, append(left, out...), reasons, classes, nq)
+		if perr != nil {
+			return nil, nil, nil, perr
+		}
+		return keep, left, unpaid, nil
 	}
 	keep = hs
 	// The worst case depends on the ensemble, so it is recomputed whenever
@@ -182,11 +186,13 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 // reserve holds the batch's worst case in the ledger before any hospital
 // is asked (ledger.Reserve): the ledger's gate decides it against every
 // hospital's spent budget and every other batch's live reservation, so
-// batches running at once cannot together pass a cap, and the charge after
-// the votes settles within it. A hospital the ledger names as unable to
+// batches running at once cannot together pass a cap or their student's
+// answer quota, and the charge after the votes settles within it. A hospital the ledger names as unable to
 // pay is left out and the rest reserved again, while the quorum remains.
 // The decision depends on the ledger's public state and the batch's size
-// only.
+// only. Under a mechanism that answers in sessions the batch's session
+// pays its cost, so its reservation states none and holds only its
+// queries against the student's quota.
 func (a *Aggregator) reserve(ctx context.Context, student, batch string, keep []*hospitalEntry, left, reasons []string, classes, nq int) ([]*hospitalEntry, []string, []string, *protocol.Error) {
 	for len(keep) >= a.cfg.Quorum {
 		p := a.cfg.Mechanism
@@ -197,12 +203,16 @@ func (a *Aggregator) reserve(ctx context.Context, student, batch string, keep []
 			ids[i] = h.id
 		}
 		slices.Sort(ids)
-		worst, err := p.Charge(a.grid, nq, 0)
-		if err != nil {
-			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+		curve, delta := make([]float64, a.grid.Len()), 0.0
+		if !p.Mechanism.Sessions() {
+			worst, err := p.Charge(a.grid, nq, 0)
+			if err != nil {
+				return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: the mechanism's worst-case cost: %v", batch, err)
+			}
+			curve, delta = worst.RDP.Values(), worst.Delta
 		}
 		cmd, err := ledger.Sign(&ledger.Reserve{BatchID: batch, Student: student, Hospitals: ids, Mechanism: string(p.Mechanism),
-			Params: p.LedgerParams(), Queries: uint64(nq), Curve: worst.RDP.Values(), Delta: worst.Delta,
+			Params: p.LedgerParams(), Queries: uint64(nq), Curve: curve, Delta: delta,
 			Timestamp: a.cfg.Now().UnixNano()}, a.cfg.ID, a.cfg.SigningKey)
 		if err != nil {
 			return nil, nil, nil, protocol.Errorf(protocol.CodeBadRequest, "batch %s: sign its reservation: %v", batch, err)
@@ -323,6 +333,8 @@ func (a *Aggregator) cannotPay(b *nzcpb.HospitalBudget, worst mechanism.Charge, 
 	if !(conv > 0) {
 		return fmt.Sprintf("has δ %.3g left and the worst case's additive δ is %.3g", b.GetDelta(), worst.Delta)
 	}
+	// The worst case alone, as the ledger's gate takes it: the filter
+	// conversion, or its pure ε when that is smaller.
 	eps := 0.0
 	if !worst.RDP.IsZero() {
 		eps = math.Inf(1)
@@ -330,6 +342,7 @@ func (a *Aggregator) cannotPay(b *nzcpb.HospitalBudget, worst mechanism.Charge, 
 			eps = c.Epsilon
 		}
 	}
+	eps = min(eps, worst.PureEpsilon)
 	total := a.composedEpsilon(b, worst, conv)
 	if spent := b.GetEpsilonSpent(); eps > b.GetEpsilonCap() || spent > b.GetEpsilonCap() || total > b.GetEpsilonCap() {
 		return fmt.Sprintf("has spent ε=%.6g of its cap ε=%v, and with the worst case (ε=%.6g alone) would reach ε=%.6g at δ=%.3g", spent, b.GetEpsilonCap(), eps, total, conv)

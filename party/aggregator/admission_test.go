@@ -200,13 +200,59 @@ func TestConcurrentBatchesReserveBeforeVotes(t *testing.T) {
 	}
 }
 
+// A student's quota holds across batches at once: two batches of one
+// student, each of whose worst case fits its answer quota alone and not
+// together, against a budget read from a lagging auditor that shows
+// neither. The ledger's reservation admits one; the other is refused
+// before any hospital is asked for its votes (before, both were reserved,
+// the hospitals voted on both, and the ledger refused the second charge
+// for the quota after its votes were collected and its noise drawn).
+func TestConcurrentBatchesHoldTheStudentQuota(t *testing.T) {
+	f := newFixtureWith(t, 2, 100, rules{quota: 10})
+	cfg := f.cfg
+	cfg.Mechanism = mechanism.Params{Mechanism: mechanism.LNMax, Scale: 2} // pure ε 1 per answer: the caps hold both
+	cfg.Ledger = laggingLedger{fakeLedger: f.led, stale: intake.Budgets(f.led.m.State(), &nzcpb.BudgetRequest{StudentId: "student-1"})}
+	a := f.start(t, cfg)
+	const nq = 6 // of a quota of 10 answers: one batch fits, two do not
+	reqs := make([]*nzcpb.LabelRequest, 2)
+	for i := range reqs {
+		reqs[i], _ = f.request(t, byte(30+i), nq)
+	}
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() { _, errs[i] = a.Label(t.Context(), "student-1", req) })
+	}
+	wg.Wait()
+	var refused *protocol.Error
+	switch {
+	case errs[0] == nil && errors.As(errs[1], &refused), errs[1] == nil && errors.As(errs[0], &refused):
+	default:
+		t.Fatalf("two batches of 6 queries at once under a quota of 10: %v and %v, want one labelled and one refused", errs[0], errs[1])
+	}
+	if refused.Code != protocol.CodeBudgetExhausted || !strings.Contains(refused.Message, "reservation") || !strings.Contains(refused.Message, "nothing was asked of the hospitals or drawn") {
+		t.Fatalf("the refusal: %v, want the ledger's refusal of its reservation", refused)
+	}
+	for _, h := range f.hospitals {
+		if h.calls != 1 {
+			t.Errorf("hospital %s was asked %d times, want once: only for the batch the quota admits", h.id, h.calls)
+		}
+	}
+	if got := len(f.led.charges(t)); got != 1 {
+		t.Fatalf("%d batches charged, want 1", got)
+	}
+	if q, _ := f.led.m.State().Student("student-1"); q.Answers > 10 {
+		t.Fatalf("student-1 has %d answers, over its quota of 10", q.Answers)
+	}
+}
+
 // No student takes another's share: under a genesis giving each student
 // half of every cap, a student's batch that would take it past half of
 // the hospitals' caps is refused by the ledger's reservation for each
 // hospital in turn, and so before any hospital is asked; another
 // student's batch of the same size is then labelled by every hospital.
 func TestStudentShareLeavesTheOthersTheirs(t *testing.T) {
-	f := newSharedFixture(t, 2, 10, 0.5)
+	f := newFixtureWith(t, 2, 10, rules{share: 0.5})
 	cfg := f.cfg
 	cfg.Mechanism = mechanism.Params{Mechanism: mechanism.LNMax, Scale: 2} // pure ε 1 per answer
 	a := f.start(t, cfg)
@@ -234,4 +280,32 @@ func TestStudentShareLeavesTheOthersTheirs(t *testing.T) {
 		t.Fatalf("student-2's batch, within its own share: %v (left out %v)", err, resp.GetLeftOut())
 	}
 	f.wantChargedTo(t, other, "hospital-1", "hospital-2")
+}
+
+// A session planned at pure ε equal to the cap is paid for: the ledger's
+// gate takes the smaller of the RDP conversion and the pure ε, and so must
+// the aggregator's check before it asks anyone (the demo's session: pure
+// ε = 2.00, whose conversion at the cap's δ less its own is 2.007).
+func TestCannotPayTakesThePureEpsilon(t *testing.T) {
+	f := newFixture(t, 1, 2)
+	a := f.start(t, f.cfg)
+	p, err := mechanism.DefaultSessionKind().PlanSession(2, 1e-5/2, 2, 300, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst, err := p.Charge(mechanism.DefaultGrid(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(worst.PureEpsilon <= 2) {
+		t.Fatalf("the planned session's pure ε is %v, want ≤ 2", worst.PureEpsilon)
+	}
+	fresh := &nzcpb.HospitalBudget{HospitalId: "hospital-1", EpsilonCap: 2, Delta: 1e-5}
+	if why := a.cannotPay(fresh, worst, 0); why != "" {
+		t.Fatalf("a fresh account of cap 2 cannot pay for a session of pure ε %v: %s", worst.PureEpsilon, why)
+	}
+	over := &nzcpb.HospitalBudget{HospitalId: "hospital-1", EpsilonCap: 1.9, Delta: 1e-5}
+	if why := a.cannotPay(over, worst, 0); why == "" {
+		t.Fatalf("an account of cap 1.9 can pay for a session of pure ε %v", worst.PureEpsilon)
+	}
 }

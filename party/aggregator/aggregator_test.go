@@ -224,19 +224,25 @@ const classes = 4
 // their accounts and registers the student in an in-memory ledger.
 func newFixture(t *testing.T, n int, capEps float64) *fixture {
 	t.Helper()
-	return newSharedFixture(t, n, capEps, 0)
+	return newFixtureWith(t, n, capEps, rules{})
 }
 
-// newSharedFixture is newFixture under a genesis fixing each student's
-// share of a hospital's cap (0: none, the whole cap).
-func newSharedFixture(t *testing.T, n int, capEps, share float64) *fixture {
+// rules are the ledger's limits on each student beyond the hospitals'
+// caps.
+type rules struct {
+	share float64 // of a hospital's cap ε, fixed by the genesis (0: none, the whole cap)
+	quota uint64  // answers, fixed by the student's registration (0: none)
+}
+
+// newFixtureWith is newFixture under the given limits on each student.
+func newFixtureWith(t *testing.T, n int, capEps float64, r rules) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	m := cryptotest.Federation(t, dir, cryptotest.Spec{Hospitals: n, Auditors: 3, Students: 2})
 	ca := cryptotest.CA(t, m)
 	now := time.Unix(1_800_000_000, 0)
 	// The genesis's cap bound admits every test's cap.
-	cmds := genesis(t, m, ca.Key(), "nzc.test/ledger", now, max(capEps, ledger.DefaultEpsilonBound), share)
+	cmds := genesis(t, m, ca.Key(), "nzc.test/ledger", now, max(capEps, ledger.DefaultEpsilonBound), r)
 	aud := m.ByRole(crypto.RoleAuditor)[0]
 	mach, err := auditor.NewLedger(ledger.New(), aud.ID, cryptotest.SigningKey(t, m, aud), nil)
 	if err != nil {
@@ -294,21 +300,21 @@ func newSharedFixture(t *testing.T, n int, capEps, share float64) *fixture {
 
 // genesis returns the commands that start m's ledger, as the
 // administrator signs them with admin at now: the genesis of m's parties
-// (intake.Directory), then each student's registration.
-func genesis(t *testing.T, m *crypto.Manifest, admin ed25519.PrivateKey, origin string, now time.Time, epsilonBound, share float64) [][]byte {
+// (intake.Directory), then each student's registration, under the limits r.
+func genesis(t *testing.T, m *crypto.Manifest, admin ed25519.PrivateKey, origin string, now time.Time, epsilonBound float64, r rules) [][]byte {
 	t.Helper()
 	parties, err := intake.Directory(m, admin.Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g, err := ledger.Sign(&ledger.Genesis{Origin: origin, Parties: parties, EpsilonBound: epsilonBound, DeltaBound: ledger.DefaultDeltaBound,
-		StudentShare: share, Timestamp: now.UnixNano()}, intake.AdminID, admin)
+		StudentShare: r.share, Timestamp: now.UnixNano()}, intake.AdminID, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmds := [][]byte{g}
 	for _, s := range m.ByRole(crypto.RoleStudent) {
-		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s.ID, Timestamp: now.UnixNano()}, intake.AdminID, admin)
+		c, err := ledger.Sign(&ledger.RegisterStudent{Student: s.ID, MaxAnswers: r.quota, Timestamp: now.UnixNano()}, intake.AdminID, admin)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,8 +27,18 @@ func (h connHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.Vo
 // Serve accepts hospitals and students on l until ctx ends. Before
 // serving it re-proposes the charges of batches left pending by an earlier
 // run (in the background, so that an unreachable ledger does not keep
-// parties out).
+// parties out). It returns a *ClassMismatchError, having stopped, when the
+// ledger registers another class count than the configured one.
 func (a *Aggregator) Serve(ctx context.Context, l *quicnet.Listener) error {
+	// A class count the ledger does not register would refuse every
+	// batch: stop serving and say so.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		if err := a.checkClasses(ctx); err != nil {
+			cancel(err)
+		}
+	}()
 	go func() {
 		if err := a.Recover(ctx); err != nil {
 			a.log.Error("could not read the outbox", "err", err)
@@ -47,7 +57,11 @@ func (a *Aggregator) Serve(ctx context.Context, l *quicnet.Listener) error {
 			}
 		}
 	}()
-	return l.Serve(ctx, a.mux(), a.log)
+	err := l.Serve(ctx, a.mux(), a.log)
+	if mm := (*ClassMismatchError)(nil); errors.As(context.Cause(ctx), &mm) {
+		return mm
+	}
+	return err
 }
 
 // Listen opens the aggregator's QUIC listener: only hospitals and students

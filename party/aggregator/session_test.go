@@ -27,7 +27,13 @@ import (
 // nzc-svt with K = 3, quorum 2.
 func svtFixture(t *testing.T, n int) (*fixture, Config) {
 	t.Helper()
-	f := newFixture(t, n, 50)
+	return svtFixtureWith(t, n, rules{})
+}
+
+// svtFixtureWith is svtFixture under the given limits on each student.
+func svtFixtureWith(t *testing.T, n int, r rules) (*fixture, Config) {
+	t.Helper()
+	f := newFixtureWith(t, n, 50, r)
 	for _, h := range f.hospitals {
 		h.teachers = 200
 		f.cfg.Ensembles[h.id] = h.teachers
@@ -732,5 +738,48 @@ func TestSessionUsedUpDuringVotesOpensNoneAfterThem(t *testing.T) {
 	label(t, a, gated) // the retry opens the next session before asking anyone
 	if _, n := f.led.openings(t); n != 2 {
 		t.Fatalf("%d sessions opened after the retry, want 2", n)
+	}
+}
+
+// A session batch holds the student's quota too: of two batches at once
+// under nzc-svt, each within the student's answer quota alone and not
+// together, against a lagging budget read that shows neither, the second
+// is refused at its reservation before any hospital is asked for its
+// votes (before, both were asked and the second's charge was refused for
+// the quota after its votes were collected).
+func TestConcurrentSessionBatchesHoldTheStudentQuota(t *testing.T) {
+	f, cfg := svtFixtureWith(t, 2, rules{quota: 10})
+	cfg.Ledger = laggingLedger{fakeLedger: f.led, stale: intake.Budgets(f.led.m.State(), &nzcpb.BudgetRequest{StudentId: "student-1"})}
+	a := f.start(t, cfg)
+	const nq = 6 // of a quota of 10 answers: one batch fits, two do not
+	reqs := make([]*nzcpb.LabelRequest, 2)
+	for i := range reqs {
+		reqs[i], _ = f.request(t, byte(40+i), nq)
+	}
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() { _, errs[i] = a.Label(t.Context(), "student-1", req) })
+	}
+	wg.Wait()
+	var refused *protocol.Error
+	switch {
+	case errs[0] == nil && errors.As(errs[1], &refused), errs[1] == nil && errors.As(errs[0], &refused):
+	default:
+		t.Fatalf("two session batches of 6 queries at once under a quota of 10: %v and %v, want one labelled and one refused", errs[0], errs[1])
+	}
+	if refused.Code != protocol.CodeBudgetExhausted || !strings.Contains(refused.Message, "reservation") || !strings.Contains(refused.Message, "nothing was asked of the hospitals or drawn") {
+		t.Fatalf("the refusal: %v, want the ledger's refusal of its reservation", refused)
+	}
+	for _, h := range f.hospitals {
+		if h.calls != 1 {
+			t.Errorf("hospital %s was asked %d times, want once: only for the batch the quota admits", h.id, h.calls)
+		}
+	}
+	if got := len(f.led.charges(t)); got != 1 {
+		t.Fatalf("%d batches charged, want 1", got)
+	}
+	if q, _ := f.led.m.State().Student("student-1"); q.Answers > 10 {
+		t.Fatalf("student-1 has %d answers, over its quota of 10", q.Answers)
 	}
 }

@@ -200,7 +200,7 @@ func TestOverviewAndHistoryFollowTheLedger(t *testing.T) {
 	for _, s := range h.Series {
 		for _, p := range s.Points {
 			want := points[slices.IndexFunc(points, func(q ledger.SpendPoint) bool { return q.Index == p.Index && q.Hospital == s.Hospital })]
-			if float64(p.Epsilon) != want.Epsilon || float64(p.Cap) != want.CapEpsilon {
+			if float64(p.Epsilon) != want.Epsilon || float64(p.Cap) != want.CapEpsilon || p.UnixMs != want.Timestamp/1e6 || p.Time != formatTime(want.Timestamp) {
 				t.Errorf("%s at %d: %+v, want %+v", s.Hospital, p.Index, p, want)
 			}
 			n++
@@ -213,6 +213,14 @@ func TestOverviewAndHistoryFollowTheLedger(t *testing.T) {
 	}
 	if n != len(points) {
 		t.Errorf("%d points, SpendHistory has %d", n, len(points))
+	}
+	// The time axis spans the earliest and the latest stamp.
+	from, to := points[0].Timestamp, points[0].Timestamp
+	for _, p := range points {
+		from, to = min(from, p.Timestamp), max(to, p.Timestamp)
+	}
+	if h.From != from/1e6 || h.To != to/1e6 || h.FromTime != formatTime(from) || h.ToTime != formatTime(to) || !(h.To > h.From) {
+		t.Errorf("history spans %d (%s) to %d (%s), want %d to %d", h.From, h.FromTime, h.To, h.ToTime, from/1e6, to/1e6)
 	}
 }
 

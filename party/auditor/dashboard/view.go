@@ -90,6 +90,14 @@ type History struct {
 	Entries int64    `json:"entries"`
 	Series  []Series `json:"series"`
 	Error   string   `json:"error,omitempty"` // why there is no history
+	// From and To span the points' timestamps (unix milliseconds, as the
+	// entries' proposers stamped them), FromTime and ToTime the same in
+	// UTC: the charts' time axis, shared by every hospital. Unset without
+	// points.
+	From     int64  `json:"from_unix_ms,omitempty"`
+	To       int64  `json:"to_unix_ms,omitempty"`
+	FromTime string `json:"from_time,omitempty"`
+	ToTime   string `json:"to_time,omitempty"`
 }
 
 // Series is one hospital's spend over time.
@@ -99,10 +107,12 @@ type Series struct {
 	Points   []Point `json:"points"`
 }
 
-// Point is a hospital's ε and cap right after entry Index.
+// Point is a hospital's ε and cap right after entry Index, which its
+// proposer stamped at Time (UTC; UnixMs in unix milliseconds).
 type Point struct {
 	Index   uint64         `json:"index"`
 	Time    string         `json:"time"`
+	UnixMs  int64          `json:"unix_ms"`
 	Epsilon jsonnum.OrNull `json:"epsilon"`
 	Cap     jsonnum.OrNull `json:"cap"`
 }
@@ -305,14 +315,23 @@ func capChanges(cs []ledger.CapChange) []CapChangeView {
 func (d *Dashboard) history(points []ledger.SpendPoint, size int64) History {
 	h := History{Entries: size, Series: []Series{}}
 	at := map[string]int{}
-	for _, p := range points {
+	for n, p := range points {
 		i, ok := at[p.Hospital]
 		if !ok {
 			i = len(h.Series)
 			at[p.Hospital] = i
 			h.Series = append(h.Series, Series{Hospital: p.Hospital})
 		}
-		h.Series[i].Points = append(h.Series[i].Points, Point{Index: p.Index, Time: formatTime(p.Timestamp), Epsilon: jsonnum.OrNull(p.Epsilon), Cap: jsonnum.OrNull(p.CapEpsilon)})
+		h.Series[i].Points = append(h.Series[i].Points, Point{Index: p.Index, Time: formatTime(p.Timestamp),
+			UnixMs: p.Timestamp / int64(time.Millisecond), Epsilon: jsonnum.OrNull(p.Epsilon), Cap: jsonnum.OrNull(p.CapEpsilon)})
+		// Proposers' clocks differ: the span is the earliest and latest
+		// stamp, not the first and last entry's.
+		if ms := p.Timestamp / int64(time.Millisecond); n == 0 || ms < h.From {
+			h.From, h.FromTime = ms, formatTime(p.Timestamp)
+		}
+		if ms := p.Timestamp / int64(time.Millisecond); n == 0 || ms > h.To {
+			h.To, h.ToTime = ms, formatTime(p.Timestamp)
+		}
 	}
 	for i := range h.Series {
 		h.Series[i].Points, h.Series[i].Thinned = thin(h.Series[i].Points, d.opts.MaxPoints)

@@ -55,8 +55,12 @@
   }
 
   // chart draws one hospital's ε (a step line) and cap (dashed) against
-  // the ledger's entry index.
-  function chart(series, entries, colour) {
+  // time: the UTC stamps the entries' proposers put on them, on an axis
+  // shared by every hospital (history.from_unix_ms … to_unix_ms). A point
+  // stamped before its predecessor (proposers' clocks differ) is drawn at
+  // its predecessor's time. Without a span of time (one instant, or a
+  // server without timestamps) it falls back to the entry number.
+  function chart(series, history, colour) {
     const W = 320, H = 130, L = 34, R = 8, T = 10, B = 20;
     const pts = (series && series.points) || [];
     const s = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img" });
@@ -66,8 +70,16 @@
       if (p.epsilon !== null) top = Math.max(top, p.epsilon);
     }
     top = top > 0 ? top * 1.1 : 1;
-    const xmax = Math.max(entries, 1);
-    const x = (i) => L + (W - L - R) * (i / xmax);
+    const from = history.from_unix_ms, to = history.to_unix_ms;
+    const timed = typeof from === "number" && typeof to === "number" && to > from;
+    // pos is where each point sits on the axis, in [0, 1].
+    let held = -Infinity;
+    const pos = pts.map((p) => {
+      if (!timed) return p.index / Math.max(history.entries, 1);
+      held = Math.max(held, p.unix_ms);
+      return (held - from) / (to - from);
+    });
+    const x = (f) => L + (W - L - R) * f;
     const y = (v) => (v === null || v > top ? T : T + (H - T - B) * (1 - v / top));
 
     for (const f of [0, 0.5, 1]) {
@@ -76,31 +88,41 @@
       s.append(svg("text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, fmt(v).replace(/\.?0+$/, "")));
     }
     s.append(svg("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
-    s.append(svg("text", { x: L, y: H - 6 }, "entry 0"));
-    s.append(svg("text", { x: W - R, y: H - 6, "text-anchor": "end" }, "entry " + entries));
+    if (timed) {
+      // "2006-01-02 15:04:05": the clock time at the ends, the date in the
+      // middle when both ends share it.
+      const sameDay = history.from_time.slice(0, 10) === history.to_time.slice(0, 10);
+      const end = (t) => (sameDay ? t.slice(11, 16) : t.slice(5, 16));
+      s.append(svg("text", { class: "axis-from", x: L, y: H - 6 }, end(history.from_time)));
+      s.append(svg("text", { class: "axis-label", x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" },
+        (sameDay ? history.from_time.slice(0, 10) + " " : "") + "UTC, proposer's clock"));
+      s.append(svg("text", { class: "axis-to", x: W - R, y: H - 6, "text-anchor": "end" }, end(history.to_time)));
+    } else {
+      s.append(svg("text", { x: L, y: H - 6 }, "entry 0"));
+      s.append(svg("text", { x: W - R, y: H - 6, "text-anchor": "end" }, "entry " + history.entries));
+    }
     if (pts.length === 0) return s;
 
     // Step paths: a value holds until the next point, and the last one
-    // until the end of the log.
+    // until the end of the axis.
     let spend = "", cap = "";
     pts.forEach((p, i) => {
-      const cmd = i === 0 ? "M" : "H";
-      spend += (i === 0 ? `M${x(p.index)},${y(p.epsilon)}` : ` ${cmd}${x(p.index)} V${y(p.epsilon)}`);
-      cap += (i === 0 ? `M${x(p.index)},${y(p.cap)}` : ` H${x(p.index)} V${y(p.cap)}`);
+      spend += (i === 0 ? `M${x(pos[i])},${y(p.epsilon)}` : ` H${x(pos[i])} V${y(p.epsilon)}`);
+      cap += (i === 0 ? `M${x(pos[i])},${y(p.cap)}` : ` H${x(pos[i])} V${y(p.cap)}`);
     });
-    spend += ` H${x(xmax)}`;
-    cap += ` H${x(xmax)}`;
-    const area = spend + ` V${y(0)} H${x(pts[0].index)} Z`;
+    spend += ` H${x(1)}`;
+    cap += ` H${x(1)}`;
+    const area = spend + ` V${y(0)} H${x(pos[0])} Z`;
     s.append(svg("path", { class: "area", d: area, fill: colour }));
     s.append(svg("path", { class: "capline", d: cap }));
     s.append(svg("path", { class: "spend", d: spend, stroke: colour }));
     const last = pts[pts.length - 1];
     s.append(svg("text", { class: "caplabel", x: W - R, y: y(last.cap) - 3, "text-anchor": "end" }, "cap " + fmt(last.cap)));
-    for (const p of pts) {
-      const c = svg("circle", { cx: x(p.index), cy: y(p.epsilon), r: 2.2, fill: colour });
+    pts.forEach((p, i) => {
+      const c = svg("circle", { cx: x(pos[i]), cy: y(p.epsilon), r: 2.2, fill: colour, "data-index": p.index });
       c.append(svg("title", {}, `entry ${p.index} · ${p.time} UTC · ε ${fmt(p.epsilon)} of ${fmt(p.cap)}`));
       s.append(c);
-    }
+    });
     return s;
   }
 
@@ -140,7 +162,7 @@
         ...(a.suspended ? [el("div", { class: "suspended", id: "suspended-" + a.hospital }, a.suspended_text)] : []),
         ...a.cap_changes.map((c) => el("div", { class: c.raise ? "cap-change raise" : "cap-change" },
           (c.raise ? "cap RAISED" : "cap changed") + " at entry " + c.entry + " (" + c.time + ") by " + c.text)),
-        chart(series, history.entries, colour));
+        chart(series, history, colour));
     });
     replace("accounts", ...cards);
     // Inline styles are barred by the page's CSP; set them through the DOM.
@@ -206,8 +228,8 @@
     if (act.charges.length === 0) return;
     const rows = act.charges.map((c) => {
       const what = c.kind === "open-session"
-        ? el("td", {}, "session ", el("b", {}, c.session), el("div", { class: "dim" }, "opened: its whole cost is paid now"))
-        : el("td", {}, c.batch, c.session ? el("div", { class: "dim" }, "in session " + c.session + " (paid at opening)") : null);
+        ? el("td", { class: "wrap" }, "session ", el("b", {}, c.session), el("div", { class: "dim" }, "opened: its whole cost is paid now"))
+        : el("td", {}, el("span", { class: "id" }, c.batch), c.session ? el("div", { class: "dim wrap" }, "in session " + c.session + " (paid at opening)") : null);
       const costs = c.costs.length === 0
         ? el("td", { class: "dim" }, "—")
         : el("td", {}, ...c.costs.map((k) => el("span", { class: "cost" },
@@ -218,7 +240,7 @@
         el("td", { class: "dim nowrap" }, c.time),
         what,
         el("td", { class: "nowrap" }, c.student),
-        el("td", {}, c.mechanism, el("div", { class: "dim" }, c.params)),
+        el("td", { class: "wrap" }, c.mechanism, el("div", { class: "dim" }, c.params)),
         el("td", { class: "num" }, c.kind === "open-session" ? "—" : `${c.answers} / ${c.queries}`),
         costs);
     });
@@ -232,10 +254,10 @@
       el("tr", { id: "refusal-" + r.index },
         el("td", { class: "num" }, r.index),
         el("td", { class: "dim nowrap" }, r.time),
-        el("td", { class: "nowrap" }, r.kind, r.batch ? el("div", { class: "dim" }, r.batch) : null),
+        el("td", {}, el("span", { class: "nowrap" }, r.kind), r.batch ? el("div", { class: "dim id" }, r.batch) : null),
         el("td", { class: "nowrap" }, r.signer),
         el("td", {}, el("span", { class: "code" }, r.code)),
-        el("td", {}, r.reason)));
+        el("td", { class: "wrap" }, r.reason)));
     replace("refusals", ...rows);
   }
 
