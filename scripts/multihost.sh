@@ -24,10 +24,20 @@ fail() {
 	exit 1
 }
 
-for tool in ip nft curl jq go; do
-	command -v "$tool" >/dev/null || { echo "multihost: needs $tool" >&2; exit 2; }
-done
 [ "$(id -u)" -eq 0 ] || { echo "multihost: needs root (ip netns, nft)" >&2; exit 2; }
+# On a fresh Debian machine, install what is missing (the Debian package
+# that holds each tool), as scripts/setup.sh does for the CI's tools.
+missing=()
+for tool in ip:iproute2 nft:nftables curl:curl jq:jq; do
+	command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	command -v apt-get >/dev/null || { echo "multihost: needs ${missing[*]}; install them" >&2; exit 2; }
+	echo "multihost: installing ${missing[*]} (Debian packages)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+command -v go >/dev/null || { echo "multihost: needs go" >&2; exit 2; }
 
 # name  address      (the party's namespace is nzcmh-NAME)
 parties=(aggregator:10.77.0.10 auditor-1:10.77.0.11 auditor-2:10.77.0.12 auditor-3:10.77.0.13
