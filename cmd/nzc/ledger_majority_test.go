@@ -81,8 +81,14 @@ func TestLedgerReadsWithAMajority(t *testing.T) {
 	}
 	grown := int64(res.GetIndex()) + 1
 
+	// Each read's time is logged (go test -v): with one auditor down it
+	// answers once a majority cosigned, plus at most a second for the
+	// others; the --timeout bounds it.
 	read := func(args ...string) (stdout, stderr string, err error) {
-		return clitest.ExecuteSplit(t, newRootCommand(), append(append([]string{"ledger"}, args...), "--federation", dir, "--timeout", readTimeout)...)
+		start := time.Now()
+		stdout, stderr, err = clitest.ExecuteSplit(t, newRootCommand(), append(append([]string{"ledger"}, args...), "--federation", dir, "--timeout", readTimeout)...)
+		t.Logf("nzc ledger %s: %v (err %v)", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), err)
+		return stdout, stderr, err
 	}
 
 	// status: the largest view covers the grown log, and names the
