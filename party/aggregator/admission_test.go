@@ -152,22 +152,7 @@ func TestConcurrentBatchesReserveBeforeVotes(t *testing.T) {
 	cfg.Ledger = laggingLedger{fakeLedger: f.led, stale: intake.Budgets(f.led.m.State(), &nzcpb.BudgetRequest{})}
 	a := f.start(t, cfg)
 	const nq = 6 // worst case ε 6 of a cap of 10: one batch fits, two do not
-	reqs := make([]*nzcpb.LabelRequest, 2)
-	for i := range reqs {
-		reqs[i], _ = f.request(t, byte(20+i), nq)
-	}
-	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i, req := range reqs {
-		wg.Go(func() { _, errs[i] = a.Label(t.Context(), "student-1", req) })
-	}
-	wg.Wait()
-	var refused *protocol.Error
-	switch {
-	case errs[0] == nil && errors.As(errs[1], &refused), errs[1] == nil && errors.As(errs[0], &refused):
-	default:
-		t.Fatalf("two half-cap batches at once: %v and %v, want one labelled and one refused", errs[0], errs[1])
-	}
+	refused := labelTwoAtOnce(t, f, a, 20, nq, "two half-cap batches at once")
 	if refused.Code != protocol.CodeBudgetExhausted || !strings.Contains(refused.Message, "nothing was asked of the hospitals or drawn") {
 		t.Fatalf("the refusal: %v", refused)
 	}
@@ -214,22 +199,7 @@ func TestConcurrentBatchesHoldTheStudentQuota(t *testing.T) {
 	cfg.Ledger = laggingLedger{fakeLedger: f.led, stale: intake.Budgets(f.led.m.State(), &nzcpb.BudgetRequest{StudentId: "student-1"})}
 	a := f.start(t, cfg)
 	const nq = 6 // of a quota of 10 answers: one batch fits, two do not
-	reqs := make([]*nzcpb.LabelRequest, 2)
-	for i := range reqs {
-		reqs[i], _ = f.request(t, byte(30+i), nq)
-	}
-	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i, req := range reqs {
-		wg.Go(func() { _, errs[i] = a.Label(t.Context(), "student-1", req) })
-	}
-	wg.Wait()
-	var refused *protocol.Error
-	switch {
-	case errs[0] == nil && errors.As(errs[1], &refused), errs[1] == nil && errors.As(errs[0], &refused):
-	default:
-		t.Fatalf("two batches of 6 queries at once under a quota of 10: %v and %v, want one labelled and one refused", errs[0], errs[1])
-	}
+	refused := labelTwoAtOnce(t, f, a, 30, nq, "two batches of 6 queries at once under a quota of 10")
 	if refused.Code != protocol.CodeBudgetExhausted || !strings.Contains(refused.Message, "reservation") || !strings.Contains(refused.Message, "nothing was asked of the hospitals or drawn") {
 		t.Fatalf("the refusal: %v, want the ledger's refusal of its reservation", refused)
 	}
@@ -308,4 +278,28 @@ func TestCannotPayTakesThePureEpsilon(t *testing.T) {
 	if why := a.cannotPay(over, worst, 0); why == "" {
 		t.Fatalf("an account of cap 1.9 can pay for a session of pure ε %v", worst.PureEpsilon)
 	}
+}
+
+// labelTwoAtOnce asks a for two batches of nq queries at once (batch ids
+// from id) and requires one labelled and the other refused, which it
+// returns; what names the run in a failure.
+func labelTwoAtOnce(t *testing.T, f *fixture, a *Aggregator, id byte, nq int, what string) *protocol.Error {
+	t.Helper()
+	reqs := make([]*nzcpb.LabelRequest, 2)
+	for i := range reqs {
+		reqs[i], _ = f.request(t, id+byte(i), nq)
+	}
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() { _, errs[i] = a.Label(t.Context(), "student-1", req) })
+	}
+	wg.Wait()
+	var refused *protocol.Error
+	switch {
+	case errs[0] == nil && errors.As(errs[1], &refused), errs[1] == nil && errors.As(errs[0], &refused):
+	default:
+		t.Fatalf("%s: %v and %v, want one labelled and one refused", what, errs[0], errs[1])
+	}
+	return refused
 }

@@ -752,22 +752,7 @@ func TestConcurrentSessionBatchesHoldTheStudentQuota(t *testing.T) {
 	cfg.Ledger = laggingLedger{fakeLedger: f.led, stale: intake.Budgets(f.led.m.State(), &nzcpb.BudgetRequest{StudentId: "student-1"})}
 	a := f.start(t, cfg)
 	const nq = 6 // of a quota of 10 answers: one batch fits, two do not
-	reqs := make([]*nzcpb.LabelRequest, 2)
-	for i := range reqs {
-		reqs[i], _ = f.request(t, byte(40+i), nq)
-	}
-	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i, req := range reqs {
-		wg.Go(func() { _, errs[i] = a.Label(t.Context(), "student-1", req) })
-	}
-	wg.Wait()
-	var refused *protocol.Error
-	switch {
-	case errs[0] == nil && errors.As(errs[1], &refused), errs[1] == nil && errors.As(errs[0], &refused):
-	default:
-		t.Fatalf("two session batches of 6 queries at once under a quota of 10: %v and %v, want one labelled and one refused", errs[0], errs[1])
-	}
+	refused := labelTwoAtOnce(t, f, a, 40, nq, "two session batches of 6 queries at once under a quota of 10")
 	if refused.Code != protocol.CodeBudgetExhausted || !strings.Contains(refused.Message, "reservation") || !strings.Contains(refused.Message, "nothing was asked of the hospitals or drawn") {
 		t.Fatalf("the refusal: %v, want the ledger's refusal of its reservation", refused)
 	}
