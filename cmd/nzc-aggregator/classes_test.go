@@ -28,17 +28,7 @@ import (
 // soon as it reads the ledger, instead of serving batches it would all
 // refuse.
 func TestRunStopsOnAClassMismatch(t *testing.T) {
-	fed, err := launch.Provision(filepath.Join(t.TempDir(), "fed"), provision.Spec{Hospitals: 1, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := provision.WriteGenesis(fed.M, 30, 10); err != nil {
-		t.Fatal(err)
-	}
-	cfgs, err := provision.PartyConfigs(fed.M, provision.Topology{BasePort: 7400})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fed, agg := federationOf(t, 1)
 
 	// The auditor's budget reads: the ledger registers 10 classes.
 	aud, err := fed.Party(crypto.RoleAuditor, fed.M.ByRole(crypto.RoleAuditor)[0].ID, slog.New(slog.DiscardHandler))
@@ -60,7 +50,7 @@ func TestRunStopsOnAClassMismatch(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-served; l.Close() })
 
-	c := cfgs["aggregator"].(config.Aggregator)
+	c := agg
 	c.Classes, c.Auditors = 5, []string{l.Addr().String()}
 	c.Listen, c.Ops.Listen, c.Outbox = "127.0.0.1:0", "", t.TempDir()
 	raw, err := yaml.Marshal(c)
@@ -92,4 +82,24 @@ func TestRunStopsOnAClassMismatch(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the aggregator still runs 30 s after start with another class count than the ledger's:\n%s", out.String())
 	}
+}
+
+// federationOf provisions a federation of the given hospitals of 30
+// teachers on 10 classes each (registered in its genesis), one auditor and
+// one student, and returns it with the aggregator's configuration as
+// nzc init writes it.
+func federationOf(t *testing.T, hospitals int) (*launch.Federation, config.Aggregator) {
+	t.Helper()
+	fed, err := launch.Provision(filepath.Join(t.TempDir(), "fed"), provision.Spec{Hospitals: hospitals, Auditors: 1, Students: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := provision.WriteGenesis(fed.M, 30, 10); err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := provision.PartyConfigs(fed.M, provision.Topology{BasePort: 7400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fed, cfgs["aggregator"].(config.Aggregator)
 }

@@ -12,9 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nzcfed/nzc/cmd/internal/sizing"
-	"github.com/nzcfed/nzc/federation/config"
-	"github.com/nzcfed/nzc/federation/launch"
-	"github.com/nzcfed/nzc/federation/provision"
 	"github.com/nzcfed/nzc/internal/syncbuf"
 	"github.com/nzcfed/nzc/mechanism"
 )
@@ -24,17 +21,7 @@ import (
 // refuses to start, saying what to set; sized for the ensemble, it starts
 // and says what its plan allows.
 func TestRunSizesTheMechanism(t *testing.T) {
-	fed, err := launch.Provision(filepath.Join(t.TempDir(), "fed"), provision.Spec{Hospitals: 3, Auditors: 1, Students: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := provision.WriteGenesis(fed.M, 30, 10); err != nil {
-		t.Fatal(err)
-	}
-	cfgs, err := provision.PartyConfigs(fed.M, provision.Topology{BasePort: 7400})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, agg := federationOf(t, 3)
 	unsized, err := mechanism.Preset(mechanism.ConfidentGNMax)
 	if err != nil {
 		t.Fatal(err)
@@ -45,10 +32,10 @@ func TestRunSizesTheMechanism(t *testing.T) {
 		refused string
 	}{
 		{"250-teacher preset", unsized, "threshold T=200 is not below the 90 teachers"},
-		{"sized by init", cfgs["aggregator"].(config.Aggregator).Mechanism, ""},
+		{"sized by init", agg.Mechanism, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := cfgs["aggregator"].(config.Aggregator)
+			c := agg
 			c.Mechanism, c.Listen, c.Ops.Listen, c.Outbox = tc.mech, "127.0.0.1:0", "", t.TempDir()
 			raw, err := yaml.Marshal(c)
 			if err != nil {
