@@ -74,16 +74,22 @@ type Config struct {
 	// ScaleHistory says ("disk" or "memory").
 	ScaleCharges int
 	ScaleHistory string
+	// FederationHospitals are the federations' sizes the federation
+	// section runs, one after the other, each with FederationTeachers
+	// split over its hospitals and FederationQueries labelled per
+	// repetition in batches of BatchSize with Window.
+	FederationHospitals                   []int
+	FederationTeachers, FederationQueries int
 }
 
 // Sections are the names of the sections, in the order they run.
 func Sections() []string {
-	return []string{"mechanism", "inference", "ledger", "e2e", "hostile", "wan", "scale"}
+	return []string{"mechanism", "inference", "ledger", "e2e", "hostile", "wan", "scale", "federation"}
 }
 
 func (c Config) runs(section string) bool {
 	if len(c.Sections) == 0 {
-		return section != "wan" && section != "hostile" && section != "scale"
+		return section != "wan" && section != "hostile" && section != "scale" && section != "federation"
 	}
 	return slices.Contains(c.Sections, section)
 }
@@ -94,7 +100,8 @@ func Quick() Config {
 	return Config{Reps: 3, Teachers: 250, MLPQueries: 256, CNNQueries: 64, GEMMSize: 512, GEMMTime: 300 * time.Millisecond,
 		Charges: 2000, Submitters: 64, MechanismQueries: 5000, AnalysisQueries: 10000,
 		E2EQueries: 512, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 256, WANBatchSize: 32, Seed: 1,
-		ScaleCharges: 10_000, ScaleHistory: "disk"}
+		ScaleCharges: 10_000, ScaleHistory: "disk",
+		FederationHospitals: []int{10, 30, 100}, FederationTeachers: 300, FederationQueries: 512}
 }
 
 // Full is the default size.
@@ -102,7 +109,8 @@ func Full() Config {
 	return Config{Reps: 5, Teachers: 250, MLPQueries: 1024, CNNQueries: 256, GEMMSize: 512, GEMMTime: time.Second,
 		Charges: 5000, Submitters: 64, MechanismQueries: 20000, AnalysisQueries: 10000,
 		E2EQueries: 2048, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 512, WANBatchSize: 32, Seed: 1,
-		ScaleCharges: 100_000, ScaleHistory: "disk"}
+		ScaleCharges: 100_000, ScaleHistory: "disk",
+		FederationHospitals: []int{10, 30, 100}, FederationTeachers: 300, FederationQueries: 2048}
 }
 
 // ErrConfig reports a size that cannot be run.
@@ -141,6 +149,16 @@ func (c Config) Validate() error {
 	}
 	if c.runs("scale") && c.ScaleHistory != "disk" && c.ScaleHistory != "memory" {
 		return fmt.Errorf("%w: scale history %q (want disk or memory)", ErrConfig, c.ScaleHistory)
+	}
+	if c.runs("federation") {
+		if len(c.FederationHospitals) == 0 || c.FederationQueries <= 0 {
+			return fmt.Errorf("%w: the federation section needs at least one size and one query, got sizes %v and %d queries", ErrConfig, c.FederationHospitals, c.FederationQueries)
+		}
+		for _, n := range c.FederationHospitals {
+			if n < 1 || n > c.FederationTeachers {
+				return fmt.Errorf("%w: a federation of %d hospitals cannot share %d teachers; use from 1 to %d hospitals", ErrConfig, n, c.FederationTeachers, c.FederationTeachers)
+			}
+		}
 	}
 	if c.Model != "mlp" && c.Model != "cnn" {
 		return fmt.Errorf("%w: model %q (want mlp or cnn)", ErrConfig, c.Model)
@@ -192,6 +210,8 @@ type Report struct {
 	Hostile HostileSection `json:"hostile,omitzero"`
 	// Scale is there only when the scale section ran.
 	Scale ScaleSection `json:"scale,omitzero"`
+	// Federation is there only when the federation section ran.
+	Federation FederationSection `json:"federation,omitzero"`
 }
 
 // Machine describes where the run happened.
@@ -228,7 +248,7 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 	}
 	start := time.Now()
 	rep := &Report{Machine: machine()}
-	q, what, err := loadQueries(cfg.DataDir, max(cfg.MLPQueries, cfg.CNNQueries, cfg.E2EQueries, cfg.WANQueries), cfg.Seed)
+	q, what, err := loadQueries(cfg.DataDir, max(cfg.MLPQueries, cfg.CNNQueries, cfg.E2EQueries, cfg.WANQueries, cfg.FederationQueries), cfg.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("bench: queries: %w", err)
 	}
@@ -285,6 +305,11 @@ func Run(ctx context.Context, cfg Config, progress Progress, log *slog.Logger) (
 			return nil, fmt.Errorf("bench: scale section: %w", err)
 		}
 	}
+	if cfg.runs("federation") {
+		if rep.Federation, err = runFederation(ctx, cfg, q, what, progress, log); err != nil {
+			return nil, fmt.Errorf("bench: federation section: %w", err)
+		}
+	}
 	rep.Targets = targets(cfg, rep)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
@@ -313,6 +338,9 @@ func targets(cfg Config, r *Report) []Target {
 	}
 	if cfg.runs("scale") {
 		ts = append(ts, scaleTargets(r.Scale)...)
+	}
+	if cfg.runs("federation") {
+		ts = append(ts, federationTargets(r.Federation)...)
 	}
 	if cfg.runs("inference") {
 		if d := r.Inference.MLP.Dense; d != nil {

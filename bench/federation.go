@@ -45,8 +45,8 @@ func benchMechanism() mechanism.Params {
 
 // federation is a whole federation on loopback in this process: three
 // auditors (raft over mutual TLS, durable bbolt stores in a temporary
-// directory) with their QUIC intakes, an aggregator, three hospitals and the
-// student's credentials.
+// directory) with their QUIC intakes, an aggregator, three hospitals (or
+// withHospitals's number) and the student's credentials.
 type federation struct {
 	*launch.Federation
 	dir      string
@@ -76,6 +76,14 @@ type federation struct {
 	// networks.
 	mech  mechanism.Params
 	voter func(i, teachers int) teacher.Voter
+	// n is the number of hospitals (zero: hospitals), and teachers the
+	// teachers split over them (zero: Config.Teachers).
+	n, teachers int
+}
+
+// withHospitals makes a federation of n hospitals sharing teachers.
+func withHospitals(n, teachers int) func(*federation) {
+	return func(f *federation) { f.n, f.teachers = n, teachers }
 }
 
 // close stops every party and removes the federation's directory.
@@ -111,12 +119,13 @@ func startFederation(ctx context.Context, cfg Config, log *slog.Logger, w *wan, 
 	for _, o := range opts {
 		o(f)
 	}
+	f.n, f.teachers = cmp.Or(f.n, hospitals), cmp.Or(f.teachers, cfg.Teachers)
 	defer func() {
 		if err != nil {
 			_ = f.close()
 		}
 	}()
-	if f.Federation, err = launch.Provision(dir, provision.Spec{Hospitals: hospitals, Auditors: auditors, Students: 1}); err != nil {
+	if f.Federation, err = launch.Provision(dir, provision.Spec{Hospitals: f.n, Auditors: auditors, Students: 1}); err != nil {
 		return nil, err
 	}
 	f.m = f.M
@@ -152,7 +161,7 @@ func (f *federation) startAuditors(ctx context.Context) (err error) {
 func (f *federation) ensembles(cfg Config) map[string]int {
 	out := map[string]int{}
 	for i, h := range f.M.ByRole(crypto.RoleHospital) {
-		out[h.ID] = (i+1)*cfg.Teachers/hospitals - i*cfg.Teachers/hospitals
+		out[h.ID] = (i+1)*f.teachers/f.n - i*f.teachers/f.n
 	}
 	return out
 }
@@ -165,11 +174,11 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 	intakes := launch.Intakes(f.auditors)
 	// nzc init's defaults: a majority of the hospitals, 30 s for their
 	// votes.
-	deadline, quorum := cmp.Or(cfg.BatchDeadline, DefaultBatchDeadline), hospitals/2+1
+	deadline, quorum := cmp.Or(cfg.BatchDeadline, DefaultBatchDeadline), f.n/2+1
 	if f.wan != nil {
 		// Across the wide area a batch goes on without a hospital that has
 		// not answered by the deadline, as long as the others make a quorum.
-		quorum = hospitals - 1
+		quorum = f.n - 1
 		if intakes, err = f.wan.front(intakes, relay.UDP, &f.wan.intake); err != nil {
 			return err
 		}
@@ -182,7 +191,7 @@ func (f *federation) startAggregator(_ context.Context, cfg Config) error {
 		return err
 	}
 	f.agg, err = launch.StartAggregator(f.g, p, "127.0.0.1:0", aggregator.Config{
-		OutboxDir: f.m.Path("bench-outbox"), Mechanism: f.mechanism(), Quorum: quorum, Hospitals: hospitals,
+		OutboxDir: f.m.Path("bench-outbox"), Mechanism: f.mechanism(), Quorum: quorum, Hospitals: f.n,
 		BatchDeadline: deadline, Ledger: f.lc, AuditorKeys: f.auditorKeys,
 		Classes: 10, Ensembles: f.ensembles(cfg),
 	})
@@ -234,26 +243,26 @@ func (v *netVoter) Votes(ctx context.Context, x []float32) ([][]int, error) {
 }
 
 func (f *federation) startHospitals(ctx context.Context, cfg Config) error {
-	all, err := teachers(cfg.Model, cfg.Teachers, cfg.Seed)
+	all, err := teachers(cfg.Model, f.teachers, cfg.Seed)
 	if err != nil {
 		return err
 	}
-	for i := range hospitals {
-		f.hospitalNets = append(f.hospitalNets, all[i*len(all)/hospitals:(i+1)*len(all)/hospitals])
+	for i := range f.n {
+		f.hospitalNets = append(f.hospitalNets, all[i*len(all)/f.n:(i+1)*len(all)/f.n])
 	}
 	var dial []string
 	if f.wan != nil {
-		if dial, err = f.wan.front(slices.Repeat([]string{f.agg.Addr}, hospitals), relay.UDP, &f.wan.hospital); err != nil {
+		if dial, err = f.wan.front(slices.Repeat([]string{f.agg.Addr}, f.n), relay.UDP, &f.wan.hospital); err != nil {
 			return err
 		}
 	}
-	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta, AuditorKeys: f.auditorKeys},
+	return f.StartHospitals(ctx, f.g, f.agg, f.machines[0], 60*time.Second+time.Duration(f.n)*time.Second, f.log, teacher.Config{CapEpsilon: capEpsilon, CapDelta: capDelta, AuditorKeys: f.auditorKeys},
 		func(i int, c *teacher.Config) {
 			if f.voter != nil {
 				c.Voter = f.voter(i, len(f.hospitalNets[i]))
 			} else {
 				v := &netVoter{nets: f.hospitalNets[i]}
-				if i == hospitals-1 {
+				if i == f.n-1 {
 					v.stall = &f.stalling
 				}
 				c.Voter = v

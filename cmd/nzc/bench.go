@@ -57,6 +57,14 @@ const benchLong = `Measure, in one run on this machine:
              time, restart to ready (open the history, restore the
              snapshot), the rate and peak heap of verifying the export, and
              the growth from decade to decade as ratios
+  federation (only when named) federations of --federation-hospitals
+             hospitals (10, 30 and 100) on loopback, each with the same
+             --federation-teachers (300) split over its hospitals: labels per
+             second against the in-process limit (the e2e section's pipeline
+             with all the teachers as one ensemble), the size of a charge
+             and one auditor's time to apply it, in all and per hospital,
+             the heap the aggregator's code holds, and the process's peak
+             heap and resident memory
 
 Every figure is measured several times and reported with its median and
 spread (min, max). The teachers have random weights: inference costs the same
@@ -87,6 +95,10 @@ const benchExamples = `  # The standard run (a few minutes):
   nzc bench --quick --sections scale
   nzc bench --sections scale --scale-charges 1000000
 
+  # Federations of 10, 30 and 100 hospitals sharing 300 teachers:
+  nzc bench --sections federation
+  nzc bench --quick --sections federation --federation-hospitals 3,10
+
   # Only the figures' medians, from the JSON:
   nzc bench --quick --format json | jq '.e2e.ratio.median, .ledger.charges_per_s.median'`
 
@@ -115,9 +127,12 @@ func newBenchCommand() *cobra.Command {
 	wanQueries := cmd.Flags().Int("wan-queries", 0, "queries labelled per wan repetition and scenario (default 512, or 256 with --quick)")
 	wanBatch := cmd.Flags().Int("wan-batch", 32, "queries per batch in wan")
 	batchDeadline := cmd.Flags().Duration("batch-deadline", bench.DefaultBatchDeadline, "the aggregator's batch deadline outside wan: what the stalling hospital of hostile makes a batch wait once")
-	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile, scale (default all but wan, hostile and scale)")
+	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile, scale, federation (default all but wan, hostile, scale and federation)")
 	scaleCharges := cmd.Flags().Int("scale-charges", 0, "charges the scale section drives the ledger to (default 100000, or 10000 with --quick)")
 	scaleHistory := cmd.Flags().String("scale-history", "disk", "where the scale section's ledger keeps its history: disk (an auditor's bbolt store) or memory")
+	fedHospitals := cmd.Flags().IntSlice("federation-hospitals", []int{10, 30, 100}, "the federation section's sizes, in hospitals")
+	fedTeachers := cmd.Flags().Int("federation-teachers", 300, "teachers split over the hospitals of each federation in the federation section")
+	fedQueries := cmd.Flags().Int("federation-queries", 0, "queries labelled per federation and repetition in the federation section (default 2048, or 512 with --quick)")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -144,6 +159,11 @@ func newBenchCommand() *cobra.Command {
 		set("wan-batch", *wanBatch, &cfg.WANBatchSize)
 		set("scale-charges", *scaleCharges, &cfg.ScaleCharges)
 		cfg.ScaleHistory = *scaleHistory
+		set("federation-teachers", *fedTeachers, &cfg.FederationTeachers)
+		set("federation-queries", *fedQueries, &cfg.FederationQueries)
+		if cmd.Flags().Changed("federation-hospitals") {
+			cfg.FederationHospitals = *fedHospitals
+		}
 		if cmd.Flags().Changed("inference-queries") {
 			cfg.MLPQueries, cfg.CNNQueries = *inferQueries, max(1, *inferQueries/4)
 		}
@@ -276,6 +296,20 @@ func printBench(w io.Writer, r *bench.Report) error {
 		fmt.Fprintf(bw, "  verify the export: %.0f entries/s, peak heap %.0f MiB\n", sc.VerifyEntriesPerS, sc.VerifyPeakHeapMiB)
 		for _, g := range sc.Growth {
 			fmt.Fprintf(bw, "  growth %-16s heap ×%.2f, RSS ×%.2f, apply rate ×%.2f, CPU a charge ×%.2f, snapshot ×%.2f\n", g.Decade, g.Heap, g.RSS, g.ApplyRate, g.ApplyCPU, g.SnapshotBytes)
+		}
+	}
+	if fd := r.Federation; len(fd.Points) > 0 {
+		fmt.Fprintf(bw, "\nfederation (%d %s teachers split over the hospitals, %s, batches of %d, %d in flight, %d queries per rep; in-process: the same teachers as one ensemble)\n",
+			fd.Teachers, fd.Model, fd.Mechanism, fd.BatchSize, fd.Window, fd.Queries)
+		fmt.Fprintf(bw, "  %9s %10s %10s %6s %9s %11s %11s %11s %8s %8s %8s\n", "hospitals", "labels/s", "in-proc/s", "ratio",
+			"charge B", "B/hospital", "apply µs", "µs/hosp.", "agg MiB", "heap MiB", "RSS MiB")
+		for _, p := range fd.Points {
+			fmt.Fprintf(bw, "  %9d %10.1f %10.1f %6.2f %9.0f %11.1f %11.0f %11.1f %8.1f %8.0f %8.0f\n", p.Hospitals, p.LabelsPerS.Median, p.InprocessLabelsPerS.Median,
+				p.Ratio.Median, p.ChargeBytes, p.ChargeBytesPerHospital, p.ApplyUsPerCharge, p.ApplyUsPerHospital, p.AggregatorHeapMiB, p.PeakHeapMiB, p.PeakRSSMiB)
+		}
+		for _, g := range fd.Growth {
+			fmt.Fprintf(bw, "  growth %d→%d hospitals (×%.1f): labels/s ×%.2f, charge size ×%.2f, apply time ×%.2f, aggregator heap ×%.2f\n",
+				g.From, g.To, g.Hospitals, g.LabelsPerS, g.ChargeBytes, g.ApplyUs, g.AggHeap)
 		}
 	}
 	fmt.Fprintln(bw, "\ntargets")

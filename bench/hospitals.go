@@ -1,0 +1,312 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/protocol/quicnet"
+)
+
+// FederationSection is how the federation moves with its number of
+// hospitals: for each count in Config.FederationHospitals, a whole
+// federation on loopback in this process (as e2e: three auditors, the
+// aggregator, the hospitals over QUIC, one student) with the same
+// FederationTeachers split over its hospitals, against the in-process limit
+// — the e2e section's in-process pipeline: the same teachers as one
+// ensemble, the same mechanism and cost computation, with no network, no
+// encryption and no ledger. Each repetition runs the in-process pipeline
+// and then the federation on the same queries, and Ratio is theirs.
+type FederationSection struct {
+	Teachers  int                `json:"teachers"`
+	Model     string             `json:"model"`
+	Mechanism string             `json:"mechanism"`
+	BatchSize int                `json:"batch_size"`
+	Window    int                `json:"student_window"`
+	Queries   int                `json:"queries_per_rep"`
+	Data      string             `json:"data"`
+	Points    []FederationPoint  `json:"points"`
+	Growth    []FederationGrowth `json:"growth"`
+}
+
+// FederationPoint is the federation with Hospitals hospitals.
+type FederationPoint struct {
+	Hospitals           int    `json:"hospitals"`
+	LabelsPerS          Figure `json:"labels_per_s"`
+	InprocessLabelsPerS Figure `json:"inprocess_labels_per_s"`
+	Ratio               Figure `json:"ratio"`
+	// ChargeBytes is the mean size of the signed charge commands the
+	// ledger holds after the run, and ChargeBytesPerHospital that over the
+	// hospitals (a charge names each with its ensemble).
+	ChargeBytes            float64 `json:"charge_bytes"`
+	ChargeBytesPerHospital float64 `json:"charge_bytes_per_hospital"`
+	// ApplyUsPerCharge is one auditor's state machine applying the
+	// federation's charges again, in this process, one at a time with
+	// their signatures checked (µs of wall clock a charge; the batch's
+	// reservation is ApplyUsPerReserve); ApplyChargesPerS is its rate and
+	// ApplyUsPerHospital the time over the hospitals.
+	Charges            int     `json:"charges"`
+	ApplyUsPerCharge   float64 `json:"apply_us_per_charge"`
+	ApplyChargesPerS   float64 `json:"apply_charges_per_s"`
+	ApplyUsPerHospital float64 `json:"apply_us_per_hospital"`
+	ApplyUsPerReserve  float64 `json:"apply_us_per_reserve"`
+	// AggregatorHeapMiB is the largest heap in use by objects allocated
+	// with the aggregator's code on the stack (the sampled heap profile,
+	// scaled as pprof scales it), sampled while the federation labels;
+	// PeakHeapMiB and PeakRSSMiB are the whole process's (every party).
+	AggregatorHeapMiB float64 `json:"aggregator_heap_mib"`
+	PeakHeapMiB       float64 `json:"peak_heap_mib"`
+	PeakRSSMiB        float64 `json:"peak_rss_mib"`
+	// StartS is the time to provision the federation and start its
+	// parties until every hospital is connected and has its account.
+	StartS float64 `json:"start_s"`
+}
+
+// FederationGrowth is the ratio of one point's figures to the point's
+// before (its hospitals, From → To).
+type FederationGrowth struct {
+	From        int     `json:"from"`
+	To          int     `json:"to"`
+	Hospitals   float64 `json:"hospitals"`
+	LabelsPerS  float64 `json:"labels_per_s"`
+	ChargeBytes float64 `json:"charge_bytes"`
+	ApplyUs     float64 `json:"apply_us_per_charge"`
+	AggHeap     float64 `json:"aggregator_heap"`
+}
+
+func runFederation(ctx context.Context, cfg Config, all *data.Dataset, what string, progress Progress, log *slog.Logger) (FederationSection, error) {
+	sec := FederationSection{Teachers: cfg.FederationTeachers, Model: cfg.Model, Mechanism: string(benchMechanism().Mechanism),
+		BatchSize: cfg.BatchSize, Window: cfg.Window, Queries: cfg.FederationQueries, Data: what}
+	q := all.Slice(0, cfg.FederationQueries)
+	steps, step := len(cfg.FederationHospitals)*cfg.Reps, 0
+	for pi, n := range cfg.FederationHospitals {
+		t0 := time.Now()
+		f, err := startFederation(ctx, cfg, log, nil, withHospitals(n, cfg.FederationTeachers))
+		if err != nil {
+			return sec, fmt.Errorf("start a federation of %d hospitals: %w", n, err)
+		}
+		p := FederationPoint{Hospitals: n, StartS: time.Since(t0).Seconds()}
+		err = measureFederation(ctx, cfg, f, q, 1000*(pi+1), &p, func() { step++; progress("federation", step, steps) })
+		if cerr := f.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return sec, fmt.Errorf("%d hospitals: %w", n, err)
+		}
+		sec.Points = append(sec.Points, p)
+	}
+	sec.Growth = federationGrowth(sec.Points)
+	return sec, nil
+}
+
+// measureFederation labels q Reps times through f (each time a copy no
+// other run labelled, tagged from tag) after the in-process pipeline, then
+// reads f's ledger for the charges' size and apply time.
+func measureFederation(ctx context.Context, cfg Config, f *federation, q *data.Dataset, tag int, p *FederationPoint, stepped func()) error {
+	var fed, inproc, ratio []float64
+	heap, rss, agg := heapSampler(), sampleRSS(), aggregatorHeapSampler()
+	for rep := range cfg.Reps {
+		d := distinct(q, tag+rep)
+		in, err := inProcess(ctx, f, d, cfg.BatchSize)
+		if err != nil {
+			return fmt.Errorf("in-process pipeline: %w", err)
+		}
+		st, err := f.newStudent(cfg.BatchSize, cfg.Window, quicnet.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		res, err := st.Label(ctx, d, nil)
+		if err != nil {
+			return fmt.Errorf("federation: %w", err)
+		}
+		el := time.Since(start)
+		if res.Answered+res.Refused != d.Len() {
+			return fmt.Errorf("federation labelled %d of %d queries", res.Answered+res.Refused, d.Len())
+		}
+		r := float64(d.Len()) / el.Seconds()
+		fed, inproc, ratio = append(fed, r), append(inproc, in), append(ratio, r/in)
+		stepped()
+	}
+	p.AggregatorHeapMiB = float64(agg()) / mib
+	p.PeakHeapMiB = float64(heap()) / mib
+	p.PeakRSSMiB = rss.end()
+	p.LabelsPerS, p.InprocessLabelsPerS, p.Ratio = NewFigure(fed), NewFigure(inproc), NewFigure(ratio)
+	return chargeFigures(f, p)
+}
+
+// chargeFigures reads the ledger of f's first auditor, measures its charges'
+// size, and applies its log again to a fresh state machine, timing the
+// charges and reservations.
+func chargeFigures(f *federation, p *FederationPoint) error {
+	st := f.machines[0].State()
+	raw, err := st.Entries(0, st.TreeSize())
+	if err != nil {
+		return err
+	}
+	fresh := ledger.New()
+	var chargeBytes, charges, reserves int
+	var chargeTime, reserveTime time.Duration
+	for i, b := range raw {
+		e, err := ledger.DecodeEntry(b)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		if e.Record != nil {
+			continue // a refusal record: its command is not in the log
+		}
+		c, err := ledger.DecodeCommand(e.Command)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		t0 := time.Now()
+		r, err := fresh.Apply(e.Command)
+		took := time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("applying entry %d again: %w", i, err)
+		}
+		if r.Status != e.Status {
+			return fmt.Errorf("entry %d applied again is %s (%s), not %s as in the log", i, r.Status, r.Message, e.Status)
+		}
+		if e.Status != ledger.StatusAccepted {
+			continue
+		}
+		switch c.Body.(type) {
+		case *ledger.Charge:
+			charges++
+			chargeBytes += len(e.Command)
+			chargeTime += took
+		case *ledger.Reserve:
+			reserves++
+			reserveTime += took
+		}
+	}
+	if charges == 0 {
+		return fmt.Errorf("the ledger holds no charge after %s labels/s", fmtFigure(p.LabelsPerS))
+	}
+	n := float64(p.Hospitals)
+	p.Charges = charges
+	p.ChargeBytes = float64(chargeBytes) / float64(charges)
+	p.ChargeBytesPerHospital = p.ChargeBytes / n
+	p.ApplyUsPerCharge = float64(chargeTime.Microseconds()) / float64(charges)
+	p.ApplyChargesPerS = float64(charges) / chargeTime.Seconds()
+	p.ApplyUsPerHospital = p.ApplyUsPerCharge / n
+	if reserves > 0 {
+		p.ApplyUsPerReserve = float64(reserveTime.Microseconds()) / float64(reserves)
+	}
+	return nil
+}
+
+func fmtFigure(f Figure) string { return fmt.Sprintf("%.4g", f.Median) }
+
+func federationGrowth(ps []FederationPoint) []FederationGrowth {
+	var out []FederationGrowth
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return math.NaN()
+		}
+		return a / b
+	}
+	for i := 1; i < len(ps); i++ {
+		a, b := ps[i-1], ps[i]
+		out = append(out, FederationGrowth{From: a.Hospitals, To: b.Hospitals, Hospitals: ratio(float64(b.Hospitals), float64(a.Hospitals)),
+			LabelsPerS: ratio(b.LabelsPerS.Median, a.LabelsPerS.Median), ChargeBytes: ratio(b.ChargeBytes, a.ChargeBytes),
+			ApplyUs: ratio(b.ApplyUsPerCharge, a.ApplyUsPerCharge), AggHeap: ratio(b.AggregatorHeapMiB, a.AggregatorHeapMiB)})
+	}
+	return out
+}
+
+// federationTargets is the target of the largest federation.
+func federationTargets(sec FederationSection) []Target {
+	if len(sec.Points) == 0 {
+		return nil
+	}
+	p := sec.Points[len(sec.Points)-1]
+	return []Target{{Name: fmt.Sprintf("federation of %d hospitals / in-process", p.Hospitals), Measured: p.Ratio.Median, Goal: "≥ 0.5", Met: p.Ratio.Median >= 0.5}}
+}
+
+// aggregatorPkg is the prefix of the aggregator's functions' names.
+const aggregatorPkg = "github.com/nzcfed/nzc/party/aggregator."
+
+// aggregatorHeapSampler reads, every 250 ms until the returned function is
+// called, the heap in use by objects allocated with the aggregator's code on
+// the stack, from the runtime's sampled heap profile (as of its last
+// collection), and returns the largest reading.
+func aggregatorHeapSampler() func() uint64 {
+	var peak atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	read := func() {
+		if v := aggregatorHeap(); v > peak.Load() {
+			peak.Store(v)
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		<-done
+		read()
+		return peak.Load()
+	}
+}
+
+// aggregatorHeap sums the in-use bytes of the heap profile's records whose
+// stack holds an aggregator function, each scaled up for the profile's
+// sampling as pprof does.
+func aggregatorHeap() uint64 {
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, false)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+64)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, false); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	rate := float64(runtime.MemProfileRate)
+	var sum float64
+	for i := range recs {
+		r := &recs[i]
+		if r.InUseBytes() <= 0 || !stackHas(r.Stack(), aggregatorPkg) {
+			continue
+		}
+		count, size := float64(r.InUseObjects()), float64(r.InUseBytes())
+		if rate > 1 {
+			size /= 1 - math.Exp(-size/count/rate)
+		}
+		sum += size
+	}
+	return uint64(sum)
+}
+
+func stackHas(pcs []uintptr, prefix string) bool {
+	frames := runtime.CallersFrames(pcs)
+	for {
+		fr, more := frames.Next()
+		if strings.HasPrefix(fr.Function, prefix) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
