@@ -231,14 +231,23 @@ func validAck(m *nzcpb.Ack) error {
 			return err
 		}
 	}
-	return checkSignedRecipients(m.GetHospitals())
+	return checkSignedRecipients(m.GetHospitals(), m.GetRegistrations())
 }
 
 // checkSignedRecipients checks the form of a directory of signed
-// recipients; the signatures are the student's to verify.
-func checkSignedRecipients(rs []*nzcpb.SignedRecipient) error {
+// recipients and the registrations they share; the signatures are the
+// student's to verify.
+func checkSignedRecipients(rs []*nzcpb.SignedRecipient, shared [][]byte) error {
 	if len(rs) > MaxHospitals {
 		return bad("%d signed recipients, at most %d", len(rs), MaxHospitals)
+	}
+	if len(shared) > len(rs) {
+		return bad("%d shared registrations for %d signed recipients: a registration is shared by two or more", len(shared), len(rs))
+	}
+	for i, reg := range shared {
+		if len(reg) == 0 || len(reg) > MaxRegistration {
+			return bad("shared registration %d has %d bytes, want 1 to %d", i, len(reg), MaxRegistration)
+		}
 	}
 	seen := make(map[string]bool, len(rs))
 	for _, r := range rs {
@@ -263,6 +272,37 @@ func checkSignedRecipients(rs []*nzcpb.SignedRecipient) error {
 		}
 	}
 	return nil
+}
+
+// ShareRegistrations returns a directory of signed recipients as it
+// travels: a registration two or more of them carry (the genesis that
+// registers every founding hospital) is taken out of each and listed once
+// in shared, so that the directory grows with the number of hospitals, not
+// with its square. rs is not changed. A student checks a recipient without
+// a registration of its own against the shared registration that
+// registers its hospital.
+func ShareRegistrations(rs []*nzcpb.SignedRecipient) (out []*nzcpb.SignedRecipient, shared [][]byte) {
+	uses := map[string]int{}
+	for _, r := range rs {
+		if reg := r.GetRegistration(); len(reg) > 0 {
+			uses[string(reg)]++
+		}
+	}
+	listed := map[string]bool{}
+	out = make([]*nzcpb.SignedRecipient, len(rs))
+	for i, r := range rs {
+		reg := r.GetRegistration()
+		if uses[string(reg)] < 2 {
+			out[i] = r
+			continue
+		}
+		if !listed[string(reg)] {
+			listed[string(reg)] = true
+			shared = append(shared, reg)
+		}
+		out[i] = &nzcpb.SignedRecipient{HospitalId: r.GetHospitalId(), AgeRecipient: r.GetAgeRecipient(), Signature: r.GetSignature()}
+	}
+	return out, shared
 }
 
 // RecipientMessage is what a hospital signs with its ledger key to vouch
@@ -363,7 +403,7 @@ func validLabelResponse(m *nzcpb.LabelResponse) error {
 	if err := checkReceipt(m.GetReceipt()); err != nil {
 		return err
 	}
-	return checkSignedRecipients(m.GetHospitals())
+	return checkSignedRecipients(m.GetHospitals(), m.GetRegistrations())
 }
 
 func validBudgetRequest(m *nzcpb.BudgetRequest) error {

@@ -53,6 +53,20 @@ func TestValidateRejects(t *testing.T) {
 		{"directory bad recipient", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[0].AgeRecipient = "ssh-ed25519 AAAA" }},
 		{"directory hospital twice", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[1].HospitalId = "hospital-1" }},
 		{"directory empty entry", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Hospitals[1] = nil }},
+		{"directory empty shared registration", "ack-directory", func(m proto.Message) { m.(*nzcpb.Ack).Registrations = [][]byte{{}} }},
+		{"directory shared registration too long", "ack-directory", func(m proto.Message) {
+			m.(*nzcpb.Ack).Registrations = [][]byte{make([]byte, MaxRegistration+1)}
+		}},
+		{"directory more shared registrations than recipients", "ack-directory", func(m proto.Message) {
+			a := m.(*nzcpb.Ack)
+			a.Registrations = make([][]byte, len(a.Hospitals)+1)
+			for i := range a.Registrations {
+				a.Registrations[i] = []byte("r")
+			}
+		}},
+		{"label response shared registration too long", "label-response-directory", func(m proto.Message) {
+			m.(*nzcpb.LabelResponse).Registrations = [][]byte{make([]byte, MaxRegistration+1)}
+		}},
 		{"label response directory registration too long", "label-response-directory", func(m proto.Message) {
 			m.(*nzcpb.LabelResponse).Hospitals[0].Registration = make([]byte, MaxRegistration+1)
 		}},

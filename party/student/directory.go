@@ -27,6 +27,9 @@ type RecipientError struct {
 }
 
 func (e *RecipientError) Error() string {
+	if e.Hospital == "" {
+		return fmt.Sprintf("student: the aggregator at %s passed a registration shared by several hospitals that was refused: %s; nothing was sealed to them — the aggregator may be substituting keys of its own: stop and have its operator investigate", e.Aggregator, e.Reason)
+	}
 	return fmt.Sprintf("student: the aggregator at %s passed an age recipient for hospital %s that was refused: %s; nothing was sealed to it — the aggregator may be substituting a key of its own: stop and have its operator investigate", e.Aggregator, e.Hospital, e.Reason)
 }
 
@@ -70,17 +73,29 @@ func (d *directory) pinnedLocked(r string) bool {
 	return slices.ContainsFunc(d.pinned, func(p *crypto.Recipient) bool { return p.String() == r })
 }
 
-// learn takes the signed recipients the aggregator passed. A recipient
-// already pinned is kept as it is; one whose signature verifies against
-// its hospital's administrator-signed registration is sealed to from now
-// on; one that does not verify is refused and named in the error, and
-// nothing of the list is learned. A registration is the administrator's
-// register-party of the hospital, or the genesis that names it; a hospital
-// passed without one is sealed to only when pinned. It returns the
-// hospitals newly learned, and those passed without a registration.
-func (d *directory) learn(aggregator string, rs []*nzcpb.SignedRecipient) (added []string, unverifiable []string, err error) {
+// learn takes the signed recipients the aggregator passed, and the
+// registrations several of them share. A recipient already pinned is kept
+// as it is; one whose signature verifies against its hospital's
+// administrator-signed registration — its own, or else the shared one that
+// registers its hospital — is sealed to from now on; one that does not
+// verify is refused and named in the error, and nothing of the list is
+// learned. A registration is the administrator's register-party of the
+// hospital, or the genesis that names it; a hospital passed without one is
+// sealed to only when pinned. It returns the hospitals newly learned, and
+// those passed without a registration.
+func (d *directory) learn(aggregator string, rs []*nzcpb.SignedRecipient, shared [][]byte) (added []string, unverifiable []string, err error) {
 	if d.admin == nil {
 		return nil, nil, nil
+	}
+	sharedKeys := map[string]ed25519.PublicKey{}
+	for i, reg := range shared {
+		keys, err := registeredKeys(d.admin, reg)
+		if err != nil {
+			return nil, nil, &RecipientError{Aggregator: aggregator, Reason: fmt.Sprintf("shared registration %d: %v", i, err)}
+		}
+		for id, k := range keys {
+			sharedKeys[id] = k
+		}
 	}
 	found := map[string]*crypto.Recipient{}
 	for _, s := range rs {
@@ -90,11 +105,17 @@ func (d *directory) learn(aggregator string, rs []*nzcpb.SignedRecipient) (added
 		if pinned {
 			continue
 		}
-		if len(s.GetRegistration()) == 0 {
+		var r *crypto.Recipient
+		var err error
+		switch key, ok := sharedKeys[s.GetHospitalId()]; {
+		case len(s.GetRegistration()) > 0:
+			r, err = verifyRecipient(d.admin, s)
+		case ok:
+			r, err = signedRecipient(key, s)
+		default:
 			unverifiable = append(unverifiable, s.GetHospitalId())
 			continue
 		}
-		r, err := verifyRecipient(d.admin, s)
 		if err != nil {
 			return nil, nil, &RecipientError{Hospital: s.GetHospitalId(), Aggregator: aggregator, Reason: err.Error()}
 		}
@@ -116,29 +137,48 @@ func (d *directory) learn(aggregator string, rs []*nzcpb.SignedRecipient) (added
 // registration of hospital s.HospitalId, signed with admin, and that s's
 // signature over the recipient verifies against the key it registers.
 func verifyRecipient(admin ed25519.PublicKey, s *nzcpb.SignedRecipient) (*crypto.Recipient, error) {
-	c, err := ledger.DecodeCommand(s.GetRegistration())
+	keys, err := registeredKeys(admin, s.GetRegistration())
+	if err != nil {
+		return nil, err
+	}
+	key, ok := keys[s.GetHospitalId()]
+	if !ok {
+		c, _ := ledger.DecodeCommand(s.GetRegistration())
+		return nil, fmt.Errorf("its registration (%s) does not register hospital %s", c.Body.Kind(), s.GetHospitalId())
+	}
+	return signedRecipient(key, s)
+}
+
+// registeredKeys checks that reg is a registration signed with admin — a
+// register-party or a genesis — and returns the keys of the hospitals it
+// registers, by id.
+func registeredKeys(admin ed25519.PublicKey, reg []byte) (map[string]ed25519.PublicKey, error) {
+	c, err := ledger.DecodeCommand(reg)
 	if err != nil {
 		return nil, fmt.Errorf("its registration is not a ledger command: %v", err)
 	}
 	if !c.Verify(admin) {
 		return nil, errors.New("its registration is not signed by the federation's administrator key")
 	}
-	var key ed25519.PublicKey
+	keys := map[string]ed25519.PublicKey{}
 	switch b := c.Body.(type) {
 	case *ledger.RegisterParty:
-		if b.Party.ID == s.GetHospitalId() && b.Party.Role == ledger.RoleHospital {
-			key = b.Party.PublicKey
+		if b.Party.Role == ledger.RoleHospital {
+			keys[b.Party.ID] = b.Party.PublicKey
 		}
 	case *ledger.Genesis:
 		for _, p := range b.Parties {
-			if p.ID == s.GetHospitalId() && p.Role == ledger.RoleHospital {
-				key = p.PublicKey
+			if p.Role == ledger.RoleHospital {
+				keys[p.ID] = p.PublicKey
 			}
 		}
 	}
-	if key == nil {
-		return nil, fmt.Errorf("its registration (%s) does not register hospital %s", c.Body.Kind(), s.GetHospitalId())
-	}
+	return keys, nil
+}
+
+// signedRecipient checks s's signature over its recipient with the
+// hospital's registered key.
+func signedRecipient(key ed25519.PublicKey, s *nzcpb.SignedRecipient) (*crypto.Recipient, error) {
 	if !ed25519.Verify(key, protocol.RecipientMessage(s.GetHospitalId(), s.GetAgeRecipient()), s.GetSignature()) {
 		return nil, fmt.Errorf("recipient %s is not signed by the hospital's registered key", s.GetAgeRecipient())
 	}

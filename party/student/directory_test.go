@@ -47,6 +47,10 @@ func signed(id string, r *crypto.Recipient, key ed25519.PrivateKey, reg []byte) 
 		Signature: ed25519.Sign(key, protocol.RecipientMessage(id, r.String())), Registration: reg}
 }
 
+// sharedRefused stands, in a test's refused, for the refusal of a
+// registration the recipients share, which names no one hospital.
+const sharedRefused = "(shared)"
+
 func TestDirectoryLearnsSignedRecipients(t *testing.T) {
 	admin, h4, agg := seededKey(1), seededKey(4), seededKey(9)
 	pinned, r4, rAgg := ageRecipient(t), ageRecipient(t), ageRecipient(t)
@@ -71,41 +75,54 @@ func TestDirectoryLearnsSignedRecipients(t *testing.T) {
 	tests := []struct {
 		name    string
 		passed  []*nzcpb.SignedRecipient
-		refused string // the hospital named in the refusal, "" for none
+		shared  [][]byte // the registrations the recipients share
+		refused string   // the hospital named in the refusal, "" for none, sharedRefused for a shared registration's
 		want    []*crypto.Recipient
 	}{
-		{"admitted hospital", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, reg4)}, "", []*crypto.Recipient{pinned, r4}},
-		{"hospital of a genesis", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, genesis)}, "", []*crypto.Recipient{pinned, r4}},
-		{"pinned recipient, whatever its signature", []*nzcpb.SignedRecipient{signed("hospital-1", pinned, agg, nil)}, "", []*crypto.Recipient{pinned}},
-		{"no registration, not pinned", []*nzcpb.SignedRecipient{signed("hospital-2", r4, h4, nil)}, "", []*crypto.Recipient{pinned}},
+		{"admitted hospital", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, reg4)}, nil, "", []*crypto.Recipient{pinned, r4}},
+		{"hospital of a genesis", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, genesis)}, nil, "", []*crypto.Recipient{pinned, r4}},
+		{"pinned recipient, whatever its signature", []*nzcpb.SignedRecipient{signed("hospital-1", pinned, agg, nil)}, nil, "", []*crypto.Recipient{pinned}},
+		{"no registration, not pinned", []*nzcpb.SignedRecipient{signed("hospital-2", r4, h4, nil)}, nil, "", []*crypto.Recipient{pinned}},
 		// The aggregator substitutes its own recipient, signed by its own key.
-		{"substituted recipient", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, reg4)}, "hospital-4", []*crypto.Recipient{pinned}},
+		{"substituted recipient", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, reg4)}, nil, "hospital-4", []*crypto.Recipient{pinned}},
 		// ... signed by the hospital's key over another recipient.
 		{"signature of another recipient", []*nzcpb.SignedRecipient{{HospitalId: "hospital-4", AgeRecipient: rAgg.String(),
-			Signature: signed("hospital-4", r4, h4, nil).GetSignature(), Registration: reg4}}, "hospital-4", []*crypto.Recipient{pinned}},
+			Signature: signed("hospital-4", r4, h4, nil).GetSignature(), Registration: reg4}}, nil, "hospital-4", []*crypto.Recipient{pinned}},
 		// ... with a registration of its own making.
-		{"registration not by the administrator", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, forgedReg)}, "hospital-4", []*crypto.Recipient{pinned}},
+		{"registration not by the administrator", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, forgedReg)}, nil, "hospital-4", []*crypto.Recipient{pinned}},
 		// ... with a genesis of its own making.
-		{"genesis not by the administrator", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, forgedGenesis)}, "hospital-4", []*crypto.Recipient{pinned}},
+		{"genesis not by the administrator", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, forgedGenesis)}, nil, "hospital-4", []*crypto.Recipient{pinned}},
 		// ... with the true genesis, which does not register its key.
-		{"genesis registering another key", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, genesis)}, "hospital-4", []*crypto.Recipient{pinned}},
+		{"genesis registering another key", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, genesis)}, nil, "hospital-4", []*crypto.Recipient{pinned}},
 		// ... with the genesis, for a hospital it does not register.
-		{"genesis of other hospitals", []*nzcpb.SignedRecipient{signed("hospital-5", rAgg, agg, genesis)}, "hospital-5", []*crypto.Recipient{pinned}},
+		{"genesis of other hospitals", []*nzcpb.SignedRecipient{signed("hospital-5", rAgg, agg, genesis)}, nil, "hospital-5", []*crypto.Recipient{pinned}},
 		// ... with another hospital's registration.
-		{"registration of another hospital", []*nzcpb.SignedRecipient{wrongID}, "hospital-9", []*crypto.Recipient{pinned}},
-		{"registration that is not a command", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, []byte("junk"))}, "hospital-4", []*crypto.Recipient{pinned}},
+		{"registration of another hospital", []*nzcpb.SignedRecipient{wrongID}, nil, "hospital-9", []*crypto.Recipient{pinned}},
+		{"registration that is not a command", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, []byte("junk"))}, nil, "hospital-4", []*crypto.Recipient{pinned}},
+		// Founding hospitals whose genesis the aggregator sends once.
+		{"hospital of a shared genesis", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, nil)}, [][]byte{genesis}, "", []*crypto.Recipient{pinned, r4}},
+		{"shared genesis of other hospitals", []*nzcpb.SignedRecipient{signed("hospital-5", rAgg, agg, nil)}, [][]byte{genesis}, "", []*crypto.Recipient{pinned}},
+		// The aggregator substitutes a recipient under the shared genesis ...
+		{"substituted recipient under a shared genesis", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, nil)}, [][]byte{genesis}, "hospital-4", []*crypto.Recipient{pinned}},
+		// ... or shares a genesis of its own making.
+		{"shared genesis not by the administrator", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, nil)}, [][]byte{forgedGenesis}, sharedRefused, []*crypto.Recipient{pinned}},
+		{"shared registration that is not a command", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, reg4)}, [][]byte{[]byte("junk")}, sharedRefused, []*crypto.Recipient{pinned}},
+		// A recipient's own registration is checked, whatever is shared.
+		{"own forged registration beside a shared genesis", []*nzcpb.SignedRecipient{signed("hospital-4", rAgg, agg, forgedReg)}, [][]byte{genesis}, "hospital-4", []*crypto.Recipient{pinned}},
 		// One forged entry refuses the whole list.
-		{"good and forged", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, reg4), signed("hospital-5", rAgg, agg, reg4)}, "hospital-5", []*crypto.Recipient{pinned}},
+		{"good and forged", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, reg4), signed("hospital-5", rAgg, agg, reg4)}, nil, "hospital-5", []*crypto.Recipient{pinned}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDirectory(admin.Public().(ed25519.PublicKey), []*crypto.Recipient{pinned})
-			_, _, err := d.learn("agg:7400", tc.passed)
+			_, _, err := d.learn("agg:7400", tc.passed, tc.shared)
 			var re *RecipientError
 			switch {
 			case tc.refused == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.refused != "" && (!errors.As(err, &re) || !errors.Is(err, ErrRecipient) || re.Hospital != tc.refused):
+			case tc.refused == sharedRefused && (!errors.As(err, &re) || !errors.Is(err, ErrRecipient) || re.Hospital != ""):
+				t.Fatalf("got %v, want the shared registration refused", err)
+			case tc.refused != "" && tc.refused != sharedRefused && (!errors.As(err, &re) || !errors.Is(err, ErrRecipient) || re.Hospital != tc.refused):
 				t.Fatalf("got %v, want a refusal naming %s", err, tc.refused)
 			}
 			if got := d.recipients(); !slices.EqualFunc(got, tc.want, func(a, b *crypto.Recipient) bool { return a.String() == b.String() }) {
@@ -119,7 +136,7 @@ func TestDirectoryWithoutAdminKeyLearnsNothing(t *testing.T) {
 	admin, h4 := seededKey(1), seededKey(4)
 	pinned, r4 := ageRecipient(t), ageRecipient(t)
 	d := newDirectory(nil, []*crypto.Recipient{pinned})
-	if _, _, err := d.learn("agg", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, registerHospital(t, "hospital-4", h4.Public().(ed25519.PublicKey), admin))}); err != nil {
+	if _, _, err := d.learn("agg", []*nzcpb.SignedRecipient{signed("hospital-4", r4, h4, registerHospital(t, "hospital-4", h4.Public().(ed25519.PublicKey), admin))}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.recipients(); len(got) != 1 || got[0].String() != pinned.String() {

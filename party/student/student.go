@@ -591,7 +591,7 @@ func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("register with the aggregator: %w", err)
 	}
-	if err := c.learn(ack.GetHospitals()); err != nil {
+	if err := c.learn(ack.GetHospitals(), ack.GetRegistrations()); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -601,8 +601,8 @@ func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 
 // learn takes the hospitals' signed recipients the aggregator passed,
 // which the next batches are sealed to once verified.
-func (c *Client) learn(rs []*nzcpb.SignedRecipient) error {
-	added, unverifiable, err := c.dir.learn(c.cfg.Aggregator, rs)
+func (c *Client) learn(rs []*nzcpb.SignedRecipient, shared [][]byte) error {
+	added, unverifiable, err := c.dir.learn(c.cfg.Aggregator, rs, shared)
 	if err != nil {
 		return err
 	}
@@ -667,7 +667,7 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 		var resp nzcpb.LabelResponse
 		err = cn.Invoke(ctx, req, &resp)
 		if err == nil {
-			if err := c.learn(resp.GetHospitals()); err != nil {
+			if err := c.learn(resp.GetHospitals(), resp.GetRegistrations()); err != nil {
 				return nil, err
 			}
 			return c.open(&resp, id, index, from, part.Len())

@@ -479,7 +479,12 @@ type Ack struct {
 	// To a student: the signed age recipients of the hospitals connected
 	// now. The student seals features only to those whose signature it
 	// verifies.
-	Hospitals     []*SignedRecipient `protobuf:"bytes,5,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
+	Hospitals []*SignedRecipient `protobuf:"bytes,5,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
+	// The registrations several of the hospitals above share (the genesis
+	// that registers the founding hospitals), each once: a signed recipient
+	// without a registration of its own is checked against the one of
+	// these that registers its hospital.
+	Registrations [][]byte `protobuf:"bytes,6,rep,name=registrations,proto3" json:"registrations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -545,6 +550,13 @@ func (x *Ack) GetMessage() string {
 func (x *Ack) GetHospitals() []*SignedRecipient {
 	if x != nil {
 		return x.Hospitals
+	}
+	return nil
+}
+
+func (x *Ack) GetRegistrations() [][]byte {
+	if x != nil {
+		return x.Registrations
 	}
 	return nil
 }
@@ -981,7 +993,9 @@ type LabelResponse struct {
 	LeftOut []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
 	// The signed age recipients of the hospitals connected when the batch
 	// was answered, as in Ack: the student seals its next batches to them.
-	Hospitals     []*SignedRecipient `protobuf:"bytes,9,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
+	Hospitals []*SignedRecipient `protobuf:"bytes,9,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
+	// The registrations several of them share, each once, as in Ack.
+	Registrations [][]byte `protobuf:"bytes,10,rep,name=registrations,proto3" json:"registrations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1075,6 +1089,13 @@ func (x *LabelResponse) GetLeftOut() []string {
 func (x *LabelResponse) GetHospitals() []*SignedRecipient {
 	if x != nil {
 		return x.Hospitals
+	}
+	return nil
+}
+
+func (x *LabelResponse) GetRegistrations() [][]byte {
+	if x != nil {
+		return x.Registrations
 	}
 	return nil
 }
@@ -1855,13 +1876,14 @@ const file_nzc_proto_rawDesc = "" +
 	"\fHospitalInfo\x12!\n" +
 	"\fnum_teachers\x18\x01 \x01(\rR\vnumTeachers\x12\x1f\n" +
 	"\vnum_classes\x18\x02 \x01(\rR\n" +
-	"numClasses\"\xc1\x01\n" +
+	"numClasses\"\xe7\x01\n" +
 	"\x03Ack\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x125\n" +
-	"\thospitals\x18\x05 \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\"\xd9\x02\n" +
+	"\thospitals\x18\x05 \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\x12$\n" +
+	"\rregistrations\x18\x06 \x03(\fR\rregistrations\"\xd9\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1906,7 +1928,7 @@ const file_nzc_proto_rawDesc = "" +
 	"numQueries\x12\x1f\n" +
 	"\vfeature_dim\x18\x03 \x01(\rR\n" +
 	"featureDim\x12'\n" +
-	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xcf\x02\n" +
+	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xf5\x02\n" +
 	"\rLabelResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
@@ -1917,7 +1939,9 @@ const file_nzc_proto_rawDesc = "" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12)\n" +
 	"\areceipt\x18\a \x01(\v2\x0f.nzc.v1.ReceiptR\areceipt\x12\x19\n" +
 	"\bleft_out\x18\b \x03(\tR\aleftOut\x125\n" +
-	"\thospitals\x18\t \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\":\n" +
+	"\thospitals\x18\t \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\x12$\n" +
+	"\rregistrations\x18\n" +
+	" \x03(\fR\rregistrations\":\n" +
 	"\x06Labels\x12\x16\n" +
 	"\x06labels\x18\x01 \x03(\x05R\x06labels\x12\x18\n" +
 	"\arefused\x18\x02 \x03(\bR\arefused\"g\n" +
