@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/big"
 	"math/rand/v2"
 	"net/url"
@@ -431,5 +432,72 @@ func TestAgeAndSigningFiles(t *testing.T) {
 	pk, err := LoadPublicKey(vp)
 	if err != nil || !ed25519.Verify(pk, []byte("m"), ed25519.Sign(sk2, []byte("m"))) {
 		t.Fatalf("LoadPublicKey: %v", err)
+	}
+}
+
+// OpenFrom opens what Open opens, whatever stanza it is told to try first,
+// and says which stanza opened the payload; from that stanza it is one key
+// agreement a payload.
+func TestOpenFrom(t *testing.T) {
+	ids := make([]*Identity, 5)
+	rs := make([]*Recipient, len(ids))
+	for i := range ids {
+		var err error
+		if ids[i], err = GenerateIdentity(); err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = ids[i].Recipient()
+	}
+	msg := []byte("features of a batch")
+	ct, err := Seal(msg, rs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		for _, first := range []int{-1, 0, 1, i, 4, 5, 1 << 20} {
+			got, at, err := OpenFrom(ct, id, first)
+			if err != nil || !bytes.Equal(got, msg) || at != i {
+				t.Fatalf("identity %d, first %d: %q at %d, %v; want the message at %d", i, first, got, at, err, i)
+			}
+		}
+	}
+	other, err := GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenFrom(ct, other, 2); !errors.Is(err, ErrNotForMe) {
+		t.Fatalf("another identity, first 2: %v, want ErrNotForMe", err)
+	}
+	bad := bytes.Clone(ct)
+	bad[len(bad)-1] ^= 1
+	if _, _, err := OpenFrom(bad, ids[3], 3); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("tampered, first 3: %v, want ErrMalformed", err)
+	}
+}
+
+// BenchmarkOpenFrom opens a batch sealed to 100 hospitals as the last of
+// them: from the first stanza (Open) and from its own.
+func BenchmarkOpenFrom(b *testing.B) {
+	ids := make([]*Identity, 100)
+	rs := make([]*Recipient, len(ids))
+	for i := range ids {
+		var err error
+		if ids[i], err = GenerateIdentity(); err != nil {
+			b.Fatal(err)
+		}
+		rs[i] = ids[i].Recipient()
+	}
+	ct, err := Seal(make([]byte, 1<<10), rs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, first := range []int{0, 99} {
+		b.Run(fmt.Sprintf("first=%d", first), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := OpenFrom(ct, ids[99], first); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -128,22 +127,67 @@ func Seal(plaintext []byte, recipients ...*Recipient) ([]byte, error) {
 // Open decrypts a payload made by Seal. A payload for other recipients gives
 // a *NotForMeError; a corrupted or altered one an error matching ErrMalformed.
 func Open(ciphertext []byte, id *Identity) ([]byte, error) {
+	plain, _, err := OpenFrom(ciphertext, id, 0)
+	return plain, err
+}
+
+// OpenFrom is Open trying the payload's recipient stanza at index first
+// before the others, and it returns the index of the stanza that opened it.
+// Each stanza tried costs a key agreement, so a party that opens many
+// payloads sealed to the same recipients in the same order — a hospital
+// opening a student's batches, each sealed to every hospital — passes the
+// index of the last one and pays one key agreement a payload, not one per
+// hospital sealed to before it. The result is Open's whatever first is.
+func OpenFrom(ciphertext []byte, id *Identity, first int) (plain []byte, at int, err error) {
 	if id == nil || id.x == nil {
-		return nil, errors.New("open: nil identity")
+		return nil, 0, errors.New("open: nil identity")
 	}
-	r, err := age.Decrypt(bytes.NewReader(ciphertext), id.x)
+	h := &hintedIdentity{x: id.x, first: first}
+	r, err := age.Decrypt(bytes.NewReader(ciphertext), h)
 	if err != nil {
 		var nm *age.NoIdentityMatchError
 		if errors.As(err, &nm) {
-			return nil, &NotForMeError{Have: id.Recipient().String(), Recipients: len(nm.StanzaTypes)}
+			return nil, 0, &NotForMeError{Have: id.Recipient().String(), Recipients: len(nm.StanzaTypes)}
 		}
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	out, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	// The payload is shorter than the ciphertext: one allocation.
+	out := bytes.NewBuffer(make([]byte, 0, len(ciphertext)))
+	if _, err := out.ReadFrom(r); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	return out, nil
+	return out.Bytes(), h.at, nil
+}
+
+// hintedIdentity unwraps with x, trying the stanza at index first before
+// the others in their order, and records the index that unwrapped.
+type hintedIdentity struct {
+	x         *age.X25519Identity
+	first, at int
+}
+
+func (h *hintedIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
+	try := func(i int) ([]byte, error) {
+		key, err := h.x.Unwrap(stanzas[i : i+1])
+		if err == nil {
+			h.at = i
+		}
+		return key, err
+	}
+	if h.first > 0 && h.first < len(stanzas) {
+		if key, err := try(h.first); !errors.Is(err, age.ErrIncorrectIdentity) {
+			return key, err
+		}
+	}
+	for i := range stanzas {
+		if i == h.first && i > 0 {
+			continue
+		}
+		if key, err := try(i); !errors.Is(err, age.ErrIncorrectIdentity) {
+			return key, err
+		}
+	}
+	return nil, age.ErrIncorrectIdentity
 }
 
 // WriteIdentity writes an identity file in the format of age-keygen (mode

@@ -95,8 +95,12 @@ type Node struct {
 	// registrations, or the genesis that registers this hospital.
 	proof     []byte
 	connected atomic.Bool
-	answered  atomic.Int64
-	status    atomic.Pointer[string]
+	// stanza is the index of this hospital's stanza in the last batch it
+	// opened: a student seals every batch to the same hospitals in the
+	// same order, so the next batch's is tried first.
+	stanza   atomic.Int64
+	answered atomic.Int64
+	status   atomic.Pointer[string]
 	// voting serialises the teachers' inference: models are not safe for
 	// concurrent use, and one batch's inference already uses every core.
 	// Batches asked at once (several students, or one student's window)
@@ -460,7 +464,10 @@ func (n *Node) answer(ctx context.Context, q *nzcpb.QueryBatch, to *crypto.Recip
 	if int(q.GetNumClasses()) != v.Classes() {
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "the batch asks for %d classes, these teachers vote on %d", q.GetNumClasses(), v.Classes())
 	}
-	plain, err := crypto.Open(q.GetSealedFeatures(), n.cfg.Identity)
+	plain, at, err := crypto.OpenFrom(q.GetSealedFeatures(), n.cfg.Identity, int(n.stanza.Load()))
+	if err == nil {
+		n.stanza.Store(int64(at))
+	}
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "the query features are not sealed to hospital %s: %v", n.cfg.ID, err)
 	}
