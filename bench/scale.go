@@ -48,6 +48,10 @@ type ScaleSection struct {
 	RestartMs          float64 `json:"restart_ms"`
 	VerifyEntriesPerS  float64 `json:"verify_entries_per_s"`
 	VerifyPeakHeapMiB  float64 `json:"verify_peak_heap_mib"`
+	// VerifyPeakRSSMiB is the process's peak resident size while it
+	// verified, and ExportBytes the export's size.
+	VerifyPeakRSSMiB float64 `json:"verify_peak_rss_mib"`
+	ExportBytes      int64   `json:"export_bytes"`
 	// Growth is, for each decade, the last point's figures over the
 	// point's a decade before.
 	Growth []ScaleGrowth `json:"growth"`
@@ -59,7 +63,13 @@ type ScalePoint struct {
 	Entries int64 `json:"entries"`
 	// HeapMiB is the live heap above the empty ledger's, after a GC.
 	HeapMiB float64 `json:"heap_mib"`
-	RSSMiB  float64 `json:"rss_mib"`
+	// RSSMiB is the process's resident size, RSSAnonMiB the part of it
+	// that is the process's own memory (heap, stacks) and RSSFileMiB the
+	// file-backed part (the binary, bbolt's mapped pages), which the
+	// kernel can drop and read again.
+	RSSMiB     float64 `json:"rss_mib"`
+	RSSAnonMiB float64 `json:"rss_anon_mib"`
+	RSSFileMiB float64 `json:"rss_file_mib"`
 	// ApplyPerS is the rate of the charges since the point before, and
 	// ApplyCPUUs the process's CPU time a charge took then (checking
 	// its signature, applying it, writing the history): on a loaded
@@ -76,6 +86,7 @@ type ScaleGrowth struct {
 	Decade        string  `json:"decade"`
 	Heap          float64 `json:"heap"`
 	RSS           float64 `json:"rss"`
+	RSSAnon       float64 `json:"rss_anon"`
 	ApplyRate     float64 `json:"apply_rate"`
 	ApplyCPU      float64 `json:"apply_cpu"`
 	SnapshotBytes float64 `json:"snapshot_bytes"`
@@ -144,27 +155,49 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-// residentBytes reads this process's resident size (0 where /proc is not).
-func residentBytes() uint64 {
+// resident is this process's resident size, in all and its anonymous and
+// file-backed parts, in bytes (zeros where /proc is not).
+type resident struct{ all, anon, file uint64 }
+
+func readResident() resident {
+	var r resident
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		return 0
+		return r
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "VmRSS":
+			r.all = kb << 10
+		case "RssAnon":
+			r.anon = kb << 10
+		case "RssFile":
+			r.file = kb << 10
 		}
 	}
-	return 0
+	return r
 }
 
-// scalePoints are the decades from 1,000 up to n, and n (n > 1,000).
+// scalePoints are 1,000 and 10,000 charges, then every 100,000, up to n,
+// and n (n > 1,000).
 func scalePoints(n int) []int {
 	var out []int
-	for p := 1000; p < n; p *= 10 {
+	for _, p := range []int{1000, 10_000} {
+		if p < n {
+			out = append(out, p)
+		}
+	}
+	for p := 100_000; p < n; p += 100_000 {
 		out = append(out, p)
 	}
 	return append(out, n)
@@ -207,7 +240,8 @@ func runScale(ctx context.Context, cfg Config, progress Progress) (ScaleSection,
 	if err != nil {
 		return sec, err
 	}
-	cp, export, err := l.export()
+	export := filepath.Join(dir, "export.nzc")
+	cp, err := l.export(export)
 	if err != nil {
 		return sec, err
 	}
@@ -268,7 +302,8 @@ func (l *scaleLedger) grow(ctx context.Context, cfg Config, sec *ScaleSection, b
 		p := ScalePoint{Charges: target, Entries: l.st.TreeSize(), ApplyPerS: float64(target-from) / busy.Seconds(),
 			ApplyCPUUs: float64(cpu.Microseconds()) / float64(target-from)}
 		p.HeapMiB = (float64(liveHeap()) - float64(base)) / mib
-		p.RSSMiB = float64(residentBytes()) / mib
+		r := readResident()
+		p.RSSMiB, p.RSSAnonMiB, p.RSSFileMiB = float64(r.all)/mib, float64(r.anon)/mib, float64(r.file)/mib
 		t0 := time.Now()
 		b, err := l.st.Snapshot()
 		if err != nil {
@@ -323,27 +358,38 @@ func (l *scaleLedger) applyUntil(ctx context.Context, done *int, target int, cur
 	return busy, cpu, nil
 }
 
-// export returns the ledger's checkpoint and its export, with the
-// checkpoint cosigned by three auditors.
-func (l *scaleLedger) export() (ledger.Checkpoint, []byte, error) {
+// export writes the ledger's export to path, with its checkpoint cosigned
+// by three auditors, as an auditor streams it, and returns the checkpoint.
+func (l *scaleLedger) export(path string) (ledger.Checkpoint, error) {
 	cp, err := l.st.Checkpoint()
 	if err != nil {
-		return cp, nil, err
+		return cp, err
 	}
 	var signers []note.Signer
 	for _, a := range []string{"a1", "a2", "a3"} {
 		s, err := ledger.NewCheckpointSigner(a, scaleKey(a), 1)
 		if err != nil {
-			return cp, nil, err
+			return cp, err
 		}
 		signers = append(signers, s)
 	}
 	signed, err := ledger.SignCheckpoint(cp, signers...)
 	if err != nil {
-		return cp, nil, err
+		return cp, err
 	}
-	export, err := l.st.Export([][]byte{signed})
-	return cp, export, err
+	f, err := os.Create(path)
+	if err != nil {
+		return cp, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = l.st.WriteExport(w, cp.Size, [][]byte{signed})
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return cp, err
 }
 
 // restart does what an auditor does before it serves — open its history
@@ -374,9 +420,10 @@ func (l *scaleLedger) restart(sec *ScaleSection, snap []byte, cp ledger.Checkpoi
 	return nil
 }
 
-// verifyScaleExport verifies the export against the genesis and records
-// the rate and the peak heap.
-func verifyScaleExport(sec *ScaleSection, genesisCmd, export []byte, cp ledger.Checkpoint) error {
+// verifyScaleExport verifies the export in the file at path against the
+// genesis, as `nzc ledger verify` does, and records the rate and the peak
+// heap and resident size.
+func verifyScaleExport(sec *ScaleSection, genesisCmd []byte, path string, cp ledger.Checkpoint) error {
 	genesis, err := ledger.DecodeCommand(genesisCmd)
 	if err != nil {
 		return err
@@ -386,11 +433,17 @@ func verifyScaleExport(sec *ScaleSection, genesisCmd, export []byte, cp ledger.C
 		return err
 	}
 	liveHeap()
-	peak := heapSampler()
+	peak, rss := heapSampler(), sampleRSS()
 	t0 := time.Now()
+	export, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	sec.ExportBytes = int64(len(export))
 	rep := ledger.Verify(export, ledger.VerifyOptions{GenesisHash: gh[:]})
 	elapsed := time.Since(t0)
 	sec.VerifyPeakHeapMiB = float64(peak()) / mib
+	sec.VerifyPeakRSSMiB = rss.end()
 	if !rep.OK || rep.Entries != cp.Size {
 		return fmt.Errorf("the export does not verify: %v", rep.Failures())
 	}
@@ -446,7 +499,7 @@ func scaleGrowth(points []ScalePoint) []ScaleGrowth {
 				continue
 			}
 			out = append(out, ScaleGrowth{From: q.Charges, To: p.Charges, Decade: fmt.Sprintf("%d→%d", q.Charges, p.Charges),
-				Heap: ratio(p.HeapMiB, q.HeapMiB), RSS: ratio(p.RSSMiB, q.RSSMiB), ApplyRate: ratio(p.ApplyPerS, q.ApplyPerS), ApplyCPU: ratio(p.ApplyCPUUs, q.ApplyCPUUs),
+				Heap: ratio(p.HeapMiB, q.HeapMiB), RSS: ratio(p.RSSMiB, q.RSSMiB), RSSAnon: ratio(p.RSSAnonMiB, q.RSSAnonMiB), ApplyRate: ratio(p.ApplyPerS, q.ApplyPerS), ApplyCPU: ratio(p.ApplyCPUUs, q.ApplyCPUUs),
 				SnapshotBytes: ratio(float64(p.SnapshotBytes), float64(q.SnapshotBytes))})
 		}
 	}
@@ -458,7 +511,7 @@ func scaleGrowth(points []ScalePoint) []ScaleGrowth {
 // with the bytes a charge adds, and the label says so.
 func scaleTargets(sc ScaleSection) []Target {
 	p := sc.Points[len(sc.Points)-1]
-	heap, rss, at := p.HeapMiB, p.RSSMiB, "at 10⁶ charges"
+	heap, at := p.HeapMiB, "at 10⁶ charges"
 	if sc.Charges < 1_000_000 {
 		heap = p.HeapMiB + sc.HeapBytesPerCharge*float64(1_000_000-p.Charges)/mib
 		at = fmt.Sprintf("projected to 10⁶ from %d", sc.Charges)
@@ -470,7 +523,12 @@ func scaleTargets(sc ScaleSection) []Target {
 		{Name: "scale: verify peak heap (MiB)", Measured: sc.VerifyPeakHeapMiB, Goal: "≤ 256", Met: sc.VerifyPeakHeapMiB <= 256},
 	}
 	if sc.Charges >= 1_000_000 {
-		ts = append(ts, Target{Name: "scale: resident memory (MiB) at 10⁶ charges", Measured: rss, Goal: "≤ 256", Met: rss <= 256})
+		// The process's own memory is what the target is judged on; the
+		// file-backed pages (bbolt's map, the binary) are the kernel's to
+		// drop, and are shown beside it with them counted.
+		ts = append(ts,
+			Target{Name: "scale: resident memory, anonymous (MiB) at 10⁶ charges", Measured: p.RSSAnonMiB, Goal: "≤ 256", Met: p.RSSAnonMiB <= 256},
+			Target{Name: "scale: resident memory with file-backed pages (MiB) at 10⁶", Measured: p.RSSMiB, Goal: "≤ 256", Met: p.RSSMiB <= 256})
 	}
 	if n := len(sc.Growth); n > 0 {
 		g := sc.Growth[n-1].SnapshotBytes

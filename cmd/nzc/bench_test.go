@@ -191,3 +191,48 @@ func TestBenchScale(t *testing.T) {
 		})
 	}
 }
+
+// The federation section runs a federation of each size with the same
+// teachers split over its hospitals: every size labels its queries,
+// against the in-process pipeline, and the ledger's charges name every
+// hospital, so a charge grows with the hospitals while its bytes per
+// hospital shrink. The figures themselves are the machine's; only their
+// presence and the sizes' order are checked here.
+func TestBenchFederation(t *testing.T) {
+	var rep struct {
+		Federation bench.FederationSection `json:"federation"`
+		Targets    []bench.Target          `json:"targets"`
+	}
+	benchJSON(t, &rep, "--sections", "federation", "--reps", "2", "--federation-hospitals", "2,5",
+		"--federation-teachers", "10", "--federation-queries", "32", "--batch", "8")
+	fd := rep.Federation
+	if fd.Teachers != 10 || fd.Queries != 32 || len(fd.Points) != 2 || len(fd.Growth) != 1 {
+		t.Fatalf("federation section %+v", fd)
+	}
+	for i, p := range fd.Points {
+		if want := []int{2, 5}[i]; p.Hospitals != want {
+			t.Fatalf("point %d is of %d hospitals, want %d", i, p.Hospitals, want)
+		}
+		if p.LabelsPerS.Reps != 2 || p.Ratio.Reps != 2 || p.Charges < 2*32/8 {
+			t.Errorf("%d hospitals: %d and %d reps, %d charges; want 2 reps and a charge a batch", p.Hospitals, p.LabelsPerS.Reps, p.Ratio.Reps, p.Charges)
+		}
+		for name, v := range map[string]float64{"labels/s": p.LabelsPerS.Median, "in-process labels/s": p.InprocessLabelsPerS.Median,
+			"ratio": p.Ratio.Median, "charge bytes": p.ChargeBytes, "apply µs": p.ApplyUsPerCharge, "apply rate": p.ApplyChargesPerS,
+			"peak heap": p.PeakHeapMiB} {
+			if !(v > 0) || math.IsInf(v, 0) {
+				t.Errorf("%d hospitals: %s = %v", p.Hospitals, name, v)
+			}
+		}
+		if p.ChargeBytesPerHospital*float64(p.Hospitals) != p.ChargeBytes {
+			t.Errorf("%d hospitals: %v bytes a hospital of a %v-byte charge", p.Hospitals, p.ChargeBytesPerHospital, p.ChargeBytes)
+		}
+	}
+	a, b := fd.Points[0], fd.Points[1]
+	if !(b.ChargeBytes > a.ChargeBytes && b.ChargeBytesPerHospital < a.ChargeBytesPerHospital) {
+		t.Errorf("charges of %v bytes (%v a hospital) with 2 hospitals and %v (%v) with 5: want larger charges, fewer bytes a hospital",
+			a.ChargeBytes, a.ChargeBytesPerHospital, b.ChargeBytes, b.ChargeBytesPerHospital)
+	}
+	if n := len(rep.Targets); n != 1 || !strings.Contains(rep.Targets[0].Name, "5 hospitals") {
+		t.Errorf("targets %+v, want the largest federation's", rep.Targets)
+	}
+}
