@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -102,5 +104,57 @@ func TestDirectoryOfManyFoundingHospitalsFitsAnAck(t *testing.T) {
 	}
 	if err := Validate(ack); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The parts a batch is sent to each hospital in are, put together, the
+// batch's one encoding, with the features not copied.
+func TestQueryBatchParts(t *testing.T) {
+	big := fixtureMsg("query-batch").(*nzcpb.QueryBatch)
+	big.SealedFeatures = bytes.Repeat([]byte{0xa5}, 1<<20)
+	big.HospitalIds = []string{"hospital-1", "hospital-2", "hospital-3"}
+	for _, tc := range []struct {
+		name string
+		q    *nzcpb.QueryBatch
+	}{
+		{"fixture", fixtureMsg("query-batch").(*nzcpb.QueryBatch)},
+		{"fixture with receipts", fixtureMsg("query-batch-receipts").(*nzcpb.QueryBatch)},
+		{"a megabyte of features", big},
+		{"no features", &nzcpb.QueryBatch{BatchId: []byte("0123456789abcdef"), NumQueries: 1, StudentId: "student-1"}},
+		{"empty", &nzcpb.QueryBatch{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			head, features, tail, err := QueryBatchParts(tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Marshal(tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Concat(head, features, tail); !bytes.Equal(got, want) {
+				t.Fatalf("parts put together are %d bytes unlike the %d of Marshal", len(got), len(want))
+			}
+			if len(features) > 0 && &features[0] != &tc.q.SealedFeatures[0] {
+				t.Fatal("the features part is a copy")
+			}
+			var w bytes.Buffer
+			if err := NewFrameWriter(&w, 0).WriteFrameParts(TypeQueryBatch, head, features, tail); err != nil {
+				t.Fatal(err)
+			}
+			var one bytes.Buffer
+			if err := NewFrameWriter(&one, 0).WriteFrame(TypeQueryBatch, want); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(w.Bytes(), one.Bytes()) {
+				t.Fatal("the frame written in parts is not the frame of the whole body")
+			}
+		})
+	}
+	// Over the limit, nothing is written.
+	var w bytes.Buffer
+	err := NewFrameWriter(&w, 10).WriteFrameParts(TypeQueryBatch, make([]byte, 6), make([]byte, 5))
+	if !errors.Is(err, ErrFrameTooLarge) || w.Len() != 0 {
+		t.Fatalf("11 bytes in parts over a 10-byte limit: %v, %d bytes written", err, w.Len())
 	}
 }

@@ -171,6 +171,37 @@ func (fw *FrameWriter) WriteFrame(t MsgType, body []byte) error {
 	return nil
 }
 
+// WriteFrameParts writes one frame whose body is parts, one after the
+// other, each written as it is: a body most of which several frames share
+// (a batch's sealed features, sent to every hospital) is not copied into
+// each.
+func (fw *FrameWriter) WriteFrameParts(t MsgType, parts ...[]byte) error {
+	if !t.Known() {
+		return &UnknownTypeError{Type: t}
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if m := min(fw.max, t.MaxBody()); n > m {
+		return &FrameTooLargeError{Type: t, Length: uint64(n), Max: m}
+	}
+	var hdr [MaxHeaderLen]byte
+	_, err := fw.w.Write(binary.AppendUvarint(binary.AppendUvarint(hdr[:0], uint64(t)), uint64(n)))
+	for _, p := range parts {
+		if err != nil {
+			break
+		}
+		if len(p) > 0 {
+			_, err = fw.w.Write(p)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write %s frame: %w", t, err)
+	}
+	return nil
+}
+
 // FrameReader reads frames. The body returned by Next is valid until the
 // next call, which may reuse its buffer. After an error the reader is
 // unusable. It is not safe for concurrent use.

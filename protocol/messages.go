@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nzcfed/nzc/protocol/nzcpb"
@@ -303,6 +304,29 @@ func ShareRegistrations(rs []*nzcpb.SignedRecipient) (out []*nzcpb.SignedRecipie
 		out[i] = &nzcpb.SignedRecipient{HospitalId: r.GetHospitalId(), AgeRecipient: r.GetAgeRecipient(), Signature: r.GetSignature()}
 	}
 	return out, shared
+}
+
+// QueryBatchParts returns Marshal(q) in three parts: the fields before
+// sealed_features with that field's key and length, the sealed features
+// themselves (q's own slice, not a copy), and the fields after them. The
+// aggregator sends a batch to every hospital with the features shared
+// among their requests rather than encoded into each.
+func QueryBatchParts(q *nzcpb.QueryBatch) (head, features, tail []byte, err error) {
+	features = q.GetSealedFeatures()
+	head, err = Marshal(&nzcpb.QueryBatch{BatchId: q.GetBatchId(), NumQueries: q.GetNumQueries(), FeatureDim: q.GetFeatureDim(), NumClasses: q.GetNumClasses()})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(features) > 0 {
+		num := q.ProtoReflect().Descriptor().Fields().ByName("sealed_features").Number()
+		head = protowire.AppendTag(head, num, protowire.BytesType)
+		head = protowire.AppendVarint(head, uint64(len(features)))
+	}
+	tail, err = Marshal(&nzcpb.QueryBatch{HospitalIds: q.GetHospitalIds(), DeadlineUnixMs: q.GetDeadlineUnixMs(), ChargeReceipts: q.GetChargeReceipts(), StudentId: q.GetStudentId()})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return head, features, tail, nil
 }
 
 // RecipientMessage is what a hospital signs with its ledger key to vouch

@@ -860,8 +860,25 @@ func timedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
+// partsHospital is a Hospital that takes a batch in the parts of
+// protocol.QueryBatchParts, the features shared with the other hospitals'
+// requests: a batch sent to n hospitals then holds its features once, not n
+// times.
+type partsHospital interface {
+	QueryParts(ctx context.Context, head, features, tail []byte) (*nzcpb.VoteBatch, error)
+}
+
 func (a *Aggregator) queryOne(ctx context.Context, h *hospitalEntry, q *nzcpb.QueryBatch) (*vote, error) {
-	vb, err := h.h.Query(ctx, q)
+	var vb *nzcpb.VoteBatch
+	var err error
+	if ph, ok := h.h.(partsHospital); ok {
+		var head, features, tail []byte
+		if head, features, tail, err = protocol.QueryBatchParts(q); err == nil {
+			vb, err = ph.QueryParts(ctx, head, features, tail)
+		}
+	} else {
+		vb, err = h.h.Query(ctx, q)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -972,9 +989,10 @@ func (a *Aggregator) settle(ctx context.Context, rec *Record, retry bool, start 
 	if err != nil {
 		return nil, fmt.Errorf("%w: batch id %q", ErrCorruptOutbox, rec.BatchID)
 	}
+	hospitals, shared := protocol.ShareRegistrations(a.Directory())
 	return &nzcpb.LabelResponse{BatchId: id, NumQueries: rec.NumQueries, SealedLabels: rec.SealedLabels,
 		LedgerIndex: rec.LedgerIndex, AnswersHash: rec.AnswersHash, Replayed: retry, LeftOut: rec.LeftOut,
-		Receipt: protocol.ReceiptToWire(*rec.Receipt), Hospitals: a.Directory()}, nil
+		Receipt: protocol.ReceiptToWire(*rec.Receipt), Hospitals: hospitals, Registrations: shared}, nil
 }
 
 // SetRecipient records the signed age recipient hospital id sent in its

@@ -24,6 +24,21 @@ func (h connHospital) Query(ctx context.Context, q *nzcpb.QueryBatch) (*nzcpb.Vo
 	return &vb, nil
 }
 
+// QueryParts sends the batch encoded as head, features and tail
+// (protocol.QueryBatchParts): the features, the bulk of it, are the same
+// bytes for every hospital and are not copied into each request.
+func (h connHospital) QueryParts(ctx context.Context, head, features, tail []byte) (*nzcpb.VoteBatch, error) {
+	rt, body, err := h.c.CallParts(ctx, protocol.TypeQueryBatch, head, features, tail)
+	if err != nil {
+		return nil, err
+	}
+	var vb nzcpb.VoteBatch
+	if err := protocol.DecodeInto(rt, body, &vb); err != nil {
+		return nil, fmt.Errorf("%s call to %s: %w", protocol.TypeQueryBatch, h.c.Peer(), err)
+	}
+	return &vb, nil
+}
+
 // Serve accepts hospitals and students on l until ctx ends. Before
 // serving it re-proposes the charges of batches left pending by an earlier
 // run (in the background, so that an unreachable ledger does not keep
@@ -140,7 +155,7 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 	ack := &nzcpb.Ack{ProtocolVersion: protocol.ProtocolVersion, PartyId: a.cfg.ID,
 		AgeRecipient: a.Recipient().String(), Message: "registered; " + status}
 	if r.Peer.Role == crypto.RoleStudent {
-		ack.Hospitals = a.Directory()
+		ack.Hospitals, ack.Registrations = protocol.ShareRegistrations(a.Directory())
 	}
 	return quicnet.Reply(ack)
 }

@@ -115,8 +115,20 @@ func (c *Conn) Close() error {
 // whole exchange; when it ends the stream is abandoned and ctx's error is
 // returned.
 func (c *Conn) Call(ctx context.Context, t protocol.MsgType, body []byte) (protocol.MsgType, []byte, error) {
-	if len(body) > c.maxBody {
-		return 0, nil, &protocol.FrameTooLargeError{Type: t, Length: uint64(len(body)), Max: c.maxBody}
+	return c.CallParts(ctx, t, body)
+}
+
+// CallParts is Call with the request's body in parts, sent one after the
+// other as one frame without copying them together: for a body most of
+// which is sent to several peers at once. The parts are read, never
+// changed, until CallParts returns.
+func (c *Conn) CallParts(ctx context.Context, t protocol.MsgType, parts ...[]byte) (protocol.MsgType, []byte, error) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n > c.maxBody {
+		return 0, nil, &protocol.FrameTooLargeError{Type: t, Length: uint64(n), Max: c.maxBody}
 	}
 	s, err := c.qc.OpenStreamSync(ctx)
 	if err != nil {
@@ -132,7 +144,7 @@ func (c *Conn) Call(ctx context.Context, t protocol.MsgType, body []byte) (proto
 	} else {
 		_ = s.SetWriteDeadline(time.Now().Add(c.writeTO))
 	}
-	werr := protocol.NewFrameWriter(s, c.maxBody).WriteFrame(t, body)
+	werr := protocol.NewFrameWriter(s, c.maxBody).WriteFrameParts(t, parts...)
 	if werr == nil {
 		werr = s.Close()
 	}
