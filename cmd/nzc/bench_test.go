@@ -188,6 +188,17 @@ func TestBenchScale(t *testing.T) {
 					t.Errorf("%s = %v", name, v)
 				}
 			}
+			if runtime.GOOS == "linux" {
+				for _, p := range sc.Points {
+					// VmRSS is RssAnon + RssFile + RssShmem, each read once.
+					if !(p.RSSAnonMiB > 0 && p.RSSFileMiB > 0 && p.RSSAnonMiB+p.RSSFileMiB <= p.RSSMiB+1) {
+						t.Errorf("%d charges: resident %.1f MiB, anonymous %.1f, file-backed %.1f", p.Charges, p.RSSMiB, p.RSSAnonMiB, p.RSSFileMiB)
+					}
+				}
+				if !(sc.VerifyPeakRSSMiB > 0) || sc.ExportBytes <= 0 {
+					t.Errorf("verify's peak resident %.1f MiB of a %d-byte export", sc.VerifyPeakRSSMiB, sc.ExportBytes)
+				}
+			}
 		})
 	}
 }
