@@ -269,10 +269,14 @@ func chargedPlan(res *student.Result) (*sizing.Plan, string) {
 	if err != nil || p.Teachers < 1 {
 		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
 	}
+	if err := sizing.Sound(p, p.Teachers, p.Classes); err != nil {
+		return nil, refusalNote(res.Queries, res.Refused, nil, err)
+	}
 	tc := config.DefaultTeacher()
 	plan, err := sizing.Check(p, p.Teachers, p.Classes, tc.CapEpsilon, tc.CapDelta)
 	if err != nil {
-		return nil, refusalNote(res.Queries, res.Refused, nil, err)
+		// Nothing fits a default cap: the hospitals' caps are others.
+		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
 	}
 	return &plan, refusalNote(res.Queries, res.Refused, &plan, nil)
 }
