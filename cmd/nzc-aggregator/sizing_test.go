@@ -67,7 +67,7 @@ func TestRunSizesTheMechanism(t *testing.T) {
 						t.Fatalf("no mechanism plan logged:\n%s", out.String())
 					}
 				}
-				for _, w := range []string{"labels_per_default_cap=198", "lead_for_clean_vote=63", "unanimous_answered=0.63"} {
+				for _, w := range []string{"labels_per_default_cap=198", "lead_for_clean_vote=63", "unanimous_answered=0.63", "quorum_teachers=60", "unanimous_answered_at_quorum=0.41"} {
 					if !strings.Contains(out.String(), w) {
 						t.Errorf("the plan does not say %s:\n%s", w, out.String())
 					}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/party/student"
@@ -310,6 +311,31 @@ func sized(p mechanism.Params, teachers, classes int) mechanism.Params {
 		return p
 	}
 	return s
+}
+
+// QuorumEnsemble is the fewest teachers that vote on a batch when only
+// quorum of hospitals vote: the smallest quorum of the listed sizes and
+// size for each of the hospitals not listed.
+func QuorumEnsemble(hospitals, quorum, size int, listed map[string]int) int {
+	all := make([]int, 0, max(hospitals, len(listed)))
+	for _, n := range listed {
+		all = append(all, n)
+	}
+	for range max(0, hospitals-len(listed)) {
+		all = append(all, size)
+	}
+	slices.Sort(all)
+	k := 0
+	for _, n := range all[:min(quorum, len(all))] {
+		k += n
+	}
+	return k
+}
+
+// UnanimousAnswered is the probability that p answers a query on which all
+// of teachers agree (Plan.UnanimousAnswered).
+func UnanimousAnswered(p mechanism.Params, teachers int) float64 {
+	return answered(p.Trim(), teachers)
 }
 
 // Ensemble is the number of teachers that vote on a batch when every one

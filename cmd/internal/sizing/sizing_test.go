@@ -185,3 +185,22 @@ func checkFidelity(t *testing.T, plan Plan) {
 		}
 	}
 }
+
+func TestQuorumEnsemble(t *testing.T) {
+	for _, tc := range []struct {
+		hospitals, quorum, size int
+		listed                  map[string]int
+		want                    int
+	}{
+		{3, 2, 30, nil, 60},
+		{3, 3, 30, nil, 90},
+		{3, 2, 30, map[string]int{"hospital-1": 10}, 40},
+		{3, 2, 30, map[string]int{"hospital-1": 50, "hospital-2": 40}, 70},
+		{2, 3, 30, nil, 60},
+		{0, 2, 30, map[string]int{"hospital-1": 5, "hospital-2": 7, "hospital-3": 9}, 12},
+	} {
+		if got := QuorumEnsemble(tc.hospitals, tc.quorum, tc.size, tc.listed); got != tc.want {
+			t.Errorf("QuorumEnsemble(%d, %d, %d, %v) = %d, want %d", tc.hospitals, tc.quorum, tc.size, tc.listed, got, tc.want)
+		}
+	}
+}
