@@ -14,8 +14,11 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/node"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
@@ -216,15 +219,24 @@ with the labels received so far.`,
 			// pinned auditor keys.
 			ProofsVerified int    `json:"proofs_verified"`
 			Stopped        string `json:"stopped,omitempty"`
+			// Plan is what the mechanism the batches were charged under
+			// allows their ensemble within a hospital's default cap, read
+			// from the last batch's verified charge.
+			Plan *sizing.Plan `json:"plan,omitempty"`
 			// Note warns of a run the mechanism mostly refused.
 			Note string `json:"note,omitempty"`
 			Out  string `json:"out"`
-		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, refusalNote(res.Queries, res.Refused), *out}
+		}{Queries: res.Queries, Answered: res.Answered, Refused: res.Refused, Batches: len(res.Batches), Resumed: res.Resumed,
+			ProofsVerified: res.ProofsVerified, Stopped: res.Stopped, Out: *out}
+		summary.Plan, summary.Note = chargedPlan(res)
 		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
 			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed, %d with a verified proof of their charge); labels in %s\n",
 				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, summary.ProofsVerified, *out)
 			if err == nil && summary.Stopped != "" {
 				_, err = fmt.Fprintf(w, "stopped early: %s\n", summary.Stopped)
+			}
+			if err == nil && summary.Plan != nil {
+				_, err = fmt.Fprintf(w, "the aggregator's mechanism: %s\n", summary.Plan)
 			}
 			if err == nil && summary.Note != "" {
 				_, err = fmt.Fprintf(w, "note: %s\n", summary.Note)
@@ -237,13 +249,71 @@ with the labels received so far.`,
 	})
 }
 
-// refusalNote warns when the mechanism refused most of the queries: the
-// usual cause is a threshold set for a larger ensemble than votes.
-func refusalNote(queries, refused int) string {
+// chargedPlan returns what the mechanism of the run's last charged batch
+// allows its ensemble within a hospital's default cap (nil when no batch
+// holds a receipt), and a note when the mechanism refused most queries.
+func chargedPlan(res *student.Result) (*sizing.Plan, string) {
+	var ch *ledger.Charge
+	for _, b := range res.Batches {
+		if b.Receipt == nil {
+			continue
+		}
+		if c, err := chargeOf(b.Receipt); err == nil {
+			ch = c
+		}
+	}
+	if ch == nil {
+		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
+	}
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(ch.Mechanism), ch.Params)
+	if err != nil || p.Teachers < 1 {
+		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
+	}
+	if err := sizing.Sound(p, p.Teachers, p.Classes); err != nil {
+		return nil, refusalNote(res.Queries, res.Refused, nil, err)
+	}
+	tc := config.DefaultTeacher()
+	plan, err := sizing.Check(p, p.Teachers, p.Classes, tc.CapEpsilon, tc.CapDelta)
+	if err != nil {
+		// Nothing fits a default cap: the hospitals' caps are others.
+		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
+	}
+	return &plan, refusalNote(res.Queries, res.Refused, &plan, nil)
+}
+
+// chargeOf decodes the charge a verified receipt holds.
+func chargeOf(r *ledger.Receipt) (*ledger.Charge, error) {
+	e, err := ledger.DecodeEntry(r.Entry)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ledger.DecodeCommand(e.Command)
+	if err != nil {
+		return nil, err
+	}
+	ch, ok := c.Body.(*ledger.Charge)
+	if !ok {
+		return nil, fmt.Errorf("the receipt holds a %T, not a charge", c.Body)
+	}
+	return ch, nil
+}
+
+// refusalNote explains a run the mechanism mostly refused, from its plan
+// when known: a mechanism that cannot follow its ensemble (unsound, the
+// reason), or a confidence test that refuses even unanimous queries at
+// some rate, beyond which refusals are queries the teachers disagree on.
+func refusalNote(queries, refused int, plan *sizing.Plan, unsound error) string {
 	if queries == 0 || 2*refused <= queries {
 		return ""
 	}
-	return fmt.Sprintf("the aggregator's mechanism refused %d of %d queries: its threshold is likely set for a larger ensemble than the one voting. nzc-aggregator logs at start what its mechanism allows the federation's ensemble (\"mechanism plan\"), and nzc init sizes it; ask the aggregator's operator", refused, queries)
+	what := fmt.Sprintf("the aggregator's mechanism refused %d of %d queries", refused, queries)
+	switch {
+	case unsound != nil:
+		return fmt.Sprintf("%s: it cannot label for the ensemble that voted (%v); ask the aggregator's operator", what, unsound)
+	case plan != nil && plan.UnanimousAnswered > 0:
+		return fmt.Sprintf("%s: it answers a query the teachers agree on unanimously with probability %.2f, and fewer the less they agree, so the other refusals are queries the teachers disagree on; nzc-teacher train reports each hospital's ensemble accuracy and clean-vote agreement", what, plan.UnanimousAnswered)
+	}
+	return fmt.Sprintf("%s: its threshold may be set for a larger ensemble than the one voting. nzc-aggregator logs at start what its mechanism allows the federation's ensemble (\"mechanism plan\"), and nzc init sizes it; ask the aggregator's operator", what)
 }
 
 func readLabels(path string) (*student.Result, error) {

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
@@ -615,6 +616,17 @@ func (c *Client) learn(rs []*nzcpb.SignedRecipient, shared [][]byte) error {
 	return nil
 }
 
+// recipientsKey names a list of recipients, to tell whether a request is
+// sealed to all of them.
+func recipientsKey(rs []*crypto.Recipient) string {
+	var b strings.Builder
+	for _, r := range rs {
+		b.WriteString(r.String())
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
 // ask labels one batch, retrying retryable refusals and lost connections
 // under the same batch id.
 func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Dataset, id []byte, index, from int) (_ *Batch, err error) {
@@ -630,7 +642,10 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 	if err != nil {
 		return nil, err
 	}
-	var req *nzcpb.LabelRequest
+	var (
+		req       *nzcpb.LabelRequest
+		sealedFor string // the recipients req is sealed to
+	)
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		cn, err := conn.Get(ctx)
 		if err != nil {
@@ -639,11 +654,14 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 			}
 			return nil, err
 		}
-		if req == nil {
+		rs := c.dir.recipients()
+		if req == nil || recipientsKey(rs) != sealedFor {
 			// Sealed once connected, so that the hospitals learned from
-			// the aggregator's Ack are among the recipients, and once
-			// only: a retry asks the same request.
-			rs := c.dir.recipients()
+			// the aggregator's Ack are among the recipients, and again
+			// only when a reconnection taught the student more: the
+			// hospitals bind a batch id to its queries, not to their
+			// sealing, and a batch the aggregator already holds is
+			// answered from its outbox whatever the retry's sealing.
 			if len(rs) == 0 {
 				// No hospital has registered with the aggregator yet:
 				// register again later, to learn those that have since.
@@ -663,6 +681,7 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 				return nil, err
 			}
 			req = &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
+			sealedFor = recipientsKey(rs)
 		}
 		var resp nzcpb.LabelResponse
 		err = cn.Invoke(ctx, req, &resp)
