@@ -234,7 +234,7 @@ func TestBenchFederation(t *testing.T) {
 				t.Errorf("%d hospitals: %s = %v", p.Hospitals, name, v)
 			}
 		}
-		if p.ChargeBytesPerHospital*float64(p.Hospitals) != p.ChargeBytes {
+		if math.Abs(p.ChargeBytesPerHospital*float64(p.Hospitals)-p.ChargeBytes) > 1e-9*p.ChargeBytes {
 			t.Errorf("%d hospitals: %v bytes a hospital of a %v-byte charge", p.Hospitals, p.ChargeBytesPerHospital, p.ChargeBytes)
 		}
 	}
