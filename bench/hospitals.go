@@ -58,8 +58,9 @@ type FederationPoint struct {
 	ChargeBytesPerHospital float64 `json:"charge_bytes_per_hospital"`
 	// ApplyUsPerCharge is one auditor's state machine applying the
 	// federation's charges again, in this process, one at a time with
-	// their signatures checked (µs of wall clock a charge; the batch's
-	// reservation is ApplyUsPerReserve); ApplyChargesPerS is its rate and
+	// their signatures checked (µs of wall clock a charge, the fastest of
+	// five replays of the log; the batch's reservation is
+	// ApplyUsPerReserve); ApplyChargesPerS is its rate and
 	// ApplyUsPerHospital the time over the hospitals.
 	Charges            int     `json:"charges"`
 	ApplyUsPerCharge   float64 `json:"apply_us_per_charge"`
@@ -164,65 +165,92 @@ func measureFederation(ctx context.Context, cfg Config, f *federation, q *data.D
 }
 
 // chargeFigures reads the ledger of f's first auditor, measures its charges'
-// size, and applies its log again to a fresh state machine, timing the
-// charges and reservations.
+// size, and applies its log again to fresh state machines, timing the
+// charges and reservations: replayRounds times, keeping the fastest round
+// (a shared machine only ever slows a round down).
 func chargeFigures(f *federation, p *FederationPoint) error {
 	st := f.machines[0].State()
 	raw, err := st.Entries(0, st.TreeSize())
 	if err != nil {
 		return err
 	}
+	var best replayTimes
+	for round := range replayRounds {
+		t, err := replayLog(raw)
+		if err != nil {
+			return err
+		}
+		if round == 0 || t.charge+t.reserve < best.charge+best.reserve {
+			best = t
+		}
+	}
+	if best.charges == 0 {
+		return fmt.Errorf("the ledger holds no charge after %s labels/s", fmtFigure(p.LabelsPerS))
+	}
+	n := float64(p.Hospitals)
+	p.Charges = best.charges
+	p.ChargeBytes = float64(best.chargeBytes) / float64(best.charges)
+	p.ChargeBytesPerHospital = p.ChargeBytes / n
+	p.ApplyUsPerCharge = float64(best.charge.Nanoseconds()) / 1e3 / float64(best.charges)
+	p.ApplyChargesPerS = float64(best.charges) / best.charge.Seconds()
+	p.ApplyUsPerHospital = p.ApplyUsPerCharge / n
+	if best.reserves > 0 {
+		p.ApplyUsPerReserve = float64(best.reserve.Nanoseconds()) / 1e3 / float64(best.reserves)
+	}
+	return nil
+}
+
+// replayRounds is how many times chargeFigures applies the log again.
+const replayRounds = 5
+
+// replayTimes is one replay of a log: its accepted charges and
+// reservations, and the time applying them took.
+type replayTimes struct {
+	charges, reserves, chargeBytes int
+	charge, reserve                time.Duration
+}
+
+// replayLog applies the commands of the encoded entries raw, in order, to a
+// fresh state machine, checking that each comes out as the log says, and
+// times the charges and reservations.
+func replayLog(raw [][]byte) (replayTimes, error) {
+	var t replayTimes
 	fresh := ledger.New()
-	var chargeBytes, charges, reserves int
-	var chargeTime, reserveTime time.Duration
 	for i, b := range raw {
 		e, err := ledger.DecodeEntry(b)
 		if err != nil {
-			return fmt.Errorf("entry %d: %w", i, err)
+			return t, fmt.Errorf("entry %d: %w", i, err)
 		}
 		if e.Record != nil {
 			continue // a refusal record: its command is not in the log
 		}
 		c, err := ledger.DecodeCommand(e.Command)
 		if err != nil {
-			return fmt.Errorf("entry %d: %w", i, err)
+			return t, fmt.Errorf("entry %d: %w", i, err)
 		}
 		t0 := time.Now()
 		r, err := fresh.Apply(e.Command)
 		took := time.Since(t0)
 		if err != nil {
-			return fmt.Errorf("applying entry %d again: %w", i, err)
+			return t, fmt.Errorf("applying entry %d again: %w", i, err)
 		}
 		if r.Status != e.Status {
-			return fmt.Errorf("entry %d applied again is %s (%s), not %s as in the log", i, r.Status, r.Message, e.Status)
+			return t, fmt.Errorf("entry %d applied again is %s (%s), not %s as in the log", i, r.Status, r.Message, e.Status)
 		}
 		if e.Status != ledger.StatusAccepted {
 			continue
 		}
 		switch c.Body.(type) {
 		case *ledger.Charge:
-			charges++
-			chargeBytes += len(e.Command)
-			chargeTime += took
+			t.charges++
+			t.chargeBytes += len(e.Command)
+			t.charge += took
 		case *ledger.Reserve:
-			reserves++
-			reserveTime += took
+			t.reserves++
+			t.reserve += took
 		}
 	}
-	if charges == 0 {
-		return fmt.Errorf("the ledger holds no charge after %s labels/s", fmtFigure(p.LabelsPerS))
-	}
-	n := float64(p.Hospitals)
-	p.Charges = charges
-	p.ChargeBytes = float64(chargeBytes) / float64(charges)
-	p.ChargeBytesPerHospital = p.ChargeBytes / n
-	p.ApplyUsPerCharge = float64(chargeTime.Microseconds()) / float64(charges)
-	p.ApplyChargesPerS = float64(charges) / chargeTime.Seconds()
-	p.ApplyUsPerHospital = p.ApplyUsPerCharge / n
-	if reserves > 0 {
-		p.ApplyUsPerReserve = float64(reserveTime.Microseconds()) / float64(reserves)
-	}
-	return nil
+	return t, nil
 }
 
 func fmtFigure(f Figure) string { return fmt.Sprintf("%.4g", f.Median) }
