@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -86,10 +87,23 @@ func decodeEntries(d *decoder, tag byte) [][]byte {
 	return out
 }
 
-// Restore replaces the whole state with the one a snapshot describes, after
-// replaying every entry and checking it reproduces the snapshot byte for
-// byte. On error the state is unchanged.
+// Restore replaces the whole state with the one a snapshot describes.
+//
+// An entries snapshot (Snapshot) is replayed entry by entry, each checked
+// to reproduce the snapshot byte for byte. A state snapshot
+// (StateSnapshot) is adopted as it is when the history already holds the
+// entries it describes, its tree hash the snapshot's root (a replica
+// restarting over its own disk): nothing is replayed. A history that does
+// not hold them gives a *HistoryMissingError; RestoreFrom fetches them.
+// On error the state is unchanged.
 func (s *State) Restore(snapshot []byte) error {
+	if isStateSnapshot(snapshot) {
+		return s.RestoreFrom(context.Background(), snapshot, nil, nil)
+	}
+	return s.restoreEntries(snapshot)
+}
+
+func (s *State) restoreEntries(snapshot []byte) error {
 	d := &decoder{buf: snapshot}
 	entries := decodeEntries(d, snapshotTag)
 	if err := d.end(); err != nil {
@@ -113,6 +127,7 @@ func (s *State) Restore(snapshot []byte) error {
 		empty := newState(h)
 		s.genesis, s.origin, s.genesisHash, s.classes = false, "", [32]byte{}, 0
 		s.grid, s.parties, s.joined, s.accounts, s.students = empty.grid, empty.parties, empty.joined, empty.accounts, empty.students
+		s.share, s.used = empty.share, empty.used
 		s.batches, s.sessions, s.opened, s.latest, s.ensembles = empty.batches, empty.sessions, empty.opened, empty.latest, empty.ensembles
 		s.paced, s.suspensions = empty.paced, empty.suspensions
 		s.epsBound, s.deltaBound = 0, 0
@@ -122,6 +137,7 @@ func (s *State) Restore(snapshot []byte) error {
 	}
 	s.grid, s.genesis, s.origin, s.genesisHash = fresh.grid, fresh.genesis, fresh.origin, fresh.genesisHash
 	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
+	s.share, s.used = fresh.share, fresh.used
 	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
 	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
 	s.epsBound, s.deltaBound = fresh.epsBound, fresh.deltaBound
