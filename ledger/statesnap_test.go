@@ -283,3 +283,32 @@ func TestStateSnapshotEdgeIsWhatAppendingReads(t *testing.T) {
 		}
 	}
 }
+
+// A replica restored from either kind of snapshot holds students to the
+// genesis's share as the others do. (Before, restoring an entries
+// snapshot dropped the share and each student's usage, so the restored
+// replica admitted a batch every other replica refused.)
+func TestRestoredReplicaKeepsTheStudentShare(t *testing.T) {
+	q := shareQueries(t)
+	f := shareFed(t, 0.5)
+	batch := func(id string) []byte {
+		c := chargeBody(id, []string{"h1"}, gaussCurve(40, q), uint64(q))
+		c.Timestamp = f.now()
+		return f.sign(c, "agg")
+	}
+	f.must(chargeBody("s2-a", []string{"h1"}, gaussCurve(40, q), uint64(q)), "agg")
+	next := batch("s2-b")
+	state, err := f.st.StateSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromState := newState(copyHistory(t, f.st, f.st.TreeSize()))
+	if err := fromState.Restore(state); err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]*State{"entries": restoredCopy(t, f.st), "state": fromState, "original": f.st} {
+		if r, _ := st.Apply(next); r.Code != CodeShareExceeded {
+			t.Fatalf("%s: s2's second batch %s/%s, want share-exceeded", name, r.Status, r.Code)
+		}
+	}
+}
