@@ -37,11 +37,16 @@ type Ledger struct {
 	// flush writes the history's pending entries to disk after each batch
 	// (nil: the history is in memory).
 	flush func() error
+	// snapshot encodes the state for raft: state.StateSnapshot.
+	snapshot func() ([]byte, error)
 
 	mu       sync.Mutex
 	growth   []grown       // the log's sizes after recent batches, ascending
 	next     chan struct{} // closed (and replaced) when the log grows
 	flushErr error         // the history could not be written: apply nothing more
+	// restoreErr is set when a snapshot did not restore: the ledger is
+	// empty, so apply nothing more.
+	restoreErr error
 }
 
 // grown says the log reached size at time at (Unix seconds).
@@ -58,6 +63,8 @@ var (
 	_ raftnode.BatchObserver      = (*Ledger)(nil)
 	_ raftnode.CheckpointProvider = (*Ledger)(nil)
 	_ raftnode.CheckpointWaiter   = (*Ledger)(nil)
+	_ raftnode.HistoryProvider    = (*Ledger)(nil)
+	_ raftnode.HistoryRestorer    = (*Ledger)(nil)
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
@@ -73,7 +80,7 @@ func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey, no
 	if _, err := ledger.NewCheckpointSigner(auditorID, key, 0); err != nil {
 		return nil, err
 	}
-	return &Ledger{state: state, id: auditorID, key: key, now: now, next: make(chan struct{})}, nil
+	return &Ledger{state: state, id: auditorID, key: key, now: now, next: make(chan struct{}), snapshot: state.StateSnapshot}, nil
 }
 
 // State is the replicated ledger, for reads (accounts, entries, proofs).
@@ -84,7 +91,7 @@ func (l *Ledger) State() *ledger.State { return l.state }
 // the log like an acceptance, not an error.
 func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	l.mu.Lock()
-	ferr := l.flushErr
+	ferr := cmp.Or(l.flushErr, l.restoreErr)
 	l.mu.Unlock()
 	if ferr != nil {
 		return nil, ferr
@@ -120,20 +127,68 @@ func (l *Ledger) flushHistory() {
 	}
 }
 
-// Snapshot implements raftnode.StateMachine.
-func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
+// Snapshot implements raftnode.StateMachine: a state snapshot
+// (ledger.State.StateSnapshot), the decision state and the tree's head,
+// whose size does not grow with the history.
+func (l *Ledger) Snapshot() ([]byte, error) { return l.snapshot() }
 
-// Restore implements raftnode.StateMachine.
+// Restore implements raftnode.StateMachine: it restores a snapshot over
+// the history this auditor holds (ledger.State.Restore).
 func (l *Ledger) Restore(b []byte) error {
 	if err := l.state.Restore(b); err != nil {
 		return err
 	}
+	l.restored()
+	return nil
+}
+
+// Entries implements raftnode.HistoryProvider.
+func (l *Ledger) Entries(from, to int64) ([][]byte, error) { return l.state.Entries(from, to) }
+
+// RestoreHistory implements raftnode.HistoryRestorer. A snapshot of this
+// auditor's own store is adopted as it is when the history on its disk
+// holds the snapshot's tree (a restart: nothing is replayed). Any other —
+// one the leader sent, or one whose history this auditor lacks — is
+// derived again: the history's own entries and those fetched from other
+// auditors are replayed, each command's signature and outcome checked,
+// and the snapshot is restored only if they hash to its root and replay
+// to exactly its state (ledger.State.RestoreFrom). If they do not, the
+// ledger is empty and applies nothing more.
+func (l *Ledger) RestoreHistory(ctx context.Context, b []byte, own bool, fetch raftnode.FetchEntries) error {
+	var err error
+	var missing *ledger.HistoryMissingError
+	if own {
+		err = l.state.Restore(b)
+	}
+	if !own || errors.As(err, &missing) {
+		err = l.state.RestoreFrom(ctx, b, fetched(fetch), nil)
+	}
+	l.mu.Lock()
+	l.restoreErr = nil
+	if err != nil {
+		l.restoreErr = fmt.Errorf("auditor: the snapshot did not restore, so this auditor applies nothing; restart it to fetch the history again: %w", err)
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	l.restored()
+	return nil
+}
+
+func (l *Ledger) restored() {
 	l.flushHistory()
 	l.mu.Lock()
 	l.growth = nil // the sizes before are another log's
 	l.mu.Unlock()
 	l.grew()
-	return nil
+}
+
+// fetched adapts the raft node's history fetch to the ledger's source.
+type fetched raftnode.FetchEntries
+
+func (f fetched) Entries(ctx context.Context, from, to int64) ([][]byte, error) {
+	return f(ctx, from, to)
 }
 
 func (l *Ledger) grew() {
