@@ -135,15 +135,7 @@ func (s *State) restoreEntries(snapshot []byte) error {
 		s.log, s.costs, s.pre = empty.log, empty.costs, empty.pre
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
 	}
-	s.grid, s.genesis, s.origin, s.genesisHash = fresh.grid, fresh.genesis, fresh.origin, fresh.genesisHash
-	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
-	s.share, s.used = fresh.share, fresh.used
-	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
-	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
-	s.epsBound, s.deltaBound = fresh.epsBound, fresh.deltaBound
-	s.reservations, s.reserveQueue = fresh.reservations, fresh.reserveQueue
-	s.paced, s.suspensions = fresh.paced, fresh.suspensions
-	return nil
+	return s.take(fresh)
 }
 
 // adoptHistory makes s's history hold exactly entries, the log of fresh. A

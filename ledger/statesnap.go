@@ -610,8 +610,7 @@ func (s *State) RestoreFrom(ctx context.Context, snapshot []byte, src EntrySourc
 				if err := s.cutTo(view, ss.size); err != nil {
 					return err
 				}
-				s.take(ss.st)
-				return nil
+				return s.take(ss.st)
 			}
 			have = 0
 		}
@@ -626,8 +625,7 @@ func (s *State) RestoreFrom(ctx context.Context, snapshot []byte, src EntrySourc
 		s.empty(under)
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
 	}
-	s.take(fresh)
-	return nil
+	return s.take(fresh)
 }
 
 // cutTo makes the log the first n entries of the history; the caller
@@ -727,7 +725,18 @@ func replayFrom(ctx context.Context, ss *stateSnapshot, under History, src Entry
 
 // take makes o's decision state s's; the caller holds s.mu, and o is not
 // used afterwards. s keeps its log and its caches (which change no result).
-func (s *State) take(o *State) {
+// Batches o keeps in memory go to s's history when it keeps a KeyIndex
+// (a log restored by replaying an entries snapshot, written before
+// histories kept one).
+func (s *State) take(o *State) error {
+	if ki := s.keyIndex(); ki != nil && len(o.batches) > 0 {
+		for _, k := range sortedKeys(o.batches) {
+			if err := ki.PutKey(k, int64(o.batches[k].index)); err != nil {
+				return fmt.Errorf("ledger: recording batch %q in the history: %w", k, err)
+			}
+		}
+		o.batches = map[string]applied{}
+	}
 	s.grid, s.genesis, s.origin, s.genesisHash = o.grid, o.genesis, o.origin, o.genesisHash
 	s.epsBound, s.deltaBound, s.share, s.used = o.epsBound, o.deltaBound, o.share, o.used
 	s.parties, s.joined, s.accounts, s.students = o.parties, o.joined, o.accounts, o.students
@@ -735,6 +744,7 @@ func (s *State) take(o *State) {
 	s.latest, s.ensembles, s.classes = o.latest, o.ensembles, o.classes
 	s.reservations, s.reserveQueue = o.reservations, o.reserveQueue
 	s.paced, s.suspensions = o.paced, o.suspensions
+	return nil
 }
 
 // empty leaves s an empty ledger over h cut to nothing; the caller holds
@@ -742,6 +752,38 @@ func (s *State) take(o *State) {
 func (s *State) empty(h History) {
 	_ = h.Truncate(0)
 	e := newState(h)
-	s.take(e)
+	_ = s.take(e) // no batch to record
 	s.log = e.log
+}
+
+// EntriesSnapshot returns, for a state snapshot of this ledger (one
+// StateSnapshot gave, perhaps some entries ago), the entries snapshot of
+// the same log: the first entries its head names, read from the history,
+// which restores on its own (a backup). An entries snapshot is returned
+// as it is.
+func (s *State) EntriesSnapshot(snapshot []byte) ([]byte, error) {
+	if !isStateSnapshot(snapshot) {
+		return snapshot, nil
+	}
+	ss, err := decodeStateSnapshot(snapshot)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if n := s.log.size(); n < ss.size {
+		return nil, &HistoryMissingError{Have: n, Need: ss.size}
+	}
+	if root, err := s.log.treeHash(ss.size); err != nil || root != ss.root {
+		return nil, fmt.Errorf("%w: this ledger's first %d entries are not the snapshot's log", ErrSnapshotMismatch, ss.size)
+	}
+	entries := make([][]byte, 0, ss.size)
+	for i := range ss.size {
+		b, err := s.log.h.Entry(i)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, b)
+	}
+	return encodeEntries(snapshotTag, entries, nil)
 }

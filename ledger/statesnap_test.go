@@ -52,6 +52,14 @@ func copyHistory(t testing.TB, st *State, n int64) *MemHistory {
 			t.Fatal(err)
 		}
 	}
+	// And the batches those entries charged, as the history keeps them.
+	for k, i := range st.log.h.(*MemHistory).keys {
+		if i < n {
+			if err := h.PutKey(k, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	return h
 }
 
@@ -69,14 +77,29 @@ func TestGoldenStateSnapshot(t *testing.T) {
 	if err != nil || head.Size != f.st.TreeSize() || head.Root != f.st.RootHash() || head.Entries {
 		t.Fatalf("head %+v %v, want size %d root %s", head, err, f.st.TreeSize(), f.st.RootHash())
 	}
-	// Its size is the state's: another thousand entries that change no
-	// account (refused garbage) do not make it larger.
-	for i := range 1000 {
+	// Its size is the state's, not the history's: a thousand more
+	// entries, refused ones and accepted charges each of a new batch (the
+	// history keeps which entry charged each batch), do not make it
+	// larger.
+	charged := 0
+	for i := range 500 {
 		f.apply([]byte(fmt.Sprintf("garbage %d", i)))
+		if r := f.apply(f.sign(chargeBody(fmt.Sprintf("more-%d", i), []string{"h1"}, gaussCurve(40, 1), 1), "agg")); r.Status == StatusAccepted {
+			charged++
+		}
 	}
 	later, _ := f.st.StateSnapshot()
-	if len(later) > len(snap)+10*32 {
-		t.Fatalf("a state snapshot grew from %d to %d bytes with 1,000 refused entries", len(snap), len(later))
+	if charged < 400 || len(later) > len(snap)+10*32 {
+		t.Fatalf("a state snapshot grew from %d to %d bytes with 1,000 entries, %d of them accepted charges", len(snap), len(later), charged)
+	}
+	// A batch charged before the snapshot is still known after it.
+	st := newState(copyHistory(t, f.st, f.st.TreeSize()))
+	if err := st.Restore(later); err != nil {
+		t.Fatal(err)
+	}
+	again := f.sign(chargeBody("more-7", []string{"h1"}, gaussCurve(40, 1), 1), "agg")
+	if r, _ := st.Apply(again); r.Status != StatusDuplicate {
+		t.Fatalf("a charged batch again after the restore: %s/%s, want a duplicate", r.Status, r.Code)
 	}
 }
 
@@ -256,6 +279,17 @@ func TestRestoreFromRefusesATamperedHistory(t *testing.T) {
 	own := newState(copyHistory(t, f.st, size))
 	if err := own.Restore(snap); err != nil || own.RootHash() != f.st.RootHash() {
 		t.Fatalf("restore over its own history: %v", err)
+	}
+	// Completed into an entries snapshot, it restores alone, even after
+	// the log grew.
+	f.apply([]byte("later"))
+	full, err := f.st.EntriesSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := New()
+	if err := alone.Restore(full); err != nil || alone.TreeSize() != size || alone.RootHash() != ss.root {
+		t.Fatalf("the completed snapshot restores to %d entries (%v), want %d", alone.TreeSize(), err, size)
 	}
 	// Over a history of another log: not adopted.
 	var missing *HistoryMissingError

@@ -65,6 +65,7 @@ var (
 	_ raftnode.CheckpointWaiter   = (*Ledger)(nil)
 	_ raftnode.HistoryProvider    = (*Ledger)(nil)
 	_ raftnode.HistoryRestorer    = (*Ledger)(nil)
+	_ raftnode.SnapshotCompleter  = (*Ledger)(nil)
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
@@ -141,6 +142,10 @@ func (l *Ledger) Restore(b []byte) error {
 	l.restored()
 	return nil
 }
+
+// CompleteSnapshot implements raftnode.SnapshotCompleter: a backup holds
+// every entry (ledger.State.EntriesSnapshot), so that it restores alone.
+func (l *Ledger) CompleteSnapshot(b []byte) ([]byte, error) { return l.state.EntriesSnapshot(b) }
 
 // Entries implements raftnode.HistoryProvider.
 func (l *Ledger) Entries(from, to int64) ([][]byte, error) { return l.state.Entries(from, to) }

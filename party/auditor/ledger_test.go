@@ -226,14 +226,28 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Restored from the snapshot completed with its entries (a backup),
+	// and from the snapshot itself with the entries fetched from a.
+	full, err := a.CompleteSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
-	if err := b.Restore(snap); err != nil {
+	if err := b.Restore(full); err != nil {
+		t.Fatal(err)
+	}
+	fetched, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
+	if err := fetched.RestoreHistory(t.Context(), snap, false, func(_ context.Context, from, to int64) ([][]byte, error) {
+		return a.Entries(from, to)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	ca, _ := a.Checkpoint(0)
-	cb, err := b.Checkpoint(0)
-	if err != nil || string(ca) != string(cb) {
-		t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
+	for _, r := range []*Ledger{b, fetched} {
+		cb, err := r.Checkpoint(0)
+		if err != nil || string(ca) != string(cb) {
+			t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
+		}
 	}
 	// The cosignature carries the auditor's clock.
 	keys, _ := a.State().AuditorKeys(1)

@@ -295,10 +295,20 @@ func TestUpgradeFromEntriesSnapshotsKeepsEveryEntry(t *testing.T) {
 		}
 		if round == 0 {
 			// A snapshot now is a state snapshot, which the next start
-			// restores over history.db.
+			// restores over history.db; a backup of it holds every entry.
 			f, err := a.Node().SaveSnapshot(ctx)
-			if err != nil || len(f.State) < 2 || f.State[1] != 'T' {
-				t.Fatalf("the snapshot after the upgrade: %v", err)
+			if err != nil || len(f.State) < 2 || f.State[1] != 'S' {
+				t.Fatalf("the backup after the upgrade: %v", err)
+			}
+			kept, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshots", "*", "state.bin"))
+			states := 0
+			for _, p := range kept {
+				if b, err := os.ReadFile(p); err == nil && len(b) > 1 && b[1] == 'T' {
+					states++
+				}
+			}
+			if states != 1 {
+				t.Fatalf("%d state snapshots among %v, want one", states, kept)
 			}
 		}
 		cancel()

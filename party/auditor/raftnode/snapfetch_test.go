@@ -278,3 +278,5 @@ func TestWipedFollowerRefusesATamperedHistory(t *testing.T) {
 	}
 	t.Log(rerr)
 }
+
+var _ ledger.KeyIndex = (*History)(nil)
