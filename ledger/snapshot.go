@@ -98,7 +98,7 @@ func decodeEntries(d *decoder, tag byte) [][]byte {
 // On error the state is unchanged.
 func (s *State) Restore(snapshot []byte) error {
 	if isStateSnapshot(snapshot) {
-		return s.RestoreFrom(context.Background(), snapshot, nil, nil)
+		return s.restoreState(context.Background(), snapshot, nil)
 	}
 	return s.restoreEntries(snapshot)
 }

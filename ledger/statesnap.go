@@ -576,19 +576,37 @@ func (e *HistoryMissingError) Error() string {
 // replaying them gives another state.
 var ErrSnapshotMismatch = errors.New("ledger: the history does not justify the snapshot")
 
+// RestoreOptions say where RestoreFrom gets the entries a state snapshot
+// describes and who must vouch for them.
+type RestoreOptions struct {
+	// Source gives the entries the history here lacks. Required.
+	Source EntrySource
+	// Progress, when set, is told how many of how many entries have
+	// replayed.
+	Progress func(done, total int64)
+	// Vouch, when set, is asked about the log once it has replayed and
+	// before it is restored: its checkpoint and the state it replays to
+	// (whose registered auditors are the keys to check signatures with).
+	// An error refuses the log.
+	Vouch func(ctx context.Context, cp Checkpoint, st *State) error
+}
+
 // RestoreFrom restores a snapshot as Restore does, except that a state
 // snapshot is never taken on its word: its state is derived again by
 // replaying the entries it describes — the history's own where they
-// replay, the others fetched from src — each entry checked as Replay
-// checks it, and restored only if they hash to the snapshot's root and
-// replay to exactly its state. The fetched entries are appended to the
-// history as they replay; memory holds the state, not the entries.
-// progress, when not nil, is told how many of how many entries have
-// replayed.
+// replay, the others fetched from o.Source — each entry checked as Replay
+// checks it, and restored only if they hash to the snapshot's root,
+// replay to exactly its state, and o.Vouch accepts them. The fetched
+// entries are appended to the history as they replay; memory holds the
+// state, not the entries.
 //
 // On error the ledger is left empty (its history may have been cut where
 // it did not agree) and the error says so.
-func (s *State) RestoreFrom(ctx context.Context, snapshot []byte, src EntrySource, progress func(done, total int64)) error {
+func (s *State) RestoreFrom(ctx context.Context, snapshot []byte, o RestoreOptions) error {
+	return s.restoreState(ctx, snapshot, &o)
+}
+
+func (s *State) restoreState(ctx context.Context, snapshot []byte, o *RestoreOptions) error {
 	if !isStateSnapshot(snapshot) {
 		return s.restoreEntries(snapshot)
 	}
@@ -602,7 +620,7 @@ func (s *State) RestoreFrom(ctx context.Context, snapshot []byte, src EntrySourc
 	if v, ok := s.log.h.(*historyView); ok {
 		under, view = v.under, v
 	}
-	if src == nil {
+	if o == nil {
 		// Restore: adopt when the history holds the snapshot's tree.
 		have := min(under.Len(), ss.size)
 		if under.Len() >= ss.size {
@@ -616,7 +634,13 @@ func (s *State) RestoreFrom(ctx context.Context, snapshot []byte, src EntrySourc
 		}
 		return &HistoryMissingError{Have: have, Need: ss.size}
 	}
-	fresh, err := rederive(ctx, ss, under, src, progress)
+	if o.Source == nil {
+		return errors.New("ledger: restore: no source of entries given")
+	}
+	fresh, err := rederive(ctx, ss, under, o.Source, o.Progress)
+	if err == nil && o.Vouch != nil {
+		err = o.Vouch(ctx, Checkpoint{Origin: fresh.Origin(), Size: ss.size, Root: ss.root}, fresh)
+	}
 	if err != nil {
 		s.empty(under)
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)

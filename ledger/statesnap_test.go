@@ -200,7 +200,7 @@ func TestStateSnapshotDecidesAsTheOriginal(t *testing.T) {
 			derived := newState(copyHistory(t, f.st, size/2))
 			src := &memSource{st: f.st, max: 7}
 			var done int64
-			if err := derived.RestoreFrom(t.Context(), snap, src, func(d, _ int64) { done = d }); err != nil {
+			if err := derived.RestoreFrom(t.Context(), snap, RestoreOptions{Source: src, Progress: func(d, _ int64) { done = d }}); err != nil {
 				t.Fatalf("restore fetching: %v", err)
 			}
 			if done != size || (size > size/2 && src.calls == 0) {
@@ -245,7 +245,7 @@ func TestRestoreFromRefusesATamperedHistory(t *testing.T) {
 		return out
 	}}
 	st := New()
-	err := st.RestoreFrom(t.Context(), snap, tampered, nil)
+	err := st.RestoreFrom(t.Context(), snap, RestoreOptions{Source: tampered})
 	if !errors.Is(err, ErrSnapshotMismatch) || st.TreeSize() != 0 {
 		t.Fatalf("a tampered history: %v, %d entries kept; want ErrSnapshotMismatch and nothing", err, st.TreeSize())
 	}
@@ -256,7 +256,7 @@ func TestRestoreFromRefusesATamperedHistory(t *testing.T) {
 	other := goldenLog(t)
 	other.must(chargeBody("b8", []string{"h1"}, gaussCurve(40, 2), 2), "agg")
 	st = New()
-	if err := st.RestoreFrom(t.Context(), snap, &memSource{st: other.st, max: 100}, nil); !errors.Is(err, ErrSnapshotMismatch) {
+	if err := st.RestoreFrom(t.Context(), snap, RestoreOptions{Source: &memSource{st: other.st, max: 100}}); !errors.Is(err, ErrSnapshotMismatch) {
 		t.Fatalf("a shorter log: %v, want ErrSnapshotMismatch", err)
 	}
 
@@ -271,7 +271,7 @@ func TestRestoreFromRefusesATamperedHistory(t *testing.T) {
 	ss.st.encodeState(e)
 	forged := append(bytes.Clone(snap[:len(snap)-len(ss.state)]), e.buf...)
 	st = New()
-	if err := st.RestoreFrom(t.Context(), forged, &memSource{st: f.st, max: 100}, nil); !errors.Is(err, ErrSnapshotMismatch) {
+	if err := st.RestoreFrom(t.Context(), forged, RestoreOptions{Source: &memSource{st: f.st, max: 100}}); !errors.Is(err, ErrSnapshotMismatch) {
 		t.Fatalf("a forged state: %v, want ErrSnapshotMismatch", err)
 	}
 

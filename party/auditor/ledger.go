@@ -11,6 +11,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -155,18 +156,24 @@ func (l *Ledger) Entries(from, to int64) ([][]byte, error) { return l.state.Entr
 // holds the snapshot's tree (a restart: nothing is replayed). Any other —
 // one the leader sent, or one whose history this auditor lacks — is
 // derived again: the history's own entries and those fetched from other
-// auditors are replayed, each command's signature and outcome checked,
-// and the snapshot is restored only if they hash to its root and replay
-// to exactly its state (ledger.State.RestoreFrom). If they do not, the
-// ledger is empty and applies nothing more.
-func (l *Ledger) RestoreHistory(ctx context.Context, b []byte, own bool, fetch raftnode.FetchEntries) error {
+// auditors are replayed, each command's signature and outcome checked;
+// they must hash to the snapshot's root and replay to exactly its state
+// (ledger.State.RestoreFrom), and a majority of the log's auditors other
+// than this one must have signed that root (vouch). So no one auditor —
+// the leader that sent the snapshot, or the one that served the history —
+// can have it adopt a log that forges a charge (replay checks every
+// signature) or hides one (the others sign only their own tree). If the
+// log is refused, the ledger is empty and applies nothing more.
+func (l *Ledger) RestoreHistory(ctx context.Context, b []byte, own bool, peers raftnode.HistoryPeers) error {
 	var err error
 	var missing *ledger.HistoryMissingError
 	if own {
 		err = l.state.Restore(b)
 	}
 	if !own || errors.As(err, &missing) {
-		err = l.state.RestoreFrom(ctx, b, fetched(fetch), nil)
+		err = l.state.RestoreFrom(ctx, b, ledger.RestoreOptions{Source: peers, Vouch: func(ctx context.Context, cp ledger.Checkpoint, st *ledger.State) error {
+			return l.vouched(ctx, cp, st, peers)
+		}})
 	}
 	l.mu.Lock()
 	l.restoreErr = nil
@@ -181,19 +188,61 @@ func (l *Ledger) RestoreHistory(ctx context.Context, b []byte, own bool, fetch r
 	return nil
 }
 
+// ErrUnvouched reports a log fetched to restore a snapshot whose tree a
+// majority of the other auditors did not sign.
+var ErrUnvouched = errors.New("auditor: a majority of the other auditors did not sign the snapshot's tree")
+
+// vouched checks that a majority of the auditors the log st registers by
+// cp.Size, this one not counted, signed cp (the tree of a log replayed to
+// restore a snapshot): their checkpoints of that size, gathered from
+// peers, checked with their keys from st.
+func (l *Ledger) vouched(ctx context.Context, cp ledger.Checkpoint, st *ledger.State, peers raftnode.HistoryPeers) error {
+	if cp.Size == 0 {
+		return nil
+	}
+	keys, err := st.AuditorKeys(cp.Size)
+	if err != nil {
+		return err
+	}
+	need := ledger.Quorum(len(keys))
+	signed := map[string]bool{}
+	var other []string
+	for _, note := range peers.Checkpoints(ctx, uint64(cp.Size)) {
+		sc, err := ledger.OpenCheckpoint(note, keys)
+		var qe *ledger.QuorumError
+		signers := sc.Signers
+		switch {
+		case errors.As(err, &qe):
+			sc.Checkpoint, signers = qe.Checkpoint, qe.Signers
+		case err != nil:
+			continue
+		}
+		if sc.Checkpoint != cp {
+			other = append(other, fmt.Sprintf("%s at %s", strings.Join(signers, ", "), sc.Root))
+			continue
+		}
+		for _, id := range signers {
+			if id != l.id {
+				signed[id] = true
+			}
+		}
+	}
+	if len(signed) >= need {
+		return nil
+	}
+	msg := fmt.Sprintf("%d of the %d needed signed the tree of %d entries %s", len(signed), need, cp.Size, cp.Root)
+	if len(other) > 0 {
+		msg += "; signed other trees of that size: " + strings.Join(other, "; ")
+	}
+	return fmt.Errorf("%w: %s (start the other auditors, or check the one that sent the snapshot)", ErrUnvouched, msg)
+}
+
 func (l *Ledger) restored() {
 	l.flushHistory()
 	l.mu.Lock()
 	l.growth = nil // the sizes before are another log's
 	l.mu.Unlock()
 	l.grew()
-}
-
-// fetched adapts the raft node's history fetch to the ledger's source.
-type fetched raftnode.FetchEntries
-
-func (f fetched) Entries(ctx context.Context, from, to int64) ([][]byte, error) {
-	return f(ctx, from, to)
 }
 
 func (l *Ledger) grew() {

@@ -24,14 +24,21 @@ type HistoryProvider interface {
 // its state and the head of its history, not the history. Raft restores
 // with RestoreHistory instead of Restore: own says the snapshot is this
 // node's own (from its store, at start), not one another auditor sent;
-// fetch gives entries of the history from the other auditors.
+// peers reach the other auditors for the history and their checkpoints.
 type HistoryRestorer interface {
-	RestoreHistory(ctx context.Context, snapshot []byte, own bool, fetch FetchEntries) error
+	RestoreHistory(ctx context.Context, snapshot []byte, own bool, peers HistoryPeers) error
 }
 
-// FetchEntries returns entries from, from+1, … of the replicated history
-// from another auditor: at least one and at most to−from of them.
-type FetchEntries func(ctx context.Context, from, to int64) ([][]byte, error)
+// HistoryPeers are the other auditors, as a restoring state machine
+// reaches them.
+type HistoryPeers interface {
+	// Entries returns entries from, from+1, … of the replicated history
+	// from another auditor: at least one and at most to−from of them.
+	Entries(ctx context.Context, from, to int64) ([][]byte, error)
+	// Checkpoints returns the signed checkpoint of the first size
+	// entries of every other auditor that gives one (CheckpointProvider).
+	Checkpoints(ctx context.Context, size uint64) [][]byte
+}
 
 // Bounds on one opEntries answer: it stops at the first entry that would
 // take it past maxEntriesBytes, or at maxEntriesCount entries, but always
@@ -218,7 +225,7 @@ func (f *fsm) restore(rc io.Reader) error {
 	}
 	own := f.ownLeft.Add(-1) >= 0
 	f.restoring.Store(&restoreStatus{})
-	err = hr.RestoreHistory(f.ctx, b, own, f.fetching)
+	err = hr.RestoreHistory(f.ctx, b, own, f.peers)
 	f.restoring.Store(nil)
 	if err != nil {
 		err = fmt.Errorf("auditor: restore state machine from snapshot: %w", err)
@@ -233,12 +240,26 @@ func (f *fsm) restore(rc io.Reader) error {
 // restoreStatus is how far a restore has fetched the history.
 type restoreStatus struct{ have, total int64 }
 
-// fetching is f.fetch, noting how far it got.
-func (f *fsm) fetching(ctx context.Context, from, to int64) ([][]byte, error) {
+// nodePeers are a node's HistoryPeers, noting in its fsm how far a
+// restore has fetched.
+type nodePeers struct{ n *Node }
+
+func (p nodePeers) Entries(ctx context.Context, from, to int64) ([][]byte, error) {
+	f := p.n.fsm
 	f.restoring.Store(&restoreStatus{have: from, total: to})
-	es, err := f.fetch(ctx, from, to)
+	es, err := p.n.fetchEntries(ctx, from, to)
 	f.restoring.Store(&restoreStatus{have: from + int64(len(es)), total: to})
 	return es, err
+}
+
+func (p nodePeers) Checkpoints(ctx context.Context, size uint64) [][]byte {
+	var out [][]byte
+	for _, peer := range p.n.historyPeers() {
+		if cp, err := p.n.PeerCheckpoint(ctx, peer.Addr, size); err == nil {
+			out = append(out, cp)
+		}
+	}
+	return out
 }
 
 // restoreState says what a snapshot restore holds the node back for:

@@ -76,14 +76,14 @@ type fsm struct {
 	onBatch func(n int)   // observes batch sizes; may be nil
 	applied atomic.Uint64 // the raft index of the last command applied
 
-	// For a HistoryRestorer: ctx bounds a restore, fetch gets history
-	// from the other auditors, startPeers are the voters of the snapshot
+	// For a HistoryRestorer: ctx bounds a restore, peers reach the other
+	// auditors, startPeers are the voters of the snapshot
 	// the node starts from, and ownLeft counts the restores still to come
 	// from this node's own snapshot store: at start raft restores the
 	// newest snapshot it keeps, or if that fails the next, and no more
 	// once one is restored.
 	ctx        context.Context
-	fetch      FetchEntries
+	peers      HistoryPeers
 	startPeers []Peer
 	ownLeft    atomic.Int64
 	// restoring is set while a HistoryRestorer restores, and restoreErr

@@ -204,7 +204,8 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 	n.lifetime, n.stop = context.WithCancel(context.Background())
 	n.budget = newPeerBudget(cfg.peerBytes(), cfg.Now)
 	n.met = newMetrics(n)
-	n.fsm = &fsm{sm: cfg.StateMachine, onBatch: n.met.observeBatch, ctx: n.lifetime, fetch: n.fetchEntries}
+	n.fsm = &fsm{sm: cfg.StateMachine, onBatch: n.met.observeBatch, ctx: n.lifetime}
+	n.fsm.peers = nodePeers{n}
 	// Raft restores the latest snapshot of this node's own store first,
 	// when there is one; any later restore is a snapshot a leader sent.
 	peers, kept := snapshotPeers(d.snaps)

@@ -70,20 +70,14 @@ func (s *ledgerSM) Entries(from, to int64) ([][]byte, error) {
 	return es, err
 }
 
-type fetchSource FetchEntries
-
-func (f fetchSource) Entries(ctx context.Context, from, to int64) ([][]byte, error) {
-	return f(ctx, from, to)
-}
-
-func (s *ledgerSM) RestoreHistory(ctx context.Context, b []byte, own bool, fetch FetchEntries) error {
+func (s *ledgerSM) RestoreHistory(ctx context.Context, b []byte, own bool, peers HistoryPeers) error {
 	var err error
 	var missing *ledger.HistoryMissingError
 	if own {
 		err = s.st.Restore(b)
 	}
 	if !own || errors.As(err, &missing) {
-		err = s.st.RestoreFrom(ctx, b, fetchSource(fetch), nil)
+		err = s.st.RestoreFrom(ctx, b, ledger.RestoreOptions{Source: peers})
 	}
 	_ = s.hist.Flush()
 	s.mu.Lock()
