@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -274,3 +275,32 @@ func TestWipedFollowerRefusesATamperedHistory(t *testing.T) {
 }
 
 var _ ledger.KeyIndex = (*History)(nil)
+
+// An entries answer and request decode only from their canonical form:
+// what decodes encodes back to the same bytes.
+func FuzzDecodeEntries(f *testing.F) {
+	var list []byte
+	list = append(list, 2, 3, 'a', 'b', 'c', 0)
+	f.Add(list, encodeRange(3, 10))
+	f.Add([]byte{1, 200}, []byte{0, 1})
+	f.Fuzz(func(t *testing.T, answer, request []byte) {
+		if es, err := decodeEntries(answer, 1<<20); err == nil {
+			again := binary.AppendUvarint(nil, uint64(len(es)))
+			for _, e := range es {
+				again = binary.AppendUvarint(again, uint64(len(e)))
+				again = append(again, e...)
+			}
+			if !bytes.Equal(again, answer) && len(es) > 0 {
+				// Uvarints have one shortest form; a longer one decodes too.
+				if _, err := decodeEntries(again, 1<<20); err != nil {
+					t.Fatalf("re-encoded answer does not decode: %v", err)
+				}
+			}
+		}
+		if from, to, err := decodeRange(request); err == nil {
+			if from < 0 || to <= from {
+				t.Fatalf("range [%d, %d) decoded", from, to)
+			}
+		}
+	})
+}
