@@ -142,17 +142,18 @@ func (n *Node) PeerEntries(ctx context.Context, addr string, from, to int64) ([]
 
 // historyPeers returns the other auditors to fetch history from: the
 // leader and the raft configuration once raft runs; the configuration of
-// the latest snapshot; and the configured peers and join addresses.
+// the latest snapshot in the store (the one being installed) and of the
+// one the node started from; and the configured peers and join addresses.
 func (n *Node) historyPeers() []Peer {
 	var servers []raft.Server
 	if n.mux != nil {
 		servers = n.mux.peers.servers()
 	}
-	seen := map[string]bool{n.cfg.NodeID: true}
+	seen := map[string]bool{n.cfg.NodeID: true, string(n.localAddr): true}
 	var out []Peer
 	add := func(id, addr string) {
-		if !seen[id] && addr != "" {
-			seen[id] = true
+		if !seen[id] && !seen[addr] && addr != "" {
+			seen[id], seen[addr] = true, true
 			out = append(out, Peer{ID: id, Addr: addr})
 		}
 	}
@@ -165,7 +166,10 @@ func (n *Node) historyPeers() []Peer {
 	for _, s := range servers {
 		add(string(s.ID), string(s.Address))
 	}
-	for _, p := range n.fsm.startPeers {
+	// A snapshot being installed is in the store before it is restored,
+	// with the configuration it was taken in.
+	latest, _ := snapshotPeers(n.snaps)
+	for _, p := range append(latest, n.fsm.startPeers...) {
 		add(p.ID, p.Addr)
 	}
 	for _, p := range n.cfg.Peers {
