@@ -637,6 +637,11 @@ func (s *State) restoreState(ctx context.Context, snapshot []byte, o *RestoreOpt
 	if o.Source == nil {
 		return errors.New("ledger: restore: no source of entries given")
 	}
+	if s.holds(ss) {
+		// Already this state (a snapshot sent again, after the sender
+		// gave up waiting for the restore that made it so).
+		return nil
+	}
 	fresh, err := rederive(ctx, ss, under, o.Source, o.Progress)
 	if err == nil && o.Vouch != nil {
 		err = o.Vouch(ctx, Checkpoint{Origin: fresh.Origin(), Size: ss.size, Root: ss.root}, fresh)
@@ -650,6 +655,20 @@ func (s *State) restoreState(ctx context.Context, snapshot []byte, o *RestoreOpt
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
 	}
 	return s.take(fresh)
+}
+
+// holds reports whether s is already the state ss describes; the caller
+// holds s.mu.
+func (s *State) holds(ss *stateSnapshot) bool {
+	if s.log.size() != ss.size {
+		return false
+	}
+	if root, err := s.log.treeHash(ss.size); err != nil || root != ss.root {
+		return false
+	}
+	e := &stateEncoder{}
+	s.encodeState(e)
+	return e.err == nil && bytes.Equal(e.buf, ss.state)
 }
 
 // cutTo makes the log the first n entries of the history; the caller

@@ -280,6 +280,16 @@ func TestRestoreFromRefusesATamperedHistory(t *testing.T) {
 	if err := own.Restore(snap); err != nil || own.RootHash() != f.st.RootHash() {
 		t.Fatalf("restore over its own history: %v", err)
 	}
+	// Restoring it again over the state it restored fetches nothing.
+	again := newState(NewMemHistory())
+	src := &memSource{st: f.st, max: 100}
+	if err := again.RestoreFrom(t.Context(), snap, RestoreOptions{Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	calls := src.calls
+	if err := again.RestoreFrom(t.Context(), snap, RestoreOptions{Source: src}); err != nil || src.calls != calls {
+		t.Fatalf("the same snapshot again: %v, %d more fetches", err, src.calls-calls)
+	}
 	// Completed into an entries snapshot, it restores alone, even after
 	// the log grew.
 	f.apply([]byte("later"))
