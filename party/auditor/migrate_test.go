@@ -165,12 +165,8 @@ func writeDataDirV2(t *testing.T) {
 	if r := submitTo(ctx, t, a, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: time.Now().UnixNano()}, "h1"); r.Status != ledger.StatusAccepted {
 		t.Fatalf("account: %s %s", r.Status, r.Message)
 	}
-	curve := mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 400).Values()
 	for i := range 12 {
-		batch := fmt.Sprintf("batch-%d", i)
-		if r := submitTo(ctx, t, a, &ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
-			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
-			Curve: curve, AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(10 + i)}, "agg"); r.Status != ledger.StatusAccepted {
+		if r := submitTo(ctx, t, a, fixtureCharge(i), "agg"); r.Status != ledger.StatusAccepted {
 			t.Fatalf("charge %d: %s %s", i, r.Status, r.Message)
 		}
 		if i == 7 {
@@ -235,6 +231,14 @@ func writeDataDirV2(t *testing.T) {
 	}
 }
 
+// fixtureCharge is charge i of testdata/datadir-v2.
+func fixtureCharge(i int) *ledger.Charge {
+	batch := fmt.Sprintf("batch-%d", i)
+	return &ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
+		Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
+		Curve: mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 400).Values(), AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: int64(10 + i)}
+}
+
 // An auditor whose data directory holds the format before state
 // snapshots — testdata/datadir-v2.tar.gz (see writeDataDirV2): history.db
 // and a raft snapshot holding every entry — starts with every entry, and
@@ -291,6 +295,14 @@ func TestUpgradeFromEntriesSnapshotsKeepsEveryEntry(t *testing.T) {
 		for i := range got {
 			if !bytes.Equal(got[i], want.Entries[i]) {
 				t.Fatalf("round %d: entry %d differs", round, i)
+			}
+		}
+		// The batches charged before the upgrade, in the old snapshot
+		// (batch 0) and after it (batch 11), are still known: the
+		// history now keeps them.
+		for _, i := range []int{0, 11} {
+			if r := st.Check(signed(t, fixtureCharge(i), "agg")); r.Status != ledger.StatusDuplicate {
+				t.Fatalf("round %d: batch %d again: %s/%s, want a duplicate", round, i, r.Status, r.Code)
 			}
 		}
 		if round == 0 {
