@@ -163,6 +163,9 @@ with the labels received so far.`,
 	cmd.Flags().Float64Var(&b.floor, "bootstrap-floor", 0, "after the bootstrap, ask about examples the student is less sure of than this (0 to 1, exclusive) only once every example it is surer of was asked, so a class it is unsure of skips its turn (0: none waits)")
 	cmd.Flags().Float64Var(&b.rotate, "bootstrap-rotate", 0, "after the bootstrap, the student judges its confidence also on each image turned by ± this many degrees (0 to 45), so a digit that changes class under a small turn waits (0: not; the paper-mnist preset of nzc experiment turns by 15)")
 	cmd.Flags().Float64Var(&b.scale, "bootstrap-scale", 0, "after the bootstrap, the student judges its confidence also on each image resized by 1 ± this (0 to 0.5) (0: not; the paper-mnist preset resizes by 0.15)")
+	fallback := cmd.Flags().Bool("fallback", true, "when the aggregator answers in sessions and offers a per-query fallback (gnmax), ask in the session until it has used its refusals, then ask as many of the queries not asked as the rest of the cap buys under the fallback, those the --bootstrap student is surest of first (false: ask only in sessions); reads released labels only")
+	planCap := cmd.Flags().Float64("plan-cap", 0, "with --fallback: the ε the whole run (its session and the fallback's queries, composed as the ledger composes an account) stays within (0: the smallest hospital cap the ledger reports)")
+	planDelta := cmd.Flags().Float64("plan-delta", 0, "with --plan-cap: the δ at which it is taken")
 	cmd.Flags().IntVar(&b.spread, "bootstrap-spread", 0, "after the bootstrap, the first this many examples asked of each class the student predicts are representatives of as many clusters of the examples it is sure of (at or above --bootstrap-floor), not the near-copies the surest are (0: surest first)")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
@@ -182,8 +185,16 @@ with the labels received so far.`,
 		if *maxQ < 0 {
 			return fmt.Errorf("--max-queries %d: use 0 (all) or more", *maxQ)
 		}
+		if (*planCap > 0) != (*planDelta > 0) {
+			return fmt.Errorf("--plan-cap %v --plan-delta %v: give both, or neither (the smallest hospital cap in the ledger)", *planCap, *planDelta)
+		}
 		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, b),
-			func(c *student.Config) { c.MaxQueries = *maxQ })
+			func(c *student.Config) {
+				c.MaxQueries = *maxQ
+				if *fallback {
+					c.Fallback = &student.FallbackConfig{Cap: *planCap, Delta: *planDelta}
+				}
+			})
 		if err != nil {
 			return err
 		}
@@ -219,12 +230,21 @@ with the labels received so far.`,
 			// Note warns of a run the mechanism mostly refused.
 			Note string `json:"note,omitempty"`
 			Out  string `json:"out"`
-		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, refusalNote(res.Queries, res.Refused), *out}
+			// Plan is what the plan did with --fallback.
+			Plan *student.PlanReport `json:"plan,omitempty"`
+		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, refusalNote(res.Queries, res.Refused), *out, res.Plan}
 		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
 			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed, %d with a verified proof of their charge); labels in %s\n",
 				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, summary.ProofsVerified, *out)
 			if err == nil && summary.Stopped != "" {
 				_, err = fmt.Fprintf(w, "stopped early: %s\n", summary.Stopped)
+			}
+			if p := summary.Plan; err == nil && p != nil && p.Fallback != "" {
+				_, err = fmt.Fprintf(w, "plan: the session answered %d and refused %d; the fallback (%s) answered %d of the %d queries the rest of the cap ε = %g bought; ε = %.4g at δ = %g over %d charges, proven by %s\n",
+					p.SessionAnswered, p.SessionRefused, p.Fallback, p.FallbackAnswered, p.FallbackPlanned, p.Cap, p.Epsilon, p.Delta, p.Charges, p.ProvenBy)
+				if err == nil && p.Note != "" {
+					_, err = fmt.Fprintf(w, "plan: no fallback query was asked: %s\n", p.Note)
+				}
 			}
 			if err == nil && summary.Note != "" {
 				_, err = fmt.Fprintf(w, "note: %s\n", summary.Note)
