@@ -238,7 +238,7 @@ func (c *Client) labelPlanned(ctx context.Context, d *data.Dataset, progress Pro
 		return first, err
 	}
 	offer := c.fallbackOffer()
-	plan.Fallback = offer.String()
+	plan.Fallback = string(offer.Mechanism) + " " + offer.String()
 	asked := askedQueries(first, d.Len())
 	unasked := 0
 	for _, a := range asked {
@@ -280,7 +280,7 @@ func (c *Client) labelPlanned(ctx context.Context, d *data.Dataset, progress Pro
 	if oerr != nil {
 		return first, oerr
 	}
-	c.log.Info("the session has ended: asking the rest of the plan under the fallback", "fallback", offer.String(), "queries", len(order),
+	c.log.Info("the session has ended: asking the rest of the plan under the fallback", "fallback", plan.Fallback, "queries", len(order),
 		"cap", plan.Cap, "delta", plan.Delta, "session_answered", first.Answered)
 	hash := FeatureHash(d)
 	name := hash + "/fallback/" + shortHash(fmt.Sprint(order))
