@@ -140,7 +140,15 @@ The run is resumable: batch ids are derived from the student id, the data
 and the batch index, and labelled batches are recorded in the state
 directory, so an interrupted run continues where it stopped without paying
 twice. A refusal retrying cannot fix (the budget is exhausted) stops the run
-with the labels received so far.`,
+with the labels received so far.
+
+When the aggregator answers in nzc-svt sessions and offers a per-query
+fallback (its Ack names it), the run is planned from what is released only
+(--fallback, on by default): it asks in its session, one batch at a time,
+until the session has used its refusals, then asks as many of the queries it
+has not asked as the rest of the cap buys under the fallback (the --bootstrap
+student's surest first), every charge composed as the ledger composes an
+account. The summary says what the plan did and the ε its receipts prove.`,
 		Example: `  nzc-student label --config federation/student-1.yaml --data data/mnist --count 1000 --out labels.json
 
   # With nzc-svt: every kind of example first, then, after 20 answers, what a
