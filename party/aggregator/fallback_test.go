@@ -68,6 +68,31 @@ func TestFallbackBatches(t *testing.T) {
 		}
 	})
 
+	t.Run("held to the student's quota with its session's answers", func(t *testing.T) {
+		q := newFixtureWith(t, 2, 50, rules{quota: 8})
+		for _, h := range q.hospitals {
+			h.teachers = 200
+			q.cfg.Ensembles[h.id] = h.teachers
+		}
+		c := q.cfg
+		c.Quorum, c.Mechanism, c.Fallback = 2, cfg.Mechanism, cfg.Fallback
+		a := q.start(t, c)
+		req, _ := q.request(t, 3, 6)
+		q.open(t, label(t, a, req)) // in the session: 6 answers (each 200 votes from instability, the threshold 100)
+		if ch := q.led.charges(t)[batchHex(req)]; ch == nil || ch.Session == "" || ch.Answers != 6 {
+			t.Fatalf("charge %+v: want 6 answers in the session", ch)
+		}
+		before := len(q.led.charged())
+		fb, _ := q.request(t, 4, 4)
+		fb.Fallback = true
+		if _, err := a.Label(t.Context(), "student-1", fb); !errors.Is(err, protocol.ErrBudgetExhausted) {
+			t.Fatalf("4 fallback queries after 6 answers against a quota of 8: %v, want budget-exhausted", err)
+		}
+		if len(q.led.charged()) != before {
+			t.Fatal("a fallback batch past the quota was charged")
+		}
+	})
+
 	t.Run("New checks it", func(t *testing.T) {
 		for name, mut := range map[string]func(*Config){
 			"beside a per-query mechanism": func(c *Config) { c.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 40} },
