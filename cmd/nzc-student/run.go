@@ -146,9 +146,9 @@ When the aggregator answers in nzc-svt sessions and offers a per-query
 fallback (its Ack names it), the run is planned from what is released only
 (--fallback, on by default): it asks in its session, one batch at a time,
 until the session has used its refusals, then asks as many of the queries it
-has not asked as the rest of the cap buys under the fallback (the --bootstrap
-student's surest first), every charge composed as the ledger composes an
-account. The summary says what the plan did and the ε its receipts prove.`,
+has not asked as the rest of the cap buys under the fallback (in the
+--selection order, or the --bootstrap student's surest first with
+--fallback-surest), every charge composed as the ledger composes an account. The summary says what the plan did and the ε its receipts prove.`,
 		Example: `  nzc-student label --config federation/student-1.yaml --data data/mnist --count 1000 --out labels.json
 
   # With nzc-svt: every kind of example first, then, after 20 answers, what a
@@ -171,9 +171,10 @@ account. The summary says what the plan did and the ε its receipts prove.`,
 	cmd.Flags().Float64Var(&b.floor, "bootstrap-floor", 0, "after the bootstrap, ask about examples the student is less sure of than this (0 to 1, exclusive) only once every example it is surer of was asked, so a class it is unsure of skips its turn (0: none waits)")
 	cmd.Flags().Float64Var(&b.rotate, "bootstrap-rotate", 0, "after the bootstrap, the student judges its confidence also on each image turned by ± this many degrees (0 to 45), so a digit that changes class under a small turn waits (0: not; the paper-mnist preset of nzc experiment turns by 15)")
 	cmd.Flags().Float64Var(&b.scale, "bootstrap-scale", 0, "after the bootstrap, the student judges its confidence also on each image resized by 1 ± this (0 to 0.5) (0: not; the paper-mnist preset resizes by 0.15)")
-	fallback := cmd.Flags().Bool("fallback", true, "when the aggregator answers in sessions and offers a per-query fallback (gnmax), ask in the session until it has used its refusals, then ask as many of the queries not asked as the rest of the cap buys under the fallback, those the --bootstrap student is surest of first (false: ask only in sessions); reads released labels only")
+	fallback := cmd.Flags().Bool("fallback", true, "when the aggregator answers in sessions and offers a per-query fallback (gnmax), ask in the session until it has used its refusals, then ask as many of the queries not asked as the rest of the cap buys under the fallback (false: ask only in sessions); reads released labels only")
 	planCap := cmd.Flags().Float64("plan-cap", 0, "with --fallback: the ε the whole run (its session and the fallback's queries, composed as the ledger composes an account) stays within (0: the smallest hospital cap the ledger reports)")
 	planDelta := cmd.Flags().Float64("plan-delta", 0, "with --plan-cap: the δ at which it is taken")
+	surest := cmd.Flags().Bool("fallback-surest", false, "with --fallback: ask the fallback's queries in the order the --bootstrap student is surest of (false: in the --selection order, which with balanced gives every kind of example its share; a per-query mechanism charges every query alike)")
 	cmd.Flags().IntVar(&b.spread, "bootstrap-spread", 0, "after the bootstrap, the first this many examples asked of each class the student predicts are representatives of as many clusters of the examples it is sure of (at or above --bootstrap-floor), not the near-copies the surest are (0: surest first)")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
@@ -200,7 +201,7 @@ account. The summary says what the plan did and the ε its receipts prove.`,
 			func(c *student.Config) {
 				c.MaxQueries = *maxQ
 				if *fallback {
-					c.Fallback = &student.FallbackConfig{Cap: *planCap, Delta: *planDelta}
+					c.Fallback = &student.FallbackConfig{Cap: *planCap, Delta: *planDelta, Surest: *surest}
 				}
 			})
 		if err != nil {

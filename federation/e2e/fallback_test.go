@@ -185,6 +185,16 @@ func TestFallbackAfterSession(t *testing.T) {
 		}
 	}
 
+	// A second run resumes every batch, the fallback's included, and asks
+	// nothing again.
+	again, err := st.Label(t.Context(), d, nil)
+	if err != nil || again.Resumed != len(res.Batches) || len(again.Batches) != len(res.Batches) || again.Plan == nil || again.Plan.FallbackAnswered != want {
+		t.Fatalf("a second run resumed %d of %d batches (%v), plan %+v; want all, the same plan", again.Resumed, len(res.Batches), err, again.Plan)
+	}
+	if n := len(f.charges()); n != len(charges) {
+		t.Fatalf("%d charges after the resumed run, %d before", n, len(charges))
+	}
+
 	// A student that asks past its plan under the fallback is refused
 	// before any hospital votes, and nothing is charged.
 	err = askFallback(t, f, agg.Addr, hospitals, dataset(4, 900))

@@ -15,6 +15,7 @@ import (
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/ml/data"
+	"github.com/nzcfed/nzc/ml/selection"
 	"github.com/nzcfed/nzc/protocol"
 	"github.com/nzcfed/nzc/protocol/nzcpb"
 )
@@ -28,6 +29,14 @@ type FallbackConfig struct {
 	// hospitals, at its δ, as the ledger reports them through the
 	// aggregator.
 	Cap, Delta float64
+	// Surest asks the fallback's queries in the order Config.Rank gives
+	// from the labels released so far (what a student trained on them is
+	// surest of first). False: in the Selection order, of the queries not
+	// asked. A per-query mechanism charges every query alike, so the
+	// Selection order (balanced: every kind of example its share) serves a
+	// student that the session's surest-first order left without some
+	// classes.
+	Surest bool
 }
 
 // Plan is what a planned run did (Result.Plan): its session's answers and
@@ -376,12 +385,12 @@ func askedQueries(r *Result, n int) []bool {
 	return asked
 }
 
-// fallbackOrder returns the first n queries not asked that the student is
-// surest of — the order Config.Rank gives from the labels released so
-// far, or, without a ranking, the run's own order — and keeps it in the
-// state directory, from which a resumed run takes it.
+// fallbackOrder returns the first n queries not asked, in the order
+// Config.Rank gives from the labels released so far (FallbackConfig.Surest)
+// or in the Selection order, and keeps it in the state directory, from
+// which a resumed run takes it.
 func (c *Client) fallbackOrder(ctx context.Context, d *data.Dataset, r *Result, asked []bool, n int) ([]int, error) {
-	path := filepath.Join(c.cfg.StateDir, r.DataHash[:16], "fallback-"+shortHash(fmt.Sprintf("%v/%v", asked, n))+".json")
+	path := filepath.Join(c.cfg.StateDir, r.DataHash[:16], "fallback-"+shortHash(fmt.Sprintf("%v/%v/%v", asked, n, c.cfg.Fallback.Surest))+".json")
 	if b, err := os.ReadFile(path); err == nil {
 		var rec fallbackRecord
 		if json.Unmarshal(b, &rec) != nil || !isPartialPermutation(rec.Order, d.Len()) || len(rec.Order) > n {
@@ -392,7 +401,7 @@ func (c *Client) fallbackOrder(ctx context.Context, d *data.Dataset, r *Result, 
 		return nil, err
 	}
 	var order []int
-	if c.cfg.Rank != nil {
+	if c.cfg.Fallback.Surest && c.cfg.Rank != nil {
 		ranked, err := c.cfg.Rank(ctx, d, r.Labels, asked)
 		if err != nil {
 			return nil, fmt.Errorf("student: rank the queries not asked for the fallback: %w", err)
@@ -404,16 +413,12 @@ func (c *Client) fallbackOrder(ctx context.Context, d *data.Dataset, r *Result, 
 		}
 		order = ranked
 	} else {
-		// The run's own order, then the queries it did not reach.
-		seen := make([]bool, d.Len())
-		for _, q := range r.Order {
-			if !asked[q] {
-				order = append(order, q)
-			}
-			seen[q] = true
+		all, err := selection.Order(ctx, c.cfg.Selection, d)
+		if err != nil {
+			return nil, err
 		}
-		for q := range d.Len() {
-			if !asked[q] && !seen[q] {
+		for _, q := range all {
+			if !asked[q] {
 				order = append(order, q)
 			}
 		}
