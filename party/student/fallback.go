@@ -73,6 +73,11 @@ type PlanReport struct {
 	Note string `json:"note,omitempty"`
 }
 
+// ErrFallbackMismatch is matched by the error of a planned run whose
+// aggregator charged a batch asked under its fallback as another mechanism
+// than the one it offered: the run stops there.
+var ErrFallbackMismatch = errors.New("student: a fallback batch was charged under another mechanism than the one offered")
+
 // learnOffer keeps the per-query fallback an Ack offers (none when o is
 // nil).
 func (c *Client) learnOffer(o *nzcpb.MechanismOffer) error {
@@ -113,22 +118,22 @@ type trackedSession struct {
 func newSessionTrack() *sessionTrack { return &sessionTrack{sessions: map[string]*trackedSession{}} }
 
 // see records batch bt's charge, from its receipt (checked again against
-// the pinned auditor keys).
-func (t *sessionTrack) see(bt *Batch, student string, receipts *ledger.Verifier) error {
+// the pinned auditor keys), and returns the charge's mechanism.
+func (t *sessionTrack) see(bt *Batch, student string, receipts *ledger.Verifier) (mechanism.Params, error) {
 	if bt.Receipt == nil {
-		return fmt.Errorf("%w: batch %s has no receipt, so the plan cannot know what it cost", ErrNoProof, bt.BatchID)
+		return mechanism.Params{}, fmt.Errorf("%w: batch %s has no receipt, so the plan cannot know what it cost", ErrNoProof, bt.BatchID)
 	}
 	h, err := labelsHash(bt.Labels)
 	if err != nil {
-		return err
+		return mechanism.Params{}, err
 	}
 	ch, _, _, err := receipts.ChargeReceipt(*bt.Receipt, bt.BatchID, student, bt.Labels, h)
 	if err != nil {
-		return fmt.Errorf("%w: batch %s: %w", ErrNoProof, bt.BatchID, err)
+		return mechanism.Params{}, fmt.Errorf("%w: batch %s: %w", ErrNoProof, bt.BatchID, err)
 	}
 	p, err := mechanism.ParseLedgerParams(mechanism.Kind(ch.Mechanism), ch.Params)
 	if err != nil {
-		return fmt.Errorf("batch %s: its charge's parameters: %w", bt.BatchID, err)
+		return mechanism.Params{}, fmt.Errorf("batch %s: its charge's parameters: %w", bt.BatchID, err)
 	}
 	answered := 0
 	for _, l := range bt.Labels {
@@ -138,7 +143,7 @@ func (t *sessionTrack) see(bt *Batch, student string, receipts *ledger.Verifier)
 	}
 	if ch.Session == "" {
 		t.perQuery = append(t.perQuery, ch)
-		return nil
+		return p, nil
 	}
 	s := t.sessions[ch.Session]
 	if s == nil {
@@ -149,7 +154,7 @@ func (t *sessionTrack) see(bt *Batch, student string, receipts *ledger.Verifier)
 	s.answered += answered
 	s.refused += len(bt.Labels) - answered
 	t.last = ch.Session
-	return nil
+	return p, nil
 }
 
 // ended reports whether the last session seen has used its refusals.
@@ -325,8 +330,15 @@ func (c *Client) labelPlanned(ctx context.Context, d *data.Dataset, progress Pro
 		shifted := *b
 		shifted.From += base
 		first.Batches = append(first.Batches, &shifted)
-		if err := track.see(b, c.cfg.ID, c.receipts); err != nil {
+		p, err := track.see(b, c.cfg.ID, c.receipts)
+		if err != nil {
 			return first, err
+		}
+		// The charge must be of the fallback the aggregator offered, for
+		// the batch's voters.
+		p.Teachers, p.Classes = offer.Teachers, offer.Classes
+		if p != offer {
+			return first, fmt.Errorf("%w: batch %s was asked under the fallback %s and charged under %s %s", ErrFallbackMismatch, b.BatchID, plan.Fallback, p.Mechanism, p)
 		}
 	}
 	first.Answered += second.Answered

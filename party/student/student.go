@@ -617,7 +617,7 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 			stopped = true
 		}
 		if ph.track != nil {
-			if err := ph.track.see(bt, c.cfg.ID, c.receipts); err != nil {
+			if _, err := ph.track.see(bt, c.cfg.ID, c.receipts); err != nil {
 				return res, err
 			}
 			stopped = stopped || ph.track.ended()
