@@ -496,9 +496,6 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 	if err := protocol.Validate(req); err != nil {
 		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "%v", err))
 	}
-	if req.GetFallback() && a.cfg.Fallback.Mechanism == "" {
-		return nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "this federation offers no per-query fallback: ask without fallback (the aggregator's Ack names the fallback when there is one)"))
-	}
 	batch := hex.EncodeToString(req.GetBatchId())
 	unlock := a.lockBatch(refusalKey(student, batch))
 	defer unlock()
@@ -534,6 +531,11 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	nq := int(req.GetNumQueries())
 	p := a.cfg.Mechanism
 	if req.GetFallback() {
+		// A batch already answered is returned from the outbox whatever
+		// the configuration says now; a new one needs the fallback.
+		if a.cfg.Fallback.Mechanism == "" {
+			return nil, nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "this federation offers no per-query fallback: ask without fallback (the aggregator's Ack names the fallback when there is one); nothing was asked of the hospitals or drawn"))
+		}
 		p = a.cfg.Fallback
 	}
 	adm, err := a.admitBatch(ctx, student, batch, nq, p)
