@@ -39,7 +39,7 @@ type FallbackConfig struct {
 	Surest bool
 }
 
-// Plan is what a planned run did (Result.Plan): its session's answers and
+// PlanReport is what a planned run did (Result.Plan): its session's answers and
 // refusals, the fallback's queries, and the ε all of them cost, from the
 // charges the run holds receipts of.
 type PlanReport struct {
@@ -209,9 +209,9 @@ type fallbackRecord struct {
 
 // labelPlanned runs a planned run (Config.Fallback): the configured order
 // in the student's session until it has used its refusals, then the
-// fallback on the queries not asked that the student is surest of, as
-// many as the rest of the cap buys (budget.Rest). Every decision reads
-// released labels and receipts only.
+// fallback on as many of the queries not asked as the rest of the cap buys
+// (budget.Rest), in fallbackOrder's order. Every decision reads released
+// labels and receipts only.
 func (c *Client) labelPlanned(ctx context.Context, d *data.Dataset, progress Progress) (*Result, error) {
 	// What the aggregator offers decides the plan: learn it first.
 	conn, err := c.connect(ctx)
@@ -254,12 +254,7 @@ func (c *Client) labelPlanned(ctx context.Context, d *data.Dataset, progress Pro
 	offer := c.fallbackOffer()
 	plan.Fallback = string(offer.Mechanism) + " " + offer.String()
 	asked := askedQueries(first, d.Len())
-	unasked := 0
-	for _, a := range asked {
-		if !a {
-			unasked++
-		}
-	}
+	unasked := len(asked) - countAsked(asked)
 	switch {
 	case !track.ended():
 		plan.Note = "the session did not end at its refusal bound"
