@@ -392,6 +392,21 @@ func askedQueries(r *Result, n int) []bool {
 	return asked
 }
 
+// decodeFallbackRecord reads a kept fallback order of at most n of the
+// size queries, none of them asked; ok is false for anything else.
+func decodeFallbackRecord(b []byte, size, n int, asked []bool) (order []int, ok bool) {
+	var rec fallbackRecord
+	if json.Unmarshal(b, &rec) != nil || len(rec.Order) > n || !isPartialPermutation(rec.Order, size) {
+		return nil, false
+	}
+	for _, q := range rec.Order {
+		if asked[q] {
+			return nil, false
+		}
+	}
+	return rec.Order, true
+}
+
 // fallbackOrder returns the first n queries not asked, in the order
 // Config.Rank gives from the labels released so far (FallbackConfig.Surest)
 // or in the Selection order, and keeps it in the state directory, from
@@ -399,11 +414,11 @@ func askedQueries(r *Result, n int) []bool {
 func (c *Client) fallbackOrder(ctx context.Context, d *data.Dataset, r *Result, asked []bool, n int) ([]int, error) {
 	path := filepath.Join(c.cfg.StateDir, r.DataHash[:16], "fallback-"+shortHash(fmt.Sprintf("%v/%v/%v", asked, n, c.cfg.Fallback.Surest))+".json")
 	if b, err := os.ReadFile(path); err == nil {
-		var rec fallbackRecord
-		if json.Unmarshal(b, &rec) != nil || !isPartialPermutation(rec.Order, d.Len()) || len(rec.Order) > n {
+		order, ok := decodeFallbackRecord(b, d.Len(), n, asked)
+		if !ok {
 			return nil, fmt.Errorf("student: state file %s is damaged; move it away to plan the fallback again", path)
 		}
-		return rec.Order, nil
+		return order, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
