@@ -56,9 +56,6 @@ func TestWipedAuditorRejoinsFromAStateSnapshot(t *testing.T) {
 	if got := converged(t, []*Auditor{leader, c.auds[1], wiped}); got != size {
 		t.Fatalf("the rejoined auditor holds %d entries, want %d", got, size)
 	}
-	if wiped.Node().Status().AppliedIndex == 0 {
-		t.Fatal("nothing applied")
-	}
 	// Its history is on its disk: every entry, as the others hold it.
 	mine, err := wiped.Ledger().State().Entries(0, size)
 	if err != nil {

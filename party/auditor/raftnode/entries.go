@@ -181,12 +181,14 @@ func (n *Node) historyPeers() []Peer {
 	return out
 }
 
-// fetchEntries asks each other auditor in turn for entries from on; the
-// first that gives some is the answer.
+// fetchEntries asks each other auditor in turn for entries from on, each
+// within the forwarding timeout; the first that gives some is the answer.
 func (n *Node) fetchEntries(ctx context.Context, from, to int64) ([][]byte, error) {
 	var errs []string
 	for _, p := range n.historyPeers() {
-		es, err := n.PeerEntries(ctx, p.Addr, from, to)
+		pctx, cancel := context.WithTimeout(ctx, n.cfg.forwardTimeout())
+		es, err := n.PeerEntries(pctx, p.Addr, from, to)
+		cancel()
 		if err == nil {
 			return es, nil
 		}
@@ -259,9 +261,11 @@ func (p nodePeers) Entries(ctx context.Context, from, to int64) ([][]byte, error
 func (p nodePeers) Checkpoints(ctx context.Context, size uint64) [][]byte {
 	var out [][]byte
 	for _, peer := range p.n.historyPeers() {
-		if cp, err := p.n.PeerCheckpoint(ctx, peer.Addr, size); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, p.n.cfg.forwardTimeout())
+		if cp, err := p.n.PeerCheckpoint(pctx, peer.Addr, size); err == nil {
 			out = append(out, cp)
 		}
+		cancel()
 	}
 	return out
 }
