@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ import (
 // A follower whose data directory was wiped rejoins a cluster whose leader
 // has compacted its log: it installs the leader's state snapshot, fetches
 // the history from the other auditors, has a majority of them vouch for
-// its tree, and then holds their log entry for entry and is ready.
+// its tree, and then holds their log entry for entry and is ready. An
+// auditor that lost only its history.db does the same at start.
 func TestWipedAuditorRejoinsFromAStateSnapshot(t *testing.T) {
 	ids := []string{"a1", "a2", "a3"}
 	genesis := testGenesis(t, ids)
@@ -72,4 +74,26 @@ func TestWipedAuditorRejoinsFromAStateSnapshot(t *testing.T) {
 		code, body := httpGet(t, plain, "http://"+wiped.Addrs().Ops+"/readyz")
 		return code == 200 && strings.TrimSpace(body) == "ok"
 	})
+
+	// An auditor whose history.db is lost starts from its own snapshot,
+	// which does not hold the entries: it fetches them from the others
+	// before raft starts.
+	if _, err := c.auds[1].Node().SaveSnapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stop[1](); err != nil {
+		t.Fatal(err)
+	}
+	cfg = c.cfgs[1]
+	if err := os.Remove(filepath.Join(cfg.DataDir, historyFile)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.RaftAddr, cfg.Join = c.auds[1].Addrs().Raft, nil
+	lost := c.start(cfg)
+	if err := lost.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := converged(t, []*Auditor{leader, wiped, lost}); got != size {
+		t.Fatalf("the auditor that lost its history holds %d entries, want %d", got, size)
+	}
 }
