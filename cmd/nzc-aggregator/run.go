@@ -92,7 +92,7 @@ once: retries and restarts deliver the stored answers.
 		a, err := aggregator.New(aggregator.Config{
 			Classes: cfg.Classes, Ensemble: cfg.Teachers, Ensembles: sizes,
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
-			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
+			Mechanism: cfg.MechanismParams(), Fallback: cfg.FallbackParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
 			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, AuditorKeys: cfg.AuditorKeys,
 			SVTMinAnswers: cfg.SVTMinAnswers, Suspended: cfg.Suspended,
 			Logger: log, Registry: reg, Pause: pause.Hook(log),
@@ -107,7 +107,11 @@ once: retries and restarts deliver the stored answers.
 		defer l.Close()
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, a.Ready), log)
 		_, status := a.Ready()
-		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.MechanismParams().String(), "quorum", cfg.Quorum, "status", status)
+		attrs := []any{"addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.MechanismParams().String(), "quorum", cfg.Quorum, "status", status}
+		if f := cfg.FallbackParams(); f.Mechanism != "" {
+			attrs = append(attrs, "fallback", f.Mechanism, "fallback_params", f.String())
+		}
+		log.Info("aggregator listening", attrs...)
 		return a.Serve(cmd.Context(), l)
 	})
 }

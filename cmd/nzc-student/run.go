@@ -143,7 +143,15 @@ The run is resumable: batch ids are derived from the student id, the data
 and the batch index, and labelled batches are recorded in the state
 directory, so an interrupted run continues where it stopped without paying
 twice. A refusal retrying cannot fix (the budget is exhausted) stops the run
-with the labels received so far.`,
+with the labels received so far.
+
+When the aggregator answers in nzc-svt sessions and offers a per-query
+fallback (its Ack names it), the run is planned from what is released only
+(--fallback, on by default): it asks in its session, one batch at a time,
+until the session has used its refusals, then asks as many of the queries it
+has not asked as the rest of the cap buys under the fallback (in the
+--selection order, or the --bootstrap student's surest first with
+--fallback-surest), every charge composed as the ledger composes an account. The summary says what the plan did and the ε its receipts prove.`,
 		Example: `  nzc-student label --config federation/student-1.yaml --data data/mnist --count 1000 --out labels.json
 
   # With nzc-svt: every kind of example first, then, after 20 answers, what a
@@ -166,6 +174,10 @@ with the labels received so far.`,
 	cmd.Flags().Float64Var(&b.floor, "bootstrap-floor", 0, "after the bootstrap, ask about examples the student is less sure of than this (0 to 1, exclusive) only once every example it is surer of was asked, so a class it is unsure of skips its turn (0: none waits)")
 	cmd.Flags().Float64Var(&b.rotate, "bootstrap-rotate", 0, "after the bootstrap, the student judges its confidence also on each image turned by ± this many degrees (0 to 45), so a digit that changes class under a small turn waits (0: not; the paper-mnist preset of nzc experiment turns by 15)")
 	cmd.Flags().Float64Var(&b.scale, "bootstrap-scale", 0, "after the bootstrap, the student judges its confidence also on each image resized by 1 ± this (0 to 0.5) (0: not; the paper-mnist preset resizes by 0.15)")
+	fallback := cmd.Flags().Bool("fallback", true, "when the aggregator answers in sessions and offers a per-query fallback (gnmax), ask in the session until it has used its refusals, then ask as many of the queries not asked as the rest of the cap buys under the fallback (false: ask only in sessions); reads released labels only")
+	planCap := cmd.Flags().Float64("plan-cap", 0, "with --fallback: the ε the whole run (its session and the fallback's queries, composed as the ledger composes an account) stays within (0: the smallest hospital cap the ledger reports)")
+	planDelta := cmd.Flags().Float64("plan-delta", 0, "with --plan-cap: the δ at which it is taken")
+	surest := cmd.Flags().Bool("fallback-surest", false, "with --fallback: ask the fallback's queries in the order the --bootstrap student is surest of (false: in the --selection order, which with balanced gives every kind of example its share; a per-query mechanism charges every query alike)")
 	cmd.Flags().IntVar(&b.spread, "bootstrap-spread", 0, "after the bootstrap, the first this many examples asked of each class the student predicts are representatives of as many clusters of the examples it is sure of (at or above --bootstrap-floor), not the near-copies the surest are (0: surest first)")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
@@ -185,8 +197,16 @@ with the labels received so far.`,
 		if *maxQ < 0 {
 			return fmt.Errorf("--max-queries %d: use 0 (all) or more", *maxQ)
 		}
+		if (*planCap > 0) != (*planDelta > 0) {
+			return fmt.Errorf("--plan-cap %v --plan-delta %v: give both, or neither (the smallest hospital cap in the ledger)", *planCap, *planDelta)
+		}
 		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, b),
-			func(c *student.Config) { c.MaxQueries = *maxQ })
+			func(c *student.Config) {
+				c.MaxQueries = *maxQ
+				if *fallback {
+					c.Fallback = &student.FallbackConfig{Cap: *planCap, Delta: *planDelta, Surest: *surest}
+				}
+			})
 		if err != nil {
 			return err
 		}
@@ -226,8 +246,12 @@ with the labels received so far.`,
 			// Note warns of a run the mechanism mostly refused.
 			Note string `json:"note,omitempty"`
 			Out  string `json:"out"`
+			// Fallback is what the planned run did after its session
+			// (--fallback): the session's answers and refusals, the
+			// fallback's, and the proven ε.
+			Fallback *student.PlanReport `json:"fallback,omitempty"`
 		}{Queries: res.Queries, Answered: res.Answered, Refused: res.Refused, Batches: len(res.Batches), Resumed: res.Resumed,
-			ProofsVerified: res.ProofsVerified, Stopped: res.Stopped, Out: *out}
+			ProofsVerified: res.ProofsVerified, Stopped: res.Stopped, Out: *out, Fallback: res.Plan}
 		summary.Plan, summary.Note = chargedPlan(res)
 		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
 			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed, %d with a verified proof of their charge); labels in %s\n",
@@ -237,6 +261,13 @@ with the labels received so far.`,
 			}
 			if err == nil && summary.Plan != nil {
 				_, err = fmt.Fprintf(w, "the aggregator's mechanism: %s\n", summary.Plan)
+			}
+			if p := summary.Fallback; err == nil && p != nil && p.Fallback != "" {
+				_, err = fmt.Fprintf(w, "plan: the session answered %d and refused %d; the fallback (%s) answered %d of the %d queries the rest of the cap ε = %g bought; ε = %.4g at δ = %g over %d charges, proven by %s\n",
+					p.SessionAnswered, p.SessionRefused, p.Fallback, p.FallbackAnswered, p.FallbackPlanned, p.Cap, p.Epsilon, p.Delta, p.Charges, p.ProvenBy)
+				if err == nil && p.Note != "" {
+					_, err = fmt.Fprintf(w, "plan: no fallback query was asked: %s\n", p.Note)
+				}
 			}
 			if err == nil && summary.Note != "" {
 				_, err = fmt.Fprintf(w, "note: %s\n", summary.Note)

@@ -480,11 +480,15 @@ type Ack struct {
 	// now. The student seals features only to those whose signature it
 	// verifies.
 	Hospitals []*SignedRecipient `protobuf:"bytes,5,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
+	// To a student, when the federation answers in sessions and also offers
+	// a per-query fallback: the fallback, which a LabelRequest with fallback
+	// set is answered under once the student's session has ended.
+	Fallback *MechanismOffer `protobuf:"bytes,6,opt,name=fallback,proto3" json:"fallback,omitempty"`
 	// The registrations several of the hospitals above share (the genesis
 	// that registers the founding hospitals), each once: a signed recipient
 	// without a registration of its own is checked against the one of
 	// these that registers its hospital.
-	Registrations [][]byte `protobuf:"bytes,6,rep,name=registrations,proto3" json:"registrations,omitempty"`
+	Registrations [][]byte `protobuf:"bytes,7,rep,name=registrations,proto3" json:"registrations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,11 +558,128 @@ func (x *Ack) GetHospitals() []*SignedRecipient {
 	return nil
 }
 
+func (x *Ack) GetFallback() *MechanismOffer {
+	if x != nil {
+		return x.Fallback
+	}
+	return nil
+}
+
 func (x *Ack) GetRegistrations() [][]byte {
 	if x != nil {
 		return x.Registrations
 	}
 	return nil
+}
+
+// MechanismOffer is a per-query mechanism and its parameters as a ledger
+// entry records them (mechanism.Params.LedgerParams, sorted by key, one
+// spelling per value), for an ensemble of one teacher: a charge of its
+// queries names the same parameters with the voters' ensemble, and the
+// ledger derives their cost from them.
+type MechanismOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mechanism     string                 `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Params        []*MechanismParam      `protobuf:"bytes,2,rep,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MechanismOffer) Reset() {
+	*x = MechanismOffer{}
+	mi := &file_nzc_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MechanismOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MechanismOffer) ProtoMessage() {}
+
+func (x *MechanismOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MechanismOffer.ProtoReflect.Descriptor instead.
+func (*MechanismOffer) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MechanismOffer) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *MechanismOffer) GetParams() []*MechanismParam {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+// MechanismParam is one parameter of a MechanismOffer.
+type MechanismParam struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MechanismParam) Reset() {
+	*x = MechanismParam{}
+	mi := &file_nzc_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MechanismParam) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MechanismParam) ProtoMessage() {}
+
+func (x *MechanismParam) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MechanismParam.ProtoReflect.Descriptor instead.
+func (*MechanismParam) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MechanismParam) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MechanismParam) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
 }
 
 // QueryBatch asks a hospital's teachers to vote: aggregator → hospital.
@@ -591,7 +712,7 @@ type QueryBatch struct {
 
 func (x *QueryBatch) Reset() {
 	*x = QueryBatch{}
-	mi := &file_nzc_proto_msgTypes[4]
+	mi := &file_nzc_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +724,7 @@ func (x *QueryBatch) String() string {
 func (*QueryBatch) ProtoMessage() {}
 
 func (x *QueryBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[4]
+	mi := &file_nzc_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +737,7 @@ func (x *QueryBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryBatch.ProtoReflect.Descriptor instead.
 func (*QueryBatch) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{4}
+	return file_nzc_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueryBatch) GetBatchId() []byte {
@@ -695,7 +816,7 @@ type Features struct {
 
 func (x *Features) Reset() {
 	*x = Features{}
-	mi := &file_nzc_proto_msgTypes[5]
+	mi := &file_nzc_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +828,7 @@ func (x *Features) String() string {
 func (*Features) ProtoMessage() {}
 
 func (x *Features) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[5]
+	mi := &file_nzc_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +841,7 @@ func (x *Features) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Features.ProtoReflect.Descriptor instead.
 func (*Features) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{5}
+	return file_nzc_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Features) GetNumQueries() uint32 {
@@ -760,7 +881,7 @@ type VoteBatch struct {
 
 func (x *VoteBatch) Reset() {
 	*x = VoteBatch{}
-	mi := &file_nzc_proto_msgTypes[6]
+	mi := &file_nzc_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +893,7 @@ func (x *VoteBatch) String() string {
 func (*VoteBatch) ProtoMessage() {}
 
 func (x *VoteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[6]
+	mi := &file_nzc_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +906,7 @@ func (x *VoteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteBatch.ProtoReflect.Descriptor instead.
 func (*VoteBatch) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{6}
+	return file_nzc_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VoteBatch) GetBatchId() []byte {
@@ -838,7 +959,7 @@ type Histograms struct {
 
 func (x *Histograms) Reset() {
 	*x = Histograms{}
-	mi := &file_nzc_proto_msgTypes[7]
+	mi := &file_nzc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +971,7 @@ func (x *Histograms) String() string {
 func (*Histograms) ProtoMessage() {}
 
 func (x *Histograms) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[7]
+	mi := &file_nzc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +984,7 @@ func (x *Histograms) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Histograms.ProtoReflect.Descriptor instead.
 func (*Histograms) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{7}
+	return file_nzc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Histograms) GetNumQueries() uint32 {
@@ -905,13 +1026,18 @@ type LabelRequest struct {
 	FeatureDim uint32 `protobuf:"varint,3,opt,name=feature_dim,json=featureDim,proto3" json:"feature_dim,omitempty"`
 	// Sealed to the age recipients of the hospitals; plaintext: Features.
 	SealedFeatures []byte `protobuf:"bytes,4,opt,name=sealed_features,json=sealedFeatures,proto3" json:"sealed_features,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Answer the batch under the federation's per-query fallback (the
+	// MechanismOffer of the Ack) instead of in the student's session: each
+	// query is charged the fallback's data-independent cost, composed in the
+	// same accounts. Refused when the federation offers no fallback.
+	Fallback      bool `protobuf:"varint,5,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LabelRequest) Reset() {
 	*x = LabelRequest{}
-	mi := &file_nzc_proto_msgTypes[8]
+	mi := &file_nzc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1049,7 @@ func (x *LabelRequest) String() string {
 func (*LabelRequest) ProtoMessage() {}
 
 func (x *LabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[8]
+	mi := &file_nzc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1062,7 @@ func (x *LabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelRequest.ProtoReflect.Descriptor instead.
 func (*LabelRequest) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{8}
+	return file_nzc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LabelRequest) GetBatchId() []byte {
@@ -965,6 +1091,13 @@ func (x *LabelRequest) GetSealedFeatures() []byte {
 		return x.SealedFeatures
 	}
 	return nil
+}
+
+func (x *LabelRequest) GetFallback() bool {
+	if x != nil {
+		return x.Fallback
+	}
+	return false
 }
 
 // LabelResponse answers LabelRequest after the ledger has committed the
@@ -1002,7 +1135,7 @@ type LabelResponse struct {
 
 func (x *LabelResponse) Reset() {
 	*x = LabelResponse{}
-	mi := &file_nzc_proto_msgTypes[9]
+	mi := &file_nzc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1147,7 @@ func (x *LabelResponse) String() string {
 func (*LabelResponse) ProtoMessage() {}
 
 func (x *LabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[9]
+	mi := &file_nzc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1160,7 @@ func (x *LabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelResponse.ProtoReflect.Descriptor instead.
 func (*LabelResponse) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{9}
+	return file_nzc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LabelResponse) GetBatchId() []byte {
@@ -1112,7 +1245,7 @@ type Labels struct {
 
 func (x *Labels) Reset() {
 	*x = Labels{}
-	mi := &file_nzc_proto_msgTypes[10]
+	mi := &file_nzc_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1257,7 @@ func (x *Labels) String() string {
 func (*Labels) ProtoMessage() {}
 
 func (x *Labels) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[10]
+	mi := &file_nzc_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1270,7 @@ func (x *Labels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Labels.ProtoReflect.Descriptor instead.
 func (*Labels) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{10}
+	return file_nzc_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Labels) GetLabels() []int32 {
@@ -1171,7 +1304,7 @@ type BudgetRequest struct {
 
 func (x *BudgetRequest) Reset() {
 	*x = BudgetRequest{}
-	mi := &file_nzc_proto_msgTypes[11]
+	mi := &file_nzc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1316,7 @@ func (x *BudgetRequest) String() string {
 func (*BudgetRequest) ProtoMessage() {}
 
 func (x *BudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[11]
+	mi := &file_nzc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1329,7 @@ func (x *BudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetRequest.ProtoReflect.Descriptor instead.
 func (*BudgetRequest) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{11}
+	return file_nzc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BudgetRequest) GetHospitalIds() []string {
@@ -1240,7 +1373,7 @@ type BudgetResponse struct {
 
 func (x *BudgetResponse) Reset() {
 	*x = BudgetResponse{}
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1385,7 @@ func (x *BudgetResponse) String() string {
 func (*BudgetResponse) ProtoMessage() {}
 
 func (x *BudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1398,7 @@ func (x *BudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetResponse.ProtoReflect.Descriptor instead.
 func (*BudgetResponse) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{12}
+	return file_nzc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BudgetResponse) GetBudgets() []*HospitalBudget {
@@ -1316,7 +1449,7 @@ type RegisteredEnsemble struct {
 
 func (x *RegisteredEnsemble) Reset() {
 	*x = RegisteredEnsemble{}
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1461,7 @@ func (x *RegisteredEnsemble) String() string {
 func (*RegisteredEnsemble) ProtoMessage() {}
 
 func (x *RegisteredEnsemble) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1474,7 @@ func (x *RegisteredEnsemble) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredEnsemble.ProtoReflect.Descriptor instead.
 func (*RegisteredEnsemble) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{13}
+	return file_nzc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisteredEnsemble) GetHospitalId() string {
@@ -1380,7 +1513,7 @@ type StudentQuota struct {
 
 func (x *StudentQuota) Reset() {
 	*x = StudentQuota{}
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1525,7 @@ func (x *StudentQuota) String() string {
 func (*StudentQuota) ProtoMessage() {}
 
 func (x *StudentQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1538,7 @@ func (x *StudentQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StudentQuota.ProtoReflect.Descriptor instead.
 func (*StudentQuota) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{14}
+	return file_nzc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StudentQuota) GetStudentId() string {
@@ -1466,7 +1599,7 @@ type HospitalBudget struct {
 
 func (x *HospitalBudget) Reset() {
 	*x = HospitalBudget{}
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1611,7 @@ func (x *HospitalBudget) String() string {
 func (*HospitalBudget) ProtoMessage() {}
 
 func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1624,7 @@ func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HospitalBudget.ProtoReflect.Descriptor instead.
 func (*HospitalBudget) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{15}
+	return file_nzc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HospitalBudget) GetHospitalId() string {
@@ -1590,7 +1723,7 @@ type LedgerSubmit struct {
 
 func (x *LedgerSubmit) Reset() {
 	*x = LedgerSubmit{}
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1735,7 @@ func (x *LedgerSubmit) String() string {
 func (*LedgerSubmit) ProtoMessage() {}
 
 func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1748,7 @@ func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSubmit.ProtoReflect.Descriptor instead.
 func (*LedgerSubmit) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{16}
+	return file_nzc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LedgerSubmit) GetCommand() []byte {
@@ -1645,7 +1778,7 @@ type LedgerResult struct {
 
 func (x *LedgerResult) Reset() {
 	*x = LedgerResult{}
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1790,7 @@ func (x *LedgerResult) String() string {
 func (*LedgerResult) ProtoMessage() {}
 
 func (x *LedgerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1803,7 @@ func (x *LedgerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerResult.ProtoReflect.Descriptor instead.
 func (*LedgerResult) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{17}
+	return file_nzc_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LedgerResult) GetIndex() uint64 {
@@ -1732,7 +1865,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_nzc_proto_msgTypes[18]
+	mi := &file_nzc_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1877,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[18]
+	mi := &file_nzc_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1890,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{18}
+	return file_nzc_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Receipt) GetEntry() []byte {
@@ -1797,7 +1930,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_nzc_proto_msgTypes[19]
+	mi := &file_nzc_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1942,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[19]
+	mi := &file_nzc_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1955,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{19}
+	return file_nzc_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1876,14 +2009,21 @@ const file_nzc_proto_rawDesc = "" +
 	"\fHospitalInfo\x12!\n" +
 	"\fnum_teachers\x18\x01 \x01(\rR\vnumTeachers\x12\x1f\n" +
 	"\vnum_classes\x18\x02 \x01(\rR\n" +
-	"numClasses\"\xe7\x01\n" +
+	"numClasses\"\x9b\x02\n" +
 	"\x03Ack\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x125\n" +
-	"\thospitals\x18\x05 \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\x12$\n" +
-	"\rregistrations\x18\x06 \x03(\fR\rregistrations\"\xd9\x02\n" +
+	"\thospitals\x18\x05 \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\x122\n" +
+	"\bfallback\x18\x06 \x01(\v2\x16.nzc.v1.MechanismOfferR\bfallback\x12$\n" +
+	"\rregistrations\x18\a \x03(\fR\rregistrations\"^\n" +
+	"\x0eMechanismOffer\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12.\n" +
+	"\x06params\x18\x02 \x03(\v2\x16.nzc.v1.MechanismParamR\x06params\"8\n" +
+	"\x0eMechanismParam\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xd9\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1921,14 +2061,15 @@ const file_nzc_proto_rawDesc = "" +
 	"\vnum_classes\x18\x02 \x01(\rR\n" +
 	"numClasses\x12!\n" +
 	"\fnum_teachers\x18\x03 \x01(\rR\vnumTeachers\x12\x16\n" +
-	"\x06counts\x18\x04 \x03(\rR\x06counts\"\x94\x01\n" +
+	"\x06counts\x18\x04 \x03(\rR\x06counts\"\xb0\x01\n" +
 	"\fLabelRequest\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
 	"numQueries\x12\x1f\n" +
 	"\vfeature_dim\x18\x03 \x01(\rR\n" +
 	"featureDim\x12'\n" +
-	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xf5\x02\n" +
+	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\x12\x1a\n" +
+	"\bfallback\x18\x05 \x01(\bR\bfallback\"\xf5\x02\n" +
 	"\rLabelResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
@@ -2050,7 +2191,7 @@ func file_nzc_proto_rawDescGZIP() []byte {
 }
 
 var file_nzc_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_nzc_proto_goTypes = []any{
 	(Role)(0),                  // 0: nzc.v1.Role
 	(LedgerResultCode)(0),      // 1: nzc.v1.LedgerResultCode
@@ -2059,41 +2200,45 @@ var file_nzc_proto_goTypes = []any{
 	(*SignedRecipient)(nil),    // 4: nzc.v1.SignedRecipient
 	(*HospitalInfo)(nil),       // 5: nzc.v1.HospitalInfo
 	(*Ack)(nil),                // 6: nzc.v1.Ack
-	(*QueryBatch)(nil),         // 7: nzc.v1.QueryBatch
-	(*Features)(nil),           // 8: nzc.v1.Features
-	(*VoteBatch)(nil),          // 9: nzc.v1.VoteBatch
-	(*Histograms)(nil),         // 10: nzc.v1.Histograms
-	(*LabelRequest)(nil),       // 11: nzc.v1.LabelRequest
-	(*LabelResponse)(nil),      // 12: nzc.v1.LabelResponse
-	(*Labels)(nil),             // 13: nzc.v1.Labels
-	(*BudgetRequest)(nil),      // 14: nzc.v1.BudgetRequest
-	(*BudgetResponse)(nil),     // 15: nzc.v1.BudgetResponse
-	(*RegisteredEnsemble)(nil), // 16: nzc.v1.RegisteredEnsemble
-	(*StudentQuota)(nil),       // 17: nzc.v1.StudentQuota
-	(*HospitalBudget)(nil),     // 18: nzc.v1.HospitalBudget
-	(*LedgerSubmit)(nil),       // 19: nzc.v1.LedgerSubmit
-	(*LedgerResult)(nil),       // 20: nzc.v1.LedgerResult
-	(*Receipt)(nil),            // 21: nzc.v1.Receipt
-	(*Error)(nil),              // 22: nzc.v1.Error
+	(*MechanismOffer)(nil),     // 7: nzc.v1.MechanismOffer
+	(*MechanismParam)(nil),     // 8: nzc.v1.MechanismParam
+	(*QueryBatch)(nil),         // 9: nzc.v1.QueryBatch
+	(*Features)(nil),           // 10: nzc.v1.Features
+	(*VoteBatch)(nil),          // 11: nzc.v1.VoteBatch
+	(*Histograms)(nil),         // 12: nzc.v1.Histograms
+	(*LabelRequest)(nil),       // 13: nzc.v1.LabelRequest
+	(*LabelResponse)(nil),      // 14: nzc.v1.LabelResponse
+	(*Labels)(nil),             // 15: nzc.v1.Labels
+	(*BudgetRequest)(nil),      // 16: nzc.v1.BudgetRequest
+	(*BudgetResponse)(nil),     // 17: nzc.v1.BudgetResponse
+	(*RegisteredEnsemble)(nil), // 18: nzc.v1.RegisteredEnsemble
+	(*StudentQuota)(nil),       // 19: nzc.v1.StudentQuota
+	(*HospitalBudget)(nil),     // 20: nzc.v1.HospitalBudget
+	(*LedgerSubmit)(nil),       // 21: nzc.v1.LedgerSubmit
+	(*LedgerResult)(nil),       // 22: nzc.v1.LedgerResult
+	(*Receipt)(nil),            // 23: nzc.v1.Receipt
+	(*Error)(nil),              // 24: nzc.v1.Error
 }
 var file_nzc_proto_depIdxs = []int32{
 	0,  // 0: nzc.v1.Hello.role:type_name -> nzc.v1.Role
 	5,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
 	4,  // 2: nzc.v1.Ack.hospitals:type_name -> nzc.v1.SignedRecipient
-	21, // 3: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
-	21, // 4: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
-	4,  // 5: nzc.v1.LabelResponse.hospitals:type_name -> nzc.v1.SignedRecipient
-	18, // 6: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
-	17, // 7: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
-	16, // 8: nzc.v1.BudgetResponse.ensembles:type_name -> nzc.v1.RegisteredEnsemble
-	1,  // 9: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
-	21, // 10: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
-	2,  // 11: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	7,  // 3: nzc.v1.Ack.fallback:type_name -> nzc.v1.MechanismOffer
+	8,  // 4: nzc.v1.MechanismOffer.params:type_name -> nzc.v1.MechanismParam
+	23, // 5: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
+	23, // 6: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
+	4,  // 7: nzc.v1.LabelResponse.hospitals:type_name -> nzc.v1.SignedRecipient
+	20, // 8: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
+	19, // 9: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
+	18, // 10: nzc.v1.BudgetResponse.ensembles:type_name -> nzc.v1.RegisteredEnsemble
+	1,  // 11: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
+	23, // 12: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
+	2,  // 13: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_nzc_proto_init() }
@@ -2107,7 +2252,7 @@ func file_nzc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nzc_proto_rawDesc), len(file_nzc_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
