@@ -80,7 +80,7 @@ type FederationPoint struct {
 }
 
 // FederationGrowth is the ratio of one point's figures to the point's
-// before (its hospitals, From → To).
+// before (its hospitals, From → To); 0 where the earlier figure is 0.
 type FederationGrowth struct {
 	From        int     `json:"from"`
 	To          int     `json:"to"`
@@ -257,12 +257,7 @@ func fmtFigure(f Figure) string { return fmt.Sprintf("%.4g", f.Median) }
 
 func federationGrowth(ps []FederationPoint) []FederationGrowth {
 	var out []FederationGrowth
-	ratio := func(a, b float64) float64 {
-		if b == 0 {
-			return math.NaN()
-		}
-		return a / b
-	}
+	ratio := growthRatio
 	for i := 1; i < len(ps); i++ {
 		a, b := ps[i-1], ps[i]
 		out = append(out, FederationGrowth{From: a.Hospitals, To: b.Hospitals, Hospitals: ratio(float64(b.Hospitals), float64(a.Hospitals)),

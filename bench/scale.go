@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -80,7 +79,8 @@ type ScalePoint struct {
 }
 
 // ScaleGrowth is a decade's growth: the ratios of one point's figures to
-// the point's ten times fewer charges before.
+// the point's ten times fewer charges before; 0 where the earlier figure
+// is 0.
 type ScaleGrowth struct {
 	From, To      int     `json:"-"`
 	Decade        string  `json:"decade"`
@@ -495,14 +495,18 @@ func heapSampler() func() uint64 {
 	}
 }
 
+// growthRatio is a/b, or 0 where b is 0: a ratio JSON can carry (no NaN
+// or infinity) that says there is none.
+func growthRatio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
 func scaleGrowth(points []ScalePoint) []ScaleGrowth {
 	var out []ScaleGrowth
-	ratio := func(a, b float64) float64 {
-		if b == 0 {
-			return math.NaN()
-		}
-		return a / b
-	}
+	ratio := growthRatio
 	for i, p := range points {
 		for _, q := range points[:i] {
 			if q.Charges*10 != p.Charges {
