@@ -109,7 +109,7 @@ func Full() Config {
 	return Config{Reps: 5, Teachers: 250, MLPQueries: 1024, CNNQueries: 256, GEMMSize: 512, GEMMTime: time.Second,
 		Charges: 5000, Submitters: 64, MechanismQueries: 20000, AnalysisQueries: 10000,
 		E2EQueries: 2048, BatchSize: 256, Model: "mlp", Window: 2, WANQueries: 512, WANBatchSize: 32, Seed: 1,
-		ScaleCharges: 100_000, ScaleHistory: "disk",
+		ScaleCharges: 1_000_000, ScaleHistory: "disk",
 		FederationHospitals: []int{10, 30, 100}, FederationTeachers: 300, FederationQueries: 2048}
 }
 
