@@ -174,13 +174,21 @@ func (h *hintedIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
 		}
 		return key, err
 	}
+	// Any error but success at first leaves the stanzas to be tried in
+	// their order, as age tries them, so a malformed stanza fails the
+	// payload where age would.
+	skip := -1
 	if h.first > 0 && h.first < len(stanzas) {
-		if key, err := try(h.first); !errors.Is(err, age.ErrIncorrectIdentity) {
-			return key, err
+		key, err := try(h.first)
+		if err == nil {
+			return key, nil
+		}
+		if errors.Is(err, age.ErrIncorrectIdentity) {
+			skip = h.first
 		}
 	}
 	for i := range stanzas {
-		if i == h.first && i > 0 {
+		if i == skip {
 			continue
 		}
 		if key, err := try(i); !errors.Is(err, age.ErrIncorrectIdentity) {
