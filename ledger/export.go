@@ -100,7 +100,26 @@ func (s *State) WriteExport(w io.Writer, size int64, checkpoints [][]byte) error
 	if n := s.TreeSize(); size < 0 || size > n {
 		return fmt.Errorf("ledger: cannot export %d entries: the log has %d", size, n)
 	}
-	keys, err := s.AuditorKeys(size)
+	return WriteExport(w, s, size, checkpoints)
+}
+
+// ExportSource is what WriteExport reads a log from: a State, or a reader
+// of one (an auditor's dashboard).
+type ExportSource interface {
+	// Entries returns the encoded entries [from, to).
+	Entries(from, to int64) ([][]byte, error)
+	// AuditorKeys returns the verifier keys of the auditors registered in
+	// the first size entries.
+	AuditorKeys(size int64) ([]string, error)
+}
+
+// WriteExport writes the export of src's first size entries as
+// State.WriteExport does, a chunk of entries at a time.
+func WriteExport(w io.Writer, src ExportSource, size int64, checkpoints [][]byte) error {
+	if size < 0 {
+		return fmt.Errorf("ledger: cannot export %d entries", size)
+	}
+	keys, err := src.AuditorKeys(size)
 	if err != nil {
 		return err
 	}
@@ -117,9 +136,13 @@ func (s *State) WriteExport(w io.Writer, size int64, checkpoints [][]byte) error
 		return err
 	}
 	for from := int64(0); from < size; from += exportChunk {
-		entries, err := s.Entries(from, min(from+exportChunk, size))
+		to := min(from+exportChunk, size)
+		entries, err := src.Entries(from, to)
 		if err != nil {
 			return err
+		}
+		if int64(len(entries)) != to-from {
+			return fmt.Errorf("ledger: export: asked for entries [%d, %d), the log gave %d", from, to, len(entries))
 		}
 		buf := head.buf[:0]
 		for _, b := range entries {
@@ -217,6 +240,9 @@ type Report struct {
 	Checks         []Check            `json:"checks"`
 	Checkpoints    []CheckpointReport `json:"checkpoints"`
 	Accounts       []Account          `json:"accounts"`
+	// SignedCheckpoints are the export's signed checkpoints as read, for
+	// a verifier to keep the latest of a verified export.
+	SignedCheckpoints [][]byte `json:"-"`
 }
 
 // Failures returns the checks that failed.
@@ -314,6 +340,7 @@ func VerifyReader(ctx context.Context, src io.Reader, opts VerifyOptions) *Repor
 		return undecoded(err)
 	}
 	r.add(Check{Name: "decode", OK: true, Detail: fmt.Sprintf("%d entries, %d checkpoints, %d keys", x.Len(), len(checkpoints), len(keys))})
+	r.SignedCheckpoints = checkpoints
 	r.Entries = x.Len()
 	r.Root = v.tree.root()
 
