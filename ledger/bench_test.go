@@ -10,7 +10,7 @@ import (
 )
 
 // benchFed is a federation whose caps no benchmark charge reaches.
-func benchFed(b *testing.B) *fed {
+func benchFed(b testing.TB) *fed {
 	f := &fed{t: b, st: New(), ts: 1}
 	g := genesisBody()
 	g.EpsilonBound, g.DeltaBound = 1e12, 1e-5
@@ -22,7 +22,7 @@ func benchFed(b *testing.B) *fed {
 	return f
 }
 
-func signedCharges(b *testing.B, n int) [][]byte {
+func signedCharges(b testing.TB, n int) [][]byte {
 	f := &fed{t: b}
 	curve := gaussCurve(40, 256)
 	out := make([][]byte, n)

@@ -14,8 +14,10 @@ import (
 )
 
 const (
-	// verifyBatch is how many entries a worker checks at once.
-	verifyBatch = 256
+	// verifyBatch is how many entries a worker checks at once. About
+	// 2×workers+3 chunks are in flight, each entry with its decoded
+	// command (a few KiB): small chunks keep that window small.
+	verifyBatch = 64
 	// recentRoots is how many of the latest tree sizes a streamed
 	// verification keeps the root of (32 bytes each), for the export's
 	// checkpoints: an auditor's export carries the checkpoint of its last
@@ -84,12 +86,12 @@ type pendingBlame struct {
 	have tlog.Hash // the root of entries 0..i as replay produced entry i
 }
 
-func newStreamVerify(n int64, want map[int64]bool) *streamVerify {
+func newStreamVerify(n int64, want map[int64]bool, keepRoots int64) *streamVerify {
 	return &streamVerify{
 		st:     newState(&edgeTree{}),
 		costs:  newCostCache(),
 		n:      n,
-		ring:   make([]tlog.Hash, min(n+1, recentRoots)),
+		ring:   make([]tlog.Hash, min(n+1, keepRoots)),
 		want:   want,
 		wanted: map[int64]tlog.Hash{},
 		opened: map[string]*OpenSession{},
@@ -103,7 +105,7 @@ func (v *streamVerify) run(ctx context.Context, x *ExportReader, workers int) er
 	defer cancel()
 	workers = max(workers, 1)
 	work := make(chan *verifyChunk, workers)
-	order := make(chan *verifyChunk, 2*workers)
+	order := make(chan *verifyChunk, workers+1)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
