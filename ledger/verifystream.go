@@ -38,7 +38,6 @@ type verifyItem struct {
 	cmd    Command
 	hasCmd bool              // the entry holds a command that decodes
 	key    ed25519.PublicKey // the key the command's signature verified with, nil if none
-	cost   *RefusalError     // an accepted command stating less than it costs
 }
 
 type verifyChunk struct {
@@ -176,9 +175,8 @@ func (v *streamVerify) run(ctx context.Context, x *ExportReader, workers int) er
 }
 
 // check does, on a worker, what needs no state: hash the entry, decode it
-// and its command, check the command's signature with the key its signer
-// registered (if replay has published it yet), and recompute an accepted
-// command's cost.
+// and its command, and check the command's signature with the key its
+// signer registered (if a worker has seen the registration yet).
 func (v *streamVerify) check(it *verifyItem) {
 	it.leaf = tlog.RecordHash(it.b)
 	en, err := DecodeEntry(it.b)
@@ -201,9 +199,6 @@ func (v *streamVerify) check(it *verifyItem) {
 		if key, ok := (*keys)[c.Signer]; ok && c.Verify(key) {
 			it.key = key
 		}
-	}
-	if en.Status == StatusAccepted {
-		it.cost = costCheck(c, v.costs)
 	}
 }
 
@@ -285,7 +280,7 @@ func (v *streamVerify) replay(c *verifyChunk) {
 		if ok {
 			v.count(it, i)
 		}
-		v.cost(it, i)
+		v.cost(it, i, ok)
 	}
 	v.st.pre.mu.Lock()
 	v.st.pre.memo = nil
@@ -339,8 +334,12 @@ func (v *streamVerify) count(it *verifyItem, i int64) {
 // cost names each accepted charge, session and reservation that states less
 // than it costs, and each charge in a session that names another mechanism
 // or other parameters than the session opened with, over every entry
-// (replay stops at the first; this names them all).
-func (v *streamVerify) cost(it *verifyItem, i int64) {
+// (replay stops at the first; this names them all). An entry replay
+// reproduced (replayed) was accepted by apply, which derives its cost as
+// CostCheck does — the same derivation on the same grid and the same
+// fields — and refuses one stated short: only the entries replay did not
+// reach are derived again.
+func (v *streamVerify) cost(it *verifyItem, i int64, replayed bool) {
 	if !it.hasCmd || it.en.Status != StatusAccepted {
 		return
 	}
@@ -359,7 +358,10 @@ func (v *streamVerify) cost(it *verifyItem, i int64) {
 		return
 	}
 	v.costChecked++
-	if re := it.cost; re != nil {
+	if replayed {
+		return
+	}
+	if re := costCheck(c, v.costs); re != nil {
 		v.costChecks = append(v.costChecks, Check{Name: "cost", Entry: entryRef(i), Detail: fmt.Sprintf("accepted %s %s states less than its mechanism and parameters cost (%s): %s", c.Body.Kind(), re.Subject, re.Code, re.Message)})
 	}
 	// The report keeps at most maxReportFail failures: keep no more.

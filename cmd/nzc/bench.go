@@ -118,6 +118,7 @@ func newBenchCommand() *cobra.Command {
 	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile, scale (default all but wan, hostile and scale)")
 	scaleCharges := cmd.Flags().Int("scale-charges", 0, "charges the scale section drives the ledger to (default 100000, or 10000 with --quick)")
 	scaleHistory := cmd.Flags().String("scale-history", "disk", "where the scale section's ledger keeps its history: disk (an auditor's bbolt store) or memory")
+	scaleExport := cmd.Flags().String("scale-export", "", "write the scale section's export to this file and keep it (verify it with: nzc ledger verify --export FILE --unpinned)")
 	cpuProfile := cmd.Flags().String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	verbose := cmd.Flags().Bool("verbose", false, "log the parties' warnings on stderr")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
@@ -144,6 +145,7 @@ func newBenchCommand() *cobra.Command {
 		set("wan-batch", *wanBatch, &cfg.WANBatchSize)
 		set("scale-charges", *scaleCharges, &cfg.ScaleCharges)
 		cfg.ScaleHistory = *scaleHistory
+		cfg.ScaleExport = *scaleExport
 		if cmd.Flags().Changed("inference-queries") {
 			cfg.MLPQueries, cfg.CNNQueries = *inferQueries, max(1, *inferQueries/4)
 		}
@@ -273,7 +275,7 @@ func printBench(w io.Writer, r *bench.Report) error {
 		}
 		fmt.Fprintf(bw, "  heap each charge adds: %.0f bytes\n", sc.HeapBytesPerCharge)
 		fmt.Fprintf(bw, "  snapshot %d bytes in %.0f ms; restart to ready %.0f ms\n", sc.SnapshotBytes, sc.SnapshotMs, sc.RestartMs)
-		fmt.Fprintf(bw, "  verify the export: %.0f entries/s, peak heap %.0f MiB\n", sc.VerifyEntriesPerS, sc.VerifyPeakHeapMiB)
+		fmt.Fprintf(bw, "  verify the export: %.0f entries/s (%.0f µs of CPU an entry), peak heap %.0f MiB\n", sc.VerifyEntriesPerS, sc.VerifyCPUUs, sc.VerifyPeakHeapMiB)
 		for _, g := range sc.Growth {
 			fmt.Fprintf(bw, "  growth %-16s heap ×%.2f, RSS ×%.2f, apply rate ×%.2f, CPU a charge ×%.2f, snapshot ×%.2f\n", g.Decade, g.Heap, g.RSS, g.ApplyRate, g.ApplyCPU, g.SnapshotBytes)
 		}
