@@ -18,6 +18,9 @@ const (
 	// 2×workers+3 chunks are in flight, each entry with its decoded
 	// command (a few KiB): small chunks keep that window small.
 	verifyBatch = 64
+	// verifyChunkBytes ends a chunk early: entries may be up to 1 MiB
+	// each, and the window in flight stays a few MiB.
+	verifyChunkBytes = 1 << 20
 	// recentRoots is how many of the latest tree sizes a streamed
 	// verification keeps the root of (32 bytes each), for the export's
 	// checkpoints: an auditor's export carries the checkpoint of its last
@@ -120,30 +123,33 @@ func (v *streamVerify) run(ctx context.Context, x *ExportReader, workers int) er
 	go func() {
 		defer close(order)
 		defer close(work)
-		for first := int64(0); ; first += verifyBatch {
+		for first := int64(0); ; {
 			c := &verifyChunk{first: first, items: make([]verifyItem, 0, verifyBatch), done: make(chan struct{})}
-			for len(c.items) < verifyBatch {
+			end, size := false, 0
+			for len(c.items) < verifyBatch && size < verifyChunkBytes {
 				b, err := x.Next()
-				if err == io.EOF {
-					break
-				}
 				if err != nil {
-					readErr = err
+					if err != io.EOF {
+						readErr = err
+					}
+					end = true
 					break
 				}
 				c.items = append(c.items, verifyItem{b: b})
+				size += len(b)
 			}
-			if len(c.items) > 0 {
-				select {
-				case work <- c:
-				case <-ctx.Done():
-					return
-				}
-				select {
-				case order <- c:
-				case <-ctx.Done():
-					return
-				}
+			if len(c.items) == 0 {
+				return
+			}
+			select {
+			case work <- c:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case order <- c:
+			case <-ctx.Done():
+				return
 			}
 			if first == 0 {
 				// The genesis is the first entry: check it before the
@@ -154,9 +160,10 @@ func (v *streamVerify) run(ctx context.Context, x *ExportReader, workers int) er
 					return
 				}
 			}
-			if len(c.items) < verifyBatch {
+			if end {
 				return
 			}
+			first += int64(len(c.items))
 		}
 	}()
 	defer wg.Wait()

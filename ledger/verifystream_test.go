@@ -113,13 +113,13 @@ func FuzzExportReader(f *testing.F) {
 }
 
 // The report does not depend on how many workers check entries ahead of
-// the replay, for a good export and for exports with a byte changed in
-// any entry.
+// the replay, for a good export, an empty one, one of the genesis alone,
+// and exports with a byte changed in any entry.
 func TestVerifyReaderWorkersChangeNothing(t *testing.T) {
 	f, x := goldenExport(t)
 	keys := auditorKeys(t, f.st)
 	rng := rand.New(rand.NewPCG(3, 4))
-	exports := [][]byte{encodeExport(t, x)}
+	exports := [][]byte{encodeExport(t, x), encodeExport(t, Export{}), encodeExport(t, Export{Entries: x.Entries[:1]})}
 	for k := range x.Entries {
 		bad := x
 		bad.Entries = slices.Clone(x.Entries)
