@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -282,5 +283,17 @@ func TestVerifyReaderHeapIsBounded(t *testing.T) {
 	t.Logf("exports of %d and %d bytes; the live heap grew by at most %d and %d bytes", sizes[0], sizes[1], grew[0], grew[1])
 	if grew[1] > 4*grew[0] || grew[1] > uint64(sizes[1])/2 {
 		t.Fatalf("verifying %d entries kept %d bytes live, %d entries %d bytes: the heap grows with the export (%d bytes)", n, grew[0], 10*n, grew[1], sizes[1])
+	}
+}
+
+// A verification whose context ends stops, and its report says so and
+// verifies nothing.
+func TestVerifyReaderStopsWithItsContext(t *testing.T) {
+	f, x := goldenExport(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	r := VerifyReader(ctx, bytes.NewReader(encodeExport(t, x)), VerifyOptions{TrustedKeys: auditorKeys(t, f.st), Unpinned: true, Workers: 2})
+	if ff := firstFailure(r); r.OK || ff == nil || ff.Name != "decode" || !strings.Contains(ff.Detail, context.Canceled.Error()) || len(r.Checks) != 1 {
+		t.Fatalf("a cancelled verification reported %+v", r.Checks)
 	}
 }
