@@ -14,9 +14,10 @@ import (
 )
 
 const (
-	// verifyBatch is how many entries a worker checks at once. About
-	// 2×workers+3 chunks are in flight, each entry with its decoded
-	// command (a few KiB): small chunks keep that window small.
+	// verifyBatch is how many entries a worker checks at once. At most
+	// workers+3 chunks are in flight (queued for the replay, replayed,
+	// being read), each entry with its decoded command (a few KiB): small
+	// chunks keep that window small.
 	verifyBatch = 64
 	// verifyChunkBytes ends a chunk early: entries may be up to 1 MiB
 	// each, and the window in flight stays a few MiB.
@@ -62,7 +63,6 @@ type streamVerify struct {
 	keysMu sync.Mutex // held to change keys
 	costs  *costCache
 
-	n      int64               // entries the export states
 	ring   []tlog.Hash         // ring[s % len] is the root of size s, for the latest sizes
 	want   map[int64]bool      // sizes whose root is kept whatever their age
 	wanted map[int64]tlog.Hash // their roots
@@ -88,11 +88,12 @@ type pendingBlame struct {
 	have tlog.Hash // the root of entries 0..i as replay produced entry i
 }
 
+// newStreamVerify returns the verification of an export of n entries that
+// keeps the roots of the sizes in want and of the latest keepRoots sizes.
 func newStreamVerify(n int64, want map[int64]bool, keepRoots int64) *streamVerify {
 	return &streamVerify{
 		st:     newState(&edgeTree{}),
 		costs:  newCostCache(),
-		n:      n,
 		ring:   make([]tlog.Hash, min(n+1, keepRoots)),
 		want:   want,
 		wanted: map[int64]tlog.Hash{},
