@@ -111,6 +111,10 @@ federation is UNPINNED and the command fails, unless --unpinned accepts an
 unpinned check; an unpinned run checks against the kept checkpoint but never
 replaces it.
 
+The export is read as a stream, entry by entry, with signatures checked on
+every core ahead of the replay: memory holds the replayed state, not the log
+(--memory-limit keeps the heap near 200 MiB by default).
+
 Every check is printed with what it was about; the exit status is non-zero
 when any fails.`,
 		Example: `  # Verify against the auditors of a federation directory:
