@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -400,9 +401,13 @@ func (l *scaleLedger) restart(sec *ScaleSection, snap []byte, cp ledger.Checkpoi
 	return nil
 }
 
+// verifyMemoryLimit is the soft heap limit nzc ledger verify keeps by
+// default (its --memory-limit).
+const verifyMemoryLimit = 200 << 20
+
 // verifyScaleExport verifies the export file against the genesis, as
-// nzc ledger verify does (read as a stream, checked on every core), and
-// records the rate and the peak heap.
+// nzc ledger verify does (read as a stream, checked on every core, under
+// its default heap limit), and records the rate and the peak heap.
 func verifyScaleExport(ctx context.Context, sec *ScaleSection, genesisCmd []byte, path string, cp ledger.Checkpoint) error {
 	genesis, err := ledger.DecodeCommand(genesisCmd)
 	if err != nil {
@@ -417,6 +422,8 @@ func verifyScaleExport(ctx context.Context, sec *ScaleSection, genesisCmd []byte
 		return err
 	}
 	defer f.Close()
+	// The heap limit nzc ledger verify keeps by default (--memory-limit).
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(verifyMemoryLimit))
 	liveHeap()
 	peak := heapSampler()
 	t0 := time.Now()
