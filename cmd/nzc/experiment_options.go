@@ -38,6 +38,7 @@ type experimentOptions struct {
 	SeededNoise     bool   `mapstructure:"seeded-noise" help:"draw every release's noise from --seed (reproducible, for tests and regression; then no release is private, and results.json says \"seeded:N\") instead of crypto/rand"`
 	Draws           int    `mapstructure:"draws" help:"independent releases of every private row, each with its own noise and student (default: the preset's, 5)"`
 	DataDir         string `mapstructure:"data-dir" help:"directory holding the four idx files (gzipped or not)"`
+	Dataset         string `mapstructure:"dataset" help:"data set made from --data-dir: mnist (the files as they are) or mnist-hard (every image with a quarter erased and pixel noise; see docs/RESULTS.md)"`
 	DatasetName     string `mapstructure:"dataset-name" help:"name of the data set in the report (default: the directory's name)"`
 
 	Bootstrap         int     `mapstructure:"bootstrap" help:"with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)"`
@@ -146,6 +147,9 @@ func (o experimentOptions) applyData(cfg *experiment.Config) {
 		cfg.Holdout = o.Holdout
 	}
 	cfg.Dataset = filepath.Base(filepath.Clean(o.DataDir))
+	if o.Dataset != "" && o.Dataset != "mnist" {
+		cfg.Dataset = o.Dataset
+	}
 	if o.DatasetName != "" {
 		cfg.Dataset = o.DatasetName
 	}
