@@ -15,16 +15,34 @@ import (
 const Planner = "planner"
 
 // PlanConfig, when Cap is positive, adds a planned row for every
-// session-keeping aggregator that is bootstrapped (Config.Bootstrap): one bootstrapped session planned at pure
-// SessionEpsilon (as SessionEpsilons plans one); when it ends before every
-// pool query was asked, the rest of the cap buys GNMax answers
-// (Mechanisms["gnmax"], budget.Rest) on the unasked queries a student
-// trained on the session's labels is surest of. Every decision reads
-// released outputs only, and the row's ε is the session's and the GNMax
-// answers' composed as the ledger composes an account: at most Cap.
+// session-keeping aggregator that is bootstrapped (Config.Bootstrap): one
+// bootstrapped session planned at pure SessionEpsilon with Refusals
+// refusals (as SessionEpsilons plans one); when it ends before every pool
+// query was asked, the rest of the cap buys GNMax answers
+// (Mechanisms["gnmax"], budget.Rest). If the session released at least
+// MinAnswers labels, GNMax asks about the unasked queries a student
+// trained on them is surest of; with fewer, such a student knows too
+// little to rank anything, and GNMax asks in the query order, as GNMax
+// alone would. Every decision reads released outputs only, and the row's
+// ε is the session's and the GNMax answers' composed as the ledger
+// composes an account: at most Cap.
 type PlanConfig struct {
 	Cap            float64 `json:"cap"`
 	SessionEpsilon float64 `json:"session_epsilon"`
+	// Refusals is the session's refusal bound K (0: Config.SessionRefusals).
+	Refusals int `json:"refusals,omitempty"`
+	// MinAnswers is the fewest session answers whose student ranks the
+	// GNMax queries (0: any answer).
+	MinAnswers int `json:"min_answers,omitempty"`
+}
+
+// planSessionParams plans the planned row's session for k teachers.
+func (c *Config) planSessionParams(kind mechanism.Kind, k, classes int) (mechanism.Params, error) {
+	refusals := c.Plan.Refusals
+	if refusals == 0 {
+		refusals = c.sessionRefusals()
+	}
+	return kind.PlanSession(c.Plan.SessionEpsilon, mechanism.PresetSessionDelta, refusals, k, classes)
 }
 
 // validatePlan checks the plan against the ensemble and the mechanisms.
@@ -36,6 +54,9 @@ func (c *Config) validatePlan() error {
 	if !(pc.Cap > 0) || !(pc.SessionEpsilon > 0) || pc.SessionEpsilon > pc.Cap {
 		return fmt.Errorf("%w: plan cap ε %v with a session of ε %v: want a positive cap and a session within it", ErrConfig, pc.Cap, pc.SessionEpsilon)
 	}
+	if pc.Refusals < 0 || pc.Refusals > 100 || pc.MinAnswers < 0 {
+		return fmt.Errorf("%w: a planned session of %d refusals switching below %d answers: want 0 (the preset's) to 100 refusals and 0 or more answers", ErrConfig, pc.Refusals, pc.MinAnswers)
+	}
 	i := slices.IndexFunc(c.Aggregators, func(a string) bool { return c.Mechanisms[a].Mechanism.Sessions() })
 	if c.Bootstrap == 0 || i < 0 {
 		// A planned row follows a bootstrapped session: there is none.
@@ -45,7 +66,7 @@ func (c *Config) validatePlan() error {
 	if !ok || gn.Mechanism != mechanism.GNMax {
 		return fmt.Errorf("%w: a planned row spends the rest of its cap on gnmax, which has no parameters", ErrConfig)
 	}
-	if _, err := c.sessionParams(c.Mechanisms[c.Aggregators[i]].Mechanism, pc.SessionEpsilon, c.Teachers[0], c.Data.Train.Classes); err != nil {
+	if _, err := c.planSessionParams(c.Mechanisms[c.Aggregators[i]].Mechanism, c.Teachers[0], c.Data.Train.Classes); err != nil {
 		return fmt.Errorf("%w: planned session ε %v: %w", ErrConfig, pc.SessionEpsilon, err)
 	}
 	return nil
@@ -60,14 +81,25 @@ func (s *students) plannedRows(ctx context.Context, rep *Report, k, classes int,
 		if !cfg.Mechanisms[agg].Mechanism.Sessions() {
 			continue
 		}
-		p, err := cfg.sessionParams(cfg.Mechanisms[agg].Mechanism, cfg.Plan.SessionEpsilon, k, classes)
+		p, err := cfg.planSessionParams(cfg.Mechanisms[agg].Mechanism, k, classes)
 		if err != nil {
 			return fmt.Errorf("%s with %d teachers, a planned session of ε %v: %w", agg, k, cfg.Plan.SessionEpsilon, err)
 		}
 		gn := ParamsFor(cfg.Mechanisms[string(mechanism.GNMax)], k, classes)
 		stream := fmt.Sprintf("answer/%s/%d/%d/planned/%v/%v", agg, k, len(pool), cfg.Plan.Cap, cfg.Plan.SessionEpsilon)
+		if p.MaxRefusals != mechanism.PresetSessionRefusals {
+			stream += fmt.Sprintf("/refusals/%d", p.MaxRefusals)
+		}
 		row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d planned", agg, k), func(d int) (Row, []int, error) {
-			row, full, err := s.planned(ctx, agg, p, gn, cfg.noise(stream, d), cfg.noise(stream+"/gnmax", d), k, classes, hist, pool)
+			session := func() (Row, []int, []bool, error) {
+				// A bootstrapped row with the same session already drew
+				// it: the plan continues that release.
+				if kept, ok := s.sessions[sessionKey{agg, k, p, d}]; ok {
+					return kept.row, slices.Clone(kept.full), slices.Clone(kept.asked), nil
+				}
+				return s.bootstrap(ctx, agg, p, cfg.noise(stream, d), k, classes, hist, pool)
+			}
+			row, full, err := s.planned(ctx, p, gn, session, cfg.noise(stream+"/gnmax", d), hist, pool)
 			if err != nil {
 				return row, nil, fmt.Errorf("%s with %d teachers, planned: %w", agg, k, err)
 			}
@@ -82,13 +114,15 @@ func (s *students) plannedRows(ctx context.Context, rep *Report, k, classes int,
 	return nil
 }
 
-// planned runs one planned row: the bootstrapped session p with noise
-// from src, then, if it ended before the pool was asked, as many GNMax
+// planned runs one planned row: the bootstrapped session p (session
+// releases it, or returns a bootstrapped row's release of it), then, if it ended before the pool was asked, as many GNMax
 // (gn) answers as the rest of the cap buys, noise from gsrc, on the
-// unasked queries a student trained on the session's labels is surest of.
-func (s *students) planned(ctx context.Context, agg string, p, gn mechanism.Params, src, gsrc mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+// unasked queries a student trained on the session's labels is surest of,
+// or the first unasked ones of the pool when the session released fewer
+// than Plan.MinAnswers labels.
+func (s *students) planned(ctx context.Context, p, gn mechanism.Params, session func() (Row, []int, []bool, error), gsrc mechanism.Source, hist [][]int, pool []int) (Row, []int, error) {
 	cfg := s.cfg
-	row, full, asked, err := s.bootstrap(ctx, agg, p, src, k, classes, hist, pool)
+	row, full, asked, err := session()
 	if err != nil {
 		return row, nil, err
 	}
@@ -112,19 +146,27 @@ func (s *students) planned(ctx context.Context, agg string, p, gn mechanism.Para
 	}
 	row.Aggregator, row.Epsilon, row.Delta, row.EpsilonSource = Planner, eps, cfg.Delta, proven
 	row.Params = fmt.Sprintf("cap ε=%v: nzc-svt %s, then up to %d gnmax %s", cfg.Plan.Cap, p, n, gn)
-	row.Selection += "; then gnmax on the surest unasked"
-	if unasked == 0 || n == 0 || row.Answered == 0 {
+	row.Selection += fmt.Sprintf("; then gnmax on the surest unasked (in the query order below %d session answers)", max(1, cfg.Plan.MinAnswers))
+	if unasked == 0 || n == 0 {
 		return row, full, nil
 	}
-	nets, err := s.rankers(ctx, cfg.BootstrapRounds+1, full)
-	if err != nil {
-		return row, nil, err
+	var order []int
+	if row.Answered == 0 || row.Answered < cfg.Plan.MinAnswers {
+		for _, q := range pool {
+			if !asked[q] && len(order) < n {
+				order = append(order, q)
+			}
+		}
+	} else {
+		nets, err := s.rankers(ctx, cfg.BootstrapRounds+1, full)
+		if err != nil {
+			return row, nil, err
+		}
+		if order, err = selection.ConfidentEnsemble(ctx, nets, s.queries, asked, cfg.Confident); err != nil {
+			return row, nil, err
+		}
+		order = order[:min(n, len(order))]
 	}
-	order, err := selection.ConfidentEnsemble(ctx, nets, s.queries, asked, cfg.Confident)
-	if err != nil {
-		return row, nil, err
-	}
-	order = order[:min(n, len(order))]
 	hs := make([]mechanism.Histogram, len(order))
 	for j, q := range order {
 		hs[j] = mechanism.Histogram(hist[q])

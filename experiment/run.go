@@ -657,10 +657,11 @@ func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes in
 		}
 		for _, sess := range sessions {
 			row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d %s bootstrapped", agg, k, sess.p), func(d int) (Row, []int, error) {
-				row, full, _, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
+				row, full, asked, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
 				if err != nil {
 					return row, nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
 				}
+				s.keepSession(sessionKey{agg, k, sess.p, d}, row, full, asked)
 				s.log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "draw", d+1, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
 				return row, full, nil
 			})
@@ -676,6 +677,33 @@ func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes in
 		return s.plannedRows(ctx, rep, k, classes, hist, pool)
 	}
 	return nil
+}
+
+// sessionKey names one draw of a bootstrapped session: its aggregator,
+// ensemble, parameters and draw.
+type sessionKey struct {
+	agg  string
+	k    int
+	p    mechanism.Params
+	draw int
+}
+
+// sessionDraw is what one draw of a bootstrapped session released: its
+// row, labels and asked queries (students.bootstrap).
+type sessionDraw struct {
+	row   Row
+	full  []int
+	asked []bool
+}
+
+// keepSession keeps a bootstrapped session's draw for a planned row whose
+// session has the same parameters (plannedRows): it continues that release
+// instead of making another.
+func (s *students) keepSession(key sessionKey, row Row, full []int, asked []bool) {
+	if s.sessions == nil {
+		s.sessions = map[sessionKey]sessionDraw{}
+	}
+	s.sessions[key] = sessionDraw{row, slices.Clone(full), slices.Clone(asked)}
 }
 
 // session is one bootstrapped nzc-svt session: its parameters and the name
@@ -877,6 +905,8 @@ type students struct {
 	byKey    map[[32]byte]*studentJob
 	// boot are the bootstrap rounds' students by their labels.
 	boot map[[32]byte][]*model.Network
+	// sessions are the bootstrapped sessions' draws (keepSession).
+	sessions map[sessionKey]sessionDraw
 }
 
 // studentJob is one student to train and the rows (and draws) it scores.

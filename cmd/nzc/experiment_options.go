@@ -64,6 +64,8 @@ type experimentOptions struct {
 
 	PlanCap            float64 `mapstructure:"plan-cap" help:"with --bootstrap, add a planned row under this cap ε: one session of --plan-session-epsilon, then, when it ends early, GNMax on the queries the student is surest of with the rest of the cap (0: no such row; default: the preset's)"`
 	PlanSessionEpsilon float64 `mapstructure:"plan-session-epsilon" help:"with --plan-cap, the pure ε of the planned row's session (default: the preset's)"`
+	PlanRefusals       int     `mapstructure:"plan-refusals" help:"with --plan-cap, the refusals the planned row's session allows before it ends (0: the preset's)"`
+	PlanMinAnswers     int     `mapstructure:"plan-min-answers" help:"with --plan-cap, the fewest session answers whose student ranks the GNMax queries; below it GNMax asks in the query order (0: the preset's)"`
 
 	TuningTrain    int `mapstructure:"tuning-train" help:"the last this many training examples are the tuning share, which no release teacher trains on: its ensemble's vote statistics are the only ones reported, as diagnostics (0: no share, no diagnostics; default: the preset's)"`
 	TuningPool     int `mapstructure:"tuning-pool" help:"of the tuning share, the last this many are the tuning ensemble's query pool (default: the preset's)"`
@@ -288,6 +290,12 @@ func (o experimentOptions) applyBootstrap(cfg *experiment.Config, fs *pflag.Flag
 	}
 	if set(fs, "plan-session-epsilon", o.PlanSessionEpsilon != 0) {
 		cfg.Plan.SessionEpsilon = o.PlanSessionEpsilon
+	}
+	if set(fs, "plan-refusals", o.PlanRefusals != 0) {
+		cfg.Plan.Refusals = o.PlanRefusals
+	}
+	if set(fs, "plan-min-answers", o.PlanMinAnswers != 0) {
+		cfg.Plan.MinAnswers = o.PlanMinAnswers
 	}
 	if cfg.Plan.Cap == 0 {
 		cfg.Plan = experiment.PlanConfig{}
