@@ -148,9 +148,14 @@ type Config struct {
 	// Draws is how many independent releases each private row makes, each
 	// with its own noise and its own student (a student is shared between
 	// draws that released the same labels): a single draw is a sample.
-	Draws    int
-	Seed     uint64
-	CacheDir string // trained teachers are kept here ("" = no cache)
+	Draws int
+	// BaselineDraws, when positive, is how many releases each row that is
+	// not a session's makes (every row but the bootstrapped and planned
+	// sessions': the comparison rows, which are no headline); 0: Draws.
+	// A row's draws say how many it made.
+	BaselineDraws int
+	Seed          uint64
+	CacheDir      string // trained teachers are kept here ("" = no cache)
 	// Tuning is the tuning share of the training set (see Tuning), and
 	// Provenance says where each setting of the preset was chosen; both
 	// are recorded in the report's "tuning".
@@ -245,6 +250,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Draws < 1 || c.Draws > 100 {
 		return fmt.Errorf("%w: %d draws per row, want 1 to 100", ErrConfig, c.Draws)
+	}
+	if c.BaselineDraws < 0 || c.BaselineDraws > 100 {
+		return fmt.Errorf("%w: %d draws per comparison row, want 0 (as --draws) to 100", ErrConfig, c.BaselineDraws)
 	}
 	if c.SessionRefusals < 0 || c.SessionRefusals > 100 {
 		return fmt.Errorf("%w: %d refusals per session, want 0 (the preset's %d) to 100", ErrConfig, c.SessionRefusals, mechanism.PresetSessionRefusals)

@@ -123,3 +123,42 @@ func TestRunDrawsSeeded(t *testing.T) {
 		}
 	}
 }
+
+// With BaselineDraws, the rows that are not a session's make that many
+// draws and the sessions' rows Draws; the report and its table say so.
+func TestRunBaselineDraws(t *testing.T) {
+	cfg := plannerConfig(t)
+	cfg.Queries = []int{300}
+	cfg.Aggregators = []string{"gnmax", "nzc-svt"}
+	cfg.Draws, cfg.BaselineDraws = 2, 1
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Draws != 2 || rep.BaselineDraws != 1 {
+		t.Fatalf("report: %d draws, %d baseline draws; want 2 and 1", rep.Draws, rep.BaselineDraws)
+	}
+	sessions := 0
+	for _, r := range rep.Rows {
+		want := 1
+		if strings.Contains(r.Selection, "confident") {
+			want, sessions = 2, sessions+1
+		}
+		if r.Aggregator == GroundTruth {
+			want = 0
+		}
+		if len(r.Draws) != want {
+			t.Errorf("%s (%s): %d draws, want %d", r.Aggregator, r.Selection, len(r.Draws), want)
+		}
+	}
+	if sessions != 2 {
+		t.Fatalf("%d bootstrapped and planned rows, want 2", sessions)
+	}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "made 1 draw(s) each") {
+		t.Fatalf("the table does not say the comparison rows made one draw:\n%s", md.String())
+	}
+}

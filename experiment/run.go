@@ -165,6 +165,9 @@ type Report struct {
 	// how many independent releases each private row has.
 	Noise string `json:"noise,omitempty"`
 	Draws int    `json:"draws,omitempty"`
+	// BaselineDraws is how many releases each row that is not a session's
+	// made, when fewer or more than Draws.
+	BaselineDraws int `json:"baseline_draws,omitempty"`
 	// StudentTrain is how every student is trained on its labels (absent
 	// from reports written before it was recorded).
 	StudentTrain        *model.TrainConfig    `json:"student_train,omitempty"`
@@ -259,6 +262,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed,
 		Noise: cfg.noiseName(), Draws: cfg.Draws,
 		TeacherTrain: &teacherTrain, StudentTrain: &studentTrain, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
+	if b := cfg.baselineDraws(); b != cfg.Draws {
+		rep.BaselineDraws = b
+	}
 	if cfg.Consistency.Enabled() {
 		cc := cfg.Consistency
 		rep.StudentConsistency = &cc
@@ -599,7 +605,7 @@ func worstCharge(p mechanism.Params, g mechanism.Grid, n int) (mechanism.Charge,
 
 // releaseRow adds to rep the row of aggregator agg answering the queries
 // order (asked in the order strat), with the ensemble of k teachers whose
-// votes are hist, drawn Config.Draws times.
+// votes are hist, drawn Config.BaselineDraws times.
 func (s *students) releaseRow(rep *Report, agg string, strat selection.Strategy, k, classes int, hist [][]int, order []int) error {
 	n := len(order)
 	hs := make([]mechanism.Histogram, n)
@@ -607,7 +613,7 @@ func (s *students) releaseRow(rep *Report, agg string, strat selection.Strategy,
 	for j, q := range order {
 		hs[j], truth[j] = mechanism.Histogram(hist[q]), s.queries.Y[q]
 	}
-	row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", agg, k, n, strat), func(d int) (Row, []int, error) {
+	row, err := s.drawnN(s.cfg.baselineDraws(), len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", agg, k, n, strat), func(d int) (Row, []int, error) {
 		row, labels, err := release(s.cfg, agg, k, classes, strat, hs, d)
 		if err != nil {
 			return row, nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", agg, k, n, strat, err)
@@ -925,8 +931,22 @@ type slot struct{ row, draw int }
 // none was), schedules a student for each draw and returns the first
 // draw's row with every draw recorded.
 func (s *students) drawn(row int, what string, one func(d int) (Row, []int, error)) (Row, error) {
+	return s.drawnN(max(1, s.cfg.Draws), row, what, one)
+}
+
+// baselineDraws is how many releases a row that is not a session's makes
+// (Config.BaselineDraws).
+func (c *Config) baselineDraws() int {
+	if c.BaselineDraws > 0 {
+		return c.BaselineDraws
+	}
+	return max(1, c.Draws)
+}
+
+// drawnN is drawn with n draws.
+func (s *students) drawnN(n, row int, what string, one func(d int) (Row, []int, error)) (Row, error) {
 	var first Row
-	for d := range max(1, s.cfg.Draws) {
+	for d := range n {
 		r, full, err := one(d)
 		if err != nil {
 			return Row{}, err

@@ -37,6 +37,7 @@ type experimentOptions struct {
 	Seed            uint64 `mapstructure:"seed" help:"seed of the partition and the models, and with --seeded-noise of the releases' noise"`
 	SeededNoise     bool   `mapstructure:"seeded-noise" help:"draw every release's noise from --seed (reproducible, for tests and regression; then no release is private, and results.json says \"seeded:N\") instead of crypto/rand"`
 	Draws           int    `mapstructure:"draws" help:"independent releases of every private row, each with its own noise and student (default: the preset's, 5)"`
+	BaselineDraws   int    `mapstructure:"baseline-draws" help:"independent releases of every row that is not a session's (no headline: lnmax, gnmax, confident-gnmax, nzc, unbootstrapped nzc-svt) (0: the preset's; paper-mnist: 1; else as --draws)"`
 	DataDir         string `mapstructure:"data-dir" help:"directory holding the four idx files (gzipped or not)"`
 	Dataset         string `mapstructure:"dataset" help:"data set made from --data-dir: mnist (the files as they are) or mnist-hard (every image with a quarter erased and pixel noise; see docs/RESULTS.md)"`
 	DatasetName     string `mapstructure:"dataset-name" help:"name of the data set in the report (default: the directory's name)"`
@@ -135,6 +136,9 @@ func (o experimentOptions) config(fs *pflag.FlagSet) (experiment.Config, error) 
 	cfg.SeededEstimates, cfg.SeededNoise = o.SeededEstimates, o.SeededNoise
 	if set(fs, "draws", o.Draws != 0) {
 		cfg.Draws = o.Draws
+	}
+	if set(fs, "baseline-draws", o.BaselineDraws != 0) {
+		cfg.BaselineDraws = o.BaselineDraws
 	}
 	cfg.Seed, cfg.Delta, cfg.CacheDir, cfg.StudentWorkers = o.Seed, o.Delta, o.CacheDir, o.StudentWorkers
 	return cfg, nil
