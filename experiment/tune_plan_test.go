@@ -55,7 +55,8 @@ func tuneEnv(t *testing.T, name string, def float64) float64 {
 // ensemble (Config.Tuning) answers its own pool's first 8,000 images and
 // every student is scored on the pool's last 1,000; no release teacher,
 // student query or held-out image is read. At the cap NZC_TUNE_CAP
-// (default 1) it releases, NZC_TUNE_DRAWS times each (default 2, noise
+// (default 250/k for k tuning teachers: the ε = 1 of 250 teachers, scaled
+// as the mechanisms' parameters scale) it releases, NZC_TUNE_DRAWS times each (default 2, noise
 // seeded for the comparison): GNMax, LNMax and Confident-GNMax on as many
 // queries of the balanced order as the cap buys whatever the votes, one
 // bootstrapped nzc-svt session of the whole cap, and each policy f/K/m
@@ -75,11 +76,15 @@ func TestTunePlan(t *testing.T) {
 	ctx := context.Background()
 	cfg, split := tunePreset(t)
 	cfg.Data, cfg.CacheDir = split, "../.nzc-cache/teachers"
-	capEps := tuneEnv(t, "NZC_TUNE_CAP", 1)
-	plans := tunePlans(t, list, capEps)
 	const classes, scored = 10, 1000
 	_, tuneTrain, tunePool := cfg.shares()
 	k := cfg.tuningTeachers()
+	// The mechanisms' parameters scale with the ensemble (ParamsFor): σ and
+	// the distances a session tests are k/250 of the release's, so the
+	// cap that buys the tuning ensemble what ε = 1 buys 250 teachers is
+	// 250/k (5 for 50 teachers).
+	capEps := tuneEnv(t, "NZC_TUNE_CAP", float64(ReferenceTeachers)/float64(k))
+	plans := tunePlans(t, list, capEps)
 	tSpec, _ := model.Preset(cfg.TeacherModel, tuneTrain.Shape, classes)
 	start := time.Now()
 	preds, err := teacherPredictions(ctx, cfg, tuneTrain, tunePool, tSpec, cfg.TeacherTrain, k, classes, time.Now, slog.New(slog.DiscardHandler))
@@ -121,6 +126,9 @@ func TestTunePlan(t *testing.T) {
 		}
 	}
 	tc.Mechanisms = DefaultMechanisms()
+	// The bootstrapped row scales the aggregator's threshold to the
+	// ensemble (ParamsFor); the session is planned for it already.
+	sess.Threshold *= float64(ReferenceTeachers) / float64(k)
 	tc.Mechanisms[string(mechanism.NZCSVT)] = sess
 	tc.Aggregators = []string{string(mechanism.NZCSVT)}
 	order, err := selection.Order(ctx, tc.Selection, queries)
@@ -162,7 +170,7 @@ func TestTunePlan(t *testing.T) {
 		rep.Rows[len(rep.Rows)-1].Params = fmt.Sprintf("f=%v K=%d m=%d: %s", pc.SessionEpsilon/pc.Cap, pc.Refusals, pc.MinAnswers, rep.Rows[len(rep.Rows)-1].Params)
 	}
 	t.Logf("sessions and plans released in %v", time.Since(start).Round(time.Second))
-	st.add(slot{row: len(rep.Rows), draw: -1}, "clean votes", scatter(nq, order, clean))
+	st.add(slot{row: len(rep.Rows), draw: -1}, "clean votes", clean)
 	rep.Rows = append(rep.Rows, Row{Aggregator: CleanVotes, Params: "the tuning ensemble's plurality", Queries: nq, Answered: nq, LabelAccuracy: cleanAcc})
 	start = time.Now()
 	if err := st.trainAll(ctx, rep.Rows); err != nil {
