@@ -3,6 +3,7 @@ package experiment
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nzcfed/nzc/ml/data"
@@ -55,5 +56,29 @@ func TestDerive(t *testing.T) {
 	}
 	if _, err := Derive("cifar", split); !errors.Is(err, ErrConfig) {
 		t.Fatalf("an unknown data set: %v, want ErrConfig", err)
+	}
+}
+
+// The paper-mnist preset is valid for MNIST's shape and sizes: its plan's
+// session can be planned for 250 teachers, its headline rows are drawn
+// five times and the others once, and the plan's provenance is the
+// tuning share, not the release ensemble's votes.
+func TestPaperMNISTPreset(t *testing.T) {
+	cfg, err := Preset(PresetPaperMNIST)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := data.Shape{Height: 28, Width: 28, Channels: 1}
+	cfg.Data = &data.Split{Train: &data.Dataset{Y: make([]int, 60000), Shape: shape, Classes: 10}, Test: &data.Dataset{Y: make([]int, 10000), Shape: shape, Classes: 10}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Draws != 5 || cfg.baselineDraws() != 1 {
+		t.Fatalf("%d draws, %d baseline draws; want 5 and 1", cfg.Draws, cfg.baselineDraws())
+	}
+	for _, p := range cfg.Provenance {
+		if strings.HasPrefix(p.Setting, "plan:") && p.ChosenOn == votesPool {
+			t.Errorf("the plan's %q is still labelled as chosen on the release ensemble", p.Setting)
+		}
 	}
 }

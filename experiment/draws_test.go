@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
 	"slices"
@@ -160,5 +161,35 @@ func TestRunBaselineDraws(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "made 1 draw(s) each") {
 		t.Fatalf("the table does not say the comparison rows made one draw:\n%s", md.String())
+	}
+}
+
+// The ensembles after the primary one run only SecondaryAggregators, when
+// set; an aggregator there that does not run is refused.
+func TestSecondaryAggregators(t *testing.T) {
+	cfg := synthetic(t)
+	cfg.Aggregators = []string{"nzc", "gnmax", "lnmax"}
+	for _, tt := range []struct {
+		secondary []string
+		want      []string
+	}{
+		{nil, []string{"nzc", "gnmax", "lnmax"}},
+		{[]string{"nzc"}, []string{"nzc"}},
+	} {
+		cfg.SecondaryAggregators = tt.secondary
+		var got []string
+		for _, r := range plannedRuns(cfg, cfg.Teachers[1], []int{100, 500}) {
+			got = append(got, r.agg)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("secondary %v: the second ensemble runs %v, want %v", tt.secondary, got, tt.want)
+		}
+		if n := len(plannedRuns(cfg, cfg.Teachers[0], []int{100, 500})); n < 3 {
+			t.Errorf("secondary %v: the primary ensemble runs %d releases, want every aggregator", tt.secondary, n)
+		}
+	}
+	cfg.SecondaryAggregators = []string{"nzc-svt"}
+	if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("a secondary aggregator that does not run: %v, want ErrConfig", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,5 +193,46 @@ func TestPlannerContinuesSession(t *testing.T) {
 		if pd.Answered-pd.Fallback != sd.Answered {
 			t.Fatalf("draw %d: the planned row's session answered %d, the session row's %d", d, pd.Answered-pd.Fallback, sd.Answered)
 		}
+	}
+}
+
+// Draws of a session that refuses once (K = 1) release prefixes of one
+// sequence of exact pluralities, so their ranking students are trained
+// once and shared: the run time of five draws grows by their students,
+// not by their rankers.
+func TestSessionDrawsShareRankers(t *testing.T) {
+	const k, classes, n, draws = 100, 4, 300, 3
+	cfg := plannerConfig(t)
+	cfg.Bootstrap, cfg.BootstrapRounds = 10, 2
+	queries := blobs(3, n)
+	hist := make([][]int, n)
+	pool := make([]int, n)
+	for q := range hist {
+		hist[q] = make([]int, classes)
+		hist[q][queries.Y[q]] = k
+		pool[q] = q
+	}
+	spec, err := model.Preset(cfg.StudentModel, queries.Shape, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	st := &students{cfg: cfg, spec: spec, bootSpec: spec, queries: queries, now: time.Now, log: slog.New(slog.NewTextHandler(&logged, nil))}
+	p, err := cfg.sessionParams(mechanism.NZCSVT, 2, k, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range draws {
+		row, _, _, err := st.bootstrap(context.Background(), "nzc-svt", p, source(uint64(d), "draw"), k, classes, hist, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.Answered != n {
+			t.Fatalf("draw %d answered %d of %d unanimous queries", d, row.Answered, n)
+		}
+	}
+	rounds := cfg.BootstrapRounds + 1
+	if got := strings.Count(logged.String(), "shared with an earlier session"); got != rounds*(draws-1) || len(st.boot) != rounds {
+		t.Fatalf("%d rankers trained, %d shared; want %d trained once and shared by the other %d draws", len(st.boot), got, rounds, draws-1)
 	}
 }

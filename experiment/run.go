@@ -382,11 +382,15 @@ type run struct {
 // plannedRuns lists the releases of the ensemble of k teachers: every
 // aggregator at the largest query count (counts, sorted), the swept ones at
 // every count, and the compared ones in the compared orders too (the last
-// two for the first ensemble only).
+// two for the first ensemble only); the other ensembles run only the
+// SecondaryAggregators, when they are set.
 func plannedRuns(cfg Config, k int, counts []int) []run {
 	maxQ := counts[len(counts)-1]
 	var runs []run
 	for _, agg := range cfg.Aggregators {
+		if k != cfg.Teachers[0] && cfg.SecondaryAggregators != nil && !slices.Contains(cfg.SecondaryAggregators, agg) {
+			continue
+		}
 		for _, n := range counts {
 			if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
 				continue

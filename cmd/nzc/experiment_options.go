@@ -174,6 +174,11 @@ func (o experimentOptions) applyEnsembles(cfg *experiment.Config, fs *pflag.Flag
 		cfg.Aggregators = splitList(o.Aggregators)
 		// Compare orders only for the aggregators that run.
 		cfg.CompareAggregators = slices.DeleteFunc(cfg.CompareAggregators, func(a string) bool { return !slices.Contains(cfg.Aggregators, a) })
+		// The other ensembles run the preset's among them, or all of them.
+		cfg.SecondaryAggregators = slices.DeleteFunc(cfg.SecondaryAggregators, func(a string) bool { return !slices.Contains(cfg.Aggregators, a) })
+		if len(cfg.SecondaryAggregators) == 0 {
+			cfg.SecondaryAggregators = nil
+		}
 	}
 	if o.TuningTrain >= 0 {
 		cfg.Tuning.Train = o.TuningTrain
