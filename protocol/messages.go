@@ -231,6 +231,9 @@ func validAck(m *nzcpb.Ack) error {
 			return err
 		}
 	}
+	if err := checkOffer(m.GetFallback()); err != nil {
+		return err
+	}
 	return checkSignedRecipients(m.GetHospitals())
 }
 

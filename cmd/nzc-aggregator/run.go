@@ -65,21 +65,34 @@ once: retries and restarts deliver the stored answers.
 		// What the mechanism allows the federation's ensemble: refused when
 		// it cannot release labels at all, said otherwise.
 		if k := sizing.Ensemble(max(cfg.Hospitals, cfg.Quorum), cfg.Teachers, sizes); k > 0 {
-			if err := sizing.Reachable(cfg.MechanismParams(), k, cfg.Classes); err != nil {
+			if err := sizing.Sound(cfg.MechanismParams(), k, cfg.Classes); err != nil {
 				return err
 			}
 			tc := config.DefaultTeacher()
 			if plan, err := sizing.Check(cfg.MechanismParams(), k, cfg.Classes, tc.CapEpsilon, tc.CapDelta); err != nil {
 				log.Warn("the mechanism releases no label within a hospital's default cap; hospitals need larger caps", "err", err)
 			} else {
-				log.Info("mechanism plan: "+plan.String(), "teachers", k, "labels_per_default_cap", plan.Labels, "cap_epsilon", tc.CapEpsilon, "cap_delta", tc.CapDelta)
+				log.Info("mechanism plan: "+plan.String(), "teachers", k, "labels_per_default_cap", plan.Labels, "cap_epsilon", tc.CapEpsilon, "cap_delta", tc.CapDelta,
+					"lead_for_clean_vote", plan.Lead, "unanimous_answered", plan.UnanimousAnswered)
+				// A batch goes on with only the quorum's hospitals voting:
+				// say what the plan's answer rate is then.
+				if kq := sizing.QuorumEnsemble(cfg.Hospitals, cfg.Quorum, cfg.Teachers, sizes); kq > 0 && kq < k {
+					if at, all := sizing.UnanimousAnswered(cfg.MechanismParams(), kq), plan.UnanimousAnswered; at < all {
+						log.Info(fmt.Sprintf("with only the quorum's %d teachers voting, a query they agree on unanimously is answered with probability %.2f (%.2f with all %d)", kq, at, all, k),
+							"quorum_teachers", kq, "unanimous_answered_at_quorum", at)
+					}
+				}
+				if plan.Few() {
+					log.Warn(fmt.Sprintf("the mechanism pays for only %d labels within a hospital's default cap ε=%g for %d teachers, too few to train a student on; hospitals need more teachers or larger caps (nzc init warns with the sizes that pay for more)", plan.Labels, tc.CapEpsilon, k),
+						"labels_per_default_cap", plan.Labels, "teachers", k)
+				}
 			}
 		}
 		reg := ops.NewRegistry()
 		a, err := aggregator.New(aggregator.Config{
 			Classes: cfg.Classes, Ensemble: cfg.Teachers, Ensembles: sizes,
 			ID: peer.ID, Identity: id, SigningKey: key, OutboxDir: cfg.Outbox,
-			Mechanism: cfg.MechanismParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
+			Mechanism: cfg.MechanismParams(), Fallback: cfg.FallbackParams(), Quorum: cfg.Quorum, Hospitals: cfg.Hospitals,
 			BatchDeadline: cfg.BatchDeadline, LedgerTimeout: cfg.LedgerTimeout, Ledger: lc, AuditorKeys: cfg.AuditorKeys,
 			SVTMinAnswers: cfg.SVTMinAnswers, Suspended: cfg.Suspended,
 			Logger: log, Registry: reg, Pause: pause.Hook(log),
@@ -94,7 +107,11 @@ once: retries and restarts deliver the stored answers.
 		defer l.Close()
 		node.ServeOps(cmd.Context(), cfg.Ops.Listen, ops.Handler(reg, a.Ready), log)
 		_, status := a.Ready()
-		log.Info("aggregator listening", "addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.MechanismParams().String(), "quorum", cfg.Quorum, "status", status)
+		attrs := []any{"addr", l.Addr().String(), "mechanism", cfg.Mechanism.Mechanism, "params", cfg.MechanismParams().String(), "quorum", cfg.Quorum, "status", status}
+		if f := cfg.FallbackParams(); f.Mechanism != "" {
+			attrs = append(attrs, "fallback", f.Mechanism, "fallback_params", f.String())
+		}
+		log.Info("aggregator listening", attrs...)
 		return a.Serve(cmd.Context(), l)
 	})
 }

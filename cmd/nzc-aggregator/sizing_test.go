@@ -67,8 +67,10 @@ func TestRunSizesTheMechanism(t *testing.T) {
 						t.Fatalf("no mechanism plan logged:\n%s", out.String())
 					}
 				}
-				if !strings.Contains(out.String(), "labels_per_default_cap") {
-					t.Errorf("the plan does not say how many labels a cap allows:\n%s", out.String())
+				for _, w := range []string{"labels_per_default_cap=198", "lead_for_clean_vote=63", "unanimous_answered=0.63", "quorum_teachers=60", "unanimous_answered_at_quorum=0.41"} {
+					if !strings.Contains(out.String(), w) {
+						t.Errorf("the plan does not say %s:\n%s", w, out.String())
+					}
 				}
 				cancel()
 				<-done

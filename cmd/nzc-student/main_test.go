@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
 )
 
 func TestBinary(t *testing.T) { clitest.CheckBinary(t, newRootCommand, "nzc-student") }
@@ -115,13 +117,29 @@ func TestEvaluateRefusesBadViews(t *testing.T) {
 	}
 }
 
+// A run the mechanism mostly refused gets a note saying why: what the
+// charged mechanism's plan says of refusals, or that it cannot follow the
+// ensemble, or, with no plan, that its threshold may be set for a larger
+// ensemble.
 func TestRefusalNote(t *testing.T) {
+	confident := &sizing.Plan{UnanimousAnswered: 0.63}
+	unsound := errors.New("threshold T=200 is not below the 90 teachers")
 	for _, tc := range []struct {
 		queries, refused int
-		note             bool
-	}{{200, 181, true}, {200, 100, false}, {200, 0, false}, {0, 0, false}} {
-		if got := refusalNote(tc.queries, tc.refused); (got != "") != tc.note {
-			t.Errorf("refusalNote(%d, %d) = %q, want a note: %v", tc.queries, tc.refused, got, tc.note)
+		plan             *sizing.Plan
+		unsound          error
+		note             string // "" when none
+	}{
+		{200, 181, nil, nil, "larger ensemble"},
+		{200, 181, nil, unsound, "threshold T=200 is not below the 90 teachers"},
+		{160, 88, confident, nil, "unanimously with probability 0.63"},
+		{200, 100, confident, nil, ""},
+		{200, 0, nil, nil, ""},
+		{0, 0, nil, nil, ""},
+	} {
+		got := refusalNote(tc.queries, tc.refused, tc.plan, tc.unsound)
+		if (got != "") != (tc.note != "") || !strings.Contains(got, tc.note) {
+			t.Errorf("refusalNote(%d, %d, %v, %v) = %q, want %q", tc.queries, tc.refused, tc.plan, tc.unsound, got, tc.note)
 		}
 	}
 }

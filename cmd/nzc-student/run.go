@@ -14,8 +14,11 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/node"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
+	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/ensemble"
 	"github.com/nzcfed/nzc/ml/model"
@@ -140,7 +143,15 @@ The run is resumable: batch ids are derived from the student id, the data
 and the batch index, and labelled batches are recorded in the state
 directory, so an interrupted run continues where it stopped without paying
 twice. A refusal retrying cannot fix (the budget is exhausted) stops the run
-with the labels received so far.`,
+with the labels received so far.
+
+When the aggregator answers in nzc-svt sessions and offers a per-query
+fallback (its Ack names it), the run is planned from what is released only
+(--fallback, on by default): it asks in its session, one batch at a time,
+until the session has used its refusals, then asks as many of the queries it
+has not asked as the rest of the cap buys under the fallback (in the
+--selection order, or the --bootstrap student's surest first with
+--fallback-surest), every charge composed as the ledger composes an account. The summary says what the plan did and the ε its receipts prove.`,
 		Example: `  nzc-student label --config federation/student-1.yaml --data data/mnist --count 1000 --out labels.json
 
   # With nzc-svt: every kind of example first, then, after 20 answers, what a
@@ -163,6 +174,10 @@ with the labels received so far.`,
 	cmd.Flags().Float64Var(&b.floor, "bootstrap-floor", 0, "after the bootstrap, ask about examples the student is less sure of than this (0 to 1, exclusive) only once every example it is surer of was asked, so a class it is unsure of skips its turn (0: none waits)")
 	cmd.Flags().Float64Var(&b.rotate, "bootstrap-rotate", 0, "after the bootstrap, the student judges its confidence also on each image turned by ± this many degrees (0 to 45), so a digit that changes class under a small turn waits (0: not; the paper-mnist preset of nzc experiment turns by 15)")
 	cmd.Flags().Float64Var(&b.scale, "bootstrap-scale", 0, "after the bootstrap, the student judges its confidence also on each image resized by 1 ± this (0 to 0.5) (0: not; the paper-mnist preset resizes by 0.15)")
+	fallback := cmd.Flags().Bool("fallback", true, "when the aggregator answers in sessions and offers a per-query fallback (gnmax), ask in the session until it has used its refusals, then ask as many of the queries not asked as the rest of the cap buys under the fallback (false: ask only in sessions); reads released labels only")
+	planCap := cmd.Flags().Float64("plan-cap", 0, "with --fallback: the ε the whole run (its session and the fallback's queries, composed as the ledger composes an account) stays within (0: the smallest hospital cap the ledger reports)")
+	planDelta := cmd.Flags().Float64("plan-delta", 0, "with --plan-cap: the δ at which it is taken")
+	surest := cmd.Flags().Bool("fallback-surest", false, "with --fallback: ask the fallback's queries in the order the --bootstrap student is surest of (false: in the --selection order, which with balanced gives every kind of example its share; a per-query mechanism charges every query alike)")
 	cmd.Flags().IntVar(&b.spread, "bootstrap-spread", 0, "after the bootstrap, the first this many examples asked of each class the student predicts are representatives of as many clusters of the examples it is sure of (at or above --bootstrap-floor), not the near-copies the surest are (0: surest first)")
 	return cli.Formatted(cmd, config.DefaultStudent(), func(cmd *cobra.Command, f string, cfg config.Student) error {
 		d, err := df.load()
@@ -182,8 +197,16 @@ with the labels received so far.`,
 		if *maxQ < 0 {
 			return fmt.Errorf("--max-queries %d: use 0 (all) or more", *maxQ)
 		}
+		if (*planCap > 0) != (*planDelta > 0) {
+			return fmt.Errorf("--plan-cap %v --plan-delta %v: give both, or neither (the smallest hospital cap in the ledger)", *planCap, *planDelta)
+		}
 		c, err := newClient(cmd, cfg, selection.Config{Strategy: selection.Strategy(*sel), Seed: 1}, bootstrapAfter(cmd, b),
-			func(c *student.Config) { c.MaxQueries = *maxQ })
+			func(c *student.Config) {
+				c.MaxQueries = *maxQ
+				if *fallback {
+					c.Fallback = &student.FallbackConfig{Cap: *planCap, Delta: *planDelta, Surest: *surest}
+				}
+			})
 		if err != nil {
 			return err
 		}
@@ -216,15 +239,35 @@ with the labels received so far.`,
 			// pinned auditor keys.
 			ProofsVerified int    `json:"proofs_verified"`
 			Stopped        string `json:"stopped,omitempty"`
+			// Plan is what the mechanism the batches were charged under
+			// allows their ensemble within a hospital's default cap, read
+			// from the last batch's verified charge.
+			Plan *sizing.Plan `json:"plan,omitempty"`
 			// Note warns of a run the mechanism mostly refused.
 			Note string `json:"note,omitempty"`
 			Out  string `json:"out"`
-		}{res.Queries, res.Answered, res.Refused, len(res.Batches), res.Resumed, res.ProofsVerified, res.Stopped, refusalNote(res.Queries, res.Refused), *out}
+			// Fallback is what the planned run did after its session
+			// (--fallback): the session's answers and refusals, the
+			// fallback's, and the proven ε.
+			Fallback *student.PlanReport `json:"fallback,omitempty"`
+		}{Queries: res.Queries, Answered: res.Answered, Refused: res.Refused, Batches: len(res.Batches), Resumed: res.Resumed,
+			ProofsVerified: res.ProofsVerified, Stopped: res.Stopped, Out: *out, Fallback: res.Plan}
+		summary.Plan, summary.Note = chargedPlan(res)
 		if err := cli.Print(cmd.OutOrStdout(), f, summary, func(w io.Writer) error {
 			_, err := fmt.Fprintf(w, "%d queries: %d labelled, %d refused by the mechanism, in %d batches (%d resumed, %d with a verified proof of their charge); labels in %s\n",
 				summary.Queries, summary.Answered, summary.Refused, summary.Batches, summary.Resumed, summary.ProofsVerified, *out)
 			if err == nil && summary.Stopped != "" {
 				_, err = fmt.Fprintf(w, "stopped early: %s\n", summary.Stopped)
+			}
+			if err == nil && summary.Plan != nil {
+				_, err = fmt.Fprintf(w, "the aggregator's mechanism: %s\n", summary.Plan)
+			}
+			if p := summary.Fallback; err == nil && p != nil && p.Fallback != "" {
+				_, err = fmt.Fprintf(w, "plan: the session answered %d and refused %d; the fallback (%s) answered %d of the %d queries the rest of the cap ε = %g bought; ε = %.4g at δ = %g over %d charges, proven by %s\n",
+					p.SessionAnswered, p.SessionRefused, p.Fallback, p.FallbackAnswered, p.FallbackPlanned, p.Cap, p.Epsilon, p.Delta, p.Charges, p.ProvenBy)
+				if err == nil && p.Note != "" {
+					_, err = fmt.Fprintf(w, "plan: no fallback query was asked: %s\n", p.Note)
+				}
 			}
 			if err == nil && summary.Note != "" {
 				_, err = fmt.Fprintf(w, "note: %s\n", summary.Note)
@@ -237,13 +280,71 @@ with the labels received so far.`,
 	})
 }
 
-// refusalNote warns when the mechanism refused most of the queries: the
-// usual cause is a threshold set for a larger ensemble than votes.
-func refusalNote(queries, refused int) string {
+// chargedPlan returns what the mechanism of the run's last charged batch
+// allows its ensemble within a hospital's default cap (nil when no batch
+// holds a receipt), and a note when the mechanism refused most queries.
+func chargedPlan(res *student.Result) (*sizing.Plan, string) {
+	var ch *ledger.Charge
+	for _, b := range res.Batches {
+		if b.Receipt == nil {
+			continue
+		}
+		if c, err := chargeOf(b.Receipt); err == nil {
+			ch = c
+		}
+	}
+	if ch == nil {
+		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
+	}
+	p, err := mechanism.ParseLedgerParams(mechanism.Kind(ch.Mechanism), ch.Params)
+	if err != nil || p.Teachers < 1 {
+		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
+	}
+	if err := sizing.Sound(p, p.Teachers, p.Classes); err != nil {
+		return nil, refusalNote(res.Queries, res.Refused, nil, err)
+	}
+	tc := config.DefaultTeacher()
+	plan, err := sizing.Check(p, p.Teachers, p.Classes, tc.CapEpsilon, tc.CapDelta)
+	if err != nil {
+		// Nothing fits a default cap: the hospitals' caps are others.
+		return nil, refusalNote(res.Queries, res.Refused, nil, nil)
+	}
+	return &plan, refusalNote(res.Queries, res.Refused, &plan, nil)
+}
+
+// chargeOf decodes the charge a verified receipt holds.
+func chargeOf(r *ledger.Receipt) (*ledger.Charge, error) {
+	e, err := ledger.DecodeEntry(r.Entry)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ledger.DecodeCommand(e.Command)
+	if err != nil {
+		return nil, err
+	}
+	ch, ok := c.Body.(*ledger.Charge)
+	if !ok {
+		return nil, fmt.Errorf("the receipt holds a %T, not a charge", c.Body)
+	}
+	return ch, nil
+}
+
+// refusalNote explains a run the mechanism mostly refused, from its plan
+// when known: a mechanism that cannot follow its ensemble (unsound, the
+// reason), or a confidence test that refuses even unanimous queries at
+// some rate, beyond which refusals are queries the teachers disagree on.
+func refusalNote(queries, refused int, plan *sizing.Plan, unsound error) string {
 	if queries == 0 || 2*refused <= queries {
 		return ""
 	}
-	return fmt.Sprintf("the aggregator's mechanism refused %d of %d queries: its threshold is likely set for a larger ensemble than the one voting. nzc-aggregator logs at start what its mechanism allows the federation's ensemble (\"mechanism plan\"), and nzc init sizes it; ask the aggregator's operator", refused, queries)
+	what := fmt.Sprintf("the aggregator's mechanism refused %d of %d queries", refused, queries)
+	switch {
+	case unsound != nil:
+		return fmt.Sprintf("%s: it cannot label for the ensemble that voted (%v); ask the aggregator's operator", what, unsound)
+	case plan != nil && plan.UnanimousAnswered > 0:
+		return fmt.Sprintf("%s: it answers a query the teachers agree on unanimously with probability %.2f, and fewer the less they agree, so the other refusals are queries the teachers disagree on; nzc-teacher train reports each hospital's ensemble accuracy and clean-vote agreement", what, plan.UnanimousAnswered)
+	}
+	return fmt.Sprintf("%s: its threshold may be set for a larger ensemble than the one voting. nzc-aggregator logs at start what its mechanism allows the federation's ensemble (\"mechanism plan\"), and nzc init sizes it; ask the aggregator's operator", what)
 }
 
 func readLabels(path string) (*student.Result, error) {

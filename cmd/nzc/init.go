@@ -27,6 +27,9 @@ type initSummary struct {
 	// Plan is what the aggregator's mechanism, sized for the federation's
 	// ensemble, allows within a hospital's default cap.
 	Plan *sizing.Plan `json:"plan,omitempty"`
+	// Warning says when the plan pays for few labels, and what would pay
+	// for more.
+	Warning string `json:"warning,omitempty"`
 }
 
 type initParty struct {
@@ -61,6 +64,9 @@ func (s initSummary) text(b *strings.Builder) {
 	}
 	if s.Plan != nil {
 		fmt.Fprintf(b, "\nThe aggregator's mechanism: %s.\n", s.Plan)
+	}
+	if s.Warning != "" {
+		fmt.Fprintf(b, "\nWarning: %s.\n", s.Warning)
 	}
 	b.WriteString("\nPrivate keys are mode 0600. Give each party only its own directory, its\nconfiguration and the CA certificate; keep ca/ca.key and admin/admin.key\noffline, apart from each other.\n")
 }
@@ -153,7 +159,7 @@ Existing keys are never overwritten unless --force is given.`,
 				return err
 			}
 		}
-		plan, err := initPlan(hospitals, teachers, classes)
+		plan, warning, err := initPlan(hospitals, teachers, classes)
 		if err != nil {
 			return err
 		}
@@ -189,7 +195,7 @@ Existing keys are never overwritten unless --force is given.`,
 			return err
 		}
 		s := summarize(m, written)
-		s.Plan = &plan
+		s.Plan, s.Warning = &plan, warning
 		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(s.text))
 	})
 	cmd.AddCommand(newAddHospitalCommand(), newInitSignCommand(), newInitKitCommand(), newInitSuspendCommand())
@@ -298,8 +304,9 @@ func newAddHospitalCommand() *cobra.Command {
 // initPlan plans the aggregator's mechanism for a federation of hospitals
 // with ensembles of teachers (0: the aggregator's default size) voting on
 // classes, within a hospital's default cap, and refuses a federation it
-// cannot label for.
-func initPlan(hospitals, teachers, classes int) (sizing.Plan, error) {
+// cannot label for. A plan that pays for few labels comes with a warning
+// naming the ensemble that would pay for more.
+func initPlan(hospitals, teachers, classes int) (sizing.Plan, string, error) {
 	if teachers == 0 {
 		teachers = config.DefaultAggregator().Teachers
 	}
@@ -308,9 +315,26 @@ func initPlan(hospitals, teachers, classes int) (sizing.Plan, error) {
 	tc := config.DefaultTeacher()
 	plan, err := sizing.Check(mech, k, classes, tc.CapEpsilon, tc.CapDelta)
 	if err != nil {
-		return sizing.Plan{}, fmt.Errorf("%d hospitals of %d teachers: %w; nothing was written", hospitals, teachers, err)
+		more := ""
+		if t, p, ok := sizing.Suggest(mech.Mechanism, hospitals, teachers, classes, tc.CapEpsilon, tc.CapDelta); ok {
+			more = fmt.Sprintf(" (--teachers %d pays for %d labels)", t, p.Labels)
+		}
+		return sizing.Plan{}, "", fmt.Errorf("%d hospitals of %d teachers: %w%s; nothing was written", hospitals, teachers, err, more)
 	}
-	return plan, nil
+	return plan, fewLabels(plan, hospitals, teachers, classes, tc.CapEpsilon, tc.CapDelta), nil
+}
+
+// fewLabels warns of a plan that pays for fewer than sizing.FewLabels
+// labels per cap and says what would pay for more; "" otherwise.
+func fewLabels(plan sizing.Plan, hospitals, teachers, classes int, capEps, capDelta float64) string {
+	if !plan.Few() {
+		return ""
+	}
+	w := fmt.Sprintf("a hospital's cap ε=%g pays for only %d labels with %d teachers in all, too few to train a student on", capEps, plan.Labels, plan.Teachers)
+	if t, p, ok := sizing.Suggest(plan.Mechanism.Mechanism, hospitals, teachers, classes, capEps, capDelta); ok {
+		w += fmt.Sprintf("; %d teachers per hospital (nzc init --teachers %d) pay for %d, or hospitals may set larger caps (cap_epsilon, up to the genesis bound)", t, t, p.Labels)
+	}
+	return w
 }
 
 // indent indents every line of s by four spaces.

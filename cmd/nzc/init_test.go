@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nzcfed/nzc/cmd/internal/cli"
 	"github.com/nzcfed/nzc/cmd/internal/clitest"
+	"github.com/nzcfed/nzc/cmd/internal/sizing"
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/config"
 	"github.com/nzcfed/nzc/federation/provision"
@@ -480,6 +482,52 @@ func TestInitSizesTheMechanism(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad")
 	if _, err := runNZC(t, "init", "--dir", bad, "--hospitals", "1", "--teachers", "1"); err == nil || !strings.Contains(err.Error(), "more teachers per hospital") {
 		t.Fatalf("a federation of one teacher: %v", err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the refused init wrote the federation")
+	}
+}
+
+// nzc init for 3 hospitals of 5, 10, 30, 60 or 250 teachers writes the
+// default mechanism sized for the ensemble and says what it allows: labels
+// per cap, the lead from which a label is the clean vote, and, when the cap
+// pays for few labels, a warning with the --teachers that pays for more.
+// One hospital of one teacher is refused, with that advice, before
+// anything is written.
+func TestInitPlansForEveryEnsemble(t *testing.T) {
+	for _, tc := range []struct {
+		teachers int
+		few      bool
+	}{{5, true}, {10, true}, {30, false}, {60, false}, {250, false}} {
+		t.Run(strconv.Itoa(tc.teachers), func(t *testing.T) {
+			out := mustRunNZC(t, "init", "--dir", filepath.Join(t.TempDir(), "fed"), "--teachers", strconv.Itoa(tc.teachers), "--format", "json")
+			var s struct {
+				Plan struct {
+					Teachers       int     `json:"teachers"`
+					Labels         int     `json:"labels"`
+					Lead           int     `json:"lead"`
+					UnanimousWrong float64 `json:"unanimous_wrong"`
+				} `json:"plan"`
+				Warning string `json:"warning"`
+			}
+			if err := json.Unmarshal([]byte(out), &s); err != nil {
+				t.Fatal(err)
+			}
+			k := 3 * tc.teachers
+			if s.Plan.Teachers != k || s.Plan.Labels < 1 || s.Plan.Lead < 1 || s.Plan.Lead > k || s.Plan.UnanimousWrong > sizing.MaxUnanimousWrong {
+				t.Fatalf("plan %+v for %d teachers", s.Plan, k)
+			}
+			if tc.few != (s.Warning != "") {
+				t.Fatalf("%d labels per cap, warning %q", s.Plan.Labels, s.Warning)
+			}
+			if tc.few && !strings.Contains(s.Warning, "nzc init --teachers ") {
+				t.Errorf("the warning does not say what to change: %s", s.Warning)
+			}
+		})
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	if _, err := runNZC(t, "init", "--dir", bad, "--hospitals", "1", "--teachers", "1"); err == nil || !strings.Contains(err.Error(), "--teachers 64 pays for") {
+		t.Fatalf("one hospital of one teacher: %v", err)
 	}
 	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("the refused init wrote the federation")

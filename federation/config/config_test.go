@@ -84,6 +84,20 @@ func TestValidate(t *testing.T) {
 		{"aggregator svt distance scale", agg(func(c *Aggregator) {
 			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, MaxRefusals: 2, DistanceScale: -1}
 		}), "mechanism.distance_scale"},
+		{"aggregator svt with a gnmax fallback", agg(func(c *Aggregator) {
+			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, Threshold: 240, MaxRefusals: 1}
+			c.Fallback = mechanism.Params{Mechanism: "gnmax", Sigma: 40}
+		}), ""},
+		{"aggregator fallback beside a per-query mechanism", agg(func(c *Aggregator) { c.Fallback = mechanism.Params{Mechanism: "gnmax", Sigma: 40} }),
+			"fallback: is offered only with a mechanism that answers in sessions"},
+		{"aggregator session fallback", agg(func(c *Aggregator) {
+			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, Threshold: 240, MaxRefusals: 1}
+			c.Fallback = c.Mechanism
+		}), "fallback.name: nzc-svt answers in sessions"},
+		{"aggregator fallback without noise", agg(func(c *Aggregator) {
+			c.Mechanism = mechanism.Params{Mechanism: "nzc-svt", Scale: 1, Threshold: 240, MaxRefusals: 1}
+			c.Fallback = mechanism.Params{Mechanism: "gnmax"}
+		}), "fallback.sigma"},
 		{"aggregator bad delta", agg(func(c *Aggregator) { c.Delta = 1 }), "delta: must be in (0, 1)"},
 		{"aggregator zero deadline", agg(func(c *Aggregator) { c.BatchDeadline = 0 }), "batch_deadline"},
 		{"student valid", student(func(*Student) {}), ""},

@@ -173,12 +173,12 @@ func (t Teacher) Validate() error {
 	return c.err()
 }
 
-// checkMechanism reports the problems of the configured mechanism under
-// its configuration keys (mechanism.name, mechanism.sigma, …). Keys of other
-// mechanisms (the defaults') are ignored: see Aggregator.MechanismParams.
-// The ensemble size is not configured: a placeholder of one teacher stands
-// in for it.
-func checkMechanism(c *checker, m mechanism.Params) {
+// checkMechanism reports the problems of a configured mechanism under its
+// configuration keys (prefix.name, prefix.sigma, …: prefix is mechanism or
+// fallback). Keys of other mechanisms (the defaults') are ignored: see
+// Aggregator.MechanismParams. The ensemble size is not configured: a
+// placeholder of one teacher stands in for it.
+func checkMechanism(c *checker, prefix string, m mechanism.Params) {
 	m = m.Trim()
 	m.Teachers, m.Classes = 1, 0
 	err := m.Validate()
@@ -192,27 +192,31 @@ func checkMechanism(c *checker, m mechanism.Params) {
 	for _, e := range errs {
 		var pe *mechanism.ParamError
 		if !errors.As(e, &pe) {
-			c.add("mechanism", "%v", e)
+			c.add(prefix, "%v", e)
 			continue
 		}
 		key := strings.ReplaceAll(pe.Param, "-", "_")
 		if key == "mechanism" {
 			key = "name"
 		}
-		c.add("mechanism."+key, "%s = %s: %s", pe.Param, pe.Value, pe.Reason)
+		c.add(prefix+"."+key, "%s = %s: %s", pe.Param, pe.Value, pe.Reason)
 	}
 }
 
 // Aggregator is the configuration of nzc-aggregator.
 type Aggregator struct {
-	Listen        string           `mapstructure:"listen" yaml:"listen" json:"listen" help:"QUIC address hospitals and students dial"`
-	Auditors      []string         `mapstructure:"auditors" yaml:"auditors" json:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
-	AuditorKeys   []string         `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); a batch is released only on a receipt a majority of them signed"`
-	TLS           TLS              `mapstructure:"tls" yaml:"tls" json:"tls"`
-	AgeIdentity   string           `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens vote histograms"`
-	SigningKey    string           `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"signs ledger charges"`
-	Outbox        string           `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
-	Mechanism     mechanism.Params `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
+	Listen      string           `mapstructure:"listen" yaml:"listen" json:"listen" help:"QUIC address hospitals and students dial"`
+	Auditors    []string         `mapstructure:"auditors" yaml:"auditors" json:"auditors" help:"auditor addresses (any of them; charges go to the leader)"`
+	AuditorKeys []string         `mapstructure:"auditor_keys" yaml:"auditor_keys" json:"auditor_keys" help:"the auditors' checkpoint verifier keys (id+hash+key, from nzc init); a batch is released only on a receipt a majority of them signed"`
+	TLS         TLS              `mapstructure:"tls" yaml:"tls" json:"tls"`
+	AgeIdentity string           `mapstructure:"age_identity" yaml:"age_identity" json:"age_identity" help:"opens vote histograms"`
+	SigningKey  string           `mapstructure:"signing_key" yaml:"signing_key" json:"signing_key" help:"signs ledger charges"`
+	Outbox      string           `mapstructure:"outbox" yaml:"outbox" json:"outbox" help:"durable store of charged answers not yet delivered"`
+	Mechanism   mechanism.Params `mapstructure:"mechanism" yaml:"mechanism" json:"mechanism"`
+	// Fallback, with a mechanism that answers in sessions, is the per-query
+	// mechanism (gnmax and its σ) a student's batches may ask for once its
+	// session has ended; its name empty offers none.
+	Fallback      mechanism.Params `mapstructure:"fallback" yaml:"fallback,omitempty" json:"fallback"`
 	Quorum        int              `mapstructure:"quorum" yaml:"quorum" json:"quorum" help:"minimum hospitals that must vote on a batch"`
 	Classes       int              `mapstructure:"classes" yaml:"classes" json:"classes" help:"the federation's number of classes; a hospital announcing another is refused"`
 	Teachers      int              `mapstructure:"teachers" yaml:"teachers" json:"teachers" help:"registered ensemble size of every hospital not listed in ensembles (0: only listed hospitals may vote)"`
@@ -279,6 +283,15 @@ func (a Aggregator) EnsembleSizes() (map[string]int, error) {
 // takes: the others may hold the defaults of another mechanism.
 func (a Aggregator) MechanismParams() mechanism.Params { return a.Mechanism.Trim() }
 
+// FallbackParams returns the configured fallback with only the keys it
+// takes; its Mechanism is empty when none is offered.
+func (a Aggregator) FallbackParams() mechanism.Params {
+	if a.Fallback.Mechanism == "" {
+		return mechanism.Params{}
+	}
+	return a.Fallback.Trim()
+}
+
 // Validate reports every problem in the configuration.
 func (a Aggregator) Validate() error {
 	var c checker
@@ -294,7 +307,15 @@ func (a Aggregator) Validate() error {
 	c.keyFile("age_identity", a.AgeIdentity, "path to the aggregator's age identity made by `nzc init`")
 	c.keyFile("signing_key", a.SigningKey, "path to the aggregator's ed25519 signing key made by `nzc init`")
 	c.required("outbox", a.Outbox, "directory for charged answers awaiting delivery")
-	checkMechanism(&c, a.Mechanism)
+	checkMechanism(&c, "mechanism", a.Mechanism)
+	if a.Fallback.Mechanism != "" {
+		checkMechanism(&c, "fallback", a.Fallback)
+		if !a.MechanismParams().Mechanism.Sessions() {
+			c.add("fallback", "is offered only with a mechanism that answers in sessions (nzc-svt), for the batches after a student's session ends; %s answers every batch per query: remove fallback", a.Mechanism.Mechanism)
+		} else if a.Fallback.Mechanism.Sessions() {
+			c.add("fallback.name", "%s answers in sessions; the fallback is a per-query mechanism such as gnmax", a.Fallback.Mechanism)
+		}
+	}
 	c.positive("quorum", a.Quorum, "minimum number of hospitals that must vote")
 	if a.Classes < 2 || a.Classes > protocol.MaxClasses {
 		c.add("classes", "must be between 2 and %d: the number of classes the federation's teachers vote on; got %d", protocol.MaxClasses, a.Classes)

@@ -154,8 +154,13 @@ type Report struct {
 	TestExamples  int      `json:"test_examples"`
 	LedgerEntries int64    `json:"ledger_entries"`
 	LedgerChecks  []string `json:"ledger_checks,omitempty"`
-	Seconds       float64  `json:"seconds"`
-	Dir           string   `json:"dir,omitempty"`
+	// Fallback is the per-query mechanism the federation offers beside
+	// its sessions ("" when it answers per query), and Plan what the
+	// student's plan did with it (nzc-student label's summary).
+	Fallback string              `json:"fallback,omitempty"`
+	Plan     *student.PlanReport `json:"plan,omitempty"`
+	Seconds  float64             `json:"seconds"`
+	Dir      string              `json:"dir,omitempty"`
 }
 
 type Hospital struct {
@@ -237,6 +242,18 @@ func Mechanism(name string, k int, capEps float64) (mechanism.Params, error) {
 	p = p.ForEnsemble(k, 0)
 	p.Teachers = 0
 	return p, nil
+}
+
+// Fallback is the per-query mechanism a demo federation whose mechanism
+// m answers in sessions offers beside them, for the student's queries
+// after its session ends: GNMax's preset scaled to the k teachers
+// (Mechanism). ok is false for a per-query m, which offers none.
+func Fallback(m mechanism.Params, k int, capEps float64) (p mechanism.Params, ok bool, err error) {
+	if !m.Mechanism.Sessions() {
+		return mechanism.Params{}, false, nil
+	}
+	p, err = Mechanism(string(mechanism.GNMax), k, capEps)
+	return p, err == nil, err
 }
 
 // SessionRefusals is K, the refusals a demo's session allows.
@@ -327,7 +344,11 @@ func (d *demo) run(ctx context.Context) (rep *Report, err error) {
 		return nil, err
 	}
 	mech, _ := Mechanism(d.o.Mechanism, d.o.Hospitals*d.o.Teachers, d.o.CapEpsilon)
-	if err := d.provision(mech); err != nil {
+	fallback, _, err := Fallback(mech, d.o.Hospitals*d.o.Teachers, d.o.CapEpsilon)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.provision(mech, fallback); err != nil {
 		return nil, err
 	}
 	m := d.fed.M
@@ -343,7 +364,11 @@ func (d *demo) run(ctx context.Context) (rep *Report, err error) {
 	if err := d.train(ctx, hospitals); err != nil {
 		return nil, err
 	}
-	d.say("starting the aggregator (%s, %s) and the hospitals", mech.Mechanism, mech)
+	if fallback.Mechanism != "" {
+		d.say("starting the aggregator (%s, %s; after a student's session ends, %s, %s) and the hospitals", mech.Mechanism, mech, fallback.Mechanism, fallback)
+	} else {
+		d.say("starting the aggregator (%s, %s) and the hospitals", mech.Mechanism, mech)
+	}
 	if _, err := d.ps.Start("aggregator", "nzc-aggregator", nil, "run", "--config", filepath.Join(m.Dir, "aggregator.yaml")); err != nil {
 		return nil, err
 	}
@@ -396,7 +421,7 @@ func (d *demo) binaries(ctx context.Context) error {
 }
 
 // provision makes the federation and writes every party's configuration.
-func (d *demo) provision(mech mechanism.Params) (err error) {
+func (d *demo) provision(mech, fallback mechanism.Params) (err error) {
 	fed := filepath.Join(d.dir, "federation")
 	d.say("provisioning a federation in %s: CA, certificates, age and signing keys", fed)
 	if d.fed, err = launch.Provision(fed, provision.Spec{Hospitals: d.o.Hospitals, Auditors: Auditors, Students: 1}); err != nil {
@@ -436,7 +461,7 @@ func (d *demo) provision(mech mechanism.Params) (err error) {
 		case config.Aggregator:
 			// A majority, as nzc init writes: one hospital that stalls or
 			// drops out leaves the others a quorum.
-			c.Mechanism, c.Quorum, c.BatchDeadline = mech, d.o.Hospitals/2+1, time.Minute
+			c.Mechanism, c.Fallback, c.Quorum, c.BatchDeadline = mech, fallback, d.o.Hospitals/2+1, time.Minute
 			c.Teachers = d.o.Teachers
 			cfgs[p.ID] = c
 		case config.Student:
@@ -509,7 +534,7 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 	batch := batchSize(mech)
 	if mech.Mechanism.Sessions() {
 		args = append(args, sessionBootstrap...)
-		d.say("the student asks about its %d test images in its own order (%s, then what a student trained on the first %d answers is surest of), in batches of %d, until the session ends",
+		d.say("the student asks about its %d test images in its own order (%s, then what a student trained on the first %d answers is surest of), in batches of %d, until the session ends; then, under the fallback, as many of the rest it is surest of as the rest of its cap buys",
 			d.o.Queries, Selection, BootstrapAfter, batch)
 	} else {
 		d.say("the student asks about %d of its %d test images, as many as a cap of ε = %g allows whatever the votes, in its own order (%s), in batches of %d",
@@ -542,6 +567,7 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 		Queries, Answered, Refused, Batches int
 		ProofsVerified                      int `json:"proofs_verified"`
 		Stopped                             string
+		Plan                                *student.PlanReport
 	}
 	if err := json.Unmarshal(out, &sum); err != nil {
 		if lerr != nil {
@@ -552,6 +578,11 @@ func (d *demo) label(ctx context.Context, mech mechanism.Params) (*Report, error
 	rep.Labels, rep.Refused, rep.Stopped = sum.Answered, sum.Refused, sum.Stopped
 	rep.StudentBatches, rep.StudentProofsVerified = sum.Batches, sum.ProofsVerified
 	rep.StudentVerifiedProofs = sum.Batches > 0 && sum.ProofsVerified == sum.Batches
+	if sum.Plan != nil && sum.Plan.Fallback != "" {
+		rep.Fallback, rep.Plan = sum.Plan.Fallback, sum.Plan
+		d.say("the plan: the session answered %d and refused %d; the fallback answered %d of the %d queries the rest of the cap bought (ε = %.4g of %g, from the receipts)",
+			sum.Plan.SessionAnswered, sum.Plan.SessionRefused, sum.Plan.FallbackAnswered, sum.Plan.FallbackPlanned, sum.Plan.Epsilon, sum.Plan.Cap)
+	}
 	if sum.Stopped != "" {
 		rep.Refused = asked - sum.Answered
 		d.say("the federation stopped answering: %s", sum.Stopped)
@@ -689,6 +720,13 @@ func (r *Report) Text(w io.Writer) error {
 		fmt.Fprintf(&b, "  student accuracy   %.1f%% on %d test images it never asked about\n", 100*r.StudentAccuracy, r.TestExamples)
 	} else {
 		fmt.Fprintf(&b, "  student accuracy   - (no labels to train on)\n")
+	}
+	if p := r.Plan; p != nil {
+		fmt.Fprintf(&b, "  plan               the session answered %d and refused %d; then %s answered %d of the %d queries the rest of the cap bought\n",
+			p.SessionAnswered, p.SessionRefused, p.Fallback, p.FallbackAnswered, p.FallbackPlanned)
+		if p.Note != "" {
+			fmt.Fprintf(&b, "                     (%s)\n", p.Note)
+		}
 	}
 	fmt.Fprintf(&b, "  proofs             the student verified a majority's receipt of the charge for %d of %d batches\n", r.StudentProofsVerified, r.StudentBatches)
 	for _, h := range r.HospitalProofs {

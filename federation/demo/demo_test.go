@@ -184,3 +184,29 @@ func TestSessionFitsTheCap(t *testing.T) {
 		t.Error("a session was planned within a cap of 0.05")
 	}
 }
+
+// A demo federation that answers in sessions offers GNMax beside them, a
+// configuration the aggregator accepts; one that answers per query offers
+// none.
+func TestFallbackOffered(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{{"nzc-svt", true}, {"gnmax", false}, {"confident-gnmax", false}} {
+		m, err := Mechanism(tc.name, 300, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb, ok, err := Fallback(m, 300, 4)
+		if err != nil || ok != tc.want || (fb.Mechanism == mechanism.GNMax) != tc.want {
+			t.Fatalf("%s: fallback %+v, %v, %v; want offered %v", tc.name, fb, ok, err, tc.want)
+		}
+		agg := config.DefaultAggregator()
+		agg.Auditors, agg.TLS, agg.AgeIdentity, agg.SigningKey = []string{"127.0.0.1:1"}, config.TLS{CA: "a", Cert: "b", Key: "c"}, "x", "y"
+		agg.AuditorKeys = []string{"a1+f853fd16+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"}
+		agg.Mechanism, agg.Fallback = m, fb
+		if err := agg.Validate(); err != nil {
+			t.Errorf("%s: the aggregator refuses its fallback %+v: %v", tc.name, fb, err)
+		}
+	}
+}

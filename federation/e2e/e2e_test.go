@@ -697,6 +697,74 @@ func TestFederation(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a hospital admitted while the aggregator restarts is asked from the student's next batch", func(t *testing.T) {
+		m2, p, err := provision.AddParty(m.Dir, crypto.RoleHospital, "", provision.AddPartyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := registration(t, m2, p)
+		adminPub, err := crypto.LoadPublicKey(m.Path(m.AdminVerifyingKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := teacher.New(teacher.Config{ID: p.ID, Aggregator: aggAddr, Net: f.net(p), Identity: f.identity(p),
+			SigningKey: f.signingKey(p), CapEpsilon: capEps, CapDelta: 1e-5, Registration: reg, Voter: voter{},
+			Backoff: backoff, Logger: logger(t).With("party", p.ID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		genesis := []string{"hospital-1", "hospital-2", "hospital-3"}
+		all := slices.Sorted(slices.Values(append(slices.Clone(genesis), p.ID)))
+		var stop func()
+		before := 0 // batches asked before the restart
+		st := newStudent(t, func(c *student.Config) {
+			c.AdminKey, c.Window, c.Bootstrap = adminPub, 1, 4
+			c.Rank = func(_ context.Context, d *data.Dataset, _ []int, asked []bool) ([]int, error) {
+				// Between batches, while the student holds its connection:
+				// the aggregator stops, the hospital is admitted, and the
+				// aggregator comes back on its port, with every hospital.
+				agg.Stop()
+				stop = group(t).Start(p.ID, n.Run)
+				agg = f.startAggregator(g, aggAddr, lc, aggCfg)
+				f.waitForAccount(t, p.ID)
+				waitFor(t, 20*time.Second, "every hospital back with the aggregator", func() bool {
+					var ids []string
+					for _, r := range agg.Directory() {
+						ids = append(ids, r.GetHospitalId())
+					}
+					return !slices.ContainsFunc(all, func(id string) bool { return !slices.Contains(ids, id) })
+				})
+				var rest []int
+				for q := range d.Len() {
+					if !asked[q] {
+						rest = append(rest, q)
+					}
+				}
+				before = (d.Len() - len(rest) + c.BatchSize - 1) / c.BatchSize
+				return rest, nil
+			}
+		})
+		run, err := st.Label(t.Context(), dataset(12, 400), nil)
+		if stop != nil {
+			defer stop()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		charges := f.charges()
+		if before == 0 || before >= len(run.Batches) {
+			t.Fatalf("%d of %d batches were asked before the restart: want some before and some after", before, len(run.Batches))
+		}
+		for i, b := range run.Batches {
+			want := all
+			if i < before {
+				want = genesis
+			}
+			if ch := charges[b.BatchID]; ch == nil || !slices.Equal(ch.Hospitals, want) {
+				t.Fatalf("batch %d was charged to %v, want %v (left out: %q)", i, ch.Hospitals, want, b.LeftOut)
+			}
+		}
+	})
 	t.Run("a hospital that made its own keys joins by a key request", func(t *testing.T) {
 		// The hospital makes its keys where it runs; the administrator sees
 		// only the request, issues a certificate and signs a registration.

@@ -74,8 +74,7 @@ func (a *Aggregator) refusedBefore(student, batch string) (refused, bool) {
 // mechanism that answers in sessions the hospitals asked are those of the
 // student's session (sessionAsks), and unpaid names, with the reason,
 // those that cannot pay for a new session's whole cost.
-func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int) (keep []*hospitalEntry, left []string, unpaid map[string]string, perr *protocol.Error) {
-	p := a.cfg.Mechanism
+func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hospitalEntry, classes, nq int, p mechanism.Params) (keep []*hospitalEntry, left []string, unpaid map[string]string, perr *protocol.Error) {
 	ids := make([]string, len(hs))
 	for i, h := range hs {
 		ids[i] = h.id
@@ -134,7 +133,7 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 		if perr != nil {
 			return nil, nil, nil, perr
 		}
-		keep, left, _, perr = a.reserve(ctx, student, batch, keep, append(left, out...), reasons, classes, nq)
+		keep, left, _, perr = a.reserve(ctx, student, batch, keep, append(left, out...), reasons, classes, nq, p)
 		if perr != nil {
 			return nil, nil, nil, perr
 		}
@@ -172,7 +171,7 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 	if len(keep) < a.cfg.Quorum {
 		return nil, nil, nil, a.tooFew(batch, keep, left, nq, reasons)
 	}
-	keep, left, reasons, perr = a.reserve(ctx, student, batch, keep, left, reasons, classes, nq)
+	keep, left, reasons, perr = a.reserve(ctx, student, batch, keep, left, reasons, classes, nq, p)
 	if perr != nil {
 		return nil, nil, nil, perr
 	}
@@ -193,9 +192,9 @@ func (a *Aggregator) admit(ctx context.Context, student, batch string, hs []*hos
 // only. Under a mechanism that answers in sessions the batch's session
 // pays its cost, so its reservation states none and holds only its
 // queries against the student's quota.
-func (a *Aggregator) reserve(ctx context.Context, student, batch string, keep []*hospitalEntry, left, reasons []string, classes, nq int) ([]*hospitalEntry, []string, []string, *protocol.Error) {
+func (a *Aggregator) reserve(ctx context.Context, student, batch string, keep []*hospitalEntry, left, reasons []string, classes, nq int, mech mechanism.Params) ([]*hospitalEntry, []string, []string, *protocol.Error) {
 	for len(keep) >= a.cfg.Quorum {
-		p := a.cfg.Mechanism
+		p := mech
 		p.Teachers, p.Classes = 0, classes
 		ids := make([]string, len(keep))
 		for i, h := range keep {

@@ -62,6 +62,13 @@ type Config struct {
 	// Mechanism is the aggregation mechanism; Teachers and Classes are set
 	// for each batch from the hospitals that voted.
 	Mechanism mechanism.Params
+	// Fallback, when its Mechanism is set, is the per-query mechanism a
+	// student's batch asks for with LabelRequest.fallback, offered (in the
+	// Ack) only beside a Mechanism that answers in sessions: a student
+	// whose session has ended asks the rest of its plan under it. Its
+	// batches are admitted, reserved and charged as any per-query batch,
+	// at its data-independent cost, in the same accounts.
+	Fallback mechanism.Params
 	// Classes is the federation's number of classes, fixed when it is
 	// provisioned: a hospital whose Hello announces another is refused.
 	// Required (at least 2).
@@ -254,6 +261,18 @@ func New(cfg Config) (*Aggregator, error) {
 	p.Teachers, p.Classes = 1, 0
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("aggregator: %w", err)
+	}
+	if f := cfg.Fallback; f.Mechanism != "" {
+		f.Teachers, f.Classes = 1, 0
+		switch {
+		case !p.Mechanism.Sessions():
+			return nil, fmt.Errorf("aggregator: a fallback is offered only beside a mechanism that answers in sessions; %s answers per query", p.Mechanism)
+		case f.Mechanism.Sessions():
+			return nil, fmt.Errorf("aggregator: the fallback %s answers in sessions; it must answer per query (gnmax)", f.Mechanism)
+		}
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("aggregator: the fallback: %w", err)
+		}
 	}
 	receipts, err := ledger.NewVerifier(cfg.AuditorKeys)
 	if err != nil {
@@ -510,7 +529,16 @@ func (a *Aggregator) Label(ctx context.Context, student string, req *nzcpb.Label
 // called once the batch's charge is settled (see answerInSession).
 func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb.LabelRequest) (*Record, func(), error) {
 	nq := int(req.GetNumQueries())
-	adm, err := a.admitBatch(ctx, student, batch, nq)
+	p := a.cfg.Mechanism
+	if req.GetFallback() {
+		// A batch already answered is returned from the outbox whatever
+		// the configuration says now; a new one needs the fallback.
+		if a.cfg.Fallback.Mechanism == "" {
+			return nil, nil, a.refuse(reasonBadRequest, protocol.Errorf(protocol.CodeBadRequest, "this federation offers no per-query fallback: ask without fallback (the aggregator's Ack names the fallback when there is one); nothing was asked of the hospitals or drawn"))
+		}
+		p = a.cfg.Fallback
+	}
+	adm, err := a.admitBatch(ctx, student, batch, nq, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -518,7 +546,7 @@ func (a *Aggregator) draw(ctx context.Context, student, batch string, req *nzcpb
 	if err != nil {
 		return nil, nil, err
 	}
-	ans, t, err := a.answerVotes(ctx, student, batch, &adm, votes, nq)
+	ans, t, err := a.answerVotes(ctx, student, batch, &adm, votes, nq, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -542,11 +570,12 @@ type admission struct {
 	classes int
 }
 
-// admitBatch admits a batch of nq queries: the student must have said
-// Hello, the quorum must be connected, and the ledger's budgets must allow
-// the batch's worst case (admit). A budget refusal is remembered, so that
-// a retry gets it again without asking anyone.
-func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq int) (admission, error) {
+// admitBatch admits a batch of nq queries of mechanism p (the configured
+// one, or the fallback): the student must have said Hello, the quorum must
+// be connected, and the ledger's budgets must allow the batch's worst case
+// (admit). A budget refusal is remembered, so that a retry gets it again
+// without asking anyone.
+func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq int, p mechanism.Params) (admission, error) {
 	a.mu.Lock()
 	recipient := a.students[student]
 	hs := make([]*hospitalEntry, 0, len(a.hospitals))
@@ -566,7 +595,7 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 	hs, suspended := a.unsuspended(hs)
 	hs, probe, benched := a.triage(batch, hs)
 	benched = append(suspended, benched...)
-	hs, leftOut, unpaid, perr := a.admit(ctx, student, batch, hs, classes, nq)
+	hs, leftOut, unpaid, perr := a.admit(ctx, student, batch, hs, classes, nq, p)
 	if perr != nil {
 		switch perr.Code {
 		case protocol.CodeBudgetExhausted:
@@ -577,7 +606,7 @@ func (a *Aggregator) admitBatch(ctx context.Context, student, batch string, nq i
 		}
 		return admission{}, a.refuse(reasonLedger, perr)
 	}
-	if a.cfg.Mechanism.Mechanism.Sessions() {
+	if p.Mechanism.Sessions() {
 		var err error
 		if hs, leftOut, err = a.openBeforeVotes(ctx, student, batch, hs, leftOut, unpaid, classes); err != nil {
 			return admission{}, err
@@ -644,13 +673,13 @@ type answered struct {
 	done                func() // call once the charge is settled
 }
 
-// answerVotes sums the votes and runs the configured mechanism on them: in
+// answerVotes sums the votes and runs the batch's mechanism p on them: in
 // the student's session, whose cost was paid when it opened (counting only
-// the votes of its hospitals, see answerInSession), or per query, priced
-// by the mechanism's data-independent cost of what was answered and
-// refused. It returns the tally it answered.
-func (a *Aggregator) answerVotes(ctx context.Context, student, batch string, adm *admission, votes []vote, nq int) (answered, tally, error) {
-	p := a.cfg.Mechanism
+// the votes of its hospitals, see answerInSession), or per query (the
+// fallback, or a configured per-query mechanism), priced by the
+// mechanism's data-independent cost of what was answered and refused. It
+// returns the tally it answered.
+func (a *Aggregator) answerVotes(ctx context.Context, student, batch string, adm *admission, votes []vote, nq int, p mechanism.Params) (answered, tally, error) {
 	if p.Mechanism.Sessions() {
 		return a.answerInSession(ctx, student, adm, votes, nq)
 	}

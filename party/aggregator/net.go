@@ -141,6 +141,9 @@ func (a *Aggregator) handleHello(ctx context.Context, r *quicnet.Request) (proto
 		AgeRecipient: a.Recipient().String(), Message: "registered; " + status}
 	if r.Peer.Role == crypto.RoleStudent {
 		ack.Hospitals = a.Directory()
+		if f := a.cfg.Fallback; f.Mechanism != "" {
+			ack.Fallback = protocol.OfferToWire(f, a.cfg.Classes)
+		}
 	}
 	return quicnet.Reply(ack)
 }

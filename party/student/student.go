@@ -21,14 +21,18 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/internal/backoff"
 	"github.com/nzcfed/nzc/ledger"
+	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/selection"
 	"github.com/nzcfed/nzc/protocol"
@@ -95,6 +99,13 @@ type Config struct {
 	// Label returns the labels so far and a *DeadlineError naming what
 	// the batch being asked was waiting for.
 	Deadline time.Duration
+	// Fallback, when set, plans the run within a cap from what is
+	// released: the student asks in its session until the session has
+	// used its refusals, then, when the aggregator offers a per-query
+	// fallback, asks as many of the queries it has not asked as the rest
+	// of the cap buys under it (fallback.go). Nil: every batch asks the
+	// aggregator's mechanism.
+	Fallback *FallbackConfig
 	Backoff  quicnet.Backoff
 	Logger   *slog.Logger
 }
@@ -108,6 +119,11 @@ type Client struct {
 	receipts *ledger.Verifier
 	// dir holds the recipients features are sealed to.
 	dir *directory
+
+	mu sync.Mutex
+	// offer is the per-query fallback the aggregator's last Ack offered
+	// (its Mechanism empty: none).
+	offer mechanism.Params
 }
 
 // New checks cfg.
@@ -147,6 +163,9 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: bootstrap after %d answers needs a way to rank the rest", selection.ErrConfig, cfg.Bootstrap)
 	case cfg.MaxQueries < 0:
 		return nil, fmt.Errorf("student: ask at most %d queries: want 0 (all) or more", cfg.MaxQueries)
+	}
+	if f := cfg.Fallback; f != nil && (!(f.Cap >= 0) || math.IsInf(f.Cap, 0) || !(f.Delta >= 0 && f.Delta < 1) || (f.Cap > 0) != (f.Delta > 0)) {
+		return nil, fmt.Errorf("student: the plan's cap ε %v at δ %v: want both 0 (the smallest hospital cap in the ledger) or a finite ε > 0 and δ in (0, 1)", f.Cap, f.Delta)
 	}
 	receipts, err := ledger.NewVerifier(cfg.AuditorKeys)
 	if err != nil {
@@ -232,6 +251,8 @@ type Result struct {
 	// against the pinned auditor keys in this run (every batch received,
 	// and every resumed batch that kept its receipt).
 	ProofsVerified int `json:"proofs_verified"`
+	// Plan is what a planned run (Config.Fallback) did; nil otherwise.
+	Plan *PlanReport `json:"plan,omitempty"`
 }
 
 // ErrStopped is matched by Label's error when the aggregator refused a
@@ -287,13 +308,34 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 		ctx, cancel = context.WithTimeoutCause(ctx, c.cfg.Deadline, errDeadline)
 		defer cancel()
 	}
+	if c.cfg.Fallback != nil {
+		return c.labelPlanned(ctx, d, progress)
+	}
+	return c.labelOrdered(ctx, d, progress, phase{})
+}
+
+// phase is how one part of a run asks: in the student's session, watching
+// for its end (track), or under the federation's fallback.
+type phase struct {
+	// track, when set, records the sessions the batches ran in, and the
+	// part asks one batch at a time and no batch more once the last
+	// session has used its refusals.
+	track *sessionTrack
+	// fallback asks every batch under the federation's per-query
+	// fallback (LabelRequest.fallback).
+	fallback bool
+}
+
+// labelOrdered labels d in the configured order (Selection, Bootstrap,
+// MaxQueries).
+func (c *Client) labelOrdered(ctx context.Context, d *data.Dataset, progress Progress, ph phase) (*Result, error) {
 	hash := FeatureHash(d)
 	limit := c.cfg.MaxQueries
 	if limit >= d.Len() {
 		limit = 0
 	}
 	if c.cfg.Selection.Strategy == selection.Sequential && c.cfg.Bootstrap == 0 && limit == 0 {
-		return c.label(ctx, d, hash, hash, nil, progress)
+		return c.label(ctx, d, hash, hash, nil, progress, ph)
 	}
 	// Ask in the selected order: label the reordered data, whose batches
 	// are named after the data and the order, and put every label back
@@ -318,9 +360,9 @@ func (c *Client) Label(ctx context.Context, d *data.Dataset, progress Progress) 
 		name = fmt.Sprintf("%s/first %d", name, limit)
 	}
 	if c.cfg.Bootstrap > 0 {
-		return c.bootstrap(ctx, d, hash, name, order, progress)
+		return c.bootstrap(ctx, d, hash, name, order, progress, ph)
 	}
-	res, err := c.label(ctx, d.Subset(order), hash, name, nil, progress)
+	res, err := c.label(ctx, d.Subset(order), hash, name, nil, progress, ph)
 	return placed(res, order, d.Len()), err
 }
 
@@ -353,7 +395,7 @@ type bootstrapRecord struct {
 // bootstrap labels d in two parts (Config.Bootstrap): the first queries of
 // order until Bootstrap are answered, then the rest in the order Rank
 // gives. The second order is recorded before it is asked.
-func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name string, order []int, progress Progress) (*Result, error) {
+func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name string, order []int, progress Progress, ph phase) (*Result, error) {
 	recPath := c.bootstrapPath(hash, name)
 	var rec bootstrapRecord
 	known := false
@@ -372,8 +414,8 @@ func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name stri
 	if known {
 		firstPart, stop = order[:rec.Asked], nil
 	}
-	first, err := c.label(ctx, d.Subset(firstPart), hash, name, stop, progress)
-	if err != nil || (!known && first.Answered < c.cfg.Bootstrap) {
+	first, err := c.label(ctx, d.Subset(firstPart), hash, name, stop, progress, ph)
+	if err != nil || (!known && first.Answered < c.cfg.Bootstrap) || (ph.track != nil && ph.track.ended()) {
 		return placed(first, order, d.Len()), err
 	}
 	asked := 0
@@ -417,7 +459,7 @@ func (c *Client) bootstrap(ctx context.Context, d *data.Dataset, hash, name stri
 			progress(asked+done, len(all))
 		}
 	}
-	second, err := c.label(ctx, d.Subset(rec.Order), hash, name+"/then/"+shortHash(fmt.Sprint(rec.Order)), nil, next)
+	second, err := c.label(ctx, d.Subset(rec.Order), hash, name+"/then/"+shortHash(fmt.Sprint(rec.Order)), nil, next, ph)
 	if second == nil {
 		return firstAll, err
 	}
@@ -466,7 +508,7 @@ func isPartialPermutation(order []int, n int) bool {
 // After each batch recorded, stop (if not nil) says whether to ask no
 // more: batches already asked are still waited for and recorded, since they
 // may have been charged.
-func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash string, stop func(*Result) bool, progress Progress) (*Result, error) {
+func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash string, stop func(*Result) bool, progress Progress, ph phase) (*Result, error) {
 	hash := batchHash
 	if batchHash != dataHash {
 		h := sha256.Sum256([]byte(batchHash))
@@ -502,7 +544,7 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 			if a.err != nil || a.bt != nil {
 				return
 			}
-			a.bt, a.err = c.ask(ctx, conn, d.Slice(from, to), id, i, from)
+			a.bt, a.err = c.ask(ctx, conn, d.Slice(from, to), id, i, from, ph.fallback)
 			if a.err == nil {
 				a.err = c.save(hash, i, a.bt)
 			}
@@ -521,10 +563,16 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 		}
 	}()
 	var stopErr error
-	stopped := false
+	window := c.cfg.Window
+	if ph.track != nil {
+		// One batch at a time: a batch asked past the session's end would
+		// open, and pay for, another session.
+		window = 1
+	}
+	stopped := ph.track != nil && ph.track.ended()
 	for i := range nb {
 		if !stopped {
-			for k := i; k < i+c.cfg.Window; k++ {
+			for k := i; k < i+window; k++ {
 				ask(k)
 			}
 		}
@@ -569,6 +617,12 @@ func (c *Client) label(ctx context.Context, d *data.Dataset, dataHash, batchHash
 		if stop != nil && !stopped && stop(res) {
 			stopped = true
 		}
+		if ph.track != nil {
+			if _, err := ph.track.see(bt, c.cfg.ID, c.receipts); err != nil {
+				return res, err
+			}
+			stopped = stopped || ph.track.ended()
+		}
 	}
 	asked := 0
 	for _, b := range res.Batches {
@@ -595,6 +649,10 @@ func (c *Client) connect(ctx context.Context) (*quicnet.Conn, error) {
 		_ = conn.Close()
 		return nil, err
 	}
+	if err := c.learnOffer(ack.GetFallback()); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("the aggregator's fallback: %w", err)
+	}
 	c.log.Info("registered with the aggregator", "status", ack.GetMessage())
 	return conn, nil
 }
@@ -615,9 +673,20 @@ func (c *Client) learn(rs []*nzcpb.SignedRecipient) error {
 	return nil
 }
 
+// recipientsKey names a list of recipients, to tell whether a request is
+// sealed to all of them.
+func recipientsKey(rs []*crypto.Recipient) string {
+	var b strings.Builder
+	for _, r := range rs {
+		b.WriteString(r.String())
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
 // ask labels one batch, retrying retryable refusals and lost connections
 // under the same batch id.
-func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Dataset, id []byte, index, from int) (_ *Batch, err error) {
+func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Dataset, id []byte, index, from int, fallback bool) (_ *Batch, err error) {
 	// last is the batch's last answer: a retryable refusal, or why the
 	// aggregator could not be reached or the call broke.
 	var last error
@@ -630,7 +699,10 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 	if err != nil {
 		return nil, err
 	}
-	var req *nzcpb.LabelRequest
+	var (
+		req       *nzcpb.LabelRequest
+		sealedFor string // the recipients req is sealed to
+	)
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		cn, err := conn.Get(ctx)
 		if err != nil {
@@ -639,11 +711,14 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 			}
 			return nil, err
 		}
-		if req == nil {
+		rs := c.dir.recipients()
+		if req == nil || recipientsKey(rs) != sealedFor {
 			// Sealed once connected, so that the hospitals learned from
-			// the aggregator's Ack are among the recipients, and once
-			// only: a retry asks the same request.
-			rs := c.dir.recipients()
+			// the aggregator's Ack are among the recipients, and again
+			// only when a reconnection taught the student more: the
+			// hospitals bind a batch id to its queries, not to their
+			// sealing, and a batch the aggregator already holds is
+			// answered from its outbox whatever the retry's sealing.
 			if len(rs) == 0 {
 				// No hospital has registered with the aggregator yet:
 				// register again later, to learn those that have since.
@@ -662,7 +737,8 @@ func (c *Client) ask(ctx context.Context, conn *quicnet.Holder, part *data.Datas
 			if err != nil {
 				return nil, err
 			}
-			req = &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed}
+			req = &nzcpb.LabelRequest{BatchId: id, NumQueries: uint32(part.Len()), FeatureDim: uint32(part.Dim()), SealedFeatures: sealed, Fallback: fallback}
+			sealedFor = recipientsKey(rs)
 		}
 		var resp nzcpb.LabelResponse
 		err = cn.Invoke(ctx, req, &resp)
@@ -791,6 +867,16 @@ func (c *Client) open(resp *nzcpb.LabelResponse, id []byte, index, from, nq int)
 		LeftOut: resp.GetLeftOut(), Receipt: &rcpt}, nil
 }
 
+// labelsHash is the SHA-256 of the encoding of labels as released, which
+// a charge commits to.
+func labelsHash(labels []int32) ([32]byte, error) {
+	plain, err := protocol.Marshal(&nzcpb.Labels{Labels: labels, Refused: refusedOf(labels)})
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(plain), nil
+}
+
 func refusedOf(labels []int32) []bool {
 	out := make([]bool, len(labels))
 	for i, l := range labels {
@@ -811,11 +897,10 @@ func VerifyBatch(bt *Batch, student string, receipts *ledger.Verifier) error {
 	if bt.Receipt == nil {
 		return fmt.Errorf("%w: batch %s has no receipt", ErrNoProof, bt.BatchID)
 	}
-	plain, err := protocol.Marshal(&nzcpb.Labels{Labels: bt.Labels, Refused: refusedOf(bt.Labels)})
+	h, err := labelsHash(bt.Labels)
 	if err != nil {
 		return err
 	}
-	h := sha256.Sum256(plain)
 	if hex.EncodeToString(h[:]) != bt.AnswersHash {
 		return fmt.Errorf("%w: batch %s: its labels do not hash to the recorded answers hash", ErrNoProof, bt.BatchID)
 	}

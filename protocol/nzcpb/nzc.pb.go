@@ -479,7 +479,11 @@ type Ack struct {
 	// To a student: the signed age recipients of the hospitals connected
 	// now. The student seals features only to those whose signature it
 	// verifies.
-	Hospitals     []*SignedRecipient `protobuf:"bytes,5,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
+	Hospitals []*SignedRecipient `protobuf:"bytes,5,rep,name=hospitals,proto3" json:"hospitals,omitempty"`
+	// To a student, when the federation answers in sessions and also offers
+	// a per-query fallback: the fallback, which a LabelRequest with fallback
+	// set is answered under once the student's session has ended.
+	Fallback      *MechanismOffer `protobuf:"bytes,6,opt,name=fallback,proto3" json:"fallback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +553,123 @@ func (x *Ack) GetHospitals() []*SignedRecipient {
 	return nil
 }
 
+func (x *Ack) GetFallback() *MechanismOffer {
+	if x != nil {
+		return x.Fallback
+	}
+	return nil
+}
+
+// MechanismOffer is a per-query mechanism and its parameters as a ledger
+// entry records them (mechanism.Params.LedgerParams, sorted by key, one
+// spelling per value), for an ensemble of one teacher: a charge of its
+// queries names the same parameters with the voters' ensemble, and the
+// ledger derives their cost from them.
+type MechanismOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mechanism     string                 `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Params        []*MechanismParam      `protobuf:"bytes,2,rep,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MechanismOffer) Reset() {
+	*x = MechanismOffer{}
+	mi := &file_nzc_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MechanismOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MechanismOffer) ProtoMessage() {}
+
+func (x *MechanismOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MechanismOffer.ProtoReflect.Descriptor instead.
+func (*MechanismOffer) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MechanismOffer) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *MechanismOffer) GetParams() []*MechanismParam {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+// MechanismParam is one parameter of a MechanismOffer.
+type MechanismParam struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MechanismParam) Reset() {
+	*x = MechanismParam{}
+	mi := &file_nzc_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MechanismParam) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MechanismParam) ProtoMessage() {}
+
+func (x *MechanismParam) ProtoReflect() protoreflect.Message {
+	mi := &file_nzc_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MechanismParam.ProtoReflect.Descriptor instead.
+func (*MechanismParam) Descriptor() ([]byte, []int) {
+	return file_nzc_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MechanismParam) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MechanismParam) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // QueryBatch asks a hospital's teachers to vote: aggregator → hospital.
 // Response: VoteBatch.
 type QueryBatch struct {
@@ -579,7 +700,7 @@ type QueryBatch struct {
 
 func (x *QueryBatch) Reset() {
 	*x = QueryBatch{}
-	mi := &file_nzc_proto_msgTypes[4]
+	mi := &file_nzc_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +712,7 @@ func (x *QueryBatch) String() string {
 func (*QueryBatch) ProtoMessage() {}
 
 func (x *QueryBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[4]
+	mi := &file_nzc_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +725,7 @@ func (x *QueryBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryBatch.ProtoReflect.Descriptor instead.
 func (*QueryBatch) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{4}
+	return file_nzc_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueryBatch) GetBatchId() []byte {
@@ -683,7 +804,7 @@ type Features struct {
 
 func (x *Features) Reset() {
 	*x = Features{}
-	mi := &file_nzc_proto_msgTypes[5]
+	mi := &file_nzc_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +816,7 @@ func (x *Features) String() string {
 func (*Features) ProtoMessage() {}
 
 func (x *Features) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[5]
+	mi := &file_nzc_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +829,7 @@ func (x *Features) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Features.ProtoReflect.Descriptor instead.
 func (*Features) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{5}
+	return file_nzc_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Features) GetNumQueries() uint32 {
@@ -748,7 +869,7 @@ type VoteBatch struct {
 
 func (x *VoteBatch) Reset() {
 	*x = VoteBatch{}
-	mi := &file_nzc_proto_msgTypes[6]
+	mi := &file_nzc_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +881,7 @@ func (x *VoteBatch) String() string {
 func (*VoteBatch) ProtoMessage() {}
 
 func (x *VoteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[6]
+	mi := &file_nzc_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +894,7 @@ func (x *VoteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteBatch.ProtoReflect.Descriptor instead.
 func (*VoteBatch) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{6}
+	return file_nzc_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VoteBatch) GetBatchId() []byte {
@@ -826,7 +947,7 @@ type Histograms struct {
 
 func (x *Histograms) Reset() {
 	*x = Histograms{}
-	mi := &file_nzc_proto_msgTypes[7]
+	mi := &file_nzc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +959,7 @@ func (x *Histograms) String() string {
 func (*Histograms) ProtoMessage() {}
 
 func (x *Histograms) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[7]
+	mi := &file_nzc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +972,7 @@ func (x *Histograms) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Histograms.ProtoReflect.Descriptor instead.
 func (*Histograms) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{7}
+	return file_nzc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Histograms) GetNumQueries() uint32 {
@@ -893,13 +1014,18 @@ type LabelRequest struct {
 	FeatureDim uint32 `protobuf:"varint,3,opt,name=feature_dim,json=featureDim,proto3" json:"feature_dim,omitempty"`
 	// Sealed to the age recipients of the hospitals; plaintext: Features.
 	SealedFeatures []byte `protobuf:"bytes,4,opt,name=sealed_features,json=sealedFeatures,proto3" json:"sealed_features,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Answer the batch under the federation's per-query fallback (the
+	// MechanismOffer of the Ack) instead of in the student's session: each
+	// query is charged the fallback's data-independent cost, composed in the
+	// same accounts. Refused when the federation offers no fallback.
+	Fallback      bool `protobuf:"varint,5,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LabelRequest) Reset() {
 	*x = LabelRequest{}
-	mi := &file_nzc_proto_msgTypes[8]
+	mi := &file_nzc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1037,7 @@ func (x *LabelRequest) String() string {
 func (*LabelRequest) ProtoMessage() {}
 
 func (x *LabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[8]
+	mi := &file_nzc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1050,7 @@ func (x *LabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelRequest.ProtoReflect.Descriptor instead.
 func (*LabelRequest) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{8}
+	return file_nzc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LabelRequest) GetBatchId() []byte {
@@ -953,6 +1079,13 @@ func (x *LabelRequest) GetSealedFeatures() []byte {
 		return x.SealedFeatures
 	}
 	return nil
+}
+
+func (x *LabelRequest) GetFallback() bool {
+	if x != nil {
+		return x.Fallback
+	}
+	return false
 }
 
 // LabelResponse answers LabelRequest after the ledger has committed the
@@ -988,7 +1121,7 @@ type LabelResponse struct {
 
 func (x *LabelResponse) Reset() {
 	*x = LabelResponse{}
-	mi := &file_nzc_proto_msgTypes[9]
+	mi := &file_nzc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1133,7 @@ func (x *LabelResponse) String() string {
 func (*LabelResponse) ProtoMessage() {}
 
 func (x *LabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[9]
+	mi := &file_nzc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1146,7 @@ func (x *LabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelResponse.ProtoReflect.Descriptor instead.
 func (*LabelResponse) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{9}
+	return file_nzc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LabelResponse) GetBatchId() []byte {
@@ -1091,7 +1224,7 @@ type Labels struct {
 
 func (x *Labels) Reset() {
 	*x = Labels{}
-	mi := &file_nzc_proto_msgTypes[10]
+	mi := &file_nzc_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1236,7 @@ func (x *Labels) String() string {
 func (*Labels) ProtoMessage() {}
 
 func (x *Labels) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[10]
+	mi := &file_nzc_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1249,7 @@ func (x *Labels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Labels.ProtoReflect.Descriptor instead.
 func (*Labels) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{10}
+	return file_nzc_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Labels) GetLabels() []int32 {
@@ -1150,7 +1283,7 @@ type BudgetRequest struct {
 
 func (x *BudgetRequest) Reset() {
 	*x = BudgetRequest{}
-	mi := &file_nzc_proto_msgTypes[11]
+	mi := &file_nzc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1295,7 @@ func (x *BudgetRequest) String() string {
 func (*BudgetRequest) ProtoMessage() {}
 
 func (x *BudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[11]
+	mi := &file_nzc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1308,7 @@ func (x *BudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetRequest.ProtoReflect.Descriptor instead.
 func (*BudgetRequest) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{11}
+	return file_nzc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BudgetRequest) GetHospitalIds() []string {
@@ -1219,7 +1352,7 @@ type BudgetResponse struct {
 
 func (x *BudgetResponse) Reset() {
 	*x = BudgetResponse{}
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1364,7 @@ func (x *BudgetResponse) String() string {
 func (*BudgetResponse) ProtoMessage() {}
 
 func (x *BudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[12]
+	mi := &file_nzc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1377,7 @@ func (x *BudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetResponse.ProtoReflect.Descriptor instead.
 func (*BudgetResponse) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{12}
+	return file_nzc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BudgetResponse) GetBudgets() []*HospitalBudget {
@@ -1295,7 +1428,7 @@ type RegisteredEnsemble struct {
 
 func (x *RegisteredEnsemble) Reset() {
 	*x = RegisteredEnsemble{}
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1440,7 @@ func (x *RegisteredEnsemble) String() string {
 func (*RegisteredEnsemble) ProtoMessage() {}
 
 func (x *RegisteredEnsemble) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[13]
+	mi := &file_nzc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1453,7 @@ func (x *RegisteredEnsemble) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredEnsemble.ProtoReflect.Descriptor instead.
 func (*RegisteredEnsemble) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{13}
+	return file_nzc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisteredEnsemble) GetHospitalId() string {
@@ -1359,7 +1492,7 @@ type StudentQuota struct {
 
 func (x *StudentQuota) Reset() {
 	*x = StudentQuota{}
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1504,7 @@ func (x *StudentQuota) String() string {
 func (*StudentQuota) ProtoMessage() {}
 
 func (x *StudentQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[14]
+	mi := &file_nzc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1517,7 @@ func (x *StudentQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StudentQuota.ProtoReflect.Descriptor instead.
 func (*StudentQuota) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{14}
+	return file_nzc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StudentQuota) GetStudentId() string {
@@ -1445,7 +1578,7 @@ type HospitalBudget struct {
 
 func (x *HospitalBudget) Reset() {
 	*x = HospitalBudget{}
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1590,7 @@ func (x *HospitalBudget) String() string {
 func (*HospitalBudget) ProtoMessage() {}
 
 func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[15]
+	mi := &file_nzc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1603,7 @@ func (x *HospitalBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HospitalBudget.ProtoReflect.Descriptor instead.
 func (*HospitalBudget) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{15}
+	return file_nzc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HospitalBudget) GetHospitalId() string {
@@ -1569,7 +1702,7 @@ type LedgerSubmit struct {
 
 func (x *LedgerSubmit) Reset() {
 	*x = LedgerSubmit{}
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1714,7 @@ func (x *LedgerSubmit) String() string {
 func (*LedgerSubmit) ProtoMessage() {}
 
 func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[16]
+	mi := &file_nzc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1727,7 @@ func (x *LedgerSubmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSubmit.ProtoReflect.Descriptor instead.
 func (*LedgerSubmit) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{16}
+	return file_nzc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LedgerSubmit) GetCommand() []byte {
@@ -1624,7 +1757,7 @@ type LedgerResult struct {
 
 func (x *LedgerResult) Reset() {
 	*x = LedgerResult{}
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1769,7 @@ func (x *LedgerResult) String() string {
 func (*LedgerResult) ProtoMessage() {}
 
 func (x *LedgerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[17]
+	mi := &file_nzc_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1782,7 @@ func (x *LedgerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerResult.ProtoReflect.Descriptor instead.
 func (*LedgerResult) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{17}
+	return file_nzc_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LedgerResult) GetIndex() uint64 {
@@ -1711,7 +1844,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_nzc_proto_msgTypes[18]
+	mi := &file_nzc_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1856,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[18]
+	mi := &file_nzc_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1869,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{18}
+	return file_nzc_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Receipt) GetEntry() []byte {
@@ -1776,7 +1909,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_nzc_proto_msgTypes[19]
+	mi := &file_nzc_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1921,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_nzc_proto_msgTypes[19]
+	mi := &file_nzc_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1934,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_nzc_proto_rawDescGZIP(), []int{19}
+	return file_nzc_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1855,13 +1988,20 @@ const file_nzc_proto_rawDesc = "" +
 	"\fHospitalInfo\x12!\n" +
 	"\fnum_teachers\x18\x01 \x01(\rR\vnumTeachers\x12\x1f\n" +
 	"\vnum_classes\x18\x02 \x01(\rR\n" +
-	"numClasses\"\xc1\x01\n" +
+	"numClasses\"\xf5\x01\n" +
 	"\x03Ack\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\bparty_id\x18\x02 \x01(\tR\apartyId\x12#\n" +
 	"\rage_recipient\x18\x03 \x01(\tR\fageRecipient\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x125\n" +
-	"\thospitals\x18\x05 \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\"\xd9\x02\n" +
+	"\thospitals\x18\x05 \x03(\v2\x17.nzc.v1.SignedRecipientR\thospitals\x122\n" +
+	"\bfallback\x18\x06 \x01(\v2\x16.nzc.v1.MechanismOfferR\bfallback\"^\n" +
+	"\x0eMechanismOffer\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12.\n" +
+	"\x06params\x18\x02 \x03(\v2\x16.nzc.v1.MechanismParamR\x06params\"8\n" +
+	"\x0eMechanismParam\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xd9\x02\n" +
 	"\n" +
 	"QueryBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
@@ -1899,14 +2039,15 @@ const file_nzc_proto_rawDesc = "" +
 	"\vnum_classes\x18\x02 \x01(\rR\n" +
 	"numClasses\x12!\n" +
 	"\fnum_teachers\x18\x03 \x01(\rR\vnumTeachers\x12\x16\n" +
-	"\x06counts\x18\x04 \x03(\rR\x06counts\"\x94\x01\n" +
+	"\x06counts\x18\x04 \x03(\rR\x06counts\"\xb0\x01\n" +
 	"\fLabelRequest\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
 	"numQueries\x12\x1f\n" +
 	"\vfeature_dim\x18\x03 \x01(\rR\n" +
 	"featureDim\x12'\n" +
-	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\"\xcf\x02\n" +
+	"\x0fsealed_features\x18\x04 \x01(\fR\x0esealedFeatures\x12\x1a\n" +
+	"\bfallback\x18\x05 \x01(\bR\bfallback\"\xcf\x02\n" +
 	"\rLabelResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\fR\abatchId\x12\x1f\n" +
 	"\vnum_queries\x18\x02 \x01(\rR\n" +
@@ -2026,7 +2167,7 @@ func file_nzc_proto_rawDescGZIP() []byte {
 }
 
 var file_nzc_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_nzc_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_nzc_proto_goTypes = []any{
 	(Role)(0),                  // 0: nzc.v1.Role
 	(LedgerResultCode)(0),      // 1: nzc.v1.LedgerResultCode
@@ -2035,41 +2176,45 @@ var file_nzc_proto_goTypes = []any{
 	(*SignedRecipient)(nil),    // 4: nzc.v1.SignedRecipient
 	(*HospitalInfo)(nil),       // 5: nzc.v1.HospitalInfo
 	(*Ack)(nil),                // 6: nzc.v1.Ack
-	(*QueryBatch)(nil),         // 7: nzc.v1.QueryBatch
-	(*Features)(nil),           // 8: nzc.v1.Features
-	(*VoteBatch)(nil),          // 9: nzc.v1.VoteBatch
-	(*Histograms)(nil),         // 10: nzc.v1.Histograms
-	(*LabelRequest)(nil),       // 11: nzc.v1.LabelRequest
-	(*LabelResponse)(nil),      // 12: nzc.v1.LabelResponse
-	(*Labels)(nil),             // 13: nzc.v1.Labels
-	(*BudgetRequest)(nil),      // 14: nzc.v1.BudgetRequest
-	(*BudgetResponse)(nil),     // 15: nzc.v1.BudgetResponse
-	(*RegisteredEnsemble)(nil), // 16: nzc.v1.RegisteredEnsemble
-	(*StudentQuota)(nil),       // 17: nzc.v1.StudentQuota
-	(*HospitalBudget)(nil),     // 18: nzc.v1.HospitalBudget
-	(*LedgerSubmit)(nil),       // 19: nzc.v1.LedgerSubmit
-	(*LedgerResult)(nil),       // 20: nzc.v1.LedgerResult
-	(*Receipt)(nil),            // 21: nzc.v1.Receipt
-	(*Error)(nil),              // 22: nzc.v1.Error
+	(*MechanismOffer)(nil),     // 7: nzc.v1.MechanismOffer
+	(*MechanismParam)(nil),     // 8: nzc.v1.MechanismParam
+	(*QueryBatch)(nil),         // 9: nzc.v1.QueryBatch
+	(*Features)(nil),           // 10: nzc.v1.Features
+	(*VoteBatch)(nil),          // 11: nzc.v1.VoteBatch
+	(*Histograms)(nil),         // 12: nzc.v1.Histograms
+	(*LabelRequest)(nil),       // 13: nzc.v1.LabelRequest
+	(*LabelResponse)(nil),      // 14: nzc.v1.LabelResponse
+	(*Labels)(nil),             // 15: nzc.v1.Labels
+	(*BudgetRequest)(nil),      // 16: nzc.v1.BudgetRequest
+	(*BudgetResponse)(nil),     // 17: nzc.v1.BudgetResponse
+	(*RegisteredEnsemble)(nil), // 18: nzc.v1.RegisteredEnsemble
+	(*StudentQuota)(nil),       // 19: nzc.v1.StudentQuota
+	(*HospitalBudget)(nil),     // 20: nzc.v1.HospitalBudget
+	(*LedgerSubmit)(nil),       // 21: nzc.v1.LedgerSubmit
+	(*LedgerResult)(nil),       // 22: nzc.v1.LedgerResult
+	(*Receipt)(nil),            // 23: nzc.v1.Receipt
+	(*Error)(nil),              // 24: nzc.v1.Error
 }
 var file_nzc_proto_depIdxs = []int32{
 	0,  // 0: nzc.v1.Hello.role:type_name -> nzc.v1.Role
 	5,  // 1: nzc.v1.Hello.hospital:type_name -> nzc.v1.HospitalInfo
 	4,  // 2: nzc.v1.Ack.hospitals:type_name -> nzc.v1.SignedRecipient
-	21, // 3: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
-	21, // 4: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
-	4,  // 5: nzc.v1.LabelResponse.hospitals:type_name -> nzc.v1.SignedRecipient
-	18, // 6: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
-	17, // 7: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
-	16, // 8: nzc.v1.BudgetResponse.ensembles:type_name -> nzc.v1.RegisteredEnsemble
-	1,  // 9: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
-	21, // 10: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
-	2,  // 11: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	7,  // 3: nzc.v1.Ack.fallback:type_name -> nzc.v1.MechanismOffer
+	8,  // 4: nzc.v1.MechanismOffer.params:type_name -> nzc.v1.MechanismParam
+	23, // 5: nzc.v1.QueryBatch.charge_receipts:type_name -> nzc.v1.Receipt
+	23, // 6: nzc.v1.LabelResponse.receipt:type_name -> nzc.v1.Receipt
+	4,  // 7: nzc.v1.LabelResponse.hospitals:type_name -> nzc.v1.SignedRecipient
+	20, // 8: nzc.v1.BudgetResponse.budgets:type_name -> nzc.v1.HospitalBudget
+	19, // 9: nzc.v1.BudgetResponse.student:type_name -> nzc.v1.StudentQuota
+	18, // 10: nzc.v1.BudgetResponse.ensembles:type_name -> nzc.v1.RegisteredEnsemble
+	1,  // 11: nzc.v1.LedgerResult.code:type_name -> nzc.v1.LedgerResultCode
+	23, // 12: nzc.v1.LedgerResult.receipt:type_name -> nzc.v1.Receipt
+	2,  // 13: nzc.v1.Error.code:type_name -> nzc.v1.ErrorCode
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_nzc_proto_init() }
@@ -2083,7 +2228,7 @@ func file_nzc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nzc_proto_rawDesc), len(file_nzc_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3,9 +3,9 @@
 //
 // Configuration comes from four layers, highest precedence first:
 //
-//	flags            --tls-cert /etc/nzc/h1.crt
-//	environment      NZC_TLS_CERT=/etc/nzc/h1.crt   (dots and dashes become underscores)
-//	YAML file        --config h1.yaml, key tls: {cert: /etc/nzc/h1.crt}
+//	flags            --tls-cert /etc/nzc/hospital-1.crt
+//	environment      NZC_TLS_CERT=/etc/nzc/hospital-1.crt   (dots and dashes become underscores)
+//	YAML file        --config federation/hospital-1.yaml, key tls: {cert: /etc/nzc/hospital-1.crt}
 //	defaults         the binary's Default* config
 //
 // and is decoded exactly into a typed struct: a key in the file that the

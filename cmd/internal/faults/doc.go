@@ -5,5 +5,8 @@
 // and restart parties, checking after each fault what the ledger and the
 // student's received labels must show: no label without a committed charge,
 // no charge lost or counted twice, one charge per batch, and the same
-// labels for a retried batch. It has no code outside its tests.
+// labels for a retried batch. It also runs the federation `nzc init
+// --teachers 30` writes, mechanism and caps untouched, and holds its labels
+// to the teachers' clean vote (TestInitSizedFederation). It has no code
+// outside its tests.
 package faults

@@ -129,17 +129,39 @@ type fed struct {
 	dataQuery string
 }
 
-// newFed provisions a federation with `nzc init`, makes its data, trains
-// the hospitals' teachers and rewrites every configuration to the test's
-// addresses. It starts nothing.
-func newFed(t *testing.T, bin string) *fed {
+// fedOptions is what newFedWith provisions. The fault tests' federation
+// (faultFed) runs small ensembles under a mechanism and caps set for them;
+// asInit keeps the mechanism, caps and quorum exactly as `nzc init` wrote
+// them, for the tests of what init plans.
+type fedOptions struct {
+	teachers, classes int // teachers per hospital, classes
+	blobs             synth.Blobs
+	train, queries    int  // rows of the training and query data
+	asInit            bool // run init's own mechanism, caps and quorum
+}
+
+// faultFed is the fault tests' federation.
+var faultFed = fedOptions{teachers: teachersPerHospital, classes: classes, train: 600, queries: 400,
+	blobs: synth.Blobs{Classes: classes, Dim: dim, Spread: 3, CentreSeed: [2]uint64{7, 11}}}
+
+// newFed provisions the fault tests' federation (newFedWith).
+func newFed(t *testing.T, bin string) *fed { return newFedWith(t, bin, faultFed) }
+
+// newFedWith provisions a federation with `nzc init`, makes its data,
+// trains the hospitals' teachers and rewrites every configuration to the
+// test's addresses. It starts nothing.
+func newFedWith(t *testing.T, bin string, o fedOptions) *fed {
 	t.Helper()
 	f := &fed{t: t, dir: t.TempDir(), bin: bin}
 	f.ps = &launch.Processes{Bin: bin, Dir: f.dir, Logs: f.dir}
 	t.Cleanup(f.stopAll)
 	fdir := filepath.Join(f.dir, "federation")
-	f.oneShot("init", "nzc", "init", "--dir", fdir, "--hospitals", strconv.Itoa(hospitals), "--auditors", "3", "--students", "1",
-		"--teachers", strconv.Itoa(teachersPerHospital), "--classes", strconv.Itoa(classes), "--epsilon-bound", "1e4")
+	args := []string{"init", "--dir", fdir, "--hospitals", strconv.Itoa(hospitals), "--auditors", "3", "--students", "1",
+		"--teachers", strconv.Itoa(o.teachers), "--classes", strconv.Itoa(o.classes)}
+	if !o.asInit {
+		args = append(args, "--epsilon-bound", "1e4")
+	}
+	f.oneShot("init", "nzc", args...)
 	m, err := crypto.LoadManifest(fdir)
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +173,10 @@ func newFed(t *testing.T, bin string) *fed {
 
 	// Data: one seeded problem; the hospitals share a training file cut
 	// into disjoint parts, the student asks about other samples.
-	blobs := synth.Blobs{Classes: classes, Dim: dim, Spread: 3, CentreSeed: [2]uint64{7, 11}}
 	f.dataTrain = filepath.Join(f.dir, "train.csv")
 	f.dataQuery = filepath.Join(f.dir, "queries.csv")
-	writeCSV(t, f.dataTrain, blobs.Make(1, 600))
-	writeCSV(t, f.dataQuery, blobs.Make(2, 400))
+	writeCSV(t, f.dataTrain, o.blobs.Make(1, o.train))
+	writeCSV(t, f.dataQuery, o.blobs.Make(2, o.queries))
 
 	// Auditors: raft through a TCP proxy each, intake through a UDP proxy.
 	auds := m.ByRole(crypto.RoleAuditor)
@@ -196,9 +217,11 @@ func newFed(t *testing.T, bin string) *fed {
 	f.aggPath = filepath.Join(fdir, "aggregator.yaml")
 	readYAML(t, f.aggPath, &f.aggCfg)
 	f.aggCfg.Listen, f.aggCfg.Auditors, f.aggCfg.Ops.Listen = aggAddr, intakes, addr()
-	f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
-	f.aggCfg.LedgerTimeout, f.aggCfg.Teachers, f.aggCfg.Classes = ledgerTimeout, teachersPerHospital, classes
-	f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
+	if !o.asInit {
+		f.aggCfg.Quorum, f.aggCfg.Hospitals, f.aggCfg.BatchDeadline = quorum, hospitals, batchDeadline
+		f.aggCfg.LedgerTimeout, f.aggCfg.Teachers, f.aggCfg.Classes = ledgerTimeout, o.teachers, o.classes
+		f.aggCfg.Mechanism = mechanism.Params{Mechanism: mechanism.GNMax, Sigma: 2}
+	}
 	writeYAML(t, f.aggPath, f.aggCfg)
 
 	for i, h := range m.ByRole(crypto.RoleHospital) {
@@ -206,8 +229,10 @@ func newFed(t *testing.T, bin string) *fed {
 		readYAML(t, n.cfgPath, &n.cfg)
 		n.cfg.Aggregator, n.cfg.Ops.Listen = aggAddr, addr()
 		n.cfg.Data, n.cfg.DataPart, n.cfg.DataParts = f.dataTrain, i+1, hospitals
-		n.cfg.Teachers, n.cfg.Model, n.cfg.Epochs = teachersPerHospital, "softmax", 2
-		n.cfg.CapEpsilon, n.cfg.CapDelta = 1e4, 1e-5
+		n.cfg.Teachers, n.cfg.Model, n.cfg.Epochs = o.teachers, "softmax", 2
+		if !o.asInit {
+			n.cfg.CapEpsilon, n.cfg.CapDelta = 1e4, 1e-5
+		}
 		writeYAML(t, n.cfgPath, n.cfg)
 		f.hospitals = append(f.hospitals, n)
 	}
