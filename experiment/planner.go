@@ -34,6 +34,15 @@ type PlanConfig struct {
 	// MinAnswers is the fewest session answers whose student ranks the
 	// GNMax queries (0: any answer).
 	MinAnswers int `json:"min_answers,omitempty"`
+	// SureShare, when positive, asks GNMax first: the answers that fit
+	// beside the session, on the first queries in the query order. A
+	// student trained on them judges the rest of the pool; when it is
+	// sure (selection.SureShare) of at least this share, the session
+	// opens on the rest, else the rest of the cap buys more GNMax
+	// answers, the next queries in the query order: GNMax's answers
+	// compose with each other without loss, so on data the student is
+	// unsure of the plan releases what GNMax alone would.
+	SureShare float64 `json:"sure_share,omitempty"`
 }
 
 // planSessionParams plans the planned row's session for k teachers.
@@ -53,6 +62,9 @@ func (c *Config) validatePlan() error {
 	}
 	if !(pc.Cap > 0) || !(pc.SessionEpsilon > 0) || pc.SessionEpsilon > pc.Cap {
 		return fmt.Errorf("%w: plan cap ε %v with a session of ε %v: want a positive cap and a session within it", ErrConfig, pc.Cap, pc.SessionEpsilon)
+	}
+	if !(pc.SureShare >= 0 && pc.SureShare <= 1) {
+		return fmt.Errorf("%w: a plan's sure share %v, want 0 (no GNMax first) to 1", ErrConfig, pc.SureShare)
 	}
 	if pc.Refusals < 0 || pc.Refusals > 100 || pc.MinAnswers < 0 {
 		return fmt.Errorf("%w: a planned session of %d refusals switching below %d answers: want 0 (the preset's) to 100 refusals and 0 or more answers", ErrConfig, pc.Refusals, pc.MinAnswers)
@@ -99,7 +111,16 @@ func (s *students) plannedRows(ctx context.Context, rep *Report, k, classes int,
 				}
 				return s.bootstrap(ctx, agg, p, cfg.noise(stream, d), k, classes, hist, pool)
 			}
-			row, full, err := s.planned(ctx, p, gn, session, cfg.noise(stream+"/gnmax", d), hist, pool)
+			var (
+				row  Row
+				full []int
+				err  error
+			)
+			if cfg.Plan.SureShare > 0 {
+				row, full, err = s.probed(ctx, agg, p, gn, cfg.noise(stream, d), cfg.noise(stream+"/gnmax", d), k, classes, hist, pool)
+			} else {
+				row, full, err = s.planned(ctx, p, gn, session, cfg.noise(stream+"/gnmax", d), hist, pool)
+			}
 			if err != nil {
 				return row, nil, fmt.Errorf("%s with %d teachers, planned: %w", agg, k, err)
 			}
@@ -186,6 +207,112 @@ func (s *students) planned(ctx context.Context, p, gn mechanism.Params, session 
 		}
 	}
 	row.Answered += row.fallback
+	var labels, qs []int
+	for q, l := range full {
+		if l != metrics.Refused {
+			labels, qs = append(labels, l), append(qs, q)
+		}
+	}
+	row.LabelAccuracy = labelAccuracy(labels, qs, s.queries.Y)
+	return row, full, nil
+}
+
+// probed runs one planned row that asks GNMax first (Plan.SureShare): as
+// many GNMax (gn) answers as fit beside the session p, on the first
+// queries of pool, noise from gsrc; then, if students trained on them are
+// sure of at least Plan.SureShare of the rest, the bootstrapped session on
+// the rest (noise from src), else as many more GNMax answers as the rest
+// of the cap buys, on the next queries of pool. Its ε is the costlier
+// branch's, the same in every draw.
+func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Params, src, gsrc mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+	cfg := s.cfg
+	g := mechanism.DefaultGrid()
+	spent, err := p.Charge(g, 0, 0)
+	if err != nil {
+		return Row{}, nil, err
+	}
+	n1, e1, err := budget.Rest(spent, gn, cfg.Plan.Cap, cfg.Delta, len(pool))
+	if err != nil {
+		return Row{}, nil, err
+	}
+	first, err := gn.Charge(g, n1, 0)
+	if err != nil {
+		return Row{}, nil, err
+	}
+	n2, e2, err := budget.Rest(first, gn, cfg.Plan.Cap, cfg.Delta, len(pool)-n1)
+	if err != nil {
+		return Row{}, nil, err
+	}
+	m, err := mechanism.New(gn)
+	if err != nil {
+		return Row{}, nil, err
+	}
+	full := make([]int, s.queries.Len())
+	for i := range full {
+		full[i] = metrics.Refused
+	}
+	gnmax := func(qs []int) (int, error) {
+		hs := make([]mechanism.Histogram, len(qs))
+		for j, q := range qs {
+			hs[j] = mechanism.Histogram(hist[q])
+		}
+		res, err := mechanism.AnswerBatch(m, gsrc, hs)
+		if err != nil {
+			return 0, err
+		}
+		answered := 0
+		for j, o := range res.Outcomes {
+			if !o.Refused {
+				full[qs[j]] = o.Label
+				answered++
+			}
+		}
+		return answered, nil
+	}
+	answered, err := gnmax(pool[:n1])
+	if err != nil {
+		return Row{}, nil, err
+	}
+	row := Row{Aggregator: Planner, Teachers: k, Queries: len(pool), Noise: cfg.noiseName(),
+		Selection: fmt.Sprintf("%s; gnmax first, then the session when its student is sure of %v of the rest", cfg.Selection.Strategy, cfg.Plan.SureShare)}
+	row.Params = fmt.Sprintf("cap ε=%v: %d gnmax %s, then nzc-svt %s or %d more gnmax", cfg.Plan.Cap, n1, gn, p, n2)
+	row.Epsilon, row.Delta, row.EpsilonSource = max(e1, e2), cfg.Delta, proven
+	sure := 0.0
+	if answered > 0 {
+		asked := make([]bool, s.queries.Len())
+		for i := range asked {
+			asked[i] = true
+		}
+		for _, q := range pool[n1:] {
+			asked[q] = false
+		}
+		nets, err := s.rankers(ctx, 0, full)
+		if err != nil {
+			return row, nil, err
+		}
+		if sure, err = selection.SureShare(ctx, nets, s.queries, asked, cfg.Confident); err != nil {
+			return row, nil, err
+		}
+	}
+	s.log.Info("plan probed", "gnmax_answers", answered, "sure_share", sure, "session", sure >= cfg.Plan.SureShare)
+	if sure >= cfg.Plan.SureShare {
+		srow, sfull, _, err := s.bootstrap(ctx, agg, p, src, k, classes, hist, pool[n1:])
+		if err != nil {
+			return row, nil, err
+		}
+		for q, l := range sfull {
+			if l != metrics.Refused {
+				full[q] = l
+			}
+		}
+		row.Answered, row.fallback = srow.Answered+answered, answered
+	} else {
+		more, err := gnmax(pool[n1 : n1+n2])
+		if err != nil {
+			return row, nil, err
+		}
+		row.Answered, row.fallback = answered+more, answered+more
+	}
 	var labels, qs []int
 	for q, l := range full {
 		if l != metrics.Refused {

@@ -236,3 +236,69 @@ func TestSessionDrawsShareRankers(t *testing.T) {
 		t.Fatalf("%d rankers trained, %d shared; want %d trained once and shared by the other %d draws", len(st.boot), got, rounds, draws-1)
 	}
 }
+
+// A plan that asks GNMax first releases, when its student is unsure of
+// the rest, exactly as many GNMax answers as GNMax alone buys within the
+// cap, on the same first queries; when the student is sure enough, the
+// session opens on the rest. Either way its ε is within the cap.
+func TestPlannerProbe(t *testing.T) {
+	const k, classes, n = 100, 4, 300
+	for _, tt := range []struct {
+		name    string
+		floor   float64 // the confidence a student is sure at
+		session bool
+	}{
+		// No student is that sure of anything.
+		{"unsure: gnmax on", 1 - 1e-12, false},
+		// Teachers that all agree on well-separated blobs.
+		{"sure: the session", 0.5, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := plannerConfig(t)
+			cfg.SessionRefusals, cfg.Plan.SureShare, cfg.Confident.Floor = 1, 0.5, tt.floor
+			queries := blobs(3, n)
+			hist := make([][]int, n)
+			pool := make([]int, n)
+			for q := range hist {
+				hist[q] = make([]int, classes)
+				hist[q][queries.Y[q]] = k
+				pool[q] = q
+			}
+			spec, err := model.Preset(cfg.StudentModel, queries.Shape, classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &students{cfg: cfg, spec: spec, bootSpec: spec, queries: queries, now: time.Now, log: slog.New(slog.DiscardHandler)}
+			p, err := cfg.planSessionParams(mechanism.NZCSVT, k, classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gn := ParamsFor(cfg.Mechanisms["gnmax"], k, classes)
+			row, full, err := st.probed(context.Background(), "nzc-svt", p, gn, source(1, "session"), source(1, "gnmax"), k, classes, hist, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, _, err := budget.Rest(mechanism.Charge{RDP: mechanism.DefaultGrid().Zero()}, gn, cfg.Plan.Cap, cfg.Delta, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.Epsilon > cfg.Plan.Cap || row.Aggregator != Planner {
+				t.Fatalf("%s row of ε %v under a cap of %v", row.Aggregator, row.Epsilon, cfg.Plan.Cap)
+			}
+			if opened := row.Answered > row.fallback; opened != tt.session {
+				t.Fatalf("%d answers, %d of them GNMax's: session opened %v, want %v", row.Answered, row.fallback, opened, tt.session)
+			}
+			if tt.session {
+				return
+			}
+			if row.Answered != alone {
+				t.Fatalf("%d GNMax answers, GNMax alone buys %d within the cap", row.Answered, alone)
+			}
+			for q, l := range full {
+				if (l != metrics.Refused) != (q < alone) {
+					t.Fatalf("query %d labelled %d: want the first %d queries answered, as GNMax alone asks them", q, l, alone)
+				}
+			}
+		})
+	}
+}

@@ -19,19 +19,22 @@ import (
 	"github.com/nzcfed/nzc/ml/selection"
 )
 
-// tunePlans parses NZC_TUNE_PLAN: comma-separated policies f/K/m, the
-// session's share f of the cap, its refusal bound K and the fewest
-// session answers whose student ranks the GNMax queries.
+// tunePlans parses NZC_TUNE_PLAN: comma-separated policies f/K/m or
+// f/K/m/s, the session's share f of the cap, its refusal bound K, the
+// fewest session answers whose student ranks the GNMax queries and, with
+// s, GNMax first and the session only when its student is sure of that
+// share of the rest (PlanConfig.SureShare).
 func tunePlans(t *testing.T, list string, capEps float64) []PlanConfig {
 	t.Helper()
 	var plans []PlanConfig
 	for _, p := range strings.Split(list, ",") {
-		var f float64
+		var f, sure float64
 		var k, m int
-		if _, err := fmt.Sscanf(p, "%g/%d/%d", &f, &k, &m); err != nil || !(f > 0 && f <= 1) {
-			t.Fatalf("NZC_TUNE_PLAN %q: want f/K/m with 0 < f ≤ 1", p)
+		n, err := fmt.Sscanf(p, "%g/%d/%d/%g", &f, &k, &m, &sure)
+		if n < 3 || (err != nil && n != 3) || !(f > 0 && f <= 1) {
+			t.Fatalf("NZC_TUNE_PLAN %q: want f/K/m or f/K/m/s with 0 < f ≤ 1", p)
 		}
-		plans = append(plans, PlanConfig{Cap: capEps, SessionEpsilon: f * capEps, Refusals: k, MinAnswers: m})
+		plans = append(plans, PlanConfig{Cap: capEps, SessionEpsilon: f * capEps, Refusals: k, MinAnswers: m, SureShare: sure})
 	}
 	return plans
 }
@@ -167,7 +170,7 @@ func TestTunePlan(t *testing.T) {
 		if err := st.plannedRows(ctx, rep, k, classes, hist, order); err != nil {
 			t.Fatal(err)
 		}
-		rep.Rows[len(rep.Rows)-1].Params = fmt.Sprintf("f=%v K=%d m=%d: %s", pc.SessionEpsilon/pc.Cap, pc.Refusals, pc.MinAnswers, rep.Rows[len(rep.Rows)-1].Params)
+		rep.Rows[len(rep.Rows)-1].Params = fmt.Sprintf("f=%v K=%d m=%d s=%v: %s", pc.SessionEpsilon/pc.Cap, pc.Refusals, pc.MinAnswers, pc.SureShare, rep.Rows[len(rep.Rows)-1].Params)
 	}
 	t.Logf("sessions and plans released in %v", time.Since(start).Round(time.Second))
 	st.add(slot{row: len(rep.Rows), draw: -1}, "clean votes", clean)
