@@ -247,6 +247,16 @@ func (l *scaleLedger) flush() error {
 	return l.hist.Flush()
 }
 
+// snapshot is the raft snapshot an auditor takes: over a history on
+// disk, a state snapshot (the state and the tree head); with the history
+// in memory, as before it moved to disk, the whole log.
+func (l *scaleLedger) snapshot() ([]byte, error) {
+	if l.hist == nil {
+		return l.st.Snapshot()
+	}
+	return l.st.StateSnapshot()
+}
+
 func (l *scaleLedger) close() {
 	if l.hist != nil {
 		_ = l.hist.Close()
@@ -270,7 +280,7 @@ func (l *scaleLedger) grow(ctx context.Context, cfg Config, sec *ScaleSection, b
 		p.HeapMiB = (float64(liveHeap()) - float64(base)) / mib
 		p.RSSMiB = float64(residentBytes()) / mib
 		t0 := time.Now()
-		b, err := l.st.Snapshot()
+		b, err := l.snapshot()
 		if err != nil {
 			return nil, err
 		}

@@ -8,7 +8,9 @@
 // and imports only the standard library, the mechanism package's accounting
 // and the transparency-log primitives of golang.org/x/mod/sumdb. A raft FSM
 // wraps a State by passing each committed log entry to Apply, and
-// Snapshot/Restore for its snapshots.
+// StateSnapshot/Restore (RestoreFrom when the history lacks the snapshot's
+// entries) for its snapshots: the decision state and the tree's head, not
+// the entries, which stay in the History.
 //
 // # The ledger derives every cost
 //

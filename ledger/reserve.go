@@ -112,7 +112,7 @@ func (s *State) reserve(c Command, signer Party, b *Reserve, index uint64) (Resu
 		return Result{Outcome: Outcome{Status: StatusDuplicate, Original: r.index},
 			Message: "batch " + b.BatchID + " is already reserved by this command; nothing held again"}, nil
 	}
-	if prev, ok := s.batches[key]; ok {
+	if prev, ok := s.chargedBatch(key); ok {
 		return refuse(CodeConflict, b.BatchID, "batch %s was charged at entry %d; a charged batch needs no reservation", b.BatchID, prev.index), nil
 	}
 	if b.Queries == 0 {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -86,10 +87,23 @@ func decodeEntries(d *decoder, tag byte) [][]byte {
 	return out
 }
 
-// Restore replaces the whole state with the one a snapshot describes, after
-// replaying every entry and checking it reproduces the snapshot byte for
-// byte. On error the state is unchanged.
+// Restore replaces the whole state with the one a snapshot describes.
+//
+// An entries snapshot (Snapshot) is replayed entry by entry, each checked
+// to reproduce the snapshot byte for byte. A state snapshot
+// (StateSnapshot) is adopted as it is when the history already holds the
+// entries it describes, its tree hash the snapshot's root (a replica
+// restarting over its own disk): nothing is replayed. A history that does
+// not hold them gives a *HistoryMissingError; RestoreFrom fetches them.
+// On error the state is unchanged.
 func (s *State) Restore(snapshot []byte) error {
+	if isStateSnapshot(snapshot) {
+		return s.restoreState(context.Background(), snapshot, nil)
+	}
+	return s.restoreEntries(snapshot)
+}
+
+func (s *State) restoreEntries(snapshot []byte) error {
 	d := &decoder{buf: snapshot}
 	entries := decodeEntries(d, snapshotTag)
 	if err := d.end(); err != nil {
@@ -113,6 +127,7 @@ func (s *State) Restore(snapshot []byte) error {
 		empty := newState(h)
 		s.genesis, s.origin, s.genesisHash, s.classes = false, "", [32]byte{}, 0
 		s.grid, s.parties, s.joined, s.accounts, s.students = empty.grid, empty.parties, empty.joined, empty.accounts, empty.students
+		s.share, s.used = empty.share, empty.used
 		s.batches, s.sessions, s.opened, s.latest, s.ensembles = empty.batches, empty.sessions, empty.opened, empty.latest, empty.ensembles
 		s.paced, s.suspensions = empty.paced, empty.suspensions
 		s.epsBound, s.deltaBound = 0, 0
@@ -120,14 +135,7 @@ func (s *State) Restore(snapshot []byte) error {
 		s.log, s.costs, s.pre = empty.log, empty.costs, empty.pre
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
 	}
-	s.grid, s.genesis, s.origin, s.genesisHash = fresh.grid, fresh.genesis, fresh.origin, fresh.genesisHash
-	s.parties, s.joined, s.accounts, s.students = fresh.parties, fresh.joined, fresh.accounts, fresh.students
-	s.batches, s.sessions, s.opened = fresh.batches, fresh.sessions, fresh.opened
-	s.latest, s.ensembles, s.classes = fresh.latest, fresh.ensembles, fresh.classes
-	s.epsBound, s.deltaBound = fresh.epsBound, fresh.deltaBound
-	s.reservations, s.reserveQueue = fresh.reservations, fresh.reserveQueue
-	s.paced, s.suspensions = fresh.paced, fresh.suspensions
-	return nil
+	return s.take(fresh)
 }
 
 // adoptHistory makes s's history hold exactly entries, the log of fresh. A

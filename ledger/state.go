@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -168,6 +169,10 @@ type State struct {
 	// checks are the signatures seen to verify lately (by Check before a
 	// command is proposed); changes no result.
 	checks *checkedSigs
+
+	// failed is the first error of the history under a decision (a batch
+	// looked up or recorded): Apply returns it instead of a result.
+	failed atomic.Pointer[error]
 }
 
 // New returns an empty ledger that keeps its history in memory. Its first
@@ -217,6 +222,9 @@ func (s *State) apply(cmd []byte, whole bool) (Result, error) {
 	defer s.mu.Unlock()
 	index := uint64(s.log.size())
 	r, commit := s.decide(cmd, index, nil)
+	if e := s.failed.Swap(nil); e != nil {
+		return Result{}, *e
+	}
 	r.Index = index
 	prev, err := s.log.treeHash(int64(index))
 	if err != nil {
@@ -237,6 +245,9 @@ func (s *State) apply(cmd []byte, whole bool) (Result, error) {
 	}
 	if commit != nil {
 		commit()
+	}
+	if e := s.failed.Swap(nil); e != nil {
+		return Result{}, *e
 	}
 	s.pruneReservations(index + 1)
 	return r, nil
@@ -643,7 +654,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 		return refuse(CodeWrongSigner, signer.ID, "only an aggregator charges, %s is a %s", signer.ID, signer.Role), nil
 	}
 	digest, _ := c.Digest()
-	if r, seen := once(s.batches, "batch", b.key(), b.BatchID, digest); seen {
+	if r, seen := s.onceBatch(b, digest); seen {
 		return r, nil
 	}
 	if b.Answers > b.Queries {
@@ -684,7 +695,7 @@ func (s *State) charge(c Command, signer Party, b *Charge, index uint64) (Result
 		delete(s.reservations, b.key())
 		s.spend(b.Student, b.Hospitals, cost, b.Answers)
 		s.students[b.Student].answers += b.Answers
-		s.batches[b.key()] = applied{digest: digest, index: index}
+		s.recordBatch(b.key(), applied{digest: digest, index: index})
 	}
 }
 
@@ -916,7 +927,7 @@ func (s *State) sessionCharge(signer Party, b *Charge, digest [32]byte, index ui
 			s.accounts[h].answers += b.Answers
 		}
 		s.students[b.Student].answers += b.Answers
-		s.batches[b.key()] = applied{digest: digest, index: index}
+		s.recordBatch(b.key(), applied{digest: digest, index: index})
 	}
 }
 
@@ -1170,4 +1181,62 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// fail records the first error of the history under a decision.
+func (s *State) fail(err error) {
+	s.failed.CompareAndSwap(nil, &err)
+}
+
+// chargedBatch returns the entry that charged batch key and the digest of
+// its command: from memory, or from the history's KeyIndex, which holds
+// the entry's index only (the digest is the entry's command's).
+func (s *State) chargedBatch(key string) (applied, bool) {
+	if a, ok := s.batches[key]; ok {
+		return a, true
+	}
+	ki := s.keyIndex()
+	if ki == nil {
+		return applied{}, false
+	}
+	i, ok, err := ki.GetKey(key)
+	if err == nil && ok {
+		var b []byte
+		if b, err = s.log.h.Entry(i); err == nil {
+			var en Entry
+			if en, err = DecodeEntry(b); err == nil {
+				var c Command
+				if c, err = DecodeCommand(en.Command); err == nil {
+					d, _ := c.Digest()
+					return applied{digest: d, index: uint64(i)}, true
+				}
+			}
+		}
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("ledger: looking up batch %q in the history: %w", key, err))
+	}
+	return applied{}, false
+}
+
+// recordBatch notes that the entry a charged batch key: in the history's
+// KeyIndex when it keeps one, in memory otherwise.
+func (s *State) recordBatch(key string, a applied) {
+	ki := s.keyIndex()
+	if ki == nil {
+		s.batches[key] = a
+		return
+	}
+	if err := ki.PutKey(key, int64(a.index)); err != nil {
+		s.fail(fmt.Errorf("ledger: recording batch %q in the history: %w", key, err))
+	}
+}
+
+// onceBatch is once for a charge's batch.
+func (s *State) onceBatch(b *Charge, digest [32]byte) (Result, bool) {
+	prev, ok := s.chargedBatch(b.key())
+	if !ok {
+		return Result{}, false
+	}
+	return once(map[string]applied{b.key(): prev}, "batch", b.key(), b.BatchID, digest)
 }

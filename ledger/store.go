@@ -38,11 +38,48 @@ type History interface {
 // asks of it: a missing entry or hash, or a failed write.
 var ErrHistory = errors.New("ledger: history")
 
+// KeyIndex is implemented by a History that also keeps which entry charged
+// each batch, so that the State need not keep every batch id it has seen
+// in memory nor in its snapshots. Truncate(n) of such a history also
+// forgets the keys of the entries it drops.
+type KeyIndex interface {
+	// PutKey records that entry i, which the history holds, charged key.
+	PutKey(key string, i int64) error
+	// GetKey returns the entry that charged key, and false when none of
+	// the history's entries did.
+	GetKey(key string) (int64, bool, error)
+}
+
 // MemHistory is a History in memory.
 type MemHistory struct {
 	mu      sync.RWMutex
 	entries [][]byte
 	hashes  []tlog.Hash
+	keys    map[string]int64
+}
+
+var _ KeyIndex = (*MemHistory)(nil)
+
+// PutKey implements KeyIndex.
+func (m *MemHistory) PutKey(key string, i int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i < 0 || i >= int64(len(m.entries)) {
+		return fmt.Errorf("%w: no entry %d to charge %q (have %d)", ErrHistory, i, key, len(m.entries))
+	}
+	if m.keys == nil {
+		m.keys = map[string]int64{}
+	}
+	m.keys[key] = i
+	return nil
+}
+
+// GetKey implements KeyIndex.
+func (m *MemHistory) GetKey(key string) (int64, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	i, ok := m.keys[key]
+	return i, ok, nil
 }
 
 var _ History = (*MemHistory)(nil)
@@ -104,6 +141,11 @@ func (m *MemHistory) Truncate(n int64) error {
 	clear(m.entries[n:])
 	m.entries = m.entries[:n]
 	m.hashes = m.hashes[:tlog.StoredHashIndex(0, n)]
+	for k, i := range m.keys {
+		if i >= n {
+			delete(m.keys, k)
+		}
+	}
 	return nil
 }
 
@@ -222,6 +264,44 @@ func (v *historyView) Entry(i int64) ([]byte, error) {
 		return bytes.Clone(v.last), nil
 	}
 	return v.under.Entry(i)
+}
+
+// viewKeys is the KeyIndex of a view over a history that keeps one: the
+// keys of the view's first n entries.
+type viewKeys struct {
+	v     *historyView
+	under KeyIndex
+}
+
+func (k viewKeys) PutKey(key string, i int64) error {
+	if i >= k.v.n {
+		return fmt.Errorf("%w: no entry %d to charge %q (have %d)", ErrHistory, i, key, k.v.n)
+	}
+	return k.under.PutKey(key, i)
+}
+
+func (k viewKeys) GetKey(key string) (int64, bool, error) {
+	i, ok, err := k.under.GetKey(key)
+	if err != nil || !ok || i >= k.v.n {
+		return 0, false, err
+	}
+	return i, true, nil
+}
+
+// keyIndex returns the KeyIndex of the state's history, or nil when it
+// keeps none (the State then keeps its batches in memory). A strict view
+// (Open, which must not write) keeps none either.
+func (s *State) keyIndex() KeyIndex {
+	switch h := s.log.h.(type) {
+	case *historyView:
+		if ki, ok := h.under.(KeyIndex); ok && !h.strict {
+			return viewKeys{v: h, under: ki}
+		}
+		return nil
+	case KeyIndex:
+		return h
+	}
+	return nil
 }
 
 func (v *historyView) Truncate(n int64) error {

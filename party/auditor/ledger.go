@@ -11,6 +11,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,11 +38,16 @@ type Ledger struct {
 	// flush writes the history's pending entries to disk after each batch
 	// (nil: the history is in memory).
 	flush func() error
+	// snapshot encodes the state for raft: state.StateSnapshot.
+	snapshot func() ([]byte, error)
 
 	mu       sync.Mutex
 	growth   []grown       // the log's sizes after recent batches, ascending
 	next     chan struct{} // closed (and replaced) when the log grows
 	flushErr error         // the history could not be written: apply nothing more
+	// restoreErr is set when a snapshot did not restore: the ledger is
+	// empty, so apply nothing more.
+	restoreErr error
 }
 
 // grown says the log reached size at time at (Unix seconds).
@@ -58,6 +64,9 @@ var (
 	_ raftnode.BatchObserver      = (*Ledger)(nil)
 	_ raftnode.CheckpointProvider = (*Ledger)(nil)
 	_ raftnode.CheckpointWaiter   = (*Ledger)(nil)
+	_ raftnode.HistoryProvider    = (*Ledger)(nil)
+	_ raftnode.HistoryRestorer    = (*Ledger)(nil)
+	_ raftnode.SnapshotCompleter  = (*Ledger)(nil)
 )
 
 // NewLedger wraps state for replication. auditorID is this auditor's party
@@ -73,7 +82,7 @@ func NewLedger(state *ledger.State, auditorID string, key ed25519.PrivateKey, no
 	if _, err := ledger.NewCheckpointSigner(auditorID, key, 0); err != nil {
 		return nil, err
 	}
-	return &Ledger{state: state, id: auditorID, key: key, now: now, next: make(chan struct{})}, nil
+	return &Ledger{state: state, id: auditorID, key: key, now: now, next: make(chan struct{}), snapshot: state.StateSnapshot}, nil
 }
 
 // State is the replicated ledger, for reads (accounts, entries, proofs).
@@ -84,7 +93,7 @@ func (l *Ledger) State() *ledger.State { return l.state }
 // the log like an acceptance, not an error.
 func (l *Ledger) Apply(_ uint64, cmd []byte) ([]byte, error) {
 	l.mu.Lock()
-	ferr := l.flushErr
+	ferr := cmp.Or(l.flushErr, l.restoreErr)
 	l.mu.Unlock()
 	if ferr != nil {
 		return nil, ferr
@@ -120,20 +129,120 @@ func (l *Ledger) flushHistory() {
 	}
 }
 
-// Snapshot implements raftnode.StateMachine.
-func (l *Ledger) Snapshot() ([]byte, error) { return l.state.Snapshot() }
+// Snapshot implements raftnode.StateMachine: a state snapshot
+// (ledger.State.StateSnapshot), the decision state and the tree's head,
+// whose size does not grow with the history.
+func (l *Ledger) Snapshot() ([]byte, error) { return l.snapshot() }
 
-// Restore implements raftnode.StateMachine.
+// Restore implements raftnode.StateMachine: it restores a snapshot over
+// the history this auditor holds (ledger.State.Restore).
 func (l *Ledger) Restore(b []byte) error {
 	if err := l.state.Restore(b); err != nil {
 		return err
 	}
+	l.restored()
+	return nil
+}
+
+// CompleteSnapshot implements raftnode.SnapshotCompleter: a backup holds
+// every entry (ledger.State.EntriesSnapshot), so that it restores alone.
+func (l *Ledger) CompleteSnapshot(b []byte) ([]byte, error) { return l.state.EntriesSnapshot(b) }
+
+// Entries implements raftnode.HistoryProvider.
+func (l *Ledger) Entries(from, to int64) ([][]byte, error) { return l.state.Entries(from, to) }
+
+// RestoreHistory implements raftnode.HistoryRestorer. A snapshot of this
+// auditor's own store is adopted as it is when the history on its disk
+// holds the snapshot's tree (a restart: nothing is replayed). Any other —
+// one the leader sent, or one whose history this auditor lacks — is
+// derived again: the history's own entries and those fetched from other
+// auditors are replayed, each command's signature and outcome checked;
+// they must hash to the snapshot's root and replay to exactly its state
+// (ledger.State.RestoreFrom), and a majority of the log's auditors other
+// than this one must have signed that root (vouch). So no one auditor —
+// the leader that sent the snapshot, or the one that served the history —
+// can have it adopt a log that forges a charge (replay checks every
+// signature) or hides one (the others sign only their own tree). If the
+// log is refused, the ledger is empty and applies nothing more.
+func (l *Ledger) RestoreHistory(ctx context.Context, b []byte, own bool, peers raftnode.HistoryPeers) error {
+	var err error
+	var missing *ledger.HistoryMissingError
+	if own {
+		err = l.state.Restore(b)
+	}
+	if !own || errors.As(err, &missing) {
+		err = l.state.RestoreFrom(ctx, b, ledger.RestoreOptions{Source: peers, Vouch: func(ctx context.Context, cp ledger.Checkpoint, st *ledger.State) error {
+			return l.vouched(ctx, cp, st, peers)
+		}})
+	}
+	l.mu.Lock()
+	l.restoreErr = nil
+	if err != nil {
+		l.restoreErr = fmt.Errorf("auditor: the snapshot did not restore, so this auditor applies nothing; restart it to fetch the history again: %w", err)
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	l.restored()
+	return nil
+}
+
+// ErrUnvouched reports a log fetched to restore a snapshot whose tree a
+// majority of the other auditors did not sign.
+var ErrUnvouched = errors.New("auditor: a majority of the other auditors did not sign the snapshot's tree")
+
+// vouched checks that a majority of the auditors the log st registers by
+// cp.Size, this one not counted, signed cp (the tree of a log replayed to
+// restore a snapshot): their checkpoints of that size, gathered from
+// peers, checked with their keys from st.
+func (l *Ledger) vouched(ctx context.Context, cp ledger.Checkpoint, st *ledger.State, peers raftnode.HistoryPeers) error {
+	if cp.Size == 0 {
+		return nil
+	}
+	keys, err := st.AuditorKeys(cp.Size)
+	if err != nil {
+		return err
+	}
+	need := ledger.Quorum(len(keys))
+	signed := map[string]bool{}
+	var other []string
+	for _, note := range peers.Checkpoints(ctx, uint64(cp.Size)) {
+		sc, err := ledger.OpenCheckpoint(note, keys)
+		var qe *ledger.QuorumError
+		signers := sc.Signers
+		switch {
+		case errors.As(err, &qe):
+			sc.Checkpoint, signers = qe.Checkpoint, qe.Signers
+		case err != nil:
+			continue
+		}
+		if sc.Checkpoint != cp {
+			other = append(other, fmt.Sprintf("%s at %s", strings.Join(signers, ", "), sc.Root))
+			continue
+		}
+		for _, id := range signers {
+			if id != l.id {
+				signed[id] = true
+			}
+		}
+	}
+	if len(signed) >= need {
+		return nil
+	}
+	msg := fmt.Sprintf("%d of the %d needed signed the tree of %d entries %s", len(signed), need, cp.Size, cp.Root)
+	if len(other) > 0 {
+		msg += "; signed other trees of that size: " + strings.Join(other, "; ")
+	}
+	return fmt.Errorf("%w: %s (start the other auditors, or check the one that sent the snapshot)", ErrUnvouched, msg)
+}
+
+func (l *Ledger) restored() {
 	l.flushHistory()
 	l.mu.Lock()
 	l.growth = nil // the sizes before are another log's
 	l.mu.Unlock()
 	l.grew()
-	return nil
 }
 
 func (l *Ledger) grew() {

@@ -226,14 +226,21 @@ func TestLedgerSnapshotRestoreSigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Restored from the snapshot completed with its entries (a backup).
+	full, err := a.CompleteSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, _ := NewLedger(ledger.New(), "regulator", ledgerKeys.Key("regulator"), clock)
-	if err := b.Restore(snap); err != nil {
+	if err := b.Restore(full); err != nil {
 		t.Fatal(err)
 	}
 	ca, _ := a.Checkpoint(0)
-	cb, err := b.Checkpoint(0)
-	if err != nil || string(ca) != string(cb) {
-		t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
+	for _, r := range []*Ledger{b} {
+		cb, err := r.Checkpoint(0)
+		if err != nil || string(ca) != string(cb) {
+			t.Fatalf("restored ledger signs %q (%v), want %q", cb, err, ca)
+		}
 	}
 	// The cosignature carries the auditor's clock.
 	keys, _ := a.State().AuditorKeys(1)
@@ -338,4 +345,81 @@ func regulatorLedger(t *testing.T, clock func() time.Time) *Ledger {
 	}
 	l.AppliedBatch(1)
 	return l
+}
+
+// testPeers are the other auditors as a restoring Ledger reaches them: the
+// first serves the history, and each signs its own checkpoints.
+type testPeers []*Ledger
+
+func (p testPeers) Entries(_ context.Context, from, to int64) ([][]byte, error) {
+	return p[0].Entries(from, to)
+}
+
+func (p testPeers) Checkpoints(_ context.Context, size uint64) [][]byte {
+	var out [][]byte
+	for _, l := range p {
+		if cp, err := l.Checkpoint(size); err == nil {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// An auditor restoring a snapshot another sent adopts its log only when a
+// majority of the other auditors signed that log's tree: one auditor that
+// sends a snapshot of a log without one of the charges, and serves that
+// log's entries (each of them signed and replaying), cannot have it
+// adopted, because the honest auditors sign only their own tree.
+func TestRestoreNeedsTheOthersToVouch(t *testing.T) {
+	ids := []string{"a1", "a2", "a3"}
+	clock := func() time.Time { return time.Unix(1_800_000_000, 0) }
+	charge := func(batch string) []byte {
+		return signed(t, &ledger.Charge{BatchID: batch, Student: "s1", Hospitals: []string{"h1"}, Mechanism: "gnmax",
+			Params: mechanism.Params{Mechanism: mechanism.GNMax, Teachers: 250, Classes: 10, Sigma: 400}.LedgerParams(), Queries: 1, Answers: 1,
+			Curve: mechanism.Gaussian(mechanism.DefaultGrid(), math.Sqrt2, 400).Values(), AnswersHash: sha256.Sum256([]byte(batch)), Timestamp: 10}, "agg")
+	}
+	cmds := append(testGenesis(t, ids), signed(t, &ledger.OpenAccount{Hospital: "h1", CapEpsilon: 8, CapDelta: 1e-5, Timestamp: 3}, "h1"),
+		charge("b1"), charge("b2"), charge("b3"))
+	log := func(id string, skip int) *Ledger {
+		l, err := NewLedger(ledger.New(), id, ledgerKeys.Key(id), clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cmds {
+			if i == skip {
+				continue
+			}
+			if r, err := l.state.Apply(c); err != nil || r.Status != ledger.StatusAccepted {
+				t.Fatalf("command %d: %v %v", i, r, err)
+			}
+		}
+		return l
+	}
+	honest1, honest2, forger := log("a1", -1), log("a2", -1), log("a1", len(cmds)-2) // without b2
+	forged, _ := forger.Snapshot()
+
+	victim, _ := NewLedger(ledger.New(), "a3", ledgerKeys.Key("a3"), clock)
+	err := victim.RestoreHistory(t.Context(), forged, false, testPeers{forger, honest2})
+	if !errors.Is(err, ErrUnvouched) || victim.State().TreeSize() != 0 {
+		t.Fatalf("a log one auditor vouches for: %v, %d entries kept; want ErrUnvouched and nothing", err, victim.State().TreeSize())
+	}
+	if _, aerr := victim.Apply(0, charge("b4")); aerr == nil {
+		t.Fatal("a ledger whose restore was refused applied a command")
+	}
+	t.Log(err)
+
+	// The log the others signed is adopted.
+	real, _ := honest1.Snapshot()
+	restored, _ := NewLedger(ledger.New(), "a3", ledgerKeys.Key("a3"), clock)
+	if err := restored.RestoreHistory(t.Context(), real, false, testPeers{honest1, honest2}); err != nil {
+		t.Fatal(err)
+	}
+	if restored.State().RootHash() != honest1.State().RootHash() {
+		t.Fatal("the restored log is not the others'")
+	}
+	// Vouched for by the auditor restoring alone, it is not.
+	self, _ := NewLedger(ledger.New(), "a2", ledgerKeys.Key("a2"), clock)
+	if err := self.RestoreHistory(t.Context(), real, false, testPeers{honest2}); !errors.Is(err, ErrUnvouched) {
+		t.Fatalf("a log only the restoring auditor signed: %v, want ErrUnvouched", err)
+	}
 }

@@ -86,6 +86,10 @@ type Tuning struct {
 	SnapshotThreshold uint64
 	// SnapshotRetain is the number of snapshots kept on disk. Zero means 2.
 	SnapshotRetain int
+	// TrailingLogs is how many log entries raft keeps after a snapshot, so
+	// that a follower that lags by fewer catches up from the log instead
+	// of a snapshot. Zero means raft's default, 10240.
+	TrailingLogs uint64
 	// HeartbeatTimeout and ElectionTimeout tune raft; zero means 1s each.
 	// Lower them on a LAN to fail over faster.
 	HeartbeatTimeout time.Duration

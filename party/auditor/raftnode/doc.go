@@ -12,7 +12,9 @@
 // a follower forwards it to the leader. Concurrent submissions are group
 // committed (one log write and fsync per raft batch). A state machine that
 // also signs statements of its state (CheckpointProvider) has them served to
-// peers over the same port (PeerCheckpoint).
+// peers over the same port (PeerCheckpoint). So is a state machine's
+// history (HistoryProvider), which a node that installs a snapshot holding
+// the state but not the history (HistoryRestorer) fetches from the others.
 //
 // A data directory that fails its checks on start (a truncated or
 // unreadable raft.db, a snapshot failing its checksum) stops the node with

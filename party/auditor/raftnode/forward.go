@@ -36,6 +36,9 @@ const (
 	// signatures (Node.RemoveSigned): any auditor may forward it, and the
 	// leader checks the proof itself.
 	opRemoveSigned byte = 5
+	// opEntries asks for entries of the history (HistoryProvider), for
+	// an auditor restoring a snapshot that does not hold them.
+	opEntries byte = 6
 )
 
 const (
@@ -301,6 +304,9 @@ func (n *Node) serveOp(ctx context.Context, peer string, op byte, body []byte) (
 	case opCheckpoint:
 		cp, err := n.peerCheckpoint(ctx, body)
 		return cp, 0, err
+	case opEntries:
+		es, err := n.localEntries(body)
+		return es, 0, err
 	default:
 		return nil, 0, fmt.Errorf("unknown forwarding operation %d", op)
 	}

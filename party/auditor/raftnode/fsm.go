@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -74,6 +75,21 @@ type fsm struct {
 	sm      StateMachine
 	onBatch func(n int)   // observes batch sizes; may be nil
 	applied atomic.Uint64 // the raft index of the last command applied
+
+	// For a HistoryRestorer: ctx bounds a restore, peers reach the other
+	// auditors, startPeers are the voters of the snapshot
+	// the node starts from, and ownLeft counts the restores still to come
+	// from this node's own snapshot store: at start raft restores the
+	// newest snapshot it keeps, or if that fails the next, and no more
+	// once one is restored.
+	ctx        context.Context
+	peers      HistoryPeers
+	startPeers []Peer
+	ownLeft    atomic.Int64
+	// restoring is set while a HistoryRestorer restores, and restoreErr
+	// when the last restore failed.
+	restoring  atomic.Pointer[restoreStatus]
+	restoreErr atomic.Pointer[error]
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -158,14 +174,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		return fmt.Errorf("auditor: read snapshot: %w", err)
-	}
-	if err := f.sm.Restore(b); err != nil {
-		return fmt.Errorf("auditor: restore state machine from snapshot: %w", err)
-	}
-	return nil
+	return f.restore(rc)
 }
 
 type fsmSnapshot []byte

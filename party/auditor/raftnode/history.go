@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -32,6 +33,9 @@ type History struct {
 	stored        int64
 	pending       [][]byte
 	pendingHashes []tlog.Hash
+	// pendingKeys are the keys (ledger.KeyIndex) recorded since the last
+	// flush, by the record that charged them.
+	pendingKeys map[string]int64
 	// cache holds hashes read from disk: every append and tree hash reads
 	// the same few on the tree's right edge. It is emptied when full.
 	cache map[int64]tlog.Hash
@@ -46,6 +50,12 @@ const MaxPending = 1024
 var (
 	bucketRecords = []byte("records")
 	bucketHashes  = []byte("hashes")
+	// bucketKeys maps a key to the record that charged it (u64), and
+	// bucketKeyAt a record's index and the key (u64 | key) to nothing, so
+	// that a truncation finds the keys of the records it drops. A file
+	// written before keys were kept has neither until it is opened.
+	bucketKeys  = []byte("keys")
+	bucketKeyAt = []byte("keyat")
 )
 
 // OpenHistory opens (or creates) the history at path and checks that its
@@ -56,7 +66,7 @@ func OpenHistory(path string) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &History{db: db, path: path, cache: map[int64]tlog.Hash{}}
+	h := &History{db: db, path: path, cache: map[int64]tlog.Hash{}, pendingKeys: map[string]int64{}}
 	if err := h.check(existed); err != nil {
 		_ = db.Close()
 		return nil, &CorruptDataError{Path: path, Err: err}
@@ -69,11 +79,12 @@ func (h *History) check(existed bool) error {
 		if existed && (tx.Bucket(bucketRecords) == nil || tx.Bucket(bucketHashes) == nil) {
 			return errors.New("history buckets are missing")
 		}
-		if _, err := tx.CreateBucketIfNotExists(bucketRecords); err != nil {
-			return err
+		for _, b := range [][]byte{bucketRecords, bucketHashes, bucketKeys, bucketKeyAt} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
 		}
-		_, err := tx.CreateBucketIfNotExists(bucketHashes)
-		return err
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -150,8 +161,10 @@ func (h *History) Append(record []byte, hashes []tlog.Hash) error {
 func (h *History) Flush() error {
 	h.mu.RLock()
 	stored, recs, hashes := h.stored, h.pending, h.pendingHashes
+	keys := make(map[string]int64, len(h.pendingKeys))
+	maps.Copy(keys, h.pendingKeys)
 	h.mu.RUnlock()
-	if len(recs) == 0 {
+	if len(recs) == 0 && len(keys) == 0 {
 		return nil
 	}
 	err := h.db.Update(func(tx *bolt.Tx) error {
@@ -167,6 +180,15 @@ func (h *History) Flush() error {
 				return err
 			}
 		}
+		kb, ab := tx.Bucket(bucketKeys), tx.Bucket(bucketKeyAt)
+		for k, i := range keys {
+			if err := kb.Put([]byte(k), indexKey(uint64(i))); err != nil {
+				return err
+			}
+			if err := ab.Put(append(indexKey(uint64(i)), k...), nil); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -177,7 +199,46 @@ func (h *History) Flush() error {
 	h.stored += int64(len(recs))
 	clear(h.pending)
 	h.pending, h.pendingHashes = h.pending[:0], h.pendingHashes[:0]
+	for k, i := range keys {
+		if j, ok := h.pendingKeys[k]; ok && j == i {
+			delete(h.pendingKeys, k)
+		}
+	}
 	return nil
+}
+
+// PutKey records that record i charged key (ledger.KeyIndex).
+func (h *History) PutKey(key string, i int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := h.stored + int64(len(h.pending)); i < 0 || i >= n {
+		return fmt.Errorf("auditor: history: no record %d to charge %q (have %d)", i, key, n)
+	}
+	h.pendingKeys[key] = i
+	return nil
+}
+
+// GetKey returns the record that charged key (ledger.KeyIndex).
+func (h *History) GetKey(key string) (int64, bool, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if i, ok := h.pendingKeys[key]; ok {
+		return i, true, nil
+	}
+	var i int64
+	var ok bool
+	err := h.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketKeys).Get([]byte(key))
+		if v == nil {
+			return nil
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("auditor: history %s: the record of key %q is damaged", h.path, key)
+		}
+		i, ok = int64(binary.BigEndian.Uint64(v)), true
+		return nil
+	})
+	return i, ok, err
 }
 
 // Entry returns a copy of record i.
@@ -259,6 +320,11 @@ func (h *History) Truncate(n int64) error {
 		return fmt.Errorf("auditor: history: cannot truncate %d records to %d", total, n)
 	}
 	clear(h.cache)
+	for k, i := range h.pendingKeys {
+		if i >= n {
+			delete(h.pendingKeys, k)
+		}
+	}
 	if n >= h.stored {
 		keep := n - h.stored
 		clear(h.pending[keep:])
@@ -270,7 +336,23 @@ func (h *History) Truncate(n int64) error {
 		if err := deleteFrom(tx.Bucket(bucketRecords), uint64(n)); err != nil {
 			return err
 		}
-		return deleteFrom(tx.Bucket(bucketHashes), uint64(tlog.StoredHashIndex(0, n)))
+		if err := deleteFrom(tx.Bucket(bucketHashes), uint64(tlog.StoredHashIndex(0, n))); err != nil {
+			return err
+		}
+		// The keys the dropped records charged.
+		kb, c := tx.Bucket(bucketKeys), tx.Bucket(bucketKeyAt).Cursor()
+		for k, _ := c.Seek(indexKey(uint64(n))); k != nil; k, _ = c.Seek(indexKey(uint64(n))) {
+			if len(k) < 8 {
+				return fmt.Errorf("a damaged key record")
+			}
+			if err := kb.Delete(k[8:]); err != nil {
+				return err
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("auditor: history %s: truncating to %d records: %w", h.path, n, err)

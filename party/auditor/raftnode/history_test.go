@@ -186,3 +186,56 @@ func TestHistoryHeldElsewhereIsNotCorrupt(t *testing.T) {
 		t.Fatalf("opening a held history: %v, want bbolt's lock timeout", err)
 	}
 }
+
+// The keys a history records (ledger.KeyIndex) are read back pending and
+// flushed, survive a reopen, and a truncation forgets the keys of the
+// records it drops, pending or on disk.
+func TestHistoryKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	h, err := OpenHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRecords(t, h, 0, 10)
+	for i := range 10 {
+		if err := h.PutKey(fmt.Sprintf("batch-%d", i), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.PutKey("beyond", 10); err == nil {
+		t.Fatal("a key of a record the history does not hold was recorded")
+	}
+	want := func(h *History, n int) {
+		t.Helper()
+		for i := range 10 {
+			got, ok, err := h.GetKey(fmt.Sprintf("batch-%d", i))
+			if err != nil || ok != (i < n) || ok && got != int64(i) {
+				t.Fatalf("key of record %d: %d %v %v, want it only below %d", i, got, ok, err, n)
+			}
+		}
+	}
+	want(h, 10)
+	if err := h.Truncate(8); err != nil { // pending
+		t.Fatal(err)
+	}
+	want(h, 8)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = OpenHistory(path); err != nil {
+		t.Fatal(err)
+	}
+	want(h, 8)
+	if err := h.Truncate(5); err != nil { // on disk
+		t.Fatal(err)
+	}
+	want(h, 5)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = OpenHistory(path); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	want(h, 5)
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	retry "github.com/nzcfed/nzc/internal/backoff"
@@ -31,7 +32,10 @@ type Node struct {
 	log  *slog.Logger
 	raft *raft.Raft
 	fsm  *fsm
-	met  *metrics
+	// started is raft once NewRaft returned, for the state machine's
+	// goroutine (which raft starts before).
+	started atomic.Pointer[raft.Raft]
+	met     *metrics
 
 	logs   raft.LogStore
 	stable raft.StableStore
@@ -200,7 +204,13 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 	n.lifetime, n.stop = context.WithCancel(context.Background())
 	n.budget = newPeerBudget(cfg.peerBytes(), cfg.Now)
 	n.met = newMetrics(n)
-	n.fsm = &fsm{sm: cfg.StateMachine, onBatch: n.met.observeBatch}
+	n.fsm = &fsm{sm: cfg.StateMachine, onBatch: n.met.observeBatch, ctx: n.lifetime}
+	n.fsm.peers = nodePeers{n}
+	// Raft restores the latest snapshot of this node's own store first,
+	// when there is one; any later restore is a snapshot a leader sent.
+	peers, kept := snapshotPeers(d.snaps)
+	n.fsm.startPeers = peers
+	n.fsm.ownLeft.Store(int64(kept))
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -212,6 +222,9 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 	if d.trailingLogs > 0 {
 		rc.TrailingLogs = d.trailingLogs
 	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
 	rc.HeartbeatTimeout = durationOr(cfg.HeartbeatTimeout, defaultTimeout)
 	rc.ElectionTimeout = durationOr(cfg.ElectionTimeout, defaultTimeout)
 	rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, rc.HeartbeatTimeout)
@@ -220,12 +233,17 @@ func newNode(cfg Config, log *slog.Logger, d deps) (*Node, error) {
 	r, err := raft.NewRaft(rc, n.fsm, d.logs, d.stable, d.snaps, d.trans)
 	if err != nil {
 		n.stop()
+		if e := n.fsm.restoreErr.Load(); e != nil {
+			// The snapshot is intact; what it needs is not here.
+			return nil, *e
+		}
 		if strings.Contains(err.Error(), "snapshot") {
 			return nil, &CorruptDataError{Path: filepath.Join(cfg.DataDir, snapshotsDir), Err: err}
 		}
 		return nil, fmt.Errorf("auditor: start raft: %w", err)
 	}
 	n.raft = r
+	n.started.Store(r)
 	if d.mux != nil {
 		d.mux.peers.set(fromRaft(r))
 	}
@@ -710,11 +728,16 @@ func (n *Node) commitIndex() uint64 {
 	return v
 }
 
-// Ready reports whether the node serves reads: it knows a leader and has
-// applied everything committed when it first learned of one.
+// Ready reports whether the node serves reads: no snapshot is being
+// restored (the error says how far the history has been fetched) and the
+// last one restored, it knows a leader, and it has applied everything
+// committed when it first learned of one.
 func (n *Node) Ready() error {
 	if n.lifetime.Err() != nil {
 		return ErrShutdown
+	}
+	if err := n.fsm.restoreState(); err != nil {
+		return err
 	}
 	if addr, _ := n.raft.LeaderWithID(); addr == "" {
 		return ErrNoLeader
