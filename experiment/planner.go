@@ -136,11 +136,12 @@ func (s *students) plannedRows(ctx context.Context, rep *Report, k, classes int,
 }
 
 // planned runs one planned row: the bootstrapped session p (session
-// releases it, or returns a bootstrapped row's release of it), then, if it ended before the pool was asked, as many GNMax
-// (gn) answers as the rest of the cap buys, noise from gsrc, on the
-// unasked queries a student trained on the session's labels is surest of,
-// or the first unasked ones of the pool when the session released fewer
-// than Plan.MinAnswers labels.
+// releases it, or returns a bootstrapped row's release of it), then, if
+// it ended before the pool was asked, as many GNMax (gn) answers as the
+// rest of the cap buys, noise from gsrc, on the unasked queries a student
+// trained on the session's labels is surest of, or the first unasked ones
+// of the pool when the session released fewer than Plan.MinAnswers
+// labels.
 func (s *students) planned(ctx context.Context, p, gn mechanism.Params, session func() (Row, []int, []bool, error), gsrc mechanism.Source, hist [][]int, pool []int) (Row, []int, error) {
 	cfg := s.cfg
 	row, full, asked, err := session()
