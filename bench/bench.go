@@ -74,6 +74,9 @@ type Config struct {
 	// ScaleHistory says ("disk" or "memory").
 	ScaleCharges int
 	ScaleHistory string
+	// ScaleExport, when set, is the file the scale section writes the
+	// ledger's export to (and leaves), for nzc ledger verify.
+	ScaleExport string
 	// FederationHospitals are the federations' sizes the federation
 	// section runs, one after the other, each with FederationTeachers
 	// split over its hospitals and FederationQueries labelled per

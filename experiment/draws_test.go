@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
 	"slices"
@@ -121,5 +122,74 @@ func TestRunDrawsSeeded(t *testing.T) {
 		if ra.Draws[0] == ra.Draws[1] && ra.Draws[1] == ra.Draws[2] {
 			t.Fatalf("%s: three seeded draws are one: %+v", agg, ra.Draws)
 		}
+	}
+}
+
+// With BaselineDraws, the rows that are not a session's make that many
+// draws and the sessions' rows Draws; the report and its table say so.
+func TestRunBaselineDraws(t *testing.T) {
+	cfg := plannerConfig(t)
+	cfg.Queries = []int{300}
+	cfg.Aggregators = []string{"gnmax", "nzc-svt"}
+	cfg.Draws, cfg.BaselineDraws = 2, 1
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Draws != 2 || rep.BaselineDraws != 1 {
+		t.Fatalf("report: %d draws, %d baseline draws; want 2 and 1", rep.Draws, rep.BaselineDraws)
+	}
+	sessions := 0
+	for _, r := range rep.Rows {
+		want := 1
+		if strings.Contains(r.Selection, "confident") {
+			want, sessions = 2, sessions+1
+		}
+		if r.Aggregator == GroundTruth {
+			want = 0
+		}
+		if len(r.Draws) != want {
+			t.Errorf("%s (%s): %d draws, want %d", r.Aggregator, r.Selection, len(r.Draws), want)
+		}
+	}
+	if sessions != 2 {
+		t.Fatalf("%d bootstrapped and planned rows, want 2", sessions)
+	}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "made 1 draw(s) each") {
+		t.Fatalf("the table does not say the comparison rows made one draw:\n%s", md.String())
+	}
+}
+
+// The ensembles after the primary one run only SecondaryAggregators, when
+// set; an aggregator there that does not run is refused.
+func TestSecondaryAggregators(t *testing.T) {
+	cfg := synthetic(t)
+	cfg.Aggregators = []string{"nzc", "gnmax", "lnmax"}
+	for _, tt := range []struct {
+		secondary []string
+		want      []string
+	}{
+		{nil, []string{"nzc", "gnmax", "lnmax"}},
+		{[]string{"nzc"}, []string{"nzc"}},
+	} {
+		cfg.SecondaryAggregators = tt.secondary
+		var got []string
+		for _, r := range plannedRuns(cfg, cfg.Teachers[1], []int{100, 500}) {
+			got = append(got, r.agg)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("secondary %v: the second ensemble runs %v, want %v", tt.secondary, got, tt.want)
+		}
+		if n := len(plannedRuns(cfg, cfg.Teachers[0], []int{100, 500})); n < 3 {
+			t.Errorf("secondary %v: the primary ensemble runs %d releases, want every aggregator", tt.secondary, n)
+		}
+	}
+	cfg.SecondaryAggregators = []string{"nzc-svt"}
+	if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("a secondary aggregator that does not run: %v, want ErrConfig", err)
 	}
 }

@@ -3,13 +3,18 @@ package experiment
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nzcfed/nzc/mechanism"
 	"github.com/nzcfed/nzc/mechanism/budget"
 	"github.com/nzcfed/nzc/ml/data"
 	"github.com/nzcfed/nzc/ml/data/synth"
+	"github.com/nzcfed/nzc/ml/metrics"
+	"github.com/nzcfed/nzc/ml/model"
 )
 
 // plannerConfig is a small experiment whose 100 teachers agree on some
@@ -89,5 +94,211 @@ func TestPlannerSwitches(t *testing.T) {
 		if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("plan %+v: %v, want ErrConfig", bad, err)
 		}
+	}
+}
+
+// A session that ends after fewer answers than the plan's MinAnswers —
+// none at all, or a few whose student could rank nothing — leaves the rest
+// of the cap to GNMax on the next queries in the query order, as GNMax
+// alone would ask them; the votes are made so that the session refuses
+// the query after its first answers.
+func TestPlannerSwitchesInQueryOrder(t *testing.T) {
+	const k, classes, n = 100, 4, 300
+	tests := []struct {
+		name       string
+		agree      int // the first queries the teachers agree on
+		minAnswers int
+	}{
+		{"session answers nothing", 0, 0},
+		{"session answers nothing, a floor", 0, 20},
+		{"session answers three, under the floor", 3, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := plannerConfig(t)
+			cfg.SessionRefusals, cfg.Draws = 1, 1
+			cfg.Plan.MinAnswers = tt.minAnswers
+			queries := blobs(3, n)
+			hist := make([][]int, n)
+			for q := range hist {
+				hist[q] = make([]int, classes)
+				hist[q][queries.Y[q]] = k
+			}
+			// Query agree splits the teachers evenly between two classes.
+			split := hist[tt.agree]
+			clear(split)
+			split[0], split[1] = k/2, k/2
+			pool := make([]int, n)
+			for i := range pool {
+				pool[i] = i
+			}
+			spec, err := model.Preset(cfg.StudentModel, queries.Shape, classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &students{cfg: cfg, spec: spec, bootSpec: spec, queries: queries, holdout: blobs(4, 50), now: time.Now, log: slog.New(slog.DiscardHandler)}
+			p, err := cfg.planSessionParams(mechanism.NZCSVT, k, classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gn := ParamsFor(cfg.Mechanisms["gnmax"], k, classes)
+			session := func() (Row, []int, []bool, error) {
+				return st.bootstrap(context.Background(), "nzc-svt", p, source(1, "session"), k, classes, hist, pool)
+			}
+			row, full, err := st.planned(context.Background(), p, gn, session, source(1, "gnmax"), hist, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spent, _ := p.Charge(mechanism.DefaultGrid(), 0, 0)
+			want, _, err := budget.Rest(spent, gn, cfg.Plan.Cap, cfg.Delta, n)
+			if err != nil || want == 0 {
+				t.Fatalf("the rest of the cap buys %d GNMax answers (%v): the test needs some", want, err)
+			}
+			if row.fallback != want || row.Answered != tt.agree+want {
+				t.Fatalf("%d answers, %d of them GNMax's; want %d session answers and the %d GNMax answers the cap buys", row.Answered, row.fallback, tt.agree, want)
+			}
+			// Answered: the agreed queries, then, past the refused one,
+			// the next want queries in order.
+			for q, l := range full {
+				answered := q < tt.agree || (q > tt.agree && q <= tt.agree+want)
+				if (l != metrics.Refused) != answered {
+					t.Fatalf("query %d labelled %d; want the %d queries after the refused query %d answered, in order", q, l, want, tt.agree)
+				}
+			}
+		})
+	}
+}
+
+// A planned row whose session is one a bootstrapped row already drew
+// continues that release, draw for draw, instead of drawing another.
+func TestPlannerContinuesSession(t *testing.T) {
+	cfg := plannerConfig(t)
+	cfg.SessionRefusals, cfg.Queries, cfg.Draws = 1, []int{500}, 2
+	cfg.SessionEpsilons = []float64{cfg.Plan.SessionEpsilon}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cfg.sessionParams(mechanism.NZCSVT, cfg.Plan.SessionEpsilon, 100, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := slices.IndexFunc(rep.Rows, func(r Row) bool { return r.Aggregator == "nzc-svt" && r.Params == p.String() })
+	pi := slices.IndexFunc(rep.Rows, func(r Row) bool { return r.Aggregator == Planner })
+	if si < 0 || pi < 0 {
+		t.Fatalf("no session row of %s or no planned row in %+v", p, rep.Rows)
+	}
+	for d, sd := range rep.Rows[si].Draws {
+		pd := rep.Rows[pi].Draws[d]
+		if pd.Answered-pd.Fallback != sd.Answered {
+			t.Fatalf("draw %d: the planned row's session answered %d, the session row's %d", d, pd.Answered-pd.Fallback, sd.Answered)
+		}
+	}
+}
+
+// Draws of a session that refuses once (K = 1) release prefixes of one
+// sequence of exact pluralities, so their ranking students are trained
+// once and shared: the run time of five draws grows by their students,
+// not by their rankers.
+func TestSessionDrawsShareRankers(t *testing.T) {
+	const k, classes, n, draws = 100, 4, 300, 3
+	cfg := plannerConfig(t)
+	cfg.Bootstrap, cfg.BootstrapRounds = 10, 2
+	queries := blobs(3, n)
+	hist := make([][]int, n)
+	pool := make([]int, n)
+	for q := range hist {
+		hist[q] = make([]int, classes)
+		hist[q][queries.Y[q]] = k
+		pool[q] = q
+	}
+	spec, err := model.Preset(cfg.StudentModel, queries.Shape, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	st := &students{cfg: cfg, spec: spec, bootSpec: spec, queries: queries, now: time.Now, log: slog.New(slog.NewTextHandler(&logged, nil))}
+	p, err := cfg.sessionParams(mechanism.NZCSVT, 2, k, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range draws {
+		row, _, _, err := st.bootstrap(context.Background(), "nzc-svt", p, source(uint64(d), "draw"), k, classes, hist, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.Answered != n {
+			t.Fatalf("draw %d answered %d of %d unanimous queries", d, row.Answered, n)
+		}
+	}
+	rounds := cfg.BootstrapRounds + 1
+	if got := strings.Count(logged.String(), "shared with an earlier session"); got != rounds*(draws-1) || len(st.boot) != rounds {
+		t.Fatalf("%d rankers trained, %d shared; want %d trained once and shared by the other %d draws", len(st.boot), got, rounds, draws-1)
+	}
+}
+
+// A plan that asks GNMax first releases, when its student is unsure of
+// the rest, exactly as many GNMax answers as GNMax alone buys within the
+// cap, on the same first queries; when the student is sure enough, the
+// session opens on the rest. Either way its ε is within the cap.
+func TestPlannerProbe(t *testing.T) {
+	const k, classes, n = 100, 4, 300
+	for _, tt := range []struct {
+		name    string
+		floor   float64 // the confidence a student is sure at
+		session bool
+	}{
+		// No student is that sure of anything.
+		{"unsure: gnmax on", 1 - 1e-12, false},
+		// Teachers that all agree on well-separated blobs.
+		{"sure: the session", 0.5, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := plannerConfig(t)
+			cfg.SessionRefusals, cfg.Plan.SureShare, cfg.Confident.Floor = 1, 0.5, tt.floor
+			queries := blobs(3, n)
+			hist := make([][]int, n)
+			pool := make([]int, n)
+			for q := range hist {
+				hist[q] = make([]int, classes)
+				hist[q][queries.Y[q]] = k
+				pool[q] = q
+			}
+			spec, err := model.Preset(cfg.StudentModel, queries.Shape, classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &students{cfg: cfg, spec: spec, bootSpec: spec, queries: queries, now: time.Now, log: slog.New(slog.DiscardHandler)}
+			p, err := cfg.planSessionParams(mechanism.NZCSVT, k, classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gn := ParamsFor(cfg.Mechanisms["gnmax"], k, classes)
+			row, full, err := st.probed(context.Background(), "nzc-svt", p, gn, source(1, "session"), source(1, "gnmax"), k, classes, hist, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, _, err := budget.Rest(mechanism.Charge{RDP: mechanism.DefaultGrid().Zero()}, gn, cfg.Plan.Cap, cfg.Delta, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.Epsilon > cfg.Plan.Cap || row.Aggregator != Planner {
+				t.Fatalf("%s row of ε %v under a cap of %v", row.Aggregator, row.Epsilon, cfg.Plan.Cap)
+			}
+			if opened := row.Answered > row.fallback; opened != tt.session {
+				t.Fatalf("%d answers, %d of them GNMax's: session opened %v, want %v", row.Answered, row.fallback, opened, tt.session)
+			}
+			if tt.session {
+				return
+			}
+			if row.Answered != alone {
+				t.Fatalf("%d GNMax answers, GNMax alone buys %d within the cap", row.Answered, alone)
+			}
+			for q, l := range full {
+				if (l != metrics.Refused) != (q < alone) {
+					t.Fatalf("query %d labelled %d: want the first %d queries answered, as GNMax alone asks them", q, l, alone)
+				}
+			}
+		})
 	}
 }

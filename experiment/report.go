@@ -223,6 +223,14 @@ func (r *Report) WriteMarkdown(w io.Writer, paper bool) error {
 // noiseText says where the releases' noise came from and how many draws
 // each row has.
 func (r *Report) noiseText() string {
+	if r.BaselineDraws > 0 && r.Noise != "" {
+		return fmt.Sprintf("%s The rows that are not a session's (no headline) made %d draw(s) each; the draws column says how many each row made.", r.noiseText1(), r.BaselineDraws)
+	}
+	return r.noiseText1()
+}
+
+// noiseText1 is noiseText without the comparison rows' draws.
+func (r *Report) noiseText1() string {
 	switch {
 	case r.Noise == "":
 		return "Release noise: one draw per row, from the experiment's seed (a run made before draws were recorded)."

@@ -165,6 +165,9 @@ type Report struct {
 	// how many independent releases each private row has.
 	Noise string `json:"noise,omitempty"`
 	Draws int    `json:"draws,omitempty"`
+	// BaselineDraws is how many releases each row that is not a session's
+	// made, when fewer or more than Draws.
+	BaselineDraws int `json:"baseline_draws,omitempty"`
 	// StudentTrain is how every student is trained on its labels (absent
 	// from reports written before it was recorded).
 	StudentTrain        *model.TrainConfig    `json:"student_train,omitempty"`
@@ -259,6 +262,9 @@ func Run(ctx context.Context, cfg Config, now func() time.Time) (*Report, error)
 	rep := &Report{Dataset: cfg.Dataset, Teachers: cfg.Teachers[0], TeacherModel: tSpec.String(), StudentModel: sSpec.String(), HeldOut: cfg.Holdout, Seed: cfg.Seed,
 		Noise: cfg.noiseName(), Draws: cfg.Draws,
 		TeacherTrain: &teacherTrain, StudentTrain: &studentTrain, StudentSelfTraining: cfg.SelfTraining, Selection: cfg.Selection}
+	if b := cfg.baselineDraws(); b != cfg.Draws {
+		rep.BaselineDraws = b
+	}
 	if cfg.Consistency.Enabled() {
 		cc := cfg.Consistency
 		rep.StudentConsistency = &cc
@@ -376,11 +382,15 @@ type run struct {
 // plannedRuns lists the releases of the ensemble of k teachers: every
 // aggregator at the largest query count (counts, sorted), the swept ones at
 // every count, and the compared ones in the compared orders too (the last
-// two for the first ensemble only).
+// two for the first ensemble only); the other ensembles run only the
+// SecondaryAggregators, when they are set.
 func plannedRuns(cfg Config, k int, counts []int) []run {
 	maxQ := counts[len(counts)-1]
 	var runs []run
 	for _, agg := range cfg.Aggregators {
+		if k != cfg.Teachers[0] && cfg.SecondaryAggregators != nil && !slices.Contains(cfg.SecondaryAggregators, agg) {
+			continue
+		}
 		for _, n := range counts {
 			if n != maxQ && (k != cfg.Teachers[0] || !slices.Contains(cfg.SweepAggregators, agg)) {
 				continue
@@ -599,7 +609,7 @@ func worstCharge(p mechanism.Params, g mechanism.Grid, n int) (mechanism.Charge,
 
 // releaseRow adds to rep the row of aggregator agg answering the queries
 // order (asked in the order strat), with the ensemble of k teachers whose
-// votes are hist, drawn Config.Draws times.
+// votes are hist, drawn Config.BaselineDraws times.
 func (s *students) releaseRow(rep *Report, agg string, strat selection.Strategy, k, classes int, hist [][]int, order []int) error {
 	n := len(order)
 	hs := make([]mechanism.Histogram, n)
@@ -607,7 +617,7 @@ func (s *students) releaseRow(rep *Report, agg string, strat selection.Strategy,
 	for j, q := range order {
 		hs[j], truth[j] = mechanism.Histogram(hist[q]), s.queries.Y[q]
 	}
-	row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", agg, k, n, strat), func(d int) (Row, []int, error) {
+	row, err := s.drawnN(s.cfg.baselineDraws(), len(rep.Rows), fmt.Sprintf("%s k=%d q=%d %s", agg, k, n, strat), func(d int) (Row, []int, error) {
 		row, labels, err := release(s.cfg, agg, k, classes, strat, hs, d)
 		if err != nil {
 			return row, nil, fmt.Errorf("%s with %d teachers, %d queries (%s): %w", agg, k, n, strat, err)
@@ -657,10 +667,11 @@ func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes in
 		}
 		for _, sess := range sessions {
 			row, err := s.drawn(len(rep.Rows), fmt.Sprintf("%s k=%d %s bootstrapped", agg, k, sess.p), func(d int) (Row, []int, error) {
-				row, full, _, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
+				row, full, asked, err := s.bootstrap(ctx, agg, sess.p, cfg.noise(sess.stream, d), k, classes, hist, pool)
 				if err != nil {
 					return row, nil, fmt.Errorf("%s with %d teachers, bootstrapped (%s): %w", agg, k, sess.p, err)
 				}
+				s.keepSession(sessionKey{agg, k, sess.p, d}, row, full, asked)
 				s.log.Info("released", "aggregator", agg, "params", row.Params, "selection", row.Selection, "teachers", k, "draw", d+1, "queries", row.Queries, "answered", row.Answered, "label_accuracy", row.LabelAccuracy, "epsilon", row.Epsilon)
 				return row, full, nil
 			})
@@ -676,6 +687,33 @@ func (s *students) bootstrapRows(ctx context.Context, rep *Report, k, classes in
 		return s.plannedRows(ctx, rep, k, classes, hist, pool)
 	}
 	return nil
+}
+
+// sessionKey names one draw of a bootstrapped session: its aggregator,
+// ensemble, parameters and draw.
+type sessionKey struct {
+	agg  string
+	k    int
+	p    mechanism.Params
+	draw int
+}
+
+// sessionDraw is what one draw of a bootstrapped session released: its
+// row, labels and asked queries (students.bootstrap).
+type sessionDraw struct {
+	row   Row
+	full  []int
+	asked []bool
+}
+
+// keepSession keeps a bootstrapped session's draw for a planned row whose
+// session has the same parameters (plannedRows): it continues that release
+// instead of making another.
+func (s *students) keepSession(key sessionKey, row Row, full []int, asked []bool) {
+	if s.sessions == nil {
+		s.sessions = map[sessionKey]sessionDraw{}
+	}
+	s.sessions[key] = sessionDraw{row, slices.Clone(full), slices.Clone(asked)}
 }
 
 // session is one bootstrapped nzc-svt session: its parameters and the name
@@ -877,6 +915,8 @@ type students struct {
 	byKey    map[[32]byte]*studentJob
 	// boot are the bootstrap rounds' students by their labels.
 	boot map[[32]byte][]*model.Network
+	// sessions are the bootstrapped sessions' draws (keepSession).
+	sessions map[sessionKey]sessionDraw
 }
 
 // studentJob is one student to train and the rows (and draws) it scores.
@@ -895,8 +935,22 @@ type slot struct{ row, draw int }
 // none was), schedules a student for each draw and returns the first
 // draw's row with every draw recorded.
 func (s *students) drawn(row int, what string, one func(d int) (Row, []int, error)) (Row, error) {
+	return s.drawnN(max(1, s.cfg.Draws), row, what, one)
+}
+
+// baselineDraws is how many releases a row that is not a session's makes
+// (Config.BaselineDraws).
+func (c *Config) baselineDraws() int {
+	if c.BaselineDraws > 0 {
+		return c.BaselineDraws
+	}
+	return max(1, c.Draws)
+}
+
+// drawnN is drawn with n draws.
+func (s *students) drawnN(n, row int, what string, one func(d int) (Row, []int, error)) (Row, error) {
 	var first Row
-	for d := range max(1, s.cfg.Draws) {
+	for d := range n {
 		r, full, err := one(d)
 		if err != nil {
 			return Row{}, err

@@ -330,7 +330,11 @@ func sessionKinds() string {
 // for other commands and for costs that hold. Verification runs it on every
 // entry, so that an export names every under-costed entry, not only the
 // first one replay stops at.
-func CostCheck(c Command) *RefusalError {
+func CostCheck(c Command) *RefusalError { return costCheck(c, nil) }
+
+// costCheck is CostCheck parsing each parameter list once through cache
+// (nil parses every time): the cache changes no result.
+func costCheck(c Command, cache *costCache) *RefusalError {
 	g := mechanism.DefaultGrid()
 	var r Result
 	ok := true
@@ -344,7 +348,7 @@ func CostCheck(c Command) *RefusalError {
 		if err != nil {
 			return &RefusalError{Code: CodeBadCurve, Subject: b.BatchID, Message: err.Error()}
 		}
-		_, r, ok = deriveCharge(g, nil, b, stated)
+		_, r, ok = deriveCharge(g, cache, b, stated)
 	case *OpenSession:
 		stated, err := g.CurveOf(b.Curve)
 		if err != nil {
@@ -356,7 +360,7 @@ func CostCheck(c Command) *RefusalError {
 		if err != nil {
 			return &RefusalError{Code: CodeBadCurve, Subject: b.BatchID, Message: err.Error()}
 		}
-		_, _, r, ok = deriveReserve(g, nil, b, stated)
+		_, _, r, ok = deriveReserve(g, cache, b, stated)
 	}
 	if ok {
 		return nil

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -99,7 +101,26 @@ func (s *State) WriteExport(w io.Writer, size int64, checkpoints [][]byte) error
 	if n := s.TreeSize(); size < 0 || size > n {
 		return fmt.Errorf("ledger: cannot export %d entries: the log has %d", size, n)
 	}
-	keys, err := s.AuditorKeys(size)
+	return WriteExport(w, s, size, checkpoints)
+}
+
+// ExportSource is what WriteExport reads a log from: a State, or a reader
+// of one (an auditor's dashboard).
+type ExportSource interface {
+	// Entries returns the encoded entries [from, to).
+	Entries(from, to int64) ([][]byte, error)
+	// AuditorKeys returns the verifier keys of the auditors registered in
+	// the first size entries.
+	AuditorKeys(size int64) ([]string, error)
+}
+
+// WriteExport writes the export of src's first size entries as
+// State.WriteExport does, a chunk of entries at a time.
+func WriteExport(w io.Writer, src ExportSource, size int64, checkpoints [][]byte) error {
+	if size < 0 {
+		return fmt.Errorf("ledger: cannot export %d entries", size)
+	}
+	keys, err := src.AuditorKeys(size)
 	if err != nil {
 		return err
 	}
@@ -116,9 +137,13 @@ func (s *State) WriteExport(w io.Writer, size int64, checkpoints [][]byte) error
 		return err
 	}
 	for from := int64(0); from < size; from += exportChunk {
-		entries, err := s.Entries(from, min(from+exportChunk, size))
+		to := min(from+exportChunk, size)
+		entries, err := src.Entries(from, to)
 		if err != nil {
 			return err
+		}
+		if int64(len(entries)) != to-from {
+			return fmt.Errorf("ledger: export: asked for entries [%d, %d), the log gave %d", from, to, len(entries))
 		}
 		buf := head.buf[:0]
 		for _, b := range entries {
@@ -163,6 +188,14 @@ type VerifyOptions struct {
 	// Now is the verifier's time, seconds since the Unix epoch; when set,
 	// the report gives the latest checkpoint's age.
 	Now int64
+	// Workers is how many goroutines decode entries, check signatures and
+	// recompute costs ahead of the replay (runtime.GOMAXPROCS(0) uses every
+	// core); 0 means one. The result does not depend on it.
+	Workers int
+	// keepRoots is how many of the latest tree sizes a streamed
+	// verification keeps the root of; 0 means recentRoots (tests keep
+	// fewer).
+	keepRoots int64
 	// MaxAge, when positive, is the oldest (in seconds, by Now) the latest
 	// checkpoint may be: a majority of the auditors must have cosigned it
 	// at most MaxAge ago. It detects an export frozen in the past.
@@ -212,6 +245,9 @@ type Report struct {
 	Checks         []Check            `json:"checks"`
 	Checkpoints    []CheckpointReport `json:"checkpoints"`
 	Accounts       []Account          `json:"accounts"`
+	// SignedCheckpoints are the export's signed checkpoints as read, for
+	// a verifier to keep the latest of a verified export.
+	SignedCheckpoints [][]byte `json:"-"`
 }
 
 // Failures returns the checks that failed.
@@ -256,65 +292,105 @@ func cpRef(i int) *int        { return &i }
 //   - each earlier checkpoint the verifier brings is extended by the export;
 //   - no two checkpoints of the same size disagree (a fork);
 //
-// and it reports every hospital's ε as replay recomputes it.
+// and it reports every hospital's ε as replay recomputes it. It is
+// VerifyReader over the export's bytes.
 func Verify(export []byte, opts VerifyOptions) *Report {
+	return VerifyReader(context.Background(), bytes.NewReader(export), opts)
+}
+
+// VerifyReader is Verify reading the export from src as a stream, entry
+// by entry: it keeps the decision state replay rebuilds, the right edge of
+// the entries' Merkle tree with the roots of its latest sizes and of the
+// earlier checkpoints' sizes, and the entries in flight — never the log.
+// Signatures, decoding and costs are checked on every core ahead of the
+// replay, which decides the entries one at a time in log order; the result
+// is Verify's. An export checkpoint of a size more than 65,536 entries
+// before the export's end (an auditor's export carries the checkpoint of
+// its last entry) is checked by reading the entries again when src is an
+// io.Seeker at the export's start, and fails otherwise.
+func VerifyReader(ctx context.Context, src io.Reader, opts VerifyOptions) *Report {
 	r := &Report{KeysPinned: len(opts.TrustedKeys) > 0, FederationPinned: len(opts.Directory) > 0 || len(opts.GenesisHash) > 0}
 	defer func() {
 		r.OK = len(r.Failures()) == 0
 	}()
-	x, err := DecodeExport(export)
-	if err != nil {
+	undecoded := func(err error) *Report {
+		*r = Report{KeysPinned: r.KeysPinned, FederationPinned: r.FederationPinned}
 		r.add(Check{Name: "decode", Detail: err.Error()})
 		return r
 	}
-	r.add(Check{Name: "decode", OK: true, Detail: fmt.Sprintf("%d entries, %d checkpoints, %d keys", len(x.Entries), len(x.Checkpoints), len(x.Keys))})
-	r.Entries = int64(len(x.Entries))
-
-	// The tree over the exported bytes, whatever they contain.
-	tree := hashStore{h: &treeOnly{}}
-	for _, b := range x.Entries {
-		if err := tree.append(b); err != nil {
-			r.add(Check{Name: "tree", Detail: err.Error()})
-			return r
+	var start int64
+	seeker, _ := src.(io.Seeker)
+	if seeker != nil {
+		var err error
+		if start, err = seeker.Seek(0, io.SeekCurrent); err != nil {
+			seeker = nil
 		}
 	}
-	r.Root, _ = tree.treeHash(tree.size())
+	x, err := NewExportReader(src)
+	if err != nil {
+		return undecoded(err)
+	}
+	want := map[int64]bool{}
+	for _, b := range opts.Earlier {
+		if c, err := PeekCheckpoint(b); err == nil && c.Size < x.Len() {
+			want[c.Size] = true
+		}
+	}
+	v := newStreamVerify(x.Len(), want, cmp.Or(opts.keepRoots, recentRoots))
+	if err := v.run(ctx, x, opts.Workers); err != nil {
+		return undecoded(err)
+	}
+	keys, checkpoints, err := x.Tail()
+	if err != nil {
+		return undecoded(err)
+	}
+	r.add(Check{Name: "decode", OK: true, Detail: fmt.Sprintf("%d entries, %d checkpoints, %d keys", x.Len(), len(checkpoints), len(keys))})
+	r.SignedCheckpoints = checkpoints
+	r.Entries = x.Len()
+	r.Root = v.tree.root()
 
-	// Replay, stopping at the first entry that does not reproduce: the
-	// state after it is not the log's.
+	// The checkpoints' roots by size, and any the stream went past.
 	roots := map[int64]tlog.Hash{}
-	for _, b := range x.Checkpoints {
+	var missing []int64
+	for _, b := range checkpoints {
 		if c, err := PeekCheckpoint(b); err == nil {
 			roots[c.Size] = c.Root
+			if _, ok := v.rootAt(c.Size); !ok && c.Size <= r.Entries {
+				missing = append(missing, c.Size)
+			}
 		}
 	}
-	// The replayed log is read again only entry by entry as it is checked,
-	// so it keeps only its tree.
-	st := newState(&treeOnly{})
-	replayed, err := st.replayEntries(x.Entries, roots)
-	r.Replayed = replayed
-	if err != nil {
+	if len(missing) > 0 && seeker != nil {
+		if err := v.reread(ctx, seeker, start, missing); err != nil {
+			r.add(Check{Name: "tree", Detail: fmt.Sprintf("reading the export again for the roots of checkpoints more than %d entries before its end: %v", len(v.ring), err)})
+		}
+	}
+
+	// Replay stopped at the first entry that does not reproduce: the
+	// state after it is not the log's.
+	if v.blame != nil {
+		want, known := roots[v.blame.i+1]
+		v.stopErr = v.blame.resolve(want, known)
+	}
+	r.Replayed = v.replayed
+	if v.stopped {
 		var at *int64
-		if re, ok := err.(*ReplayError); ok {
+		if re, ok := v.stopErr.(*ReplayError); ok {
 			at = entryRef(re.Index)
 		}
-		r.add(Check{Name: "replay", Entry: at, Detail: err.Error()})
-		r.add(Check{Name: "replay", Entry: entryRef(replayed), Detail: fmt.Sprintf("entries %d to %d were not replayed: the state from entry %d on is not the log's", replayed, r.Entries-1, replayed)})
+		r.add(Check{Name: "replay", Entry: at, Detail: v.stopErr.Error()})
+		r.add(Check{Name: "replay", Entry: entryRef(v.replayed), Detail: fmt.Sprintf("entries %d to %d were not replayed: the state from entry %d on is not the log's", v.replayed, r.Entries-1, v.replayed)})
 	} else {
-		r.add(Check{Name: "replay", OK: true, Detail: fmt.Sprintf("all %d entries decode, are in order, and replaying their commands reproduces them (signatures, caps, outcomes, recorded roots)", replayed)})
+		r.add(Check{Name: "replay", OK: true, Detail: fmt.Sprintf("all %d entries decode, are in order, and replaying their commands reproduces them (signatures, caps, outcomes, recorded roots)", v.replayed)})
 	}
-	r.costs(x.Entries)
-	for _, b := range x.Entries[:replayed] {
-		en, _ := DecodeEntry(b)
-		switch en.Status {
-		case StatusAccepted:
-			r.Accepted++
-		case StatusRefused:
-			r.Refused++
-		case StatusDuplicate:
-			r.Duplicates++
-		}
+	for _, c := range v.costChecks {
+		r.add(c)
 	}
+	if len(v.costChecks) == 0 {
+		r.add(Check{Name: "cost", OK: true, Detail: fmt.Sprintf("each of the %d accepted charges and sessions states at least the cost recomputed from its mechanism and parameters", v.costChecked)})
+	}
+	r.Accepted, r.Refused, r.Duplicates = v.accepted, v.refused, v.duplicates
+	st := v.st
 	r.Origin = st.Origin()
 	r.Accounts = st.Accounts()
 	if r.Origin == "" {
@@ -322,11 +398,11 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 		return r
 	}
 
-	r.pinFederation(st, x.Entries[:replayed], opts)
+	r.pinFederation(st, v.genesis, opts)
 
 	// Keys: the export's and the verifier's must be the log's auditors.
 	logKeys, _ := st.AuditorKeys(st.TreeSize())
-	for _, k := range x.Keys {
+	for _, k := range keys {
 		r.add(keyCheck("export key", k, logKeys))
 	}
 	for _, k := range opts.TrustedKeys {
@@ -338,25 +414,25 @@ func Verify(export []byte, opts VerifyOptions) *Report {
 
 	// Checkpoints.
 	latest := int64(-1)
-	for j, b := range x.Checkpoints {
-		if sc, ok := r.checkpoint("export", j, b, st, tree, opts.TrustedKeys); ok {
+	for j, b := range checkpoints {
+		if sc, ok := r.checkpoint("export", j, b, st, v, opts.TrustedKeys); ok {
 			if sc.Size > latest || (sc.Size == latest && sc.Time > r.CheckpointTime) {
 				latest, r.CheckpointTime = sc.Size, sc.Time
 			}
 		}
 	}
 	for j, b := range opts.Earlier {
-		r.checkpoint("earlier", j, b, st, tree, opts.TrustedKeys)
+		r.checkpoint("earlier", j, b, st, v, opts.TrustedKeys)
 	}
 	switch {
-	case len(x.Checkpoints) == 0:
+	case len(checkpoints) == 0:
 		r.add(Check{Name: "coverage", Detail: "the export has no checkpoint: nothing shows the auditors agreed to these entries"})
 	case latest < r.Entries:
 		r.add(Check{Name: "coverage", Entry: entryRef(max(latest, 0)), Detail: fmt.Sprintf("entries from %d on are not covered by a quorum-signed checkpoint", max(latest, 0))})
 	default:
 		r.add(Check{Name: "coverage", OK: true, Detail: fmt.Sprintf("a quorum-signed checkpoint covers all %d entries", r.Entries)})
 	}
-	r.forks(x.Checkpoints, opts.Earlier, st, opts.TrustedKeys)
+	r.forks(checkpoints, opts.Earlier, st, opts.TrustedKeys)
 	if latest >= 0 {
 		r.freshness(opts)
 	}
@@ -426,7 +502,7 @@ func openQuorum(st *State, c Checkpoint, signed []byte, trusted []string) (Signe
 	return sc, len(all), err
 }
 
-func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree hashStore, trusted []string) (SignedCheckpoint, bool) {
+func (r *Report) checkpoint(source string, j int, b []byte, st *State, v *streamVerify, trusted []string) (SignedCheckpoint, bool) {
 	name := source + " checkpoint"
 	c, err := PeekCheckpoint(b)
 	if err != nil {
@@ -445,12 +521,17 @@ func (r *Report) checkpoint(source string, j int, b []byte, st *State, tree hash
 		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf("size %d: %v", c.Size, err)})
 		return sc, false
 	}
-	if c.Size > tree.size() {
-		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: entryRef(tree.size()),
-			Detail: fmt.Sprintf("signed for %d entries but the export has %d: entries were removed", c.Size, tree.size())})
+	if n := v.tree.Len(); c.Size > n {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Entry: entryRef(n),
+			Detail: fmt.Sprintf("signed for %d entries but the export has %d: entries were removed", c.Size, n)})
 		return sc, false
 	}
-	root, _ := tree.treeHash(c.Size)
+	root, ok := v.rootAt(c.Size)
+	if !ok {
+		r.add(Check{Name: name, Checkpoint: cpRef(j), Detail: fmt.Sprintf(
+			"size %d: the export was read as a stream, which keeps the roots of its last %d sizes only, and this checkpoint is older: verify the export from a file", c.Size, len(v.ring))})
+		return sc, false
+	}
 	if root != c.Root {
 		// Every entry records the tree root of the entries before it, and
 		// replay checked those records; so when replay passed, the first
@@ -511,44 +592,6 @@ func (r *Report) forks(exported, earlier [][]byte, st *State, trusted []string) 
 	}
 	if !found {
 		r.add(Check{Name: "fork", OK: true, Detail: fmt.Sprintf("no two of the %d signed checkpoints disagree", len(all))})
-	}
-}
-
-// costs recomputes the cost of every accepted charge and session from its
-// mechanism and parameters and names each entry that states less than it
-// costs, and each charge in a session that names another mechanism or
-// other parameters than the session opened with (replay stops at the
-// first; this names them all).
-func (r *Report) costs(entries [][]byte) {
-	checked, bad := 0, 0
-	opened := map[string]*OpenSession{}
-	for i, b := range entries {
-		_, c, ok := AcceptedCommand(b)
-		if !ok {
-			continue
-		}
-		switch body := c.Body.(type) {
-		case *OpenSession:
-			opened[body.SessionID] = body
-		case *Reserve:
-		case *Charge:
-			if o, ok := opened[body.Session]; ok && body.Session != "" {
-				if res, ok := sessionBound(body, o.Mechanism, o.Params); !ok {
-					bad++
-					r.add(Check{Name: "cost", Entry: entryRef(int64(i)), Detail: fmt.Sprintf("accepted charge %s is not of the mechanism its session paid for (%s): %s", body.BatchID, res.Code, res.Message)})
-				}
-			}
-		default:
-			continue
-		}
-		checked++
-		if re := CostCheck(c); re != nil {
-			bad++
-			r.add(Check{Name: "cost", Entry: entryRef(int64(i)), Detail: fmt.Sprintf("accepted %s %s states less than its mechanism and parameters cost (%s): %s", c.Body.Kind(), re.Subject, re.Code, re.Message)})
-		}
-	}
-	if bad == 0 {
-		r.add(Check{Name: "cost", OK: true, Detail: fmt.Sprintf("each of the %d accepted charges and sessions states at least the cost recomputed from its mechanism and parameters", checked)})
 	}
 }
 

@@ -16,8 +16,9 @@ const CheckFederation = "federation"
 // party the log registered is in the directory with the same role and key.
 // Auditor keys alone do not stop a fabricated federation: a log that names a
 // made-up administrator, aggregator and hospitals can still carry the real
-// auditors' signatures.
-func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) {
+// auditors' signatures. g is the log's first accepted genesis among the
+// entries replay reproduced, nil if none.
+func (r *Report) pinFederation(st *State, g *foundGenesis, opts VerifyOptions) {
 	if len(opts.Directory) == 0 && len(opts.GenesisHash) == 0 {
 		const what = "the federation is UNPINNED: its parties are taken from the log itself and its auditor keys from what was given, which a fabricated federation supplies as easily as the real one"
 		if opts.Unpinned {
@@ -27,24 +28,11 @@ func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) 
 		}
 		return
 	}
-	var genesisCmd Command
-	var found bool
-	var signer string
-	var at int64
-	for i, b := range entries {
-		_, cmd, ok := AcceptedCommand(b)
-		if !ok {
-			continue
-		}
-		if _, ok := cmd.Body.(*Genesis); ok {
-			genesisCmd, found, signer, at = cmd, true, cmd.Signer, int64(i)
-			break
-		}
-	}
-	if !found {
+	if g == nil {
 		r.add(Check{Name: "genesis", Detail: "no accepted genesis to pin"})
 		return
 	}
+	genesisCmd, signer, at := g.cmd, g.cmd.Signer, g.at
 	if len(opts.GenesisHash) > 0 {
 		h, _ := genesisCmd.Digest()
 		if !bytes.Equal(h[:], opts.GenesisHash) {
@@ -85,4 +73,10 @@ func (r *Report) pinFederation(st *State, entries [][]byte, opts VerifyOptions) 
 	if bad == 0 {
 		r.add(Check{Name: "parties", OK: true, Detail: fmt.Sprintf("all %d parties of the log are the federation directory's, with its keys", len(logParties))})
 	}
+}
+
+// foundGenesis is the first accepted genesis of a log, and its entry.
+type foundGenesis struct {
+	cmd Command
+	at  int64
 }

@@ -133,6 +133,7 @@ func newBenchCommand() *cobra.Command {
 	sections := cmd.Flags().StringSlice("sections", nil, "run only these sections: mechanism, inference, ledger, e2e, wan, hostile, scale, federation (default all but wan, hostile, scale and federation)")
 	scaleCharges := cmd.Flags().Int("scale-charges", 0, "charges the scale section drives the ledger to (default 1000000, or 10000 with --quick)")
 	scaleHistory := cmd.Flags().String("scale-history", "disk", "where the scale section's ledger keeps its history: disk (an auditor's bbolt store) or memory")
+	scaleExport := cmd.Flags().String("scale-export", "", "write the scale section's export to this file and keep it (verify it with: nzc ledger verify --export FILE --unpinned)")
 	fedHospitals := cmd.Flags().IntSlice("federation-hospitals", []int{10, 30, 100}, "the federation section's sizes, in hospitals")
 	fedTeachers := cmd.Flags().Int("federation-teachers", 300, "teachers split over the hospitals of each federation in the federation section")
 	fedQueries := cmd.Flags().Int("federation-queries", 0, "queries labelled per federation and repetition in the federation section (default 2048, or 512 with --quick)")
@@ -162,6 +163,7 @@ func newBenchCommand() *cobra.Command {
 		set("wan-batch", *wanBatch, &cfg.WANBatchSize)
 		set("scale-charges", *scaleCharges, &cfg.ScaleCharges)
 		cfg.ScaleHistory = *scaleHistory
+		cfg.ScaleExport = *scaleExport
 		set("federation-teachers", *fedTeachers, &cfg.FederationTeachers)
 		set("federation-queries", *fedQueries, &cfg.FederationQueries)
 		if cmd.Flags().Changed("federation-hospitals") {
@@ -297,7 +299,7 @@ func printBench(w io.Writer, r *bench.Report) error {
 		fmt.Fprintf(bw, "  (RSS = anon, the process's own memory, + file, bbolt's mapped pages and the binary, which the kernel may drop)\n")
 		fmt.Fprintf(bw, "  heap each charge adds: %.0f bytes\n", sc.HeapBytesPerCharge)
 		fmt.Fprintf(bw, "  snapshot %d bytes in %.0f ms; restart to ready %.0f ms\n", sc.SnapshotBytes, sc.SnapshotMs, sc.RestartMs)
-		fmt.Fprintf(bw, "  verify the export (%d bytes, from a file): %.0f entries/s, peak heap %.0f MiB, peak resident %.0f MiB\n", sc.ExportBytes, sc.VerifyEntriesPerS, sc.VerifyPeakHeapMiB, sc.VerifyPeakRSSMiB)
+		fmt.Fprintf(bw, "  verify the export (%d bytes, from a file): %.0f entries/s (%.0f µs of CPU an entry), peak heap %.0f MiB, peak resident %.0f MiB\n", sc.ExportBytes, sc.VerifyEntriesPerS, sc.VerifyCPUUs, sc.VerifyPeakHeapMiB, sc.VerifyPeakRSSMiB)
 		for _, g := range sc.Growth {
 			fmt.Fprintf(bw, "  growth %-16s heap ×%.2f, RSS ×%.2f (anon ×%.2f), apply rate ×%.2f, CPU a charge ×%.2f, snapshot ×%.2f\n", g.Decade, g.Heap, g.RSS, g.RSSAnon, g.ApplyRate, g.ApplyCPU, g.SnapshotBytes)
 		}

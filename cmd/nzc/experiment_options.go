@@ -37,7 +37,9 @@ type experimentOptions struct {
 	Seed            uint64 `mapstructure:"seed" help:"seed of the partition and the models, and with --seeded-noise of the releases' noise"`
 	SeededNoise     bool   `mapstructure:"seeded-noise" help:"draw every release's noise from --seed (reproducible, for tests and regression; then no release is private, and results.json says \"seeded:N\") instead of crypto/rand"`
 	Draws           int    `mapstructure:"draws" help:"independent releases of every private row, each with its own noise and student (default: the preset's, 5)"`
+	BaselineDraws   int    `mapstructure:"baseline-draws" help:"independent releases of every row that is not a session's (no headline: lnmax, gnmax, confident-gnmax, nzc, unbootstrapped nzc-svt) (0: the preset's; paper-mnist: 1; else as --draws)"`
 	DataDir         string `mapstructure:"data-dir" help:"directory holding the four idx files (gzipped or not)"`
+	Dataset         string `mapstructure:"dataset" help:"data set made from --data-dir: mnist (the files as they are) or mnist-hard (every image with a quarter erased and pixel noise; see docs/RESULTS.md)"`
 	DatasetName     string `mapstructure:"dataset-name" help:"name of the data set in the report (default: the directory's name)"`
 
 	Bootstrap         int     `mapstructure:"bootstrap" help:"with nzc-svt, add a row whose session asks in the selection order until this many queries are answered, then in the confidence order of a student trained on them, in the same session (0: no such row; default: the preset's)"`
@@ -63,6 +65,9 @@ type experimentOptions struct {
 
 	PlanCap            float64 `mapstructure:"plan-cap" help:"with --bootstrap, add a planned row under this cap ε: one session of --plan-session-epsilon, then, when it ends early, GNMax on the queries the student is surest of with the rest of the cap (0: no such row; default: the preset's)"`
 	PlanSessionEpsilon float64 `mapstructure:"plan-session-epsilon" help:"with --plan-cap, the pure ε of the planned row's session (default: the preset's)"`
+	PlanRefusals       int     `mapstructure:"plan-refusals" help:"with --plan-cap, the refusals the planned row's session allows before it ends (0: the preset's)"`
+	PlanSureShare      float64 `mapstructure:"plan-sure-share" help:"with --plan-cap, ask GNMax first as many queries as fit beside the session, and open the session only when a student trained on them is sure of this share of the rest; else spend the rest on GNMax (0: session first; default: the preset's)"`
+	PlanMinAnswers     int     `mapstructure:"plan-min-answers" help:"with --plan-cap, the fewest session answers whose student ranks the GNMax queries; below it GNMax asks in the query order (0: the preset's)"`
 
 	TuningTrain    int `mapstructure:"tuning-train" help:"the last this many training examples are the tuning share, which no release teacher trains on: its ensemble's vote statistics are the only ones reported, as diagnostics (0: no share, no diagnostics; default: the preset's)"`
 	TuningPool     int `mapstructure:"tuning-pool" help:"of the tuning share, the last this many are the tuning ensemble's query pool (default: the preset's)"`
@@ -133,6 +138,9 @@ func (o experimentOptions) config(fs *pflag.FlagSet) (experiment.Config, error) 
 	if set(fs, "draws", o.Draws != 0) {
 		cfg.Draws = o.Draws
 	}
+	if set(fs, "baseline-draws", o.BaselineDraws != 0) {
+		cfg.BaselineDraws = o.BaselineDraws
+	}
 	cfg.Seed, cfg.Delta, cfg.CacheDir, cfg.StudentWorkers = o.Seed, o.Delta, o.CacheDir, o.StudentWorkers
 	return cfg, nil
 }
@@ -146,6 +154,9 @@ func (o experimentOptions) applyData(cfg *experiment.Config) {
 		cfg.Holdout = o.Holdout
 	}
 	cfg.Dataset = filepath.Base(filepath.Clean(o.DataDir))
+	if o.Dataset != "" && o.Dataset != "mnist" {
+		cfg.Dataset = o.Dataset
+	}
 	if o.DatasetName != "" {
 		cfg.Dataset = o.DatasetName
 	}
@@ -164,6 +175,11 @@ func (o experimentOptions) applyEnsembles(cfg *experiment.Config, fs *pflag.Flag
 		cfg.Aggregators = splitList(o.Aggregators)
 		// Compare orders only for the aggregators that run.
 		cfg.CompareAggregators = slices.DeleteFunc(cfg.CompareAggregators, func(a string) bool { return !slices.Contains(cfg.Aggregators, a) })
+		// The other ensembles run the preset's among them, or all of them.
+		cfg.SecondaryAggregators = slices.DeleteFunc(cfg.SecondaryAggregators, func(a string) bool { return !slices.Contains(cfg.Aggregators, a) })
+		if len(cfg.SecondaryAggregators) == 0 {
+			cfg.SecondaryAggregators = nil
+		}
 	}
 	if o.TuningTrain >= 0 {
 		cfg.Tuning.Train = o.TuningTrain
@@ -284,6 +300,15 @@ func (o experimentOptions) applyBootstrap(cfg *experiment.Config, fs *pflag.Flag
 	}
 	if set(fs, "plan-session-epsilon", o.PlanSessionEpsilon != 0) {
 		cfg.Plan.SessionEpsilon = o.PlanSessionEpsilon
+	}
+	if set(fs, "plan-refusals", o.PlanRefusals != 0) {
+		cfg.Plan.Refusals = o.PlanRefusals
+	}
+	if set(fs, "plan-sure-share", o.PlanSureShare != 0) {
+		cfg.Plan.SureShare = o.PlanSureShare
+	}
+	if set(fs, "plan-min-answers", o.PlanMinAnswers != 0) {
+		cfg.Plan.MinAnswers = o.PlanMinAnswers
 	}
 	if cfg.Plan.Cap == 0 {
 		cfg.Plan = experiment.PlanConfig{}

@@ -150,6 +150,11 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 		// The first 140 test examples leave 40 queries besides the 100
 		// held out: the 50 asked for are more than there are.
 		{[]string{"--test-examples", "140"}, "only 40 student examples"},
+		{[]string{"--dataset", "cifar"}, `unknown data set "cifar"`},
+		// mnist-hard erases 14×14 squares: these images are 6×6.
+		{[]string{"--dataset", "mnist-hard"}, "erased square of 14 pixels"},
+		{[]string{"--plan-cap", "1", "--plan-session-epsilon", "0.5", "--plan-refusals", "-2"}, "-2 refusals"},
+		{[]string{"--plan-cap", "1", "--plan-session-epsilon", "0.5", "--plan-sure-share", "2"}, "sure share 2"},
 	} {
 		out := t.TempDir()
 		_, err := clitest.Execute(t, newRootCommand(), append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out, "--cache-dir", "",

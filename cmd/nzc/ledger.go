@@ -7,9 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -21,9 +24,15 @@ import (
 	"github.com/nzcfed/nzc/crypto"
 	"github.com/nzcfed/nzc/federation/launch"
 	"github.com/nzcfed/nzc/federation/provision"
+	"github.com/nzcfed/nzc/internal/atomicfile"
 	"github.com/nzcfed/nzc/ledger"
 	"github.com/nzcfed/nzc/party/auditor/compliance"
 )
+
+// defaultVerifyMemoryMiB is the heap `nzc ledger verify` keeps under by
+// default: a 10⁶-entry export verifies in about 220 MiB resident with it,
+// and about 410 MiB without (docs/PERFORMANCE.md).
+const defaultVerifyMemoryMiB = 200
 
 // ErrLedgerNotVerified is returned by `nzc ledger verify` when any check
 // fails, after the report is printed, so the exit status is non-zero.
@@ -102,6 +111,10 @@ federation is UNPINNED and the command fails, unless --unpinned accepts an
 unpinned check; an unpinned run checks against the kept checkpoint but never
 replaces it.
 
+The export is read as a stream, entry by entry, with signatures checked on
+every core ahead of the replay: memory holds the replayed state, not the log
+(--memory-limit keeps the heap near 200 MiB by default).
+
 Every check is printed with what it was about; the exit status is non-zero
 when any fails.`,
 		Example: `  # Verify against the auditors of a federation directory:
@@ -132,18 +145,26 @@ when any fails.`,
 	genesisHash := cmd.Flags().String("genesis-hash", "", "the digest (hex SHA-256 of its signed content) of the federation's genesis command, as nzc init writes it into each auditor's genesis_hash: the log must start from it")
 	unpinned := cmd.Flags().Bool("unpinned", false, "accept a check that neither --federation nor --genesis-hash pins: the report says the federation is UNPINNED, and the kept checkpoint is not replaced")
 	keep := addKeepFlags(cmd)
+	memLimit := cmd.Flags().Int("memory-limit", defaultVerifyMemoryMiB, "the heap size in MiB the Go runtime keeps this verification under, collecting more often near it (a soft limit: a log whose decision state outgrows it verifies more slowly); 0 for none; GOMEMLIMIT, when set, wins")
 	return cli.WithFormat(cmd, func(cmd *cobra.Command, _ []string, f string) error {
 		if *exportPath == "" {
 			return errors.New("--export is required: the file written by 'nzc ledger export'")
+		}
+		if *memLimit < 0 {
+			return fmt.Errorf("--memory-limit %d: give a size in MiB, or 0 for none", *memLimit)
+		}
+		if *memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(*memLimit) << 20))
 		}
 		trusted, err := trust.keys("a fabricated log would verify")
 		if err != nil {
 			return err
 		}
-		export, err := os.ReadFile(*exportPath)
+		export, err := os.Open(*exportPath)
 		if err != nil {
 			return fmt.Errorf("read the export: %w", err)
 		}
+		defer export.Close()
 		var earlierCps [][]byte
 		for _, p := range *earlier {
 			b, err := os.ReadFile(p)
@@ -168,7 +189,8 @@ when any fails.`,
 		if *maxAge < 0 {
 			return fmt.Errorf("--max-age %v: give a positive duration such as 1h, or leave it out", *maxAge)
 		}
-		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds()), Unpinned: *unpinned}
+		opts := ledger.VerifyOptions{TrustedKeys: trusted, Earlier: earlierCps, Now: time.Now().Unix(), MaxAge: int64(maxAge.Seconds()), Unpinned: *unpinned,
+			Workers: runtime.GOMAXPROCS(0)}
 		if trust.fed != "" {
 			if opts.Directory, err = launch.Directory(trust.fed); err != nil {
 				return err
@@ -179,7 +201,7 @@ when any fails.`,
 				return fmt.Errorf("--genesis-hash %q: want the 64 hex digits of a SHA-256", *genesisHash)
 			}
 		}
-		r := ledger.Verify(export, opts)
+		r := ledger.VerifyReader(cmd.Context(), export, opts)
 		if err := cli.Print(cmd.OutOrStdout(), f, r, r.WriteText); err != nil {
 			return err
 		}
@@ -192,7 +214,7 @@ when any fails.`,
 		// A check the federation does not pin proves nothing about which
 		// federation's log this is: its checkpoint is not kept.
 		if keptPath != "" && r.FederationPinned {
-			size, err := compliance.KeepLatest(keptPath, export)
+			size, err := compliance.KeepLatest(keptPath, r.SignedCheckpoints)
 			if err != nil {
 				return err
 			}
@@ -549,7 +571,6 @@ yet: verify the file with 'nzc ledger verify'.`,
 			return errors.New("--out FILE is required")
 		}
 		var s exportSummary
-		var b []byte
 		err := c.views(cmd.Context(), func(ctx context.Context, vs compliance.Views, auditors []compliance.Auditor) error {
 			s.Views = vs
 			if !vs.Consistent {
@@ -561,28 +582,13 @@ yet: verify the file with 'nzc ledger verify'.`,
 			for _, a := range auditors {
 				if a.ID == vs.Largest.Auditor && a.Addr == vs.Largest.Addr {
 					s.From = cmp.Or(a.ID, a.Addr)
-					var err error
-					b, err = a.Client.Export(ctx)
-					return err
+					return writeExport(ctx, a.Client, *out, &s)
 				}
 			}
 			return errors.New("the auditor of the largest view is not among those asked")
 		})
 		if err != nil {
 			return err
-		}
-		x, err := ledger.DecodeExport(b)
-		if err != nil {
-			return fmt.Errorf("auditor %s sent something that is not a ledger export: %w", s.From, err)
-		}
-		if err := crypto.WriteFile(*out, b, crypto.PublicFileMode, true); err != nil {
-			return err
-		}
-		s.Out, s.Bytes, s.Entries = *out, len(b), len(x.Entries)
-		for _, cp := range x.Checkpoints {
-			if p, err := ledger.PeekCheckpoint(cp); err == nil {
-				s.Checkpoints = append(s.Checkpoints, p)
-			}
 		}
 		return cli.Print(cmd.OutOrStdout(), f, s, cli.Text(func(b *strings.Builder) {
 			fmt.Fprintf(b, "wrote %s: %d entries, %d checkpoints, %d bytes, from auditor %s (not yet verified: run nzc ledger verify)\n",
@@ -597,6 +603,62 @@ yet: verify the file with 'nzc ledger verify'.`,
 			}
 		}))
 	})
+}
+
+// writeExport writes the export the auditor serves to path as it arrives,
+// checking that it decodes (entry by entry: the file is never held in
+// memory), and fills in what s says of it. Nothing is written unless the
+// whole export decodes.
+func writeExport(ctx context.Context, client *compliance.Client, path string, s *exportSummary) error {
+	body, err := client.ExportStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	counted := &countingReader{r: body}
+	var entries int
+	var checkpoints [][]byte
+	err = atomicfile.WriteWith(path, crypto.PublicFileMode, true, func(w io.Writer) error {
+		x, err := ledger.NewExportReader(io.TeeReader(counted, w))
+		if err != nil {
+			return err
+		}
+		for {
+			if _, err := x.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				return err
+			}
+			entries++
+		}
+		_, checkpoints, err = x.Tail()
+		return err
+	})
+	if errors.Is(err, ledger.ErrMalformed) {
+		return fmt.Errorf("auditor %s sent something that is not a ledger export: %w; nothing written", s.From, err)
+	}
+	if err != nil {
+		return err
+	}
+	s.Out, s.Bytes, s.Entries = path, int(counted.n), entries
+	for _, cp := range checkpoints {
+		if p, err := ledger.PeekCheckpoint(cp); err == nil {
+			s.Checkpoints = append(s.Checkpoints, p)
+		}
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // chargesOutput is what `nzc ledger charges` prints.

@@ -413,6 +413,7 @@ func TestLedgerVerifyUsage(t *testing.T) {
 		{[]string{"--export", path, "--federation", t.TempDir()}, "no federation"},
 		{[]string{"--export", filepath.Join(t.TempDir(), "missing"), "--federation", f.dir}, "read the export"},
 		{[]string{"--export", path, "--federation", f.dir, "--format", "xml"}, "unknown output format"},
+		{[]string{"--export", path, "--federation", f.dir, "--memory-limit", "-1"}, "give a size in MiB, or 0 for none"},
 	} {
 		out, err := runNZC(t, append([]string{"ledger", "verify"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -6,6 +6,7 @@ package atomicfile
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +16,16 @@ import (
 // replaces an existing file; without, it fails with an error matching
 // fs.ErrExist if path exists, even if it appears while writing.
 func Write(path string, data []byte, perm fs.FileMode, replace bool) error {
+	return WriteWith(path, perm, replace, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteWith is Write of what write writes, for content too large to hold
+// in memory (a download written as it arrives). When write fails, path is
+// left as it was and its error is returned.
+func WriteWith(path string, perm fs.FileMode, replace bool, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -24,7 +35,7 @@ func Write(path string, data []byte, perm fs.FileMode, replace bool) error {
 	defer os.Remove(name) // no-op after a successful rename
 	for _, step := range []func() error{
 		func() error { return tmp.Chmod(perm) },
-		func() error { _, err := tmp.Write(data); return err },
+		func() error { return write(tmp) },
 		tmp.Sync,
 	} {
 		if err := step(); err != nil {

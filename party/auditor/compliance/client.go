@@ -22,6 +22,9 @@ import (
 // long ledger is the largest).
 const maxResponse = 1 << 30
 
+// maxErrorBody bounds what the client reads of a refusal.
+const maxErrorBody = 1 << 20
+
 // ErrUnreachable wraps a request that got no HTTP answer at all.
 var ErrUnreachable = errors.New("no answer from the compliance API")
 
@@ -183,9 +186,22 @@ func (c *Client) ProvenCharges(ctx context.Context, hospital string, keys []stri
 	}
 }
 
-// Export is GET /v1/export: the ledger's export encoding, not yet verified.
+// Export is GET /v1/export: the ledger's export encoding, not yet verified,
+// read whole into memory (up to 1 GiB). ExportStream reads a long log.
 func (c *Client) Export(ctx context.Context) ([]byte, error) {
 	return c.do(ctx, http.MethodGet, "/v1/export", nil)
+}
+
+// ExportStream is GET /v1/export as it arrives: the body of the ledger's
+// export encoding, not yet verified, for the caller to read (with
+// ledger.NewExportReader or ledger.VerifyReader) and close. An export of
+// any length is read in the memory of its largest entry.
+func (c *Client) ExportStream(ctx context.Context) (io.ReadCloser, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/export", nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
 }
 
 // Join is POST /v1/admin/join (the auditor's own certificate only); it
@@ -247,6 +263,21 @@ func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body any) ([]byte, error) {
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %w", method, c.base+path, ErrUnreachable, err)
+	}
+	return b, nil
+}
+
+// send sends a request and returns the response of status 200, whose body
+// the caller reads and closes; any other status is a *StatusError.
+func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
 	u := c.base + path
 	var rd io.Reader
 	if body != nil {
@@ -267,18 +298,18 @@ func (c *Client) do(ctx context.Context, method, path string, body any) ([]byte,
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %w (is an auditor's compliance API listening there?)", method, u, ErrUnreachable, err)
 	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %w", method, u, ErrUnreachable, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		msg := strings.TrimSpace(string(b))
-		var e Error
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		return nil, &StatusError{Method: method, URL: u, Code: resp.StatusCode, Message: msg}
+	msg := strings.TrimSpace(string(b))
+	var e Error
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error
 	}
-	return b, nil
+	return nil, &StatusError{Method: method, URL: u, Code: resp.StatusCode, Message: msg}
 }

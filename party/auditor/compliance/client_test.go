@@ -1,6 +1,7 @@
 package compliance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -114,6 +115,25 @@ func TestClient(t *testing.T) {
 	if r := ledger.Verify(export, ledger.VerifyOptions{TrustedKeys: keys, Unpinned: true}); !r.OK {
 		t.Fatalf("the export does not verify: %v", r.Failures())
 	}
+	// The same bytes as a stream, verified as they arrive.
+	body, err := c.ExportStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, err := io.ReadAll(body)
+	body.Close()
+	if err != nil || !bytes.Equal(streamed, export) {
+		t.Fatalf("the streamed export is not the export (%v)", err)
+	}
+	body, err = c.ExportStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ledger.VerifyReader(ctx, body, ledger.VerifyOptions{TrustedKeys: keys, Unpinned: true, Workers: 2})
+	body.Close()
+	if !r.OK {
+		t.Fatalf("the streamed export does not verify: %v", r.Failures())
+	}
 
 	self := clientAs(t, m, srv, "auditor-1")
 	if s, err := self.Join(ctx, "auditor-1", "127.0.0.1:7501"); err != nil || s.ID != "a1" || f.cluster.joined[0] != (JoinRequest{ID: "auditor-1", Addr: "127.0.0.1:7501"}) {
@@ -151,6 +171,8 @@ func TestClientErrors(t *testing.T) {
 			http.StatusBadRequest, "start=99 is out of range"},
 		{"compliance administers", "compliance", func(c *Client) error { _, err := c.Remove(ctx, "a3"); return err },
 			http.StatusForbidden, "may not administer auditor auditor-1"},
+		{"hospital streams the export", "hospital-1", func(c *Client) error { _, err := c.ExportStream(ctx); return err },
+			http.StatusForbidden, "only the compliance and auditor roles may"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.call(clientAs(t, m, srv, c.as))

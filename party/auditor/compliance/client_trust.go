@@ -32,17 +32,14 @@ func KeptCheckpointPath(dir string, trusted []string) string {
 	return filepath.Join(dir, hex.EncodeToString(h[:8])+".checkpoint")
 }
 
-// KeepLatest writes the largest checkpoint of a verified export to path,
-// unless the checkpoint kept there is larger, and returns the kept size.
-// The export was verified to extend what path held.
-func KeepLatest(path string, export []byte) (int64, error) {
-	x, err := ledger.DecodeExport(export)
-	if err != nil {
-		return 0, err
-	}
+// KeepLatest writes the largest of a verified export's signed checkpoints
+// (ledger.Report.SignedCheckpoints) to path, unless the checkpoint kept
+// there is larger, and returns the kept size. The export was verified to
+// extend what path held.
+func KeepLatest(path string, checkpoints [][]byte) (int64, error) {
 	var best []byte
 	var size int64 = -1
-	for _, b := range x.Checkpoints {
+	for _, b := range checkpoints {
 		if c, err := ledger.PeekCheckpoint(b); err == nil && c.Size > size {
 			best, size = b, c.Size
 		}

@@ -1,8 +1,11 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -60,24 +63,24 @@ func (d *Dashboard) verification(v *view) *Verification {
 		return d.ver.res
 	}
 	size := v.checkpoint.Size
-	entries, err := d.src.Entries(0, size)
-	if err != nil {
+	// The export is written as it is read from the history, twice: once
+	// to hash it (a run is skipped when the bytes have not changed), once
+	// to verify it. Neither holds the log in memory.
+	h := sha256.New()
+	if err := ledger.WriteExport(h, d.src, size, [][]byte{v.cp}); err != nil {
 		return notRun(err.Error())
 	}
-	keys, err := d.src.AuditorKeys(size)
-	if err != nil {
-		return notRun(err.Error())
-	}
-	exp, err := ledger.Export{Entries: entries, Checkpoints: [][]byte{v.cp}, Keys: keys}.Encode()
-	if err != nil {
-		return notRun(err.Error())
-	}
-	key := sha256.Sum256(exp)
+	var key [32]byte
+	h.Sum(key[:0])
 	if d.ver.res != nil && d.ver.key == key {
 		d.ver.at = now
 		return d.ver.res
 	}
-	rep := ledger.Verify(exp, ledger.VerifyOptions{TrustedKeys: d.opts.TrustedKeys, Unpinned: true}) // its own replica: the auditor pins its genesis itself (genesis_hash)
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(ledger.WriteExport(pw, d.src, size, [][]byte{v.cp})) }()
+	// One worker beside the replay: the auditor keeps its other core.
+	rep := ledger.VerifyReader(context.Background(), pr, ledger.VerifyOptions{TrustedKeys: d.opts.TrustedKeys, Unpinned: true, Workers: 1}) // its own replica: the auditor pins its genesis itself (genesis_hash)
+	pr.CloseWithError(errors.New("the verification ended"))
 	res := &Verification{
 		Ran: true, OK: rep.OK, CheckedAt: now.UTC().Format("2006-01-02 15:04:05") + " UTC",
 		Millis:  d.opts.Now().Sub(now).Milliseconds(),
