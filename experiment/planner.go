@@ -35,17 +35,15 @@ type PlanConfig struct {
 	// GNMax queries (0: any answer).
 	MinAnswers int `json:"min_answers,omitempty"`
 	// Agreement, when positive, asks GNMax first: the answers that fit
-	// beside the session, on the first queries in the query order.
-	// Students trained on all but one of Folds folds of those labels
-	// predict the fold left out (foldAgreement); when they agree with at
-	// least this share of the labels, the teachers' consensus is strong
-	// and the session opens on the rest, else the rest of the cap buys
-	// more GNMax answers, the next queries in the query order: GNMax's
-	// answers compose with each other without loss, so on data that
-	// looks hard the plan releases exactly what GNMax alone would.
+	// beside the session, on the first queries in the query order. Two
+	// students trained on disjoint halves of those labels predict the
+	// queries without one (halvesAgreement); when they agree on at least
+	// this share, the data looks easy and the session opens on the rest,
+	// else the rest of the cap buys more GNMax answers, the next queries
+	// in the query order: GNMax's answers compose with each other without
+	// loss, so on data that looks hard the plan releases exactly what
+	// GNMax alone would.
 	Agreement float64 `json:"agreement,omitempty"`
-	// Folds is the number of folds Agreement is measured over (0: 5).
-	Folds int `json:"folds,omitempty"`
 }
 
 // planSessionParams plans the planned row's session for k teachers.
@@ -66,8 +64,8 @@ func (c *Config) validatePlan() error {
 	if !(pc.Cap > 0) || !(pc.SessionEpsilon > 0) || pc.SessionEpsilon > pc.Cap {
 		return fmt.Errorf("%w: plan cap ε %v with a session of ε %v: want a positive cap and a session within it", ErrConfig, pc.Cap, pc.SessionEpsilon)
 	}
-	if !(pc.Agreement >= 0 && pc.Agreement <= 1) || pc.Folds < 0 || pc.Folds == 1 || pc.Folds > 100 {
-		return fmt.Errorf("%w: a plan's agreement %v over %d folds, want 0 (no GNMax first) to 1 over 0 (5) or 2 to 100 folds", ErrConfig, pc.Agreement, pc.Folds)
+	if !(pc.Agreement >= 0 && pc.Agreement <= 1) {
+		return fmt.Errorf("%w: a plan's agreement %v, want 0 (no GNMax first) to 1", ErrConfig, pc.Agreement)
 	}
 	if pc.Refusals < 0 || pc.Refusals > 100 || pc.MinAnswers < 0 {
 		return fmt.Errorf("%w: a planned session of %d refusals switching below %d answers: want 0 (the preset's) to 100 refusals and 0 or more answers", ErrConfig, pc.Refusals, pc.MinAnswers)
@@ -249,11 +247,11 @@ func probe(p, gn mechanism.Params, capEps, delta float64, pool int) (first, more
 
 // probed runs one planned row that asks GNMax first (Plan.Agreement): as
 // many GNMax (gn) answers as fit beside the session p, on the first
-// queries of pool, noise from gsrc; then, if students cross-validated on
-// them agree with at least Plan.Agreement of them (foldAgreement), the
-// bootstrapped session on the rest (noise from src), else as many more
-// GNMax answers as the rest of the cap buys, on the next queries of pool.
-// Too few answers to fill the folds read as hard data. Its ε is the
+// queries of pool, noise from gsrc; then, if students trained on disjoint
+// halves of them agree on at least Plan.Agreement of the queries without
+// a label (halvesAgreement), the bootstrapped session on the rest (noise
+// from src), else as many more GNMax answers as the rest of the cap buys,
+// on the next queries of pool. Fewer than two answers read as hard data. Its ε is the
 // costlier branch's, the same in every draw.
 func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Params, src, gsrc mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
 	cfg := s.cfg
@@ -291,18 +289,17 @@ func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Param
 	if err != nil {
 		return Row{}, nil, err
 	}
-	folds := cfg.Plan.folds()
 	row := Row{Aggregator: Planner, Teachers: k, Queries: len(pool), Noise: cfg.noiseName(),
-		Selection: fmt.Sprintf("%s; gnmax first, then the session when students agree with %v of its labels over %d folds", cfg.Selection.Strategy, cfg.Plan.Agreement, folds)}
+		Selection: fmt.Sprintf("%s; gnmax first, then the session when students on halves of its labels agree on %v of the rest", cfg.Selection.Strategy, cfg.Plan.Agreement)}
 	row.Params = fmt.Sprintf("cap ε=%v: %d gnmax %s, then nzc-svt %s or %d more gnmax", cfg.Plan.Cap, n1, gn, p, n2)
 	row.Epsilon, row.Delta, row.EpsilonSource = max(e1, e2), cfg.Delta, proven
 	agreement := 0.0
-	if answered >= folds {
-		if agreement, err = s.foldAgreement(ctx, full, folds); err != nil {
+	if answered >= 2 {
+		if agreement, err = s.halvesAgreement(ctx, full); err != nil {
 			return row, nil, err
 		}
 	}
-	easy := answered >= folds && agreement >= cfg.Plan.Agreement
+	easy := answered >= 2 && agreement >= cfg.Plan.Agreement
 	s.log.Info("plan probed", "gnmax_answers", answered, "agreement", agreement, "session", easy)
 	if easy {
 		srow, sfull, _, err := s.bootstrap(ctx, agg, p, src, k, classes, hist, pool[n1:])
@@ -332,63 +329,12 @@ func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Param
 	return row, full, nil
 }
 
-// folds is the number of folds the plan's agreement is measured over.
-func (pc PlanConfig) folds() int {
-	if pc.Folds == 0 {
-		return 5
-	}
-	return pc.Folds
-}
-
-// foldAgreement is the cross-validated agreement of students with the
-// labels released in full (metrics.Refused where none was): the
-// released labels split into folds (round robin in query index order), a
-// bootstrap student trained on all folds but one predicts the one left
-// out, and the share of the left-out labels it predicts is the
-// agreement. It reads released labels and the unlabelled queries only:
-// post-processing, free of charge. Where the teachers agree and the
-// data is easy to learn, students reproduce the labels they did not see.
-func (s *students) foldAgreement(ctx context.Context, full []int, folds int) (float64, error) {
-	var labelled []int
-	for q, l := range full {
-		if l != metrics.Refused {
-			labelled = append(labelled, q)
-		}
-	}
-	if folds < 2 || len(labelled) < folds {
-		return 0, fmt.Errorf("%w: %d released labels in %d folds: want at least 2 folds and a label in each", ErrConfig, len(labelled), folds)
-	}
-	agree := 0
-	for f := range folds {
-		train := slices.Clone(full)
-		var out []int
-		for i, q := range labelled {
-			if i%folds == f {
-				train[q] = metrics.Refused
-				out = append(out, q)
-			}
-		}
-		net, err := s.fit(ctx, s.bootSpec, fmt.Sprintf("signal student %d of %d", f+1, folds), train, true, uint64(f))
-		if err != nil {
-			return 0, err
-		}
-		pred, err := net.Predict(s.queries.Subset(out).X)
-		if err != nil {
-			return 0, err
-		}
-		for i, q := range out {
-			if pred[i] == full[q] {
-				agree++
-			}
-		}
-	}
-	return float64(agree) / float64(len(labelled)), nil
-}
-
 // halvesAgreement is the share of the queries without a released label
 // on which two bootstrap students, trained on disjoint halves of the
 // released labels (alternate ones in query index order), predict the
-// same class. Like foldAgreement it reads released outputs only.
+// same class. It reads released labels and the unlabelled queries only:
+// post-processing, free of charge. Where the teachers agree and the data
+// is easy to learn, students of a few labels each generalise alike.
 func (s *students) halvesAgreement(ctx context.Context, full []int) (float64, error) {
 	var labelled, rest []int
 	for q, l := range full {

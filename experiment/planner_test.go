@@ -256,7 +256,7 @@ func TestPlannerProbe(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := plannerConfig(t)
-			cfg.SessionRefusals, cfg.Plan.Agreement, cfg.SelfTraining.Rounds, cfg.StudentTrain.LearnRate = 1, 0.8, 0, 0.05
+			cfg.SessionRefusals, cfg.Plan.Agreement, cfg.SelfTraining.Rounds, cfg.StudentTrain.LearnRate = 1, 0.5, 0, 0.05
 			queries := synth.Blobs{Classes: classes, Dim: 8, Spread: 4, CentreSeed: [2]uint64{5, 5}}.Make(3, n)
 			hist := make([][]int, n)
 			pool := make([]int, n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,51 @@ import (
 	"github.com/nzcfed/nzc/ml/selection"
 )
 
+// foldAgreement is the cross-validated agreement of students with the
+// labels released in full (metrics.Refused where none was): the
+// released labels split into folds (round robin in query index order), a
+// bootstrap student trained on all folds but one predicts the one left
+// out, and the share of the left-out labels it predicts is the
+// agreement. It reads released labels and the unlabelled queries only:
+// post-processing, free of charge (TestTuneSignal compares it with
+// halvesAgreement, the plan's switch).
+func (s *students) foldAgreement(ctx context.Context, full []int, folds int) (float64, error) {
+	var labelled []int
+	for q, l := range full {
+		if l != metrics.Refused {
+			labelled = append(labelled, q)
+		}
+	}
+	if folds < 2 || len(labelled) < folds {
+		return 0, fmt.Errorf("%w: %d released labels in %d folds: want at least 2 folds and a label in each", ErrConfig, len(labelled), folds)
+	}
+	agree := 0
+	for f := range folds {
+		train := slices.Clone(full)
+		var out []int
+		for i, q := range labelled {
+			if i%folds == f {
+				train[q] = metrics.Refused
+				out = append(out, q)
+			}
+		}
+		net, err := s.fit(ctx, s.bootSpec, fmt.Sprintf("signal student %d of %d", f+1, folds), train, true, uint64(f))
+		if err != nil {
+			return 0, err
+		}
+		pred, err := net.Predict(s.queries.Subset(out).X)
+		if err != nil {
+			return 0, err
+		}
+		for i, q := range out {
+			if pred[i] == full[q] {
+				agree++
+			}
+		}
+	}
+	return float64(agree) / float64(len(labelled)), nil
+}
+
 // TestTuneSignal measures the plan's switch signals on the tuning share
 // only (as TestTunePlan: the tuning ensemble answers its own pool's first
 // 8,000 images; no release teacher, query or held-out image is read).
@@ -25,7 +71,7 @@ import (
 // NZC_TUNE_CAP (default 250/k); on those released labels it reports the
 // students' cross-validated agreement (NZC_TUNE_SIGNAL_FOLDS folds,
 // default 5; foldAgreement) and the agreement of two students trained on
-// disjoint halves (halvesAgreement), for NZC_TUNE_DRAWS seeded draws of
+// disjoint halves (halvesAgreement, the plan's switch), for NZC_TUNE_DRAWS seeded draws of
 // the GNMax noise (default 2). A measurement, run only when asked:
 //
 //	scripts/fetch-data.sh
