@@ -336,6 +336,10 @@ func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Param
 // post-processing, free of charge. Where the teachers agree and the data
 // is easy to learn, students of a few labels each generalise alike.
 func (s *students) halvesAgreement(ctx context.Context, full []int) (float64, error) {
+	key := labelsKey(full)
+	if a, ok := s.agreements[key]; ok {
+		return a, nil
+	}
 	var labelled, rest []int
 	for q, l := range full {
 		if l != metrics.Refused {
@@ -370,5 +374,9 @@ func (s *students) halvesAgreement(ctx context.Context, full []int) (float64, er
 			same++
 		}
 	}
-	return float64(same) / float64(len(rest)), nil
+	if s.agreements == nil {
+		s.agreements = map[[32]byte]float64{}
+	}
+	s.agreements[key] = float64(same) / float64(len(rest))
+	return s.agreements[key], nil
 }
