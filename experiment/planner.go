@@ -34,15 +34,16 @@ type PlanConfig struct {
 	// MinAnswers is the fewest session answers whose student ranks the
 	// GNMax queries (0: any answer).
 	MinAnswers int `json:"min_answers,omitempty"`
-	// SureShare, when positive, asks GNMax first: the answers that fit
-	// beside the session, on the first queries in the query order. A
-	// student trained on them judges the rest of the pool; when it is
-	// sure (selection.SureShare) of at least this share, the session
-	// opens on the rest, else the rest of the cap buys more GNMax
-	// answers, the next queries in the query order: GNMax's answers
-	// compose with each other without loss, so on data the student is
-	// unsure of the plan releases what GNMax alone would.
-	SureShare float64 `json:"sure_share,omitempty"`
+	// Agreement, when positive, asks GNMax first: the answers that fit
+	// beside the session, on the first queries in the query order. Two
+	// students trained on disjoint halves of those labels predict the
+	// queries without one (halvesAgreement); when they agree on at least
+	// this share, the data looks easy and the session opens on the rest,
+	// else the rest of the cap buys more GNMax answers, the next queries
+	// in the query order: GNMax's answers compose with each other without
+	// loss, so on data that looks hard the plan releases exactly what
+	// GNMax alone would.
+	Agreement float64 `json:"agreement,omitempty"`
 }
 
 // planSessionParams plans the planned row's session for k teachers.
@@ -63,8 +64,8 @@ func (c *Config) validatePlan() error {
 	if !(pc.Cap > 0) || !(pc.SessionEpsilon > 0) || pc.SessionEpsilon > pc.Cap {
 		return fmt.Errorf("%w: plan cap ε %v with a session of ε %v: want a positive cap and a session within it", ErrConfig, pc.Cap, pc.SessionEpsilon)
 	}
-	if !(pc.SureShare >= 0 && pc.SureShare <= 1) {
-		return fmt.Errorf("%w: a plan's sure share %v, want 0 (no GNMax first) to 1", ErrConfig, pc.SureShare)
+	if !(pc.Agreement >= 0 && pc.Agreement <= 1) {
+		return fmt.Errorf("%w: a plan's agreement %v, want 0 (no GNMax first) to 1", ErrConfig, pc.Agreement)
 	}
 	if pc.Refusals < 0 || pc.Refusals > 100 || pc.MinAnswers < 0 {
 		return fmt.Errorf("%w: a planned session of %d refusals switching below %d answers: want 0 (the preset's) to 100 refusals and 0 or more answers", ErrConfig, pc.Refusals, pc.MinAnswers)
@@ -116,7 +117,7 @@ func (s *students) plannedRows(ctx context.Context, rep *Report, k, classes int,
 				full []int
 				err  error
 			)
-			if cfg.Plan.SureShare > 0 {
+			if cfg.Plan.Agreement > 0 {
 				row, full, err = s.probed(ctx, agg, p, gn, cfg.noise(stream, d), cfg.noise(stream+"/gnmax", d), k, classes, hist, pool)
 			} else {
 				row, full, err = s.planned(ctx, p, gn, session, cfg.noise(stream+"/gnmax", d), hist, pool)
@@ -218,29 +219,43 @@ func (s *students) planned(ctx context.Context, p, gn mechanism.Params, session 
 	return row, full, nil
 }
 
-// probed runs one planned row that asks GNMax first (Plan.SureShare): as
-// many GNMax (gn) answers as fit beside the session p, on the first
-// queries of pool, noise from gsrc; then, if students trained on them are
-// sure of at least Plan.SureShare of the rest, the bootstrapped session on
-// the rest (noise from src), else as many more GNMax answers as the rest
-// of the cap buys, on the next queries of pool. Its ε is the costlier
-// branch's, the same in every draw.
-func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Params, src, gsrc mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
-	cfg := s.cfg
+// probe is the budget of a plan that asks GNMax first: first GNMax
+// answers fit beside the session p under the cap (of pool queries), and
+// more the GNMax answers that follow them when the session does not open;
+// easy and hard are the ε of the two branches (the session's, the GNMax
+// answers' composed), the plan's ε their larger. GNMax composes with
+// itself without loss, so first+more answers cost what that many answers
+// of GNMax alone cost: the hard branch is GNMax alone at the cap.
+func probe(p, gn mechanism.Params, capEps, delta float64, pool int) (first, more int, easy, hard float64, err error) {
 	g := mechanism.DefaultGrid()
 	spent, err := p.Charge(g, 0, 0)
 	if err != nil {
-		return Row{}, nil, err
+		return 0, 0, 0, 0, err
 	}
-	n1, e1, err := budget.Rest(spent, gn, cfg.Plan.Cap, cfg.Delta, len(pool))
+	if first, easy, err = budget.Rest(spent, gn, capEps, delta, pool); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	asked, err := gn.Charge(g, first, 0)
 	if err != nil {
-		return Row{}, nil, err
+		return 0, 0, 0, 0, err
 	}
-	first, err := gn.Charge(g, n1, 0)
-	if err != nil {
-		return Row{}, nil, err
+	if more, hard, err = budget.Rest(asked, gn, capEps, delta, pool-first); err != nil {
+		return 0, 0, 0, 0, err
 	}
-	n2, e2, err := budget.Rest(first, gn, cfg.Plan.Cap, cfg.Delta, len(pool)-n1)
+	return first, more, easy, hard, nil
+}
+
+// probed runs one planned row that asks GNMax first (Plan.Agreement): as
+// many GNMax (gn) answers as fit beside the session p, on the first
+// queries of pool, noise from gsrc; then, if students trained on disjoint
+// halves of them agree on at least Plan.Agreement of the queries without
+// a label (halvesAgreement), the bootstrapped session on the rest (noise
+// from src), else as many more GNMax answers as the rest of the cap buys,
+// on the next queries of pool. Fewer than two answers read as hard data. Its ε is the
+// costlier branch's, the same in every draw.
+func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Params, src, gsrc mechanism.Source, k, classes int, hist [][]int, pool []int) (Row, []int, error) {
+	cfg := s.cfg
+	n1, n2, e1, e2, err := probe(p, gn, cfg.Plan.Cap, cfg.Delta, len(pool))
 	if err != nil {
 		return Row{}, nil, err
 	}
@@ -275,28 +290,18 @@ func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Param
 		return Row{}, nil, err
 	}
 	row := Row{Aggregator: Planner, Teachers: k, Queries: len(pool), Noise: cfg.noiseName(),
-		Selection: fmt.Sprintf("%s; gnmax first, then the session when its student is sure of %v of the rest", cfg.Selection.Strategy, cfg.Plan.SureShare)}
+		Selection: fmt.Sprintf("%s; gnmax first, then the session when students on halves of its labels agree on %v of the rest", cfg.Selection.Strategy, cfg.Plan.Agreement)}
 	row.Params = fmt.Sprintf("cap ε=%v: %d gnmax %s, then nzc-svt %s or %d more gnmax", cfg.Plan.Cap, n1, gn, p, n2)
 	row.Epsilon, row.Delta, row.EpsilonSource = max(e1, e2), cfg.Delta, proven
-	sure := 0.0
-	if answered > 0 {
-		asked := make([]bool, s.queries.Len())
-		for i := range asked {
-			asked[i] = true
-		}
-		for _, q := range pool[n1:] {
-			asked[q] = false
-		}
-		nets, err := s.rankers(ctx, 0, full)
-		if err != nil {
-			return row, nil, err
-		}
-		if sure, err = selection.SureShare(ctx, nets, s.queries, asked, cfg.Confident); err != nil {
+	agreement := 0.0
+	if answered >= 2 {
+		if agreement, err = s.halvesAgreement(ctx, full); err != nil {
 			return row, nil, err
 		}
 	}
-	s.log.Info("plan probed", "gnmax_answers", answered, "sure_share", sure, "session", sure >= cfg.Plan.SureShare)
-	if sure >= cfg.Plan.SureShare {
+	easy := answered >= 2 && agreement >= cfg.Plan.Agreement
+	s.log.Info("plan probed", "gnmax_answers", answered, "agreement", agreement, "session", easy)
+	if easy {
 		srow, sfull, _, err := s.bootstrap(ctx, agg, p, src, k, classes, hist, pool[n1:])
 		if err != nil {
 			return row, nil, err
@@ -322,4 +327,56 @@ func (s *students) probed(ctx context.Context, agg string, p, gn mechanism.Param
 	}
 	row.LabelAccuracy = labelAccuracy(labels, qs, s.queries.Y)
 	return row, full, nil
+}
+
+// halvesAgreement is the share of the queries without a released label
+// on which two bootstrap students, trained on disjoint halves of the
+// released labels (alternate ones in query index order), predict the
+// same class. It reads released labels and the unlabelled queries only:
+// post-processing, free of charge. Where the teachers agree and the data
+// is easy to learn, students of a few labels each generalise alike.
+func (s *students) halvesAgreement(ctx context.Context, full []int) (float64, error) {
+	key := labelsKey(full)
+	if a, ok := s.agreements[key]; ok {
+		return a, nil
+	}
+	var labelled, rest []int
+	for q, l := range full {
+		if l != metrics.Refused {
+			labelled = append(labelled, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	if len(labelled) < 2 || len(rest) == 0 {
+		return 0, fmt.Errorf("%w: %d released labels and %d queries without one: want two labels and a query to judge", ErrConfig, len(labelled), len(rest))
+	}
+	x := s.queries.Subset(rest).X
+	var preds [2][]int
+	for h := range preds {
+		half := slices.Clone(full)
+		for i, q := range labelled {
+			if i%2 != h {
+				half[q] = metrics.Refused
+			}
+		}
+		net, err := s.fit(ctx, s.bootSpec, fmt.Sprintf("signal student on half %d", h+1), half, true, uint64(h))
+		if err != nil {
+			return 0, err
+		}
+		if preds[h], err = net.Predict(x); err != nil {
+			return 0, err
+		}
+	}
+	same := 0
+	for i := range rest {
+		if preds[0][i] == preds[1][i] {
+			same++
+		}
+	}
+	if s.agreements == nil {
+		s.agreements = map[[32]byte]float64{}
+	}
+	s.agreements[key] = float64(same) / float64(len(rest))
+	return s.agreements[key], nil
 }

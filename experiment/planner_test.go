@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -237,38 +238,42 @@ func TestSessionDrawsShareRankers(t *testing.T) {
 	}
 }
 
-// A plan that asks GNMax first releases, when its student is unsure of
-// the rest, exactly as many GNMax answers as GNMax alone buys within the
-// cap, on the same first queries; when the student is sure enough, the
+// A plan that asks GNMax first releases, when students cross-validated
+// on its first labels disagree with them (teachers that vote for a class
+// unrelated to the image), exactly as many GNMax answers as GNMax alone
+// buys within the cap, on the same first queries; when they agree
+// (teachers that all vote the image's class of well-separated blobs), the
 // session opens on the rest. Either way its ε is within the cap.
 func TestPlannerProbe(t *testing.T) {
 	const k, classes, n = 100, 4, 300
 	for _, tt := range []struct {
 		name    string
-		floor   float64 // the confidence a student is sure at
+		vote    func(q, truth int) int // the class every teacher votes for
 		session bool
 	}{
-		// No student is that sure of anything.
-		{"unsure: gnmax on", 1 - 1e-12, false},
-		// Teachers that all agree on well-separated blobs.
-		{"sure: the session", 0.5, true},
+		{"labels unrelated to the images: gnmax on", func(q, _ int) int { return (q * 7 / 3) % classes }, false},
+		{"unanimous teachers on separated blobs: the session", func(_, truth int) int { return truth }, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := plannerConfig(t)
-			cfg.SessionRefusals, cfg.Plan.SureShare, cfg.Confident.Floor = 1, 0.5, tt.floor
-			queries := blobs(3, n)
+			cfg.SessionRefusals, cfg.Plan.Agreement, cfg.SelfTraining.Rounds, cfg.StudentTrain.LearnRate = 1, 0.5, 0, 0.05
+			queries := synth.Blobs{Classes: classes, Dim: 8, Spread: 4, CentreSeed: [2]uint64{5, 5}}.Make(3, n)
 			hist := make([][]int, n)
 			pool := make([]int, n)
 			for q := range hist {
 				hist[q] = make([]int, classes)
-				hist[q][queries.Y[q]] = k
+				hist[q][tt.vote(q, queries.Y[q])] = k
 				pool[q] = q
 			}
 			spec, err := model.Preset(cfg.StudentModel, queries.Shape, classes)
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := &students{cfg: cfg, spec: spec, bootSpec: spec, queries: queries, now: time.Now, log: slog.New(slog.DiscardHandler)}
+			var logged strings.Builder
+			// The students that judge the first labels: linear, as the
+			// blobs are.
+			boot := model.Spec{Kind: model.KindSoftmax, Input: queries.Shape, Classes: classes}
+			st := &students{cfg: cfg, spec: spec, bootSpec: boot, queries: queries, now: time.Now, log: slog.New(slog.NewTextHandler(&logged, nil))}
 			p, err := cfg.planSessionParams(mechanism.NZCSVT, k, classes)
 			if err != nil {
 				t.Fatal(err)
@@ -286,7 +291,7 @@ func TestPlannerProbe(t *testing.T) {
 				t.Fatalf("%s row of ε %v under a cap of %v", row.Aggregator, row.Epsilon, cfg.Plan.Cap)
 			}
 			if opened := row.Answered > row.fallback; opened != tt.session {
-				t.Fatalf("%d answers, %d of them GNMax's: session opened %v, want %v", row.Answered, row.fallback, opened, tt.session)
+				t.Fatalf("%d answers, %d of them GNMax's: session opened %v, want %v\n%s", row.Answered, row.fallback, opened, tt.session, logged.String())
 			}
 			if tt.session {
 				return
@@ -300,5 +305,50 @@ func TestPlannerProbe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A plan that asks GNMax first and continues GNMax spends what GNMax
+// alone spends at the cap: as many answers, the same ε (GNMax composes
+// with itself without loss); the session's branch fits the cap too.
+func TestProbeHardBranchIsGNMaxAlone(t *testing.T) {
+	g := mechanism.DefaultGrid()
+	for _, tt := range []struct {
+		k             int
+		capEps, share float64
+	}{
+		{250, 1, 0.4},
+		{250, 1, 0.5},
+		{50, 5, 0.4},
+		{100, 4, 0.5},
+	} {
+		gn := ParamsFor(DefaultMechanisms()[string(mechanism.GNMax)], tt.k, 10)
+		p, err := mechanism.NZCSVT.PlanSession(tt.share*tt.capEps, mechanism.PresetSessionDelta, 1, tt.k, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const delta, pool = 1e-5, 8000
+		first, more, easy, hard, err := probe(p, gn, tt.capEps, delta, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, _, err := budget.Rest(mechanism.Charge{RDP: g.Zero()}, gn, tt.capEps, delta, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := gn.Charge(g, alone, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := budget.Epsilon(ch, delta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first+more != alone || math.Abs(hard-want) > 1e-12 || first == 0 {
+			t.Errorf("k=%d cap %v, session %v of it: %d+%d GNMax answers at ε %v; GNMax alone %d at ε %v", tt.k, tt.capEps, tt.share, first, more, hard, alone, want)
+		}
+		if easy > tt.capEps || hard > tt.capEps {
+			t.Errorf("k=%d cap %v: branches of ε %v and %v", tt.k, tt.capEps, easy, hard)
+		}
 	}
 }

@@ -917,6 +917,10 @@ type students struct {
 	boot map[[32]byte][]*model.Network
 	// sessions are the bootstrapped sessions' draws (keepSession).
 	sessions map[sessionKey]sessionDraw
+	// agreements are the plan's switch signals by the labels they read
+	// (halvesAgreement): its students are deterministic, so draws that
+	// released the same labels read the same agreement.
+	agreements map[[32]byte]float64
 }
 
 // studentJob is one student to train and the rows (and draws) it scores.

@@ -20,21 +20,21 @@ import (
 )
 
 // tunePlans parses NZC_TUNE_PLAN: comma-separated policies f/K/m or
-// f/K/m/s, the session's share f of the cap, its refusal bound K, the
+// f/K/m/a, the session's share f of the cap, its refusal bound K, the
 // fewest session answers whose student ranks the GNMax queries and, with
-// s, GNMax first and the session only when its student is sure of that
-// share of the rest (PlanConfig.SureShare).
+// a, GNMax first and the session only when students cross-validated on
+// its labels agree with that share of them (PlanConfig.Agreement).
 func tunePlans(t *testing.T, list string, capEps float64) []PlanConfig {
 	t.Helper()
 	var plans []PlanConfig
 	for _, p := range strings.Split(list, ",") {
-		var f, sure float64
+		var f, agree float64
 		var k, m int
-		n, err := fmt.Sscanf(p, "%g/%d/%d/%g", &f, &k, &m, &sure)
+		n, err := fmt.Sscanf(p, "%g/%d/%d/%g", &f, &k, &m, &agree)
 		if n < 3 || (err != nil && n != 3) || !(f > 0 && f <= 1) {
-			t.Fatalf("NZC_TUNE_PLAN %q: want f/K/m or f/K/m/s with 0 < f ≤ 1", p)
+			t.Fatalf("NZC_TUNE_PLAN %q: want f/K/m or f/K/m/a with 0 < f ≤ 1", p)
 		}
-		plans = append(plans, PlanConfig{Cap: capEps, SessionEpsilon: f * capEps, Refusals: k, MinAnswers: m, SureShare: sure})
+		plans = append(plans, PlanConfig{Cap: capEps, SessionEpsilon: f * capEps, Refusals: k, MinAnswers: m, Agreement: agree})
 	}
 	return plans
 }
@@ -173,7 +173,7 @@ func TestTunePlan(t *testing.T) {
 		if err := st.plannedRows(ctx, rep, k, classes, hist, order); err != nil {
 			t.Fatal(err)
 		}
-		rep.Rows[len(rep.Rows)-1].Params = fmt.Sprintf("f=%v K=%d m=%d s=%v: %s", pc.SessionEpsilon/pc.Cap, pc.Refusals, pc.MinAnswers, pc.SureShare, rep.Rows[len(rep.Rows)-1].Params)
+		rep.Rows[len(rep.Rows)-1].Params = fmt.Sprintf("f=%v K=%d m=%d a=%v: %s", pc.SessionEpsilon/pc.Cap, pc.Refusals, pc.MinAnswers, pc.Agreement, rep.Rows[len(rep.Rows)-1].Params)
 	}
 	t.Logf("sessions and plans released in %v", time.Since(start).Round(time.Second))
 	st.add(slot{row: len(rep.Rows), draw: -1}, "clean votes", clean)

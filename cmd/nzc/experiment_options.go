@@ -66,7 +66,7 @@ type experimentOptions struct {
 	PlanCap            float64 `mapstructure:"plan-cap" help:"with --bootstrap, add a planned row under this cap ε: one session of --plan-session-epsilon, then, when it ends early, GNMax on the queries the student is surest of with the rest of the cap (0: no such row; default: the preset's)"`
 	PlanSessionEpsilon float64 `mapstructure:"plan-session-epsilon" help:"with --plan-cap, the pure ε of the planned row's session (default: the preset's)"`
 	PlanRefusals       int     `mapstructure:"plan-refusals" help:"with --plan-cap, the refusals the planned row's session allows before it ends (0: the preset's)"`
-	PlanSureShare      float64 `mapstructure:"plan-sure-share" help:"with --plan-cap, ask GNMax first as many queries as fit beside the session, and open the session only when a student trained on them is sure of this share of the rest; else spend the rest on GNMax (0: session first; default: the preset's)"`
+	PlanAgreement      float64 `mapstructure:"plan-agreement" help:"with --plan-cap, ask GNMax first as many queries as fit beside the session, and open the session only when two students trained on disjoint halves of those labels agree on this share of the rest; else spend the rest on GNMax, as GNMax alone would (0: session first; default: the preset's)"`
 	PlanMinAnswers     int     `mapstructure:"plan-min-answers" help:"with --plan-cap, the fewest session answers whose student ranks the GNMax queries; below it GNMax asks in the query order (0: the preset's)"`
 
 	TuningTrain    int `mapstructure:"tuning-train" help:"the last this many training examples are the tuning share, which no release teacher trains on: its ensemble's vote statistics are the only ones reported, as diagnostics (0: no share, no diagnostics; default: the preset's)"`
@@ -304,8 +304,8 @@ func (o experimentOptions) applyBootstrap(cfg *experiment.Config, fs *pflag.Flag
 	if set(fs, "plan-refusals", o.PlanRefusals != 0) {
 		cfg.Plan.Refusals = o.PlanRefusals
 	}
-	if set(fs, "plan-sure-share", o.PlanSureShare != 0) {
-		cfg.Plan.SureShare = o.PlanSureShare
+	if set(fs, "plan-agreement", o.PlanAgreement != 0) {
+		cfg.Plan.Agreement = o.PlanAgreement
 	}
 	if set(fs, "plan-min-answers", o.PlanMinAnswers != 0) {
 		cfg.Plan.MinAnswers = o.PlanMinAnswers

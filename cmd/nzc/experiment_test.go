@@ -154,7 +154,7 @@ func TestExperimentStudentFlagErrors(t *testing.T) {
 		// mnist-hard erases 14×14 squares: these images are 6×6.
 		{[]string{"--dataset", "mnist-hard"}, "erased square of 14 pixels"},
 		{[]string{"--plan-cap", "1", "--plan-session-epsilon", "0.5", "--plan-refusals", "-2"}, "-2 refusals"},
-		{[]string{"--plan-cap", "1", "--plan-session-epsilon", "0.5", "--plan-sure-share", "2"}, "sure share 2"},
+		{[]string{"--plan-cap", "1", "--plan-session-epsilon", "0.5", "--plan-agreement", "2"}, "agreement 2"},
 	} {
 		out := t.TempDir()
 		_, err := clitest.Execute(t, newRootCommand(), append([]string{"experiment", "--preset", "quick", "--data-dir", dataDir, "--out", out, "--cache-dir", "",

@@ -238,39 +238,3 @@ func sqDist(a, b []float64) float64 {
 	}
 	return s
 }
-
-// SureShare is the share of the examples of pool not yet asked that the
-// students are sure of together: whose confidence, as ConfidentEnsemble
-// judges it, is at least cc.Floor. It reads the students and the pool
-// only. A pool with nothing left to ask has a share of 0.
-func SureShare(ctx context.Context, nets []*model.Network, pool *data.Dataset, asked []bool, cc ConfidentConfig) (float64, error) {
-	if len(nets) == 0 {
-		return 0, fmt.Errorf("%w: no student to judge the pool", ErrConfig)
-	}
-	if len(asked) != pool.Len() {
-		return 0, fmt.Errorf("%w: %d asked flags for a pool of %d", ErrConfig, len(asked), pool.Len())
-	}
-	if err := cc.Validate(); err != nil {
-		return 0, err
-	}
-	var rest []int
-	for i, a := range asked {
-		if !a {
-			rest = append(rest, i)
-		}
-	}
-	if len(rest) == 0 {
-		return 0, nil
-	}
-	_, conf, err := confidence(ctx, nets, pool.Subset(rest), cc)
-	if err != nil {
-		return 0, err
-	}
-	sure := 0
-	for _, c := range conf {
-		if c >= cc.Floor {
-			sure++
-		}
-	}
-	return float64(sure) / float64(len(rest)), nil
-}

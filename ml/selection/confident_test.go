@@ -345,33 +345,3 @@ func sureAndDoubt(order []int, conf []float64, floor float64) (lastSure, firstDo
 	}
 	return lastSure, firstDoubt
 }
-
-// SureShare counts the unasked examples at or above the floor: all of
-// them at a floor of 0, none at a floor no probability reaches, and none
-// when nothing is left to ask.
-func TestSureShare(t *testing.T) {
-	pool := synth.Blobs{Classes: 3, Dim: 4, Spread: 0.5, CentreSeed: [2]uint64{1, 1}}.Make(1, 60)
-	net, err := model.New(model.Spec{Kind: model.KindSoftmax, Input: pool.Shape, Classes: 3}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asked := make([]bool, pool.Len())
-	for _, tt := range []struct {
-		floor float64
-		want  float64
-	}{{0, 1}, {1 - 1e-12, 0}} {
-		got, err := SureShare(context.Background(), []*model.Network{net}, pool, asked, ConfidentConfig{Floor: tt.floor})
-		if err != nil || got != tt.want {
-			t.Errorf("floor %v: share %v (%v), want %v", tt.floor, got, err, tt.want)
-		}
-	}
-	for i := range asked {
-		asked[i] = true
-	}
-	if got, err := SureShare(context.Background(), []*model.Network{net}, pool, asked, ConfidentConfig{}); err != nil || got != 0 {
-		t.Errorf("nothing left to ask: share %v (%v), want 0", got, err)
-	}
-	if _, err := SureShare(context.Background(), nil, pool, asked, ConfidentConfig{}); !errors.Is(err, ErrConfig) {
-		t.Errorf("no student: %v, want ErrConfig", err)
-	}
-}
