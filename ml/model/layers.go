@@ -96,6 +96,9 @@ func newDense(in, out int, gain float64, r *rand.Rand) *dense {
 	d.b = param{w: make([]float32, out), g: make([]float32, out)}
 	std := gain / math.Sqrt(float64(in))
 	for i := range d.w.w {
+		if r == nil {
+			break // a copy sets the weights itself
+		}
 		d.w.w[i] = float32(r.NormFloat64() * std)
 	}
 	return d
@@ -191,6 +194,9 @@ func newConv(in data.Shape, filters, kernel int, r *rand.Rand) *conv {
 	c.b = param{w: make([]float32, filters), g: make([]float32, filters)}
 	std := math.Sqrt(2 / float64(kk))
 	for i := range c.w.w {
+		if r == nil {
+			break // a copy sets the weights itself
+		}
 		c.w.w[i] = float32(r.NormFloat64() * std)
 	}
 	return c

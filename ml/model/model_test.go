@@ -359,3 +359,41 @@ func TestGEMMRate(t *testing.T) {
 		t.Fatalf("GEMMRate = %v", r)
 	}
 }
+
+// A clone computes what its original computes and shares none of its
+// weights: training the original afterwards leaves the clone as it was.
+func TestClone(t *testing.T) {
+	for _, spec := range []Spec{
+		{Kind: KindMLP, Input: data.Shape{Height: 1, Width: 4, Channels: 1}, Classes: 3, Hidden: []int{6, 5}},
+		{Kind: KindCNN, Input: data.Shape{Height: 6, Width: 6, Channels: 2}, Classes: 3, Conv: []Conv{{Filters: 3, Kernel: 3}}, Hidden: []int{4}},
+	} {
+		n, err := New(spec, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, 2*spec.Input.Size())
+		for i := range x {
+			x[i] = float32(i%7) / 7
+		}
+		want, err := n.Logits(x, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := n.Clone()
+		got, err := c.Logits(x, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: clone's logits %v, want %v", spec.Kind, got, want)
+		}
+		for _, p := range n.ps {
+			for i := range p.w {
+				p.w[i] += 1
+			}
+		}
+		if again, _ := c.Logits(x, nil); !slices.Equal(again, want) {
+			t.Fatalf("%s: changing the original changed the clone's logits to %v", spec.Kind, again)
+		}
+	}
+}

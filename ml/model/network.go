@@ -25,7 +25,12 @@ func New(spec Spec, seed uint64) (*Network, error) {
 	if _, err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	r := rand.New(rand.NewPCG(seed, 0x6e7a636d6f64656c))
+	return build(spec, rand.New(rand.NewPCG(seed, 0x6e7a636d6f64656c))), nil
+}
+
+// build makes the layers of a valid spec, their weights drawn from r, or
+// left zero when r is nil (a copy that sets them itself).
+func build(spec Spec, r *rand.Rand) *Network {
 	n := &Network{spec: spec}
 	sh := spec.Input
 	for _, c := range spec.Conv {
@@ -45,7 +50,7 @@ func New(spec Spec, seed uint64) (*Network, error) {
 	for _, l := range n.layers {
 		n.ps = append(n.ps, l.params()...)
 	}
-	return n, nil
+	return n
 }
 
 // Spec returns the architecture.
@@ -72,10 +77,8 @@ func (n *Network) FLOPs() int {
 
 // Clone returns an independent copy with the same weights.
 func (n *Network) Clone() *Network {
-	c, err := New(n.spec, 0)
-	if err != nil {
-		panic("model: clone of a valid network failed: " + err.Error())
-	}
+	// No weights are drawn: every one is copied.
+	c := build(n.spec, nil)
 	for i, p := range n.ps {
 		copy(c.ps[i].w, p.w)
 	}
