@@ -212,12 +212,12 @@ func trainOne(ctx context.Context, cfg Config, train *data.Dataset, dataHash str
 func Predictions(ctx context.Context, teachers []*model.Network, x []float32) ([][]int, error) {
 	out := make([][]int, len(teachers))
 	err := parallel.ForEach(ctx, len(teachers), 0, func(_ context.Context, t int) error {
-		// A clone's inference buffers (the unrolled input of every
+		// A reader's inference buffers (the unrolled input of every
 		// convolution, for batches of up to 256 examples) are dropped with
 		// it: kept by every teacher of a large ensemble, they would take
-		// gigabytes.
+		// gigabytes. It shares the teacher's weights, copying none.
 		var err error
-		out[t], err = teachers[t].Clone().Predict(x)
+		out[t], err = teachers[t].Reader().Predict(x)
 		return err
 	})
 	if err != nil {

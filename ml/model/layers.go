@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 
 	"gonum.org/v1/gonum/blas"
@@ -15,6 +16,35 @@ import (
 // param is one trainable tensor and its gradient.
 type param struct {
 	w, g []float32
+}
+
+// weights makes a network's parameters in the order its layers hold them:
+// drawn from r (normal with the given deviation; zero where it is 0), or
+// copied from from, or shared with from (share: the weights are from's,
+// read only, and there are no gradients).
+type weights struct {
+	r     *rand.Rand
+	from  []*param
+	share bool
+	i     int
+}
+
+func (wi *weights) next(size int, std float64) param {
+	if wi.from != nil {
+		src := wi.from[wi.i]
+		wi.i++
+		if wi.share {
+			return param{w: src.w}
+		}
+		return param{w: slices.Clone(src.w), g: make([]float32, size)}
+	}
+	p := param{w: make([]float32, size), g: make([]float32, size)}
+	if std != 0 {
+		for i := range p.w {
+			p.w[i] = float32(wi.r.NormFloat64() * std)
+		}
+	}
+	return p
 }
 
 // layer is one stage of a network operating on a batch of rows.
@@ -90,17 +120,10 @@ type dense struct {
 	y, dx   []float32
 }
 
-func newDense(in, out int, gain float64, r *rand.Rand) *dense {
+func newDense(in, out int, gain float64, wi *weights) *dense {
 	d := &dense{in: in, out: out}
-	d.w = param{w: make([]float32, in*out), g: make([]float32, in*out)}
-	d.b = param{w: make([]float32, out), g: make([]float32, out)}
-	std := gain / math.Sqrt(float64(in))
-	for i := range d.w.w {
-		if r == nil {
-			break // a copy sets the weights itself
-		}
-		d.w.w[i] = float32(r.NormFloat64() * std)
-	}
+	d.w = wi.next(in*out, gain/math.Sqrt(float64(in)))
+	d.b = wi.next(out, 0)
 	return d
 }
 
@@ -187,18 +210,11 @@ type conv struct {
 	rows   int
 }
 
-func newConv(in data.Shape, filters, kernel int, r *rand.Rand) *conv {
+func newConv(in data.Shape, filters, kernel int, wi *weights) *conv {
 	c := &conv{in: in, f: filters, k: kernel}
 	kk := kernel * kernel * in.Channels
-	c.w = param{w: make([]float32, filters*kk), g: make([]float32, filters*kk)}
-	c.b = param{w: make([]float32, filters), g: make([]float32, filters)}
-	std := math.Sqrt(2 / float64(kk))
-	for i := range c.w.w {
-		if r == nil {
-			break // a copy sets the weights itself
-		}
-		c.w.w[i] = float32(r.NormFloat64() * std)
-	}
+	c.w = wi.next(filters*kk, math.Sqrt(2/float64(kk)))
+	c.b = wi.next(filters, 0)
 	return c
 }
 

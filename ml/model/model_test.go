@@ -397,3 +397,30 @@ func TestClone(t *testing.T) {
 		}
 	}
 }
+
+// A reader computes what its network computes from the same weights: it
+// follows a change to them and copies none.
+func TestReader(t *testing.T) {
+	spec := Spec{Kind: KindCNN, Input: data.Shape{Height: 6, Width: 6, Channels: 2}, Classes: 3, Conv: []Conv{{Filters: 3, Kernel: 3}}, Hidden: []int{4}}
+	n, err := New(spec, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 3*spec.Input.Size())
+	for i := range x {
+		x[i] = float32(i%5) / 5
+	}
+	r := n.Reader()
+	for round := range 2 {
+		want, _ := n.Logits(x, nil)
+		got, err := r.Logits(x, nil)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("round %d: reader's logits %v (%v), want %v", round, got, err, want)
+		}
+		for _, p := range n.ps {
+			for i := range p.w {
+				p.w[i] *= 1.5
+			}
+		}
+	}
+}

@@ -25,16 +25,15 @@ func New(spec Spec, seed uint64) (*Network, error) {
 	if _, err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	return build(spec, rand.New(rand.NewPCG(seed, 0x6e7a636d6f64656c))), nil
+	return build(spec, &weights{r: rand.New(rand.NewPCG(seed, 0x6e7a636d6f64656c))}), nil
 }
 
-// build makes the layers of a valid spec, their weights drawn from r, or
-// left zero when r is nil (a copy that sets them itself).
-func build(spec Spec, r *rand.Rand) *Network {
+// build makes the layers of a valid spec with the parameters wi makes.
+func build(spec Spec, wi *weights) *Network {
 	n := &Network{spec: spec}
 	sh := spec.Input
 	for _, c := range spec.Conv {
-		n.layers = append(n.layers, newConv(sh, c.Filters, c.Kernel, r))
+		n.layers = append(n.layers, newConv(sh, c.Filters, c.Kernel, wi))
 		sh = data.Shape{Height: sh.Height, Width: sh.Width, Channels: c.Filters}
 		n.layers = append(n.layers, &relu{n: sh.Size()})
 		p := &maxPool{in: sh}
@@ -43,10 +42,10 @@ func build(spec Spec, r *rand.Rand) *Network {
 	}
 	in := sh.Size()
 	for _, h := range spec.Hidden {
-		n.layers = append(n.layers, newDense(in, h, math.Sqrt2, r), &relu{n: h})
+		n.layers = append(n.layers, newDense(in, h, math.Sqrt2, wi), &relu{n: h})
 		in = h
 	}
-	n.layers = append(n.layers, newDense(in, spec.Classes, 1, r))
+	n.layers = append(n.layers, newDense(in, spec.Classes, 1, wi))
 	for _, l := range n.layers {
 		n.ps = append(n.ps, l.params()...)
 	}
@@ -77,12 +76,15 @@ func (n *Network) FLOPs() int {
 
 // Clone returns an independent copy with the same weights.
 func (n *Network) Clone() *Network {
-	// No weights are drawn: every one is copied.
-	c := build(n.spec, nil)
-	for i, p := range n.ps {
-		copy(c.ps[i].w, p.w)
-	}
-	return c
+	return build(n.spec, &weights{from: n.ps})
+}
+
+// Reader returns a network that computes with n's weights, shared and
+// read only, and its own scratch memory, dropped with it: for inference
+// beside other readers of n. It cannot be trained, and n must not train
+// while it is in use.
+func (n *Network) Reader() *Network {
+	return build(n.spec, &weights{from: n.ps, share: true})
 }
 
 func (n *Network) forward(x []float32, batch int) []float32 {
