@@ -63,7 +63,7 @@ func TestEveryEnsembleAndMechanismPlansOrRefuses(t *testing.T) {
 		"nzc/sized/750":              "the paper's constant c",
 		"nzc-svt/sized/30":           "no nzc-svt session",
 		"nzc-svt/unsized/15":         "threshold T=40 is above 7",
-		"confident-gnmax/sized/90":   "", // the federation: plans
+		"confident-gnmax/sized/90":   "", // nzc init --teachers 30 for three hospitals: plans
 		"gnmax/sized/750":            "",
 		"nzc-svt/sized/90":           "",
 	}
