@@ -152,3 +152,18 @@ func restoredCopy(t testing.TB, st *State) *State {
 	}
 	return restored
 }
+
+// gnmaxEpsilon is the ε at δ 1e-5 of q GNMax (σ 40) answers on the default
+// grid, as an account's gate reads it.
+func gnmaxEpsilon(t *testing.T, q int) float64 {
+	t.Helper()
+	c, err := mechanism.DefaultGrid().CurveOf(gaussCurve(40, q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := c.FilterEpsilon(1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conv.Epsilon
+}

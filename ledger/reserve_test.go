@@ -13,18 +13,7 @@ import (
 // h1's cap of 8 at δ 1e-5, and twice which does not.
 func halfCapQueries(t *testing.T) int {
 	t.Helper()
-	g := mechanism.DefaultGrid()
-	eps := func(q int) float64 {
-		c, err := g.CurveOf(gaussCurve(40, q))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conv, err := c.FilterEpsilon(1e-5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conv.Epsilon
-	}
+	eps := func(q int) float64 { return gnmaxEpsilon(t, q) }
 	for q := 100; q < 100_000; q += 100 {
 		if e := eps(q); e > 5 && e < 7.5 && eps(2*q) > 8.5 {
 			return q

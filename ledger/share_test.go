@@ -1,27 +1,12 @@
 package ledger
 
-import (
-	"testing"
-
-	"github.com/nzcfed/nzc/mechanism"
-)
+import "testing"
 
 // shareQueries is a number of GNMax (σ 40) answers whose ε at δ 1e-5 is
 // below 4 (half of h1's cap of 8) and twice which is above 4 and below 8.
 func shareQueries(t *testing.T) int {
 	t.Helper()
-	g := mechanism.DefaultGrid()
-	eps := func(q int) float64 {
-		c, err := g.CurveOf(gaussCurve(40, q))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conv, err := c.FilterEpsilon(1e-5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conv.Epsilon
-	}
+	eps := func(q int) float64 { return gnmaxEpsilon(t, q) }
 	for q := 100; q < 100_000; q += 100 {
 		if e, e2 := eps(q), eps(2*q); e > 2 && e < 4 && e2 > 4.5 && e2 < 7.5 {
 			return q
