@@ -396,15 +396,24 @@ func askedQueries(r *Result, n int) []bool {
 // size queries, none of them asked; ok is false for anything else.
 func decodeFallbackRecord(b []byte, size, n int, asked []bool) (order []int, ok bool) {
 	var rec fallbackRecord
-	if json.Unmarshal(b, &rec) != nil || len(rec.Order) > n || !isPartialPermutation(rec.Order, size) {
+	if json.Unmarshal(b, &rec) != nil || len(rec.Order) > n || !unaskedOrder(rec.Order, size, asked) {
 		return nil, false
 	}
-	for _, q := range rec.Order {
+	return rec.Order, true
+}
+
+// unaskedOrder reports whether order names distinct queries of size, none
+// of them asked: a fallback asks (and pays for) each query once.
+func unaskedOrder(order []int, size int, asked []bool) bool {
+	if !isPartialPermutation(order, size) {
+		return false
+	}
+	for _, q := range order {
 		if asked[q] {
-			return nil, false
+			return false
 		}
 	}
-	return rec.Order, true
+	return true
 }
 
 // fallbackOrder returns the first n queries not asked, in the order
@@ -428,10 +437,8 @@ func (c *Client) fallbackOrder(ctx context.Context, d *data.Dataset, r *Result, 
 		if err != nil {
 			return nil, fmt.Errorf("student: rank the queries not asked for the fallback: %w", err)
 		}
-		for _, q := range ranked {
-			if q < 0 || q >= d.Len() || asked[q] {
-				return nil, fmt.Errorf("student: the ranking names query %d, which is asked already or out of range", q)
-			}
+		if !unaskedOrder(ranked, d.Len(), asked) {
+			return nil, fmt.Errorf("student: the ranking for the fallback names a query twice, one asked already or one out of range (%d queries ranked of %d)", len(ranked), d.Len())
 		}
 		order = ranked
 	} else {

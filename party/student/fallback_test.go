@@ -1,8 +1,12 @@
 package student
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/nzcfed/nzc/ml/data"
 )
 
 // FuzzDecodeFallbackRecord: a kept fallback order is read back only as
@@ -54,6 +58,32 @@ func TestDecodeFallbackRecord(t *testing.T) {
 	} {
 		if _, ok := decodeFallbackRecord([]byte(tc.rec), len(asked), tc.n, asked); ok != tc.want {
 			t.Errorf("%s with %d planned: ok %v, want %v", tc.rec, tc.n, ok, tc.want)
+		}
+	}
+}
+
+// A ranking that names a query twice, one the session asked, or one out of
+// range is refused before anything is asked: the fallback pays for each
+// query once.
+func TestFallbackOrderRefusesABadRanking(t *testing.T) {
+	d := &data.Dataset{X: make([]float32, 4), Y: make([]int, 4), Shape: data.Shape{Height: 1, Width: 1, Channels: 1}, Classes: 2}
+	asked := []bool{true, false, false, false}
+	for _, tc := range []struct {
+		ranked []int
+		ok     bool
+	}{
+		{[]int{3, 1, 2}, true},
+		{[]int{3, 3}, false},
+		{[]int{2, 0}, false},
+		{[]int{4}, false},
+		{[]int{-1}, false},
+	} {
+		c := &Client{cfg: Config{StateDir: t.TempDir(), Fallback: &FallbackConfig{Surest: true},
+			Rank: func(context.Context, *data.Dataset, []int, []bool) ([]int, error) { return tc.ranked, nil }}}
+		r := &Result{DataHash: strings.Repeat("ab", 16), Labels: []int{1, -1, -1, -1}}
+		order, err := c.fallbackOrder(context.Background(), d, r, asked, 3)
+		if (err == nil) != tc.ok {
+			t.Errorf("ranking %v: order %v, error %v; want accepted %v", tc.ranked, order, err, tc.ok)
 		}
 	}
 }
