@@ -144,6 +144,7 @@ func TestBenchHostile(t *testing.T) {
 			Ratio    float64                  `json:"stalling_ratio"`
 			Lost     int                      `json:"batches_lost"`
 			Twice    int                      `json:"batches_charged_twice"`
+			SVTBurn  bench.SVTBurn            `json:"svt_burn"`
 		} `json:"hostile"`
 	}
 	benchJSON(t, &rep, "--sections", "hostile", "--reps", "1", "--teachers", "3", "--e2e-queries", "64", "--batch", "8", "--batch-deadline", "2s")
@@ -158,6 +159,11 @@ func TestBenchHostile(t *testing.T) {
 	}
 	if a.Relays > 8 && a.RelaysLimited == 0 {
 		t.Fatalf("attacks %+v: %d relays, none limited", a, a.Relays)
+	}
+	// A hospital voting against the others costs them at most one
+	// nzc-svt session's ε.
+	if b := h.SVTBurn; !(b.SessionEpsilon > 0) || b.HonestMaxEpsilon > b.SessionEpsilon*(1+1e-9) {
+		t.Fatalf("svt burn %+v: want the honest hospitals' ε within one session's, which is positive", b)
 	}
 }
 
