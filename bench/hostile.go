@@ -9,9 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,19 +301,8 @@ func (s *rssSampler) end() float64 {
 // residentKiB is the process's resident memory (VmRSS), where /proc has
 // it.
 func residentKiB() (int64, bool) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb, err == nil
-		}
-	}
-	return 0, false
+	r := readResident()
+	return int64(r.all >> 10), r.all > 0
 }
 
 func runHostile(ctx context.Context, cfg Config, f *federation, all *data.Dataset, what string, progress Progress) (HostileSection, error) {
