@@ -122,17 +122,9 @@ func (s *State) restoreEntries(snapshot []byte) error {
 	if err := s.adoptHistory(fresh, entries); err != nil {
 		// The history no longer holds the old state's log: leave an
 		// empty ledger rather than a state its history does not justify.
-		h := s.log.h
-		_ = h.Truncate(0)
-		empty := newState(h)
-		s.genesis, s.origin, s.genesisHash, s.classes = false, "", [32]byte{}, 0
-		s.grid, s.parties, s.joined, s.accounts, s.students = empty.grid, empty.parties, empty.joined, empty.accounts, empty.students
-		s.share, s.used = empty.share, empty.used
-		s.batches, s.sessions, s.opened, s.latest, s.ensembles = empty.batches, empty.sessions, empty.opened, empty.latest, empty.ensembles
-		s.paced, s.suspensions = empty.paced, empty.suspensions
-		s.epsBound, s.deltaBound = 0, 0
-		s.reservations, s.reserveQueue = empty.reservations, nil
-		s.log, s.costs, s.pre = empty.log, empty.costs, empty.pre
+		s.empty(s.log.h)
+		blank := newState(s.log.h)
+		s.costs, s.pre = blank.costs, blank.pre
 		return fmt.Errorf("ledger: restore: %w; the ledger is empty now", err)
 	}
 	return s.take(fresh)
