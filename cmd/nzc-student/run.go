@@ -212,7 +212,7 @@ has not asked as the rest of the cap buys under the fallback (in the
 		}
 		// On a terminal a progress line; otherwise (a service, a file) a
 		// structured progress line every progress.LogEvery.
-		bar := progress.NewOrLog(cmd.ErrOrStderr(), cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID), progress.LogEvery)
+		bar := progress.NewOrLog(cmd.ErrOrStderr(), nil, cli.NewLogger(cmd.ErrOrStderr(), cfg.Log).With("party", cfg.ID), progress.LogEvery)
 		res, lerr := c.Label(cmd.Context(), d, func(done, total int) { bar.Update("labelled", done, total, "queries") })
 		bar.Done()
 		if res != nil && len(res.Batches) > 0 {

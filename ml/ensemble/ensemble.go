@@ -133,10 +133,7 @@ func TrainTeachers(ctx context.Context, cfg Config, train *data.Dataset, shards 
 		_, epochs := cfg.Train.Steps(len(s))
 		total += epochs * len(s)
 	}
-	bar := progress.New(cfg.Progress, cfg.Clock)
-	if cfg.ProgressLog != nil {
-		bar = progress.NewOrLog(cfg.Progress, cfg.ProgressLog, progress.LogEvery)
-	}
+	bar := progress.NewOrLog(cfg.Progress, cfg.Clock, cfg.ProgressLog, progress.LogEvery)
 	defer bar.Done()
 	var (
 		done     atomic.Int64

@@ -47,9 +47,9 @@ const LogEvery = 5 * time.Second
 // whether or not it advanced, as one structured line (msg "progress", with
 // label, done, total, unit, percent, rate per second, elapsed and eta
 // seconds), and once more at Done. Call Done to stop it. With a nil log it
-// is New.
-func NewOrLog(w io.Writer, log *slog.Logger, every time.Duration) *Bar {
-	b := New(w, nil)
+// is New(w, now).
+func NewOrLog(w io.Writer, now func() time.Time, log *slog.Logger, every time.Duration) *Bar {
+	b := New(w, now)
 	if b.enabled || log == nil {
 		return b
 	}

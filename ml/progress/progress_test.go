@@ -58,7 +58,7 @@ func TestNewOrLogLogsSteadily(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf syncBuffer
 		log := slog.New(slog.NewJSONHandler(&buf, nil))
-		b := NewOrLog(&bytes.Buffer{}, log, 10*time.Second)
+		b := NewOrLog(&bytes.Buffer{}, nil, log, 10*time.Second)
 		time.Sleep(15 * time.Second) // nothing updated yet: nothing logged
 		b.Update("teacher 1/4", 100, 400, "samples")
 		time.Sleep(20 * time.Second) // ticks at 20 s and 30 s
